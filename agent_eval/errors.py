@@ -1,0 +1,53 @@
+"""Errors, sorted by whose fault they are.
+
+The model's mistakes are never exceptions: they are data (findings on a verdict,
+session exit states). Exceptions are for the operator and for the world around the run::
+
+    AgentEvalError                 base; the CLI prints ``Error: <message>`` and exits
+    ├── ConfigError                the operator's mistake: a bad file, field or option.
+    │                              Names the file, the field and the fix.  Exit code 2.
+    └── HarnessFault               the world's fault, not the model's: a model server
+        │                          that is unreachable, crashed, hung or answered garbage.
+        │                          Recorded on the session as status="error" and excluded
+        │                          from every model rate.  Exit code 3 at the CLI.
+        └── ServerUnreachable      no server answered at the base URL at all.
+
+This module imports nothing from the package, so every stage (``policy/`` included)
+may raise these.
+"""
+
+from __future__ import annotations
+
+
+class AgentEvalError(Exception):
+    """Base of every error agent-eval raises on purpose."""
+
+    exit_code = 1
+
+
+class ConfigError(AgentEvalError):
+    """A bad input file, field or option.  The message says which, and what to do."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, path: str | None = None, field: str | None = None):
+        self.path = path
+        self.field = field
+        where = ""
+        if path and field:
+            where = f"{path}: {field}: "
+        elif path:
+            where = f"{path}: "
+        elif field:
+            where = f"{field}: "
+        super().__init__(where + message)
+
+
+class HarnessFault(AgentEvalError):
+    """A fault of the model server or the harness, never counted against the model."""
+
+    exit_code = 3
+
+
+class ServerUnreachable(HarnessFault):
+    """Nothing answered at the model server's base URL."""

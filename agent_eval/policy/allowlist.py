@@ -1,0 +1,185 @@
+"""The allow-list: the harness policy a model is judged against, as a validated record.
+
+An allow-list file (``allowlists/*.yaml``) says which shell form is allowed (a runner
+prefix such as ``uv run`` followed by a listed script and its declared arguments), which
+plain programs are allowed (usually none), what the read tool may open, which tools are
+offered, the text returned to the model on a denial, and strictness switches for looser
+harnesses.  ``agent-eval schema allowlist`` prints its JSON Schema.
+
+Loading is the only I/O here; everything else in ``policy/`` is pure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agent_eval.errors import ConfigError
+
+ValueType = Literal["str", "int", "float", "path", "json"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FlagSpec(_Model):
+    """One flag of a script, e.g. ``--agent NAME`` or ``--no-attach``."""
+
+    value: bool = Field(False, description="The flag takes a value (`--agent NAME`).")
+    type: ValueType = Field("str", description="Type the value must parse as.")
+    choices: list[str] | None = Field(None, description="The only values accepted.")
+    required: bool = Field(False, description="The script fails without this flag.")
+    repeatable: bool = Field(False, description="The flag may be given more than once.")
+    aliases: list[str] = Field(default_factory=list, description="Other spellings, e.g. `-n`.")
+    help: str = ""
+
+
+class PositionalSpec(_Model):
+    """One positional argument of a script or subcommand."""
+
+    name: str
+    required: bool = True
+    type: ValueType = "str"
+    choices: list[str] | None = None
+    variadic: bool = Field(False, description="Takes every remaining positional.")
+
+
+class CommandSpec(_Model):
+    """The arguments a script (or one of its subcommands) accepts."""
+
+    summary: str = ""
+    flags: dict[str, FlagSpec] = Field(default_factory=dict)
+    positionals: list[PositionalSpec] = Field(default_factory=list)
+    subcommands: dict[str, CommandSpec] = Field(
+        default_factory=dict, description="`context_cache.py get ...`: name -> spec."
+    )
+
+    @field_validator("flags")
+    @classmethod
+    def _flags_start_with_dash(cls, flags: dict[str, FlagSpec]) -> dict[str, FlagSpec]:
+        for name in flags:
+            if not name.startswith("-"):
+                raise ValueError(f"flag {name!r} must start with '-' (write '--{name}')")
+        return flags
+
+
+class ReadPolicy(_Model):
+    """What the read tool may open.  Paths are relative to the harness work directory."""
+
+    roots: list[str] = Field(
+        default_factory=list, description="Readable roots, e.g. `notes/`; empty = none."
+    )
+    blocked: list[str] = Field(
+        default_factory=list, description="Blocked prefixes even inside a root."
+    )
+    allow_absolute: bool = Field(False, description="Absolute paths may be read at all.")
+
+
+class ToolSpec(_Model):
+    """A tool the harness offers the model."""
+
+    name: str
+    kind: Literal["bash", "read", "other"] = "other"
+    argument: str | None = Field(
+        None, description="The argument carrying the command (bash) or the path (read)."
+    )
+    required: list[str] = Field(default_factory=list, description="Required argument names.")
+    description: str = ""
+
+
+class Strictness(_Model):
+    """Switches that loosen the default (strictest) policy for a looser harness."""
+
+    pipe_to: list[str] = Field(
+        default_factory=list, description="Programs an allowed command may pipe into."
+    )
+    allow_stderr_redirect: bool = False
+    allow_chain: bool = Field(False, description="`&&`, `||`, `;` between allowed commands.")
+    allow_wrappers: list[str] = Field(
+        default_factory=list, description="Wrapper prefixes tolerated, e.g. `timeout`."
+    )
+    max_length: int = Field(16384, ge=1, description="Longer commands are AE202.")
+
+
+class AllowList(_Model):
+    """A whole harness policy."""
+
+    name: str
+    description: str = ""
+    runner: list[str] = Field(
+        default_factory=lambda: ["uv", "run"], description="Prefix words, e.g. `uv run`."
+    )
+    script_dir: str = Field("scripts", description="Scripts are run as `<script_dir>/<name>`.")
+    scripts: dict[str, CommandSpec] = Field(default_factory=dict)
+    programs: dict[str, CommandSpec] = Field(
+        default_factory=dict, description="Plain programs allowed without the runner."
+    )
+    read: ReadPolicy = Field(default_factory=ReadPolicy)
+    tools: list[ToolSpec] = Field(
+        default_factory=lambda: [
+            ToolSpec(name="bash", kind="bash", argument="command", required=["command"]),
+            ToolSpec(name="read", kind="read", argument="path", required=["path"]),
+        ]
+    )
+    denial_message: str = Field(
+        "Denied by the allow-list ({code} {name}): {message}. "
+        "Only `uv run scripts/<name>.py` with the listed flags is allowed.",
+        description="Returned to the model on a denial; may use {code} {name} {message}.",
+    )
+    strict: Strictness = Field(default_factory=Strictness)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A short stable hash of the policy's content, for run fingerprints and caches."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def tool(self, name: str) -> ToolSpec | None:
+        for spec in self.tools:
+            if spec.name == name:
+                return spec
+        return None
+
+
+def load_allowlist(path: str | Path) -> AllowList:
+    """Read and validate an allow-list file; a bad file raises ``ConfigError``."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError("file not found; pass an existing allow-list YAML", path=str(path))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read file ({exc})", path=str(path)) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"not valid YAML{where}; fix the syntax", path=str(path)) from None
+    if not isinstance(raw, dict):
+        raise ConfigError("must be a YAML mapping with at least `name`", path=str(path))
+    raw.setdefault("name", path.stem)
+    return allowlist_from_dict(raw, source=str(path))
+
+
+def allowlist_from_dict(raw: dict, *, source: str = "<allowlist>") -> AllowList:
+    """Validate a mapping as an allow-list; errors name the source and the field."""
+    try:
+        return AllowList.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_first_error(exc), path=source) from None
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field; check the spelling against `agent-eval schema allowlist`"
+    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"{loc}: {msg}{more}"

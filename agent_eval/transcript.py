@@ -1,0 +1,160 @@
+"""The session record every source produces: live runs and imported transcripts alike.
+
+A live run (``orchestrator.run_session``) and every importer (``importers/``) build a
+:class:`SessionRecord`; the store writes it in one transaction (``store.record_session``);
+metrics, reports, the gate and the drill-down read the stored rows back.  Because every
+source ends here, every report works the same on live and imported sessions.
+
+Closed vocabularies are ``Literal`` aliases documented once, here:
+
+``ExitState``
+    ``completed``  the task closed: the handshake (if any) was emitted in order as
+                   allowed calls, or, with no handshake, the model ended with the task done.
+    ``stalled``    a limit (turns or tool calls) was hit before the task closed.
+    ``abandoned``  the model stopped calling tools with the task still open.
+    ``error``      a server or harness fault; excluded from every model rate.
+
+``NextAction`` (set on denied calls only: what the session did right after)
+    ``pivot``         the next call was allowed.
+    ``retry-denied``  the next call was denied too, with a different call.
+    ``repeat``        the next call was identical (same tool, same arguments) and denied.
+    ``abandon``       there was no further call in the session.
+
+``Role`` is the chat role of a stored message.  ``SCHEMA_VERSION`` is stamped on every
+stored transcript so later readers can migrate old ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+SCHEMA_VERSION = 1
+
+ExitState = Literal["completed", "stalled", "abandoned", "error"]
+EXIT_STATES: tuple[ExitState, ...] = ("completed", "stalled", "abandoned", "error")
+
+NextAction = Literal["pivot", "retry-denied", "repeat", "abandon"]
+NEXT_ACTIONS: tuple[NextAction, ...] = ("pivot", "retry-denied", "repeat", "abandon")
+
+Decision = Literal["allow", "deny"]
+
+
+@dataclass(slots=True)
+class FindingRecord:
+    """One rule finding on a call: a stable AE code, a message and the span it points at.
+
+    ``start``/``end`` are character offsets into the call's ``command`` (bash) or
+    ``command`` holding the path (read); ``0, 0`` when the finding is about the call as a
+    whole (an unknown tool, malformed arguments).
+    """
+
+    code: str
+    message: str
+    start: int = 0
+    end: int = 0
+
+
+@dataclass(slots=True)
+class CallRecord:
+    """One tool call in a model reply, with our verdict and what the model saw back.
+
+    ``arguments`` is the raw argument text exactly as emitted (it may not be JSON).
+    ``command`` is the bash command or read path pulled out of the arguments, when there
+    is one.  ``source_decision`` / ``source_reason`` keep the verdict the source harness
+    recorded itself (imports only), so agreement with ours can be reported.
+    """
+
+    index: int  # 0-based position among all calls of the session
+    turn_index: int  # index of the assistant turn that carried it
+    tool: str
+    arguments: str
+    decision: Decision
+    primary: str | None = None
+    findings: list[FindingRecord] = field(default_factory=list)
+    command: str | None = None
+    call_id: str | None = None
+    output: str = ""  # the simulated output or the denial text returned to the model
+    next_action: NextAction | None = None
+    script: str | None = None  # the allowed script it invoked, e.g. "update_stage_status.py"
+    source_decision: Decision | None = None
+    source_reason: str | None = None
+    child_key: str | None = None  # key of the child session this call spawned
+
+
+@dataclass(slots=True)
+class TurnRecord:
+    """One model reply and its cost.  Times are seconds; tokens are as the server reported."""
+
+    index: int
+    content: str = ""
+    reasoning: str = ""
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+    latency_s: float | None = None
+    ttft_s: float | None = None
+    decode_tps: float | None = None
+    started_at: datetime | None = None
+
+
+@dataclass(slots=True)
+class HandshakeResult:
+    """How far the required closing sequence got.  ``required`` 0 means none was asked."""
+
+    required: int = 0
+    done: int = 0  # steps emitted in order as allowed calls
+    completed: bool = False
+    missed_step: str | None = None  # first step not reached, e.g. "update_attempt_outcome.py"
+
+
+@dataclass(slots=True)
+class SessionRecord:
+    """One scenario executed once (or one imported session), ready to store.
+
+    ``key`` is unique within a run and stable across ``--resume`` (for live runs it is
+    ``target/scenario/repeat`` plus a child suffix).  ``messages`` is the full chat
+    transcript as sent to and received from the model (OpenAI message dicts), kept for the
+    drill-down; ``turns`` and ``calls`` are the structured view of the same conversation.
+    """
+
+    key: str
+    target: str
+    scenario: str
+    repeat: int = 0
+    status: ExitState = "completed"
+    error: str | None = None
+    parent_key: str | None = None
+    tags: list[str] = field(default_factory=list)
+    handshake: HandshakeResult = field(default_factory=HandshakeResult)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    turns: list[TurnRecord] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    source: str = "live"  # "live" or the import format name
+    schema_version: int = SCHEMA_VERSION
+
+
+def assign_next_actions(calls: list[CallRecord]) -> None:
+    """Fill ``next_action`` on every denied call from the call that followed it.
+
+    Pure and order-based: calls must be in emission order.  Allowed calls get ``None``.
+    """
+    for i, call in enumerate(calls):
+        if call.decision != "deny":
+            call.next_action = None
+            continue
+        if i + 1 >= len(calls):
+            call.next_action = "abandon"
+            continue
+        nxt = calls[i + 1]
+        if nxt.decision == "allow":
+            call.next_action = "pivot"
+        elif nxt.tool == call.tool and nxt.arguments == call.arguments:
+            call.next_action = "repeat"
+        else:
+            call.next_action = "retry-denied"
