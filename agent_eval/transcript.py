@@ -158,3 +158,62 @@ def assign_next_actions(calls: list[CallRecord]) -> None:
             call.next_action = "repeat"
         else:
             call.next_action = "retry-denied"
+
+
+# Flat read views of stored rows.  The store returns these; metrics, reports and the gate
+# consume them.  They carry only what aggregation needs, so a million of them stay cheap.
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    id: int
+    run_id: int
+    target: str
+    scenario: str
+    repeat: int
+    status: ExitState
+    error: str | None
+    parent_id: int | None
+    tags: tuple[str, ...]
+    handshake_required: int
+    handshake_done: int
+    handshake_completed: bool
+    handshake_missed_step: str | None
+    n_turns: int
+    n_messages: int
+    n_calls: int
+    started_at: datetime | None
+    finished_at: datetime | None
+    key: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CallRow:
+    session_id: int
+    run_id: int
+    target: str
+    scenario: str
+    index: int
+    turn_index: int
+    tool: str
+    decision: Decision
+    primary: str | None
+    next_action: NextAction | None
+    script: str | None = None
+    command: str | None = None
+    source_decision: Decision | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRow:
+    session_id: int
+    run_id: int
+    target: str
+    index: int
+    latency_s: float | None
+    ttft_s: float | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    reasoning_tokens: int | None
+    decode_tps: float | None
+    started_at: datetime | None
