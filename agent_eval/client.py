@@ -1,0 +1,558 @@
+"""One chat completion against an OpenAI-compatible server, with timings and faults.
+
+The only module that talks to a model server.  It promises the orchestrator one thing:
+``ModelClient.complete`` returns a :class:`Reply` or raises :class:`HarnessFault`; no
+openai/httpx exception ever escapes, so a server that crashes, stalls or answers garbage
+ends a session as ``status="error"`` and is never counted as a model error.
+
+Retries are ours (the SDK runs with ``max_retries=0``), decided by :func:`classify_fault`:
+
+    retried       connection refused or dropped, timeouts, 429, 500/502/503/504, a stream
+                  that ends early, carries an error event or garbled JSON
+    not retried   any other 4xx (context too long, model not found, bad request), other 5xx
+
+The API key is read from an environment variable when the client is created; it is never
+stored on a :class:`Target`, in :meth:`Target.settings`, in an error message or a log.
+Targets for a run come from a YAML file (:func:`load_run_config`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import openai
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent_eval.errors import ConfigError, HarnessFault, ServerUnreachable
+
+try:  # the openai SDK ships its HTTP stack as ``httpx2`` from 3.x on
+    import httpx2 as httpx
+except ImportError:  # pragma: no cover - older SDKs use httpx itself
+    import httpx  # type: ignore[no-redef]
+
+SEED_HEADER = "X-Agent-Eval-Seed"
+ToolChoice = Literal["auto", "none", "required"]
+
+# Keys that would put a secret into a config file.  Refused anywhere in a target.
+_LITERAL_KEYS = frozenset({"api_key", "apikey", "api-key", "openai_api_key", "authorization"})
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling knobs.  ``None`` means "not sent": the server's default applies."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repetition_penalty: float | None = None
+    seed: int | None = None
+
+    def to_request(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Split into (standard OpenAI kwargs, ``extra_body`` fields as vLLM accepts them)."""
+        standard, extra = {}, {}
+        for name, value in asdict(self).items():
+            if value is not None:
+                (extra if name in ("top_k", "min_p", "repetition_penalty") else standard)[
+                    name
+                ] = value
+        return standard, extra
+
+
+@dataclass(frozen=True)
+class Target:
+    """A model endpoint and its knobs.  ``api_key_env`` names the variable, never the key.
+
+    ``timeout_s`` is the longest the client waits for the server to answer (or to send the
+    next streamed chunk); ``concurrency`` sizes the connection pool, so it also caps how
+    many requests this target serves at once.
+    """
+
+    name: str
+    base_url: str
+    model: str
+    api_key_env: str | None = None
+    sampling: Sampling = Sampling()
+    chat_template_kwargs: dict[str, Any] | None = None
+    max_tokens: int | None = None
+    tool_choice: ToolChoice | None = "auto"
+    stream: bool = False
+    timeout_s: float = 120.0
+    retries: int = 3
+    concurrency: int = 4
+    extra_body: dict[str, Any] | None = None
+
+    def settings(self) -> dict[str, Any]:
+        """A JSON-able description for the run fingerprint.  Holds no secret."""
+        out = asdict(self)
+        out["sampling"] = {k: v for k, v in out["sampling"].items() if v is not None}
+        return out
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A nightly run as written in a targets file: targets × ``suite`` × ``repeats``.
+
+    ``suite`` is kept as written (a path relative to the working directory, or ``None``
+    when the command line gives it).
+    """
+
+    targets: list[Target]
+    suite: str | None = None
+    repeats: int = 1
+    label: str | None = None
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _SamplingSpec(_Spec):
+    temperature: float | None = Field(None, ge=0)
+    top_p: float | None = Field(None, gt=0, le=1)
+    top_k: int | None = None
+    min_p: float | None = Field(None, ge=0, le=1)
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repetition_penalty: float | None = Field(None, gt=0)
+    seed: int | None = None
+
+
+class _TargetSpec(_Spec):
+    name: str = Field(min_length=1)
+    base_url: str = Field(pattern=r"^https?://")
+    model: str = Field(min_length=1)
+    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    sampling: _SamplingSpec = _SamplingSpec()
+    chat_template_kwargs: dict[str, Any] | None = None
+    max_tokens: int | None = Field(None, gt=0)
+    tool_choice: ToolChoice | None = "auto"
+    stream: bool = False
+    timeout_s: float = Field(120.0, gt=0)
+    retries: int = Field(3, ge=0, le=20)
+    concurrency: int = Field(4, ge=1, le=1024)
+    extra_body: dict[str, Any] | None = None
+
+
+class _RunSpec(_Spec):
+    targets: list[_TargetSpec] = Field(min_length=1)
+    suite: str | None = None
+    repeats: int = Field(1, ge=1)
+    label: str | None = None
+
+
+def load_run_config(path: str | Path) -> RunConfig:
+    """Read a targets file (see README, "Targets file").  Every problem is a
+    ``ConfigError`` naming the file and the field, including an ``api_key_env`` that is
+    not set in this environment: better to stop now than after an hour of other targets."""
+    where = str(path)
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read file ({exc.strerror})", path=where) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"not valid YAML{line}; fix the syntax", path=where) from None
+    if not isinstance(raw, dict):
+        raise ConfigError("must be a YAML mapping with a `targets:` list", path=where)
+    _refuse_literal_keys(raw, where, "")
+    try:
+        spec = _RunSpec.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field; see the README section 'Targets file' for the fields"
+        elif err["type"] == "missing":
+            msg = "required field is missing; add it"
+        raise ConfigError(msg, path=where, field=loc) from None
+    targets, names = [], set()
+    for i, t in enumerate(spec.targets):
+        if t.name in names:
+            raise ConfigError(
+                f"duplicate target name {t.name!r}; give each target its own name",
+                path=where, field=f"targets.{i}.name",
+            )
+        names.add(t.name)
+        if t.api_key_env and t.api_key_env not in os.environ:
+            raise ConfigError(
+                f"environment variable {t.api_key_env} is not set; export it before the run",
+                path=where, field=f"targets.{i}.api_key_env",
+            )
+        data = t.model_dump()
+        data["sampling"] = Sampling(**data["sampling"])
+        data["base_url"] = data["base_url"].rstrip("/")
+        targets.append(Target(**data))
+    return RunConfig(targets=targets, suite=spec.suite, repeats=spec.repeats, label=spec.label)
+
+
+def load_targets(path: str | Path) -> list[Target]:
+    """The targets of a targets file; see :func:`load_run_config`."""
+    return load_run_config(path).targets
+
+
+def _refuse_literal_keys(raw: Any, where: str, loc: str) -> None:
+    if isinstance(raw, dict):
+        for key, value in raw.items():
+            here = f"{loc}.{key}" if loc else str(key)
+            if str(key).lower() in _LITERAL_KEYS:
+                raise ConfigError(
+                    "API keys are never written in a config file; put the key in an "
+                    "environment variable and name it with `api_key_env: VAR`",
+                    path=where, field=here,
+                )
+            _refuse_literal_keys(value, where, here)
+    elif isinstance(raw, list):
+        for i, item in enumerate(raw):
+            _refuse_literal_keys(item, where, f"{loc}.{i}")
+
+
+# Tool-call markup that servers emit when their parser did not take the call out of the
+# text: an opening marker and, when the format has one, its closing marker.
+_MARKUP: tuple[tuple[str, str | None], ...] = (
+    ("<tool_call>", "</tool_call>"),  # Hermes / Qwen
+    ("<function=", "</function>"),  # qwen3_coder
+    ("<|tool_call|>", "<|/tool_call|>"),
+    ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"),  # Kimi
+    ("<|tool_call_begin|>", "<|tool_call_end|>"),
+    ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"),  # DeepSeek
+    ("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"),
+    ("<tool_calls>", "</tool_calls>"),
+    ("<function_calls>", "</function_calls>"),
+    ("<|python_tag|>", "<|eom_id|>"),  # Llama 3.x
+    ("[TOOL_CALLS]", None),  # Mistral
+)
+_OPENERS = re.compile("|".join(re.escape(o) for o, _ in _MARKUP))
+_CLOSER = dict(_MARKUP)
+
+
+def find_tool_markup(text: str) -> list[tuple[int, int]]:
+    """Spans ``(start, end)`` of tool-call markup left in reply text (rule AE104).
+
+    A span runs from an opening marker to its closing marker, or to the end of the text
+    when the call was never closed.  Spans are sorted and never overlap (a
+    ``<function=...>`` inside a ``<tool_call>`` is one span).  Prose that merely talks
+    about tool calls has no markers, so no spans.
+    """
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    while (m := _OPENERS.search(text, pos)) is not None:
+        closer = _CLOSER[m.group()] or "\n"  # no closing marker: the call ends its line
+        end = text.find(closer, m.end())
+        end = len(text) if end < 0 else end + (len(closer) if closer != "\n" else 0)
+        spans.append((m.start(), end))
+        pos = max(end, m.end())
+    return spans
+
+
+@dataclass
+class ToolCallOut:
+    """One tool call as the server parsed it.  ``arguments`` is raw text, maybe not JSON."""
+
+    id: str | None
+    name: str
+    arguments: str
+
+
+@dataclass
+class Reply:
+    """One model reply and its cost.  Times in seconds; tokens as the server reported them
+    (``None`` when it did not).  ``markup`` holds spans in ``content`` of tool-call markup
+    the server did not parse (AE104)."""
+
+    content: str
+    reasoning: str
+    tool_calls: list[ToolCallOut]
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    reasoning_tokens: int | None
+    cached_tokens: int | None
+    latency_s: float
+    ttft_s: float | None
+    decode_tps: float | None
+    markup: list[tuple[int, int]] = field(default_factory=list)
+
+
+FaultKind = Literal["refused", "dropped", "timeout", "status", "garbled", "client"]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """What went wrong with one attempt, and whether another attempt may help."""
+
+    kind: FaultKind
+    reason: str
+    detail: str
+    retry: bool
+    retry_after_s: float | None = None
+
+
+class _StreamEndedEarly(Exception):
+    """The stream closed with neither a finish reason nor a usage chunk."""
+
+
+_RETRIED_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+def classify_fault(exc: BaseException, timeout_s: float) -> Fault:
+    """Sort an exception from one attempt into a :class:`Fault` (pure)."""
+    if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
+        return Fault("timeout", f"timeout (no answer within {timeout_s:g} s)", str(exc), True)
+    if isinstance(exc, openai.APIConnectionError | httpx.TransportError):
+        cause = exc.__cause__ if isinstance(exc, openai.APIConnectionError) else exc
+        if isinstance(cause, httpx.ConnectError):
+            return Fault("refused", "connection refused", str(cause) or str(exc), True)
+        return Fault("dropped", "connection dropped", str(cause or exc), True)
+    if isinstance(exc, openai.APIStatusError):
+        code, detail = exc.status_code, _server_message(exc)
+        if code == 429:
+            after = _retry_after(exc.response.headers.get("retry-after"))
+            return Fault("status", "rate limited (429)", detail, True, after)
+        if code >= 500:
+            return Fault("status", f"server error {code}", detail, code in _RETRIED_STATUS)
+        return Fault("status", f"server refused the request ({code})", detail, False)
+    if isinstance(exc, openai.APIError):  # an error event inside a stream
+        return Fault("garbled", "stream error", exc.message, True)
+    if isinstance(exc, json.JSONDecodeError):
+        return Fault("garbled", "garbled reply (not JSON)", str(exc), True)
+    if isinstance(exc, _StreamEndedEarly):
+        return Fault("garbled", "stream ended early", str(exc), True)
+    return Fault("client", "client error", f"{type(exc).__name__}: {exc}", False)
+
+
+def _server_message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        msg = err.get("message") if isinstance(err, dict) else err
+        if msg:
+            return str(msg)[:500]
+    return str(body or exc.message)[:500]
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return min(max(float(value), 0.0), 30.0) if value else None
+    except ValueError:
+        return None
+
+
+_CAUGHT = (openai.OpenAIError, httpx.HTTPError, json.JSONDecodeError, _StreamEndedEarly)
+
+
+class ModelClient:
+    """Chat completions for one :class:`Target` over one pooled ``AsyncOpenAI``.
+
+    ``backoff_s`` is the first retry delay; each retry doubles it, with jitter.  Use as
+    ``async with ModelClient(target) as client: reply = await client.complete(...)``.
+    """
+
+    def __init__(self, target: Target, *, backoff_s: float = 0.2):
+        self.target = target
+        self.backoff_s = backoff_s
+        api_key = "EMPTY"
+        if target.api_key_env:
+            if target.api_key_env not in os.environ:
+                raise ConfigError(
+                    f"environment variable {target.api_key_env} is not set; export it "
+                    f"(target {target.name!r})",
+                    field="api_key_env",
+                )
+            api_key = os.environ[target.api_key_env] or "EMPTY"
+        n = target.concurrency
+        self._http = openai.DefaultAsyncHttpxClient(
+            limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
+            timeout=httpx.Timeout(target.timeout_s, pool=None),
+        )
+        self._client = openai.AsyncOpenAI(
+            base_url=target.base_url, api_key=api_key, max_retries=0,
+            timeout=httpx.Timeout(target.timeout_s, pool=None), http_client=self._http,
+        )
+        self._request = self._build_request()
+
+    def _build_request(self) -> dict[str, Any]:
+        t = self.target
+        standard, extra = t.sampling.to_request()
+        if t.chat_template_kwargs:
+            extra["chat_template_kwargs"] = dict(t.chat_template_kwargs)
+        extra.update(t.extra_body or {})
+        request: dict[str, Any] = {"model": t.model, **standard}
+        if t.max_tokens is not None:
+            request["max_tokens"] = t.max_tokens
+        if t.stream:
+            request["stream"] = True
+            request["stream_options"] = {"include_usage": True}
+        if extra:
+            request["extra_body"] = extra
+        return request
+
+    async def __aenter__(self) -> ModelClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def complete(
+        self, messages: list[dict], tools: list[dict] | None = None, *,
+        seed_key: str | None = None,
+    ) -> Reply:
+        """One completion, retried on server faults.  A Reply or a ``HarnessFault``."""
+        request = dict(self._request, messages=messages)
+        if tools:
+            request["tools"] = tools
+            if self.target.tool_choice is not None:
+                request["tool_choice"] = self.target.tool_choice
+        if seed_key is not None:
+            request["extra_headers"] = {SEED_HEADER: seed_key}
+        once = self._stream_once if self.target.stream else self._complete_once
+        return await self._retrying(lambda: once(request), silence_is_unreachable=False)
+
+    async def list_models(self) -> dict[str, Any]:
+        """The server's ``/v1/models`` answer; ``ServerUnreachable`` when nothing answers."""
+
+        async def once() -> dict[str, Any]:
+            answer = await self._client.get("/models", cast_to=object)
+            if not isinstance(answer, dict):
+                raise json.JSONDecodeError("/models answer is not a JSON object", "", 0)
+            return answer
+
+        return await self._retrying(once, silence_is_unreachable=True)
+
+    async def _retrying(self, once, *, silence_is_unreachable: bool):
+        """Run ``once`` until it succeeds or a fault is final.  Connection refused on every
+        attempt is ``ServerUnreachable``; with ``silence_is_unreachable`` so are drops and
+        timeouts (a models listing has nothing else to fail on)."""
+        attempts = self.target.retries + 1
+        kinds: set[str] = set()
+        for n in range(1, attempts + 1):
+            try:
+                return await once()
+            except _CAUGHT as exc:
+                fault = classify_fault(exc, self.target.timeout_s)
+                kinds.add(fault.kind)
+                if fault.retry and n < attempts:
+                    delay = self.backoff_s * 2 ** (n - 1) * (0.5 + random.random())
+                    await asyncio.sleep(max(delay, fault.retry_after_s or 0.0))
+                    continue
+                tries = f"after {n} attempt{'s' if n > 1 else ''}"
+                if kinds == {"refused"} or (
+                    silence_is_unreachable and kinds <= {"refused", "dropped", "timeout"}
+                ):
+                    raise ServerUnreachable(
+                        f"no model server answered at {self.target.base_url} {tries}: "
+                        f"{fault.reason}: {fault.detail}"
+                    ) from exc
+                raise HarnessFault(f"{fault.reason} {tries}: {fault.detail}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _complete_once(self, request: dict[str, Any]) -> Reply:
+        start = time.perf_counter()
+        completion = await self._client.chat.completions.create(**request)
+        latency = time.perf_counter() - start
+        choices = getattr(completion, "choices", None)
+        if not choices:
+            raise json.JSONDecodeError("reply has no choices", str(completion)[:200], 0)
+        message = choices[0].message
+        calls = [
+            ToolCallOut(tc.id, tc.function.name or "", tc.function.arguments or "")
+            for tc in message.tool_calls or ()
+            if getattr(tc, "function", None) is not None
+        ]
+        return _reply(
+            message.content or "", _reasoning_of(message), calls,
+            choices[0].finish_reason, completion.usage, latency, None,
+        )
+
+    async def _stream_once(self, request: dict[str, Any]) -> Reply:
+        start = time.perf_counter()
+        ttft = finish = usage = None
+        content: list[str] = []
+        reasoning: list[str] = []
+        calls: dict[int, list] = {}  # index -> [id, name, argument pieces]
+        stream = await self._client.chat.completions.create(**request)
+        async with stream:
+            async for chunk in stream:
+                if chunk.usage is not None:
+                    usage = chunk.usage
+                for choice in chunk.choices or ():
+                    delta = choice.delta
+                    if choice.finish_reason:
+                        finish = choice.finish_reason
+                    if delta is None:
+                        continue
+                    think = _reasoning_of(delta)
+                    if ttft is None and (delta.content or think or delta.tool_calls):
+                        ttft = time.perf_counter() - start
+                    if delta.content:
+                        content.append(delta.content)
+                    if think:
+                        reasoning.append(think)
+                    for tc in delta.tool_calls or ():
+                        _merge_call_delta(calls, tc)
+        latency = time.perf_counter() - start
+        if finish is None and usage is None:
+            raise _StreamEndedEarly("no finish reason and no usage before the stream closed")
+        outs = [ToolCallOut(c[0], c[1], "".join(c[2])) for _, c in sorted(calls.items())]
+        return _reply("".join(content), "".join(reasoning), outs, finish, usage, latency, ttft)
+
+
+def _merge_call_delta(calls: dict[int, list], tc: Any) -> None:
+    """Fold one streamed tool-call delta into ``calls`` by its index."""
+    if tc.index is not None:
+        index = tc.index
+    else:  # servers that omit the index: a new id starts a new call
+        index = max(calls, default=-1) + (1 if tc.id or not calls else 0)
+    entry = calls.setdefault(index, [None, "", []])
+    if tc.id:
+        entry[0] = tc.id
+    fn = tc.function
+    if fn is not None:
+        if fn.name and fn.name != entry[1]:
+            entry[1] += fn.name
+        if fn.arguments:
+            entry[2].append(fn.arguments)
+
+
+def _reasoning_of(obj: Any) -> str:
+    """Reasoning text from ``reasoning_content`` (vLLM < 0.10, SGLang) or ``reasoning``."""
+    for name in ("reasoning_content", "reasoning"):
+        value = getattr(obj, name, None)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def _reply(
+    content: str, reasoning: str, calls: list[ToolCallOut], finish: str | None,
+    usage: Any, latency: float, ttft: float | None,
+) -> Reply:
+    prompt = completion = think = cached = None
+    if usage is not None:
+        prompt, completion = usage.prompt_tokens, usage.completion_tokens
+        think = getattr(usage.completion_tokens_details, "reasoning_tokens", None)
+        cached = getattr(usage.prompt_tokens_details, "cached_tokens", None)
+    decode_time = latency - ttft if ttft is not None else latency
+    tps = completion / decode_time if completion is not None and decode_time > 0 else None
+    return Reply(
+        content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish,
+        prompt_tokens=prompt, completion_tokens=completion, reasoning_tokens=think,
+        cached_tokens=cached, latency_s=latency, ttft_s=ttft, decode_tps=tps,
+        markup=find_tool_markup(content),
+    )
