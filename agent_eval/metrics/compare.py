@@ -1,0 +1,53 @@
+"""Side-by-side comparison of two groups (targets, runs): what changed, and is it real.
+
+Every difference is a :class:`RateComparison`, so each carries its 95% interval and the
+two-proportion z-test that decides ``significant`` (CONTEXT.md: 9/161 against 19/158 is a
+real difference; smaller gaps often are not).  Comparisons are fair only on the same
+scenario mix; sampling to a common mix is the caller's job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent_eval.metrics.classes import order_classes
+from agent_eval.metrics.stats import Rate, RateComparison, compare_rates
+from agent_eval.metrics.summary import GroupSummary
+
+
+@dataclass(frozen=True, slots=True)
+class GroupComparison:
+    """Group ``b`` against baseline ``a``; every difference reads ``b − a``.
+
+    ``classes`` covers every class either side hit, in precedence order (a class one side
+    never hit counts as 0 of its calls).  ``handshake`` compares completion shares,
+    ``pivot`` the share of denials followed at once by an allowed call.
+    """
+
+    a: str
+    b: str
+    errors: RateComparison
+    classes: dict[str, RateComparison]
+    handshake: RateComparison
+    pivot: RateComparison
+
+
+def compare_groups(a: GroupSummary, b: GroupSummary) -> GroupComparison:
+    """Compare two summaries from :func:`~agent_eval.metrics.summarize`."""
+    classes = {}
+    for code in order_classes([*a.classes, *b.classes]):
+        ka = a.classes[code].k if code in a.classes else 0
+        kb = b.classes[code].k if code in b.classes else 0
+        classes[code] = compare_rates(ka, a.calls, kb, b.calls)
+    return GroupComparison(
+        a=a.group,
+        b=b.group,
+        errors=_compare(a.errors, b.errors),
+        classes=classes,
+        handshake=_compare(a.handshake.completed, b.handshake.completed),
+        pivot=_compare(a.recovery.pivot, b.recovery.pivot),
+    )
+
+
+def _compare(a: Rate, b: Rate) -> RateComparison:
+    return compare_rates(a.k, a.n, b.k, b.n)

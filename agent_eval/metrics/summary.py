@@ -1,0 +1,308 @@
+"""Per-group summaries of stored rows: error rates, classes, exit states, handshake,
+recovery after denial and speed, in one pass over each input.
+
+Definitions (DESIGN.md "Metrics", CONTEXT.md) as implemented here:
+
+* Sessions with status ``error`` (server or harness faults) are counted in
+  ``error_sessions`` and ``exit_states`` only.  Their calls and turns are left out of every
+  other figure, so a crashing server never shows up as model errors.
+* ``errors`` is denied calls per 100 tool calls.  A denied call counts once, under its
+  primary code, so the ``classes`` rates add up to ``errors``.
+* ``messages`` is the sum of ``SessionRow.n_messages`` (CONTEXT.md's "messages" column).
+* A session belongs to one group per key, except ``by="tag"``: it counts once in each of
+  its tags (so tag columns may add up to more than the whole), and an untagged session is
+  in no tag group.  ``by="all"`` puts everything in one group named ``"all"``.
+* Calls and turns whose session is not among ``sessions`` are ignored, so a caller can
+  narrow a report by filtering the sessions alone.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from agent_eval.metrics.classes import PRECEDENCE, UNCLASSIFIED, order_classes
+from agent_eval.metrics.stats import Rate, percentile
+from agent_eval.transcript import (
+    EXIT_STATES,
+    NEXT_ACTIONS,
+    CallRow,
+    ExitState,
+    NextAction,
+    SessionRow,
+    TurnRow,
+)
+
+GroupBy = Literal["all", "target", "scenario", "tag", "run"]
+GROUP_BYS: tuple[GroupBy, ...] = ("all", "target", "scenario", "tag", "run")
+
+
+@dataclass(frozen=True, slots=True)
+class HandshakeStats:
+    """Closing-protocol completion over non-error sessions that required a handshake.
+
+    ``completed`` is the share of those sessions that emitted every step in order as
+    allowed calls; ``mean_done_share`` the mean of ``done / required``; ``missed_steps``
+    counts the first step not reached in incomplete sessions, most missed first.
+    """
+
+    sessions: int
+    completed: Rate
+    mean_done_share: float | None
+    missed_steps: dict[str, int]
+
+    @property
+    def most_missed(self) -> str | None:
+        """The step most often missed (ties: the alphabetically first), or None."""
+        return next(iter(self.missed_steps), None)
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryStats:
+    """What sessions did right after a denied call.
+
+    ``actions`` holds every ``NextAction`` as a share of all denials (a denial stored
+    without a next action counts in ``denials`` but in no action).  ``turns_burned`` is
+    the number of model replies whose tool calls were all denied.
+    """
+
+    denials: int
+    actions: dict[NextAction, Rate]
+    denials_per_session: float | None
+    turns_burned: int
+
+    @property
+    def pivot(self) -> Rate:
+        return self.actions["pivot"]
+
+
+@dataclass(frozen=True, slots=True)
+class SpeedStats:
+    """Latency and throughput.  Seconds; percentiles by linear interpolation.
+
+    Per-reply figures come from ``TurnRow`` (``None`` when no turn reported them).
+    Throughput divides work by the group's wall window, first session start to last
+    session finish: ``completions_per_min`` counts model replies (``SessionRow.n_turns``),
+    ``allowed_calls_per_min`` allowed tool calls, ``completed_sessions_per_hour`` sessions
+    that ended ``completed`` — useful work, not raw token speed (CONTEXT.md "Speed").
+    """
+
+    turns: int
+    latency_p50: float | None
+    latency_p95: float | None
+    ttft_p50: float | None
+    ttft_p95: float | None
+    decode_tps_mean: float | None
+    prompt_tokens: int
+    completion_tokens: int
+    reasoning_tokens: int
+    window_s: float | None
+    completions_per_min: float | None
+    allowed_calls_per_min: float | None
+    completed_sessions_per_hour: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    """Everything reports show about one group (a target, scenario, tag, run, or all)."""
+
+    group: str
+    sessions: int  # non-error sessions
+    error_sessions: int
+    messages: int
+    calls: int
+    errors: Rate
+    classes: dict[str, Rate]  # primary code -> rate per 100 calls, precedence order
+    exit_states: dict[ExitState, int]  # every state, ``error`` included
+    handshake: HandshakeStats
+    recovery: RecoveryStats
+    speed: SpeedStats
+
+
+@dataclass(slots=True)
+class _Tally:
+    """Running counts for one group; turned into a frozen GroupSummary at the end."""
+
+    exit_states: Counter = field(default_factory=Counter)
+    sessions: int = 0
+    error_sessions: int = 0
+    messages: int = 0
+    replies: int = 0
+    calls: int = 0
+    denied: int = 0
+    classes: Counter = field(default_factory=Counter)
+    actions: Counter = field(default_factory=Counter)
+    turns_burned: int = 0
+    hs_sessions: int = 0
+    hs_completed: int = 0
+    hs_done_share: float = 0.0
+    hs_missed: Counter = field(default_factory=Counter)
+    first_start: datetime | None = None
+    last_finish: datetime | None = None
+    turns: int = 0
+    latency: array = field(default_factory=lambda: array("d"))
+    ttft: array = field(default_factory=lambda: array("d"))
+    tps_sum: float = 0.0
+    tps_n: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def add_session(self, s: SessionRow) -> None:
+        self.exit_states[s.status] += 1
+        if s.status == "error":
+            self.error_sessions += 1
+            return
+        self.sessions += 1
+        self.messages += s.n_messages
+        self.replies += s.n_turns
+        if s.handshake_required > 0:
+            self.hs_sessions += 1
+            self.hs_completed += bool(s.handshake_completed)
+            self.hs_done_share += min(s.handshake_done, s.handshake_required) / s.handshake_required
+            if not s.handshake_completed and s.handshake_missed_step:
+                self.hs_missed[s.handshake_missed_step] += 1
+        if s.started_at is not None and (
+            self.first_start is None or s.started_at < self.first_start
+        ):
+            self.first_start = s.started_at
+        if s.finished_at is not None and (
+            self.last_finish is None or s.finished_at > self.last_finish
+        ):
+            self.last_finish = s.finished_at
+
+    def add_turn(self, t: TurnRow) -> None:
+        self.turns += 1
+        if t.latency_s is not None:
+            self.latency.append(t.latency_s)
+        if t.ttft_s is not None:
+            self.ttft.append(t.ttft_s)
+        if t.decode_tps is not None:
+            self.tps_sum += t.decode_tps
+            self.tps_n += 1
+        self.prompt_tokens += t.prompt_tokens or 0
+        self.completion_tokens += t.completion_tokens or 0
+        self.reasoning_tokens += t.reasoning_tokens or 0
+
+    def freeze(self, group: str, all_classes: bool) -> GroupSummary:
+        codes = order_classes([*self.classes, *(PRECEDENCE if all_classes else ())])
+        missed = sorted(self.hs_missed.items(), key=lambda item: (-item[1], item[0]))
+        return GroupSummary(
+            group=group,
+            sessions=self.sessions,
+            error_sessions=self.error_sessions,
+            messages=self.messages,
+            calls=self.calls,
+            errors=Rate.of(self.denied, self.calls),
+            classes={code: Rate.of(self.classes[code], self.calls) for code in codes},
+            exit_states={state: self.exit_states[state] for state in EXIT_STATES},
+            handshake=HandshakeStats(
+                sessions=self.hs_sessions,
+                completed=Rate.of(self.hs_completed, self.hs_sessions),
+                mean_done_share=self.hs_done_share / self.hs_sessions if self.hs_sessions else None,
+                missed_steps=dict(missed),
+            ),
+            recovery=RecoveryStats(
+                denials=self.denied,
+                actions={a: Rate.of(self.actions[a], self.denied) for a in NEXT_ACTIONS},
+                denials_per_session=self.denied / self.sessions if self.sessions else None,
+                turns_burned=self.turns_burned,
+            ),
+            speed=self._speed(),
+        )
+
+    def _speed(self) -> SpeedStats:
+        window = None
+        if self.first_start is not None and self.last_finish is not None:
+            seconds = (self.last_finish - self.first_start).total_seconds()
+            window = seconds if seconds > 0 else None
+        allowed = self.calls - self.denied
+
+        def per(count: int, unit_s: float) -> float | None:
+            return count / (window / unit_s) if window else None
+
+        return SpeedStats(
+            turns=self.turns,
+            latency_p50=percentile(self.latency, 50),
+            latency_p95=percentile(self.latency, 95),
+            ttft_p50=percentile(self.ttft, 50),
+            ttft_p95=percentile(self.ttft, 95),
+            decode_tps_mean=self.tps_sum / self.tps_n if self.tps_n else None,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            reasoning_tokens=self.reasoning_tokens,
+            window_s=window,
+            completions_per_min=per(self.replies, 60),
+            allowed_calls_per_min=per(allowed, 60),
+            completed_sessions_per_hour=per(self.exit_states["completed"], 3600),
+        )
+
+
+def group_keys(by: GroupBy) -> Callable[[SessionRow], tuple[str, ...]]:
+    """The group names a session belongs to under ``by``."""
+    if by == "all":
+        return lambda s: ("all",)
+    if by == "target":
+        return lambda s: (s.target,)
+    if by == "scenario":
+        return lambda s: (s.scenario,)
+    if by == "run":
+        return lambda s: (str(s.run_id),)
+    if by == "tag":
+        return lambda s: tuple(dict.fromkeys(s.tags))
+    raise ValueError(f"unknown grouping {by!r}; expected one of {', '.join(GROUP_BYS)}")
+
+
+def summarize(
+    sessions: Iterable[SessionRow],
+    calls: Iterable[CallRow],
+    turns: Iterable[TurnRow] = (),
+    *,
+    by: GroupBy = "target",
+    all_classes: bool = False,
+) -> dict[str, GroupSummary]:
+    """Summarise stored rows per group, groups in the order their first session came.
+
+    Each input is read once and no row is kept: memory grows with sessions, groups and
+    distinct (session, turn) pairs, not with calls.  ``all_classes`` lists every registry
+    class in ``classes`` (zeros included) instead of only the classes seen.
+    """
+    key_of = group_keys(by)
+    tallies: dict[str, _Tally] = {}
+    live: dict[int, tuple[_Tally, ...]] = {}  # non-error session id -> its groups' tallies
+    for s in sessions:
+        mine = tuple(tallies.setdefault(key, _Tally()) for key in key_of(s))
+        for tally in mine:
+            tally.add_session(s)
+        if s.status != "error":
+            live[s.id] = mine
+
+    all_denied: dict[tuple[int, int], bool] = {}  # (session, turn) -> every call denied so far
+    for c in calls:
+        mine = live.get(c.session_id)
+        if mine is None:
+            continue
+        denied = c.decision == "deny"
+        turn = (c.session_id, c.turn_index)
+        all_denied[turn] = all_denied.get(turn, True) and denied
+        for tally in mine:
+            tally.calls += 1
+            if denied:
+                tally.denied += 1
+                tally.classes[c.primary or UNCLASSIFIED] += 1
+                if c.next_action is not None:
+                    tally.actions[c.next_action] += 1
+    for (session_id, _), burned in all_denied.items():
+        if burned:
+            for tally in live[session_id]:
+                tally.turns_burned += 1
+    del all_denied
+
+    for t in turns:
+        for tally in live.get(t.session_id, ()):
+            tally.add_turn(t)
+    return {key: tally.freeze(key, all_classes) for key, tally in tallies.items()}
