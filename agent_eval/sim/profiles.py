@@ -1,0 +1,123 @@
+"""Behaviour profiles: how a simulated model errs, and what it does after a denial.
+
+A :class:`Profile` is a small record of probabilities.  Each one imitates a column of
+CONTEXT.md's failure table (errors per 100 tool calls by class); the rates there are per
+call *including* retries, so the per-step mistake probability is lower than the column
+total for profiles that retry denied variants.  ``tests/sim/test_calibration.py`` walks a
+suite with each profile and checks the resulting rates and class mix.
+
+After a denial a profile draws a :data:`Reaction`:
+
+``pivot``    emit the right reference step (the reliable model's recovery).
+``retry``    another denied variant (a different mutation or a different form of it).
+``repeat``   the identical call again.
+``give-up``  a short final text and no tool call (the session is left open).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from agent_eval.errors import ConfigError
+
+Reaction = Literal["pivot", "retry", "repeat", "give-up"]
+REACTIONS: tuple[Reaction, ...] = ("pivot", "retry", "repeat", "give-up")
+
+TEMPTATION_CODES: dict[str, frozenset[str]] = {
+    "big-output": frozenset({"AE301", "AE302"}),
+    "web-search": frozenset({"AE307", "AE309"}),
+    "flags": frozenset({"AE310", "AE311"}),
+    "read-path": frozenset({"AE320"}),
+    "chain": frozenset({"AE304", "AE306"}),
+    "script-tool": frozenset({"AE101"}),
+    "handshake": frozenset(),
+}
+"""Which failure classes each scenario temptation (``Scenario.temptations``) invites."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A seeded simulated model.
+
+    ``mix`` weights the failure classes (AE code -> relative weight) a mistake is drawn
+    from; ``tempted`` multiplies the mistake probability, and the weight of the invited
+    classes, on scenarios whose temptations invite a class of the mix.
+    """
+
+    name: str
+    imitates: str
+    p_mistake: float
+    mix: tuple[tuple[str, float], ...]
+    after_denial: tuple[tuple[Reaction, float], ...]
+    tempted: float = 1.5
+    p_skip_handshake: float = 0.0  # ends before the handshake on "handshake" scenarios
+    p_parallel: float = 0.0  # two independent steps in one reply
+    p_text_call: float = 0.0  # a tool call written as text (AE104)
+
+    @property
+    def model_id(self) -> str:
+        """The model name this profile is served under in ``/v1/models``."""
+        return f"sim-{self.name}"
+
+
+PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in [
+        Profile(
+            name="disciplined",
+            imitates="Qwen3.5-27B (dense): 5.6 errors/100 calls; blocked reads, an unlisted "
+            "script, rare pipes, stderr redirects and python -c; pivots at once",
+            p_mistake=0.055,
+            mix=(("AE320", 3.0), ("AE309", 2.0), ("AE301", 1.0), ("AE302", 1.0),
+                 ("AE308", 1.0), ("AE311", 1.0)),
+            after_denial=(("pivot", 0.95), ("retry", 0.05)),
+            tempted=1.3,
+            p_parallel=0.08,
+        ),
+        Profile(
+            name="piper",
+            imitates="Qwen3.6-35B-A3B (MoE): 12 errors/100 calls; mostly pipes and chains, "
+            "some bare ls/curl; retries denied variants, often never reaches the handshake",
+            p_mistake=0.06,
+            mix=(("AE301", 6.3), ("AE304", 2.5), ("AE307", 0.7), ("AE311", 2.5)),
+            after_denial=(("pivot", 0.45), ("retry", 0.35), ("repeat", 0.1), ("give-up", 0.1)),
+            tempted=1.5,
+            p_skip_handshake=0.35,
+            p_text_call=0.01,
+        ),
+        Profile(
+            name="wrapper",
+            imitates="Qwen3.5-122B-A10B (MoE): 10 errors/100 calls; heredocs, timeout "
+            "prefixes, chains, pipes, a script name as a tool, blocked reads, unlisted scripts",
+            p_mistake=0.08,
+            mix=(("AE304", 2.3), ("AE306", 1.6), ("AE301", 1.6), ("AE101", 1.6),
+                 ("AE320", 1.6), ("AE305", 0.8), ("AE309", 0.8)),
+            after_denial=(("pivot", 0.75), ("retry", 0.2), ("give-up", 0.05)),
+            tempted=1.4,
+            p_skip_handshake=0.1,
+        ),
+        Profile(
+            name="inventor",
+            imitates="no CONTEXT.md column: a flag guesser that invents scripts and flags "
+            "(unlisted-script, unknown-flag, invalid-argument dominate)",
+            p_mistake=0.1,
+            mix=(("AE309", 3.0), ("AE310", 3.0), ("AE311", 3.0), ("AE307", 0.5)),
+            after_denial=(("pivot", 0.5), ("retry", 0.4), ("give-up", 0.1)),
+            tempted=1.6,
+            p_skip_handshake=0.15,
+        ),
+    ]
+}
+"""The built-in profiles by name."""
+
+
+def get_profile(name: str) -> Profile:
+    """The profile called ``name`` (``sim-`` prefix allowed); ConfigError if unknown."""
+    key = name.removeprefix("sim-")
+    if key not in PROFILES:
+        raise ConfigError(
+            f"unknown simulator profile {name!r}; choose one of {', '.join(PROFILES)}",
+            field="profile",
+        )
+    return PROFILES[key]

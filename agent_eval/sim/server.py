@@ -1,0 +1,348 @@
+"""The simulator's HTTP server: OpenAI-compatible ``/v1`` on loopback, with fault knobs.
+
+It sees only the HTTP request, like a real model server: it finds the scenario by the
+first user message, the profile by the ``model`` field (a profile name or ``sim-<name>``;
+anything else gets the server's default profile), and seeds its randomness from the
+``X-Agent-Eval-Seed`` header (else the first user message), the server seed, the profile
+and the number of messages.  Faults are drawn from one server-wide generator in arrival
+order, so a retried request gets a fresh draw.
+
+Three ways to run it: ``create_app`` (an ``aiohttp.web.Application``), ``SimServer``
+(``async with``) and ``run_sim_in_thread`` (``with``; its own loop in a daemon thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+import agent_eval
+from agent_eval.errors import ConfigError
+from agent_eval.scenario import LoadedScenario, load_suite
+from agent_eval.sim.behaviour import first_user_text, plan_reply
+from agent_eval.sim.profiles import PROFILES, Profile, get_profile
+from agent_eval.sim.wire import build_completion, render_chunks, render_completion, render_error
+
+DEFAULT_SUITE = Path(agent_eval.__file__).resolve().parents[1] / "scenarios" / "ralf"
+SEED_HEADER = "X-Agent-Eval-Seed"
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+@dataclass
+class Faults:
+    """Injected server faults.  Rates are per request, in [0, 1]; times are seconds.
+
+    ``error_rate`` answers 500 or 503; ``hang_rate`` accepts and never answers (until the
+    client gives up, the server stops, or ``hang_s`` passes); ``truncate_rate`` cuts a
+    stream mid-way without ``[DONE]`` (or sends half a JSON body); ``malformed_args_rate``
+    emits tool-call arguments that are not JSON; ``drop_rate`` closes the connection
+    without an answer.  ``latency_s`` is added to every answer (spread over a stream),
+    ``ttft_s`` before its first token.
+    """
+
+    latency_s: float = 0.0
+    ttft_s: float = 0.0
+    error_rate: float = 0.0
+    hang_rate: float = 0.0
+    truncate_rate: float = 0.0
+    malformed_args_rate: float = 0.0
+    drop_rate: float = 0.0
+    hang_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value < 0 or (f.name.endswith("_rate") and value > 1):
+                limit = "between 0 and 1" if f.name.endswith("_rate") else "0 or more"
+                raise ConfigError(f"must be {limit}, got {value}", field=f"faults.{f.name}")
+
+
+@dataclass
+class SimState:
+    """What every request handler reads; built once at startup."""
+
+    profile: Profile
+    scenarios: dict[str, LoadedScenario]  # by task text, stripped
+    seed: int
+    faults: Faults
+    model_name: str
+    fault_rng: random.Random
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def profile_for(self, model: object) -> Profile:
+        if isinstance(model, str):
+            key = model.removeprefix("sim-")
+            if key in PROFILES:
+                return PROFILES[key]
+        return self.profile
+
+
+STATE = web.AppKey("sim_state", SimState)
+
+
+def index_suite(suite: str | Path | None) -> dict[str, LoadedScenario]:
+    """Scenarios by task text.  The bundled suite may be absent (then: generic replies);
+    an explicitly named suite must load."""
+    if suite is None:
+        if not DEFAULT_SUITE.is_dir() or not any(DEFAULT_SUITE.glob("*.yaml")):
+            return {}
+        suite = DEFAULT_SUITE
+    loaded = load_suite(suite)
+    return {sc.spec.task.strip(): sc for sc in loaded.scenarios.values()}
+
+
+def create_app(
+    profile: str | Profile,
+    *,
+    suite: str | Path | None = None,
+    seed: int = 0,
+    faults: Faults | None = None,
+    model_name: str | None = None,
+) -> web.Application:
+    """The simulator as an aiohttp application (routes ``/v1/models``,
+    ``/v1/chat/completions``, ``/health``)."""
+    default = get_profile(profile) if isinstance(profile, str) else profile
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app[STATE] = SimState(
+        profile=default,
+        scenarios=index_suite(suite),
+        seed=seed,
+        faults=faults or Faults(),
+        model_name=model_name or default.model_id,
+        fault_rng=random.Random(seed),
+    )
+    app.router.add_get("/v1/models", list_models)
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_get("/health", health)
+    app.on_shutdown.append(_release_hangs)
+    return app
+
+
+async def _release_hangs(app: web.Application) -> None:
+    app[STATE].stopping.set()
+
+
+async def health(request: web.Request) -> web.Response:
+    return web.Response(text="")
+
+
+async def list_models(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    ids = [state.model_name] + [p.model_id for p in PROFILES.values()]
+    created = int(time.time())
+    data = [
+        {"id": i, "object": "model", "created": created, "owned_by": "agent-eval-sim",
+         "root": i, "parent": None, "max_model_len": 65536, "permission": []}
+        for i in dict.fromkeys(ids)
+    ]
+    return web.json_response({"object": "list", "data": data})
+
+
+def conversation_rng(seed: int, profile: Profile, key: str, n_messages: int) -> random.Random:
+    """Deterministic per (server seed, profile, conversation, length); never ``hash()``."""
+    digest = hashlib.sha256(f"{seed}|{profile.name}|{key}|{n_messages}".encode()).hexdigest()
+    return random.Random(int(digest, 16))
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE]
+    try:
+        body = json.loads(await request.read())
+    except ValueError:
+        return _error(400, "request body is not valid JSON")
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        return _error(400, "`messages` must be a list of message objects")
+
+    faults = state.faults
+    draw = state.fault_rng.random
+    if faults.drop_rate and draw() < faults.drop_rate:
+        return _drop(request)
+    if faults.error_rate and draw() < faults.error_rate:
+        status = state.fault_rng.choice([500, 503])
+        return _error(status, "simulated server fault")
+    if faults.hang_rate and draw() < faults.hang_rate:
+        try:
+            await asyncio.wait_for(state.stopping.wait(), faults.hang_s)
+        except TimeoutError:
+            pass
+        return _drop(request)
+    truncate = bool(faults.truncate_rate) and draw() < faults.truncate_rate
+    malformed = bool(faults.malformed_args_rate) and draw() < faults.malformed_args_rate
+
+    profile = state.profile_for(body.get("model"))
+    task = first_user_text(messages)
+    key = request.headers.get(SEED_HEADER) or task
+    rng = conversation_rng(state.seed, profile, key, len(messages))
+    reply = plan_reply(messages, state.scenarios.get(task), profile, rng)
+    model = body.get("model") if isinstance(body.get("model"), str) else state.model_name
+    done = build_completion(
+        body, reply, model=model, created=int(time.time()), rng=rng, malformed=malformed
+    )
+    if body.get("stream"):
+        options = body.get("stream_options") or {}
+        include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
+        return await _stream(request, render_chunks(done, include_usage=include_usage),
+                             faults, truncate)
+    await _sleep(faults.ttft_s + faults.latency_s)
+    text = json.dumps(render_completion(done))
+    if truncate:
+        text = text[: len(text) // 2]
+    return web.Response(text=text, content_type="application/json")
+
+
+async def _stream(
+    request: web.Request, chunks: list[dict[str, Any]], faults: Faults, truncate: bool
+) -> web.StreamResponse:
+    response = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    )
+    await response.prepare(request)
+    if truncate:
+        chunks = chunks[: max(1, len(chunks) // 2)]
+    pause = faults.latency_s / len(chunks) if faults.latency_s else 0.0
+    try:
+        await _sleep(faults.ttft_s)
+        for chunk in chunks:
+            await _sleep(pause)
+            await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        if not truncate:
+            await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+    except ConnectionError:
+        pass  # the client went away; nothing left to tell it
+    return response
+
+
+async def _sleep(seconds: float) -> None:
+    if seconds > 0:
+        await asyncio.sleep(seconds)
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response(render_error(status, message), status=status)
+
+
+def _drop(request: web.Request) -> web.Response:
+    """Close the TCP connection without an answer."""
+    if request.transport is not None:
+        request.transport.abort()
+    return web.Response(status=500)
+
+
+class SimServer:
+    """The simulator on a loopback port (0 = a free one), for ``async with``."""
+
+    def __init__(
+        self,
+        profile: str | Profile = "disciplined",
+        *,
+        suite: str | Path | None = None,
+        seed: int = 0,
+        faults: Faults | None = None,
+        model_name: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        if host not in LOOPBACK_HOSTS and not host.startswith("127."):
+            raise ConfigError(
+                f"host {host!r} is not a loopback address; use 127.0.0.1", field="host"
+            )
+        self.app = create_app(profile, suite=suite, seed=seed, faults=faults, model_name=model_name)
+        self.host, self.port = host, port
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def base_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/v1"
+
+    async def start(self) -> str:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.host, self.port))
+        except OSError as exc:
+            sock.close()
+            raise ConfigError(
+                f"cannot listen on {self.host}:{self.port} ({exc.strerror}); pick another port",
+                field="port",
+            ) from None
+        self.port = sock.getsockname()[1]
+        self._runner = web.AppRunner(
+            self.app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0
+        )
+        await self._runner.setup()
+        await web.SockSite(self._runner, sock, shutdown_timeout=1.0, backlog=1024).start()
+        return self.base_url
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            self.app[STATE].stopping.set()
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> SimServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+@contextmanager
+def run_sim_in_thread(
+    profile: str | Profile = "disciplined",
+    *,
+    suite: str | Path | None = None,
+    seed: int = 0,
+    faults: Faults | None = None,
+    model_name: str | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+) -> Iterator[str]:
+    """Run a :class:`SimServer` on its own event loop in a daemon thread; yields the
+    base URL (``http://127.0.0.1:PORT/v1``) and stops the server on exit."""
+    server = SimServer(profile, suite=suite, seed=seed, faults=faults,
+                       model_name=model_name, host=host, port=port)
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    failure: list[BaseException] = []
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(server.start())
+        except BaseException as exc:  # handed to the caller's thread below
+            failure.append(exc)
+            ready.set()
+            return
+        ready.set()
+        loop.run_forever()
+        loop.run_until_complete(server.stop())
+        loop.close()
+
+    thread = threading.Thread(target=serve, name="agent-eval-sim", daemon=True)
+    thread.start()
+    ready.wait()
+    if failure:
+        loop.close()
+        raise failure[0]
+    try:
+        yield server.base_url
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
