@@ -91,6 +91,14 @@ class ChildSpawn(_Model):
     on: CallMatch
     scenario: str = Field(description="Name of the child scenario in the same suite.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _yaml_on_key(cls, data: Any) -> Any:
+        """YAML 1.1 (PyYAML) reads a bare ``on:`` key as the boolean ``True``; take it back."""
+        if isinstance(data, dict) and True in data and "on" not in data:
+            data = {("on" if k is True else k): v for k, v in data.items()}
+        return data
+
 
 class ExtraTool(_Model):
     """An extra function tool offered beside bash/read (its calls are allowed as-is)."""
@@ -193,7 +201,7 @@ def load_suite(path: str | Path) -> Suite:
     if not files:
         raise ConfigError("no scenario files (*.yaml) in this folder", path=str(path))
     folder = path if path.is_dir() else path.parent
-    defaults = _read_yaml(folder / "suite.yaml") if (folder / "suite.yaml").exists() else {}
+    defaults = _read_suite_defaults(folder / "suite.yaml")
     allowlists: dict[Path, AllowList] = {}
     scenarios: dict[str, LoadedScenario] = {}
     for file in files:
@@ -229,10 +237,32 @@ def _read_yaml(file: Path) -> dict:
     return raw
 
 
+# Keys ``suite.yaml`` may set for every scenario; ``description`` describes the suite itself.
+SUITE_DEFAULT_FIELDS = ("allowlist", "agent", "tools", "tags", "limits", "system_prompt")
+
+
+def _read_suite_defaults(file: Path) -> dict:
+    """The defaults of ``suite.yaml`` (empty without one).  A misspelt key is an error
+    rather than a default silently dropped, and ``name`` is refused because it would give
+    every scenario the same name."""
+    if not file.exists():
+        return {}
+    raw = _read_yaml(file)
+    for key in raw:
+        if key not in (*SUITE_DEFAULT_FIELDS, "description"):
+            raise ConfigError(
+                f"unknown suite default; use one of {', '.join(SUITE_DEFAULT_FIELDS)}, description",
+                path=str(file), field=str(key),
+            )
+    return {k: v for k, v in raw.items() if k != "description"}
+
+
 def _load_scenario(file: Path, defaults: dict, allowlists: dict[Path, AllowList]) -> LoadedScenario:
     raw = _read_yaml(file)
-    merged = {k: v for k, v in defaults.items() if k in Scenario.model_fields}
+    merged = dict(defaults)
     merged.update(raw)
+    if isinstance(defaults.get("limits"), dict) and isinstance(raw.get("limits"), dict):
+        merged["limits"] = {**defaults["limits"], **raw["limits"]}
     merged.setdefault("name", file.stem)
     if "tags" in defaults and "tags" in raw:
         merged["tags"] = list(dict.fromkeys([*defaults["tags"], *raw["tags"]]))
@@ -266,11 +296,17 @@ def _load_scenario(file: Path, defaults: dict, allowlists: dict[Path, AllowList]
                 f"(offered: {', '.join(sorted(offered))})",
                 path=str(file), field="tools",
             )
-    for i, step in enumerate([*spec.goal, *spec.handshake]):
-        if step.script not in allowlist.scripts:
+    matches = [(f"goal.{i}", m) for i, m in enumerate(spec.goal)]
+    matches += [(f"handshake.{i}", m) for i, m in enumerate(spec.handshake)]
+    matches += [(f"environment.outputs.{i}.match", c.match)
+                for i, c in enumerate(spec.environment.outputs)]
+    matches += [(f"children.{i}.on", c.on) for i, c in enumerate(spec.children)]
+    for where, match in matches:
+        if match.script not in allowlist.scripts:
             raise ConfigError(
-                f"script {step.script!r} is not on allow-list {allowlist.name!r}",
-                path=str(file), field=f"goal/handshake[{i}].script",
+                f"script {match.script!r} is not on allow-list {allowlist.name!r}; "
+                "use a listed script or add it to the allow-list",
+                path=str(file), field=f"{where}.script",
             )
     return LoadedScenario(spec=spec, allowlist=allowlist, path=file)
 
