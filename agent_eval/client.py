@@ -24,13 +24,13 @@ import os
 import random
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import openai
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
 from agent_eval.errors import ConfigError, HarnessFault, ServerUnreachable
 
@@ -46,28 +46,38 @@ ToolChoice = Literal["auto", "none", "required"]
 _LITERAL_KEYS = frozenset({"api_key", "apikey", "api-key", "openai_api_key", "authorization"})
 
 
+# Field constraints apply when a targets file is validated (``load_run_config``); direct
+# construction in code stays a plain dataclass call.
+_NonNeg = Annotated[float | None, Field(ge=0)]
+_FORBID = ConfigDict(extra="forbid")
+
+
 @dataclass(frozen=True)
 class Sampling:
     """Sampling knobs.  ``None`` means "not sent": the server's default applies."""
 
-    temperature: float | None = None
-    top_p: float | None = None
+    __pydantic_config__ = _FORBID
+
+    temperature: _NonNeg = None
+    top_p: Annotated[float | None, Field(gt=0, le=1)] = None
     top_k: int | None = None
-    min_p: float | None = None
+    min_p: Annotated[float | None, Field(ge=0, le=1)] = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
-    repetition_penalty: float | None = None
+    repetition_penalty: Annotated[float | None, Field(gt=0)] = None
     seed: int | None = None
 
     def to_request(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """Split into (standard OpenAI kwargs, ``extra_body`` fields as vLLM accepts them)."""
-        standard, extra = {}, {}
+        standard: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
         for name, value in asdict(self).items():
             if value is not None:
-                (extra if name in ("top_k", "min_p", "repetition_penalty") else standard)[
-                    name
-                ] = value
+                (extra if name in _VLLM_SAMPLING else standard)[name] = value
         return standard, extra
+
+
+_VLLM_SAMPLING = frozenset({"top_k", "min_p", "repetition_penalty"})
 
 
 @dataclass(frozen=True)
@@ -79,18 +89,20 @@ class Target:
     many requests this target serves at once.
     """
 
-    name: str
-    base_url: str
-    model: str
-    api_key_env: str | None = None
+    __pydantic_config__ = _FORBID
+
+    name: Annotated[str, Field(min_length=1)]
+    base_url: Annotated[str, Field(pattern=r"^https?://")]
+    model: Annotated[str, Field(min_length=1)]
+    api_key_env: Annotated[str | None, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] = None
     sampling: Sampling = Sampling()
     chat_template_kwargs: dict[str, Any] | None = None
-    max_tokens: int | None = None
+    max_tokens: Annotated[int | None, Field(gt=0)] = None
     tool_choice: ToolChoice | None = "auto"
     stream: bool = False
-    timeout_s: float = 120.0
-    retries: int = 3
-    concurrency: int = 4
+    timeout_s: Annotated[float, Field(gt=0)] = 120.0
+    retries: Annotated[int, Field(ge=0, le=20)] = 3
+    concurrency: Annotated[int, Field(ge=1, le=1024)] = 4
     extra_body: dict[str, Any] | None = None
 
     def settings(self) -> dict[str, Any]:
@@ -108,47 +120,11 @@ class RunConfig:
     when the command line gives it).
     """
 
-    targets: list[Target]
+    __pydantic_config__ = _FORBID
+
+    targets: Annotated[list[Target], Field(min_length=1)]
     suite: str | None = None
-    repeats: int = 1
-    label: str | None = None
-
-
-class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class _SamplingSpec(_Spec):
-    temperature: float | None = Field(None, ge=0)
-    top_p: float | None = Field(None, gt=0, le=1)
-    top_k: int | None = None
-    min_p: float | None = Field(None, ge=0, le=1)
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-    repetition_penalty: float | None = Field(None, gt=0)
-    seed: int | None = None
-
-
-class _TargetSpec(_Spec):
-    name: str = Field(min_length=1)
-    base_url: str = Field(pattern=r"^https?://")
-    model: str = Field(min_length=1)
-    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    sampling: _SamplingSpec = _SamplingSpec()
-    chat_template_kwargs: dict[str, Any] | None = None
-    max_tokens: int | None = Field(None, gt=0)
-    tool_choice: ToolChoice | None = "auto"
-    stream: bool = False
-    timeout_s: float = Field(120.0, gt=0)
-    retries: int = Field(3, ge=0, le=20)
-    concurrency: int = Field(4, ge=1, le=1024)
-    extra_body: dict[str, Any] | None = None
-
-
-class _RunSpec(_Spec):
-    targets: list[_TargetSpec] = Field(min_length=1)
-    suite: str | None = None
-    repeats: int = Field(1, ge=1)
+    repeats: Annotated[int, Field(ge=1)] = 1
     label: str | None = None
 
 
@@ -169,18 +145,18 @@ def load_run_config(path: str | Path) -> RunConfig:
         raise ConfigError("must be a YAML mapping with a `targets:` list", path=where)
     _refuse_literal_keys(raw, where, "")
     try:
-        spec = _RunSpec.model_validate(raw)
+        config = TypeAdapter(RunConfig).validate_python(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
         msg = err["msg"]
-        if err["type"] == "extra_forbidden":
+        if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
             msg = "unknown field; see the README section 'Targets file' for the fields"
         elif err["type"] == "missing":
             msg = "required field is missing; add it"
         raise ConfigError(msg, path=where, field=loc) from None
-    targets, names = [], set()
-    for i, t in enumerate(spec.targets):
+    names: set[str] = set()
+    for i, t in enumerate(config.targets):
         if t.name in names:
             raise ConfigError(
                 f"duplicate target name {t.name!r}; give each target its own name",
@@ -192,11 +168,8 @@ def load_run_config(path: str | Path) -> RunConfig:
                 f"environment variable {t.api_key_env} is not set; export it before the run",
                 path=where, field=f"targets.{i}.api_key_env",
             )
-        data = t.model_dump()
-        data["sampling"] = Sampling(**data["sampling"])
-        data["base_url"] = data["base_url"].rstrip("/")
-        targets.append(Target(**data))
-    return RunConfig(targets=targets, suite=spec.suite, repeats=spec.repeats, label=spec.label)
+    targets = [replace(t, base_url=t.base_url.rstrip("/")) for t in config.targets]
+    return replace(config, targets=targets)
 
 
 def load_targets(path: str | Path) -> list[Target]:
@@ -301,8 +274,9 @@ class Fault:
     retry_after_s: float | None = None
 
 
-class _StreamEndedEarly(Exception):
-    """The stream closed with neither a finish reason nor a usage chunk."""
+class _GarbledReply(Exception):
+    """A 200 answer that is not a chat completion: no choices, the wrong shape, or a
+    stream that closed with neither a finish reason nor a usage chunk."""
 
 
 _RETRIED_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -329,8 +303,8 @@ def classify_fault(exc: BaseException, timeout_s: float) -> Fault:
         return Fault("garbled", "stream error", exc.message, True)
     if isinstance(exc, json.JSONDecodeError):
         return Fault("garbled", "garbled reply (not JSON)", str(exc), True)
-    if isinstance(exc, _StreamEndedEarly):
-        return Fault("garbled", "stream ended early", str(exc), True)
+    if isinstance(exc, _GarbledReply):
+        return Fault("garbled", "garbled reply", str(exc), True)
     return Fault("client", "client error", f"{type(exc).__name__}: {exc}", False)
 
 
@@ -351,7 +325,7 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
-_CAUGHT = (openai.OpenAIError, httpx.HTTPError, json.JSONDecodeError, _StreamEndedEarly)
+_CAUGHT = (openai.OpenAIError, httpx.HTTPError, json.JSONDecodeError, _GarbledReply)
 
 
 class ModelClient:
@@ -376,9 +350,8 @@ class ModelClient:
         n = target.concurrency
         self._http = openai.DefaultAsyncHttpxClient(
             limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
-            timeout=httpx.Timeout(target.timeout_s, pool=None),
         )
-        self._client = openai.AsyncOpenAI(
+        self._client = openai.AsyncOpenAI(  # pool=None: waiting for a free slot is no fault
             base_url=target.base_url, api_key=api_key, max_retries=0,
             timeout=httpx.Timeout(target.timeout_s, pool=None), http_client=self._http,
         )
@@ -430,7 +403,7 @@ class ModelClient:
         async def once() -> dict[str, Any]:
             answer = await self._client.get("/models", cast_to=object)
             if not isinstance(answer, dict):
-                raise json.JSONDecodeError("/models answer is not a JSON object", "", 0)
+                raise _GarbledReply(f"/models answer is not a JSON object: {str(answer)[:200]}")
             return answer
 
         return await self._retrying(once, silence_is_unreachable=True)
@@ -466,19 +439,19 @@ class ModelClient:
         start = time.perf_counter()
         completion = await self._client.chat.completions.create(**request)
         latency = time.perf_counter() - start
-        choices = getattr(completion, "choices", None)
-        if not choices:
-            raise json.JSONDecodeError("reply has no choices", str(completion)[:200], 0)
-        message = choices[0].message
-        calls = [
-            ToolCallOut(tc.id, tc.function.name or "", tc.function.arguments or "")
-            for tc in message.tool_calls or ()
-            if getattr(tc, "function", None) is not None
-        ]
-        return _reply(
-            message.content or "", _reasoning_of(message), calls,
-            choices[0].finish_reason, completion.usage, latency, None,
-        )
+        try:
+            choice = completion.choices[0]
+            message = choice.message
+            calls = [
+                ToolCallOut(tc.id, tc.function.name or "", tc.function.arguments or "")
+                for tc in message.tool_calls or ()
+            ]
+            return _reply(
+                message.content or "", _reasoning_of(message), calls,
+                choice.finish_reason, completion.usage, latency, None,
+            )
+        except (AttributeError, TypeError, IndexError) as exc:
+            raise _GarbledReply(f"not a chat completion: {str(completion)[:200]}") from exc
 
     async def _stream_once(self, request: dict[str, Any]) -> Reply:
         start = time.perf_counter()
@@ -489,45 +462,45 @@ class ModelClient:
         stream = await self._client.chat.completions.create(**request)
         async with stream:
             async for chunk in stream:
-                if chunk.usage is not None:
+                if getattr(chunk, "usage", None) is not None:
                     usage = chunk.usage
-                for choice in chunk.choices or ():
-                    delta = choice.delta
-                    if choice.finish_reason:
-                        finish = choice.finish_reason
+                for choice in getattr(chunk, "choices", None) or ():
+                    finish = getattr(choice, "finish_reason", None) or finish
+                    delta = getattr(choice, "delta", None)
                     if delta is None:
                         continue
-                    think = _reasoning_of(delta)
-                    if ttft is None and (delta.content or think or delta.tool_calls):
+                    text, think = getattr(delta, "content", None), _reasoning_of(delta)
+                    deltas = getattr(delta, "tool_calls", None)
+                    if ttft is None and (text or think or deltas):
                         ttft = time.perf_counter() - start
-                    if delta.content:
-                        content.append(delta.content)
+                    if text:
+                        content.append(text)
                     if think:
                         reasoning.append(think)
-                    for tc in delta.tool_calls or ():
+                    for tc in deltas or ():
                         _merge_call_delta(calls, tc)
         latency = time.perf_counter() - start
         if finish is None and usage is None:
-            raise _StreamEndedEarly("no finish reason and no usage before the stream closed")
+            raise _GarbledReply("stream ended early: no finish reason and no usage")
         outs = [ToolCallOut(c[0], c[1], "".join(c[2])) for _, c in sorted(calls.items())]
         return _reply("".join(content), "".join(reasoning), outs, finish, usage, latency, ttft)
 
 
 def _merge_call_delta(calls: dict[int, list], tc: Any) -> None:
     """Fold one streamed tool-call delta into ``calls`` by its index."""
-    if tc.index is not None:
-        index = tc.index
-    else:  # servers that omit the index: a new id starts a new call
-        index = max(calls, default=-1) + (1 if tc.id or not calls else 0)
+    index = getattr(tc, "index", None)
+    if index is None:  # servers that omit the index: a new id starts a new call
+        index = max(calls, default=-1) + (1 if getattr(tc, "id", None) or not calls else 0)
     entry = calls.setdefault(index, [None, "", []])
-    if tc.id:
+    if getattr(tc, "id", None):
         entry[0] = tc.id
-    fn = tc.function
+    fn = getattr(tc, "function", None)
     if fn is not None:
-        if fn.name and fn.name != entry[1]:
-            entry[1] += fn.name
-        if fn.arguments:
-            entry[2].append(fn.arguments)
+        name, arguments = getattr(fn, "name", None), getattr(fn, "arguments", None)
+        if name and name != entry[1]:
+            entry[1] += name
+        if arguments:
+            entry[2].append(arguments)
 
 
 def _reasoning_of(obj: Any) -> str:
@@ -545,9 +518,10 @@ def _reply(
 ) -> Reply:
     prompt = completion = think = cached = None
     if usage is not None:
-        prompt, completion = usage.prompt_tokens, usage.completion_tokens
-        think = getattr(usage.completion_tokens_details, "reasoning_tokens", None)
-        cached = getattr(usage.prompt_tokens_details, "cached_tokens", None)
+        prompt = getattr(usage, "prompt_tokens", None)
+        completion = getattr(usage, "completion_tokens", None)
+        think = getattr(getattr(usage, "completion_tokens_details", None), "reasoning_tokens", None)
+        cached = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None)
     decode_time = latency - ttft if ttft is not None else latency
     tps = completion / decode_time if completion is not None and decode_time > 0 else None
     return Reply(
