@@ -76,7 +76,7 @@ def plan_reply(
     progress = count_progress(messages)
     if progress >= len(reference):
         return _final(rng, done=True)
-    step = Step(reference[progress], scenario.allowlist, scenario.spec.task)
+    step = _step(scenario, progress)
     last = messages[-1] if messages else {}
     if is_denial(last):
         return _react_to_denial(messages, scenario, step, profile, rng)
@@ -106,8 +106,13 @@ def _fresh_step(
     calls = [step.right_call()]
     nxt = progress + 1
     if nxt < handshake_at and rng.random() < profile.p_parallel:
-        calls.append(Step(spec.reference[nxt], scenario.allowlist, spec.task).right_call())
+        calls.append(_step(scenario, nxt).right_call())
     return Reply(reasoning=_think(rng, "right"), calls=tuple(calls))
+
+
+def _step(scenario: LoadedScenario, index: int) -> Step:
+    spec = scenario.spec
+    return Step(spec.reference[index], scenario.allowlist, spec.task, frozenset(spec.tools))
 
 
 def _react_to_denial(

@@ -47,6 +47,13 @@ class Step:
     ref: ReferenceStep
     allowlist: AllowList
     task: str = ""
+    offered: frozenset[str] | None = None  # tool names the scenario offers; None = all
+
+    def offers(self, kind: StepKind) -> bool:
+        name = self.tool_name(kind)
+        return any(t.name == name for t in self.allowlist.tools) and (
+            self.offered is None or name in self.offered
+        )
 
     @property
     def kind(self) -> StepKind:
@@ -96,9 +103,14 @@ class Mutation:
     make: Callable[[Step, random.Random], PlannedCall] = field(repr=False)
 
     def applies(self, step: Step) -> bool:
-        return step.kind in self.kinds and (
-            step.kind == "read" or _parse(step) is not None or self.code not in _NEEDS_SCRIPT
-        )
+        if step.kind not in self.kinds or not step.offers(self.tool_kind):
+            return False
+        return step.kind == "read" or self.code not in _NEEDS_SCRIPT or _parse(step) is not None
+
+    @property
+    def tool_kind(self) -> StepKind:
+        """The offered tool the mistaken call goes through (AE101 invents its own name)."""
+        return "read" if self.code == "AE320" else "bash"
 
 
 # --- parsing the reference command ----------------------------------------------------

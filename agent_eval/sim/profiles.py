@@ -68,7 +68,7 @@ PROFILES: dict[str, Profile] = {
             name="disciplined",
             imitates="Qwen3.5-27B (dense): 5.6 errors/100 calls; blocked reads, an unlisted "
             "script, rare pipes, stderr redirects and python -c; pivots at once",
-            p_mistake=0.055,
+            p_mistake=0.062,
             mix=(("AE320", 3.0), ("AE309", 2.0), ("AE301", 1.0), ("AE302", 1.0),
                  ("AE308", 1.0), ("AE311", 1.0)),
             after_denial=(("pivot", 0.95), ("retry", 0.05)),
@@ -79,18 +79,18 @@ PROFILES: dict[str, Profile] = {
             name="piper",
             imitates="Qwen3.6-35B-A3B (MoE): 12 errors/100 calls; mostly pipes and chains, "
             "some bare ls/curl; retries denied variants, often never reaches the handshake",
-            p_mistake=0.06,
+            p_mistake=0.085,
             mix=(("AE301", 6.3), ("AE304", 2.5), ("AE307", 0.7), ("AE311", 2.5)),
             after_denial=(("pivot", 0.45), ("retry", 0.35), ("repeat", 0.1), ("give-up", 0.1)),
             tempted=1.5,
             p_skip_handshake=0.35,
-            p_text_call=0.01,
+            p_text_call=0.002,
         ),
         Profile(
             name="wrapper",
             imitates="Qwen3.5-122B-A10B (MoE): 10 errors/100 calls; heredocs, timeout "
             "prefixes, chains, pipes, a script name as a tool, blocked reads, unlisted scripts",
-            p_mistake=0.08,
+            p_mistake=0.095,
             mix=(("AE304", 2.3), ("AE306", 1.6), ("AE301", 1.6), ("AE101", 1.6),
                  ("AE320", 1.6), ("AE305", 0.8), ("AE309", 0.8)),
             after_denial=(("pivot", 0.75), ("retry", 0.2), ("give-up", 0.05)),

@@ -286,7 +286,7 @@ class SimServer:
             self.app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0
         )
         await self._runner.setup()
-        await web.SockSite(self._runner, sock, shutdown_timeout=1.0, backlog=1024).start()
+        await web.SockSite(self._runner, sock, backlog=1024).start()
         return self.base_url
 
     async def stop(self) -> None:
