@@ -172,6 +172,12 @@ def load_run_config(path: str | Path) -> RunConfig:
     return replace(config, targets=targets)
 
 
+def target_from_settings(settings: dict[str, Any]) -> Target:
+    """Rebuild a target from :meth:`Target.settings` (a stored run, for ``--resume``).
+    A settings dict that does not describe a target raises ``ValueError``."""
+    return TypeAdapter(Target).validate_python(settings)
+
+
 def load_targets(path: str | Path) -> list[Target]:
     """The targets of a targets file; see :func:`load_run_config`."""
     return load_run_config(path).targets

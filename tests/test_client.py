@@ -30,6 +30,7 @@ from agent_eval.client import (
     find_tool_markup,
     load_run_config,
     load_targets,
+    target_from_settings,
 )
 from agent_eval.errors import ConfigError, HarnessFault, ServerUnreachable
 
@@ -376,6 +377,18 @@ def test_settings_are_json_and_list_only_the_sampling_that_is_set():
     assert settings["model"] == "Qwen3.5-27B" and settings["api_key_env"] is None
 
 
+def test_settings_round_trip_through_json_to_the_same_target():
+    target = Target(name="qwen-27b", base_url="http://127.0.0.1:8000/v1", model="Qwen3.5-27B",
+                    api_key_env="VLLM_KEY", sampling=FIELD_SAMPLING, stream=True,
+                    chat_template_kwargs={"enable_thinking": True}, concurrency=6)
+    assert target_from_settings(json.loads(json.dumps(target.settings()))) == target
+
+
+def test_settings_that_do_not_describe_a_target_are_a_value_error():
+    with pytest.raises(ValueError, match="base_url"):
+        target_from_settings({"name": "t", "model": "m"})
+
+
 # ---- faults ---------------------------------------------------------------------------
 
 
@@ -679,6 +692,16 @@ def test_unreadable_targets_file_is_a_config_error_naming_the_file(tmp_path, tex
     with pytest.raises(ConfigError, match=hint) as info:
         load_run_config(path)
     assert info.value.path == str(path)
+
+
+def test_readme_targets_example_loads(tmp_path, monkeypatch):
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Targets file", 1)[1]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    monkeypatch.setenv("VLLM_API_KEY", "sk-readme")
+    config = load_run_config(write(tmp_path, example))
+    assert [t.name for t in config.targets] == ["qwen3.5-27b", "qwen3.6-35b-a3b"]
+    assert config.targets[0].sampling == FIELD_SAMPLING
 
 
 def test_missing_targets_file_is_a_config_error(tmp_path):
