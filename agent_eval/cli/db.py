@@ -1,0 +1,40 @@
+"""``agent-eval db``: the store's schema; and ``db_option``, the ``--db`` every command takes."""
+
+from __future__ import annotations
+
+import click
+
+from agent_eval.cli import main
+
+db_option = click.option(
+    "--db",
+    "db",
+    metavar="URL",
+    envvar="AGENT_EVAL_DB",
+    default=None,
+    help="Store: a SQLite file path, sqlite:///PATH or postgresql://USER@HOST:PORT/DB "
+    "[env AGENT_EVAL_DB; default agent_eval.db].",
+)
+"""The ``--db URL`` option, the same on every command: ``@db_option`` passes ``db``
+(None when neither the option nor ``$AGENT_EVAL_DB`` is given) for ``open_store(db)``."""
+
+
+@main.group()
+def db() -> None:
+    """Manage the results database (SQLite file or PostgreSQL)."""
+
+
+@db.command()
+@db_option
+def upgrade(db: str | None) -> None:
+    """Create the database, or migrate it to the schema this agent-eval needs.
+
+    Safe to run again.  Needed after upgrading agent-eval when a command says the database
+    is at an older revision; a new SQLite file is created at head without it.
+
+    Example: agent-eval db upgrade --db postgresql://agent@127.0.0.1:5432/evals
+    """
+    from agent_eval.store import upgrade as upgrade_store
+
+    revision = upgrade_store(db)
+    click.echo(f"database at revision {revision} (head)")

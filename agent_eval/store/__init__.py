@@ -1,0 +1,203 @@
+"""The SQL store: every run, session, turn, tool call and finding, in SQLite or PostgreSQL.
+
+Live runs, transcript imports and server-log parsers all write here; metrics, reports,
+the gate and the drill-down all read from here, so they work the same on every source.
+
+    >>> with open_store("runs.db") as store:                      # doctest: +SKIP
+    ...     run_id = store.create_run(label="nightly", kind="live", suite="suite.yaml",
+    ...                               config={...}, fingerprint={...})
+    ...     store.add_target(run_id, name="qwen", model="Qwen3.5-27B",
+    ...                      base_url="http://127.0.0.1:8000/v1", settings={...})
+    ...     store.record_sessions(run_id, [parent_record, *child_records])
+    ...     store.class_breakdown([run_id])
+    {'qwen': {None: 152, 'AE301': 1, ...}}
+
+Promises:
+
+- each ``record_sessions`` batch is one transaction: all of it is stored or none;
+- nothing the model wrote is put into SQL text: bound parameters only;
+- no credentials: settings, config and fingerprint are scrubbed before they are stored;
+- readers stream, so memory does not grow with the size of a run;
+- the schema is checked on open: a new database is created at the head revision, an
+  older one is refused with the ``agent-eval db upgrade`` command to run.
+
+Layout: ``tables`` (the schema), ``database`` (URLs, engines, migrations), ``runs``,
+``sessions`` (write and load), ``reads`` (streaming rows, aggregates), ``server_logs``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
+
+from sqlalchemy import Engine
+
+from agent_eval.store import reads, runs, server_logs, sessions
+from agent_eval.store.database import (
+    check_schema,
+    connect,
+    describe_url,
+    head_revision,
+    resolve_db_url,
+    upgrade,
+)
+from agent_eval.store.reads import SessionCounts
+from agent_eval.store.runs import RunInfo, RunKind, RunStatus, TargetInfo, scrub_secrets
+from agent_eval.store.sessions import StoredSession
+from agent_eval.store.tables import server_requests, server_samples
+from agent_eval.transcript import CallRow, SessionRecord, SessionRow, TurnRow
+
+__all__ = [
+    "RunInfo",
+    "RunKind",
+    "RunStatus",
+    "SessionCounts",
+    "Store",
+    "StoredSession",
+    "TargetInfo",
+    "head_revision",
+    "open_store",
+    "resolve_db_url",
+    "scrub_secrets",
+    "upgrade",
+]
+
+
+def open_store(url: str | None = None) -> Store:
+    """Open the store at ``url`` (a ``--db`` value; None: ``$AGENT_EVAL_DB`` or
+    ``agent_eval.db``), creating a new database at head and refusing one at another
+    revision with a ConfigError that says what to run."""
+    engine = connect(resolve_db_url(url))
+    try:
+        check_schema(engine)
+    except BaseException:
+        engine.dispose()
+        raise
+    return Store(engine)
+
+
+class Store:
+    """One open database.  Thin: each method is one unit of work in its own transaction."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    @property
+    def url(self) -> str:
+        """The database URL, password hidden: safe to print."""
+        return describe_url(self.engine.url.render_as_string(hide_password=False))
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # runs and targets
+
+    def create_run(
+        self,
+        *,
+        label: str | None,
+        kind: str,
+        suite: str | None,
+        config: dict,
+        fingerprint: dict,
+        parent_run_id: int | None = None,
+    ) -> int:
+        """A new run with status ``running``; its id."""
+        return runs.create_run(
+            self.engine,
+            label=label,
+            kind=kind,
+            suite=suite,
+            config=config,
+            fingerprint=fingerprint,
+            parent_run_id=parent_run_id,
+        )
+
+    def add_target(
+        self, run_id: int, *, name: str, model: str, base_url: str, settings: dict
+    ) -> int:
+        """The target's id; adding a name the run already has returns the existing id."""
+        return runs.add_target(
+            self.engine, run_id, name=name, model=model, base_url=base_url, settings=settings
+        )
+
+    def set_run_status(self, run_id: int, status: str) -> None:
+        runs.set_run_status(self.engine, run_id, status)
+
+    def resolve_run(self, ref: str | int) -> RunInfo:
+        """The run an id, ``latest`` or ``label:NAME`` names; ConfigError when none does."""
+        return runs.resolve_run(self.engine, ref)
+
+    def get_run(self, run_id: int) -> RunInfo:
+        return runs.get_run(self.engine, run_id)
+
+    def list_runs(self, limit: int = 20) -> list[RunInfo]:
+        return runs.list_runs(self.engine, limit)
+
+    def run_targets(self, run_id: int) -> list[TargetInfo]:
+        return runs.run_targets(self.engine, run_id)
+
+    # sessions
+
+    def record_sessions(self, run_id: int, records: Sequence[SessionRecord]) -> list[int]:
+        """Store a batch (a parent and its children) in one transaction; ids in order."""
+        return sessions.record_sessions(self.engine, run_id, records)
+
+    def record_session(self, run_id: int, record: SessionRecord) -> int:
+        return self.record_sessions(run_id, [record])[0]
+
+    def finished_keys(self, run_id: int) -> set[str]:
+        return sessions.finished_keys(self.engine, run_id)
+
+    def find_session(self, run_id: int, key: str) -> int | None:
+        return sessions.find_session(self.engine, run_id, key)
+
+    def load_session(self, session_id: int) -> StoredSession:
+        return sessions.load_session(self.engine, session_id)
+
+    # readers for metrics and reports
+
+    def session_rows(self, run_ids: Iterable[int]) -> Iterator[SessionRow]:
+        return reads.session_rows(self.engine, run_ids)
+
+    def call_rows(self, run_ids: Iterable[int]) -> Iterator[CallRow]:
+        return reads.call_rows(self.engine, run_ids)
+
+    def turn_rows(self, run_ids: Iterable[int]) -> Iterator[TurnRow]:
+        return reads.turn_rows(self.engine, run_ids)
+
+    def class_breakdown(self, run_ids: Iterable[int]) -> dict[str, dict[str | None, int]]:
+        return reads.class_breakdown(self.engine, run_ids)
+
+    def session_counts(self, run_ids: Iterable[int]) -> dict[str, SessionCounts]:
+        return reads.session_counts(self.engine, run_ids)
+
+    # server logs
+
+    def add_server_samples(self, rows: Iterable[dict]) -> int:
+        return server_logs.add_rows(self.engine, server_samples, rows)
+
+    def server_samples(
+        self,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        source: str | None = None,
+    ) -> list[dict]:
+        return server_logs.read_rows(self.engine, server_samples, since, until, source)
+
+    def add_server_requests(self, rows: Iterable[dict]) -> int:
+        return server_logs.add_rows(self.engine, server_requests, rows)
+
+    def server_requests(
+        self,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        source: str | None = None,
+    ) -> list[dict]:
+        return server_logs.read_rows(self.engine, server_requests, since, until, source)

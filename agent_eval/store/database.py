@@ -1,0 +1,220 @@
+"""Where the store lives and which schema revision it is at.
+
+``resolve_db_url`` turns the operator's ``--db`` value (or ``$AGENT_EVAL_DB``) into a
+SQLAlchemy URL; ``connect`` opens an engine tuned per backend; ``check_schema`` makes sure
+the database is at the revision this code was written for, creating a brand-new empty
+database at head and refusing an older or newer one with the fix in the message;
+``upgrade`` runs the Alembic migrations in ``agent_eval/migrations`` to head.
+
+SQLite runs in WAL mode with foreign keys on and a busy timeout, so one writer and any
+number of readers (a report while a run is going) can share a file.  Write transactions
+start with ``BEGIN IMMEDIATE`` so a writer takes the lock up front instead of failing
+half-way when it upgrades a read lock.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
+from sqlalchemy import Connection, Engine, create_engine, event, inspect
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+
+from agent_eval.errors import ConfigError
+
+DEFAULT_DB_URL = "sqlite:///agent_eval.db"
+ENV_VAR = "AGENT_EVAL_DB"
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+_URL_FIX = (
+    "give a file path (runs.db), sqlite:///PATH or postgresql://USER@HOST:PORT/DB "
+    f"with --db or ${ENV_VAR}"
+)
+
+
+def resolve_db_url(value: str | None) -> str:
+    """The SQLAlchemy URL for an operator's ``--db`` value.
+
+    None means ``$AGENT_EVAL_DB``, else ``agent_eval.db`` in the current directory.  A
+    plain path becomes a SQLite file; ``postgresql://`` gets the psycopg 3 driver.
+    Anything else with a scheme is refused with a ConfigError naming the value.
+    """
+    if value is None:
+        value = os.environ.get(ENV_VAR) or DEFAULT_DB_URL
+    value = value.strip()
+    if not value:
+        raise ConfigError(f"empty database URL: {_URL_FIX}", field="--db")
+    if value.startswith("sqlite://"):
+        return value
+    for scheme in ("postgresql://", "postgres://"):
+        if value.startswith(scheme):
+            return "postgresql+psycopg://" + value[len(scheme) :]
+    if value.startswith("postgresql+psycopg://"):
+        return value
+    if "://" in value or value.startswith("postgresql+"):
+        shown = value.split("://", 1)[0] + "://..."
+        raise ConfigError(f"unsupported database URL {shown!r}: {_URL_FIX}", field="--db")
+    return "sqlite:///" + str(Path(value).expanduser())
+
+
+def describe_url(url: str) -> str:
+    """The URL as safe to print: any password replaced by ``***``."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<unparseable URL>"
+
+
+def connect(url: str) -> Engine:
+    """An engine for ``url`` (already resolved), with the SQLite pragmas in place."""
+    try:
+        parsed = make_url(url)
+        if parsed.get_backend_name() == "sqlite":
+            engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+            _tune_sqlite(engine)
+        else:
+            engine = create_engine(parsed, pool_pre_ping=True)
+    except (ArgumentError, NoSuchModuleError) as exc:
+        raise ConfigError(
+            f"cannot use database URL {describe_url(url)}: {exc}", field="--db"
+        ) from None
+    return engine
+
+
+def _tune_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:
+        dbapi_conn.isolation_level = None  # SQLAlchemy emits BEGIN itself, see _on_begin
+        cursor = dbapi_conn.cursor()
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        writing = conn.get_execution_options().get("agent_eval_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if writing else "BEGIN")
+
+
+@contextmanager
+def write_transaction(engine: Engine) -> Iterator[Connection]:
+    """One write transaction: committed on success, rolled back entirely on any error."""
+    with engine.connect() as conn:
+        conn.execution_options(agent_eval_write=True)
+        with conn.begin():
+            yield conn
+
+
+def _alembic_config(conn: Connection | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if conn is not None:
+        config.attributes["connection"] = conn
+    return config
+
+
+def head_revision() -> str:
+    """The newest migration this code ships."""
+    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    assert head is not None, f"no migrations found in {MIGRATIONS_DIR}"
+    return head
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The revision the database is at; None for a database Alembic never touched."""
+    with _opened(engine) as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def upgrade(url: str | None) -> str:
+    """Bring the database at ``url`` (or the default) to the head revision; return it.
+
+    Creates a SQLite file that does not exist yet.  Safe to run again at head.
+    """
+    engine = connect(resolve_db_url(url))
+    try:
+        _upgrade_engine(engine)
+    finally:
+        engine.dispose()
+    return head_revision()
+
+
+def _upgrade_engine(engine: Engine) -> None:
+    _refuse_newer(engine)
+    with _opened(engine) as conn:
+        conn.execution_options(agent_eval_write=True)
+        with conn.begin():
+            command.upgrade(_alembic_config(conn), "head")
+
+
+def check_schema(engine: Engine) -> None:
+    """Make sure the database matches this code, creating an empty one at head.
+
+    Raises ConfigError for a database at an older revision (the fix: ``agent-eval db
+    upgrade``), a newer one (the fix: a newer agent-eval), or one with foreign tables.
+    """
+    head = head_revision()
+    current = current_revision(engine)
+    if current == head:
+        return
+    where = describe_url(engine.url.render_as_string(hide_password=False))
+    if current is None:
+        with _opened(engine) as conn:
+            tables = set(inspect(conn).get_table_names()) - {"alembic_version"}
+        if tables:
+            raise ConfigError(
+                f"database {where} has tables ({', '.join(sorted(tables)[:5])}) but no "
+                "agent-eval revision: point --db at an empty database or an agent-eval store",
+                field="--db",
+            )
+        _upgrade_engine(engine)
+        return
+    _refuse_newer(engine)
+    raise ConfigError(
+        f"database at revision {current}, this agent-eval needs {head}: "
+        f"run `agent-eval db upgrade --db {where}`",
+        field="--db",
+    )
+
+
+def _refuse_newer(engine: Engine) -> None:
+    current = current_revision(engine)
+    if current is None:
+        return
+    try:
+        known = ScriptDirectory.from_config(_alembic_config()).get_revision(current)
+    except CommandError:
+        known = None
+    if known is None:
+        raise ConfigError(
+            f"database at revision {current}, newer than this agent-eval "
+            f"(which knows up to {head_revision()}): upgrade agent-eval to read it",
+            field="--db",
+        )
+
+
+@contextmanager
+def _opened(engine: Engine) -> Iterator[Connection]:
+    """A connection, with 'cannot open the database' turned into a ConfigError."""
+    try:
+        conn = engine.connect()
+    except OperationalError as exc:
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        raise ConfigError(
+            f"cannot open database {describe_url(engine.url.render_as_string(False))}: "
+            f"{reason}: check the path or server, {_URL_FIX}",
+            field="--db",
+        ) from None
+    with conn:
+        yield conn

@@ -1,0 +1,363 @@
+"""Writing finished sessions, and reading one back in full for the drill-down.
+
+A batch of sessions (a parent and the children it spawned, or any set) is written in one
+transaction: either every session, turn, call and finding of the batch is stored, or none
+is.  Rows go in with executemany, so a session with fifty calls costs a handful of
+statements, not a hundred.  Everything the model wrote travels as bound parameters.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, Engine, bindparam, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from agent_eval.errors import ConfigError
+from agent_eval.store.database import write_transaction
+from agent_eval.store.tables import findings, sessions, targets, tool_calls, turns
+from agent_eval.transcript import (
+    EXIT_STATES,
+    CallRecord,
+    FindingRecord,
+    HandshakeResult,
+    SessionRecord,
+    TurnRecord,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSession:
+    """One stored session, rebuilt: its record as written plus the links around it.
+
+    ``child_links`` pairs a call's index with the id of the child session it spawned.
+    """
+
+    id: int
+    run_id: int
+    target: str
+    record: SessionRecord
+    parent_id: int | None
+    child_ids: tuple[int, ...]
+    child_links: tuple[tuple[int, int], ...]
+
+
+def record_sessions(engine: Engine, run_id: int, records: Sequence[SessionRecord]) -> list[int]:
+    """Store ``records`` in one transaction; their ids, in the order given.
+
+    Raises ConfigError, leaving the store untouched, when a record names a target not added
+    to the run, repeats a key already stored (or twice in the batch), or links to a parent
+    or child key found neither in the batch nor among the run's stored sessions.
+    """
+    records = list(records)
+    if not records:
+        return []
+    _refuse_repeated_keys(records)
+    try:
+        with write_transaction(engine) as conn:
+            return _insert_batch(conn, run_id, records)
+    except IntegrityError as exc:  # a concurrent writer stored one of these keys first
+        raise ConfigError(
+            f"run {run_id}: a session of this batch is already stored ({exc.orig}): "
+            "use --resume to skip stored sessions",
+            field="key",
+        ) from None
+
+
+def _refuse_repeated_keys(records: list[SessionRecord]) -> None:
+    seen: set[str] = set()
+    for record in records:
+        if record.key in seen:
+            raise ConfigError(f"session key {record.key!r} appears twice in one batch", field="key")
+        indexes = [call.index for call in record.calls]
+        if len(set(indexes)) != len(indexes):
+            raise ConfigError(
+                f"session {record.key!r}: two calls share an index; number calls 0, 1, 2, ...",
+                field="calls.index",
+            )
+        if record.status not in EXIT_STATES:
+            raise ConfigError(
+                f"session {record.key!r}: status {record.status!r} is not one of "
+                f"{', '.join(EXIT_STATES)}",
+                field="status",
+            )
+        seen.add(record.key)
+
+
+def _insert_batch(conn: Connection, run_id: int, records: list[SessionRecord]) -> list[int]:
+    target_ids = dict(
+        conn.execute(select(targets.c.name, targets.c.id).where(targets.c.run_id == run_id)).all()
+    )
+    for record in records:
+        if record.target not in target_ids:
+            raise ConfigError(
+                f"session {record.key!r}: target {record.target!r} was not added to run "
+                f"{run_id}: call add_target first",
+                field="target",
+            )
+    batch_keys = [r.key for r in records]
+    stored = _ids_by_key(conn, run_id, batch_keys)
+    if stored:
+        raise ConfigError(
+            f"run {run_id} already holds session {sorted(stored)[0]!r}: a session is "
+            "stored once; use --resume to skip stored sessions",
+            field="key",
+        )
+    conn.execute(
+        insert(sessions), [_session_values(run_id, target_ids[r.target], r) for r in records]
+    )
+    id_by_key = _ids_by_key(conn, run_id, batch_keys)
+    session_ids = [id_by_key[key] for key in batch_keys]
+    linked = {r.parent_key for r in records if r.parent_key} | {
+        c.child_key for r in records for c in r.calls if c.child_key
+    }
+    id_by_key |= _ids_by_key(conn, run_id, sorted(linked - id_by_key.keys()))
+    _link_parents(conn, run_id, records, id_by_key)
+
+    turn_rows = [
+        _turn_values(sid, turn)
+        for sid, r in zip(session_ids, records, strict=True)
+        for turn in r.turns
+    ]
+    if turn_rows:
+        conn.execute(insert(turns), turn_rows)
+    call_rows, call_findings = [], []
+    for sid, record in zip(session_ids, records, strict=True):
+        for call in record.calls:
+            child_id = _resolve(
+                id_by_key, call.child_key, run_id, f"{record.key} call {call.index}", "child_key"
+            )
+            call_rows.append(_call_values(sid, run_id, target_ids[record.target], call, child_id))
+            call_findings.append(call.findings)
+    if call_rows:
+        conn.execute(insert(tool_calls), call_rows)
+        call_ids = _call_ids(conn, session_ids, call_rows)
+        finding_rows = [
+            {
+                "tool_call_id": cid,
+                "code": f.code,
+                "message": f.message,
+                "start": f.start,
+                "end": f.end,
+            }
+            for cid, found in zip(call_ids, call_findings, strict=True)
+            for f in found
+        ]
+        if finding_rows:
+            conn.execute(insert(findings), finding_rows)
+    return list(session_ids)
+
+
+def _link_parents(
+    conn: Connection, run_id: int, records: list[SessionRecord], id_by_key: dict[str, int]
+) -> None:
+    links = [
+        {
+            "sid": id_by_key[r.key],
+            "pid": _resolve(id_by_key, r.parent_key, run_id, r.key, "parent_key"),
+        }
+        for r in records
+        if r.parent_key
+    ]
+    if links:
+        conn.execute(
+            update(sessions)
+            .where(sessions.c.id == bindparam("sid"))
+            .values(parent_id=bindparam("pid")),
+            links,
+        )
+
+
+def _resolve(
+    id_by_key: dict[str, int], key: str | None, run_id: int, where: str, field: str
+) -> int | None:
+    if key is None:
+        return None
+    if key not in id_by_key:
+        raise ConfigError(
+            f"session {where}: links to session {key!r}, which is neither in this batch nor "
+            f"stored in run {run_id}: record a parent together with its children",
+            field=field,
+        )
+    return id_by_key[key]
+
+
+def _call_ids(conn: Connection, session_ids: list[int], call_rows: list[dict]) -> list[int]:
+    """Ids of the calls just inserted, in ``call_rows`` order, by (session, call index).
+
+    Read back rather than RETURNING: SQLite cannot promise RETURNING order for a
+    multi-row insert, and SQLAlchemy would fall back to one statement per row.
+    """
+    found = {
+        (sid, index): cid
+        for cid, sid, index in conn.execute(
+            select(tool_calls.c.id, tool_calls.c.session_id, tool_calls.c.index).where(
+                tool_calls.c.session_id.in_(session_ids)
+            )
+        )
+    }
+    return [found[(row["session_id"], row["index"])] for row in call_rows]
+
+
+def _ids_by_key(conn: Connection, run_id: int, keys: list[str]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for start in range(0, len(keys), 500):
+        chunk = keys[start : start + 500]
+        found |= dict(
+            conn.execute(
+                select(sessions.c.key, sessions.c.id).where(
+                    sessions.c.run_id == run_id, sessions.c.key.in_(chunk)
+                )
+            ).all()
+        )
+    return found
+
+
+def _session_values(run_id: int, target_id: int, r: SessionRecord) -> dict:
+    return {
+        "run_id": run_id,
+        "target_id": target_id,
+        "key": r.key,
+        "scenario": r.scenario,
+        "repeat": r.repeat,
+        "status": r.status,
+        "error": r.error,
+        "parent_id": None,
+        "tags": list(r.tags),
+        "handshake_required": r.handshake.required,
+        "handshake_done": r.handshake.done,
+        "handshake_completed": r.handshake.completed,
+        "handshake_missed_step": r.handshake.missed_step,
+        "n_turns": len(r.turns),
+        "n_messages": len(r.messages),
+        "n_calls": len(r.calls),
+        "messages": r.messages,
+        "source": r.source,
+        "schema_version": r.schema_version,
+        "started_at": r.started_at,
+        "finished_at": r.finished_at,
+    }
+
+
+_TURN_FIELDS = (
+    "index content reasoning finish_reason prompt_tokens completion_tokens reasoning_tokens "
+    "cached_tokens latency_s ttft_s decode_tps started_at"
+).split()
+_CALL_FIELDS = (
+    "index turn_index call_id tool arguments command script decision next_action output "
+    "source_decision source_reason"
+).split()
+
+
+def _turn_values(session_id: int, turn: TurnRecord) -> dict:
+    return {"session_id": session_id} | {f: getattr(turn, f) for f in _TURN_FIELDS}
+
+
+def _call_values(
+    session_id: int, run_id: int, target_id: int, call: CallRecord, child_id: int | None
+) -> dict:
+    return {
+        "session_id": session_id,
+        "run_id": run_id,
+        "target_id": target_id,
+        "primary_code": call.primary,
+        "child_session_id": child_id,
+    } | {f: getattr(call, f) for f in _CALL_FIELDS}
+
+
+def finished_keys(engine: Engine, run_id: int) -> set[str]:
+    """Keys of every session stored for the run, whatever its status (for ``--resume``)."""
+    with engine.connect() as conn:
+        return set(
+            conn.execute(select(sessions.c.key).where(sessions.c.run_id == run_id)).scalars()
+        )
+
+
+def find_session(engine: Engine, run_id: int, key: str) -> int | None:
+    with engine.connect() as conn:
+        return _ids_by_key(conn, run_id, [key]).get(key)
+
+
+def load_session(engine: Engine, session_id: int) -> StoredSession:
+    """The session rebuilt in full: turns, calls with findings, messages and links."""
+    parent = sessions.alias("parent")
+    child = sessions.alias("child")
+    with engine.connect() as conn:
+        row = conn.execute(
+            select(sessions, targets.c.name.label("target_name"), parent.c.key.label("parent_key"))
+            .join(targets, targets.c.id == sessions.c.target_id)
+            .outerjoin(parent, parent.c.id == sessions.c.parent_id)
+            .where(sessions.c.id == session_id)
+        ).first()
+        if row is None:
+            raise ConfigError(f"no session with id {session_id} in this store", field="session")
+        turn_rows = conn.execute(
+            select(turns).where(turns.c.session_id == session_id).order_by(turns.c.index)
+        ).all()
+        call_rows = conn.execute(
+            select(tool_calls, child.c.key.label("child_key"))
+            .outerjoin(child, child.c.id == tool_calls.c.child_session_id)
+            .where(tool_calls.c.session_id == session_id)
+            .order_by(tool_calls.c.index)
+        ).all()
+        found = defaultdict(list)
+        for f in conn.execute(
+            select(findings)
+            .join(tool_calls, tool_calls.c.id == findings.c.tool_call_id)
+            .where(tool_calls.c.session_id == session_id)
+            .order_by(findings.c.id)
+        ):
+            found[f.tool_call_id].append(FindingRecord(f.code, f.message, f.start, f.end))
+        child_ids = (
+            conn.execute(
+                select(sessions.c.id)
+                .where(sessions.c.parent_id == session_id)
+                .order_by(sessions.c.id)
+            )
+            .scalars()
+            .all()
+        )
+    record = SessionRecord(
+        key=row.key,
+        target=row.target_name,
+        scenario=row.scenario,
+        repeat=row.repeat,
+        status=row.status,
+        error=row.error,
+        parent_key=row.parent_key,
+        tags=list(row.tags),
+        handshake=HandshakeResult(
+            row.handshake_required,
+            row.handshake_done,
+            row.handshake_completed,
+            row.handshake_missed_step,
+        ),
+        messages=row.messages,
+        turns=[TurnRecord(**{f: getattr(t, f) for f in _TURN_FIELDS}) for t in turn_rows],
+        calls=[
+            CallRecord(
+                primary=c.primary_code,
+                findings=found[c.id],
+                child_key=c.child_key,
+                **{f: getattr(c, f) for f in _CALL_FIELDS},
+            )
+            for c in call_rows
+        ],
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        source=row.source,
+        schema_version=row.schema_version,
+    )
+    return StoredSession(
+        id=row.id,
+        run_id=row.run_id,
+        target=row.target_name,
+        record=record,
+        parent_id=row.parent_id,
+        child_ids=tuple(child_ids),
+        child_links=tuple(
+            (c.index, c.child_session_id) for c in call_rows if c.child_session_id is not None
+        ),
+    )

@@ -1,0 +1,208 @@
+"""The SQL tables, as SQLAlchemy Core ``Table`` objects.
+
+This is the shape the code reads and writes.  The migrations in ``agent_eval/migrations``
+build the same shape step by step; ``tests/test_store.py`` compares the two so they
+cannot drift apart.
+
+``tool_calls`` repeats ``run_id`` and ``target_id`` from its session on purpose: the
+per-target class breakdown over a million calls is one GROUP BY on one covering index,
+with no join.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.types import TypeDecorator
+
+
+class UtcDateTime(TypeDecorator):
+    """A timestamp stored in UTC and always read back timezone-aware.
+
+    SQLite keeps no zone, so a naive value read from it would silently lose its meaning;
+    this type attaches UTC on the way out.  Naive values written in are taken as UTC.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect):
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect):
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+metadata = MetaData()
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("label", String(200)),
+    Column("kind", String(20), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("suite", String(500)),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("finished_at", UtcDateTime),
+    Column("config", JSON, nullable=False),
+    Column("fingerprint", JSON, nullable=False),
+    Column("parent_run_id", Integer, ForeignKey("runs.id")),
+)
+
+targets = Table(
+    "targets",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("model", String(500), nullable=False),
+    Column("base_url", String(1000), nullable=False),
+    Column("settings", JSON, nullable=False),
+    UniqueConstraint("run_id", "name", name="uq_targets_run_name"),
+)
+
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("target_id", Integer, ForeignKey("targets.id", ondelete="CASCADE"), nullable=False),
+    Column("key", String(1000), nullable=False),
+    Column("scenario", String(500), nullable=False),
+    Column("repeat", Integer, nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("error", Text),
+    Column("parent_id", Integer, ForeignKey("sessions.id", ondelete="SET NULL")),
+    Column("tags", JSON, nullable=False),
+    Column("handshake_required", Integer, nullable=False),
+    Column("handshake_done", Integer, nullable=False),
+    Column("handshake_completed", Boolean, nullable=False),
+    Column("handshake_missed_step", String(500)),
+    Column("n_turns", Integer, nullable=False),
+    Column("n_messages", Integer, nullable=False),
+    Column("n_calls", Integer, nullable=False),
+    Column("messages", JSON, nullable=False),
+    Column("source", String(100), nullable=False),
+    Column("schema_version", Integer, nullable=False),
+    Column("started_at", UtcDateTime),
+    Column("finished_at", UtcDateTime),
+    UniqueConstraint("run_id", "key", name="uq_sessions_run_key"),
+    Index("ix_sessions_run_target_status", "run_id", "target_id", "status"),
+    Index("ix_sessions_parent", "parent_id"),
+)
+
+turns = Table(
+    "turns",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("session_id", Integer, ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False),
+    Column("index", Integer, nullable=False),
+    Column("content", Text, nullable=False),
+    Column("reasoning", Text, nullable=False),
+    Column("finish_reason", String(100)),
+    Column("prompt_tokens", Integer),
+    Column("completion_tokens", Integer),
+    Column("reasoning_tokens", Integer),
+    Column("cached_tokens", Integer),
+    Column("latency_s", Float),
+    Column("ttft_s", Float),
+    Column("decode_tps", Float),
+    Column("started_at", UtcDateTime),
+    Index("ix_turns_session", "session_id", "index"),
+)
+
+tool_calls = Table(
+    "tool_calls",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("session_id", Integer, ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False),
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("target_id", Integer, ForeignKey("targets.id", ondelete="CASCADE"), nullable=False),
+    Column("index", Integer, nullable=False),
+    Column("turn_index", Integer, nullable=False),
+    Column("call_id", String(200)),
+    Column("tool", String(500), nullable=False),
+    Column("arguments", Text, nullable=False),
+    Column("command", Text),
+    Column("script", String(500)),
+    Column("decision", String(10), nullable=False),
+    Column("primary_code", String(20)),
+    Column("next_action", String(20)),
+    Column("output", Text, nullable=False),
+    Column("source_decision", String(10)),
+    Column("source_reason", Text),
+    Column("child_session_id", Integer, ForeignKey("sessions.id", ondelete="SET NULL")),
+    Index("ix_tool_calls_breakdown", "run_id", "target_id", "primary_code", "decision"),
+    Index("ix_tool_calls_session", "session_id", "index"),
+)
+
+findings = Table(
+    "findings",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column(
+        "tool_call_id", Integer, ForeignKey("tool_calls.id", ondelete="CASCADE"), nullable=False
+    ),
+    Column("code", String(20), nullable=False),
+    Column("message", Text, nullable=False),
+    Column("start", Integer, nullable=False),
+    Column("end", Integer, nullable=False),
+    Index("ix_findings_tool_call", "tool_call_id"),
+)
+
+server_samples = Table(
+    "server_samples",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("source", String(500), nullable=False),
+    Column("host", String(500)),
+    Column("label", String(200)),
+    Column("ts", UtcDateTime, nullable=False),
+    Column("prompt_tps", Float),
+    Column("generation_tps", Float),
+    Column("running", Integer),
+    Column("waiting", Integer),
+    Column("swapped", Integer),
+    Column("kv_cache_pct", Float),
+    Column("prefix_hit_pct", Float),
+    Column("raw", Text),
+    Index("ix_server_samples_ts", "ts"),
+)
+
+server_requests = Table(
+    "server_requests",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("source", String(500), nullable=False),
+    Column("ts", UtcDateTime, nullable=False),
+    Column("method", String(20), nullable=False),
+    Column("path", String(2000), nullable=False),
+    Column("status", Integer, nullable=False),
+    Column("duration_s", Float),
+    Index("ix_server_requests_ts", "ts"),
+)

@@ -1,0 +1,69 @@
+"""Shared fixtures.  Store and database fixtures first; others may be appended below."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+PG_HOST, PG_PORT = "127.0.0.1", 5432
+PG_ADMIN_URL = f"postgresql://postgres@{PG_HOST}:{PG_PORT}/test"
+
+
+def _pg_reachable() -> bool:
+    try:
+        with socket.create_connection((PG_HOST, PG_PORT), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A brand-new PostgreSQL database for this test session, at head, dropped at the end.
+
+    Skips (with the reason) when no PostgreSQL answers on 127.0.0.1:5432.
+    """
+    if not _pg_reachable():
+        pytest.skip(f"PostgreSQL not reachable on {PG_HOST}:{PG_PORT}; start it to run these")
+    import psycopg
+
+    name = f"agent_eval_test_{os.getpid()}_{secrets.token_hex(4)}"
+    try:
+        admin = psycopg.connect(PG_ADMIN_URL, autocommit=True)
+    except psycopg.OperationalError as exc:
+        pytest.skip(f"PostgreSQL at {PG_ADMIN_URL} refused the test login: {exc}")
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgresql+psycopg://postgres@{PG_HOST}:{PG_PORT}/{name}"
+    finally:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store(request, tmp_path):
+    """A fresh, empty store: a new SQLite file, or the session's PostgreSQL database emptied."""
+    from agent_eval.store import open_store
+
+    if request.param == "sqlite":
+        opened = open_store(str(tmp_path / "store.db"))
+    else:
+        opened = open_store(request.getfixturevalue("pg_url"))
+        _empty_postgres(opened)
+    with opened:
+        yield opened
+
+
+def _empty_postgres(store) -> None:
+    from sqlalchemy import text
+
+    from agent_eval.store.tables import metadata
+
+    names = ", ".join(f'"{t.name}"' for t in metadata.sorted_tables)
+    with store.engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))

@@ -1,0 +1,719 @@
+"""The SQL store, against a fresh SQLite file and a fresh PostgreSQL database each.
+
+Commands and failure classes are the real ones from CONTEXT.md.  The ``store`` fixture
+(tests/conftest.py) runs each store test once per backend.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import func, select, text
+
+from agent_eval.errors import ConfigError
+from agent_eval.store import (
+    SessionCounts,
+    head_revision,
+    open_store,
+    resolve_db_url,
+    scrub_secrets,
+    upgrade,
+)
+from agent_eval.store import database as store_database
+from agent_eval.store.tables import findings, metadata, sessions, tool_calls, turns
+from agent_eval.transcript import (
+    CallRecord,
+    FindingRecord,
+    HandshakeResult,
+    SessionRecord,
+    TurnRecord,
+)
+
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+ODD_TEXT = 'naïve 🚀 \u202eRTL\u202c tab\there\r\nquote\' "dq" back\\slash ；semicolon'
+INJECTION = "'; DROP TABLE sessions; --"
+
+
+def allowed(index: int, command: str, *, turn: int = 0) -> CallRecord:
+    return CallRecord(
+        index=index,
+        turn_index=turn,
+        tool="bash",
+        arguments=f'{{"command": {command!r}}}',
+        decision="allow",
+        command=command,
+        script=command.split()[2].removeprefix("scripts/"),
+        output='{"rows": 3}',
+    )
+
+
+def denied(index: int, command: str, code: str, *, turn: int = 0, start: int = 0) -> CallRecord:
+    return CallRecord(
+        index=index,
+        turn_index=turn,
+        tool="bash",
+        arguments=f'{{"command": {command!r}}}',
+        decision="deny",
+        primary=code,
+        findings=[FindingRecord(code, f"{code} in command", start, len(command))],
+        command=command,
+        output="Denied by policy: run a listed script through `uv run`.",
+        next_action="pivot",
+    )
+
+
+def session(key: str, target: str = "qwen-27b", **changes) -> SessionRecord:
+    base = SessionRecord(
+        key=key,
+        target=target,
+        scenario="email-search",
+        calls=[allowed(0, 'uv run scripts/db_query.py --sql "select 1"')],
+        turns=[TurnRecord(index=0, content="ok", latency_s=1.5)],
+        messages=[{"role": "user", "content": "find the email"}],
+        started_at=T0,
+        finished_at=T0 + timedelta(seconds=30),
+    )
+    return replace(base, **changes)
+
+
+@pytest.fixture
+def run_id(store) -> int:
+    rid = store.create_run(
+        label="nightly",
+        kind="live",
+        suite="scenarios/",
+        config={"repeats": 3},
+        fingerprint={"suite_sha256": "ab12", "engine": "0.1.0"},
+    )
+    for name in ("qwen-27b", "qwen-35b-moe"):
+        store.add_target(
+            rid, name=name, model=name, base_url="http://127.0.0.1:8000/v1", settings={}
+        )
+    return rid
+
+
+# --- round trip -------------------------------------------------------------------------
+
+
+def test_a_session_reads_back_exactly_as_written(store, run_id):
+    huge = '{"command": "uv run scripts/db_query.py --sql \\"' + "x" * 1_000_000 + '\\""}'
+    record = session(
+        "qwen-27b/email-search/0",
+        repeat=2,
+        status="stalled",
+        tags=["email", "ünïcode"],
+        handshake=HandshakeResult(
+            required=3, done=1, completed=False, missed_step="update_stage_status.py"
+        ),
+        messages=[
+            {"role": "system", "content": "<script>alert(1)</script>"},
+            {"role": "assistant", "content": ODD_TEXT, "tool_calls": [{"id": "c1"}]},
+        ],
+        turns=[
+            TurnRecord(
+                index=0,
+                content="<script>alert('x')</script>",
+                reasoning=ODD_TEXT,
+                finish_reason="tool_calls",
+                prompt_tokens=41_250,
+                completion_tokens=88,
+                reasoning_tokens=40,
+                cached_tokens=40_960,
+                latency_s=2.25,
+                ttft_s=0.5,
+                decode_tps=51.5,
+                started_at=T0,
+            ),
+            TurnRecord(index=1, content=INJECTION),
+        ],
+        calls=[
+            denied(0, 'ls scripts/ | grep -E "search|web"', "AE301", start=13),
+            replace(
+                denied(1, "timeout 60 uv run scripts/fetch_context.py", "AE306", turn=1),
+                findings=[
+                    FindingRecord("AE306", "wrapper prefix `timeout`", 0, 10),
+                    FindingRecord("AE307", "program <timeout> not allowed", 0, 7),
+                ],
+                call_id="call_<script>",
+                source_decision="allow",
+                source_reason=INJECTION,
+                next_action="retry-denied",
+            ),
+            replace(allowed(2, ODD_TEXT, turn=1), arguments=huge, script=None, command=ODD_TEXT),
+        ],
+    )
+    (sid,) = store.record_sessions(run_id, [record])
+
+    loaded = store.load_session(sid)
+
+    assert loaded.record == record
+    assert (loaded.id, loaded.run_id, loaded.target) == (sid, run_id, "qwen-27b")
+    assert loaded.record.turns[0].started_at.tzinfo is not None
+
+
+def test_timestamps_come_back_in_utc_whatever_zone_went_in(store, run_id):
+    cest = timezone(timedelta(hours=2))
+    sid = store.record_session(
+        run_id, session("k", started_at=datetime(2025, 3, 1, 14, 0, tzinfo=cest))
+    )
+
+    assert store.load_session(sid).record.started_at == T0
+    assert store.load_session(sid).record.started_at.utcoffset() == timedelta(0)
+
+
+def test_one_session_with_fifty_calls_is_stored_in_bulk(store, run_id):
+    calls = [
+        denied(i, "cat << REPORT_EOF | uv run scripts/x.py", "AE305")
+        if i % 5 == 0
+        else allowed(i, "uv run scripts/embedding_search.py --query q")
+        for i in range(50)
+    ]
+    statements = []
+
+    from sqlalchemy import event
+
+    @event.listens_for(store.engine, "before_cursor_execute")
+    def count(conn, cursor, statement, *args):
+        statements.append(statement)
+
+    store.record_session(run_id, session("fifty", calls=calls))
+
+    inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT")]
+    assert len(inserts) <= 6  # session, turns, calls (maybe batched), findings
+    assert len(store.load_session(store.find_session(run_id, "fifty")).record.calls) == 50
+
+
+# --- parents, children, transactions ----------------------------------------------------
+
+
+def test_a_parent_and_its_children_link_up_in_one_batch(store, run_id):
+    spawn = replace(
+        allowed(1, "uv run scripts/ralf_spawn.py step_evaluator"), child_key="p/child-0"
+    )
+    parent = session("p", calls=[allowed(0, "uv run scripts/db_query.py --sql q"), spawn])
+    child = session("p/child-0", parent_key="p", scenario="step-evaluator")
+
+    child_id, parent_id = store.record_sessions(run_id, [child, parent])
+
+    loaded_parent = store.load_session(parent_id)
+    assert loaded_parent.child_ids == (child_id,)
+    assert loaded_parent.child_links == ((1, child_id),)
+    assert loaded_parent.record.calls[1].child_key == "p/child-0"
+    loaded_child = store.load_session(child_id)
+    assert loaded_child.parent_id == parent_id
+    assert loaded_child.record.parent_key == "p"
+
+
+def test_a_child_may_link_to_a_parent_stored_earlier(store, run_id):
+    parent_id = store.record_session(run_id, session("p"))
+
+    child_id = store.record_session(run_id, session("p/child-0", parent_key="p"))
+
+    assert store.load_session(child_id).parent_id == parent_id
+
+
+@pytest.mark.parametrize(
+    "bad_record, field",
+    [
+        pytest.param(session("b", target="llama-70b"), "target", id="unknown-target"),
+        pytest.param(session("b", parent_key="nowhere"), "parent_key", id="unknown-parent"),
+        pytest.param(
+            session("b", calls=[replace(allowed(0, "uv run scripts/a.py"), child_key="gone")]),
+            "child_key",
+            id="unknown-child",
+        ),
+    ],
+)
+def test_a_batch_that_fails_midway_leaves_nothing_behind(store, run_id, bad_record, field):
+    good = session("a", calls=[denied(0, "cd /path && uv run scripts/a.py", "AE304")])
+
+    with pytest.raises(ConfigError) as caught:
+        store.record_sessions(run_id, [good, bad_record])
+
+    assert caught.value.field == field
+    assert store.finished_keys(run_id) == set()
+    with store.engine.connect() as conn:
+        for table in (sessions, turns, tool_calls, findings):
+            assert conn.execute(select(func.count()).select_from(table)).scalar() == 0
+
+
+def test_a_session_key_is_stored_only_once(store, run_id):
+    store.record_session(run_id, session("qwen-27b/email-search/0"))
+
+    with pytest.raises(ConfigError, match="already holds session 'qwen-27b/email-search/0'"):
+        store.record_session(run_id, session("qwen-27b/email-search/0"))
+
+
+def test_a_batch_repeating_a_key_is_refused(store, run_id):
+    with pytest.raises(ConfigError, match="appears twice"):
+        store.record_sessions(run_id, [session("k"), session("k")])
+
+
+def test_finished_keys_lists_every_stored_session_of_the_run_only(store, run_id):
+    other = store.create_run(label=None, kind="live", suite=None, config={}, fingerprint={})
+    store.add_target(other, name="qwen-27b", model="m", base_url="http://127.0.0.1", settings={})
+    store.record_sessions(run_id, [session("a"), session("b", status="error", error="500")])
+    store.record_session(other, session("c"))
+
+    assert store.finished_keys(run_id) == {"a", "b"}
+    assert store.find_session(run_id, "c") is None
+
+
+# --- runs and targets -------------------------------------------------------------------
+
+
+def test_resolve_run_finds_by_id_latest_and_label(store):
+    def new_run(label):
+        return store.create_run(label=label, kind="live", suite=None, config={}, fingerprint={})
+
+    first, second, third = new_run("nightly"), new_run("nightly"), new_run("adhoc")
+
+    assert store.resolve_run(first).id == first
+    assert store.resolve_run(str(second)).id == second
+    assert store.resolve_run("latest").id == third
+    assert store.resolve_run("label:nightly").id == second
+    assert [r.id for r in store.list_runs(limit=2)] == [third, second]
+
+
+@pytest.mark.parametrize(
+    "ref, message",
+    [
+        pytest.param("999", "no run with id 999", id="missing-id"),
+        pytest.param("label:weekly", "'label:weekly'", id="missing-label"),
+        pytest.param("yesterday", "'yesterday' is not a run", id="not-a-reference"),
+    ],
+)
+def test_resolve_run_names_the_reference_it_cannot_find(store, ref, message):
+    store.create_run(label="nightly", kind="live", suite=None, config={}, fingerprint={})
+
+    with pytest.raises(ConfigError, match=message):
+        store.resolve_run(ref)
+
+
+def test_latest_on_an_empty_store_is_a_config_error(store):
+    with pytest.raises(ConfigError, match="no runs yet"):
+        store.resolve_run("latest")
+
+
+def test_a_run_keeps_its_fingerprint_status_and_parent(store, run_id):
+    rescore = store.create_run(
+        label=None, kind="rescore", suite=None, config={}, fingerprint={}, parent_run_id=run_id
+    )
+    store.set_run_status(run_id, "finished")
+
+    run = store.get_run(run_id)
+    assert (run.status, run.kind, run.label) == ("finished", "live", "nightly")
+    assert run.fingerprint == {"suite_sha256": "ab12", "engine": "0.1.0"}
+    assert run.finished_at is not None and run.finished_at >= run.created_at
+    assert store.get_run(rescore).parent_run_id == run_id
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        pytest.param(
+            lambda s: s.create_run(
+                label=None, kind="nightly", suite=None, config={}, fingerprint={}
+            ),
+            id="bad-kind",
+        ),
+        pytest.param(lambda s: s.set_run_status(1, "done"), id="bad-status"),
+    ],
+)
+def test_closed_vocabularies_are_enforced(store, call):
+    with pytest.raises(ConfigError, match="use one of"):
+        call(store)
+
+
+def test_adding_a_target_twice_returns_the_same_id(store, run_id):
+    again = store.add_target(run_id, name="qwen-27b", model="other", base_url="x", settings={})
+
+    assert again == store.run_targets(run_id)[0].id
+    assert [t.name for t in store.run_targets(run_id)] == ["qwen-27b", "qwen-35b-moe"]
+
+
+def test_credentials_never_reach_the_store(store, run_id):
+    settings = {
+        "api_key": "sk-live-123",
+        "headers": {"Authorization": "Bearer sk-live-456", "X-Trace": "on"},
+        "extra_body": {"chat_template_kwargs": {"enable_thinking": True}},
+        "clients": [{"access_token": "tok-789", "name": "a"}],
+        "DB_PASSWORD": "hunter2",
+        "temperature": 1.0,
+        "max_tokens": 4096,
+    }
+    tid = store.add_target(
+        run_id, name="secret", model="m", base_url="http://127.0.0.1", settings=settings
+    )
+
+    (target,) = [t for t in store.run_targets(run_id) if t.id == tid]
+    assert target.settings == {
+        "headers": {"X-Trace": "on"},
+        "extra_body": {"chat_template_kwargs": {"enable_thinking": True}},
+        "clients": [{"name": "a"}],
+        "temperature": 1.0,
+        "max_tokens": 4096,
+    }
+    with store.engine.connect() as conn:
+        raw = conn.execute(text("SELECT settings FROM targets WHERE id = :i"), {"i": tid})
+        assert "sk-live" not in str(raw.scalar())
+
+
+def test_run_config_and_fingerprint_are_scrubbed_too(store):
+    rid = store.create_run(
+        label=None,
+        kind="live",
+        suite=None,
+        config={"targets": [{"name": "a", "api_key": "sk-1"}]},
+        fingerprint={"secret_token": "t"},
+    )
+
+    assert store.get_run(rid).config == {"targets": [{"name": "a"}]}
+    assert store.get_run(rid).fingerprint == {}
+
+
+def test_scrub_secrets_leaves_values_that_merely_mention_keys():
+    assert scrub_secrets({"prompt": "use your api_key", "tags": ["token"]}) == {
+        "prompt": "use your api_key",
+        "tags": ["token"],
+    }
+
+
+# --- aggregates and readers -------------------------------------------------------------
+
+
+def test_class_breakdown_counts_calls_per_target_by_primary_code(store, run_id):
+    store.record_sessions(
+        run_id,
+        [
+            session(
+                "27b/0",
+                calls=[
+                    allowed(0, "uv run scripts/db_query.py --sql q"),
+                    denied(1, "uv run scripts/db_query.py --sql q | head", "AE301"),
+                    allowed(2, "uv run scripts/context_cache.py get"),
+                ],
+            ),
+            session(
+                "27b/1",
+                calls=[
+                    denied(0, "uv run scripts/x.py 2>&1", "AE302"),
+                    denied(1, "ls | grep x", "AE301"),
+                ],
+            ),
+            session(
+                "27b/2-faulted",
+                status="error",
+                error="server 500",
+                calls=[
+                    denied(0, "pkill vllm || true", "AE304"),
+                    allowed(1, "uv run scripts/db_query.py --sql q"),
+                ],
+            ),
+            session(
+                "35b/0",
+                target="qwen-35b-moe",
+                calls=[
+                    denied(0, "timeout 60 uv run scripts/fetch_context.py", "AE306"),
+                ],
+            ),
+        ],
+    )
+
+    assert store.class_breakdown([run_id]) == {
+        "qwen-27b": {None: 2, "AE301": 2, "AE302": 1},
+        "qwen-35b-moe": {"AE306": 1},
+    }
+
+
+def test_session_counts_give_states_messages_and_calls_outside_faults(store, run_id):
+    two_messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    store.record_sessions(
+        run_id,
+        [
+            session("a", messages=two_messages),
+            session("b", status="stalled", messages=two_messages),
+            session("c", status="error", messages=two_messages),
+        ],
+    )
+
+    assert store.session_counts([run_id]) == {
+        "qwen-27b": SessionCounts({"completed": 1, "stalled": 1, "error": 1}, 4, 2),
+        "qwen-35b-moe": SessionCounts({}, 0, 0),
+    }
+    assert store.session_counts([run_id])["qwen-27b"].sessions == 3
+
+
+def test_row_readers_stream_flat_rows_for_metrics(store, run_id):
+    parent = session(
+        "p",
+        tags=["email"],
+        handshake=HandshakeResult(required=3, done=3, completed=True),
+        calls=[
+            allowed(0, "uv run scripts/db_query.py --sql q"),
+            denied(1, "curl -s 'https://example.com'", "AE307", turn=1),
+        ],
+        turns=[TurnRecord(index=0, prompt_tokens=30_000, ttft_s=0.4), TurnRecord(index=1)],
+    )
+    pid, cid = store.record_sessions(run_id, [parent, session("p/c", parent_key="p")])
+
+    rows = list(store.session_rows([run_id]))
+    calls = list(store.call_rows([run_id]))
+    turn_rows = list(store.turn_rows([run_id]))
+
+    assert [(r.id, r.key, r.parent_id, r.n_calls, r.tags) for r in rows] == [
+        (pid, "p", None, 2, ("email",)),
+        (cid, "p/c", pid, 1, ()),
+    ]
+    assert rows[0].handshake_completed is True
+    assert [
+        (c.session_id, c.index, c.decision, c.primary, c.target, c.scenario) for c in calls
+    ] == [
+        (pid, 0, "allow", None, "qwen-27b", "email-search"),
+        (pid, 1, "deny", "AE307", "qwen-27b", "email-search"),
+        (cid, 0, "allow", None, "qwen-27b", "email-search"),
+    ]
+    assert calls[0].script == "db_query.py"
+    assert [(t.session_id, t.index, t.prompt_tokens) for t in turn_rows] == [
+        (pid, 0, 30_000),
+        (pid, 1, None),
+        (cid, 0, None),
+    ]
+
+
+def test_readers_of_no_runs_yield_nothing(store, run_id):
+    store.record_session(run_id, session("a"))
+
+    assert list(store.call_rows([])) == []
+    assert store.class_breakdown([]) == {}
+
+
+# --- server logs ------------------------------------------------------------------------
+
+
+def test_server_samples_read_back_by_time_window(store):
+    rows = [
+        {
+            "source": "vllm.log",
+            "ts": T0 + timedelta(seconds=10 * i),
+            "prompt_tps": 1200.5,
+            "generation_tps": 45.0 + i,
+            "running": i,
+            "waiting": 0,
+            "kv_cache_pct": 12.5,
+        }
+        for i in range(6)
+    ]
+
+    assert store.add_server_samples(rows) == 6
+    window = store.server_samples(
+        since=T0 + timedelta(seconds=20), until=T0 + timedelta(seconds=40)
+    )
+    assert [(s["running"], s["ts"]) for s in window] == [
+        (2, T0 + timedelta(seconds=20)),
+        (3, T0 + timedelta(seconds=30)),
+    ]
+    assert window[0]["raw"] is None and window[0]["source"] == "vllm.log"
+
+
+def test_server_requests_round_trip(store):
+    store.add_server_requests(
+        [
+            {
+                "source": "a.log",
+                "ts": T0,
+                "method": "POST",
+                "path": "/v1/chat/completions",
+                "status": 200,
+                "duration_s": 3.5,
+            },
+            {"source": "b.log", "ts": T0, "method": "GET", "path": "/v1/models", "status": 200},
+        ]
+    )
+
+    assert [(r["path"], r["duration_s"]) for r in store.server_requests(source="a.log")] == [
+        ("/v1/chat/completions", 3.5)
+    ]
+
+
+@pytest.mark.parametrize(
+    "row, field",
+    [
+        pytest.param({"source": "s", "ts": T0, "gpu_temp": 80}, "gpu_temp", id="unknown-field"),
+        pytest.param({"source": "s", "running": 1}, "ts", id="missing-ts"),
+    ],
+)
+def test_a_bad_server_sample_is_refused_and_nothing_written(store, row, field):
+    good = {"source": "s", "ts": T0}
+
+    with pytest.raises(ConfigError) as caught:
+        store.add_server_samples([good, row])
+
+    assert caught.value.field == field
+    assert store.server_samples() == []
+
+
+# --- schema, migrations, URLs ------------------------------------------------------------
+
+
+def test_a_new_sqlite_file_is_created_at_head_in_wal_mode(tmp_path):
+    path = tmp_path / "sub.db"
+
+    with open_store(str(path)) as store:
+        assert store_database.current_revision(store.engine) == head_revision()
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+            assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() > 0
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+)
+def test_migrations_build_exactly_the_tables_the_code_uses(backend, tmp_path, request):
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    url = str(tmp_path / "m.db") if backend == "sqlite" else request.getfixturevalue("pg_url")
+    assert upgrade(url) == head_revision()
+    engine = store_database.connect(resolve_db_url(url))
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), metadata)
+    engine.dispose()
+
+    assert diff == []
+
+
+@pytest.fixture
+def newer_migrations(tmp_path, monkeypatch):
+    """This code's migrations plus a 0002, as a later agent-eval would ship them."""
+    copy = tmp_path / "migrations"
+    shutil.copytree(
+        store_database.MIGRATIONS_DIR, copy, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    (copy / "versions" / "0002_probe.py").write_text(
+        'revision = "0002"\ndown_revision = "0001"\nbranch_labels = depends_on = None\n\n'
+        "import sqlalchemy as sa\nfrom alembic import op\n\n"
+        'def upgrade():\n    op.create_table("probe", sa.Column("id", sa.Integer, primary_key=True))\n\n'
+        'def downgrade():\n    op.drop_table("probe")\n'
+    )
+
+    shipped = store_database.MIGRATIONS_DIR
+
+    def use_newer(yes: bool) -> None:
+        target = copy if yes else shipped
+        monkeypatch.setattr(store_database, "MIGRATIONS_DIR", target)
+
+    return use_newer
+
+
+def test_a_database_at_an_older_revision_is_refused_with_the_fix(tmp_path, newer_migrations):
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    open_store(url).close()
+    newer_migrations(True)
+
+    with pytest.raises(ConfigError) as caught:
+        open_store(url)
+
+    assert "database at revision 0001, this agent-eval needs 0002" in str(caught.value)
+    assert f"run `agent-eval db upgrade --db {url}`" in str(caught.value)
+    assert upgrade(url) == "0002"
+    open_store(url).close()
+
+
+def test_a_database_newer_than_the_code_is_refused(tmp_path, newer_migrations):
+    url = f"sqlite:///{tmp_path / 'new.db'}"
+    newer_migrations(True)
+    upgrade(url)
+    newer_migrations(False)
+
+    with pytest.raises(ConfigError, match="revision 0002, newer than this agent-eval"):
+        open_store(url)
+    with pytest.raises(ConfigError, match="newer than this agent-eval"):
+        upgrade(url)
+
+
+def test_a_foreign_database_is_not_taken_over(tmp_path):
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER)")
+
+    with pytest.raises(ConfigError, match=r"has tables \(invoices\) but no agent-eval revision"):
+        open_store(str(path))
+
+
+def test_db_upgrade_command_prints_the_head_revision(tmp_path):
+    from agent_eval.cli import main
+
+    db = tmp_path / "cli.db"
+    result = CliRunner().invoke(main, ["db", "upgrade", "--db", f"sqlite:///{db}"])
+
+    assert result.exit_code == 0, result.output
+    assert result.output == f"database at revision {head_revision()} (head)\n"
+    assert db.exists()
+
+
+def test_db_upgrade_reads_agent_eval_db_and_reports_bad_urls_in_one_line(tmp_path):
+    from agent_eval.cli import main
+
+    result = CliRunner().invoke(main, ["db", "upgrade"], env={"AGENT_EVAL_DB": "mysql://h/db"})
+
+    assert result.exit_code == 2
+    assert result.output.startswith("Error: --db: unsupported database URL 'mysql://...'")
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    "value, url",
+    [
+        pytest.param("runs.db", "sqlite:///runs.db", id="relative-path"),
+        pytest.param("/tmp/x.db", "sqlite:////tmp/x.db", id="absolute-path"),
+        pytest.param("sqlite:///a/b.db", "sqlite:///a/b.db", id="sqlite-url"),
+        pytest.param(
+            "postgresql://postgres@127.0.0.1:5432/evals",
+            "postgresql+psycopg://postgres@127.0.0.1:5432/evals",
+            id="postgresql-gets-psycopg",
+        ),
+        pytest.param(
+            "postgresql+psycopg://u@h/d", "postgresql+psycopg://u@h/d", id="psycopg-url-kept"
+        ),
+    ],
+)
+def test_resolve_db_url(value, url):
+    assert resolve_db_url(value) == url
+
+
+@pytest.mark.parametrize(
+    "env, url",
+    [
+        pytest.param(None, "sqlite:///agent_eval.db", id="default-file"),
+        pytest.param("nightly.db", "sqlite:///nightly.db", id="env-path"),
+        pytest.param(
+            "postgresql://ci@127.0.0.1/evals",
+            "postgresql+psycopg://ci@127.0.0.1/evals",
+            id="env-postgresql",
+        ),
+    ],
+)
+def test_resolve_db_url_without_a_value_uses_agent_eval_db(monkeypatch, env, url):
+    if env is None:
+        monkeypatch.delenv("AGENT_EVAL_DB", raising=False)
+    else:
+        monkeypatch.setenv("AGENT_EVAL_DB", env)
+
+    assert resolve_db_url(None) == url
+
+
+@pytest.mark.parametrize(
+    "value", ["mysql://u@h/db", "postgresql+psycopg2://u@h/db", "http://127.0.0.1/x", "  "]
+)
+def test_resolve_db_url_refuses_what_it_cannot_open(value):
+    with pytest.raises(ConfigError) as caught:
+        resolve_db_url(value)
+
+    assert caught.value.field == "--db"
