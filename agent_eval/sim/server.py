@@ -197,10 +197,10 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return await _stream(request, render_chunks(done, include_usage=include_usage),
                              faults, truncate)
     await _sleep(faults.ttft_s + faults.latency_s)
-    text = json.dumps(render_completion(done))
+    payload = json.dumps(render_completion(done)).encode()
     if truncate:
-        text = text[: len(text) // 2]
-    return web.Response(text=text, content_type="application/json")
+        payload = payload[: len(payload) // 2]
+    return web.Response(body=payload, content_type="application/json")
 
 
 async def _stream(
