@@ -1,0 +1,197 @@
+"""``agent-eval perf``: server speed by concurrency, and useful work beside it."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import click
+
+from agent_eval.cli import main
+from agent_eval.cli.db import db_option
+from agent_eval.errors import ConfigError
+
+
+@main.command()
+@click.option("--since", metavar="TIME", help="Start of the window, e.g. '2025-08-01 12:00' (UTC).")
+@click.option("--until", metavar="TIME", help="End of the window (exclusive, UTC).")
+@click.option(
+    "--run", "run_ref", metavar="RUN", help="Use a run's window: an id, latest, label:NAME."
+)
+@click.option(
+    "--source", metavar="NAME", help="Only this server log (its import label or file name)."
+)
+@click.option(
+    "--window", "window_s", type=click.FloatRange(min=1), default=10.0, show_default=True,
+    help="Seconds one throughput sample covers at most (vLLM logs every 10 s).",
+)  # fmt: skip
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    help="Directory for perf.md and perf.json.",
+)
+@db_option
+def perf(
+    since: str | None,
+    until: str | None,
+    run_ref: str | None,
+    source: str | None,
+    window_s: float,
+    out_dir: str | None,
+    db: str | None,
+) -> None:
+    """Server speed by concurrency from imported vLLM / llama.cpp logs.
+
+    Prints and writes (reports/perf-<stamp>/perf.md and perf.json, or --out) three
+    tables, each bucketed by the running-request count of its 10-second window:
+    generation tokens/s (samples, average, median, peak, per request), prefill tokens/s
+    (sustained and active-only) and completions per minute.  With --run, the window is
+    the run's own and useful work is shown beside speed: allowed tool calls per minute
+    and completed handshakes per hour next to generation tokens/s.
+
+    Example: agent-eval import vllm-log vllm.log && agent-eval perf --run latest
+    """
+    from agent_eval.serverlogs import perf_tables, useful_work
+    from agent_eval.serverlogs.render import perf_document, render_markdown
+    from agent_eval.store import open_store
+
+    if run_ref is not None and (since or until):
+        raise click.UsageError("--run sets the window itself: give either --run or --since/--until")
+    start, end = _when(since, "--since"), _when(until, "--until")
+    if start and end and end <= start:
+        raise ConfigError(f"--until {until} is not after --since {since}", field="--until")
+    work = None
+    with open_store(db) as store:
+        if run_ref is not None:
+            run = store.resolve_run(run_ref)
+            sessions = list(store.session_rows([run.id]))
+            start, end = _run_window(run, sessions)
+            span = timedelta(seconds=window_s)
+            samples = _samples(store.server_samples(start, end + span, source))
+            requests = _requests(store.server_requests(start, end + span, source))
+            calls = list(store.call_rows([run.id]))
+            work = useful_work(calls, sessions, samples, requests, start=start, end=end)
+            scope = f"Run {run.id}" + (f" ({run.label})" if run.label else "")
+            scope += f": {start:%Y-%m-%d %H:%M:%S} to {end:%Y-%m-%d %H:%M:%S} UTC"
+        else:
+            samples = _samples(store.server_samples(start, end, source))
+            requests = _requests(store.server_requests(start, end, source))
+            scope = f"Window: {start or 'start of store'} to {end or 'end of store'}"
+    if source:
+        scope += f"; source {source}"
+    tables = perf_tables(samples, requests, window_s=window_s)
+    _print(tables, work, scope)
+    folder = (
+        Path(out_dir) if out_dir else Path("reports") / f"perf-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "perf.md").write_text(render_markdown(tables, work, scope=scope), encoding="utf-8")
+    doc = perf_document(tables, work, scope=scope)
+    (folder / "perf.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    click.echo(f"wrote {folder / 'perf.md'} and {folder / 'perf.json'}")
+
+
+def _when(text: str | None, option: str) -> datetime | None:
+    """A --since/--until value as naive UTC (the store's convention)."""
+    if text is None:
+        return None
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ConfigError(
+            f"{text!r} is not a time: use e.g. '2025-08-01 12:00' or '2025-08-01T12:00:00+02:00'",
+            field=option,
+        ) from None
+    return _naive_utc(value)
+
+
+def _naive_utc(value: datetime) -> datetime:
+    return value if value.tzinfo is None else value.astimezone(UTC).replace(tzinfo=None)
+
+
+def _run_window(run, sessions) -> tuple[datetime, datetime]:
+    """created_at..finished_at; an unfinished run ends at its last finished session."""
+    end = run.finished_at
+    if end is None:
+        ends = [s.finished_at for s in sessions if s.finished_at is not None]
+        if not ends:
+            raise ConfigError(
+                f"run {run.id} has no finish time and no finished session: use --since/--until",
+                field="--run",
+            )
+        end = max(ends)
+    return _naive_utc(run.created_at), _naive_utc(end)
+
+
+def _samples(rows: list[dict]):
+    from agent_eval.serverlogs import Sample
+
+    return [
+        Sample(
+            ts=_naive_utc(r["ts"]),
+            source=r["source"],
+            prompt_tps=r["prompt_tps"] or 0.0,
+            generation_tps=r["generation_tps"] or 0.0,
+            running=r["running"] or 0,
+            waiting=r.get("waiting"),
+            swapped=r.get("swapped"),
+            kv_cache_pct=r.get("kv_cache_pct"),
+            prefix_hit_pct=r.get("prefix_hit_pct"),
+        )
+        for r in rows
+    ]
+
+
+def _requests(rows: list[dict]):
+    from agent_eval.serverlogs import Request
+
+    return [
+        Request(
+            ts=_naive_utc(r["ts"]),
+            source=r["source"],
+            method=r["method"],
+            path=r["path"],
+            status=r["status"],
+            duration_s=r.get("duration_s"),
+        )
+        for r in rows
+    ]
+
+
+def _print(tables, work, scope: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from agent_eval.serverlogs import render
+
+    console = Console()
+    console.print(f"[bold]Server performance[/bold]  {scope}", highlight=False)
+    if tables.samples == 0:
+        console.print(
+            "no server samples in this window: import a log with "
+            "`agent-eval import vllm-log FILE` (or llamacpp-log)",
+            highlight=False,
+        )
+    sections = [
+        ("Generation tokens/s by concurrency", render.GENERATION_HEADER, render.generation_rows(tables)),
+        ("Prefill tokens/s by concurrency", render.PREFILL_HEADER, render.prefill_rows(tables)),
+        ("Completions per minute by concurrency", render.COMPLETIONS_HEADER, render.completion_rows(tables)),
+    ]  # fmt: skip
+    if work is not None:
+        sections.insert(0, ("Useful work beside speed", render.WORK_HEADER, render.work_rows(work)))
+    for title, header, rows in sections:
+        if not rows:
+            continue
+        table = Table(title=title, title_justify="left")
+        for i, name in enumerate(header):
+            table.add_column(
+                name,
+                justify="left"
+                if i == 0 and work is not None and title.startswith("Useful")
+                else "right",
+            )
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
