@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from itertools import count
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent_eval.metrics import (
     FISHER_TEST,
     PRECEDENCE,
     TOTAL,
+    UNCLASSIFIED,
     Z_TEST,
     Rate,
     RepeatStats,
@@ -619,3 +623,53 @@ def test_compare_groups_compares_handshake_and_pivot_shares():
     result = compare_groups(summaries["27b"], summaries["35b"])
     assert result.handshake.diff100 == pytest.approx(-50.0)  # 50% against 100%
     assert (result.pivot.a, result.pivot.b) == (Rate.of(1, 1), Rate.of(0, 3))
+
+
+def test_a_denial_stored_without_a_primary_code_counts_as_unclassified_last():
+    s = session()
+    bare_denial = replace(call(s, 1, "AE301"), primary=None)
+    summary = summarize([s], [call(s, 0, "AE320"), bare_denial])["qwen3.6-35b"]
+    assert list(summary.classes) == ["AE320", UNCLASSIFIED]
+    assert summary.errors.k == 2
+
+
+count_pairs = st.integers(0, 400).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(count_pairs)
+def test_wilson_interval_brackets_the_observed_rate(pair):
+    k, n = pair
+    lo, hi = wilson_interval(k, n)
+    assert 0.0 <= lo <= hi <= 1.0
+    if n:
+        assert lo <= k / n <= hi
+
+
+@settings(max_examples=100, deadline=None)
+@given(count_pairs, count_pairs)
+def test_comparison_is_symmetric_and_p_values_are_probabilities(a, b):
+    forward, backward = compare_rates(*a, *b), compare_rates(*b, *a)
+    assert forward.p_value == pytest.approx(backward.p_value)
+    assert forward.fisher_p == pytest.approx(backward.fisher_p)
+    assert 0.0 <= forward.p_value <= 1.0 and 0.0 <= forward.fisher_p <= 1.0
+    if forward.diff100 is not None:
+        assert forward.diff100 == pytest.approx(-backward.diff100)
+        assert forward.lo100 <= forward.diff100 <= forward.hi100
+
+
+codes = st.sampled_from([None, "AE101", "AE301", "AE304", "AE320", "AE999"])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), codes), max_size=40))
+def test_class_counts_always_add_up_to_the_total_per_group_and_overall(spec):
+    targets = ["a", "b", "c", "d"]
+    sessions = {t: session(target=t) for t in targets}
+    calls = [call(sessions[targets[t]], i, code) for i, (t, code) in enumerate(spec)]
+    per_target = summarize(sessions.values(), calls)
+    overall = summarize(sessions.values(), calls, by="all")["all"]
+    for summary in [*per_target.values(), overall]:
+        assert sum(rate.k for rate in summary.classes.values()) == summary.errors.k
+    assert overall.calls == sum(s.calls for s in per_target.values()) == len(spec)
+    assert overall.errors.k == sum(s.errors.k for s in per_target.values())

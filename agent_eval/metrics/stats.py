@@ -34,7 +34,9 @@ def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     denom = 1 + z2 / n
     centre = (p + z2 / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    lo = 0.0 if k == 0 else max(0.0, centre - half)  # exact ends: no 5e-17 above zero
+    hi = 1.0 if k == n else min(1.0, centre + half)
+    return (lo, hi)
 
 
 @dataclass(frozen=True, slots=True)
