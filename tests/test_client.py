@@ -64,6 +64,7 @@ class FakeServer:
     seen: list[Seen] = field(default_factory=list)
     base_url: str = ""
     stop: asyncio.Event = field(default_factory=asyncio.Event)
+    peers: asyncio.Event = field(default_factory=asyncio.Event)
     in_flight: int = 0
     max_in_flight: int = 0
 
@@ -148,9 +149,14 @@ async def hang(request: web.Request) -> web.StreamResponse:
     return web.Response()
 
 
-def slow(payload: dict) -> Answer:
+def after_peers(n: int, payload: dict) -> Answer:
+    """Hold each request until ``n`` are in flight at once, then answer them all."""
+
     async def answer(request: web.Request) -> web.StreamResponse:
-        await asyncio.sleep(0.05)
+        server = request.app[SERVER]
+        if server.in_flight >= n:
+            server.peers.set()
+        await server.peers.wait()
         return web.json_response(payload)
 
     return answer
@@ -515,8 +521,8 @@ async def test_complete_against_a_dead_port_is_server_unreachable():
 
 @run_async
 async def test_pool_caps_requests_in_flight_at_concurrency():
-    async with serve(slow(OK)) as server:
-        async with client_for(server, concurrency=2) as client:
+    async with serve(after_peers(2, OK)) as server:
+        async with client_for(server, concurrency=2, timeout_s=10) as client:
             replies = await asyncio.gather(*(client.complete(MESSAGES, None) for _ in range(6)))
     assert [r.content for r in replies] == ["done"] * 6
     assert server.max_in_flight == 2
