@@ -209,6 +209,13 @@ def test_precedence_follows_design_order():
     assert [code for code in PRECEDENCE if code in design] == design
 
 
+def test_precedence_is_the_policy_registry_order_when_the_registry_has_it():
+    policy = pytest.importorskip("agent_eval.policy")
+    if not hasattr(policy, "PRECEDENCE"):
+        pytest.skip("agent_eval.policy does not export PRECEDENCE yet (metrics uses DESIGN.md's)")
+    assert PRECEDENCE == tuple(policy.PRECEDENCE)
+
+
 @pytest.mark.parametrize(
     "k, n, lo, hi",
     [

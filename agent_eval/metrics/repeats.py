@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from math import comb
-from typing import Literal
+from typing import Literal, TypeVar
 
 from agent_eval.metrics.stats import Rate
 from agent_eval.transcript import CallRow, SessionRow
 
+K = TypeVar("K")
 FlipDirection = Literal["fixed", "broke"]  # b passes where a failed / b fails where a passed
 
 
@@ -129,9 +130,8 @@ def flipped_scenarios(
     A side's outcome for a scenario is "every repeat passed"; all targets on one side are
     pooled (pass one target, or one run, per side for a clean comparison).
     """
-    by_scenario: Callable[[SessionRow], str] = lambda s: s.scenario  # noqa: E731
-    side_a = _outcomes_by(sessions_a, calls_a, by_scenario)
-    side_b = _outcomes_by(sessions_b, calls_b, by_scenario)
+    side_a = _outcomes_by(sessions_a, calls_a, _scenario_of)
+    side_b = _outcomes_by(sessions_b, calls_b, _scenario_of)
     flips = []
     for scenario in sorted(side_a.keys() & side_b.keys()):
         a, b = side_a[scenario], side_b[scenario]
@@ -140,7 +140,13 @@ def flipped_scenarios(
     return flips
 
 
-def _outcomes_by(sessions, calls, key):
+def _scenario_of(s: SessionRow) -> str:
+    return s.scenario
+
+
+def _outcomes_by(
+    sessions: Iterable[SessionRow], calls: Iterable[CallRow], key: Callable[[SessionRow], K]
+) -> dict[K, tuple[bool, ...]]:
     """Pass/fail of every non-error top-level session, grouped by ``key(session)`` and
     ordered by repeat.  Holds sessions, never calls."""
     parent: dict[int, int | None] = {}
@@ -156,7 +162,7 @@ def _outcomes_by(sessions, calls, key):
     for c in calls:
         if c.decision == "deny" and c.session_id in parent and c.session_id not in faulted:
             denied_roots.add(_root_of(c.session_id, parent))
-    grouped: dict[object, list[tuple[int, bool]]] = {}
+    grouped: dict[K, list[tuple[int, bool]]] = {}
     for sid, s in roots.items():
         passed = s.status == "completed" and sid not in denied_roots
         grouped.setdefault(key(s), []).append((s.repeat, passed))
