@@ -7,8 +7,9 @@ ends a session as ``status="error"`` and is never counted as a model error.
 
 Retries are ours (the SDK runs with ``max_retries=0``), decided by :func:`classify_fault`:
 
-    retried       connection refused or dropped, timeouts, 429, 500/502/503/504, a stream
-                  that ends early, carries an error event or garbled JSON
+    retried       connection refused or dropped, timeouts, 429, 500/502/503/504, a 200
+                  that is not a chat completion, a stream that ends early, carries an
+                  error event or garbled JSON
     not retried   any other 4xx (context too long, model not found, bad request), other 5xx
 
 The API key is read from an environment variable when the client is created; it is never
@@ -42,13 +43,12 @@ except ImportError:  # pragma: no cover - older SDKs use httpx itself
 SEED_HEADER = "X-Agent-Eval-Seed"
 ToolChoice = Literal["auto", "none", "required"]
 
-# Keys that would put a secret into a config file.  Refused anywhere in a target.
+# Keys that would put a secret into a config file.  Refused anywhere in the file.
 _LITERAL_KEYS = frozenset({"api_key", "apikey", "api-key", "openai_api_key", "authorization"})
 
 
 # Field constraints apply when a targets file is validated (``load_run_config``); direct
 # construction in code stays a plain dataclass call.
-_NonNeg = Annotated[float | None, Field(ge=0)]
 _FORBID = ConfigDict(extra="forbid")
 
 
@@ -58,7 +58,7 @@ class Sampling:
 
     __pydantic_config__ = _FORBID
 
-    temperature: _NonNeg = None
+    temperature: Annotated[float | None, Field(ge=0)] = None
     top_p: Annotated[float | None, Field(gt=0, le=1)] = None
     top_k: int | None = None
     min_p: Annotated[float | None, Field(ge=0, le=1)] = None
