@@ -174,6 +174,11 @@ def _print(tables, work, scope: str) -> None:
             "`agent-eval import vllm-log FILE` (or llamacpp-log)",
             highlight=False,
         )
+    if len(tables.sources) > 1:
+        console.print(
+            f"pooled sources: {', '.join(tables.sources)} (pick one with --source)",
+            highlight=False,
+        )
     sections = [
         ("Generation tokens/s by concurrency", render.GENERATION_HEADER, render.generation_rows(tables)),
         ("Prefill tokens/s by concurrency", render.PREFILL_HEADER, render.prefill_rows(tables)),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import gzip
 import re
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -50,7 +50,6 @@ class ImportStats:
     malformed_lines: tuple[int, ...] = ()
     first_ts: datetime | None = None
     last_ts: datetime | None = None
-    notes: tuple[str, ...] = field(default=())
 
 
 def import_log(

@@ -30,6 +30,7 @@ def perf_document(
         "unwindowed_completions": tables.unwindowed,
         "first_ts": _iso(tables.first_ts),
         "last_ts": _iso(tables.last_ts),
+        "sources": list(tables.sources),
         "generation": [asdict(r) for r in tables.generation],
         "prefill": [asdict(r) for r in tables.prefill],
         "completions_per_minute": [asdict(r) for r in tables.throughput],
@@ -108,7 +109,8 @@ def render_markdown(tables: PerfTables, work: UsefulWork | None = None, *, scope
     parts += [
         f"{tables.samples} samples, {tables.completions} completions "
         f"({tables.unwindowed} outside any sample window), "
-        f"{_iso(tables.first_ts) or '-'} to {_iso(tables.last_ts) or '-'}.",
+        f"{_iso(tables.first_ts) or '-'} to {_iso(tables.last_ts) or '-'}; "
+        f"sources: {', '.join(tables.sources) or '-'}.",
         "",
     ]
     if work is not None:

@@ -65,7 +65,11 @@ class CompletionsRow:
 
 @dataclass(frozen=True, slots=True)
 class PerfTables:
-    """The three tables, one row per running-request count present, ascending."""
+    """The three tables, one row per running-request count present, ascending.
+
+    ``sources`` lists every server stream that contributed: with more than one, the
+    buckets pool their windows (filter with ``perf --source`` to see one server).
+    """
 
     window_s: float
     samples: int
@@ -74,6 +78,7 @@ class PerfTables:
     unwindowed: int
     first_ts: datetime | None
     last_ts: datetime | None
+    sources: tuple[str, ...]
     generation: tuple[GenerationRow, ...]
     prefill: tuple[PrefillRow, ...]
     throughput: tuple[CompletionsRow, ...]
@@ -142,6 +147,7 @@ def perf_tables(
         unwindowed=unwindowed,
         first_ts=min(stamps) if stamps else None,
         last_ts=max(stamps) if stamps else None,
+        sources=tuple(sorted({w.sample.source for w in windows} | {r.source for r in requests})),
         generation=tuple(generation),
         prefill=tuple(prefill),
         throughput=tuple(throughput),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -14,6 +15,7 @@ from agent_eval.cli import main  # noqa: E402
 from agent_eval.serverlogs import import_log  # noqa: E402
 from agent_eval.transcript import CallRecord, HandshakeResult, SessionRecord  # noqa: E402
 
+FIXTURES = Path(__file__).parent / "fixtures"
 T0 = datetime(2025, 8, 1, 12, 0, 0)
 LINE = (
     "(APIServer pid=4242) INFO {ts:%Y-%m-%d %H:%M:%S} [loggers.py:123] Engine 000: "
@@ -136,3 +138,11 @@ def test_operator_mistakes_exit_2_with_one_line(db, tmp_path, args, message):
     assert result.exit_code == 2
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+def test_pooled_sources_are_named(db, tmp_path):
+    with store_module.open_store(db) as store:
+        import_log(store, "vllm-log", FIXTURES / "vllm_v1.log", label="llama", year=2025)
+    result, doc, _ = run_perf(db, tmp_path)
+    assert doc["sources"] == ["llama", "qwen"]
+    assert "pooled sources: llama, qwen (pick one with --source)" in result.output

@@ -150,7 +150,7 @@ def test_empty_input_gives_empty_tables():
     got = perf_tables([], [])
     assert (got.generation, got.prefill, got.throughput) == ((), (), ())
     assert (got.samples, got.requests, got.completions, got.unwindowed) == (0, 0, 0, 0)
-    assert (got.first_ts, got.last_ts) == (None, None)
+    assert (got.first_ts, got.last_ts, got.sources) == (None, None, ())
     assert "(no samples)" in render_markdown(got)
 
 
@@ -221,3 +221,8 @@ def test_markdown_shows_each_table_with_its_rows(tables):
     assert "| 2 | 3 | 75.0 | 75.0 | 90.0 | 37.5 |" in text
     assert "| 2 | 3 | 166.7 | 1 | 500.0 |" in text
     assert "| 1 | 2 | 0.33 | 3 | 9.00 |" in text
+
+
+def test_sources_that_contributed_are_listed(tables):
+    assert tables.sources == ("other-server", "vllm")
+    assert "sources: other-server, vllm." in render_markdown(tables)
