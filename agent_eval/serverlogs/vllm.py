@@ -1,7 +1,9 @@
 """Read vLLM server logs: periodic throughput lines and uvicorn access lines.
 
-Every line is first stripped of ANSI colour codes and of the process prefix newer vLLM
-prints (``(APIServer pid=12345) ``, ``(EngineCore_DP0 pid=7) ``).  Then:
+Every line is first stripped of ANSI colour codes, of a log collector's RFC 3339 stamp
+(``docker logs -t``, ``kubectl logs --timestamps``; ignored, so all times come from one
+clock) and of the process prefix newer vLLM prints (``(APIServer pid=12345) ``,
+``(EngineCore_DP0 pid=7) ``).  Then:
 
 Throughput lines, all versions seen in the wild::
 
@@ -43,6 +45,7 @@ from agent_eval.serverlogs.records import LogStats, Request, Sample
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _PROC_PREFIX = re.compile(r"^\((?:[A-Za-z_][\w-]*) pid=\d+\)\s*")
+_COLLECTOR_STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})\s+")
 _HEADER = re.compile(
     r"^(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+"
     r"(?:(?P<year>\d{4})-)?(?P<month>\d{2})-(?P<day>\d{2})\s+"
@@ -84,7 +87,7 @@ def parse_vllm_log(
     held: Sample | None = None  # V0 may print its prefix hit rate on the next line
     for lineno, raw in enumerate(lines, start=1):
         stats.lines += 1
-        line = _PROC_PREFIX.sub("", _ANSI.sub("", raw).strip())
+        line = _PROC_PREFIX.sub("", _COLLECTOR_STAMP.sub("", _ANSI.sub("", raw).strip()))
         header = _HEADER.match(line)
         if header is not None and held is not None and header["msg"].startswith("Prefix cache"):
             hit = _number(_PREFIX_V0, header["msg"])

@@ -59,6 +59,7 @@ V1_EXPECTED = Sample(
         ),
         pytest.param(V1 + ", External prefix cache hit rate: 0.0%", id="v1-external-prefix-rate"),
         pytest.param(V1 + "\n", id="trailing-newline"),
+        pytest.param("2025-08-01T10:00:10.123456789Z " + V1, id="docker-timestamps-prefix"),
     ],
 )
 def test_v1_variants_read_the_same_values(line):
