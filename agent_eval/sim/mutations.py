@@ -227,7 +227,8 @@ def inline_code(step: Step, rng: random.Random) -> PlannedCall:
             f"out = subprocess.run([{argv}], capture_output=True, text=True).stdout; "
             "print(json.dumps(json.loads(out), indent=1)[:2000])"
         )
-    return step.bash(f"uv run python -c {shlex.quote(code)}", "AE308")
+    quoted = f'"{code}"' if not any(ch in code for ch in '"$`\\') else shlex.quote(code)
+    return step.bash(f"uv run python -c {quoted}", "AE308")
 
 
 _INVENTED_SCRIPTS = {

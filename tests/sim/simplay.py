@@ -93,3 +93,27 @@ def raw_post(base_url: str, body: dict[str, Any] | bytes, *, timeout: float = 10
 def sse_events(body: bytes) -> list[str]:
     """The ``data:`` payloads of an SSE body, in order."""
     return [line[6:] for line in body.decode().splitlines() if line.startswith("data: ")]
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def offline_ask(scenario: LoadedScenario, profile, key: str, intended: dict[str, str | None]) -> Ask:
+    """An ``Ask`` that calls the planner directly (no HTTP), seeded as the server seeds
+    it; records each emitted call's intended AE code in ``intended`` by argument text."""
+    from agent_eval.sim.behaviour import plan_reply
+    from agent_eval.sim.server import conversation_rng
+
+    def ask(messages: list[dict[str, Any]]) -> tuple[str | None, list[tuple[str, str, str]]]:
+        rng = conversation_rng(0, profile, key, len(messages))
+        reply = plan_reply(messages, scenario, profile, rng)
+        if reply.content and "<tool_call>" in reply.content:
+            intended[reply.content] = "AE104"
+        calls = []
+        for i, call in enumerate(reply.calls):
+            if call.intended is not None or call.arguments_json not in intended:
+                intended[call.arguments_json] = call.intended  # a repeat keeps the first code
+            calls.append((f"call-{len(messages)}-{i}", call.tool, call.arguments_json))
+        return reply.content, calls
+
+    return ask
