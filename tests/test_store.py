@@ -25,7 +25,14 @@ from agent_eval.store import (
     upgrade,
 )
 from agent_eval.store import database as store_database
-from agent_eval.store.tables import findings, metadata, sessions, tool_calls, turns
+from agent_eval.store.tables import (
+    NUL_STAND_IN,
+    findings,
+    metadata,
+    sessions,
+    tool_calls,
+    turns,
+)
 from agent_eval.transcript import (
     CallRecord,
     FindingRecord,
@@ -186,6 +193,25 @@ def test_one_session_with_fifty_calls_is_stored_in_bulk(store, run_id):
     inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT")]
     assert len(inserts) <= 6  # session, turns, calls (maybe batched), findings
     assert len(store.load_session(store.find_session(run_id, "fifty")).record.calls) == 50
+
+
+def test_a_nul_the_model_emitted_does_not_lose_the_session(store, run_id):
+    command = 'uv run scripts/db_query.py --sql "x\x00y"'
+    call = replace(denied(0, command, "AE202"), arguments=command, tool="bash\x00")
+    record = session(
+        "nul",
+        calls=[call],
+        turns=[TurnRecord(index=0, content="a\x00b")],
+        messages=[{"role": "assistant", "content": "a\x00b"}],
+    )
+
+    loaded = store.load_session(store.record_session(run_id, record)).record
+
+    kept = "\x00" if store.engine.dialect.name == "sqlite" else NUL_STAND_IN
+    assert loaded.calls[0].command == command.replace("\x00", kept)
+    assert loaded.calls[0].tool == "bash" + kept
+    assert loaded.turns[0].content == "a" + kept + "b"
+    assert loaded.messages == record.messages
 
 
 # --- parents, children, transactions ----------------------------------------------------
@@ -484,6 +510,17 @@ def test_row_readers_stream_flat_rows_for_metrics(store, run_id):
         (pid, 1, None),
         (cid, 0, None),
     ]
+
+
+def test_a_writer_is_not_blocked_by_a_reader_half_way_through(store, run_id):
+    store.record_sessions(run_id, [session("a"), session("b")])
+    reading = store.session_rows([run_id])
+    first = next(reading)
+
+    store.record_session(run_id, session("c"))
+
+    assert [first.key] + [r.key for r in reading] == ["a", "b"]  # the reader's snapshot
+    assert store.finished_keys(run_id) == {"a", "b", "c"}
 
 
 def test_readers_of_no_runs_yield_nothing(store, run_id):

@@ -36,7 +36,6 @@ from agent_eval.store import reads, runs, server_logs, sessions
 from agent_eval.store.database import (
     check_schema,
     connect,
-    describe_url,
     head_revision,
     resolve_db_url,
     upgrade,
@@ -85,7 +84,7 @@ class Store:
     @property
     def url(self) -> str:
         """The database URL, password hidden: safe to print."""
-        return describe_url(self.engine.url.render_as_string(hide_password=False))
+        return self.engine.url.render_as_string(hide_password=True)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -57,6 +57,25 @@ class UtcDateTime(TypeDecorator):
         return value.astimezone(UTC)
 
 
+class ModelText(TypeDecorator):
+    """Text a model or a server wrote: any length, any characters.
+
+    PostgreSQL refuses NUL in text, and a model may emit one (the policy flags it as
+    AE202), so on PostgreSQL each NUL is stored as U+2400 SYMBOL FOR NULL rather than
+    failing the whole session.  SQLite keeps it as is.
+    """
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect):
+        if value is not None and dialect.name == "postgresql" and "\x00" in value:
+            return value.replace("\x00", NUL_STAND_IN)
+        return value
+
+
+NUL_STAND_IN = "\u2400"
+
 metadata = MetaData()
 
 runs = Table(
@@ -96,7 +115,7 @@ sessions = Table(
     Column("scenario", String(500), nullable=False),
     Column("repeat", Integer, nullable=False),
     Column("status", String(20), nullable=False),
-    Column("error", Text),
+    Column("error", ModelText),
     Column("parent_id", Integer, ForeignKey("sessions.id", ondelete="SET NULL")),
     Column("tags", JSON, nullable=False),
     Column("handshake_required", Integer, nullable=False),
@@ -122,9 +141,9 @@ turns = Table(
     Column("id", Integer, primary_key=True),
     Column("session_id", Integer, ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False),
     Column("index", Integer, nullable=False),
-    Column("content", Text, nullable=False),
-    Column("reasoning", Text, nullable=False),
-    Column("finish_reason", String(100)),
+    Column("content", ModelText, nullable=False),
+    Column("reasoning", ModelText, nullable=False),
+    Column("finish_reason", ModelText),
     Column("prompt_tokens", Integer),
     Column("completion_tokens", Integer),
     Column("reasoning_tokens", Integer),
@@ -145,17 +164,17 @@ tool_calls = Table(
     Column("target_id", Integer, ForeignKey("targets.id", ondelete="CASCADE"), nullable=False),
     Column("index", Integer, nullable=False),
     Column("turn_index", Integer, nullable=False),
-    Column("call_id", String(200)),
-    Column("tool", String(500), nullable=False),
-    Column("arguments", Text, nullable=False),
-    Column("command", Text),
+    Column("call_id", ModelText),
+    Column("tool", ModelText, nullable=False),
+    Column("arguments", ModelText, nullable=False),
+    Column("command", ModelText),
     Column("script", String(500)),
     Column("decision", String(10), nullable=False),
     Column("primary_code", String(20)),
     Column("next_action", String(20)),
-    Column("output", Text, nullable=False),
+    Column("output", ModelText, nullable=False),
     Column("source_decision", String(10)),
-    Column("source_reason", Text),
+    Column("source_reason", ModelText),
     Column("child_session_id", Integer, ForeignKey("sessions.id", ondelete="SET NULL")),
     Index("ix_tool_calls_breakdown", "run_id", "target_id", "primary_code", "decision"),
     Index("ix_tool_calls_session", "session_id", "index"),
@@ -169,7 +188,7 @@ findings = Table(
         "tool_call_id", Integer, ForeignKey("tool_calls.id", ondelete="CASCADE"), nullable=False
     ),
     Column("code", String(20), nullable=False),
-    Column("message", Text, nullable=False),
+    Column("message", ModelText, nullable=False),
     Column("start", Integer, nullable=False),
     Column("end", Integer, nullable=False),
     Index("ix_findings_tool_call", "tool_call_id"),
@@ -190,7 +209,7 @@ server_samples = Table(
     Column("swapped", Integer),
     Column("kv_cache_pct", Float),
     Column("prefix_hit_pct", Float),
-    Column("raw", Text),
+    Column("raw", ModelText),
     Index("ix_server_samples_ts", "ts"),
 )
 
