@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from itertools import count
 
 import pytest
@@ -491,6 +491,12 @@ def test_useful_work_per_minute_over_the_wall_window():
     assert speed.completions_per_min == 1.0  # 10 replies in 10 minutes
     assert speed.allowed_calls_per_min == 1.5  # 15 allowed calls in 10 minutes
     assert speed.completed_sessions_per_hour == 6.0  # 1 completed session in 1/6 hour
+
+
+def test_naive_timestamps_are_read_as_utc_next_to_aware_ones():
+    imported = session(started_at=T0, finished_at=T0 + timedelta(minutes=1))
+    live = session(finished_at=(T0 + timedelta(minutes=5)).replace(tzinfo=UTC))
+    assert summarize([imported, live], [])["qwen3.6-35b"].speed.window_s == 300.0
 
 
 def test_throughput_is_unknown_without_timestamps():

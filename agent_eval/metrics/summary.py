@@ -22,7 +22,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Literal
 
 from agent_eval.metrics.classes import PRECEDENCE, UNCLASSIFIED, order_classes
@@ -166,14 +166,11 @@ class _Tally:
             self.hs_done_share += min(s.handshake_done, s.handshake_required) / s.handshake_required
             if not s.handshake_completed and s.handshake_missed_step:
                 self.hs_missed[s.handshake_missed_step] += 1
-        if s.started_at is not None and (
-            self.first_start is None or s.started_at < self.first_start
-        ):
-            self.first_start = s.started_at
-        if s.finished_at is not None and (
-            self.last_finish is None or s.finished_at > self.last_finish
-        ):
-            self.last_finish = s.finished_at
+        started, finished = _as_utc(s.started_at), _as_utc(s.finished_at)
+        if started is not None and (self.first_start is None or started < self.first_start):
+            self.first_start = started
+        if finished is not None and (self.last_finish is None or finished > self.last_finish):
+            self.last_finish = finished
 
     def add_turn(self, t: TurnRow) -> None:
         self.turns += 1
@@ -240,6 +237,13 @@ class _Tally:
             allowed_calls_per_min=per(allowed, 60),
             completed_sessions_per_hour=per(self.exit_states["completed"], 3600),
         )
+
+
+def _as_utc(moment: datetime | None) -> datetime | None:
+    """Naive timestamps (some imports) are read as UTC, so they compare with the store's."""
+    if moment is not None and moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment
 
 
 def group_keys(by: GroupBy) -> Callable[[SessionRow], tuple[str, ...]]:
