@@ -5,21 +5,48 @@ Public surface::
     check_call(tool_name, arguments, allowlist, offered=None) -> Verdict
     check_command(command, allowlist) -> Verdict
     check_read(path, allowlist) -> Verdict
+    render_denial(verdict, allowlist) -> str
     RULES, PRECEDENCE, get_rule(code), primary_code(codes)
     AllowList, load_allowlist(path), ENGINE_VERSION
 
 ``policy/`` imports nothing from the package except ``agent_eval.errors`` (a leaf).
+Module map: ``rules`` (the registry), ``lexer`` (quote-aware pre-scan), ``commands``
+(operators, wrappers, programs, runner form), ``arguments`` (script argument specs),
+``reads`` (read paths), ``engine`` (entry points, bashlex confirmation, cache).
 """
 
 from agent_eval.policy.allowlist import AllowList, allowlist_from_dict, load_allowlist
+from agent_eval.policy.engine import (
+    ENGINE_VERSION,
+    check_call,
+    check_command,
+    check_read,
+    clear_cache,
+    judge_command,
+    render_denial,
+)
+from agent_eval.policy.rules import PRECEDENCE, RULES, Example, Rule, get_rule, primary_code
 from agent_eval.policy.verdict import Decision, Finding, Invocation, Verdict
 
 __all__ = [
+    "ENGINE_VERSION",
+    "PRECEDENCE",
+    "RULES",
     "AllowList",
     "Decision",
+    "Example",
     "Finding",
     "Invocation",
+    "Rule",
     "Verdict",
     "allowlist_from_dict",
+    "check_call",
+    "check_command",
+    "check_read",
+    "clear_cache",
+    "get_rule",
+    "judge_command",
     "load_allowlist",
+    "primary_code",
+    "render_denial",
 ]

@@ -1,0 +1,192 @@
+"""Match a script's (or program's) argument words against its :class:`CommandSpec`.
+
+Pure.  Produces the exact :class:`Invocation` the orchestrator uses to pick canned
+outputs and check the handshake, or the findings that explain why the arguments are not
+what the spec declares (``unknown-flag``, ``invalid-argument``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from dataclasses import dataclass
+
+from agent_eval.policy.allowlist import CommandSpec, FlagSpec, PositionalSpec
+from agent_eval.policy.lexer import Word
+from agent_eval.policy.verdict import Invocation
+
+
+@dataclass(slots=True)
+class Problem:
+    """An argument finding before it becomes a :class:`Finding`: rule name, text, span."""
+
+    rule: str
+    message: str
+    start: int
+    end: int
+
+
+def _type_error(value: str, type_: str) -> str | None:
+    """Why ``value`` does not parse as ``type_``, or None when it does."""
+    if type_ == "int":
+        try:
+            int(value, 10)
+        except ValueError:
+            return "an integer"
+    elif type_ == "float":
+        try:
+            if not math.isfinite(float(value)):
+                return "a finite number"
+        except ValueError:
+            return "a number"
+    elif type_ == "json":
+        try:
+            json.loads(value)
+        except ValueError:
+            return "valid JSON"
+    elif type_ == "path" and not value:
+        return "a non-empty path"
+    return None
+
+
+def _check_value(value: str, choices: list[str] | None, type_: str, what: str,
+                 word: Word) -> Problem | None:
+    if choices is not None and value not in choices:
+        return Problem(
+            "invalid-argument",
+            f"invalid choice {value!r} for {what} (choose from {', '.join(choices)})",
+            word.start, word.end,
+        )
+    want = _type_error(value, type_)
+    if want:
+        return Problem("invalid-argument", f"{what} must be {want}, got {value!r}",
+                       word.start, word.end)
+    return None
+
+
+def _flag_index(spec: CommandSpec) -> dict[str, str]:
+    index = {}
+    for name, flag in spec.flags.items():
+        index[name] = name
+        for alias in flag.aliases:
+            index.setdefault(alias, name)
+    return index
+
+
+def _unknown_flag(name: str, word: Word, spec: CommandSpec, owner: str) -> Problem:
+    known = list(spec.flags)
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    listed = f" (known: {', '.join(known)})" if known else " (it takes no flags)"
+    return Problem("unknown-flag", f"{owner} has no flag {name}{listed}{hint}",
+                   word.start, word.end)
+
+
+def match_arguments(script: str, spec: CommandSpec, words: list[Word],
+                    whole: tuple[int, int]) -> tuple[Invocation | None, list[Problem]]:
+    """Fit ``words`` (everything after the script path) to ``spec``.
+
+    Returns the invocation when the words fit exactly, else None and the problems.
+    ``whole`` is the span of the whole command, used for "missing required ..." findings.
+    """
+    problems: list[Problem] = []
+    subpath: list[str] = []
+    owner = script
+    i = 0
+    while spec.subcommands:
+        if i >= len(words) or words[i].value.startswith("-"):
+            problems.append(Problem(
+                "invalid-argument",
+                f"{owner} needs a subcommand (one of {', '.join(spec.subcommands)})",
+                *whole))
+            return None, problems
+        sub = words[i].value
+        if sub not in spec.subcommands:
+            problems.append(Problem(
+                "invalid-argument",
+                f"invalid subcommand {sub!r} for {owner} "
+                f"(choose from {', '.join(spec.subcommands)})",
+                words[i].start, words[i].end))
+            return None, problems
+        subpath.append(sub)
+        spec = spec.subcommands[sub]
+        owner = f"{owner} {sub}"
+        i += 1
+
+    index = _flag_index(spec)
+    flags: dict[str, list[str]] = {}
+    positionals: list[str] = []
+    pos_specs: list[PositionalSpec] = list(spec.positionals)
+    options_done = False
+    while i < len(words):
+        word = words[i]
+        text = word.value
+        i += 1
+        if not options_done and text == "--":
+            options_done = True
+            continue
+        if not options_done and text.startswith("-") and len(text) > 1:
+            name, eq, inline = text.partition("=")
+            canonical = index.get(name)
+            if canonical is None:
+                problems.append(_unknown_flag(name, word, spec, owner))
+                if eq == "" and i < len(words) and not words[i].value.startswith("-"):
+                    i += 1  # an unknown flag most likely took the next word as its value
+                continue
+            flag: FlagSpec = spec.flags[canonical]
+            if canonical in flags and not flag.repeatable:
+                problems.append(Problem("invalid-argument",
+                                        f"{canonical} given more than once", word.start, word.end))
+            values = flags.setdefault(canonical, [])
+            if not flag.value:
+                if eq:
+                    problems.append(Problem("invalid-argument",
+                                            f"{canonical} takes no value", word.start, word.end))
+                continue
+            if eq:
+                value, value_word = inline, word
+            elif i < len(words) and words[i].value not in index:
+                value, value_word = words[i].value, words[i]
+                i += 1
+            else:
+                problems.append(Problem("invalid-argument",
+                                        f"{canonical} needs a value", word.start, word.end))
+                continue
+            bad = _check_value(value, flag.choices, flag.type, canonical, value_word)
+            if bad:
+                problems.append(bad)
+            values.append(value)
+            continue
+        # a positional
+        if not pos_specs:
+            problems.append(Problem("invalid-argument",
+                                    f"unexpected positional argument {text!r} for {owner}",
+                                    word.start, word.end))
+            continue
+        pos = pos_specs[0]
+        if not pos.variadic:
+            pos_specs.pop(0)
+        bad = _check_value(text, pos.choices, pos.type, pos.name, word)
+        if bad:
+            problems.append(bad)
+        positionals.append(text)
+
+    for name, flag in spec.flags.items():
+        if flag.required and name not in flags:
+            problems.append(Problem("invalid-argument",
+                                    f"missing required flag {name} for {owner}", *whole))
+    given = len(positionals)
+    needed = [p for p in spec.positionals if p.required]
+    if given < len(needed):
+        missing = needed[given].name
+        problems.append(Problem("invalid-argument",
+                                f"missing required positional <{missing}> for {owner}", *whole))
+    if problems:
+        return None, problems
+    return Invocation(
+        script=script,
+        subcommand=tuple(subpath),
+        flags=tuple((name, tuple(values)) for name, values in flags.items()),
+        positionals=tuple(positionals),
+    ), []

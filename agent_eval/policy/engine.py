@@ -1,0 +1,260 @@
+"""The engine: judge a tool call, a bash command or a read path.  Pure; never raises.
+
+How a bash command is judged (each step fails closed):
+
+1. Bytes: NUL / control characters or more than ``strict.max_length`` characters are
+   ``invalid-bytes``; blank text is ``unparseable-command``.
+2. Words: text in the *plain* subset (see ``lexer.split_plain``) is split directly; any
+   other text goes through the quote-aware lexer, which also reports every substitution,
+   expansion, heredoc and subshell it meets.
+3. Commands: ``commands.CommandJudge`` checks operators, redirections, wrappers, the
+   program, the runner form and the script's arguments (strictness switches apply).
+4. Confirmation: a command that would be allowed and is not plain is parsed by bashlex;
+   an exception, or words that differ from the lexer's, is ``unparseable-command``.
+   Denied commands never reach bashlex: the lexer's findings are the verdict (that is the
+   pre-scan that keeps the engine fast on real traffic).
+
+Expansion detection is the lexer's job, not bashlex's: bashlex invents substitutions
+inside single quotes and misses some after a quote (see DESIGN.md).  No Unicode
+normalisation is done anywhere (``；`` is not ``;``).
+
+Verdicts of ``check_command`` and ``check_read`` are kept in a bounded cache keyed by the
+allow-list fingerprint and the text; verdicts are immutable, so sharing them is safe.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from itertools import islice
+from typing import Any
+
+import bashlex
+
+from agent_eval.policy.allowlist import AllowList
+from agent_eval.policy.arguments import Problem
+from agent_eval.policy.commands import CommandJudge
+from agent_eval.policy.lexer import Scan, SimpleCommand, scan_command, split_plain
+from agent_eval.policy.reads import judge_read
+from agent_eval.policy.rules import PRECEDENCE, code_for, get_rule, primary_code
+from agent_eval.policy.verdict import Finding, Invocation, Verdict
+
+ENGINE_VERSION = "1.0.0"
+"""Bumped whenever a verdict may change for the same input; part of run fingerprints."""
+
+CACHE_SIZE = 32768
+CACHE_MAX_TEXT = 4096
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_RANK = {code: i for i, code in enumerate(PRECEDENCE)}
+_cache: dict[tuple[str, str, str], Verdict] = {}
+
+
+def _remember(key: tuple[str, str, str], verdict: Verdict) -> None:
+    if len(key[2]) > CACHE_MAX_TEXT:
+        return
+    if len(_cache) >= CACHE_SIZE:
+        for old in list(islice(_cache, CACHE_SIZE // 2)):
+            _cache.pop(old, None)
+    _cache[key] = verdict
+
+
+def clear_cache() -> None:
+    """Forget every cached verdict (benchmarks measure the uncached engine with it)."""
+    _cache.clear()
+
+
+def _verdict(problems: list[Problem], invocation: Invocation | None = None,
+             path: str | None = None) -> Verdict:
+    if not problems:
+        return Verdict("allow", invocation=invocation, path=path)
+    seen: set[tuple[str, int, int]] = set()
+    findings = []
+    for p in problems:
+        code = code_for(p.rule)
+        if (code, p.start, p.end) in seen:
+            continue
+        seen.add((code, p.start, p.end))
+        findings.append(Finding(code, p.message, p.start, p.end))
+    findings.sort(key=lambda f: (f.start, _RANK.get(f.code, 99), f.end))
+    return Verdict("deny", primary_code(f.code for f in findings), tuple(findings))
+
+
+def _check_bytes(text: str, max_length: int) -> Problem | None:
+    if len(text) > max_length:
+        return Problem("invalid-bytes", f"longer than the cap of {max_length} characters "
+                       f"({len(text)})", max_length, len(text))
+    bad = _CONTROL.search(text)
+    if bad:
+        return Problem("invalid-bytes", f"control character U+{ord(bad.group()):04X}",
+                       bad.start(), bad.end())
+    return None
+
+
+def _bashlex_words(command: str) -> list[list[str]] | str:
+    """Words of each simple command as bashlex sees them, or why it refused the text."""
+    try:
+        trees = bashlex.parse(command)
+    except RecursionError:
+        return "nesting too deep for the parser"
+    except Exception as exc:  # bashlex raises many types; every one fails closed
+        return f"the parser refused it ({type(exc).__name__})"
+    commands: list[list[str]] = []
+    stack = list(reversed(trees))
+    while stack:
+        node = stack.pop()
+        kind = node.kind
+        if kind in ("list", "pipeline"):
+            stack.extend(reversed(node.parts))
+        elif kind == "command":
+            words = []
+            for part in node.parts:
+                if part.kind == "word":
+                    words.append(part.word)
+                elif part.kind != "redirect":
+                    return f"the parser found a {part.kind}"
+            commands.append(words)
+        elif kind not in ("operator", "pipe"):
+            return f"the parser found a {kind}"
+    return commands
+
+
+def confirm_with_bashlex(command: str, scan: Scan) -> Problem | None:
+    """None when bashlex sees exactly the lexer's commands and words, else a finding."""
+    seen = _bashlex_words(command)
+    if isinstance(seen, str):
+        return Problem("unparseable-command", seen, 0, len(command))
+    expected = [[w.value for w in c.words] for c in scan.commands if c.words]
+    if seen != expected:
+        return Problem("unparseable-command", "the parser and the lexer disagree about the "
+                       "words; cannot prove the command", 0, len(command))
+    return None
+
+
+def judge_command(command: str, allowlist: AllowList, *, fast_path: bool = True) -> Verdict:
+    """Uncached judgement of one bash command.  ``fast_path=False`` forces the lexer and
+    bashlex even for plain text (tests prove both paths agree)."""
+    try:
+        if not isinstance(command, str):
+            return _verdict([Problem("unparseable-command", "the command is not text", 0, 0)])
+        bad = _check_bytes(command, allowlist.strict.max_length)
+        if bad:
+            return _verdict([bad])
+        if not command.strip():
+            return _verdict([Problem("unparseable-command", "empty command", 0, len(command))])
+        words = split_plain(command) if fast_path else None
+        if words is not None:
+            scan, confirmed = Scan([SimpleCommand(words)], []), True
+        else:
+            scan, confirmed = scan_command(command), False
+        judge = CommandJudge(allowlist)
+        judge.judge(scan)
+        problems = [Problem(e.rule, e.message, e.start, e.end) for e in scan.events]
+        problems += judge.problems
+        if not problems and not confirmed:
+            refused = confirm_with_bashlex(command, scan)
+            if refused:
+                problems.append(refused)
+        return _verdict(problems, judge.invocation)
+    except Exception as exc:  # a bug must never allow, nor crash the run
+        return _verdict([Problem("unparseable-command",
+                                 f"internal error while judging ({type(exc).__name__})",
+                                 0, len(command) if isinstance(command, str) else 0)])
+
+
+def check_command(command: str, allowlist: AllowList) -> Verdict:
+    """Judge one bash command under ``allowlist`` (cached)."""
+    key = (allowlist.fingerprint, "bash", command) if isinstance(command, str) else None
+    if key is not None:
+        hit = _cache.get(key)
+        if hit is not None:
+            return hit
+    verdict = judge_command(command, allowlist)
+    if key is not None:
+        _remember(key, verdict)
+    return verdict
+
+
+def check_read(path: str, allowlist: AllowList) -> Verdict:
+    """Judge one read-tool path under ``allowlist`` (cached).  Allowed verdicts carry
+    the normalised relative (or, where allowed, absolute) path."""
+    if not isinstance(path, str):
+        return _verdict([Problem("missing-argument", "the path is not a string", 0, 0)])
+    key = (allowlist.fingerprint, "read", path)
+    hit = _cache.get(key)
+    if hit is not None:
+        return hit
+    try:
+        bad = _check_bytes(path, allowlist.strict.max_length)
+        if bad:
+            verdict = _verdict([bad])
+        else:
+            problem, normal = judge_read(path, allowlist.read)
+            verdict = _verdict([problem] if problem else [], path=normal)
+    except Exception as exc:
+        verdict = _verdict([Problem("blocked-read-path",
+                                    f"internal error while judging ({type(exc).__name__})",
+                                    0, len(path))])
+    _remember(key, verdict)
+    return verdict
+
+
+def check_call(tool_name: str, arguments: str | dict[str, Any], allowlist: AllowList,
+               offered: Any = None) -> Verdict:
+    """Judge one tool call: the tool name, then its arguments, then the command or path.
+
+    ``arguments`` is the raw JSON text exactly as emitted (or an already-decoded dict).
+    ``offered`` are the tool names offered in this session (default: every tool of the
+    allow-list); an offered tool of kind ``other`` is allowed once its arguments are a
+    JSON object.
+    """
+    try:
+        names = {t.name for t in allowlist.tools} if offered is None else set(offered)
+        if tool_name not in names:
+            listed = ", ".join(sorted(names)) or "none"
+            return _verdict([Problem("unknown-tool",
+                                     f"no tool named {tool_name!r} is offered (offered: {listed})",
+                                     0, 0)])
+        if isinstance(arguments, dict):
+            args = arguments
+        else:
+            try:
+                args = json.loads(arguments) if isinstance(arguments, (str, bytes)) else None
+            except ValueError:
+                args = None
+            if not isinstance(args, dict):
+                return _verdict([Problem("malformed-arguments",
+                                         "the arguments are not a JSON object", 0, 0)])
+        spec = allowlist.tool(tool_name)
+        if spec is None or spec.kind == "other":
+            return Verdict("allow")
+        argument = spec.argument or ("command" if spec.kind == "bash" else "path")
+        for name in spec.required or [argument]:
+            if not isinstance(args.get(name), str):
+                what = "missing" if name not in args else "not a string"
+                return _verdict([Problem("missing-argument",
+                                         f"required argument {name!r} is {what}", 0, 0)])
+        value = args.get(argument)
+        if not isinstance(value, str):
+            return _verdict([Problem("missing-argument",
+                                     f"argument {argument!r} is missing or not a string", 0, 0)])
+        if spec.kind == "bash":
+            return check_command(value, allowlist)
+        return check_read(value, allowlist)
+    except Exception as exc:
+        return _verdict([Problem("malformed-arguments",
+                                 f"internal error while judging ({type(exc).__name__})", 0, 0)])
+
+
+def render_denial(verdict: Verdict, allowlist: AllowList) -> str:
+    """The text returned to the model for a denied call ("" for an allowed one): the
+    allow-list's ``denial_message`` with {code} {name} {message} of the primary finding."""
+    if verdict.allowed or not verdict.findings:
+        return ""
+    finding = next((f for f in verdict.findings if f.code == verdict.primary),
+                   verdict.findings[0])
+    rule = get_rule(finding.code)
+    text = allowlist.denial_message
+    for key, value in (("{code}", finding.code), ("{name}", rule.name if rule else ""),
+                       ("{message}", finding.message)):
+        text = text.replace(key, value)
+    return text

@@ -1,0 +1,357 @@
+"""The rule registry: one :class:`Rule` record per failure class, codes stable forever.
+
+Docs, ``agent-eval rules``, ``agent-eval rule CODE``, JSON output and the denial text all
+render from :data:`RULES`.  The engine emits findings by rule *name*
+(:func:`code_for`), so codes live only here.
+
+Code ranges follow the pipeline stages: AE1 the call itself, AE2 parsing, AE3 the
+allow-list, AE4 the session.  AE4xx are session outcomes computed by the orchestrator and
+metrics; they are listed so reports and docs have one vocabulary, but the engine never
+emits them.  AE104 is detected by the orchestrator from reply text, not by the engine.
+
+Examples are structured (:class:`Example`) because not every rule is about a bash
+command; ``kind`` says how to read ``text``:
+
+``command``  a bash command, judged with ``check_command``
+``read``     a path for the read tool, judged with ``check_read``
+``call``     a whole tool call: ``tool`` is the tool name, ``text`` the raw JSON arguments
+``reply``    assistant reply text (AE104); described, not judged by the engine
+``session``  a description of a session (AE4xx); described, not judged by the engine
+
+Every ``command``/``read``/``call`` example is judged against ``allowlists/ralf.yaml`` by
+``tests/policy/test_rules.py``: bad examples must yield the rule's code, good ones must be
+allowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+ExampleKind = Literal["command", "read", "call", "reply", "session"]
+RuleStatus = Literal["stable", "preview"]
+RuleScope = Literal["call", "parse", "allow-list", "session"]
+JUDGED_KINDS: tuple[ExampleKind, ...] = ("command", "read", "call")
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """One example of a rule: what the model emitted (see the module docstring)."""
+
+    text: str
+    kind: ExampleKind = "command"
+    tool: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A failure class: stable code, a name describing the flagged pattern, and docs."""
+
+    code: str
+    name: str
+    summary: str
+    why: str
+    bad: tuple[Example, ...]
+    good: tuple[Example, ...]
+    scope: RuleScope
+    status: RuleStatus = "stable"
+
+    @property
+    def emitted_by_engine(self) -> bool:
+        """False for rules other stages decide (session outcomes, reply-text calls)."""
+        return self.scope != "session" and self.code != "AE104"
+
+    def as_dict(self) -> dict:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "summary": self.summary,
+            "why": self.why,
+            "scope": self.scope,
+            "status": self.status,
+            "emitted_by_engine": self.emitted_by_engine,
+            "bad": [_example_dict(e) for e in self.bad],
+            "good": [_example_dict(e) for e in self.good],
+        }
+
+
+def _example_dict(example: Example) -> dict:
+    out = {"kind": example.kind, "text": example.text}
+    if example.tool:
+        out["tool"] = example.tool
+    return out
+
+
+def _cmds(*texts: str) -> tuple[Example, ...]:
+    return tuple(Example(t) for t in texts)
+
+
+_OK = _cmds(
+    "uv run scripts/fetch_context.py --no-attach --agent researcher",
+    'uv run scripts/db_query.py --sql "SELECT * FROM t WHERE a = \'x|y\'" --limit 5',
+)
+
+_RULES: tuple[Rule, ...] = (
+    Rule(
+        "AE101", "unknown-tool", "Tool name not among the tools offered in this session.",
+        "A model that calls a bash command or a script name as if it were a tool never "
+        "reaches the harness; the call is wasted and the task does not advance.",
+        (Example("{}", "call", "emit_guidance"), Example('{"command": "ls"}', "call", "shell")),
+        (Example('{"command": "uv run scripts/fetch_context.py --agent a"}', "call", "bash"),),
+        "call",
+    ),
+    Rule(
+        "AE102", "malformed-arguments", "Tool-call arguments are not a JSON object.",
+        "The server passes the raw argument text through; if it is not a JSON object the "
+        "harness cannot even read the command.",
+        (Example('{"command": "uv run', "call", "bash"), Example('["ls"]', "call", "bash")),
+        (Example('{"path": "notes/plan.md"}', "call", "read"),),
+        "call",
+    ),
+    Rule(
+        "AE103", "missing-argument", "A required argument is absent or not a string.",
+        "The tool schema says which argument carries the command; a call without it "
+        "(or with a number or list instead) cannot be run.",
+        (Example('{"cmd": "uv run scripts/x.py"}', "call", "bash"),
+         Example('{"path": 3}', "call", "read")),
+        (Example('{"command": "uv run scripts/email_read.py --id 42"}', "call", "bash"),),
+        "call",
+    ),
+    Rule(
+        "AE104", "tool-call-as-text", "A tool call written into the reply text, unparsed.",
+        "The model wrote the call as text (e.g. a <tool_call> block) that the server's "
+        "tool-call parser did not extract; nothing runs and the turn is lost.",
+        (Example('<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>',
+                 "reply"),),
+        (Example("I will now fetch the context.", "reply"),),
+        "call", "preview",
+    ),
+    Rule(
+        "AE201", "unparseable-command",
+        "The parser cannot build a tree or hits a construct it refuses; fail closed.",
+        "What cannot be parsed cannot be proven to be an allowed form, so it is denied "
+        "rather than guessed at.",
+        _cmds('uv run scripts/db_query.py --sql "SELECT 1', "", "uv run scripts/x.py )"),
+        _OK[:1],
+        "parse",
+    ),
+    Rule(
+        "AE202", "invalid-bytes", "NUL or control characters, or longer than the length cap.",
+        "Control bytes hide text from humans and parsers alike; over-long commands are "
+        "never an allowed form and would make the judge slow.",
+        _cmds("uv run scripts/fetch_context.py --agent a\x00b", "ls\x1b[2J",
+              "uv run scripts/email_read.py --id " + "9" * 16400),
+        _cmds("uv run scripts/email_read.py --id 42"),
+        "parse",
+    ),
+    Rule(
+        "AE301", "pipe-to-filter", "Output piped into another program (| head, | grep, | jq).",
+        "Each script already prints exactly the scope the task needs; truncating or "
+        "post-processing it is a rule violation, not a harmless habit.",
+        _cmds('ls scripts/ | grep -E "search|web"',
+              "uv run scripts/fetch_context.py --agent a | jq '.attempt.session_id'",
+              "uv run scripts/email_search.py --query x | head -n 5"),
+        _OK,
+        "allow-list",
+    ),
+    Rule(
+        "AE302", "stderr-redirect", "stderr redirected: 2>&1, 2>/dev/null, &>.",
+        "Hiding or merging errors is a habit from interactive shells; the harness forbids "
+        "every redirection and the script's own output is the contract.",
+        _cmds("uv run scripts/db_query.py --sql 'SELECT 1' 2>&1",
+              "uv run scripts/email_read.py --id 4 2>/dev/null",
+              "uv run scripts/email_read.py --id 4 &> out.txt"),
+        _OK[:1],
+        "allow-list",
+    ),
+    Rule(
+        "AE303", "output-redirect", "Any other redirection: > f, >> f, < f.",
+        "Writing files or feeding stdin bypasses the scripts, which are the only way "
+        "state may change.",
+        _cmds("uv run scripts/email_read.py --id 4 > mail.txt",
+              "uv run scripts/db_query.py --sql 'SELECT 1' >> log.txt",
+              "uv run scripts/db_query.py --sql x < query.sql"),
+        _OK[:1],
+        "allow-list",
+    ),
+    Rule(
+        "AE304", "shell-chain", "Commands chained with &&, ||, ;, newlines or &.",
+        "One call must be one script run; chains hide fallbacks (`|| true`) and directory "
+        "changes (`cd /path && ...`) that the allow-list never granted.",
+        _cmds("pkill -f server || true", "cd /path && uv run scripts/lights.py status",
+              "uv run scripts/lights.py status; uv run scripts/lights.py status",
+              "uv run scripts/lights.py status &"),
+        _OK,
+        "allow-list",
+    ),
+    Rule(
+        "AE305", "heredoc", "A here-document or here-string: <<EOF, <<-EOF, <<<.",
+        "Heredocs smuggle text into a program's stdin, usually to feed inline code or "
+        "content the allow-list never sees as arguments.",
+        _cmds('cat << REPORT_EOF | uv run scripts/x.py --value "$(cat)"\nhi\nREPORT_EOF',
+              "cat > f.py << 'EOF'\nprint(1)\nEOF",
+              "uv run scripts/db_query.py --sql x <<< 'SELECT 1'"),
+        _OK,
+        "allow-list",
+    ),
+    Rule(
+        "AE306", "wrapper-prefix",
+        "A wrapper or assignment before the command: timeout, env, nohup, sudo, VAR=v.",
+        "Wrappers change how the command runs (time limits, privileges, environment); "
+        "the allowed form starts with the runner itself.",
+        _cmds("timeout 60 uv run scripts/lights.py status",
+              "env curl -s http://127.0.0.1/", "command ls",
+              "DEBUG=1 uv run scripts/lights.py status", "sudo uv run scripts/lights.py status"),
+        _OK,
+        "allow-list",
+    ),
+    Rule(
+        "AE307", "disallowed-program", "A program that is not allowed: ls, cat, curl, cd, python.",
+        "Only the runner and listed programs may start; `/bin/ls` and `\\ls` are the same "
+        "program under another spelling and are denied too.",
+        _cmds("curl -s 'https://example.com/api'", "ls scripts/", "/bin/ls", "\\ls",
+              "python scripts/db_query.py --sql x", "cd /tmp"),
+        _OK,
+        "allow-list",
+    ),
+    Rule(
+        "AE308", "inline-code", "Inline code: uv run python -c, bash -c, sh -c, node -e.",
+        "Inline code runs whatever the model wrote, outside every script's contract.",
+        _cmds('uv run python -c "import json; print(1)"', "bash -c 'ls'",
+              "uv run bash -c 'ls'", "node -e 'console.log(1)'"),
+        _OK,
+        "allow-list",
+    ),
+    Rule(
+        "AE309", "unlisted-script", "The runner started a script that is not on the allow-list.",
+        "Plausible but invented scripts (`food_management.py`) mean the model did not read "
+        "the listed tools; nothing can run them.",
+        _cmds("uv run scripts/food_management.py --list", "uv run scripts/data_query.py",
+              "uv run scripts/thought_transfer.py", "uv run scripts/youtube_fetcher.py --q x",
+              "uv run python scripts/db_query.py"),
+        _OK,
+        "allow-list",
+    ),
+    Rule(
+        "AE310", "unknown-flag", "A flag the script does not declare.",
+        "Invented flags (`--no-agent` for `--no-attach --agent`) make the script fail; "
+        "guessing flags is a reliability signal users compare.",
+        _cmds("uv run scripts/fetch_context.py --no-agent",
+              "uv run scripts/db_query.py --sql x --verbose"),
+        _OK,
+        "allow-list",
+    ),
+    Rule(
+        "AE311", "invalid-argument",
+        "A bad flag value or choice, a missing value or required flag, a stray positional.",
+        "The script would reject the call; the model used a real flag wrongly.",
+        _cmds("uv run scripts/strategy_board.py --command search-videos",
+              "uv run scripts/fetch_context.py --no-attach",
+              "uv run scripts/db_query.py --sql x --limit many",
+              "uv run scripts/email_read.py --id 4 extra"),
+        _OK,
+        "allow-list",
+    ),
+    Rule(
+        "AE312", "command-substitution", "Command substitution: $(...), backticks, <(...), >(...).",
+        "A substitution runs another command whose output becomes an argument; its value "
+        "cannot be known before it runs.",
+        _cmds("uv run scripts/email_read.py --id $(cat id.txt)", "$(echo cat) x",
+              "uv run scripts/email_read.py --id `cat id`", "diff <(ls a) <(ls b)"),
+        _OK,
+        "allow-list",
+    ),
+    Rule(
+        "AE313", "complex-shell",
+        "Subshells, groups, loops, conditionals, functions, arithmetic, expansions.",
+        "The policy cannot see through variables, globs, loops or subshells, so it cannot "
+        "prove what would run; it fails closed.",
+        _cmds("ls$IFS-la", "(uv run scripts/lights.py status)",
+              "for i in 1 2; do uv run scripts/lights.py status; done",
+              "uv run scripts/email_read.py --id $ID", "((1))",
+              "uv run scripts/email_read.py --id ~/x"),
+        _OK,
+        "allow-list",
+    ),
+    Rule(
+        "AE320", "blocked-read-path",
+        "Read tool outside the allowed roots, in a blocked directory, `..` escaping, or `~`.",
+        "The read tool is limited to the harness's directories; external paths such as "
+        "`/data/rendered/x.png` are blocked by design.",
+        (Example("/data/rendered/x.png", "read"), Example("../etc/passwd", "read"),
+         Example("notes/private/diary.md", "read"), Example("~/notes/a.md", "read"),
+         Example("src/main.py", "read")),
+        (Example("notes/plan.md", "read"), Example("docs/../docs/guide.md", "read")),
+        "allow-list",
+    ),
+    Rule(
+        "AE401", "repeated-denied-call", "The same denied call again (session-level).",
+        "Repeating a denied call cannot succeed; it burns turns and shows the model does "
+        "not react to the denial text.",
+        (Example("`ls | grep x` denied, then `ls | grep x` again", "session"),),
+        (Example("`ls | grep x` denied, then `uv run scripts/embedding_search.py --query x`",
+                 "session"),),
+        "session",
+    ),
+    Rule(
+        "AE402", "turn-budget-exhausted", "Limits were hit before the task closed (session-level).",
+        "A stalled session never advances the orchestrator's loop.",
+        (Example("12 turns of denied variants, turn limit 12 reached", "session"),),
+        (Example("task closed on turn 4 of 12", "session"),),
+        "session",
+    ),
+    Rule(
+        "AE403", "handshake-incomplete",
+        "The required closing sequence was not emitted in order (session-level).",
+        "Skipping `update-attempt-outcome` leaves the attempt alive with no status "
+        "transition; the research loop stalls.",
+        (Example("update_stage_status then ralf_spawn, no update_attempt_outcome", "session"),),
+        (Example("update_attempt_outcome, update_stage_status awaiting_eval, ralf_spawn "
+                 "step_evaluator", "session"),),
+        "session",
+    ),
+    Rule(
+        "AE404", "ended-without-closing",
+        "The model stopped calling tools with the task open (session-level).",
+        "A final text answer without the closing calls looks done to a human but changes "
+        "no state.",
+        (Example("reply 'I am done' with no handshake calls", "session"),),
+        (Example("handshake emitted, then a short summary reply", "session"),),
+        "session",
+    ),
+)
+
+RULES: dict[str, Rule] = {rule.code: rule for rule in sorted(_RULES, key=lambda r: r.code)}
+_BY_NAME: dict[str, Rule] = {rule.name: rule for rule in _RULES}
+
+PRECEDENCE: tuple[str, ...] = (
+    "AE101", "AE102", "AE103", "AE104", "AE202", "AE201", "AE305", "AE308", "AE306",
+    "AE301", "AE304", "AE302", "AE303", "AE312", "AE313", "AE307", "AE309", "AE310",
+    "AE311", "AE320",
+)
+_RANK = {code: i for i, code in enumerate(PRECEDENCE)}
+
+
+def get_rule(code: str) -> Rule | None:
+    """The rule with this code (case-insensitive), or None for an unknown code."""
+    return RULES.get(code.strip().upper()) if isinstance(code, str) else None
+
+
+def code_for(name: str) -> str:
+    """The stable code of a rule name; emitting sites use names, never literal codes."""
+    return _BY_NAME[name].code
+
+
+def primary_code(codes: Iterable[str]) -> str | None:
+    """The code a denied call is counted under: the first of ``codes`` in PRECEDENCE.
+
+    Codes outside PRECEDENCE (session rules) rank after every call-level code, by code.
+    """
+    best: str | None = None
+    best_key: tuple[int, str] | None = None
+    for code in codes:
+        key = (_RANK.get(code, len(_RANK)), code)
+        if best_key is None or key < best_key:
+            best, best_key = code, key
+    return best
