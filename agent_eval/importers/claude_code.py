@@ -1,0 +1,208 @@
+"""Read Claude Code transcripts: ``~/.claude/projects/<project>/<session>.jsonl``, and the
+``claude -p --output-format stream-json`` stream, which has the same message lines.
+
+PATH may be one ``.jsonl`` file or a directory (a project folder, or ``~/.claude/projects``
+itself): every ``*.jsonl`` below it is read, in name order.  Lines are grouped by session
+id; subagent lines kept inline by older versions (``isSidechain: true``) form their own
+session ``<id>:sidechain`` so their calls do not interleave with the parent's.
+
+Each ``tool_use`` block is one call; its ``tool_result`` (matched by ``tool_use_id``) is
+the output.  ``Bash`` and ``Read`` are judged as our bash and read tools (``command``,
+``file_path``); every other tool name is kept as it is.  Claude Code's own verdict is
+kept beside ours:
+
+* ``permissionDecision.decision`` ``accept``/``reject`` when the line has it;
+* otherwise a ``toolDenialKind``, a ``system``/``permission_denied`` event, a
+  ``<tool_use_error>`` result (unknown tool, invalid input) or a permission-denial text
+  is ``deny``; any other recorded result means the tool ran: ``allow``.
+
+A broken JSON line is skipped and reported; the rest of its session still imports.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from agent_eval.errors import ConfigError
+from agent_eval.importers.source import (
+    ImportedCall,
+    ImportedSession,
+    SkipReporter,
+    classify_call,
+    from_iso,
+    iter_jsonl,
+    text_of,
+)
+from agent_eval.transcript import Decision, TurnRecord
+
+DENIAL_TEXT = re.compile(
+    r"has been denied|haven't granted it yet|requested permissions to|"
+    r"doesn't want to proceed|needs approval|was blocked|permission denied by",
+    re.IGNORECASE,
+)
+
+
+def read_sessions(
+    path: Path, *, model: str | None, on_skip: SkipReporter | None = None
+) -> Iterator[ImportedSession]:
+    """Yield every session in a transcript file, or in every ``*.jsonl`` under a folder."""
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(path.rglob("*.jsonl"))
+        if not files:
+            raise ConfigError("no *.jsonl transcripts in this folder", path=str(path))
+    else:
+        files = [path]
+    for file in files:
+        yield from _read_file(file, model=model, on_skip=on_skip)
+
+
+def _read_file(path: Path, *, model: str | None, on_skip: SkipReporter | None) -> Iterator[ImportedSession]:
+    lines = [obj for _, obj in iter_jsonl(path, on_skip=on_skip) if isinstance(obj, dict)]
+    denied = {
+        obj.get("tool_use_id"): str(obj.get("message") or obj.get("decision_reason") or "permission denied")
+        for obj in lines
+        if obj.get("type") == "system" and obj.get("subtype") == "permission_denied"
+    }
+    builders: dict[tuple[str, bool], _SessionBuilder] = {}
+    default_id = path.stem
+    init_model: str | None = None
+    for obj in lines:
+        kind = obj.get("type")
+        sid = str(obj.get("sessionId") or obj.get("session_id") or default_id)
+        if kind == "system" and obj.get("subtype") == "init" and isinstance(obj.get("model"), str):
+            init_model = obj["model"]
+        if kind not in ("assistant", "user", "summary", "result"):
+            continue
+        key = (sid, bool(obj.get("isSidechain")))
+        builder = builders.get(key)
+        if builder is None:
+            builder = builders[key] = _SessionBuilder(sid + (":sidechain" if key[1] else ""))
+        builder.add(obj, denied)
+    for builder in builders.values():
+        yield builder.finish(model or builder.model or init_model or "unknown")
+
+
+class _SessionBuilder:
+    """Accumulates one session's lines; :meth:`finish` returns it whole."""
+
+    def __init__(self, id: str) -> None:
+        self.session = ImportedSession(id=id, model="unknown")
+        self.model: str | None = None
+        self.calls_by_id: dict[str, ImportedCall] = {}
+        self.last_message_id: object = None
+        self.failed: str | None = None
+
+    def add(self, obj: dict[str, Any], denied: dict[Any, str]) -> None:
+        kind = obj.get("type")
+        stamp = from_iso(obj.get("timestamp"))
+        if stamp:
+            self.session.started_at = self.session.started_at or stamp
+            self.session.finished_at = stamp
+        if kind == "summary" and isinstance(obj.get("summary"), str):
+            self.session.title = obj["summary"]
+        elif kind == "result" and obj.get("is_error"):
+            self.failed = str(obj.get("subtype") or "error")
+        elif kind == "assistant":
+            self._add_assistant(obj.get("message") or {})
+        elif kind == "user":
+            self._add_user(obj, denied)
+
+    def _add_assistant(self, message: dict[str, Any]) -> None:
+        s = self.session
+        name = message.get("model")
+        if isinstance(name, str) and name and not name.startswith("<"):
+            self.model = name
+        msg_id = message.get("id") or object()
+        if msg_id != self.last_message_id or not s.turns:
+            self.last_message_id = msg_id
+            usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
+            s.turns.append(TurnRecord(
+                index=len(s.turns), finish_reason=message.get("stop_reason"),
+                prompt_tokens=usage.get("input_tokens"),
+                completion_tokens=usage.get("output_tokens"),
+                cached_tokens=usage.get("cache_read_input_tokens"),
+            ))
+            s.messages.append({"role": "assistant", "content": "", "tool_calls": []})
+        turn = s.turns[-1]
+        out = s.messages[-1]
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": text_of(content)}]
+        for block in blocks:
+            if not isinstance(block, dict):
+                continue
+            btype = block.get("type")
+            if btype == "text":
+                turn.content += str(block.get("text") or "")
+                out["content"] = turn.content
+            elif btype == "thinking":
+                turn.reasoning += str(block.get("thinking") or "")
+            elif btype == "tool_use":
+                name = str(block.get("name") or "")
+                args = block.get("input")
+                arguments = json.dumps(args, ensure_ascii=False) if args is not None else ""
+                tkind, text = classify_call(name, args)
+                call = ImportedCall(tool=name, arguments=arguments, turn_index=turn.index,
+                                    kind=tkind, text=text, call_id=block.get("id"))
+                s.calls.append(call)
+                if call.call_id:
+                    self.calls_by_id[call.call_id] = call
+                out["tool_calls"].append({"id": call.call_id, "type": "function",
+                                          "function": {"name": name, "arguments": arguments}})
+
+    def _add_user(self, obj: dict[str, Any], denied: dict[Any, str]) -> None:
+        message = obj.get("message") or {}
+        content = message.get("content")
+        if not isinstance(content, list):
+            self.session.messages.append({"role": "user", "content": text_of(content)})
+            return
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") != "tool_result":
+                if block.get("type") == "text":
+                    self.session.messages.append({"role": "user", "content": str(block.get("text") or "")})
+                continue
+            output = text_of(block.get("content"))
+            tool_use_id = block.get("tool_use_id")
+            self.session.messages.append({"role": "tool", "tool_call_id": tool_use_id, "content": output})
+            call = self.calls_by_id.get(tool_use_id)
+            if call is None:
+                continue
+            call.output = output
+            call.source_decision, call.source_reason = source_verdict(obj, block, output, denied.get(tool_use_id))
+
+    def finish(self, model: str) -> ImportedSession:
+        s = self.session
+        s.model = model
+        for msg in s.messages:
+            if msg.get("role") == "assistant" and not msg.get("tool_calls"):
+                msg.pop("tool_calls", None)
+        if self.failed:
+            s.status, s.error = "error", f"claude code result: {self.failed}"
+        elif s.calls and s.calls[-1].source_decision is None:
+            s.status, s.error = "error", "transcript ends before the result of its last call"
+        return s
+
+
+def source_verdict(
+    line: dict[str, Any], block: dict[str, Any], output: str, denied: str | None
+) -> tuple[Decision, str | None]:
+    """Claude Code's own decision on a call, read from its result line (pure)."""
+    decision = line.get("permissionDecision")
+    if isinstance(decision, dict) and decision.get("decision") in ("accept", "reject"):
+        if decision["decision"] == "accept":
+            return "allow", None
+        code = decision.get("reasonCode") or decision.get("reasonType") or "rejected"
+        return "deny", f"{code}: {output[:300]}"
+    if line.get("toolDenialKind") or denied is not None:
+        return "deny", f"{line.get('toolDenialKind') or 'permission_denied'}: {(output or denied or '')[:300]}"
+    if output.startswith("<tool_use_error>"):
+        return "deny", output.removeprefix("<tool_use_error>").removesuffix("</tool_use_error>")[:300]
+    if block.get("is_error") and DENIAL_TEXT.search(output):
+        return "deny", output[:300]
+    return "allow", None

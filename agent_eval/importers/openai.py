@@ -1,0 +1,173 @@
+"""Read OpenAI chat-completions transcripts: ``tool_calls`` on assistant messages and
+``role: tool`` results.
+
+Accepted shapes (the reader tells them apart by content, not by file name):
+
+* a JSON list of chat messages: one session, id = the file name;
+* a JSON object with ``messages`` (or tau-bench's ``traj``): one session, id from
+  ``id`` / ``task_id`` + ``trial``, model from ``model``;
+* a JSON list of such objects: one session each;
+* a JSONL file, one session object ``{"id", "model", "messages": [...]}`` a line.  A
+  broken line is skipped and reported; the whole sessions around it still import.
+
+Results are paired with the tool messages that directly follow the assistant message:
+by ``tool_call_id`` when the ids are distinct, by position when they repeat (tau-bench
+gpt-4o reuses ids within a session).  The source records no permission layer, so no
+source verdict is kept.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from agent_eval.errors import ConfigError
+from agent_eval.importers.source import (
+    ImportedCall,
+    ImportedSession,
+    SkipReporter,
+    classify_call,
+    iter_jsonl,
+    load_json_document,
+    looks_like_jsonl,
+    read_text,
+    text_of,
+    warn_skipped,
+)
+from agent_eval.transcript import TurnRecord
+
+
+def read_sessions(
+    path: Path, *, model: str | None, on_skip: SkipReporter | None = None
+) -> Iterator[ImportedSession]:
+    """Yield every session of an OpenAI-format file, each complete."""
+    path = Path(path)
+    text = read_text(path)
+    if looks_like_jsonl(text):
+        for line, obj in iter_jsonl(path, text, on_skip=on_skip):
+            if not isinstance(obj, dict) or not isinstance(obj.get("messages"), list):
+                (on_skip or warn_skipped)(path, line, "not a session object with `messages`")
+                continue
+            yield session_from_messages(
+                obj["messages"], id=str(obj.get("id") or f"{path.stem}:{line}"),
+                model=model or _model_of(obj), title=obj.get("title"),
+            )
+        return
+    doc = load_json_document(path, text)
+    if isinstance(doc, list) and (not doc or _is_message(doc[0])):
+        yield session_from_messages(doc, id=path.stem, model=model or "unknown")
+        return
+    docs = doc if isinstance(doc, list) else [doc]
+    for n, obj in enumerate(docs):
+        messages = obj.get("messages", obj.get("traj")) if isinstance(obj, dict) else None
+        if not isinstance(messages, list):
+            raise ConfigError(
+                f"item {n}: expected a list of chat messages or an object with `messages`",
+                path=str(path),
+            )
+        yield session_from_messages(
+            messages, id=_id_of(obj, path.stem if len(docs) == 1 else f"{path.stem}:{n}"),
+            model=model or _model_of(obj), title=obj.get("title"),
+        )
+
+
+def session_from_messages(
+    messages: list[Any], *, id: str, model: str, title: str | None = None
+) -> ImportedSession:
+    """One session from a list of OpenAI chat messages (pure)."""
+    session = ImportedSession(id=id, model=model, title=title)
+    turn = -1
+    i = 0
+    while i < len(messages):
+        msg = messages[i]
+        i += 1
+        if not isinstance(msg, dict):
+            continue
+        session.messages.append(msg)
+        if msg.get("role") != "assistant":
+            continue
+        turn += 1
+        session.turns.append(
+            TurnRecord(
+                index=turn,
+                content=text_of(msg.get("content")),
+                reasoning=str(msg.get("reasoning_content") or msg.get("reasoning") or ""),
+                finish_reason=msg.get("finish_reason"),
+            )
+        )
+        calls = _calls_of(msg, turn)
+        results: list[dict[str, Any]] = []
+        while i < len(messages) and isinstance(messages[i], dict) and messages[i].get("role") in ("tool", "function"):
+            results.append(messages[i])
+            session.messages.append(messages[i])
+            i += 1
+        _pair_results(calls, results)
+        session.calls.extend(calls)
+    return session
+
+
+def _calls_of(msg: dict[str, Any], turn: int) -> list[ImportedCall]:
+    raw_calls = msg.get("tool_calls") or []
+    if not raw_calls and isinstance(msg.get("function_call"), dict):
+        raw_calls = [{"function": msg["function_call"]}]
+    calls = []
+    for raw in raw_calls:
+        fn = raw.get("function") if isinstance(raw, dict) else None
+        fn = fn if isinstance(fn, dict) else {}
+        name = str(fn.get("name") or "")
+        arguments = fn.get("arguments")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments) if arguments is not None else ""
+        try:
+            parsed = json.loads(arguments)
+        except (json.JSONDecodeError, RecursionError):
+            parsed = None
+        kind, text = classify_call(name, parsed)
+        calls.append(
+            ImportedCall(tool=name, arguments=arguments, turn_index=turn, kind=kind,
+                         text=text, call_id=raw.get("id") if isinstance(raw, dict) else None)
+        )
+    return calls
+
+
+def _pair_results(calls: list[ImportedCall], results: list[dict[str, Any]]) -> None:
+    ids = [c.call_id for c in calls]
+    by_id = len(set(ids)) == len(ids) and all(ids)
+    if by_id:
+        index = {c.call_id: c for c in calls}
+        unmatched = []
+        for res in results:
+            call = index.get(res.get("tool_call_id"))
+            if call is None:
+                unmatched.append(res)
+            else:
+                call.output = text_of(res.get("content"))
+        if not unmatched:
+            return
+    for call, res in zip(calls, results, strict=False):
+        call.output = text_of(res.get("content"))
+
+
+def _is_message(value: Any) -> bool:
+    return isinstance(value, dict) and "role" in value
+
+
+def _model_of(obj: Any) -> str:
+    if isinstance(obj, dict):
+        for key in ("model", "model_name"):
+            if isinstance(obj.get(key), str):
+                return obj[key]
+    return "unknown"
+
+
+def _id_of(obj: Any, fallback: str) -> str:
+    if not isinstance(obj, dict):
+        return fallback
+    if obj.get("id") is not None:
+        return str(obj["id"])
+    if obj.get("task_id") is not None:
+        trial = obj.get("trial")
+        return f"task{obj['task_id']}" + (f"-trial{trial}" if trial is not None else "")
+    return fallback

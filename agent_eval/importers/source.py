@@ -1,0 +1,231 @@
+"""What a format reader yields, and the careful file reading every reader shares.
+
+A reader (``openai.py``, ``opencode.py``, ...) only parses: it turns one source file into
+:class:`ImportedSession` records and never judges.  It also says, per call, which kind of
+tool the source meant (``bash``, ``read`` or ``other``) and pulls out the command or path,
+because only the reader knows that Claude Code spells it ``file_path`` and OpenCode
+``filePath``.  ``importers/__init__.py`` then maps those kinds onto the allow-list's own
+tool names and judges.
+
+Broken input is handled here once:
+
+* a single-document JSON file that does not parse raises ``ConfigError`` naming the file
+  and the line (:func:`load_json_document`);
+* a JSONL file skips each broken line, reports it through ``on_skip`` (a warning on
+  stderr by default) and goes on (:func:`iter_jsonl`);
+* an empty file raises ``ConfigError``: there is nothing to import.
+
+A session is built completely before it is yielded, so a consumer never sees half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from agent_eval.errors import ConfigError
+from agent_eval.transcript import Decision, ExitState, TurnRecord
+
+ToolKind = Literal["bash", "read", "other"]
+
+SkipReporter = Callable[[Path, int, str], None]
+"""Called as ``on_skip(path, line, reason)`` for each input line a reader had to skip."""
+
+
+@dataclass(slots=True)
+class ImportedCall:
+    """One tool call as the source recorded it, before our verdict.
+
+    ``tool`` and ``arguments`` are the original name and raw argument text.  ``kind`` and
+    ``text`` are the reader's reading of them: a shell command (``bash``) or a file path
+    (``read``) that the engine should judge, or ``None`` when the arguments did not carry
+    one (the engine then sees the raw arguments and reports them malformed).
+    ``source_decision`` is the verdict the source harness recorded itself, if any.
+    """
+
+    tool: str
+    arguments: str
+    turn_index: int
+    kind: ToolKind = "other"
+    text: str | None = None
+    call_id: str | None = None
+    output: str = ""
+    source_decision: Decision | None = None
+    source_reason: str | None = None
+
+
+@dataclass(slots=True)
+class ImportedSession:
+    """One whole session of a source, parsed.  ``id`` is the source's own session id."""
+
+    id: str
+    model: str
+    title: str | None = None
+    status: ExitState = "completed"
+    error: str | None = None
+    calls: list[ImportedCall] = field(default_factory=list)
+    turns: list[TurnRecord] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+def warn_skipped(path: Path, line: int, reason: str) -> None:
+    """The default ``on_skip``: one warning line on stderr, naming file and line."""
+    print(f"Warning: {path}: line {line}: skipped: {reason}", file=sys.stderr)
+
+
+def read_text(path: Path) -> str:
+    """The whole file as text; a missing, unreadable or empty file is a ``ConfigError``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("file not found; pass an existing transcript", path=str(path)) from None
+    except IsADirectoryError:
+        raise ConfigError("is a directory; pass a file", path=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path=str(path)) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read file ({exc.strerror})", path=str(path)) from None
+    if not text.strip():
+        raise ConfigError("line 1: empty file; nothing to import", path=str(path))
+    return text
+
+
+def load_json_document(path: Path, text: str | None = None) -> Any:
+    """Parse a single-document JSON file; a syntax error names the file and line."""
+    if text is None:
+        text = read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"line {exc.lineno}: not valid JSON ({exc.msg}, column {exc.colno}); "
+            "the file looks truncated or is not this format",
+            path=str(path),
+        ) from None
+
+
+def iter_jsonl(
+    path: Path, text: str | None = None, *, on_skip: SkipReporter | None = None
+) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line number, value)`` for each JSON line; broken lines are skipped and
+    reported, blank lines ignored."""
+    report = on_skip or warn_skipped
+    if text is None:
+        text = read_text(path)
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as exc:
+            report(path, number, f"not valid JSON ({exc.msg})")
+
+
+def looks_like_jsonl(text: str) -> bool:
+    """True when the text is several JSON values, one a line, rather than one document."""
+    stripped = text.lstrip()
+    if not stripped.startswith("{"):
+        return False
+    first, _, rest = stripped.partition("\n")
+    if not rest.strip():
+        return False
+    try:
+        json.loads(first)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
+def dump_arguments(value: Any) -> str:
+    """Raw argument text for a parsed argument object (sources that store objects)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def text_of(value: Any) -> str:
+    """Flatten a tool result (string, list of text blocks, object) to the text shown."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        parts = []
+        for item in value:
+            if isinstance(item, dict):
+                if "text" in item:
+                    parts.append(str(item["text"]))
+                elif item.get("type") == "image":
+                    parts.append("[image]")
+                else:
+                    parts.append(json.dumps(item, ensure_ascii=False))
+            else:
+                parts.append(str(item))
+        return "\n".join(parts)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def from_millis(value: Any) -> datetime | None:
+    """A datetime from epoch milliseconds (OpenCode), or None."""
+    if isinstance(value, int | float) and value > 0:
+        return datetime.fromtimestamp(value / 1000, tz=UTC)
+    return None
+
+
+def from_iso(value: Any) -> datetime | None:
+    """A datetime from an ISO 8601 string (Claude Code), or None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+BASH_TOOLS = frozenset(
+    {"bash", "Bash", "shell", "Shell", "execute_bash", "run_shell_command", "run_command",
+     "swe-agent-shell", "tmux_keystrokes", "__format_error__"}
+)
+"""Source tool names that run a shell command (the last three name the actions of
+SWE-agent, Terminus and unparseable harness replies in flat call records)."""
+
+READ_TOOLS = frozenset({"read", "Read", "view", "read_file", "ReadFile"})
+"""Source tool names that read a file."""
+
+COMMAND_KEYS = ("command", "cmd")
+PATH_KEYS = ("path", "file_path", "filePath", "file")
+
+
+def kind_of_tool(tool: str) -> ToolKind:
+    """Whether a source tool name runs a shell command, reads a file, or is something else."""
+    return "bash" if tool in BASH_TOOLS else "read" if tool in READ_TOOLS else "other"
+
+
+def classify_call(tool: str, arguments: Any) -> tuple[ToolKind, str | None]:
+    """The kind of a source tool call and its command or path, when the arguments carry one.
+
+    ``arguments`` is the parsed argument object (or anything else when it did not parse).
+    A bash or read call whose arguments lack the command/path gets ``text=None``.
+    """
+    if tool in BASH_TOOLS:
+        return "bash", _first_str(arguments, COMMAND_KEYS)
+    if tool in READ_TOOLS:
+        return "read", _first_str(arguments, PATH_KEYS)
+    return "other", None
+
+
+def _first_str(arguments: Any, keys: tuple[str, ...]) -> str | None:
+    if not isinstance(arguments, dict):
+        return None
+    for key in keys:
+        value = arguments.get(key)
+        if isinstance(value, str):
+            return value
+    return None
