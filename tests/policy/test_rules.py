@@ -1,0 +1,116 @@
+"""The registry is the spec: every rule's bad examples yield its code, good ones are allowed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent_eval.policy import (
+    PRECEDENCE,
+    RULES,
+    check_call,
+    check_command,
+    check_read,
+    get_rule,
+    primary_code,
+)
+from agent_eval.policy.rules import JUDGED_KINDS, Example
+
+from policy_paths import allowlist_named
+
+RALF = allowlist_named("ralf")
+
+
+def judge(example: Example):
+    if example.kind == "command":
+        return check_command(example.text, RALF)
+    if example.kind == "read":
+        return check_read(example.text, RALF)
+    return check_call(example.tool, example.text, RALF)
+
+
+def _examples(which: str):
+    for rule in RULES.values():
+        for i, example in enumerate(getattr(rule, which)):
+            if example.kind in JUDGED_KINDS:
+                yield pytest.param(rule.code, example, id=f"{rule.code}-{rule.name}-{which}{i}")
+
+
+@pytest.mark.parametrize(("code", "example"), list(_examples("bad")))
+def test_bad_example_yields_its_code(code, example):
+    verdict = judge(example)
+    assert verdict.decision == "deny"
+    assert code in {f.code for f in verdict.findings}
+
+
+@pytest.mark.parametrize(("code", "example"), list(_examples("good")))
+def test_good_example_is_allowed(code, example):
+    verdict = judge(example)
+    assert verdict.decision == "allow", verdict.findings
+    assert code not in {f.code for f in verdict.findings}
+
+
+def test_every_design_code_is_registered_once_in_code_order():
+    design = ["AE101", "AE102", "AE103", "AE104", "AE201", "AE202", "AE301", "AE302", "AE303",
+              "AE304", "AE305", "AE306", "AE307", "AE308", "AE309", "AE310", "AE311", "AE312",
+              "AE313", "AE320", "AE401", "AE402", "AE403", "AE404"]
+    assert list(RULES) == design
+
+
+def test_rule_names_are_unique_kebab_case():
+    names = [r.name for r in RULES.values()]
+    assert len(set(names)) == len(names)
+    assert all(n == n.lower() and " " not in n and "_" not in n for n in names)
+
+
+@pytest.mark.parametrize("rule", list(RULES.values()), ids=lambda r: r.code)
+def test_every_rule_has_docs_and_both_kinds_of_example(rule):
+    assert rule.summary and rule.why and rule.bad and rule.good
+
+
+def test_session_rules_are_not_engine_rules_and_have_no_precedence():
+    session = [r.code for r in RULES.values() if r.scope == "session"]
+    assert session == ["AE401", "AE402", "AE403", "AE404"]
+    assert not any(RULES[c].emitted_by_engine for c in session)
+    assert not set(session) & set(PRECEDENCE)
+    assert all(ex.kind == "session" for c in session for ex in RULES[c].bad + RULES[c].good)
+
+
+def test_precedence_is_the_design_order_over_every_call_code():
+    assert PRECEDENCE == ("AE101", "AE102", "AE103", "AE104", "AE202", "AE201", "AE305",
+                          "AE308", "AE306", "AE301", "AE304", "AE302", "AE303", "AE312",
+                          "AE313", "AE307", "AE309", "AE310", "AE311", "AE320")
+    assert set(PRECEDENCE) == {c for c, r in RULES.items() if r.scope != "session"}
+
+
+@pytest.mark.parametrize(
+    ("codes", "primary"),
+    [
+        (["AE307", "AE301"], "AE301"),
+        (["AE307", "AE304"], "AE304"),
+        (["AE301", "AE305", "AE312"], "AE305"),
+        (["AE311", "AE310"], "AE310"),
+        (["AE201", "AE202"], "AE202"),
+        (["AE403", "AE320"], "AE320"),
+        ([], None),
+    ],
+    ids=["pipe-before-program", "chain-before-program", "heredoc-first", "flag-before-value",
+         "bytes-before-parse", "session-last", "none"],
+)
+def test_primary_code_follows_precedence(codes, primary):
+    assert primary_code(codes) == primary
+
+
+@pytest.mark.parametrize(("code", "found"), [("AE301", "pipe-to-filter"), ("ae301", "pipe-to-filter"),
+                                             ("AE999", None), ("", None)],
+                         ids=["exact", "lowercase", "unknown", "empty"])
+def test_get_rule_returns_the_rule_or_none(code, found):
+    rule = get_rule(code)
+    assert (rule.name if rule else None) == found
+
+
+def test_rule_as_dict_is_json_with_structured_examples():
+    data = json.loads(json.dumps(RULES["AE101"].as_dict()))
+    assert data["code"] == "AE101" and data["name"] == "unknown-tool"
+    assert data["bad"][0] == {"kind": "call", "text": "{}", "tool": "emit_guidance"}
