@@ -43,7 +43,8 @@ def read_sessions(
     """Yield the one session of a ``.traj.json`` file."""
     path = Path(path)
     doc = load_json_document(path)
-    if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
+    messages = doc.get("messages") if isinstance(doc, dict) else None
+    if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m for m in messages):
         raise ConfigError(
             "not a mini-swe-agent trajectory: expected an object with `messages`; "
             "pass a .traj.json file or pick another FORMAT",
@@ -58,7 +59,6 @@ def read_sessions(
         model=model or _model_of(info, config),
     )
     session.status, session.error = exit_state(info.get("exit_status"))
-    messages: list[Any] = doc["messages"]
     turn = -1
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict):

@@ -1,0 +1,114 @@
+"""``agent-eval import``: sessions recorded by other harnesses (or server logs) into the store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from agent_eval.cli import main
+from agent_eval.cli.db import db_option
+
+TRANSCRIPT_FORMATS = ("openai", "opencode", "claude-code", "mini-swe-agent", "swe-agent", "call-records")
+LOG_FORMATS = ("vllm-log", "llamacpp-log")
+
+
+@main.command(name="import")
+@click.argument("fmt", metavar="FORMAT", type=click.Choice(TRANSCRIPT_FORMATS + LOG_FORMATS))
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--allowlist", "allowlist_path", type=click.Path(path_type=Path),
+              help="Allow-list YAML every imported call is judged against (transcripts).")
+@click.option("--model", default=None, help="Model name to record, overriding the file's.")
+@click.option("--label", default=None, help="Label of the new run.")
+@db_option
+def import_(fmt: str, path: Path, allowlist_path: Path | None, model: str | None,
+            label: str | None, db: str | None) -> None:
+    """Import transcripts as a new run, every tool call judged by our engine.
+
+    FORMAT is openai, opencode, claude-code, mini-swe-agent, swe-agent or call-records
+    (needs --allowlist), or vllm-log / llamacpp-log for server logs.  Broken JSONL lines
+    are skipped with a warning; a broken single-document file is an error naming the
+    file and line.  Prints the run id, counts, errors per 100 calls and how often our
+    verdicts agree with the verdicts the source recorded itself.
+
+    Example: agent-eval import claude-code ~/.claude/projects --allowlist allowlists/ralf.yaml
+    """
+    from agent_eval.errors import ConfigError
+    from agent_eval.store import open_store
+
+    if fmt in LOG_FORMATS:
+        from agent_eval.serverlogs import import_log
+
+        with open_store(db) as store:
+            stats = import_log(store, fmt, path, label=label)
+        click.echo(f"imported {stats.samples} samples and {stats.requests} requests from {path} "
+                   f"({stats.malformed} malformed lines)")
+        return
+    if allowlist_path is None:
+        raise ConfigError("--allowlist FILE is required to judge imported calls", field="--allowlist")
+    from agent_eval.importers.recording import record_import
+    from agent_eval.policy import load_allowlist
+
+    allowlist = load_allowlist(allowlist_path)
+    with open_store(db) as store, _Progress() as progress:
+        summary = record_import(
+            store, fmt, path, allowlist, allowlist_path=str(allowlist_path), model=model,
+            label=label, on_skip=_warn_skip, on_session=progress.advance,
+        )
+    _print_summary(summary)
+
+
+def _warn_skip(path: Path, line: int, reason: str) -> None:
+    click.echo(f"Warning: {path}: line {line}: skipped: {reason}", err=True)
+
+
+def _print_summary(summary) -> None:
+    rate = summary.errors_per_100
+    click.echo(f"run {summary.run_id}: imported {summary.sessions} sessions, {summary.calls} calls "
+               f"({', '.join(f'{m}: {n}' for m, n in sorted(summary.models.items()))})")
+    if summary.error_sessions:
+        click.echo(f"  {summary.error_sessions} sessions in error state (excluded from the rate)")
+    click.echo(f"  errors/100 calls: {rate:.2f}" if rate is not None else "  errors/100 calls: n/a")
+    if summary.skipped_lines:
+        lines = ", ".join(str(n) for _, n, _ in summary.skipped_lines[:20])
+        click.echo(f"  skipped {len(summary.skipped_lines)} broken lines: {lines}")
+    if not summary.with_source:
+        click.echo("  the source recorded no verdicts of its own")
+        return
+    click.echo(f"  agreement with source verdicts: {summary.agree}/{summary.with_source}")
+    for d in summary.disagreements:
+        what = d.command if d.command is not None else d.tool
+        ours = f"{d.ours} {d.primary}" if d.primary else d.ours
+        click.echo(f"    {d.session} #{d.index} {what!r}: ours {ours}, source {d.source}")
+    more = summary.disagreement_count - len(summary.disagreements)
+    if more > 0:
+        click.echo(f"    ... and {more} more")
+
+
+class _Progress:
+    """A rich progress counter on stderr when it is a terminal; silent otherwise."""
+
+    def __enter__(self) -> _Progress:
+        import sys
+
+        self._progress = None
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import Progress, SpinnerColumn, TextColumn
+
+            self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
+                                      console=Console(stderr=True), transient=True)
+            self._progress.start()
+            self._task = self._progress.add_task("importing", total=None)
+        self._sessions = self._calls = 0
+        return self
+
+    def advance(self, record) -> None:
+        self._sessions += 1
+        self._calls += len(record.calls)
+        if self._progress is not None and self._sessions % 20 == 0:
+            self._progress.update(self._task, description=f"{self._sessions} sessions, {self._calls} calls")
+
+    def __exit__(self, *exc) -> None:
+        if self._progress is not None:
+            self._progress.stop()
