@@ -380,6 +380,8 @@ class _Lexer:
                 i = self.double_quoted(i)
             elif ch == "\\":
                 if i + 1 < n and text[i + 1] == "\n":
+                    if self.in_word:
+                        self.bare = False  # `l\<newline>s` must not pass as a bare `ls`
                     i += 2
                     continue
                 self.begin_word(i)

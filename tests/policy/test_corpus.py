@@ -1,0 +1,54 @@
+"""Every real command of ../shared/corpora is judged without an exception and denied by ralf.
+
+None of these real commands is a `uv run scripts/...` call of the ralf allow-list, so an
+allow would be a hole in the engine.  Skips when the shared corpora are absent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+from policy_paths import CORPORA, allowlist_named
+
+from agent_eval.policy import judge_command
+
+SHELL = CORPORA / "shell-corpus.txt"
+MULTILINE = CORPORA / "agent-multiline-commands.jsonl"
+
+
+def _need(path):
+    if not path.exists():
+        pytest.skip(f"shared corpus {path.name} absent (expected at {path.resolve()})")
+
+
+def _judge_all(commands):
+    ralf = allowlist_named("ralf")
+    allowed, primaries = [], Counter()
+    for number, command in commands:
+        verdict = judge_command(command, ralf)
+        primaries[verdict.primary] += 1
+        if verdict.allowed:
+            allowed.append((number, command))
+    return allowed, primaries
+
+
+def test_shell_corpus_is_judged_and_never_allowed():
+    _need(SHELL)
+    lines = SHELL.read_text(encoding="utf-8").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    assert len(lines) == 49_499
+    allowed, primaries = _judge_all(enumerate(lines, 1))
+    assert allowed == []
+    assert primaries["AE301"] > 1000 and primaries["AE307"] > 10_000
+
+
+def test_agent_multiline_commands_are_judged_and_never_allowed():
+    _need(MULTILINE)
+    lines = MULTILINE.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 1_632
+    allowed, primaries = _judge_all((n, json.loads(line)) for n, line in enumerate(lines, 1))
+    assert allowed == []
+    assert primaries["AE305"] > 100
