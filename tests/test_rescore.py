@@ -1,0 +1,92 @@
+"""Re-scoring a stored run under another allow-list: a new linked run, no model called."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from agent_eval.cli import main
+from agent_eval.importers.recording import record_import
+from agent_eval.policy import allowlist_from_dict, load_allowlist
+from agent_eval.rescore import rescore, rescore_run
+
+ROOT = Path(__file__).resolve().parents[1]
+RALF = ROOT / "allowlists" / "ralf.yaml"
+EXPORT = ROOT / ".." / "shared" / "corpora" / "format-fixtures" / "opencode-1.18.34" / "opencode-export.json"
+
+LOOSE = {
+    "name": "loose",
+    "programs": {"cat": {"positionals": [{"name": "file", "variadic": True}]}},
+    "read": {"roots": ["/tmp/ocproj/"], "allow_absolute": True},
+}
+
+
+@pytest.fixture
+def imported(store):
+    if not EXPORT.is_file():
+        pytest.skip(f"shared corpora not found at {EXPORT.parent}")
+    return record_import(store, "opencode", EXPORT, load_allowlist(RALF)).run_id
+
+
+def test_rescore_writes_a_new_run_linked_to_the_old(store, imported):
+    new = rescore_run(store, imported, allowlist_from_dict(LOOSE))
+    run = store.get_run(new)
+    assert (run.kind, run.parent_run_id, run.status) == ("rescore", imported, "finished")
+    assert run.config["allowlist"] == "loose"
+    assert run.fingerprint["allowlist"] == allowlist_from_dict(LOOSE).fingerprint
+
+
+def test_rescore_under_a_looser_list_allows_what_it_now_permits(store, imported):
+    result = rescore(store, imported, allowlist_from_dict(LOOSE))
+    calls = sorted(store.call_rows([result.run_id]), key=lambda c: c.index)
+    assert [c.decision for c in calls] == ["deny", "allow", "deny", "deny", "deny", "allow"]
+    assert [c.primary for c in calls] == ["AE301", None, "AE307", "AE320", "AE101", None]
+    assert result.changed == 2
+    assert (result.before.errors_per_100, result.after.errors_per_100) == (100.0, pytest.approx(400 / 6))
+
+
+def test_rescore_recomputes_next_actions(store, imported):
+    new = rescore_run(store, imported, allowlist_from_dict(LOOSE))
+    calls = sorted(store.call_rows([new]), key=lambda c: c.index)
+    assert [c.next_action for c in calls] == ["pivot", None, "retry-denied", "retry-denied", "pivot", None]
+
+
+def test_rescore_keeps_what_the_model_saw(store, imported):
+    new = rescore_run(store, imported, allowlist_from_dict(LOOSE))
+    [old_row] = store.session_rows([imported])
+    [new_row] = store.session_rows([new])
+    old, fresh = store.load_session(old_row.id).record, store.load_session(new_row.id).record
+    assert [c.output for c in fresh.calls] == [c.output for c in old.calls]
+    assert [c.source_decision for c in fresh.calls] == [c.source_decision for c in old.calls]
+    assert (fresh.key, fresh.target, fresh.messages) == (old.key, old.target, old.messages)
+
+
+def test_rescore_under_the_same_list_changes_nothing(store, imported):
+    result = rescore(store, imported, load_allowlist(RALF))
+    assert result.changed == 0
+    assert result.before.denied == result.after.denied == 6
+
+
+def test_rescore_cli_prints_new_run_and_rates(tmp_path):
+    if not EXPORT.is_file():
+        pytest.skip(f"shared corpora not found at {EXPORT.parent}")
+    db = str(tmp_path / "s.db")
+    runner = CliRunner()
+    assert runner.invoke(main, ["import", "opencode", str(EXPORT), "--allowlist", str(RALF), "--db", db]).exit_code == 0
+    loose = tmp_path / "loose.yaml"
+    loose.write_text("name: loose\nprograms: {cat: {positionals: [{name: file, variadic: true}]}}\n"
+                     "read: {roots: [/tmp/ocproj/], allow_absolute: true}\n")
+    result = runner.invoke(main, ["rescore", "1", "--allowlist", str(loose), "--db", db])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "run 2: rescored run 1 under loose: 6 calls, 2 changed verdict",
+        "  errors/100 calls: 100.00 -> 66.67",
+    ]
+
+
+def test_rescore_of_a_missing_run_exits_2(tmp_path):
+    result = CliRunner().invoke(main, ["rescore", "99", "--allowlist", str(RALF), "--db", str(tmp_path / "s.db")])
+    assert result.exit_code == 2
+    assert result.output.startswith("Error: ")
