@@ -1,0 +1,182 @@
+"""``agent-eval check``, ``rules`` and ``rule``: the policy engine at the command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TextIO
+
+import click
+
+from agent_eval.cli import EXIT_FAIL, EXIT_OK, EXIT_USAGE, main
+from agent_eval.errors import ConfigError
+from agent_eval.policy import RULES, Verdict, check_command, check_read, get_rule, load_allowlist
+
+
+def _verdict_dict(text: str, verdict: Verdict) -> dict:
+    return {
+        "command": text,
+        "decision": verdict.decision,
+        "primary": verdict.primary,
+        "findings": [{"code": f.code, "message": f.message, "start": f.start, "end": f.end}
+                     for f in verdict.findings],
+    }
+
+
+def format_verdict(text: str, verdict: Verdict) -> str:
+    """The verdict for humans: decision, then each finding's line with a caret line."""
+    if verdict.allowed:
+        return "allow"
+    out = [f"deny {verdict.primary} {get_rule(verdict.primary).name}"]
+    shown_line = None
+    for f in verdict.findings:
+        line_start = text.rfind("\n", 0, f.start) + 1
+        line_end = text.find("\n", f.start)
+        line_end = len(text) if line_end < 0 else line_end
+        line = text[line_start:line_end]
+        col = f.start - line_start
+        width = max(1, min(f.end, line_end) - f.start)
+        rule = get_rule(f.code)
+        if (line_start, line_end) != shown_line:
+            out.append(f"  {line}")
+            shown_line = (line_start, line_end)
+        out.append(f"  {' ' * col}{'^' * width} {f.code} {rule.name if rule else ''}: "
+                   f"{f.message}")
+    return "\n".join(out)
+
+
+def _batch_items(stream: TextIO, fmt: str, source: str) -> Iterator[tuple[int, str | None]]:
+    """(line number, command) per input line; command None for a bad jsonl line."""
+    for number, raw in enumerate(stream, 1):
+        line = raw.rstrip("\n")
+        if fmt == "lines":
+            if line.endswith("\r"):
+                line = line[:-1]
+            if line:
+                yield number, line
+            continue
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:
+            yield number, None
+            continue
+        if isinstance(item, dict):
+            item = item.get("command")
+        yield number, item if isinstance(item, str) else None
+
+
+@main.command()
+@click.option("--allowlist", "allowlist_path", required=True,
+              type=click.Path(dir_okay=False, path_type=Path), help="Allow-list YAML file.")
+@click.option("--tool", type=click.Choice(["bash", "read"]), default="bash", show_default=True,
+              help="Judge TEXT as a bash command or as a read-tool path.")
+@click.option("--batch", "batch", default=None, metavar="PATH",
+              help="Judge every line of PATH (`-` for stdin); writes JSON lines.")
+@click.option("--format", "fmt", type=click.Choice(["lines", "jsonl"]), default=None,
+              help="Batch input format (default: jsonl for *.jsonl, else lines).")
+@click.argument("text", required=False)
+def check(allowlist_path: Path, tool: str, batch: str | None, fmt: str | None,
+          text: str | None) -> None:
+    """Judge a command (or read path) against an allow-list.
+
+    Prints the verdict with a caret line under each finding; exits 0 when allowed,
+    1 when denied, 2 on a usage or config error.
+
+    With --batch, judges one command per input line and writes one JSON object per line
+    (command, decision, primary, findings with code, message, start, end) and a summary
+    on stderr; exits 0 (2 if some input lines were not valid).  In jsonl format each line
+    is a JSON string or an object with a "command" key, so multi-line commands fit.
+
+    Example: agent-eval check --allowlist allowlists/ralf.yaml 'ls | head'
+    """
+    allowlist = load_allowlist(allowlist_path)
+    judge = check_read if tool == "read" else check_command
+    if batch is None:
+        if text is None:
+            raise ConfigError("give TEXT to judge, or --batch PATH", field="check")
+        verdict = judge(text, allowlist)
+        click.echo(format_verdict(text, verdict))
+        sys.exit(EXIT_OK if verdict.allowed else EXIT_FAIL)
+    if text is not None:
+        raise ConfigError("give either TEXT or --batch, not both", field="--batch")
+    fmt = fmt or ("jsonl" if batch.endswith(".jsonl") else "lines")
+    if batch == "-":
+        stream, source = sys.stdin, "<stdin>"
+    else:
+        try:
+            stream, source = open(batch, encoding="utf-8", newline="\n"), batch  # noqa: SIM115
+        except OSError as exc:
+            raise ConfigError(f"cannot read batch file ({exc.strerror})", path=batch) from None
+    counts: Counter[str] = Counter()
+    bad_lines = 0
+    try:
+        for number, command in _batch_items(stream, fmt, source):
+            if command is None:
+                bad_lines += 1
+                click.echo(f"Error: {source}: line {number}: not a JSON string or an object "
+                           "with a string \"command\"; line skipped", err=True)
+                continue
+            verdict = judge(command, allowlist)
+            counts[verdict.primary or "allow"] += 1
+            click.echo(json.dumps(_verdict_dict(command, verdict), ensure_ascii=False))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text ({exc.reason})", path=source) from None
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
+    total = sum(counts.values())
+    parts = [f"{code} {n}" for code, n in sorted(counts.items()) if code != "allow"]
+    summary = f"judged {total}: allow {counts['allow']}, deny {total - counts['allow']}"
+    click.echo(summary + (f" ({', '.join(parts)})" if parts else ""), err=True)
+    sys.exit(EXIT_USAGE if bad_lines else EXIT_OK)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the registry as JSON.")
+def rules(as_json: bool) -> None:
+    """List every rule: code, name, scope, status and summary.
+
+    Example: agent-eval rules --json
+    """
+    if as_json:
+        click.echo(json.dumps([r.as_dict() for r in RULES.values()], indent=2,
+                              ensure_ascii=False))
+        return
+    width = max(len(r.name) for r in RULES.values())
+    for r in RULES.values():
+        click.echo(f"{r.code}  {r.name:<{width}}  {r.scope:<10}  {r.status:<7}  {r.summary}")
+
+
+@main.command()
+@click.argument("code")
+@click.option("--json", "as_json", is_flag=True, help="Print the rule as JSON.")
+def rule(code: str, as_json: bool) -> None:
+    """Print one rule in full: summary, why it matters, bad and good examples.
+
+    Example: agent-eval rule AE301
+    """
+    found = get_rule(code)
+    if found is None:
+        raise ConfigError(f"unknown rule code {code!r}; `agent-eval rules` lists them",
+                          field="CODE")
+    if as_json:
+        click.echo(json.dumps(found.as_dict(), indent=2, ensure_ascii=False))
+        return
+    lines = [f"{found.code} {found.name}", "", found.summary, "", f"Why: {found.why}",
+             f"Scope: {found.scope}; status: {found.status}"
+             + ("" if found.emitted_by_engine else "; decided outside the policy engine")]
+    for title, examples in (("Bad", found.bad), ("Good", found.good)):
+        lines += ["", f"{title}:"]
+        for ex in examples:
+            shown = json.dumps(ex.text) if ("\n" in ex.text or not ex.text) else ex.text
+            if len(shown) > 200:
+                shown = shown[:200] + "..."
+            prefix = {"call": f"call {ex.tool} ", "read": "read ", "reply": "reply: ",
+                      "session": "session: "}.get(ex.kind, "$ ")
+            lines.append(f"  {prefix}{shown}")
+    click.echo("\n".join(lines))

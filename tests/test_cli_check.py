@@ -1,0 +1,112 @@
+"""`agent-eval check`, `rules` and `rule`: output, exit codes, batch mode."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from agent_eval.cli import main
+from agent_eval.policy import RULES
+
+RALF = str(Path(__file__).resolve().parents[1] / "allowlists" / "ralf.yaml")
+
+
+def run(*args: str, stdin: str | None = None):
+    return CliRunner().invoke(main, list(args), input=stdin)
+
+
+def test_denied_command_prints_caret_under_each_finding_and_exits_1():
+    result = run("check", "--allowlist", RALF, 'ls scripts/ | grep -E "search|web"')
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    assert lines[0] == "deny AE301 pipe-to-filter"
+    assert lines[1] == '  ls scripts/ | grep -E "search|web"'
+    assert '              ^^^^^^^^^^^^^^^^^^^^^^ AE301 pipe-to-filter: output piped into grep' in lines
+
+
+def test_allowed_command_prints_allow_and_exits_0():
+    result = run("check", "--allowlist", RALF, "uv run scripts/lights.py status")
+    assert (result.exit_code, result.output) == (0, "allow\n")
+
+
+def test_read_tool_path_is_judged_as_a_path():
+    result = run("check", "--allowlist", RALF, "--tool", "read", "/data/rendered/x.png")
+    assert result.exit_code == 1 and result.output.startswith("deny AE320 blocked-read-path")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["check", "--allowlist", "missing.yaml", "ls"], "missing.yaml: file not found"),
+     (["check", "--allowlist", RALF], "give TEXT to judge"),
+     (["check", "--allowlist", RALF, "--batch", "-", "ls"], "not both"),
+     (["check", "--allowlist", RALF, "--batch", "no-such-file.txt"], "cannot read batch file")],
+    ids=["missing-allowlist", "no-text", "text-and-batch", "missing-batch-file"],
+)
+def test_usage_and_config_errors_exit_2_with_one_error_line(args, message):
+    result = run(*args)
+    assert result.exit_code == 2
+    assert "Error:" in result.output and message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_batch_lines_from_stdin_writes_one_json_object_per_line_and_a_summary():
+    result = run("check", "--allowlist", RALF, "--batch", "-",
+                 stdin="ls | head\nuv run scripts/lights.py status\ntimeout 5 ls\n")
+    assert result.exit_code == 0
+    out = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(o["decision"], o["primary"]) for o in out] == [
+        ("deny", "AE301"), ("allow", None), ("deny", "AE306")]
+    assert out[0]["findings"][0] == {"code": "AE307", "message": "program ls is not allowed",
+                                     "start": 0, "end": 2}
+    assert result.stderr.strip() == "judged 3: allow 1, deny 2 (AE301 1, AE306 1)"
+
+
+def test_batch_jsonl_is_the_default_for_a_jsonl_file_and_holds_multi_line_commands(tmp_path):
+    batch = tmp_path / "calls.jsonl"
+    batch.write_text(json.dumps("cat <<EOF\nx\nEOF") + "\n"
+                     + json.dumps({"command": "uv run scripts/lights.py status"}) + "\n")
+    result = run("check", "--allowlist", RALF, "--batch", str(batch))
+    out = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [o["command"] for o in out] == ["cat <<EOF\nx\nEOF", "uv run scripts/lights.py status"]
+    assert [o["primary"] for o in out] == ["AE305", None]
+
+
+def test_batch_bad_jsonl_line_names_the_line_and_judges_the_rest(tmp_path):
+    batch = tmp_path / "calls.jsonl"
+    batch.write_text('"ls"\n{"command": \n"uv run scripts/lights.py status"\n')
+    result = run("check", "--allowlist", RALF, "--batch", str(batch))
+    assert result.exit_code == 2
+    assert f"{batch}: line 2: not a JSON string" in result.stderr
+    assert len(result.stdout.splitlines()) == 2
+
+
+def test_rules_lists_every_registered_code():
+    result = run("rules")
+    assert result.exit_code == 0
+    assert [line.split()[0] for line in result.output.splitlines()] == list(RULES)
+
+
+def test_rules_json_is_the_registry():
+    data = json.loads(run("rules", "--json").output)
+    assert [r["code"] for r in data] == list(RULES)
+    assert data[0]["bad"][0]["tool"] == "emit_guidance"
+
+
+def test_rule_prints_one_rule_in_full():
+    result = run("rule", "AE301")
+    assert result.exit_code == 0
+    assert result.output.startswith("AE301 pipe-to-filter\n")
+    assert "Why: Each script already prints" in result.output
+    assert '  $ ls scripts/ | grep -E "search|web"' in result.output
+
+
+def test_rule_json():
+    assert json.loads(run("rule", "ae310", "--json").output)["name"] == "unknown-flag"
+
+
+def test_unknown_rule_is_a_usage_error():
+    result = run("rule", "AE999")
+    assert result.exit_code == 2 and "unknown rule code 'AE999'" in result.output
