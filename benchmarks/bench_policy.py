@@ -1,0 +1,168 @@
+"""Policy engine throughput and latency on one core, beside plain ``bashlex.parse``.
+
+Run:  python benchmarks/bench_policy.py [--repeat-rounds 20]
+
+Workloads (all judged under allowlists/ralf.yaml):
+  real corpus   every line of ../shared/corpora/shell-corpus.txt and
+                agent-multiline-commands.jsonl, uncached (skipped when absent)
+  agent mix     a seeded mix of what an agent under ralf emits: ~85% allowed-form
+                `uv run scripts/...` calls with quoted values, the rest CONTEXT.md's
+                denials; every text unique, uncached
+  agent mix, repeated   the agent mix again and again through the verdict cache
+
+Goals: >= 4,000 checks/s on the real corpus, >= 25,000/s on the agent mix, >= 200,000/s
+repeated.  Prints a Markdown table (paste it into BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import bashlex
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from agent_eval.policy import check_command, clear_cache, judge_command, load_allowlist  # noqa: E402
+
+CORPORA = REPO / ".." / "shared" / "corpora"
+
+
+def pin_to_one_core() -> str:
+    try:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+        return "pinned to one core"
+    except (AttributeError, OSError):
+        return "not pinned (sched_setaffinity unavailable)"
+
+
+def load_corpus() -> list[str] | None:
+    shell, multi = CORPORA / "shell-corpus.txt", CORPORA / "agent-multiline-commands.jsonl"
+    if not shell.exists() or not multi.exists():
+        return None
+    lines = shell.read_text(encoding="utf-8").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    lines += [json.loads(line) for line in multi.read_text(encoding="utf-8").splitlines()]
+    return lines
+
+
+def agent_mix(n: int, seed: int = 7) -> list[str]:
+    """Unique commands shaped like an agent's under ralf: mostly allowed script calls."""
+    rng = random.Random(seed)
+    words = ["invoices", "roadmap", "kitchen", "quarterly report", "Q3 budget", "alice",
+             "travel plans", "stage-2", "bob notes", "research"]
+    allowed = [
+        lambda i: f"uv run scripts/fetch_context.py --no-attach --agent researcher{i}",
+        lambda i: f'uv run scripts/db_query.py --sql "SELECT * FROM tasks WHERE id = {i}" '
+                  f"--limit {rng.randint(1, 500)}",
+        lambda i: f"uv run scripts/embedding_search.py --query '{rng.choice(words)} {i}' "
+                  f"--top-k {rng.randint(1, 20)} --collection notes",
+        lambda i: f"uv run scripts/context_cache.py get --key stage/{i}",
+        lambda i: f"uv run scripts/update_stage_status.py --stage s{i} --status awaiting_eval",
+        lambda i: f"uv run scripts/update_attempt_outcome.py --attempt a{i} --outcome success "
+                  f'--summary "{rng.choice(words)} done ({i})"',
+        lambda i: f"uv run scripts/ralf_spawn.py step_evaluator --stage s{i}",
+        lambda i: f"uv run scripts/lights.py set --room {rng.choice(words[:3])}{i} --state on",
+        lambda i: f"uv run scripts/email_search.py --query \"from:{rng.choice(words)}\" "
+                  f"--limit {i % 50 + 1}",
+    ]
+    denied = [
+        lambda i: f"uv run scripts/fetch_context.py --agent a{i} | jq '.attempt.session_id'",
+        lambda i: f"ls scripts/ | grep -E \"search|web{i}\"",
+        lambda i: f"timeout 60 uv run scripts/embedding_search.py --query q{i}",
+        lambda i: f"cd /work/{i} && uv run scripts/lights.py status",
+        lambda i: f"uv run scripts/fetch_context.py --no-agent r{i}",
+        lambda i: f"uv run scripts/food_management.py --list {i}",
+        lambda i: f"uv run scripts/db_query.py --sql 'SELECT {i}' 2>&1",
+    ]
+    out = []
+    for i in range(n):
+        make = rng.choice(allowed) if rng.random() < 0.85 else rng.choice(denied)
+        out.append(make(i))
+    return out
+
+
+def measure(label: str, items: list[str], fn) -> dict:
+    """Throughput from an untimed-per-call pass, latency from a per-call timed pass."""
+    start = time.perf_counter()
+    for item in items:
+        fn(item)
+    elapsed = time.perf_counter() - start
+    return {"label": label, "n": len(items), "rate": len(items) / elapsed}
+
+
+def latencies(items: list[str], fn) -> tuple[float, float]:
+    clock = time.perf_counter_ns
+    samples = []
+    for item in items:
+        t0 = clock()
+        fn(item)
+        samples.append(clock() - t0)
+    q = statistics.quantiles(samples, n=100)
+    return q[49] / 1000, q[98] / 1000
+
+
+def safe_bashlex(text: str) -> None:
+    try:
+        bashlex.parse(text)
+    except Exception:  # RecursionError included: bashlex refuses many real lines
+        pass
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat-rounds", type=int, default=20)
+    parser.add_argument("--mix-size", type=int, default=5000)
+    args = parser.parse_args()
+    pinned = pin_to_one_core()
+    ralf = load_allowlist(REPO / "allowlists" / "ralf.yaml")
+    uncached = lambda text: judge_command(text, ralf)  # noqa: E731
+    cached = lambda text: check_command(text, ralf)  # noqa: E731
+
+    rows = []
+    corpus = load_corpus()
+    if corpus is None:
+        print("real corpus: ../shared/corpora absent, skipped", file=sys.stderr)
+    else:
+        row = measure("real corpus (uncached)", corpus, uncached)
+        row["p50"], row["p99"] = latencies(corpus, uncached)
+        row["bashlex"] = measure("bashlex", corpus, safe_bashlex)["rate"]
+        rows.append(row)
+
+    mix = agent_mix(args.mix_size)
+    row = measure("agent mix (uncached)", mix, uncached)
+    row["p50"], row["p99"] = latencies(mix, uncached)
+    row["bashlex"] = measure("bashlex", mix, safe_bashlex)["rate"]
+    allowed = sum(judge_command(t, ralf).allowed for t in mix)
+    rows.append(row)
+
+    clear_cache()
+    for text in mix:
+        cached(text)
+    repeated = mix * args.repeat_rounds
+    row = measure(f"agent mix x{args.repeat_rounds} (cached)", repeated, cached)
+    row["p50"], row["p99"] = latencies(repeated, cached)
+    row["bashlex"] = None
+    rows.append(row)
+
+    print(f"# policy engine benchmark ({pinned}; agent mix {len(mix)} commands, "
+          f"{allowed} allowed)")
+    print()
+    print("| workload | checks | checks/s | p50 µs | p99 µs | bashlex.parse/s (same input) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        bl = f"{r['bashlex']:,.0f}" if r.get("bashlex") else "-"
+        print(f"| {r['label']} | {r['n']:,} | {r['rate']:,.0f} | {r['p50']:.1f} | "
+              f"{r['p99']:.1f} | {bl} |")
+
+
+if __name__ == "__main__":
+    main()
