@@ -10,7 +10,7 @@ Public surface::
     AllowList, load_allowlist(path), ENGINE_VERSION
 
 ``policy/`` imports nothing from the package except ``agent_eval.errors`` (a leaf).
-Module map: ``rules`` (the registry), ``lexer`` (quote-aware pre-scan), ``commands``
+Module map: ``rules`` (the registry), ``lexer`` (quote-aware pre-scan) and ``syntax`` (its output), ``commands``
 (operators, wrappers, programs, runner form), ``arguments`` (script argument specs),
 ``reads`` (read paths), ``engine`` (entry points, bashlex confirmation, cache).
 """

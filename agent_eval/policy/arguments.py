@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from agent_eval.policy.allowlist import CommandSpec, FlagSpec, PositionalSpec
-from agent_eval.policy.lexer import Word
+from agent_eval.policy.syntax import Word
 from agent_eval.policy.verdict import Invocation
 
 

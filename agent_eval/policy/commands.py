@@ -19,7 +19,7 @@ import re
 
 from agent_eval.policy.allowlist import AllowList
 from agent_eval.policy.arguments import Problem, match_arguments
-from agent_eval.policy.lexer import Redirect, Scan, SimpleCommand, Word
+from agent_eval.policy.syntax import Redirect, Scan, SimpleCommand, Word
 from agent_eval.policy.verdict import Invocation
 
 WRAPPERS = frozenset({

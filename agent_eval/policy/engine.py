@@ -34,9 +34,10 @@ import bashlex
 from agent_eval.policy.allowlist import AllowList
 from agent_eval.policy.arguments import Problem
 from agent_eval.policy.commands import CommandJudge
-from agent_eval.policy.lexer import Scan, SimpleCommand, scan_command, split_plain
+from agent_eval.policy.lexer import scan_command, split_plain
 from agent_eval.policy.reads import judge_read
 from agent_eval.policy.rules import PRECEDENCE, code_for, get_rule, primary_code
+from agent_eval.policy.syntax import Scan, SimpleCommand
 from agent_eval.policy.verdict import Finding, Invocation, Verdict
 
 ENGINE_VERSION = "1.0.0"

@@ -7,10 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
+from policy_paths import allowlist_named
 
 from agent_eval.policy import check_command, check_read
-
-from policy_paths import allowlist_named
 
 CASES = Path(__file__).resolve().parent / "cases"
 _MARKER = re.compile(r"^(?P<text>.*?)\s+# (?:expect: (?P<codes>AE\d{3}(?:\s*,\s*AE\d{3})*)|ok)\s*$")

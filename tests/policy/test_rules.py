@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from policy_paths import allowlist_named
 
 from agent_eval.policy import (
     PRECEDENCE,
@@ -16,8 +17,6 @@ from agent_eval.policy import (
     primary_code,
 )
 from agent_eval.policy.rules import JUDGED_KINDS, Example
-
-from policy_paths import allowlist_named
 
 RALF = allowlist_named("ralf")
 

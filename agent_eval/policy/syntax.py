@@ -1,0 +1,72 @@
+"""The shape of a scanned bash command: words, redirections, operators, events.
+
+Produced by ``lexer.scan_command`` (or ``lexer.split_plain`` for plain text) and read by
+``commands.CommandJudge``.  Mutable while the lexer builds them; nobody changes them after.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+OpKind = Literal["|", "|&", "&&", "||", ";", "&", "\n", "(", ")"]
+
+
+@dataclass(slots=True)
+class Word:
+    """One shell word.  ``value`` has quotes and escapes removed (exact when ``literal``);
+    ``bare`` means the raw text had no quotes or escapes at all."""
+
+    value: str
+    start: int
+    end: int
+    literal: bool = True
+    bare: bool = True
+
+
+@dataclass(slots=True)
+class Redirect:
+    """A redirection such as ``2>&1`` (fd ``2``, op ``>&``, target ``1``)."""
+
+    op: str
+    fd: str | None
+    start: int
+    end: int
+    target: Word | None = None
+
+
+@dataclass(slots=True)
+class Op:
+    kind: OpKind
+    start: int
+    end: int
+
+
+@dataclass(slots=True)
+class SimpleCommand:
+    """Words and redirections of one simple command; ``join`` is the operator before it."""
+
+    words: list[Word] = field(default_factory=list)
+    redirects: list[Redirect] = field(default_factory=list)
+    join: Op | None = None
+
+    @property
+    def end(self) -> int:
+        ends = [w.end for w in self.words] + [r.end for r in self.redirects]
+        return max(ends) if ends else (self.join.end if self.join else 0)
+
+
+@dataclass(slots=True)
+class Event:
+    """A construct found while lexing, named by the rule it breaks."""
+
+    rule: str
+    message: str
+    start: int
+    end: int
+
+
+@dataclass(slots=True)
+class Scan:
+    commands: list[SimpleCommand]
+    events: list[Event]
