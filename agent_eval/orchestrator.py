@@ -1,0 +1,278 @@
+"""The mock orchestrator: play one scenario against a model, judging every tool call.
+
+``run_session`` is the turn loop of one subagent.  It sends the rendered rules and the
+task, and for every tool call in every reply it asks the policy engine for a verdict, then
+answers the way the real harness would: the canned output of the simulated script (or the
+virtual file), or the allow-list's denial text.  Nothing the model emits is executed;
+the environment is a dictionary.
+
+A call matching one of the scenario's ``children`` spawns a child session (the nested
+orchestrator case), played to its end before the parent continues; the child's records
+come back with the parent's, linked by ``parent_key``.
+
+The session ends when
+- the model replies without a tool call: ``completed`` if the task closed, else ``abandoned``;
+- the handshake's last step is emitted (the stage closes): ``completed`` when every goal
+  call was made too, else ``abandoned``;
+- a limit (turns, tool calls) is hit: ``stalled``, unless the task had already closed;
+- the model server fails past the client's retries: ``error``, with the reason.  Error
+  sessions are excluded from every model rate.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from agent_eval.errors import HarnessFault
+from agent_eval.policy import Verdict, check_call, render_denial
+from agent_eval.scenario import LoadedScenario, Suite
+from agent_eval.transcript import (
+    CallRecord,
+    FindingRecord,
+    HandshakeResult,
+    SessionRecord,
+    TurnRecord,
+    assign_next_actions,
+)
+
+MAX_CHILD_DEPTH = 3
+TEXT_CALL_TOOL = "(reply text)"  # tool name recorded for tool-call markup left in the text
+
+
+class ChatModel(Protocol):
+    """Anything that answers a chat completion: ``client.ModelClient`` or a scripted model."""
+
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *,
+        seed_key: str | None = None,
+    ) -> Any: ...
+
+
+@dataclass
+class _Progress:
+    """What the session has achieved so far, updated by allowed calls only."""
+
+    scenario: LoadedScenario
+    state: dict[str, str]
+    goal_done: set[int] = field(default_factory=set)
+    handshake_done: int = 0
+
+    @property
+    def closed(self) -> bool:
+        spec = self.scenario.spec
+        goal_met = len(self.goal_done) == len(spec.goal)
+        return goal_met and self.handshake_done == len(spec.handshake)
+
+    @property
+    def stage_closed(self) -> bool:
+        """The handshake's last step was emitted: the harness ends the subagent here."""
+        n = len(self.scenario.spec.handshake)
+        return n > 0 and self.handshake_done == n
+
+    def advance(self, verdict: Verdict) -> None:
+        spec = self.scenario.spec
+        inv = verdict.invocation
+        for i, want in enumerate(spec.goal):
+            if i not in self.goal_done and want.matches(inv):
+                self.goal_done.add(i)
+        if self.handshake_done < len(spec.handshake):
+            if spec.handshake[self.handshake_done].matches(inv):
+                self.handshake_done += 1
+
+    def handshake_result(self) -> HandshakeResult:
+        steps = self.scenario.spec.handshake
+        done = self.handshake_done
+        return HandshakeResult(
+            required=len(steps),
+            done=done,
+            completed=bool(steps) and done == len(steps),
+            missed_step=steps[done].label() if done < len(steps) else None,
+        )
+
+
+async def run_session(
+    scenario: LoadedScenario,
+    model: ChatModel,
+    *,
+    target: str,
+    suite: Suite | None = None,
+    repeat: int = 0,
+    key: str | None = None,
+    parent_key: str | None = None,
+    depth: int = 0,
+) -> list[SessionRecord]:
+    """Play ``scenario`` once against ``model``.  Returns the session's record first, then
+    the records of every child session it spawned (each with ``parent_key`` set).
+
+    Never raises for anything the model does; a ``HarnessFault`` from the model ends the
+    session with status ``error``.  ``suite`` resolves child scenarios by name.
+    """
+    spec = scenario.spec
+    key = key or f"{target}/{spec.name}/{repeat}"
+    record = SessionRecord(
+        key=key, target=target, scenario=spec.name, repeat=repeat, parent_key=parent_key,
+        tags=list(spec.tags), started_at=_now(),
+    )
+    children: list[SessionRecord] = []
+    progress = _Progress(scenario, dict(spec.environment.state))
+    offered = [*spec.tools, *(t.name for t in spec.extra_tools)]
+    tools = scenario.tool_schemas()
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": scenario.system_prompt()},
+        {"role": "user", "content": spec.task},
+    ]
+    seed_key = key
+    status = None
+    for turn_index in range(spec.limits.turns):
+        started = _now()
+        try:
+            reply = await model.complete(messages, tools, seed_key=seed_key)
+        except HarnessFault as exc:
+            status, record.error = "error", str(exc)
+            break
+        record.turns.append(_turn_record(turn_index, reply, started))
+        assistant = _assistant_message(reply)
+        messages.append(assistant)
+        if not reply.tool_calls:
+            if reply.markup:
+                record.calls.append(_text_call(len(record.calls), turn_index, reply))
+            status = "completed" if progress.closed else "abandoned"
+            break
+        for out, sent in zip(reply.tool_calls, assistant["tool_calls"], strict=True):
+            if len(record.calls) >= spec.limits.tool_calls:
+                status = "stalled"
+                break
+            call, verdict = _judge(len(record.calls), turn_index, out, scenario, offered)
+            record.calls.append(call)
+            if verdict.allowed:
+                call.output = await _simulate(
+                    call, verdict, scenario, suite, model, progress, target, repeat,
+                    key, depth, children,
+                )
+            messages.append({"role": "tool", "tool_call_id": sent["id"], "content": call.output})
+        if status is not None:
+            break
+        if progress.stage_closed:
+            status = "completed" if progress.closed else "abandoned"
+            break
+    if status is None or (status == "stalled" and progress.closed):
+        status = "completed" if progress.closed else "stalled"
+    record.status = status
+    record.handshake = progress.handshake_result()
+    record.messages = messages
+    record.finished_at = _now()
+    assign_next_actions(record.calls)
+    return [record, *children]
+
+
+def _judge(index: int, turn_index: int, out: Any, scenario: LoadedScenario,
+           offered: Sequence[str]) -> tuple[CallRecord, Verdict]:
+    verdict = check_call(out.name, out.arguments, scenario.allowlist, offered=offered)
+    call = CallRecord(
+        index=index, turn_index=turn_index, tool=out.name, arguments=out.arguments,
+        decision=verdict.decision, primary=verdict.primary, call_id=out.id,
+        findings=[FindingRecord(f.code, f.message, f.start, f.end) for f in verdict.findings],
+        command=_command_text(out.name, out.arguments, scenario),
+    )
+    if verdict.invocation is not None:
+        call.script = verdict.invocation.script
+    if not verdict.allowed:
+        call.output = render_denial(verdict, scenario.allowlist)
+    return call, verdict
+
+
+async def _simulate(call: CallRecord, verdict: Verdict, scenario: LoadedScenario,
+                    suite: Suite | None, model: ChatModel, progress: _Progress, target: str,
+                    repeat: int, key: str, depth: int, children: list[SessionRecord]) -> str:
+    """The output an allowed call gets.  Only reads the scenario's simulated environment."""
+    spec = scenario.spec
+    tool = scenario.allowlist.tool(call.tool)
+    progress.advance(verdict)
+    if tool is None or tool.kind == "other":
+        extra = next((t for t in spec.extra_tools if t.name == call.tool), None)
+        return extra.output if extra else '{"ok": true}'
+    if tool.kind == "read":
+        path = verdict.path or ""
+        if path in spec.environment.files:
+            return spec.environment.files[path]
+        return f"Error: file not found: {path}"
+    inv = verdict.invocation
+    output = spec.environment.default_output
+    for canned in spec.environment.outputs:
+        if canned.match.matches(inv):
+            progress.state.update(canned.effects)
+            output = canned.output
+            break
+    for spawn in spec.children:
+        if spawn.on.matches(inv) and suite is not None and depth < MAX_CHILD_DEPTH:
+            child_sc = suite.scenarios[spawn.scenario]
+            child_key = f"{key}/{spawn.scenario}#{len(children)}"
+            records = await run_session(
+                child_sc, model, target=target, suite=suite, repeat=repeat, key=child_key,
+                parent_key=key, depth=depth + 1,
+            )
+            children.extend(records)
+            call.child_key = child_key
+            output = (f"Spawned {spawn.scenario} (session {child_key}); "
+                      f"it finished with status {records[0].status}.")
+            break
+    return output
+
+
+def _command_text(name: str, arguments: str, scenario: LoadedScenario) -> str | None:
+    """The command (bash) or path (read) inside the arguments, for display and spans."""
+    tool = scenario.allowlist.tool(name)
+    if tool is None or tool.kind == "other":
+        return None
+    try:
+        args = json.loads(arguments)
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(args, dict):
+        return None
+    value = args.get(tool.argument or ("command" if tool.kind == "bash" else "path"))
+    return value if isinstance(value, str) else None
+
+
+def _text_call(index: int, turn_index: int, reply: Any) -> CallRecord:
+    """Tool-call markup the server did not parse (AE104): counted as one erroneous call."""
+    from agent_eval.policy import get_rule
+
+    start, end = reply.markup[0]
+    rule = get_rule("AE104")
+    return CallRecord(
+        index=index, turn_index=turn_index, tool=TEXT_CALL_TOOL, arguments="",
+        decision="deny", primary="AE104", command=reply.content,
+        findings=[FindingRecord("AE104", rule.summary if rule else "tool call written as text",
+                                start, end)],
+        output="(no tool call was parsed; the harness ended the turn)",
+    )
+
+
+def _assistant_message(reply: Any) -> dict[str, Any]:
+    msg: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
+    if reply.tool_calls:
+        msg["tool_calls"] = [
+            {"id": tc.id or f"call_{i}", "type": "function",
+             "function": {"name": tc.name, "arguments": tc.arguments}}
+            for i, tc in enumerate(reply.tool_calls)
+        ]
+    return msg
+
+
+def _turn_record(index: int, reply: Any, started: datetime) -> TurnRecord:
+    return TurnRecord(
+        index=index, content=reply.content or "", reasoning=reply.reasoning or "",
+        finish_reason=reply.finish_reason, prompt_tokens=reply.prompt_tokens,
+        completion_tokens=reply.completion_tokens, reasoning_tokens=reply.reasoning_tokens,
+        cached_tokens=reply.cached_tokens, latency_s=reply.latency_s, ttft_s=reply.ttft_s,
+        decode_tps=reply.decode_tps, started_at=started,
+    )
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,196 @@
+"""run_session: the turn loop, simulated tools, verdicts, children, limits and exit states.
+
+Uses the bundled ralf suite and a scripted model (no HTTP); the end-to-end tests over real
+HTTP against the simulator are in tests/test_run_e2e.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from agent_eval.errors import HarnessFault
+from agent_eval.orchestrator import TEXT_CALL_TOOL, run_session
+from agent_eval.scenario import load_suite
+from agent_eval.scripted import ScriptedModel
+
+SUITE = load_suite(Path(__file__).resolve().parents[1] / "scenarios" / "ralf")
+
+
+def bash(command: str) -> tuple[str, dict]:
+    return ("bash", {"command": command})
+
+
+def read(path: str) -> tuple[str, dict]:
+    return ("read", {"path": path})
+
+
+def play(name: str, script: list, **kw):
+    model = ScriptedModel(script)
+    records = asyncio.run(run_session(SUITE.scenarios[name], model, target="t", suite=SUITE, **kw))
+    return records, model
+
+
+def reference_script(name: str) -> list:
+    steps = SUITE.scenarios[name].spec.reference
+    return [[bash(s.bash)] if s.bash else [read(s.read)] for s in steps]
+
+
+LIGHTS = "lights-evening-off"
+RESEARCH = "research-market-scan-web"
+
+
+def test_reference_plan_completes_the_task_with_every_call_allowed():
+    (rec,), _ = play(LIGHTS, reference_script(LIGHTS) + ["All lights are off."])
+    assert rec.status == "completed"
+    assert [c.decision for c in rec.calls] == ["allow"] * 3
+    assert [c.script for c in rec.calls] == ["lights.py"] * 3
+    assert rec.handshake.required == 0
+    assert len(rec.turns) == 4
+
+
+def test_research_stage_closes_with_handshake_and_links_the_evaluator_child():
+    script = reference_script(RESEARCH) + reference_script("evaluator-step") + ["Evaluated."]
+    records, _ = play(RESEARCH, script)
+    parent, child = records
+    assert parent.status == "completed"
+    assert parent.handshake.completed and parent.handshake.done == 3
+    assert parent.handshake.missed_step is None
+    assert child.parent_key == parent.key
+    assert child.scenario == "evaluator-step"
+    assert child.status == "completed"
+    spawn = parent.calls[-1]
+    assert spawn.script == "ralf_spawn.py"
+    assert spawn.child_key == child.key
+    assert "finished with status completed" in spawn.output
+
+
+def test_session_ends_when_the_stage_closes_even_if_the_model_would_go_on():
+    extra = [bash("uv run scripts/db_query.py --sql 'SELECT 1'")]
+    script = reference_script(RESEARCH) + reference_script("evaluator-step") + [extra]
+    records, model = play(RESEARCH, script)
+    assert len(records[0].calls) == 6
+    assert len(records[1].calls) == 4  # the evaluator also ends on its closing call
+    assert model.script == [extra]
+
+
+def test_skipped_first_handshake_step_is_missed_and_the_stage_stays_open():
+    ref = reference_script(RESEARCH)
+    script = ref[:3] + ref[4:] + reference_script("evaluator-step") + ["Evaluated."]
+    records, _ = play(RESEARCH, script)
+    parent = records[0]
+    assert not parent.handshake.completed
+    assert parent.handshake.done == 0
+    assert parent.handshake.missed_step.startswith("update_attempt_outcome.py")
+    assert parent.status == "abandoned"
+
+
+def test_denied_pipe_returns_denial_text_and_pivot_is_recorded():
+    script = [
+        [bash("uv run scripts/lights.py status | head -n 5")],
+        *reference_script(LIGHTS),
+        "done",
+    ]
+    (rec,), model = play(LIGHTS, script)
+    denied = rec.calls[0]
+    assert denied.decision == "deny" and denied.primary == "AE301"
+    assert denied.next_action == "pivot"
+    assert denied.output.startswith("Permission denied by the allow-list (AE301 pipe-to-filter)")
+    assert any(f.code == "AE301" and f.start > 0 for f in denied.findings)
+    # the model saw the denial text as the tool result
+    tool_msgs = [m for m in model.requests[1] if m["role"] == "tool"]
+    assert tool_msgs[0]["content"] == denied.output
+    assert rec.status == "completed"
+
+
+def test_repeat_retry_and_abandon_are_told_apart():
+    pipe = bash("uv run scripts/lights.py status | head -n 5")
+    script = [[pipe], [pipe], [bash("ls scripts/")], "I cannot do this."]
+    (rec,), _ = play(LIGHTS, script)
+    assert [c.next_action for c in rec.calls] == ["repeat", "retry-denied", "abandon"]
+    assert rec.status == "abandoned"
+
+
+def test_several_tool_calls_in_one_reply_each_get_a_result_in_order():
+    ref = reference_script(LIGHTS)
+    script = [ref[0] + ref[1] + ref[2], "done"]
+    (rec,), model = play(LIGHTS, script)
+    assert [c.turn_index for c in rec.calls] == [0, 0, 0]
+    tool_msgs = [m for m in model.requests[1] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_msgs] == ["call_1_0", "call_1_1", "call_1_2"]
+    assert rec.status == "completed"
+
+
+def test_turn_limit_stalls_the_session():
+    status = bash("uv run scripts/lights.py status")
+    (rec,), _ = play(LIGHTS, [[status]] * 10)
+    assert rec.status == "stalled"
+    assert len(rec.turns) == SUITE.scenarios[LIGHTS].spec.limits.turns
+
+
+def test_tool_call_limit_stalls_the_session():
+    status = bash("uv run scripts/lights.py status")
+    (rec,), _ = play(LIGHTS, [[status] * 20])
+    assert rec.status == "stalled"
+    assert len(rec.calls) == SUITE.scenarios[LIGHTS].spec.limits.tool_calls
+
+
+def test_server_fault_ends_the_session_as_error_with_the_reason():
+    script = [reference_script(LIGHTS)[0], HarnessFault("server error 503 after 4 attempts")]
+    (rec,), _ = play(LIGHTS, script)
+    assert rec.status == "error"
+    assert rec.error == "server error 503 after 4 attempts"
+    assert len(rec.calls) == 1
+
+
+def test_tool_call_written_as_text_is_ae104_and_ends_the_turn():
+    text = 'Let me check.\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>'
+    (rec,), _ = play(LIGHTS, [text])
+    (call,) = rec.calls
+    assert call.tool == TEXT_CALL_TOOL and call.primary == "AE104"
+    assert text[call.findings[0].start:].startswith("<tool_call>")
+    assert rec.status == "abandoned"
+
+
+def test_malformed_arguments_and_unknown_tool_are_denied_with_ae1xx():
+    script = [[("bash", '{"command": "uv run scripts/lights.py status"')],
+              [("emit_guidance", {"to": "x", "message": "y"})], "stop"]
+    (rec,), _ = play(LIGHTS, script)
+    assert [c.primary for c in rec.calls] == ["AE102", "AE101"]
+
+
+def test_read_tool_serves_virtual_files_and_denies_blocked_paths():
+    script = [[read("docs/runbooks/vllm-restart.md")], [read("/data/rendered/chart.png")],
+              [read("notes/missing.md")], "stop"]
+    (rec,), _ = play("read-runbook-restart", script)
+    ok, blocked, missing = rec.calls
+    assert ok.decision == "allow" and ok.output.startswith("# Restarting the vLLM server")
+    assert blocked.primary == "AE320" and "denied" in blocked.output.lower()
+    assert missing.decision == "allow" and missing.output.startswith("Error: file not found")
+
+
+def test_nothing_the_model_emits_is_executed(tmp_path):
+    victim = tmp_path / "keep.txt"
+    victim.write_text("still here")
+    script = [[bash(f"rm -f {victim}")], [bash(f"uv run scripts/lights.py status; rm -f {victim}")],
+              [read(str(victim))], "stop"]
+    (rec,), _ = play(LIGHTS, script)
+    assert victim.read_text() == "still here"
+    assert all(c.decision == "deny" for c in rec.calls)
+
+
+def test_transcript_keeps_system_prompt_task_and_every_exchange():
+    (rec,), _ = play(LIGHTS, reference_script(LIGHTS) + ["done"])
+    roles = [m["role"] for m in rec.messages]
+    assert roles[:2] == ["system", "user"]
+    assert roles.count("assistant") == 4 and roles.count("tool") == 3
+    assert "uv run scripts/<script>" in rec.messages[0]["content"]
+
+
+@pytest.mark.parametrize("repeat", [0, 3])
+def test_session_key_names_target_scenario_and_repeat(repeat):
+    (rec,), _ = play(LIGHTS, ["stop"], repeat=repeat)
+    assert rec.key == f"t/{LIGHTS}/{repeat}"
+    assert rec.repeat == repeat
