@@ -1,0 +1,229 @@
+"""``agent-eval run`` and ``agent-eval demo``: play a suite against models, store, summarise."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from agent_eval.cli import EXIT_FAULT, main
+from agent_eval.cli.db import db_option
+from agent_eval.errors import ConfigError
+
+BUNDLED_SUITE = Path(__file__).resolve().parents[2] / "scenarios" / "ralf"
+
+
+def _sampling_options(f):
+    opts = [
+        click.option("--temperature", type=float, help="Sampling temperature (CONTEXT: 1.0)."),
+        click.option("--top-p", type=float, help="Nucleus sampling (CONTEXT: 0.95)."),
+        click.option("--top-k", type=int, help="Top-k, sent in the body as vLLM accepts it."),
+        click.option("--min-p", type=float, help="Min-p, sent in the body."),
+        click.option("--presence-penalty", type=float, help="Presence penalty (CONTEXT: 1.5)."),
+        click.option("--repetition-penalty", type=float, help="Repetition penalty, in the body."),
+        click.option("--enable-thinking/--disable-thinking", default=None,
+                     help="chat_template_kwargs.enable_thinking for Qwen templates."),
+        click.option("--max-tokens", type=int, help="Max tokens per reply."),
+        click.option("--stream/--no-stream", default=False, show_default=True,
+                     help="Stream replies (measures time to first token)."),
+        click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True,
+                     help="Seconds before a request counts as a server fault."),
+        click.option("--api-key-env", metavar="VAR",
+                     help="Environment variable holding the API key (never stored)."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+@main.command()
+@click.option("--suite", type=click.Path(path_type=Path), default=None,
+              help="Scenario folder [default: the bundled scenarios/ralf].")
+@click.option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")
+@click.option("--model", help="Model name as the server knows it.")
+@click.option("--name", "target_name", help="Target name in reports [default: the model].")
+@click.option("--config", "config_file", type=click.Path(path_type=Path),
+              help="Targets file for a nightly run (several targets); see README.")
+@click.option("--resume", "resume", metavar="RUN", help="Finish an interrupted run.")
+@click.option("--repeats", type=click.IntRange(1), default=None, help="Sessions per scenario.")
+@click.option("--concurrency", type=click.IntRange(1), default=None,
+              help="Sessions in flight per target [default 4].")
+@click.option("--label", help="Label for the run (gate --baseline label:NAME).")
+@_sampling_options
+@db_option
+def run(suite, base_url, model, target_name, config_file, resume, repeats, concurrency, label,
+        db, **knobs) -> None:
+    """Run a scenario suite against a served model and store every call.
+
+    Example:
+
+        agent-eval run --suite scenarios/ralf --base-url http://127.0.0.1:8000/v1 \\
+            --model Qwen/Qwen3.5-27B --repeats 3 --temperature 1.0 --top-p 0.95 --top-k 20
+
+    Prints a progress bar, then the per-target table and the failure-class breakdown.
+    Ctrl-C stops cleanly; finished sessions are kept and `--resume RUN` finishes the run.
+    Exit codes: 0 done, 2 bad option or file, 3 model server unreachable.
+    """
+    from agent_eval.client import load_run_config
+    from agent_eval.run import load_run_plan, plan_run
+    from agent_eval.scenario import load_suite
+    from agent_eval.store import open_store
+
+    store = open_store(db)
+    if resume:
+        run_id, suite_obj, targets, reps = load_run_plan(store, resume)
+        items = plan_run(suite_obj, targets, reps, store.finished_keys(run_id))
+        _console().print(f"Resuming run {run_id}: {len(items)} sessions left.")
+        _play(store, run_id, items, suite_obj, targets, probe=True)
+        return
+    if config_file:
+        cfg = load_run_config(config_file)
+        targets = list(cfg.targets)
+        suite = suite or (Path(cfg.suite) if cfg.suite else None)
+        repeats = repeats or cfg.repeats
+        label = label or cfg.label
+        if concurrency:
+            targets = [_replace(t, concurrency=concurrency) for t in targets]
+    else:
+        if not base_url or not model:
+            raise ConfigError("give --base-url and --model, or --config FILE, or --resume RUN",
+                              field="run")
+        targets = [_target_from_options(target_name or model, base_url, model,
+                                        concurrency or 4, knobs)]
+    suite_obj = load_suite(suite or BUNDLED_SUITE)
+    _start_and_play(store, suite_obj, targets, repeats or 1, label)
+
+
+def _start_and_play(store, suite_obj, targets, repeats, label) -> int:
+    from agent_eval.run import plan_run, probe_targets, start_run
+
+    server_models = asyncio.run(probe_targets(targets))
+    run_id = start_run(store, suite_obj, targets, repeats, label=label,
+                       server_models=server_models)
+    items = plan_run(suite_obj, targets, repeats)
+    _play(store, run_id, items, suite_obj, targets, probe=False)
+    return run_id
+
+
+def _play(store, run_id, items, suite_obj, targets, *, probe: bool) -> None:
+    from agent_eval.run import RunTally, execute_run, probe_targets
+
+    console = _console()
+    if probe and items:
+        asyncio.run(probe_targets(targets))
+    tally = RunTally()
+    store.set_run_status(run_id, "running")
+    with Progress(
+        TextColumn("[bold]run {task.fields[run]}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("sessions · {task.fields[calls]} calls · {task.fields[rate]} errors/100"),
+        TimeElapsedColumn(), console=console, transient=False, disable=not items,
+    ) as progress:
+        task = progress.add_task("run", total=len(items), run=run_id, calls=0, rate="–")
+
+        def on_session(t: RunTally, _records) -> None:
+            rate = f"{100 * t.errors / t.calls:.1f}" if t.calls else "–"
+            progress.update(task, completed=t.done, calls=t.calls, rate=rate)
+
+        try:
+            asyncio.run(execute_run(store, run_id, items, suite_obj, tally=tally,
+                                    on_session=on_session))
+        except KeyboardInterrupt:
+            store.set_run_status(run_id, "interrupted")
+            console.print(f"[yellow]Interrupted.[/] {tally.done} sessions kept; "
+                          f"finish with: agent-eval run --resume {run_id}")
+            sys.exit(130)
+    status = "interrupted" if tally.left else "finished"
+    store.set_run_status(run_id, status)
+    print_run_tables(store, [run_id], console)
+    if tally.left:
+        console.print(f"[red]{tally.left} sessions not played: the model server stopped "
+                      f"answering.[/] Finish later with: agent-eval run --resume {run_id}")
+        sys.exit(EXIT_FAULT)
+    console.print(f"Run {run_id} finished: {tally.done} sessions stored in {store.url}.")
+
+
+def print_run_tables(store, run_ids: list[int], console: Console) -> None:
+    """The per-target table and the class breakdown, as CONTEXT.md draws them."""
+    from agent_eval.cli.tables import render_class_table, render_target_table, summarize_runs
+
+    summaries = summarize_runs(store, run_ids)
+    console.print(render_target_table(summaries))
+    console.print(render_class_table(summaries))
+
+
+def _target_from_options(name, base_url, model, concurrency, knobs):
+    from agent_eval.client import Sampling, Target
+
+    sampling = Sampling(
+        temperature=knobs.get("temperature"), top_p=knobs.get("top_p"),
+        top_k=knobs.get("top_k"), min_p=knobs.get("min_p"),
+        presence_penalty=knobs.get("presence_penalty"),
+        repetition_penalty=knobs.get("repetition_penalty"),
+    )
+    ctk = None
+    if knobs.get("enable_thinking") is not None:
+        ctk = {"enable_thinking": knobs["enable_thinking"]}
+    return Target(
+        name=name, base_url=base_url, model=model, api_key_env=knobs.get("api_key_env"),
+        sampling=sampling, chat_template_kwargs=ctk, max_tokens=knobs.get("max_tokens"),
+        stream=knobs.get("stream", False), timeout_s=knobs.get("timeout_s", 120.0),
+        concurrency=concurrency,
+    )
+
+
+def _replace(target, **changes):
+    import dataclasses
+
+    return dataclasses.replace(target, **changes)
+
+
+def _console() -> Console:
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+
+
+@main.command()
+@click.option("--repeats", type=click.IntRange(1), default=1, show_default=True,
+              help="Sessions per scenario and profile.")
+@click.option("--profiles", default=None, help="Comma-separated profiles [default: all].")
+@click.option("--concurrency", type=click.IntRange(1), default=8, show_default=True)
+@click.option("--report/--no-report", default=True, show_default=True,
+              help="Write the HTML report under reports/.")
+@db_option
+def demo(repeats, profiles, concurrency, report, db) -> None:
+    """Run the bundled suite against every simulated behaviour profile; no GPU, no model.
+
+    Example:
+
+        agent-eval demo
+
+    Starts the built-in simulator on a free loopback port, plays scenarios/ralf against
+    each profile, stores everything in SQLite (agent_eval.db, or --db), prints the
+    per-model failure-class table and the path of the HTML report.
+    """
+    from agent_eval.client import Target
+    from agent_eval.scenario import load_suite
+    from agent_eval.sim import PROFILES, get_profile, run_sim_in_thread
+    from agent_eval.store import open_store
+
+    names = [p.strip() for p in profiles.split(",")] if profiles else list(PROFILES)
+    for name in names:
+        get_profile(name)
+    suite_obj = load_suite(BUNDLED_SUITE)
+    store = open_store(db)
+    with run_sim_in_thread(profile=names[0], suite=BUNDLED_SUITE) as base_url:
+        targets = [
+            Target(name=name, base_url=base_url, model=name, concurrency=concurrency,
+                   timeout_s=30.0)
+            for name in names
+        ]
+        run_id = _start_and_play(store, suite_obj, targets, repeats, "demo")
+    if report:
+        from agent_eval.report import write_report
+
+        path = write_report(store, [run_id], Path(os.environ.get("AGENT_EVAL_REPORTS", "reports")))
+        _console().print(f"HTML report: {path}")

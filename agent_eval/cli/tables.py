@@ -1,0 +1,53 @@
+"""Terminal tables shared by ``run``, ``demo`` and ``report``: the two CONTEXT.md tables."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from agent_eval.metrics import TOTAL, GroupSummary, Rate, class_table, summarize
+from agent_eval.policy import get_rule
+
+
+def summarize_runs(store, run_ids: list[int]) -> dict[str, GroupSummary]:
+    """Per-target summaries of the given runs (read once from the store)."""
+    return summarize(store.session_rows(run_ids), store.call_rows(run_ids),
+                     store.turn_rows(run_ids), by="target")
+
+
+def fmt_rate(rate: Rate | None, *, interval: bool = True) -> str:
+    if rate is None or rate.per100 is None:
+        return "–"
+    if not interval:
+        return f"{rate.per100:.2f}"
+    return f"{rate.per100:.2f} [{rate.lo100:.1f}–{rate.hi100:.1f}]"
+
+
+def render_target_table(summaries: dict[str, GroupSummary]) -> Table:
+    """sessions, messages, tool calls, errors, errors/100 (95% CI), handshake completion."""
+    table = Table(title="Per target (error sessions are excluded from every rate)")
+    for col in ("target", "sessions", "messages", "tool calls", "errors",
+                "errors/100 [95% CI]", "handshake done", "error sessions"):
+        table.add_column(col, justify="left" if col == "target" else "right")
+    for name, s in summaries.items():
+        hs = s.handshake
+        hs_text = (f"{hs.completed.k}/{hs.completed.n} ({hs.completed.per100:.0f}%)"
+                   if hs.completed.n else "–")
+        table.add_row(name, str(s.sessions), str(s.messages), str(s.calls),
+                      str(s.errors.k), fmt_rate(s.errors), hs_text, str(s.error_sessions))
+    return table
+
+
+def render_class_table(summaries: dict[str, GroupSummary]) -> Table:
+    """Failure classes as rows, targets as columns, errors per 100 tool calls."""
+    table = Table(title="Errors per 100 tool calls by failure class")
+    table.add_column("failure class")
+    for name in summaries:
+        table.add_column(name, justify="right")
+    for code, cells in class_table(summaries):
+        if code == TOTAL:
+            label = "[bold]total[/]"
+        else:
+            rule = get_rule(code)
+            label = f"{code} {rule.name}" if rule else code
+        table.add_row(label, *(fmt_rate(cells.get(n), interval=False) for n in summaries))
+    return table

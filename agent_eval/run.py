@@ -1,0 +1,241 @@
+"""Runs: targets × scenarios × repeats, played concurrently and streamed into the store.
+
+A run is planned from its config (suite, targets, repeats), recorded in the store before
+any session starts, and each finished session (with its children) is written in one
+transaction as soon as it ends, so nothing finished is ever held only in memory.  An
+interrupted run (Ctrl-C, a dead server) keeps every finished session; ``resume_run``
+plays only the sessions whose keys are not stored yet.
+
+A server that keeps failing is not the model's fault: after ``breaker`` consecutive
+error sessions on a target, the target's server is probed; if it no longer answers, the
+target's remaining sessions are left unplayed (the run ends ``interrupted``, resumable)
+instead of being burned as error sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent_eval import __version__
+from agent_eval.client import ModelClient, Target, target_from_settings
+from agent_eval.errors import ConfigError, HarnessFault
+from agent_eval.orchestrator import run_session
+from agent_eval.policy import ENGINE_VERSION
+from agent_eval.scenario import LoadedScenario, Suite, load_suite
+from agent_eval.store import Store
+from agent_eval.transcript import SessionRecord
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    target: Target
+    scenario: LoadedScenario
+    repeat: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.target.name}/{self.scenario.name}/{self.repeat}"
+
+
+@dataclass
+class TargetTally:
+    sessions: int = 0
+    error_sessions: int = 0
+    calls: int = 0
+    errors: int = 0
+    left: int = 0  # planned but not played (server gone, interrupted)
+
+
+@dataclass
+class RunTally:
+    """Running totals for the progress bar and the closing line; model rates exclude
+    error sessions."""
+
+    planned: int = 0
+    done: int = 0
+    targets: dict[str, TargetTally] = field(default_factory=dict)
+
+    @property
+    def calls(self) -> int:
+        return sum(t.calls for t in self.targets.values())
+
+    @property
+    def errors(self) -> int:
+        return sum(t.errors for t in self.targets.values())
+
+    @property
+    def left(self) -> int:
+        return sum(t.left for t in self.targets.values())
+
+    def add(self, records: list[SessionRecord]) -> None:
+        self.done += 1
+        for rec in records:
+            tally = self.targets.setdefault(rec.target, TargetTally())
+            if rec.status == "error":
+                tally.error_sessions += rec.parent_key is None
+                continue
+            tally.sessions += rec.parent_key is None
+            tally.calls += len(rec.calls)
+            tally.errors += sum(c.decision == "deny" for c in rec.calls)
+
+
+ClientFactory = Callable[[Target], Any]
+
+
+def plan_run(suite: Suite, targets: list[Target], repeats: int,
+             done: set[str] = frozenset()) -> list[WorkItem]:
+    """Every (target, scenario, repeat) whose session is not stored yet, interleaved by
+    repeat so an interrupted run has an even sample."""
+    return [
+        WorkItem(t, sc, r)
+        for r in range(repeats)
+        for sc in suite.top_level()
+        for t in targets
+        if f"{t.name}/{sc.name}/{r}" not in done
+    ]
+
+
+def run_config(suite: Suite, targets: list[Target], repeats: int) -> dict[str, Any]:
+    """What ``--resume`` needs to replay the plan.  Holds no API key (env var names only)."""
+    return {
+        "suite": str(suite.path),
+        "repeats": repeats,
+        "targets": [t.settings() for t in targets],
+    }
+
+
+def run_fingerprint(suite: Suite, targets: list[Target], server_models: dict[str, Any]
+                    ) -> dict[str, Any]:
+    """What makes two runs comparable: same suite, policies, engine, server and sampling."""
+    allowlists = sorted({sc.allowlist.fingerprint for sc in suite.scenarios.values()})
+    return {
+        "suite": suite.fingerprint,
+        "allowlists": allowlists,
+        "engine_version": ENGINE_VERSION,
+        "agent_eval_version": __version__,
+        "server_models": server_models,
+        "sampling": {t.name: t.settings().get("sampling") for t in targets},
+    }
+
+
+async def probe_targets(targets: list[Target], client_factory: ClientFactory = ModelClient
+                        ) -> dict[str, Any]:
+    """Each target's ``/v1/models`` answer; ``ServerUnreachable`` when one is down."""
+    answers: dict[str, Any] = {}
+    for target in targets:
+        client = client_factory(target)
+        try:
+            answers[target.name] = await client.list_models()
+        finally:
+            await client.aclose()
+    return answers
+
+
+def start_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *,
+              label: str | None, server_models: dict[str, Any]) -> int:
+    """Record a new run and its targets; returns the run id."""
+    names = [t.name for t in targets]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"target names must be unique, got {names}", field="targets")
+    run_id = store.create_run(
+        label=label, kind="live", suite=str(suite.path),
+        config=run_config(suite, targets, repeats),
+        fingerprint=run_fingerprint(suite, targets, server_models),
+    )
+    for t in targets:
+        store.add_target(run_id, name=t.name, model=t.model, base_url=t.base_url,
+                         settings=t.settings())
+    return run_id
+
+
+def load_run_plan(store: Store, run_ref: str | int) -> tuple[int, Suite, list[Target], int]:
+    """Rebuild (run id, suite, targets, repeats) of a stored live run, for ``--resume``."""
+    info = store.resolve_run(run_ref)
+    if info.kind != "live":
+        raise ConfigError(f"run {info.id} is an {info.kind} run; only live runs resume",
+                          field="--resume")
+    config = info.config or {}
+    try:
+        suite = load_suite(Path(config["suite"]))
+        targets = [target_from_settings(s) for s in config["targets"]]
+        repeats = int(config["repeats"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"run {info.id} has no resumable config ({exc})",
+                          field="--resume") from None
+    return info.id, suite, targets, repeats
+
+
+async def execute_run(
+    store: Store,
+    run_id: int,
+    items: list[WorkItem],
+    suite: Suite,
+    *,
+    tally: RunTally | None = None,
+    on_session: Callable[[RunTally, list[SessionRecord]], None] | None = None,
+    client_factory: ClientFactory = ModelClient,
+    breaker: int = 5,
+) -> RunTally:
+    """Play ``items`` with each target's concurrency, writing every finished session.
+
+    Returns the tally; ``tally.left`` counts sessions not played because their server
+    went away.  Cancellation (Ctrl-C) stops cleanly: finished sessions are stored.
+    """
+    tally = tally or RunTally()
+    tally.planned += len(items)
+    by_target: dict[str, list[WorkItem]] = {}
+    for item in items:
+        by_target.setdefault(item.target.name, []).append(item)
+        tally.targets.setdefault(item.target.name, TargetTally())
+    await asyncio.gather(*(
+        _play_target(store, run_id, queue, suite, tally, on_session, client_factory, breaker)
+        for queue in by_target.values()
+    ))
+    return tally
+
+
+async def _play_target(store: Store, run_id: int, items: list[WorkItem], suite: Suite,
+                       tally: RunTally, on_session, client_factory, breaker: int) -> None:
+    target = items[0].target
+    client = client_factory(target)
+    queue: asyncio.Queue[WorkItem] = asyncio.Queue()
+    for item in items:
+        queue.put_nowait(item)
+    consecutive_faults = 0
+    server_gone = False
+
+    async def worker() -> None:
+        nonlocal consecutive_faults, server_gone
+        while not server_gone:
+            try:
+                item = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            records = await run_session(
+                item.scenario, client, target=target.name, suite=suite,
+                repeat=item.repeat, key=item.key,
+            )
+            store.record_sessions(run_id, records)
+            tally.add(records)
+            if on_session:
+                on_session(tally, records)
+            if records[0].status != "error":
+                consecutive_faults = 0
+                continue
+            consecutive_faults += 1
+            if consecutive_faults >= breaker and not server_gone:
+                try:
+                    await client.list_models()
+                    consecutive_faults = 0
+                except HarnessFault:
+                    server_gone = True
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(max(1, target.concurrency))))
+    finally:
+        tally.targets[target.name].left += queue.qsize()
+        await client.aclose()
