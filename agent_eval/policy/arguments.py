@@ -65,6 +65,18 @@ def _check_value(value: str, choices: list[str] | None, type_: str, what: str,
     return None
 
 
+def _looks_like_option(text: str) -> bool:
+    """What argparse would take for an option rather than a value: ``-x``, ``--x``, but
+    not a negative number or a lone ``-``."""
+    if not text.startswith("-") or text == "-":
+        return False
+    try:
+        float(text)
+    except ValueError:
+        return True
+    return False
+
+
 def _flag_index(spec: CommandSpec) -> dict[str, str]:
     index = {}
     for name, flag in spec.flags.items():
@@ -146,7 +158,7 @@ def match_arguments(script: str, spec: CommandSpec, words: list[Word],
                 continue
             if eq:
                 value, value_word = inline, word
-            elif i < len(words) and words[i].value not in index:
+            elif i < len(words) and not _looks_like_option(words[i].value):
                 value, value_word = words[i].value, words[i]
                 i += 1
             else:

@@ -179,7 +179,7 @@ class _Lexer:
         self.heredocs = []
         return i
 
-    def dollar(self, i: int) -> int:
+    def dollar(self, i: int, quoted: bool = False) -> int:
         """Handle ``$`` at ``i`` (inside or outside double quotes); return the next index."""
         text, n = self.text, len(self.text)
         nxt = text[i + 1] if i + 1 < n else ""
@@ -205,6 +205,13 @@ class _Lexer:
             if close < 0:
                 self.event("unparseable-command", "unterminated $'...' string", i, n)
             self.event("complex-shell", "ANSI-C quoting $'...'", i, end)
+        elif nxt == "[":
+            close = _find_close_char(text, i + 2, "]")
+            end = n if close < 0 else close
+            self.event("complex-shell", "arithmetic expansion $[...]", i, end)
+        elif nxt == '"' and not quoted:
+            end = i + 1
+            self.event("complex-shell", 'locale quoting $"..."', i, end)
         elif nxt in _NAME_START:
             end = i + 2
             while end < n and (text[end].isascii() and (text[end].isalnum() or text[end] == "_")):
@@ -246,7 +253,7 @@ class _Lexer:
                     self.buf.append("\\" + nxt)
                 j += 2
             elif ch == "$":
-                j = self.dollar(j)
+                j = self.dollar(j, quoted=True)
             elif ch == "`":
                 j = self.backtick(j)
             else:
