@@ -19,14 +19,19 @@ LOG_FORMATS = ("vllm-log", "llamacpp-log")
 @click.option("--allowlist", "allowlist_path", type=click.Path(path_type=Path),
               help="Allow-list YAML every imported call is judged against (transcripts).")
 @click.option("--model", default=None, help="Model name to record, overriding the file's.")
-@click.option("--label", default=None, help="Label of the new run.")
+@click.option("--label", default=None, help="Label of the new run (server logs: the stream name).")
+@click.option("--year", type=int, default=None, help="vllm-log: year for its year-less dates.")
+@click.option("--start", default=None, help="llamacpp-log: wall-clock time of the first line.")
+@click.option("--utc-offset", default=None, help="Server logs: the server clock's offset from UTC, e.g. +02:00.")
 @db_option
 def import_(fmt: str, path: Path, allowlist_path: Path | None, model: str | None,
-            label: str | None, db: str | None) -> None:
+            label: str | None, year: int | None, start: str | None, utc_offset: str | None,
+            db: str | None) -> None:
     """Import transcripts as a new run, every tool call judged by our engine.
 
     FORMAT is openai, opencode, claude-code, mini-swe-agent, swe-agent or call-records
-    (needs --allowlist), or vllm-log / llamacpp-log for server logs.  Broken JSONL lines
+    (needs --allowlist), or vllm-log / llamacpp-log for server logs (with --year,
+    --start, --utc-offset as the log needs).  Broken JSONL lines
     are skipped with a warning; a broken single-document file is an error naming the
     file and line.  Prints the run id, counts, errors per 100 calls and how often our
     verdicts agree with the verdicts the source recorded itself.
@@ -40,10 +45,14 @@ def import_(fmt: str, path: Path, allowlist_path: Path | None, model: str | None
         from agent_eval.serverlogs import import_log
 
         with open_store(db) as store:
-            stats = import_log(store, fmt, path, label=label)
+            stats = import_log(store, fmt, path, label=label, year=year, start=start,
+                               utc_offset=utc_offset)
         click.echo(f"imported {stats.samples} samples and {stats.requests} requests from {path} "
-                   f"({stats.malformed} malformed lines)")
+                   f"as source {stats.source!r} ({stats.malformed} malformed lines)")
         return
+    if year is not None or start is not None or utc_offset is not None:
+        raise ConfigError("--year, --start and --utc-offset apply to server logs only",
+                          field="--year/--start/--utc-offset")
     if allowlist_path is None:
         raise ConfigError("--allowlist FILE is required to judge imported calls", field="--allowlist")
     from agent_eval.importers.recording import record_import

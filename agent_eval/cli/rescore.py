@@ -23,7 +23,7 @@ def rescore(run: str, allowlist_path: Path, label: str | None, db: str | None) -
     actions are recomputed.  Prints the new run id and errors per 100 calls before and
     after; `agent-eval compare RUN NEW` shows what moved.
 
-    Example: agent-eval rescore 12 --allowlist allowlists/ralf-loose.yaml
+    Example: agent-eval rescore 12 --allowlist loose.yaml
     """
     from agent_eval.policy import load_allowlist
     from agent_eval.rescore import rescore as rescore_stored
