@@ -90,3 +90,31 @@ def test_rescore_of_a_missing_run_exits_2(tmp_path):
     result = CliRunner().invoke(main, ["rescore", "99", "--allowlist", str(RALF), "--db", str(tmp_path / "s.db")])
     assert result.exit_code == 2
     assert result.output.startswith("Error: ")
+
+
+def test_rescore_judges_live_calls_as_emitted(store):
+    from agent_eval.transcript import CallRecord, SessionRecord
+
+    run = store.create_run(label="live", kind="live", suite=None, config={}, fingerprint={})
+    store.add_target(run, name="qwen", model="qwen", base_url="http://127.0.0.1:1/v1", settings={})
+    calls = [
+        CallRecord(index=0, turn_index=0, tool="bash", arguments='{"command": "cat notes/a.md"}',
+                   decision="deny", primary="AE307", command="cat notes/a.md", output="denied"),
+        CallRecord(index=1, turn_index=1, tool="bash", arguments="not json", decision="deny",
+                   primary="AE102", output="denied"),
+    ]
+    store.record_sessions(run, [SessionRecord(key="qwen/s/0", target="qwen", scenario="s", calls=calls)])
+    result = rescore(store, run, allowlist_from_dict(LOOSE))
+    fresh = sorted(store.call_rows([result.run_id]), key=lambda c: c.index)
+    assert [(c.decision, c.primary) for c in fresh] == [("allow", None), ("deny", "AE102")]
+    assert result.changed == 1
+
+
+def test_rescore_of_imported_format_errors_stays_malformed(store):
+    mini = EXPORT.parents[2] / "sessions" / "mini-swe-agent__gemini-3-pro-preview__django__django-16661.traj.json"
+    if not mini.is_file():
+        pytest.skip(f"shared corpora not found at {mini.parent}")
+    old = record_import(store, "mini-swe-agent", mini, load_allowlist(RALF)).run_id
+    new = rescore_run(store, old, allowlist_from_dict(LOOSE))
+    primaries = {c.index: c.primary for c in store.call_rows([new])}
+    assert (primaries[9], primaries[15]) == ("AE102", "AE102")

@@ -86,3 +86,19 @@ def test_broken_jsonl_line_is_warned_and_the_rest_imported(tmp_path):
     assert f"Warning: {path}: line 2: skipped: not valid JSON" in result.stderr
     assert "imported 2 sessions, 2 calls" in result.stdout
     assert "skipped 1 broken lines: 2" in result.stdout
+
+
+def test_server_log_formats_dispatch_to_the_log_importer(tmp_path):
+    log = Path(__file__).resolve().parents[1] / "serverlogs" / "fixtures" / "vllm_v1.log"
+    if not log.is_file():
+        pytest.skip(f"server log fixture not found at {log}")
+    result = _import("vllm-log", str(log), "--year", "2025", "--db", str(tmp_path / "s.db"))
+    assert result.exit_code == 0
+    assert result.output.startswith("imported 2 samples and 1 requests from ")
+
+
+def test_server_log_options_are_refused_for_transcripts(corpora, tmp_path):
+    result = CliRunner().invoke(main, ["import", "opencode", str(corpora / OPENCODE_ROWS), "--allowlist", RALF,
+                                       "--year", "2025", "--db", str(tmp_path / "s.db")])
+    assert result.exit_code == 2
+    assert "apply to server logs only" in result.output
