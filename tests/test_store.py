@@ -458,7 +458,13 @@ def test_class_breakdown_counts_calls_per_target_by_primary_code(store, run_id):
 
 
 def test_session_counts_give_states_messages_and_calls_outside_faults(store, run_id):
-    two_messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    # "messages" counts model replies, as CONTEXT.md does: 2 per session here
+    two_messages = [
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": "b"},
+        {"role": "tool", "content": "c"},
+        {"role": "assistant", "content": "d"},
+    ]
     store.record_sessions(
         run_id,
         [
