@@ -1,0 +1,139 @@
+"""``agent-eval run`` / ``demo`` / ``sim-server`` at the command line: bad input gives one
+``Error:`` line and the documented exit code (2 config, 3 unreachable server); the demo
+prints both tables with a column per profile.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from agent_eval.cli import EXIT_FAULT, EXIT_USAGE, main
+
+REPO = Path(__file__).resolve().parents[1]
+RALF_SUITE = REPO / "scenarios" / "ralf"
+RALF_ALLOWLIST = REPO / "allowlists" / "ralf.yaml"
+UNREACHABLE = "http://127.0.0.1:1/v1"
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def error_lines(result) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+
+
+def assert_one_error_line(result, code: int) -> str:
+    assert result.exit_code == code, result.output
+    lines = error_lines(result)
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def make_suite(tmp_path: Path, allowlist_text: str | None = None) -> Path:
+    """A one-scenario suite in ``tmp_path/suite``; its own allow-list when text is given."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    allowlist = RALF_ALLOWLIST
+    if allowlist_text is not None:
+        allowlist = tmp_path / "allow.yaml"
+        allowlist.write_text(allowlist_text)
+    (suite / "suite.yaml").write_text(f"allowlist: {allowlist}\nlimits: {{turns: 6}}\n")
+    shutil.copy(RALF_SUITE / "lights-evening-off.yaml", suite / "lights-evening-off.yaml")
+    return suite
+
+
+def run_args(db: Path, *extra: str) -> list[str]:
+    return ["run", "--base-url", UNREACHABLE, "--model", "m", "--db", str(db), *extra]
+
+
+def test_broken_scenario_yaml_names_the_file_and_exits_2(tmp_path):
+    suite = make_suite(tmp_path)
+    (suite / "broken.yaml").write_text("task: [unclosed\n  tools: bash\n")
+    result = invoke(*run_args(tmp_path / "s.db", "--suite", str(suite)))
+    line = assert_one_error_line(result, EXIT_USAGE)
+    assert "broken.yaml" in line
+
+
+def test_broken_allowlist_names_the_file_and_exits_2(tmp_path):
+    suite = make_suite(tmp_path, allowlist_text="name: x\nrunner: [uv, run\n")
+    result = invoke(*run_args(tmp_path / "s.db", "--suite", str(suite)))
+    line = assert_one_error_line(result, EXIT_USAGE)
+    assert "allow.yaml" in line
+
+
+@pytest.mark.parametrize("args", [
+    pytest.param(["demo", "--profiles", "nope", "--no-report"], id="demo-profiles"),
+    pytest.param(["sim-server", "--profile", "nope", "--port", "0"], id="sim-server-profile"),
+])
+def test_unknown_profile_exits_2_naming_the_choices(tmp_path, args):
+    result = invoke(*args, *(["--db", str(tmp_path / "s.db")] if args[0] == "demo" else []))
+    line = assert_one_error_line(result, EXIT_USAGE)
+    assert "'nope'" in line and "disciplined" in line
+
+
+def test_unreachable_base_url_exits_3_naming_the_url(tmp_path):
+    result = invoke(*run_args(tmp_path / "s.db", "--suite", str(make_suite(tmp_path))))
+    line = assert_one_error_line(result, EXIT_FAULT)
+    assert UNREACHABLE in line
+
+
+def test_unreachable_server_records_no_run(tmp_path):
+    from agent_eval.store import open_store
+
+    db = tmp_path / "s.db"
+    invoke(*run_args(db, "--suite", str(make_suite(tmp_path))))
+    with open_store(str(db)) as store:
+        assert store.list_runs() == []
+
+
+@pytest.mark.parametrize("body, field", [
+    pytest.param("targets:\n  - {name: a, base_url: http://127.0.0.1:1/v1, model: m, "
+                 "concurrency: 0}\n", "targets.0.concurrency", id="out-of-range"),
+    pytest.param("targets:\n  - {name: a, base_url: http://127.0.0.1:1/v1, model: m, "
+                 "temprature: 1.0}\n", "targets.0.temprature", id="unknown-field"),
+    pytest.param("targets:\n  - {name: a, model: m}\n", "targets.0.base_url",
+                 id="missing-base-url"),
+])
+def test_config_file_with_a_bad_field_names_file_and_field_and_exits_2(tmp_path, body, field):
+    config = tmp_path / "targets.yaml"
+    config.write_text(body)
+    result = invoke("run", "--config", str(config), "--db", str(tmp_path / "s.db"))
+    line = assert_one_error_line(result, EXIT_USAGE)
+    assert "targets.yaml" in line and field in line
+
+
+@pytest.mark.parametrize("args", [
+    pytest.param([], id="nothing"),
+    pytest.param(["--base-url", UNREACHABLE], id="no-model"),
+    pytest.param(["--model", "m"], id="no-base-url"),
+])
+def test_run_without_a_target_exits_2_saying_what_to_give(tmp_path, args):
+    result = invoke("run", *args, "--db", str(tmp_path / "s.db"))
+    line = assert_one_error_line(result, EXIT_USAGE)
+    assert "--base-url" in line and "--config" in line
+
+
+def test_resume_of_an_unknown_run_exits_2(tmp_path):
+    result = invoke("run", "--resume", "42", "--db", str(tmp_path / "s.db"))
+    assert_one_error_line(result, EXIT_USAGE)
+
+
+@pytest.mark.e2e
+def test_demo_prints_both_tables_with_a_column_per_profile(tmp_path):
+    from agent_eval.sim import PROFILES
+
+    result = invoke("demo", "--db", str(tmp_path / "demo.db"), "--no-report")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "Per target" in out and "Errors per 100 tool calls by failure class" in out
+    class_table = out[out.index("Errors per 100 tool calls by failure class"):]
+    header = next(line for line in class_table.splitlines() if "failure class" in line
+                  and "Errors per" not in line)
+    assert [name for name in PROFILES if name in header] == list(PROFILES)
+    assert "finished" in out
