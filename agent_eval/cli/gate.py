@@ -1,0 +1,147 @@
+"""``agent-eval gate``: pass or fail a stored run against thresholds, for CI."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from agent_eval.cli import EXIT_FAIL, main
+from agent_eval.cli.db import db_option
+from agent_eval.errors import ConfigError
+
+
+@main.command()
+@click.option("--run", "run_ref", default="latest", show_default=True, metavar="RUN",
+              help="The run to judge: an id, `latest` or `label:NAME`.")
+@click.option("--max-error-rate", type=float, metavar="X",
+              help="Fail a target above X errors per 100 tool calls (point estimate).")
+@click.option("--max-class", "max_class", multiple=True, metavar="CODE=X",
+              help="Fail a target above X calls per 100 in failure class CODE; repeatable.")
+@click.option("--min-handshake", type=float, metavar="X",
+              help="Fail a target whose handshake completion share (0..1) is below X.")
+@click.option("--baseline", "baseline_ref", metavar="RUN",
+              help="Compare with this run: an id, `latest` or `label:NAME` (the newest run "
+                   "with that label other than --run).")
+@click.option("--max-regression", type=float, metavar="X",
+              help="With --baseline: fail when errors/100 rose by more than X, judged on "
+                   "the 95% interval [default 0].")
+@click.option("--markdown", "markdown_path", type=click.Path(path_type=Path), metavar="FILE",
+              help="Also write the result as Markdown (e.g. for $GITHUB_STEP_SUMMARY).")
+@db_option
+def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_regression,
+         markdown_path, db) -> None:
+    """Pass or fail a stored run against thresholds; exit 0 pass, 1 fail, 2 usage.
+
+    Example:
+
+        agent-eval gate --run latest --max-error-rate 8 --max-class AE301=3 \\
+            --min-handshake 0.8 --baseline label:nightly --max-regression 2 \\
+            --markdown gate.md
+
+    Every threshold applies to each target of the run, and every target must pass.
+    --max-error-rate and --max-class compare the point estimate of errors per 100 tool
+    calls (the 95% interval is printed, not used).  --baseline compares each target with
+    the baseline target of the same name and fails only when the rise is supported by
+    the sample: the low end of the 95% interval of (run − baseline) must exceed
+    --max-regression, so a jump over a handful of calls does not fail a build on noise.
+    A target missing from the baseline, or a `label:NAME` baseline with no other run
+    of that label yet (the first nightly), is skipped and says so.  Sessions that ended
+    in a server fault are left out of every rate.  Prints each check with its numbers.
+    """
+    from agent_eval.cli.tables import summarize_runs
+    from agent_eval.gate import evaluate_gate, render_gate_markdown, render_gate_text
+    from agent_eval.store import open_store
+
+    classes = parse_max_class(max_class)
+    if max_regression is not None and baseline_ref is None:
+        raise ConfigError("--max-regression needs --baseline RUN or label:NAME",
+                          field="--max-regression")
+    if max_error_rate is None and not classes and min_handshake is None and not baseline_ref:
+        raise ConfigError("give at least one threshold: --max-error-rate, --max-class, "
+                          "--min-handshake or --baseline", field="gate")
+    with open_store(db) as store:
+        run = store.resolve_run(run_ref)
+        baseline_run, note = None, None
+        if baseline_ref:
+            baseline_run = resolve_baseline(store, baseline_ref, run.id)
+            if baseline_run is None:
+                note = (f"baseline {baseline_ref}: no run other than run {run.id} has that "
+                        "label yet; regression checks skipped")
+        current = summarize_runs(store, [run.id])
+        baseline = summarize_runs(store, [baseline_run.id]) if baseline_run else None
+    try:
+        result = evaluate_gate(
+            current, max_error_rate=max_error_rate, max_class=classes,
+            min_handshake=min_handshake, baseline=baseline,
+            max_regression=max_regression if baseline is not None else None,
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc), field="gate") from None
+    title = f"Run {run.id}" + (f" ({run.label})" if run.label else "")
+    if baseline_run is not None:
+        title += f" against baseline run {baseline_run.id}" + (
+            f" ({baseline_run.label})" if baseline_run.label else "")
+    if note:
+        title += f"\n{note}"
+    click.echo(render_gate_text(result, title=title), nl=False)
+    if markdown_path is not None:
+        _write(markdown_path, render_gate_markdown(result, title=title))
+    if not result.passed:
+        sys.exit(EXIT_FAIL)
+
+
+def parse_max_class(values: tuple[str, ...]) -> dict[str, float]:
+    """``("AE301=3", "ae304=1.5")`` -> ``{"AE301": 3.0, "AE304": 1.5}``; a bad form, an
+    unknown code or a session-level code (AE4xx, never a call's class) is a ConfigError
+    naming the value."""
+    from agent_eval.metrics import PRECEDENCE
+    from agent_eval.policy import get_rule
+
+    parsed: dict[str, float] = {}
+    for value in values:
+        code, sep, number = value.partition("=")
+        code = code.strip().upper()
+        try:
+            limit = float(number)
+        except ValueError:
+            limit = None
+        if not sep or not code or limit is None or limit < 0:
+            raise ConfigError(f"{value!r} is not CODE=X with X >= 0 errors per 100 calls "
+                              "(e.g. AE301=3)", field="--max-class")
+        if code not in PRECEDENCE:
+            known = get_rule(code)
+            why = ("a session outcome, not a call's failure class" if known
+                   else "not a rule code: see `agent-eval rules`")
+            raise ConfigError(f"{value!r}: {code} is {why}", field="--max-class")
+        parsed[code] = limit
+    return parsed
+
+
+def resolve_baseline(store, ref: str, current_id: int):
+    """The baseline run: an id or ``latest`` as ``resolve_run`` reads them; for
+    ``label:NAME`` the newest run with that label other than the current run, or None
+    when there is none (the first nightly has nothing to compare with)."""
+    if not ref.startswith("label:"):
+        return store.resolve_run(ref)
+    label = ref[len("label:"):]
+    if not label:
+        return store.resolve_run(ref)  # the store's error for a bare "label:"
+    limit = 100
+    while True:
+        runs = store.list_runs(limit)
+        for info in runs:
+            if info.label == label and info.id != current_id:
+                return info
+        if len(runs) < limit:
+            return None
+        limit *= 10
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot write the Markdown file: {exc.strerror}", path=str(path),
+                          field="--markdown") from None
