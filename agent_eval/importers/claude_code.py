@@ -83,7 +83,12 @@ def _read_file(path: Path, *, model: str | None, on_skip: SkipReporter | None) -
         if builder is None:
             builder = builders[key] = _SessionBuilder(sid + (":sidechain" if key[1] else ""))
         builder.add(obj, denied)
+    titles = [b.session.title for b in builders.values() if b.session.title]
     for builder in builders.values():
+        if not builder.session.turns and not builder.session.messages:
+            continue  # only a `summary` line (older files): nothing was said or called
+        if builder.session.title is None and len(titles) == 1:
+            builder.session.title = titles[0]
         yield builder.finish(model or builder.model or init_model or "unknown")
 
 

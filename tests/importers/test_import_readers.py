@@ -159,3 +159,11 @@ def test_call_records_group_the_real_corpus_into_its_sessions(corpora):
     assert sum(len(s.calls) for s in sessions) == 15_610 - 229
     mini = next(s for s in sessions if s.id == "django__django-16661")
     assert len(mini.calls) == 22
+
+
+def test_claude_code_summary_line_without_session_id_titles_the_session(corpora, tmp_path):
+    text = (corpora / CLAUDE / "transcript.jsonl").read_text()
+    path = tmp_path / "other-name.jsonl"
+    path.write_text('{"type": "summary", "summary": "List and read files", "leafUuid": "x"}\n' + text)
+    [session] = read_sessions("claude-code", path)
+    assert (session.title, len(session.calls)) == ("List and read files", 7)
