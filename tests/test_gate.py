@@ -1,0 +1,270 @@
+"""The pure gate: each threshold passes and fails where it should, per target, and a
+baseline comparison fails only on a regression the sample supports."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_eval.gate import evaluate_gate, render_gate_markdown, render_gate_text
+from agent_eval.metrics import summarize
+from agent_eval.transcript import CallRow, SessionRow
+
+
+def rows(target: str, calls: int, denied: dict[str, int] | None = None, *,
+         handshakes: tuple[int, int] = (0, 0), start_id: int = 0):
+    """One session per 10 calls for ``target``: ``calls`` tool calls of which ``denied``
+    (code -> count) are denied; ``handshakes`` = (completed, required) sessions."""
+    denied = dict(denied or {})
+    codes = [code for code, n in denied.items() for _ in range(n)]
+    n_sessions = max(1, -(-calls // 10), handshakes[1])
+    sessions = [
+        SessionRow(
+            id=start_id + i, run_id=1, target=target, scenario=f"s{i}", repeat=0,
+            status="completed", error=None, parent_id=None, tags=(),
+            handshake_required=3 if i < handshakes[1] else 0,
+            handshake_done=3 if i < handshakes[0] else 1,
+            handshake_completed=i < handshakes[0],
+            handshake_missed_step=None if i < handshakes[0] else "update_stage_status.py",
+            n_turns=1, n_messages=2, n_calls=0, started_at=None, finished_at=None,
+        )
+        for i in range(n_sessions)
+    ]
+    call_rows = [
+        CallRow(session_id=start_id + i % n_sessions, run_id=1, target=target, scenario="s",
+                index=i, turn_index=0, tool="bash",
+                decision="deny" if i < len(codes) else "allow",
+                primary=codes[i] if i < len(codes) else None,
+                next_action="pivot" if i < len(codes) else None)
+        for i in range(calls)
+    ]
+    return sessions, call_rows
+
+
+def summaries(*targets):
+    """``summaries(("qwen", 100, {"AE301": 5}), ...)`` -> per-target GroupSummary dict."""
+    all_sessions, all_calls = [], []
+    for i, (target, calls, denied, *rest) in enumerate(targets):
+        hs = rest[0] if rest else (0, 0)
+        s, c = rows(target, calls, denied, handshakes=hs, start_id=i * 100_000)
+        all_sessions += s
+        all_calls += c
+    return summarize(all_sessions, all_calls, by="target")
+
+
+def statuses(result):
+    return [(c.target, c.kind, c.status) for c in result.checks]
+
+
+# --- error rate --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("denied", "limit", "status"),
+    [
+        pytest.param(7, 8.0, "pass", id="7-per-100-under-8"),
+        pytest.param(8, 8.0, "pass", id="8-per-100-at-8-passes"),
+        pytest.param(9, 8.0, "fail", id="9-per-100-over-8"),
+        pytest.param(0, 0.0, "pass", id="none-at-zero"),
+    ],
+)
+def test_max_error_rate_compares_the_point_estimate(denied, limit, status):
+    result = evaluate_gate(summaries(("qwen", 100, {"AE301": denied})), max_error_rate=limit)
+    [check] = result.checks
+    assert (check.kind, check.status, check.observed) == ("error-rate", status, denied)
+    assert result.passed is (status == "pass")
+
+
+def test_error_rate_uses_the_point_estimate_even_when_the_interval_straddles_the_bar():
+    # CONTEXT.md's 27B: 9 errors in 161 calls = 5.59/100, 95% CI ~3.0–10.3.
+    [check] = evaluate_gate(summaries(("27b", 161, {"AE320": 9})), max_error_rate=6).checks
+    assert check.status == "pass"
+    assert check.observed == pytest.approx(5.59, abs=0.01)
+    assert "9/161 calls" in check.detail and "5.59" in check.detail
+
+
+def test_every_target_must_pass_and_the_failing_one_is_named():
+    current = summaries(("qwen3.5-27b", 161, {"AE320": 9}),
+                        ("qwen3.6-35b", 158, {"AE301": 10, "AE304": 9}))
+    result = evaluate_gate(current, max_error_rate=8)
+    assert statuses(result) == [("qwen3.5-27b", "error-rate", "pass"),
+                                ("qwen3.6-35b", "error-rate", "fail")]
+    assert not result.passed
+    assert [f.target for f in result.failures] == ["qwen3.6-35b"]
+    assert "qwen3.6-35b: errors/100 <= 8" in render_gate_text(result)
+
+
+def test_one_overall_summary_is_judged_as_one_target():
+    overall = summarize(*rows("all", 50, {"AE304": 1}), by="all")["all"]
+    result = evaluate_gate(overall, max_error_rate=1)
+    assert statuses(result) == [("all", "error-rate", "fail")]
+
+
+def test_a_target_without_tool_calls_fails_rather_than_passing_silently():
+    current = summarize([rows("down", 0)[0][0]], [], by="target")
+    [check] = evaluate_gate(current, max_error_rate=8).checks
+    assert (check.status, check.observed) == ("fail", None)
+    assert "no tool calls" in check.detail
+
+
+def test_a_run_with_no_targets_fails():
+    result = evaluate_gate({}, max_error_rate=8)
+    assert statuses(result) == [("(run)", "sessions", "fail")]
+
+
+def test_no_thresholds_means_no_checks_and_a_pass():
+    result = evaluate_gate(summaries(("qwen", 10, {"AE301": 10})))
+    assert (result.checks, result.passed) == ([], True)
+
+
+# --- class rates -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pipes", "status"),
+    [pytest.param(2, "pass", id="2-under-3"), pytest.param(3, "pass", id="3-at-3-passes"),
+     pytest.param(4, "fail", id="4-over-3")],
+)
+def test_max_class_bounds_one_class_per_100_calls(pipes, status):
+    current = summaries(("qwen", 100, {"AE301": pipes, "AE304": 20}))
+    [check] = evaluate_gate(current, max_class={"AE301": 3}).checks
+    assert (check.kind, check.name, check.status, check.observed) == (
+        "class-rate", "AE301/100 <= 3", status, pipes)
+
+
+def test_a_class_never_hit_counts_as_zero_of_the_calls():
+    [check] = evaluate_gate(summaries(("qwen", 100, {"AE304": 20})), max_class={"AE301": 0}).checks
+    assert (check.status, check.observed) == ("pass", 0.0)
+    assert "0/100 calls" in check.detail
+
+
+def test_several_classes_are_checked_separately():
+    current = summaries(("qwen", 200, {"AE301": 2, "AE304": 8}))
+    result = evaluate_gate(current, max_class={"AE301": 3, "AE304": 3})
+    assert [(c.name, c.status) for c in result.checks] == [
+        ("AE301/100 <= 3", "pass"), ("AE304/100 <= 3", "fail")]
+
+
+# --- handshake ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("completed", "status"),
+    [pytest.param(7, "fail", id="7-of-10-under-0.8"), pytest.param(8, "pass", id="8-of-10-at-0.8"),
+     pytest.param(10, "pass", id="all")],
+)
+def test_min_handshake_bounds_the_completion_share(completed, status):
+    current = summaries(("qwen", 100, {}, (completed, 10)))
+    [check] = evaluate_gate(current, min_handshake=0.8).checks
+    assert (check.kind, check.status, check.observed) == ("handshake", status, completed / 10)
+    assert f"{completed}/10 sessions" in check.detail
+
+
+def test_handshake_check_is_skipped_when_no_session_required_one():
+    [check] = evaluate_gate(summaries(("qwen", 100, {})), min_handshake=0.8).checks
+    assert (check.status, check.passed) == ("skip", True)
+    assert "no session" in check.detail
+
+
+@pytest.mark.parametrize(
+    "thresholds",
+    [pytest.param({"min_handshake": 80}, id="handshake-as-percent"),
+     pytest.param({"max_error_rate": -1}, id="negative-rate"),
+     pytest.param({"max_class": {"AE301": -0.5}}, id="negative-class")],
+)
+def test_impossible_thresholds_are_refused(thresholds):
+    with pytest.raises(ValueError):
+        evaluate_gate(summaries(("qwen", 10, {})), **thresholds)
+
+
+# --- baseline regression: noise does not fail a build ------------------------------------
+
+
+def test_a_big_looking_jump_over_20_calls_does_not_fail_on_noise():
+    baseline = summaries(("qwen", 20, {}))
+    current = summaries(("qwen", 20, {"AE301": 2}))  # 0 -> 10 per 100
+    [check] = evaluate_gate(current, baseline=baseline, max_regression=2).checks
+    assert check.observed == pytest.approx(10.0)
+    assert check.status == "pass"
+    assert "noise" in check.detail
+
+
+def test_the_same_jump_over_5000_calls_fails():
+    baseline = summaries(("qwen", 5000, {}))
+    current = summaries(("qwen", 5000, {"AE301": 500}))
+    [check] = evaluate_gate(current, baseline=baseline, max_regression=2).checks
+    assert (check.status, check.observed) == ("fail", pytest.approx(10.0))
+    assert "a real regression" in check.detail
+
+
+def test_context_md_jump_from_27b_to_35b_is_supported_above_zero_but_not_above_2():
+    # 9/161 -> 19/158: +6.44 per 100; Wald 95% CI 6.44 ± 1.96 × 3.16 = +0.25 to +12.63.
+    baseline = summaries(("qwen", 161, {"AE320": 9}))
+    current = summaries(("qwen", 158, {"AE301": 19}))
+    [at_zero] = evaluate_gate(current, baseline=baseline, max_regression=0).checks
+    [at_two] = evaluate_gate(current, baseline=baseline, max_regression=2).checks
+    assert (at_zero.status, at_two.status) == ("fail", "pass")
+    assert "change +6.44 [95% CI +0.25 to +12.63]" in at_two.detail
+
+
+def test_an_improvement_passes():
+    baseline = summaries(("qwen", 1000, {"AE301": 100}))
+    current = summaries(("qwen", 1000, {"AE301": 10}))
+    [check] = evaluate_gate(current, baseline=baseline, max_regression=0).checks
+    assert (check.status, check.observed) == ("pass", pytest.approx(-9.0))
+
+
+def test_baseline_without_max_regression_fails_any_supported_increase():
+    baseline = summaries(("qwen", 5000, {"AE301": 100}))
+    current = summaries(("qwen", 5000, {"AE301": 200}))
+    [check] = evaluate_gate(current, baseline=baseline).checks
+    assert (check.threshold, check.status) == (0.0, "fail")
+
+
+def test_targets_are_matched_by_name_and_a_missing_one_is_skipped():
+    baseline = summaries(("qwen3.5-27b", 5000, {}))
+    current = summaries(("qwen3.5-27b", 5000, {"AE301": 500}), ("new-model", 5000, {"AE301": 500}))
+    result = evaluate_gate(current, baseline=baseline, max_regression=2)
+    assert statuses(result) == [("qwen3.5-27b", "regression", "fail"),
+                                ("new-model", "regression", "skip")]
+    assert "absent from the baseline" in result.checks[1].detail
+    assert [f.target for f in result.failures] == ["qwen3.5-27b"]
+
+
+# --- rendering ---------------------------------------------------------------------------
+
+
+def test_markdown_lists_failures_first_then_every_check_with_numbers():
+    current = summaries(("qwen3.5-27b", 161, {"AE320": 9}), ("qwen3.6-35b", 158, {"AE301": 19}))
+    result = evaluate_gate(current, max_error_rate=8, max_class={"AE301": 3})
+    md = render_gate_markdown(result, title="Run 7 (pr-12)")
+    lines = md.splitlines()
+    assert lines[0] == "## ❌ agent-eval gate: failed"
+    assert "Run 7 (pr-12)" in lines
+    failed = lines.index("Failed thresholds:")
+    assert lines[failed + 1] == ("- **qwen3.6-35b**: errors/100 <= 8: errors/100 12.03 "
+                                 "(19/158 calls, 95% CI 7.8–18.0) > 8")
+    assert lines[failed + 2].startswith("- **qwen3.6-35b**: AE301/100 <= 3: AE301/100 12.03")
+    assert "| PASS | qwen3.5-27b | errors/100 <= 8 | 8 | 5.59 |" in md
+    assert "| FAIL | qwen3.6-35b | AE301/100 <= 3 | 3 | 12.03 |" in md
+    assert sum(line.startswith("| PASS") or line.startswith("| FAIL") for line in lines) == 4
+
+
+def test_markdown_of_a_pass_says_passed_and_lists_no_failures():
+    md = render_gate_markdown(evaluate_gate(summaries(("qwen", 100, {})), max_error_rate=8))
+    assert md.startswith("## ✅ agent-eval gate: passed")
+    assert "Failed thresholds" not in md
+
+
+def test_markdown_keeps_a_hostile_target_name_as_text():
+    result = evaluate_gate(summaries(("<script>x|y</script>", 10, {})), max_error_rate=8)
+    md = render_gate_markdown(result)
+    assert "<script>" not in md
+    assert "&lt;script&gt;x\\|y&lt;/script&gt;" in md
+
+
+def test_terminal_text_ends_with_the_verdict_naming_the_failures():
+    result = evaluate_gate(summaries(("a", 100, {"AE301": 9}), ("b", 100, {})), max_error_rate=8)
+    lines = render_gate_text(result).splitlines()
+    assert lines[0].startswith("FAIL  a: errors/100 <= 8: errors/100 9.00 (9/100 calls")
+    assert lines[1].startswith("PASS  b: errors/100 <= 8: errors/100 0.00")
+    assert lines[-1] == "gate FAILED: 1 of 2 checks failed (a: errors/100 <= 8)"
