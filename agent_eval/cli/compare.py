@@ -1,0 +1,66 @@
+"""``agent-eval compare``: two stored runs side by side, with intervals and significance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from agent_eval.cli import main
+from agent_eval.cli.db import db_option
+from agent_eval.errors import ConfigError
+
+
+@main.command()
+@click.argument("run_a", metavar="RUN_A")
+@click.argument("run_b", metavar="RUN_B")
+@click.option("--by", type=click.Choice(["target", "all"]), default="target", show_default=True,
+              help="Match targets by name across the runs, or pool each run whole.")
+@click.option("--markdown", "markdown_path", type=click.Path(path_type=Path), metavar="FILE",
+              help="Also write the comparison as Markdown.")
+@db_option
+def compare(run_a, run_b, by, markdown_path, db) -> None:
+    """Compare run B against run A: what changed, is it real, which scenarios flipped.
+
+    Example:
+
+        agent-eval compare label:nightly latest
+        agent-eval compare 1 2 --by all --markdown compare.md
+
+    RUN_A and RUN_B are ids, `latest` or `label:NAME`.  For each target in both runs
+    (matched by name; --by all pools each run) prints errors per 100 calls in A and B,
+    the difference B − A with its 95% interval, the two-proportion z-test p-value that
+    decides "significant" (alpha 0.05) and Fisher's exact p; the same per failure class,
+    for handshake completion and for the share of denials followed by an allowed call
+    (pivot); then the scenarios whose outcome (every repeat passed) flipped.  Sessions
+    that ended in a server fault are left out.  Exit codes: 0 done, 2 bad run or option.
+    """
+    from agent_eval.comparison import (
+        compare_runs,
+        render_comparison_markdown,
+        render_comparison_text,
+    )
+    from agent_eval.metrics import repeat_stats, summarize
+    from agent_eval.store import open_store
+
+    with open_store(db) as store:
+        info_a, info_b = store.resolve_run(run_a), store.resolve_run(run_b)
+        sides = []
+        for info in (info_a, info_b):
+            ids = [info.id]
+            summaries = summarize(store.session_rows(ids), store.call_rows(ids), by=by)
+            repeats = repeat_stats(store.session_rows(ids), store.call_rows(ids))
+            sides.append((summaries, repeats))
+    result = compare_runs(sides[0][0], sides[1][0], sides[0][1], sides[1][1],
+                          label_a=_label(info_a), label_b=_label(info_b), by=by)
+    click.echo(render_comparison_text(result), nl=False)
+    if markdown_path is not None:
+        try:
+            markdown_path.write_text(render_comparison_markdown(result), encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot write the Markdown file: {exc.strerror}",
+                              path=str(markdown_path), field="--markdown") from None
+
+
+def _label(info) -> str:
+    return f"run {info.id}" + (f" ({info.label})" if info.label else "")

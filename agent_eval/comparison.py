@@ -1,0 +1,198 @@
+"""Two runs side by side: what changed per target and class, is it real, what flipped.
+
+Pure, like the gate: ``agent-eval compare`` reads summaries and repeat outcomes from the
+store, :func:`compare_runs` lines them up, and the two renderers format the result.
+Every difference reads **b − a** (run b against baseline run a), per 100 calls for error
+rates and in percentage points for shares (handshake completion, pivots).  Each one is a
+``RateComparison``: a 95% Wald interval of the difference, the pooled two-proportion
+z-test that decides "significant" at alpha 0.05, and Fisher's exact p beside it because
+counts here are small (CONTEXT.md "Noise").  A scenario **flipped** when its outcome
+(every repeat passed, as ``agent_eval.metrics.repeats`` defines a pass) differs between
+the runs; ``fixed`` passes in b where it failed in a, ``broke`` the reverse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from agent_eval.metrics import (
+    FISHER_TEST,
+    Z_TEST,
+    GroupComparison,
+    GroupSummary,
+    RateComparison,
+    RepeatStats,
+    ScenarioFlip,
+    compare_groups,
+)
+
+CompareBy = Literal["target", "all"]
+"""``target``: targets matched by name across the runs; ``all``: each run pooled whole."""
+COMPARE_BYS: tuple[CompareBy, ...] = ("target", "all")
+
+
+@dataclass(frozen=True, slots=True)
+class RunComparison:
+    """Run b against run a.  ``groups`` holds the groups present in both runs (in a's
+    order); ``only_a`` / ``only_b`` name the rest; ``flips`` lists each common group's
+    flipped scenarios, by scenario name."""
+
+    label_a: str
+    label_b: str
+    by: CompareBy
+    groups: dict[str, GroupComparison]
+    only_a: list[str]
+    only_b: list[str]
+    flips: dict[str, list[ScenarioFlip]]
+    test: str = Z_TEST
+    exact_test: str = FISHER_TEST
+
+
+def compare_runs(
+    summaries_a: Mapping[str, GroupSummary],
+    summaries_b: Mapping[str, GroupSummary],
+    repeats_a: Mapping[tuple[str, str], RepeatStats],
+    repeats_b: Mapping[tuple[str, str], RepeatStats],
+    *,
+    label_a: str = "a",
+    label_b: str = "b",
+    by: CompareBy = "target",
+) -> RunComparison:
+    """Line up two runs.  ``summaries_*`` come from ``summarize(..., by=by)`` (``"all"``
+    groups are named ``all``); ``repeats_*`` from ``repeat_stats`` over the same rows."""
+    if by not in COMPARE_BYS:
+        raise ValueError(f"unknown grouping {by!r}; expected one of {', '.join(COMPARE_BYS)}")
+    common = [name for name in summaries_a if name in summaries_b]
+    outcomes_a, outcomes_b = _outcomes(repeats_a, by), _outcomes(repeats_b, by)
+    return RunComparison(
+        label_a=label_a,
+        label_b=label_b,
+        by=by,
+        groups={name: compare_groups(summaries_a[name], summaries_b[name]) for name in common},
+        only_a=[name for name in summaries_a if name not in summaries_b],
+        only_b=[name for name in summaries_b if name not in summaries_a],
+        flips={name: _flips(outcomes_a.get(name, {}), outcomes_b.get(name, {}))
+               for name in common},
+    )
+
+
+def _outcomes(
+    repeats: Mapping[tuple[str, str], RepeatStats], by: CompareBy
+) -> dict[str, dict[str, tuple[bool, ...]]]:
+    """group -> scenario -> outcomes; with ``all`` every target's repeats are pooled."""
+    grouped: dict[str, dict[str, tuple[bool, ...]]] = {}
+    for (target, scenario), stats in repeats.items():
+        group = target if by == "target" else "all"
+        per_scenario = grouped.setdefault(group, {})
+        per_scenario[scenario] = per_scenario.get(scenario, ()) + stats.outcomes
+    return grouped
+
+
+def _flips(a: dict[str, tuple[bool, ...]], b: dict[str, tuple[bool, ...]]) -> list[ScenarioFlip]:
+    """The same rule as ``metrics.flipped_scenarios``: outcome = every repeat passed."""
+    flips = []
+    for scenario in sorted(a.keys() & b.keys()):
+        if a[scenario] and b[scenario] and all(a[scenario]) != all(b[scenario]):
+            direction = "fixed" if all(b[scenario]) else "broke"
+            flips.append(ScenarioFlip(scenario, a[scenario], b[scenario], direction))
+    return flips
+
+
+# --- rendering ---------------------------------------------------------------------------
+
+_HEADER = ("measure", "a", "b", "b − a [95% CI]", "p (z-test)", "p (Fisher)", "significant")
+
+
+def comparison_rows(group: GroupComparison) -> list[tuple[str, ...]]:
+    """The table of one group: errors/100, each class, handshake and pivot shares."""
+    from agent_eval.policy import get_rule
+
+    rows = [_row("errors/100 calls", group.errors)]
+    for code, cmp in group.classes.items():
+        rule = get_rule(code)
+        rows.append(_row(f"  {code} {rule.name}" if rule else f"  {code}", cmp))
+    rows.append(_row("handshake completed %", group.handshake))
+    rows.append(_row("pivot after denial %", group.pivot))
+    return rows
+
+
+def _row(label: str, cmp: RateComparison) -> tuple[str, ...]:
+    def side(rate) -> str:
+        return "–" if rate.per100 is None else f"{rate.per100:.2f} ({rate.k}/{rate.n})"
+
+    if cmp.diff100 is None:
+        diff = "–"
+    else:
+        diff = f"{cmp.diff100:+.2f} [{cmp.lo100:+.2f} to {cmp.hi100:+.2f}]"
+    return (label, side(cmp.a), side(cmp.b), diff, _p(cmp.p_value), _p(cmp.fisher_p),
+            "yes" if cmp.significant else "no")
+
+
+def _p(p: float) -> str:
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _flip_line(flip: ScenarioFlip) -> str:
+    def marks(outcomes: tuple[bool, ...]) -> str:
+        return "".join("P" if passed else "F" for passed in outcomes)
+
+    return f"{flip.scenario}: {flip.direction} (a {marks(flip.a)} -> b {marks(flip.b)})"
+
+
+def _legend(cmp: RunComparison) -> list[str]:
+    return [
+        f"b = {cmp.label_b} against a = {cmp.label_a}; differences read b − a "
+        "(errors per 100 calls; shares in percentage points).",
+        f"significant: {cmp.test} at alpha 0.05; p (Fisher): {cmp.exact_test}.",
+        "Flipped: outcome (every repeat passed, P/F per repeat) differs between the runs.",
+    ]
+
+
+def _missing(cmp: RunComparison) -> list[str]:
+    lines = []
+    if cmp.only_a:
+        lines.append(f"only in a ({cmp.label_a}): {', '.join(cmp.only_a)}")
+    if cmp.only_b:
+        lines.append(f"only in b ({cmp.label_b}): {', '.join(cmp.only_b)}")
+    if not cmp.groups:
+        lines.append("no target is present in both runs: nothing to compare "
+                     "(try --by all)")
+    return lines
+
+
+def render_comparison_text(cmp: RunComparison) -> str:
+    """Aligned plain-text tables, one per group, each followed by its flipped scenarios."""
+    lines = [*_legend(cmp), *_missing(cmp)]
+    for name, group in cmp.groups.items():
+        rows = [_HEADER, *comparison_rows(group)]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADER))]
+        lines += ["", f"== {name} =="]
+        for row in rows:
+            cells = [row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))]
+            lines.append("  ".join(cells).rstrip())
+        flips = cmp.flips.get(name, [])
+        lines.append(f"flipped scenarios: {len(flips)}")
+        lines += [f"  {_flip_line(flip)}" for flip in flips]
+    return "\n".join(lines) + "\n"
+
+
+def render_comparison_markdown(cmp: RunComparison) -> str:
+    """The same as Markdown, for a PR comment or a step summary."""
+    lines = [f"## agent-eval compare: {_md(cmp.label_a)} → {_md(cmp.label_b)}", ""]
+    lines += [f"{_md(line)}  " for line in (*_legend(cmp), *_missing(cmp))]
+    for name, group in cmp.groups.items():
+        lines += ["", f"### {_md(name)}", "",
+                  "| " + " | ".join(_HEADER) + " |", "|---|" + "---:|" * (len(_HEADER) - 1)]
+        lines += ["| " + " | ".join(_md(cell.strip()) for cell in row) + " |"
+                  for row in comparison_rows(group)]
+        flips = cmp.flips.get(name, [])
+        lines += ["", f"Flipped scenarios: {len(flips)}"]
+        lines += [f"- {_md(_flip_line(flip))}" for flip in flips]
+    return "\n".join(lines) + "\n"
+
+
+def _md(text: str) -> str:
+    """Names and labels from config files render as text, never as HTML or table cells."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace("|", "\\|").replace("\n", " ")
