@@ -1,8 +1,8 @@
 """What a simulated model says next, reconstructed from the conversation alone.
 
 The simulator is stateless per request: progress is the number of tool results in the
-conversation that were not denials (a denial is a ``tool`` message whose text contains
-"denied"), and that number indexes the scenario's ``reference`` plan.  When the last tool
+conversation that were not denials (a denial is a ``tool`` message whose text says
+"denied" in its first 120 characters), and that number indexes the scenario's ``reference`` plan.  When the last tool
 result is a denial, the profile's reaction decides the reply (pivot, retry, repeat, give
 up).  Pure: the caller passes a seeded ``random.Random``; no I/O.
 """
@@ -51,8 +51,14 @@ def first_user_text(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
+DENIAL_WINDOW = 120
+"""A denial says so up front ("Permission denied by the allow-list (AE301 ...)"); a
+script's output that merely mentions denied calls further in is a result, not a denial."""
+
+
 def is_denial(message: dict[str, Any]) -> bool:
-    return message.get("role") == "tool" and "denied" in message_text(message).lower()
+    text = message_text(message).lstrip()[:DENIAL_WINDOW]
+    return message.get("role") == "tool" and "denied" in text.lower()
 
 
 def count_progress(messages: list[dict[str, Any]]) -> int:

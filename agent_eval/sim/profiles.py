@@ -79,7 +79,7 @@ PROFILES: dict[str, Profile] = {
             name="piper",
             imitates="Qwen3.6-35B-A3B (MoE): 12 errors/100 calls; mostly pipes and chains, "
             "some bare ls/curl; retries denied variants, often never reaches the handshake",
-            p_mistake=0.1,
+            p_mistake=0.09,
             mix=(("AE301", 6.3), ("AE304", 2.5), ("AE307", 0.7), ("AE311", 2.5)),
             after_denial=(("pivot", 0.45), ("retry", 0.35), ("repeat", 0.1), ("give-up", 0.1)),
             tempted=1.5,

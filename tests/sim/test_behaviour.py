@@ -45,6 +45,16 @@ def test_progress_counts_tool_results_that_were_not_denials(suite):
     assert count_progress(messages) == 2
 
 
+def test_a_script_output_that_mentions_denied_calls_further_in_is_progress(suite):
+    scenario = suite.scenarios["research_stage"]
+    output = "called_at | agent | rule_code\n" + "2025-06-09 | mail | AE304\n" * 5 + "118 denied calls"
+    messages = opening(scenario) + [
+        _assistant("bash", {"command": "uv run scripts/db_query.py --sql 'SELECT 1'"}),
+        _result(output),
+    ]
+    assert count_progress(messages) == 1
+
+
 @pytest.mark.parametrize("progress", [0, 1, 3], ids=["first", "second", "fourth"])
 def test_without_mistakes_the_next_reference_step_is_emitted(suite, progress):
     scenario = suite.scenarios["research_stage"]
