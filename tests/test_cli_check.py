@@ -110,3 +110,16 @@ def test_rule_json():
 def test_unknown_rule_is_a_usage_error():
     result = run("rule", "AE999")
     assert result.exit_code == 2 and "unknown rule code 'AE999'" in result.output
+
+
+@pytest.mark.parametrize("command", ["check", "rules", "rule"])
+def test_command_is_documented_in_the_readme(command):
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert f"### `agent-eval {command}`" in readme
+
+
+def test_batch_of_read_paths(tmp_path):
+    batch = tmp_path / "paths.txt"
+    batch.write_text("notes/plan.md\n/data/rendered/x.png\n")
+    result = run("check", "--allowlist", RALF, "--tool", "read", "--batch", str(batch))
+    assert [json.loads(line)["primary"] for line in result.stdout.splitlines()] == [None, "AE320"]
