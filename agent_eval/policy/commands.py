@@ -177,12 +177,14 @@ class CommandJudge:
             return
         if name in WRAPPERS:
             inner = _skip_wrapper(name, words[1:])
+            if not inner:
+                self.add("wrapper-prefix", f"wrapper {name} with no command to run",
+                         head.start, words[-1].end)
+                return
             if name not in self.strict.allow_wrappers:
-                end = inner[0].start if inner else words[-1].end
                 self.add("wrapper-prefix", f"wrapper {name} before the command",
-                         head.start, max(head.end, end - 1 if inner else end))
-            if inner:
-                self.judge_words(inner)
+                         head.start, max(head.end, inner[0].start - 1))
+            self.judge_words(inner)
             return
         inline = _inline_flag(name, words[1:])
         if inline is not None or name == "eval":
