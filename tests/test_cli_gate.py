@@ -1,0 +1,233 @@
+"""`agent-eval gate` on a real SQLite store: exit codes 0/1/2 exactly, the numbers printed,
+baselines resolved by label, and the Markdown file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+from click.testing import CliRunner
+
+from agent_eval.cli import main
+from agent_eval.store import open_store
+from agent_eval.transcript import CallRecord, HandshakeResult, SessionRecord
+
+
+@dataclass
+class TargetPlan:
+    """``calls`` tool calls over ``sessions`` sessions, the first ones denied as ``denied``
+    (code -> count); ``handshakes`` completed of the sessions (all require one)."""
+
+    calls: int
+    denied: dict[str, int] = field(default_factory=dict)
+    sessions: int = 10
+    handshakes: int | None = None  # None: every session completed its handshake
+    faulted: int = 0  # extra sessions that ended in a server fault, 10 denied calls each
+
+
+def make_records(target: str, plan: TargetPlan, *, scenario_prefix: str = "task") -> list:
+    codes = [code for code, n in plan.denied.items() for _ in range(n)]
+    per_session = -(-plan.calls // plan.sessions)
+    done = plan.sessions if plan.handshakes is None else plan.handshakes
+    records, i = [], 0
+    for s in range(plan.sessions):
+        calls = []
+        for j in range(min(per_session, plan.calls - i)):
+            deny = i < len(codes)
+            calls.append(CallRecord(
+                index=j, turn_index=j, tool="bash",
+                arguments='{"command": "uv run scripts/db_query.py --sql x"}',
+                decision="deny" if deny else "allow", primary=codes[i] if deny else None,
+                next_action="pivot" if deny else None))
+            i += 1
+        records.append(SessionRecord(
+            key=f"{target}/{scenario_prefix}-{s}/0", target=target,
+            scenario=f"{scenario_prefix}-{s}", calls=calls,
+            handshake=HandshakeResult(required=3, done=3 if s < done else 1,
+                                      completed=s < done,
+                                      missed_step=None if s < done else "update_stage_status.py")))
+    for f in range(plan.faulted):
+        calls = [CallRecord(index=j, turn_index=j, tool="bash", arguments="{}", decision="deny",
+                            primary="AE301", next_action="retry-denied") for j in range(10)]
+        records.append(SessionRecord(key=f"{target}/fault-{f}/0", target=target,
+                                     scenario=f"fault-{f}", status="error",
+                                     error="server returned 503", calls=calls))
+    return records
+
+
+@pytest.fixture
+def db(tmp_path) -> str:
+    return str(tmp_path / "gate.db")
+
+
+def add_run(db: str, label: str | None, **targets: TargetPlan) -> int:
+    with open_store(db) as store:
+        run_id = store.create_run(label=label, kind="live", suite="scenarios/ralf",
+                                  config={}, fingerprint={})
+        for name, plan in targets.items():
+            store.add_target(run_id, name=name, model=name, base_url="http://127.0.0.1:8000/v1",
+                             settings={})
+            store.record_sessions(run_id, make_records(name, plan))
+        store.set_run_status(run_id, "finished")
+    return run_id
+
+
+def gate(db: str, *args: str):
+    return CliRunner().invoke(main, ["gate", "--db", db, *args])
+
+
+# --- pass / fail -------------------------------------------------------------------------
+
+
+def test_a_run_within_every_threshold_exits_0_and_prints_each_check(db):
+    add_run(db, "pr-1", **{"qwen3.5-27b": TargetPlan(161, {"AE320": 9})})
+    result = gate(db, "--max-error-rate", "8", "--max-class", "AE320=6", "--min-handshake", "0.8")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "Run 1 (pr-1)"
+    assert lines[1] == ("PASS  qwen3.5-27b: errors/100 <= 8: errors/100 5.59 "
+                        "(9/161 calls, 95% CI 3.0–10.3) <= 8")
+    assert lines[2].startswith("PASS  qwen3.5-27b: AE320/100 <= 6: AE320/100 5.59")
+    assert lines[3] == ("PASS  qwen3.5-27b: handshake >= 0.8: handshake completed in "
+                        "10/10 sessions = 1.00 >= 0.8")
+    assert lines[-1] == "gate passed: 3 checks, none failed"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "failed_line"),
+    [
+        pytest.param("--max-error-rate", "8", "FAIL  qwen3.6-35b: errors/100 <= 8: errors/100 "
+                     "12.03 (19/158 calls, 95% CI 7.8–18.0) > 8", id="error-rate"),
+        pytest.param("--max-class", "AE301=3", "FAIL  qwen3.6-35b: AE301/100 <= 3: AE301/100 "
+                     "6.33 (10/158 calls, 95% CI 3.5–11.3) > 3", id="class"),
+        pytest.param("--min-handshake", "0.8", "FAIL  qwen3.6-35b: handshake >= 0.8: handshake "
+                     "completed in 6/10 sessions = 0.60 < 0.8", id="handshake"),
+    ],
+)
+def test_each_threshold_kind_fails_with_exit_1_naming_the_target_and_numbers(
+        db, option, value, failed_line):
+    add_run(db, "pr-2", **{
+        "qwen3.5-27b": TargetPlan(161, {"AE320": 9}),
+        "qwen3.6-35b": TargetPlan(158, {"AE301": 10, "AE304": 4, "AE311": 5}, handshakes=6),
+    })
+    result = gate(db, option, value)
+    assert result.exit_code == 1
+    assert failed_line in result.stdout.splitlines()
+    assert result.stdout.splitlines()[1].startswith("PASS  qwen3.5-27b")
+    assert result.stdout.splitlines()[-1].startswith("gate FAILED: 1 of 2 checks failed (qwen3.6-35b")
+
+
+def test_sessions_lost_to_server_faults_do_not_count_against_the_model(db):
+    add_run(db, None, qwen=TargetPlan(100, {"AE301": 2}, faulted=3))
+    result = gate(db, "--max-error-rate", "2")
+    assert result.exit_code == 0
+    assert "errors/100 2.00 (2/100 calls" in result.stdout
+
+
+def test_run_picks_the_run_by_id_not_just_the_latest(db):
+    first = add_run(db, None, qwen=TargetPlan(100, {"AE301": 20}))
+    add_run(db, None, qwen=TargetPlan(100, {}))
+    assert gate(db, "--max-error-rate", "8").exit_code == 0
+    assert gate(db, "--run", str(first), "--max-error-rate", "8").exit_code == 1
+
+
+# --- baselines ---------------------------------------------------------------------------
+
+
+def test_a_jump_over_20_calls_against_the_nightly_does_not_fail_on_noise(db):
+    add_run(db, "nightly", qwen=TargetPlan(20, {}, sessions=2))
+    add_run(db, "pr-3", qwen=TargetPlan(20, {"AE301": 2}, sessions=2))
+    result = gate(db, "--baseline", "label:nightly", "--max-regression", "2")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == "Run 2 (pr-3) against baseline run 1 (nightly)"
+    assert ("errors/100 0.00 (0/20) -> 10.00 (2/20), change +10.00 [95% CI -3.15 to +23.15]"
+            in result.stdout)
+    assert "not supported by the sample (noise)" in result.stdout
+
+
+def test_the_same_jump_over_1000_calls_fails(db):
+    add_run(db, "nightly", qwen=TargetPlan(1000, {}, sessions=20))
+    add_run(db, "pr-4", qwen=TargetPlan(1000, {"AE301": 100}, sessions=20))
+    result = gate(db, "--baseline", "label:nightly", "--max-regression", "2")
+    assert result.exit_code == 1
+    assert "change +10.00 [95% CI +8.14 to +11.86]" in result.stdout
+    assert "a real regression" in result.stdout
+
+
+def test_label_baseline_is_the_newest_run_with_that_label_other_than_the_current(db):
+    add_run(db, "nightly", qwen=TargetPlan(1000, {}, sessions=20))            # 1: old nightly
+    add_run(db, "nightly", qwen=TargetPlan(1000, {"AE301": 100}, sessions=20))  # 2: new nightly
+    add_run(db, "other", qwen=TargetPlan(1000, {"AE301": 100}, sessions=20))    # 3
+    result = gate(db, "--baseline", "label:nightly", "--max-regression", "2")
+    assert "against baseline run 2 (nightly)" in result.stdout
+    assert result.exit_code == 0
+    on_the_nightly = gate(db, "--run", "2", "--baseline", "label:nightly", "--max-regression", "2")
+    assert "Run 2 (nightly) against baseline run 1 (nightly)" in on_the_nightly.stdout
+    assert on_the_nightly.exit_code == 1
+
+
+def test_the_first_nightly_has_no_baseline_and_says_so(db):
+    add_run(db, "nightly", qwen=TargetPlan(100, {}))
+    result = gate(db, "--baseline", "label:nightly", "--max-regression", "2",
+                  "--max-error-rate", "8")
+    assert result.exit_code == 0
+    assert ("baseline label:nightly: no run other than run 1 has that label yet; regression "
+            "checks skipped") in result.stdout
+
+
+def test_a_target_missing_from_the_baseline_is_skipped_and_named(db):
+    add_run(db, "nightly", qwen=TargetPlan(100, {}))
+    add_run(db, None, qwen=TargetPlan(100, {}), newcomer=TargetPlan(100, {"AE301": 50}))
+    result = gate(db, "--baseline", "1")
+    assert result.exit_code == 0
+    assert "SKIP  newcomer: regression vs baseline <= 0: skipped: target absent from the baseline" \
+        in result.stdout
+
+
+# --- markdown ----------------------------------------------------------------------------
+
+
+def test_markdown_file_holds_the_same_checks(db, tmp_path):
+    add_run(db, "pr-5", qwen=TargetPlan(100, {"AE301": 9}))
+    out = tmp_path / "gate.md"
+    result = gate(db, "--max-error-rate", "8", "--markdown", str(out))
+    assert result.exit_code == 1
+    md = out.read_text()
+    assert md.startswith("## ❌ agent-eval gate: failed\n\nRun 1 (pr-5)\n")
+    assert "- **qwen**: errors/100 <= 8: errors/100 9.00 (9/100 calls, 95% CI 4.8–16.2) > 8" in md
+    assert "| FAIL | qwen | errors/100 <= 8 | 8 | 9.00 |" in md
+
+
+# --- usage: exit 2 with one line ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(["--max-class", "AE301"], "'AE301' is not CODE=X", id="no-equals"),
+        pytest.param(["--max-class", "AE301=lots"], "'AE301=lots' is not CODE=X", id="not-a-number"),
+        pytest.param(["--max-class", "AE301=-1"], "'AE301=-1' is not CODE=X", id="negative"),
+        pytest.param(["--max-class", "AE999=3"], "AE999 is not a rule code", id="unknown-code"),
+        pytest.param(["--max-class", "AE403=3"], "AE403 is a session outcome", id="session-code"),
+        pytest.param([], "give at least one threshold", id="no-threshold"),
+        pytest.param(["--max-error-rate", "8", "--max-regression", "2"],
+                     "--max-regression needs --baseline", id="regression-without-baseline"),
+        pytest.param(["--min-handshake", "80"], "min_handshake is a share within 0..1",
+                     id="handshake-as-percent"),
+        pytest.param(["--run", "99", "--max-error-rate", "8"], "no run with id 99", id="no-such-run"),
+        pytest.param(["--baseline", "42"], "no run with id 42", id="no-such-baseline"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line_naming_the_value(db, args, message):
+    add_run(db, None, qwen=TargetPlan(10, {}))
+    result = gate(db, *args)
+    assert result.exit_code == 2
+    [line] = result.stderr.splitlines()
+    assert line.startswith("Error: ") and message in line
+    assert result.stdout == ""
+
+
+def test_an_empty_store_is_a_usage_error(db):
+    result = gate(db, "--max-error-rate", "8")
+    assert result.exit_code == 2
+    assert "the store holds no runs yet" in result.stderr
