@@ -5,7 +5,8 @@ output is a list of :class:`Problem` and, for an allowed runner call, the
 :class:`Invocation`.  Pure; the strictness switches of the allow-list are applied here:
 
 - ``strict.pipe_to``: a pipe into one of these programs is not ``pipe-to-filter``; the
-  filter's words must be literal, its arguments are not checked.
+  filter's words must be literal; its arguments are checked only when the program is
+  also listed under ``programs`` (list it there to pin its flags).
 - ``strict.allow_chain``: ``&&``, ``||``, ``;`` and newlines between commands that are
   each allowed on their own.  Background ``&`` is never allowed.
 - ``strict.allow_stderr_redirect``: ``2>&1``, ``2>/dev/null``, ``2>>/dev/null``.
@@ -112,6 +113,11 @@ class CommandJudge:
             for redirect in cmd.redirects:
                 self.judge_redirect(redirect)
             if piped_into and self.is_allowed_filter(cmd):
+                name = cmd.words[0].value
+                if name in self.allowlist.programs:
+                    _, problems = match_arguments(name, self.allowlist.programs[name],
+                                                  cmd.words[1:], _span(cmd.words))
+                    self.problems.extend(problems)
                 continue
             if cmd.words:
                 self.judge_words(cmd.words)
