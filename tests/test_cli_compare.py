@@ -1,0 +1,183 @@
+"""`agent-eval compare` on a real SQLite store: differences with intervals and tests,
+hand-checked against CONTEXT.md's numbers, and the scenarios that flipped."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from agent_eval.cli import main
+from agent_eval.comparison import compare_runs
+from agent_eval.metrics import flipped_scenarios, repeat_stats, summarize
+from agent_eval.store import open_store
+from agent_eval.transcript import CallRecord, HandshakeResult, SessionRecord
+
+
+def session(target: str, scenario: str, repeat: int = 0, *, allowed: int = 10,
+            denied: tuple[str, ...] = (), handshake: bool = True,
+            status: str = "completed") -> SessionRecord:
+    """A session with ``denied`` calls first (each followed by a pivot), then ``allowed``."""
+    calls = [CallRecord(index=i, turn_index=i, tool="bash", arguments="{}", decision="deny",
+                        primary=code, next_action="pivot") for i, code in enumerate(denied)]
+    calls += [CallRecord(index=len(calls) + i, turn_index=len(calls) + i, tool="bash",
+                         arguments="{}", decision="allow") for i in range(allowed)]
+    return SessionRecord(
+        key=f"{target}/{scenario}/{repeat}", target=target, scenario=scenario, repeat=repeat,
+        status=status, calls=calls,
+        handshake=HandshakeResult(required=3, done=3 if handshake else 1, completed=handshake,
+                                  missed_step=None if handshake else "update_stage_status.py"))
+
+
+def spread(target: str, calls: int, denied: dict[str, int], *, handshakes: int,
+           sessions: int = 10) -> list[SessionRecord]:
+    """``calls`` over ``sessions`` scenarios s0..s9; denials packed into the first ones."""
+    codes = [code for code, n in denied.items() for _ in range(n)]
+    per = -(-calls // sessions)
+    out, used = [], 0
+    for s in range(sessions):
+        n = min(per, calls - used)
+        mine = tuple(codes[used:used + n])
+        out.append(session(target, f"s{s}", allowed=n - len(mine), denied=mine,
+                           handshake=s < handshakes))
+        used += n
+    return out
+
+
+def add_run(db: str, label: str, records: list[SessionRecord]) -> int:
+    with open_store(db) as store:
+        run_id = store.create_run(label=label, kind="live", suite=None, config={}, fingerprint={})
+        for name in dict.fromkeys(r.target for r in records):
+            store.add_target(run_id, name=name, model=name, base_url="http://127.0.0.1:8000/v1",
+                             settings={})
+        store.record_sessions(run_id, records)
+    return run_id
+
+
+@pytest.fixture
+def db(tmp_path) -> str:
+    """Run 1: 9 errors in 161 calls (CONTEXT.md's 27B); run 2: 19 in 158 (the 35B)."""
+    path = str(tmp_path / "compare.db")
+    add_run(path, "nightly", spread("qwen", 161, {"AE320": 9}, handshakes=8))
+    add_run(path, "pr-7", spread("qwen", 158, {"AE301": 10, "AE304": 9}, handshakes=6))
+    return path
+
+
+def compare(db: str, *args: str):
+    return CliRunner().invoke(main, ["compare", "--db", db, *args])
+
+
+def row(output: str, label: str) -> list[str]:
+    """The cells of the row starting with ``label`` (cells are separated by 2+ spaces)."""
+    import re
+
+    for line in output.splitlines():
+        if line.strip().startswith(label):
+            return re.split(r"\s{2,}", line.strip())
+    raise AssertionError(f"no row {label!r} in:\n{output}")
+
+
+def test_overall_difference_has_interval_z_and_fisher_p_and_is_significant(db):
+    result = compare(db, "1", "2")
+    assert result.exit_code == 0, result.output
+    # 19/158 − 9/161 = +6.44 per 100; Wald CI ±1.96 × 3.16; z = 2.03, p = 0.042
+    # (CONTEXT.md); Fisher p = 0.0486 by direct hypergeometric summation
+    assert row(result.stdout, "errors/100 calls") == [
+        "errors/100 calls", "5.59 (9/161)", "12.03 (19/158)", "+6.44 [+0.25 to +12.63]",
+        "0.042", "0.049", "yes"]
+
+
+def test_per_class_differences_cover_classes_either_run_hit(db):
+    out = compare(db, "1", "2").stdout
+    assert row(out, "AE301 pipe-to-filter")[1:4] == ["0.00 (0/161)", "6.33 (10/158)",
+                                                     "+6.33 [+2.53 to +10.13]"]
+    assert row(out, "AE304 shell-chain")[1:3] == ["0.00 (0/161)", "5.70 (9/158)"]
+    assert row(out, "AE320 blocked-read-path")[1:4] == ["5.59 (9/161)", "0.00 (0/158)",
+                                                        "-5.59 [-9.14 to -2.04]"]
+
+
+def test_handshake_and_recovery_differences_are_shown(db):
+    out = compare(db, "1", "2").stdout
+    assert row(out, "handshake completed %")[1:4] == ["80.00 (8/10)", "60.00 (6/10)",
+                                                      "-20.00 [-59.20 to +19.20]"]
+    assert row(out, "handshake completed %")[-1] == "no"
+    assert row(out, "pivot after denial %")[1:3] == ["100.00 (9/9)", "100.00 (19/19)"]
+
+
+def test_flipped_scenarios_are_listed_with_their_direction(db):
+    # run 1 packs 9 denials into s0 (17 calls each); run 2 packs 19 into s0 and s1 (16 each)
+    out = compare(db, "1", "2").stdout.splitlines()
+    at = out.index("flipped scenarios: 1")
+    assert out[at + 1] == "  s1: broke (a P -> b F)"
+
+
+def test_the_test_used_is_named(db):
+    out = compare(db, "label:nightly", "latest").stdout
+    assert "two-proportion z-test (pooled, no continuity correction) at alpha 0.05" in out
+    assert "Fisher's exact test (two-sided)" in out
+    assert out.startswith("b = run 2 (pr-7) against a = run 1 (nightly)")
+
+
+def test_targets_are_matched_by_name_and_the_rest_named(tmp_path):
+    db = str(tmp_path / "two.db")
+    add_run(db, "a", [session("qwen", "s0"), session("old", "s0")])
+    add_run(db, "b", [session("qwen", "s0", denied=("AE301",)), session("new", "s0")])
+    out = compare(db, "1", "2").stdout
+    assert "only in a (run 1 (a)): old" in out
+    assert "only in b (run 2 (b)): new" in out
+    assert "== qwen ==" in out and "== old ==" not in out
+    assert row(out, "errors/100 calls")[1:3] == ["0.00 (0/10)", "9.09 (1/11)"]
+    assert "  s0: broke (a P -> b F)" in out
+
+
+def test_by_all_pools_every_target_of_each_run(tmp_path):
+    db = str(tmp_path / "pooled.db")
+    add_run(db, "a", [session("m1", "s0"), session("m2", "s0", denied=("AE301",))])
+    add_run(db, "b", [session("m3", "s0"), session("m4", "s0")])
+    out = compare(db, "1", "2", "--by", "all").stdout
+    assert "== all ==" in out
+    assert row(out, "errors/100 calls")[1:3] == ["4.76 (1/21)", "0.00 (0/20)"]
+    assert "  s0: fixed (a PF -> b PP)" in out
+
+
+def test_faulted_sessions_are_left_out(tmp_path):
+    db = str(tmp_path / "faults.db")
+    add_run(db, "a", [session("qwen", "s0")])
+    add_run(db, "b", [session("qwen", "s0"),
+                      session("qwen", "s1", denied=("AE301",) * 5, status="error")])
+    out = compare(db, "1", "2").stdout
+    assert row(out, "errors/100 calls")[1:3] == ["0.00 (0/10)", "0.00 (0/10)"]
+    assert "flipped scenarios: 0" in out
+
+
+def test_markdown_file_holds_the_same_tables(db, tmp_path):
+    md_path = tmp_path / "compare.md"
+    assert compare(db, "1", "2", "--markdown", str(md_path)).exit_code == 0
+    md = md_path.read_text()
+    assert md.startswith("## agent-eval compare: run 1 (nightly) → run 2 (pr-7)\n")
+    assert ("| errors/100 calls | 5.59 (9/161) | 12.03 (19/158) | +6.44 [+0.25 to +12.63] "
+            "| 0.042 | 0.049 | yes |") in md
+    assert "- s1: broke (a P -> b F)" in md
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [pytest.param(["1", "9"], "no run with id 9", id="unknown-run"),
+     pytest.param(["1", "label:weekly"], "no run has that label", id="unknown-label"),
+     pytest.param(["1", "newest"], "is not a run", id="bad-reference")],
+)
+def test_a_run_that_does_not_exist_exits_2_with_one_line(db, args, message):
+    result = compare(db, *args)
+    assert result.exit_code == 2
+    [line] = result.stderr.splitlines()
+    assert line.startswith("Error: ") and message in line
+
+
+def test_per_target_flips_agree_with_metrics_flipped_scenarios(db):
+    """compare_runs builds flips from repeat_stats in one pass; the result must be what
+    flipped_scenarios says for the same rows."""
+    with open_store(db) as store:
+        sessions = {rid: list(store.session_rows([rid])) for rid in (1, 2)}
+        calls = {rid: list(store.call_rows([rid])) for rid in (1, 2)}
+    result = compare_runs(summarize(sessions[1], calls[1]), summarize(sessions[2], calls[2]),
+                          repeat_stats(sessions[1], calls[1]), repeat_stats(sessions[2], calls[2]))
+    assert result.flips["qwen"] == flipped_scenarios(sessions[1], calls[1], sessions[2], calls[2])
