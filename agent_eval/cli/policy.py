@@ -13,7 +13,15 @@ import click
 
 from agent_eval.cli import EXIT_FAIL, EXIT_OK, EXIT_USAGE, main
 from agent_eval.errors import ConfigError
-from agent_eval.policy import RULES, Verdict, check_command, check_read, get_rule, load_allowlist
+from agent_eval.policy import (
+    PRECEDENCE,
+    RULES,
+    Verdict,
+    check_command,
+    check_read,
+    get_rule,
+    load_allowlist,
+)
 
 
 def _verdict_dict(text: str, verdict: Verdict) -> dict:
@@ -138,7 +146,9 @@ def check(allowlist_path: Path, tool: str, batch: str | None, fmt: str | None,
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the registry as JSON.")
-def rules(as_json: bool) -> None:
+@click.option("--markdown", "as_markdown", is_flag=True,
+              help="Print the registry as a Markdown page (docs/rules.md).")
+def rules(as_json: bool, as_markdown: bool) -> None:
     """List every rule: code, name, scope, status and summary.
 
     Example: agent-eval rules --json
@@ -146,6 +156,9 @@ def rules(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in RULES.values()], indent=2,
                               ensure_ascii=False))
+        return
+    if as_markdown:
+        click.echo(rules_markdown(), nl=False)
         return
     width = max(len(r.name) for r in RULES.values())
     for r in RULES.values():
@@ -180,3 +193,34 @@ def rule(code: str, as_json: bool) -> None:
                       "session": "session: "}.get(ex.kind, "$ ")
             lines.append(f"  {prefix}{shown}")
     click.echo("\n".join(lines))
+
+
+def rules_markdown() -> str:
+    """The registry as one Markdown page; ``docs/rules.md`` is this output."""
+    out = ["# Failure classes (AE rules)", "",
+           "Generated from the rule registry by `agent-eval rules --markdown`; do not edit.",
+           "A denied call counts once, under the first of its codes in this precedence: "
+           + ", ".join(PRECEDENCE) + ".", ""]
+    for r in RULES.values():
+        out += [f"## {r.code} `{r.name}`", "", r.summary, "", f"**Why it matters.** {r.why}", "",
+                f"Scope: {r.scope}; status: {r.status}.", ""]
+        for title, examples in (("Bad", r.bad), ("Good", r.good)):
+            if examples:
+                out.append(f"{title} examples:")
+                out.append("")
+                out += [f"- {_md_example(e)}" for e in examples]
+                out.append("")
+    return "\n".join(out)
+
+
+def _md_example(example) -> str:
+    text = "".join(
+        "⏎" if ch == "\n" else f"\\x{ord(ch):02x}" if ord(ch) < 32 or ord(ch) == 127 else ch
+        for ch in example.text
+    )
+    if len(text) > 160:
+        text = f"{text[:120]}… ({len(example.text)} characters)"
+    fence = "``" if "`" in text else "`"
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    where = f"{example.tool}: " if example.tool else ""
+    return f"{where}{fence}{pad}{text}{pad}{fence}"

@@ -1,0 +1,83 @@
+"""Docs kept honest: every CLI command and every rule is documented, and CI runs exactly
+the README's test command."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+import pytest
+
+from agent_eval.cli import main
+from agent_eval.policy import RULES
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _command_paths(group: click.Group, prefix: str = "") -> list[str]:
+    paths = []
+    for name, cmd in sorted(group.commands.items()):
+        path = f"{prefix}{name}"
+        if isinstance(cmd, click.Group):
+            paths += _command_paths(cmd, path + " ")
+        else:
+            paths.append(path)
+    return paths
+
+
+COMMANDS = _command_paths(main)
+
+
+def test_the_cli_has_every_command_design_md_names():
+    expected = {"run", "demo", "check", "rules", "rule", "report", "show", "gate", "compare",
+                "import", "rescore", "sim-server", "db upgrade", "schema", "perf"}
+    assert expected <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_a_readme_section(command):
+    assert f"### `agent-eval {command}`" in README, (
+        f"README.md has no '### `agent-eval {command}`' section; document the command"
+    )
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_with_an_example(command):
+    cmd = main
+    for part in command.split():
+        cmd = cmd.commands[part]
+    assert cmd.help and "agent-eval" in cmd.help, f"`{command}` --help needs an example line"
+
+
+def test_readme_opens_with_install_and_demo():
+    quick = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    lines = [ln.strip() for ln in quick.splitlines() if ln.strip().startswith("$ ")]
+    assert lines[0] == "$ pip install -e . && agent-eval demo"
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    pattern = re.compile(r"^    \$ (python -m pytest.*)$", re.M)
+    (readme_cmd,) = pattern.findall(README)[:1]
+    assert "sed -n 's/^    \\$ \\(python -m pytest.*\\)$/\\1/p' README.md" in ci
+    assert readme_cmd.startswith("python -m pytest")
+
+
+def test_every_rule_is_in_the_rules_doc():
+    doc = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
+    for code, rule in RULES.items():
+        assert f"{code} {rule.name}" in doc or f"{code} `{rule.name}`" in doc, (
+            f"docs/rules.md lacks {code}; regenerate it with "
+            "`agent-eval rules --markdown > docs/rules.md`"
+        )
+
+
+def test_rules_doc_is_the_registry_rendering():
+    from agent_eval.cli.policy import rules_markdown
+
+    doc = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
+    assert doc == rules_markdown(), (
+        "docs/rules.md is stale; regenerate: agent-eval rules --markdown > docs/rules.md"
+    )
