@@ -1,0 +1,159 @@
+"""Inline SVG charts, drawn in Python so the report needs no script and no CDN.
+
+Every label (target names come from the operator's config or an imported file; codes from
+the store) passes through ``html.escape`` before it is placed in the SVG, and the result is
+returned as ``Markup`` only after that, so the template can inline it without autoescape
+doubling the entities.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from markupsafe import Markup
+
+from agent_eval.metrics import GroupSummary
+from agent_eval.policy import get_rule
+
+PALETTE = (
+    "#d62728", "#ff7f0e", "#bcbd22", "#2ca02c", "#17becf", "#1f77b4", "#9467bd",
+    "#e377c2", "#8c564b", "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896",
+    "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5", "#393b79",
+)  # fmt: skip
+LABEL_W = 190
+BAR_W = 520
+ROW_H = 26
+
+
+def class_chart(summaries: dict[str, GroupSummary]) -> Markup:
+    """One stacked horizontal bar per target: its errors per 100 calls, split by class.
+
+    Segments are in precedence order, so the same class has the same colour and place in
+    every bar; a legend names the classes.  Each segment has a ``<title>`` tooltip.
+    """
+    codes = sorted(
+        {code for s in summaries.values() for code, r in s.classes.items() if r.k},
+        key=lambda c: list(_all_codes(summaries)).index(c),
+    )
+    colour = {code: PALETTE[i % len(PALETTE)] for i, code in enumerate(codes)}
+    top = max((s.errors.per100 or 0.0 for s in summaries.values()), default=0.0)
+    scale = _nice_max(top)
+    rows = len(summaries)
+    legend_rows = (len(codes) + 2) // 3
+    height = 30 + rows * ROW_H + 24 + legend_rows * 18 + 10
+    width = LABEL_W + BAR_W + 70
+    parts = [_open(width, height, "Errors per 100 tool calls by failure class, per target")]
+    parts.append(_axis(scale, 30 + rows * ROW_H))
+    for i, (name, s) in enumerate(summaries.items()):
+        y = 30 + i * ROW_H
+        parts.append(_label(name, y + 16))
+        x = LABEL_W
+        for code in codes:
+            rate = s.classes.get(code)
+            if rate is None or not rate.k or rate.per100 is None:
+                continue
+            w = BAR_W * rate.per100 / scale
+            tip = f"{name}: {code} {_rule_name(code)} {rate.per100:.2f} per 100 ({rate.k}/{rate.n})"
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y + 4}" width="{w:.1f}" height="{ROW_H - 8}" '
+                f'fill="{colour[code]}"><title>{escape(tip)}</title></rect>'
+            )
+            x += w
+        total = s.errors.per100
+        parts.append(
+            f'<text x="{x + 6:.1f}" y="{y + 17}" class="num">'
+            f'{"–" if total is None else f"{total:.2f}"}</text>'
+        )
+    legend_y = 30 + rows * ROW_H + 30
+    for j, code in enumerate(codes):
+        lx = LABEL_W + (j % 3) * 180 - 120
+        ly = legend_y + (j // 3) * 18
+        parts.append(
+            f'<rect x="{lx}" y="{ly - 10}" width="12" height="12" fill="{colour[code]}"/>'
+            f'<text x="{lx + 16}" y="{ly}" class="legend">{escape(code)} '
+            f"{escape(_rule_name(code))}</text>"
+        )
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def error_chart(summaries: dict[str, GroupSummary]) -> Markup:
+    """Errors per 100 tool calls per target: a dot with its Wilson 95% interval as whiskers."""
+    top = max((s.errors.hi100 or 0.0 for s in summaries.values()), default=0.0)
+    scale = _nice_max(top)
+    rows = len(summaries)
+    height = 30 + rows * ROW_H + 24
+    width = LABEL_W + BAR_W + 70
+    parts = [_open(width, height, "Errors per 100 tool calls with Wilson 95% intervals")]
+    parts.append(_axis(scale, 30 + rows * ROW_H))
+    for i, (name, s) in enumerate(summaries.items()):
+        y = 30 + i * ROW_H + ROW_H // 2
+        parts.append(_label(name, y + 4))
+        r = s.errors
+        if r.per100 is None:
+            parts.append(f'<text x="{LABEL_W + 4}" y="{y + 4}" class="num">no calls</text>')
+            continue
+
+        def px(v: float) -> float:
+            return LABEL_W + BAR_W * v / scale
+
+        tip = f"{name}: {r.per100:.2f} [{r.lo100:.1f}–{r.hi100:.1f}] per 100 ({r.k}/{r.n})"
+        parts.append(
+            f'<g><title>{escape(tip)}</title>'
+            f'<line x1="{px(r.lo100):.1f}" x2="{px(r.hi100):.1f}" y1="{y}" y2="{y}" '
+            f'class="whisker"/>'
+            f'<line x1="{px(r.lo100):.1f}" x2="{px(r.lo100):.1f}" y1="{y - 6}" y2="{y + 6}" '
+            f'class="whisker"/>'
+            f'<line x1="{px(r.hi100):.1f}" x2="{px(r.hi100):.1f}" y1="{y - 6}" y2="{y + 6}" '
+            f'class="whisker"/>'
+            f'<circle cx="{px(r.per100):.1f}" cy="{y}" r="5" class="dot"/></g>'
+            f'<text x="{px(r.hi100) + 8:.1f}" y="{y + 4}" class="num">{r.per100:.2f}</text>'
+        )
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def _all_codes(summaries: dict[str, GroupSummary]) -> dict[str, None]:
+    order: dict[str, None] = {}
+    for s in summaries.values():
+        for code in s.classes:  # each summary's classes are in precedence order already
+            order.setdefault(code, None)
+    return order
+
+
+def _rule_name(code: str) -> str:
+    rule = get_rule(code)
+    return rule.name if rule else ""
+
+
+def _open(width: int, height: int, title: str) -> str:
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="{escape(title)}"><title>{escape(title)}</title>'
+    )
+
+
+def _label(name: str, y: int) -> str:
+    shown = name if len(name) <= 28 else name[:27] + "…"
+    return f'<text x="{LABEL_W - 8}" y="{y}" text-anchor="end" class="label">{escape(shown)}</text>'
+
+
+def _axis(scale: float, bottom: int) -> str:
+    ticks = []
+    for k in range(5):
+        v = scale * k / 4
+        x = LABEL_W + BAR_W * k / 4
+        ticks.append(
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="22" y2="{bottom}" class="grid"/>'
+            f'<text x="{x:.1f}" y="16" text-anchor="middle" class="tick">{v:g}</text>'
+        )
+    return "".join(ticks)
+
+
+def _nice_max(value: float) -> float:
+    """A round axis end at or above ``value`` (5, 10, 20, 25, 50, 100...)."""
+    for step in (1, 2, 4, 5, 10, 20, 25, 40, 50, 100):
+        if value <= step:
+            return float(step)
+    return 100.0

@@ -1,0 +1,279 @@
+"""The index page's context: every table of the report, as plain records and strings.
+
+Built in one pass over each stream of stored rows (sessions held as small rows, calls and
+turns streamed through), so it costs the same three queries for 100 sessions as for
+10,000.  Columns are targets; with several runs each (run, target) pair is its own column
+(``name · run N``) so runs sit side by side instead of being pooled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+from markupsafe import Markup
+
+from agent_eval.metrics import (
+    FISHER_TEST,
+    TOTAL,
+    Z_TEST,
+    GroupSummary,
+    Rate,
+    RepeatSummary,
+    class_table,
+    repeat_stats,
+    summarize,
+    summarize_repeats,
+)
+from agent_eval.policy import get_rule
+from agent_eval.report.charts import class_chart, error_chart
+from agent_eval.report.pages import SessionLink, handshake_text, rule_href, session_href
+from agent_eval.store import RunInfo
+from agent_eval.transcript import EXIT_STATES, NEXT_ACTIONS, CallRow, SessionRow, TurnRow
+
+STATISTICS = (
+    "Every rate is errors (or sessions) per 100 with a Wilson 95% score interval in "
+    "brackets. Comparisons between targets use the "
+    f"{Z_TEST}, with {FISHER_TEST} as a check at small counts. Sessions that ended in a "
+    "server or harness fault (status error) are left out of every model rate."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    id: int
+    label: str | None
+    kind: str
+    status: str
+    suite: str | None
+    created_at: datetime
+    engine_version: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClassRow:
+    code: str  # a rule code, or "total"
+    name: str | None
+    href: str | None
+    cells: tuple[str, ...]  # one per column: errors/100 [95% CI]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionItem:
+    """One line of the session list: a link and what to see before opening it."""
+
+    link: SessionLink
+    column: str
+    repeat: int
+    calls: int
+    denials: int
+    handshake: str
+    is_child: bool
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class IndexPage:
+    """``index.html``.  ``summaries`` and ``repeats`` are keyed by column, in column order;
+    ``rows`` hold the same figures already formatted for the tables."""
+
+    title: str
+    runs: tuple[RunView, ...]
+    columns: tuple[str, ...]
+    summaries: dict[str, GroupSummary]
+    repeats: dict[str, RepeatSummary]
+    target_rows: tuple[tuple[str, ...], ...]
+    class_rows: tuple[ClassRow, ...]
+    handshake_rows: tuple[tuple[str, ...], ...]
+    recovery_rows: tuple[tuple[str, ...], ...]
+    exit_rows: tuple[tuple[str, ...], ...]
+    speed_rows: tuple[tuple[str, ...], ...]
+    repeat_rows: tuple[tuple[str, ...], ...]
+    sessions: tuple[SessionItem, ...]
+    error_sessions: tuple[SessionItem, ...]
+    class_chart: Markup
+    error_chart: Markup
+    statistics: str = STATISTICS
+
+
+TARGET_HEAD = ("target", "sessions", "messages", "tool calls", "errors",
+               "errors/100 [95% CI]", "handshake completion", "error sessions")  # fmt: skip
+HANDSHAKE_HEAD = ("target", "sessions with a handshake", "completed [95% CI]",
+                  "mean share of steps done", "most-missed step")  # fmt: skip
+RECOVERY_HEAD = ("target", "denials", *(f"{a} [95% CI]" for a in NEXT_ACTIONS),
+                 "denials per session", "turns burned")  # fmt: skip
+EXIT_HEAD = ("target", *EXIT_STATES, "typical exit state")
+SPEED_HEAD = ("target", "errors/100", "latency p50 / p95 (s)", "TTFT p50 / p95 (s)",
+              "decode tok/s", "completions/min", "allowed calls/min",
+              "completed sessions/hour")  # fmt: skip
+REPEAT_HEAD = ("target", "scenarios", "k", "pass^k (all k passed) [95% CI]",
+               "mean pass^k estimate", "flip rate [95% CI]")  # fmt: skip
+
+
+def column_namer(run_ids: list[int]):
+    """How a session's column is named: its target, plus the run when there are several."""
+    if len(run_ids) > 1:
+        return lambda s: f"{s.target} · run {s.run_id}"
+    return lambda s: s.target
+
+
+def rate_text(rate: Rate | None, *, interval: bool = True, digits: int = 2) -> str:
+    """``12.03 [7.9–18.0]``; ``–`` for an empty denominator."""
+    if rate is None or rate.per100 is None:
+        return "–"
+    if not interval:
+        return f"{rate.per100:.{digits}f}"
+    return f"{rate.per100:.{digits}f} [{rate.lo100:.1f}–{rate.hi100:.1f}]"
+
+
+def number_text(value: float | None, digits: int = 2) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+@dataclass(slots=True)
+class CallTally:
+    """Per-session call and denial counts, taken while calls stream into ``summarize``;
+    denied calls are kept (few) so repeats need no second pass over all calls."""
+
+    calls: Counter = dataclasses.field(default_factory=Counter)
+    denials: Counter = dataclasses.field(default_factory=Counter)
+    denied: list = dataclasses.field(default_factory=list)
+
+    def watch(self, rows: Iterable[CallRow]) -> Iterator[CallRow]:
+        for row in rows:
+            self.calls[row.session_id] += 1
+            if row.decision == "deny":
+                self.denials[row.session_id] += 1
+                self.denied.append(row)
+            yield row
+
+
+def build_index_page(
+    runs: list[RunInfo],
+    sessions: list[SessionRow],
+    calls: Iterable[CallRow],
+    turns: Iterable[TurnRow],
+    tally: CallTally | None = None,
+) -> IndexPage:
+    """The index of a report over ``runs``; ``sessions`` already named by column (see
+    :func:`column_namer`).  Pass ``tally`` to reuse the per-session counts afterwards."""
+    tally = tally or CallTally()
+    summaries = summarize(sessions, tally.watch(calls), turns, by="target")
+    columns = tuple(summaries)
+    repeats = {}
+    if any(s.repeat > 0 for s in sessions):
+        repeats = summarize_repeats(repeat_stats(sessions, tally.denied).values())
+    links = session_links(sessions, from_dir=None)
+    items = tuple(
+        SessionItem(
+            link=links[s.id],
+            column=s.target,
+            repeat=s.repeat,
+            calls=tally.calls[s.id],
+            denials=tally.denials[s.id],
+            handshake=handshake_text(s.handshake_required, s.handshake_done,
+                                     s.handshake_completed, s.handshake_missed_step),
+            is_child=s.parent_id is not None,
+            error=s.error,
+        )
+        for s in sessions
+    )
+    return IndexPage(
+        title=_title(runs),
+        runs=tuple(_run_view(r) for r in runs),
+        columns=columns,
+        summaries=summaries,
+        repeats=repeats,
+        target_rows=tuple(_target_row(name, s) for name, s in summaries.items()),
+        class_rows=_class_rows(summaries),
+        handshake_rows=tuple(_handshake_row(n, s) for n, s in summaries.items()),
+        recovery_rows=tuple(_recovery_row(n, s) for n, s in summaries.items()),
+        exit_rows=tuple(_exit_row(n, s) for n, s in summaries.items()),
+        speed_rows=tuple(_speed_row(n, s) for n, s in summaries.items()),
+        repeat_rows=tuple(_repeat_row(n, r) for n, r in repeats.items()),
+        sessions=items,
+        error_sessions=tuple(i for i in items if i.link.status == "error"),
+        class_chart=class_chart(summaries),
+        error_chart=error_chart(summaries),
+    )
+
+
+def session_links(sessions: Iterable[SessionRow], *, from_dir: str | None) -> dict[int, SessionLink]:
+    return {
+        s.id: SessionLink(s.id, s.key or f"session {s.id}", s.target, s.scenario, s.status,
+                          session_href(s.id, from_dir=from_dir))
+        for s in sessions
+    }
+
+
+def _title(runs: list[RunInfo]) -> str:
+    names = [f"run {r.id}" + (f" ({r.label})" if r.label else "") for r in runs]
+    return "agent-eval report: " + ", ".join(names)
+
+
+def _run_view(run: RunInfo) -> RunView:
+    engine = run.fingerprint.get("engine_version") if isinstance(run.fingerprint, dict) else None
+    return RunView(run.id, run.label, run.kind, run.status, run.suite, run.created_at,
+                   str(engine) if engine is not None else None)
+
+
+def _target_row(name: str, s: GroupSummary) -> tuple[str, ...]:
+    hs = s.handshake.completed
+    hs_text = f"{hs.k}/{hs.n} ({hs.per100:.0f}%)" if hs.n else "–"
+    return (name, str(s.sessions), str(s.messages), str(s.calls), str(s.errors.k),
+            rate_text(s.errors), hs_text, str(s.error_sessions))
+
+
+def _class_rows(summaries: dict[str, GroupSummary]) -> tuple[ClassRow, ...]:
+    rows = []
+    for code, cells in class_table(summaries):
+        rule = get_rule(code) if code != TOTAL else None
+        rows.append(ClassRow(
+            code=code,
+            name=rule.name if rule else None,
+            href=rule_href(code, from_dir=None),
+            cells=tuple(rate_text(cells.get(col)) for col in summaries),
+        ))
+    return tuple(rows)
+
+
+def _handshake_row(name: str, s: GroupSummary) -> tuple[str, ...]:
+    hs = s.handshake
+    share = f"{100 * hs.mean_done_share:.0f}%" if hs.mean_done_share is not None else "–"
+    return (name, str(hs.sessions), rate_text(hs.completed, digits=0), share,
+            hs.most_missed or "–")
+
+
+def _recovery_row(name: str, s: GroupSummary) -> tuple[str, ...]:
+    rec = s.recovery
+    return (name, str(rec.denials), *(rate_text(rec.actions[a], digits=0) for a in NEXT_ACTIONS),
+            number_text(rec.denials_per_session), str(rec.turns_burned))
+
+
+def _exit_row(name: str, s: GroupSummary) -> tuple[str, ...]:
+    states = s.exit_states
+    typical = max(EXIT_STATES, key=lambda st: states.get(st, 0)) if any(states.values()) else "–"
+    return (name, *(str(states.get(st, 0)) for st in EXIT_STATES), typical)
+
+
+def _speed_row(name: str, s: GroupSummary) -> tuple[str, ...]:
+    sp = s.speed
+    return (
+        name,
+        rate_text(s.errors, interval=False),
+        f"{number_text(sp.latency_p50)} / {number_text(sp.latency_p95)}",
+        f"{number_text(sp.ttft_p50)} / {number_text(sp.ttft_p95)}",
+        number_text(sp.decode_tps_mean, 1),
+        number_text(sp.completions_per_min, 1),
+        number_text(sp.allowed_calls_per_min, 1),
+        number_text(sp.completed_sessions_per_hour, 0),
+    )
+
+
+def _repeat_row(name: str, r: RepeatSummary) -> tuple[str, ...]:
+    hat = f"{100 * r.pass_hat:.0f}%" if r.pass_hat is not None else "–"
+    return (name, str(r.scenarios), str(r.k), rate_text(r.pass_all, digits=0), hat,
+            rate_text(r.flips, digits=0))

@@ -1,0 +1,329 @@
+"""Typed page contexts: one frozen dataclass per report page, built from stored rows.
+
+Templates use nothing but these records (datasette's habit), so what a page can show is
+decided here, in Python, and tested without a browser.  Strings the model wrote stay
+plain ``str`` all the way into the template, where autoescape escapes them; the only
+structure added to model text is :class:`Segment`, a run of characters marked as inside
+a finding's span or not, so the template can underline without ever marking model text
+safe.  The session page is shared by the HTML report and ``agent-eval show``.
+
+The index page's context lives in ``index.py``; this module holds the session and rule
+pages and the small records both use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from agent_eval.policy import RULES, Rule, get_rule
+from agent_eval.store import StoredSession
+from agent_eval.transcript import CallRecord, Decision, ExitState, NextAction, TurnRecord
+
+RULES_DIR = "rules"
+SESSIONS_DIR = "sessions"
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A run of characters of model text; ``marked`` when it lies inside a finding's span."""
+
+    text: str
+    marked: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLink:
+    """Enough about a session to link to it.  ``href`` is built from the integer id only."""
+
+    id: int
+    key: str
+    target: str
+    scenario: str
+    status: ExitState | None  # None when only the id is known
+    href: str
+
+
+@dataclass(frozen=True, slots=True)
+class FindingView:
+    code: str
+    name: str | None  # the rule's name, None for a code the registry does not know
+    message: str
+    href: str | None  # the rule page, relative to the page showing the finding
+    excerpt: str  # the characters the span covers ("" for a finding on the whole call)
+
+
+@dataclass(frozen=True, slots=True)
+class CallView:
+    """One tool call as the drill-down shows it: verdict, underlined span, what came back."""
+
+    index: int
+    tool: str
+    decision: Decision
+    primary: str | None
+    primary_name: str | None
+    primary_href: str | None
+    segments: tuple[Segment, ...]  # the command (or the raw arguments), spans marked
+    arguments: str
+    shows_command: bool  # segments hold the extracted command, not the raw arguments
+    findings: tuple[FindingView, ...]
+    output: str  # the simulated output, or the denial text the model saw
+    next_action: NextAction | None
+    child: SessionLink | None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnView:
+    index: int
+    reasoning: str
+    content: str
+    calls: tuple[CallView, ...]
+    finish_reason: str | None
+    latency_s: float | None
+    ttft_s: float | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+
+    @property
+    def burned(self) -> bool:
+        """Every call of this reply was denied: a whole prefill and generation wasted."""
+        return bool(self.calls) and all(c.decision == "deny" for c in self.calls)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPage:
+    """One session's drill-down page (``sessions/<id>.html``)."""
+
+    id: int
+    run_id: int
+    key: str
+    target: str
+    scenario: str
+    repeat: int
+    status: ExitState
+    error: str | None
+    tags: tuple[str, ...]
+    source: str
+    handshake_required: int
+    handshake_done: int
+    handshake_completed: bool
+    handshake_missed_step: str | None
+    system_prompt: str
+    task: str
+    turns: tuple[TurnView, ...]
+    parent: SessionLink | None
+    children: tuple[SessionLink, ...]
+    calls: int
+    denials: int
+    index_href: str = "../index.html"
+
+    @property
+    def handshake_text(self) -> str:
+        return handshake_text(
+            self.handshake_required, self.handshake_done, self.handshake_completed,
+            self.handshake_missed_step,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ExampleView:
+    text: str
+    kind: str
+    tool: str
+
+
+@dataclass(frozen=True, slots=True)
+class RulePage:
+    """One failure class (``rules/<code>.html``), rendered from the registry."""
+
+    code: str
+    name: str
+    summary: str
+    why: str
+    scope: str
+    status: str
+    bad: tuple[ExampleView, ...]
+    good: tuple[ExampleView, ...]
+    index_href: str = "../index.html"
+
+
+def handshake_text(required: int, done: int, completed: bool, missed: str | None) -> str:
+    """``—`` without a handshake; ``3/3 done``; ``1/3, missed update_attempt_outcome.py``."""
+    if required == 0:
+        return "—"
+    if completed:
+        return f"{done}/{required} done"
+    return f"{done}/{required}, missed {missed}" if missed else f"{done}/{required}"
+
+
+def session_href(session_id: int, *, from_dir: str | None) -> str:
+    """Where a session page lives, relative to the page linking to it."""
+    name = f"{int(session_id)}.html"
+    return name if from_dir == SESSIONS_DIR else f"{SESSIONS_DIR}/{name}"
+
+
+def rule_href(code: str | None, *, from_dir: str | None) -> str | None:
+    """The rule page of ``code``, or None when the registry has no such rule (so no link
+    ever points at a file name taken from stored text)."""
+    if code is None or code not in RULES:
+        return None
+    name = f"{code}.html"
+    return f"../{RULES_DIR}/{name}" if from_dir else f"{RULES_DIR}/{name}"
+
+
+def mark_spans(text: str, spans: Iterable[tuple[int, int]]) -> tuple[Segment, ...]:
+    """``text`` cut into segments, those inside any span marked.
+
+    Spans are clamped to the text, overlapping ones merged, empty ones ignored; the
+    segments' texts always join back to ``text`` exactly.
+    """
+    merged: list[list[int]] = []
+    for start, end in sorted((max(0, s), min(len(text), e)) for s, e in spans):
+        if end <= start:
+            continue
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    out: list[Segment] = []
+    pos = 0
+    for start, end in merged:
+        if start > pos:
+            out.append(Segment(text[pos:start]))
+        out.append(Segment(text[start:end], True))
+        pos = end
+    if pos < len(text) or not out:
+        out.append(Segment(text[pos:]))
+    return tuple(out)
+
+
+def build_session_page(stored: StoredSession, links: dict[int, SessionLink]) -> SessionPage:
+    """The drill-down of one stored session.
+
+    ``links`` maps session ids to links for the parent and children (the report passes
+    every session of the run; ``show`` may pass fewer: an unknown id links by id alone).
+    """
+    record = stored.record
+    child_of_call = dict(stored.child_links)
+    calls_by_turn: dict[int, list[CallView]] = {}
+    for call in record.calls:
+        child_id = child_of_call.get(call.index)
+        child = _link(child_id, links) if child_id is not None else None
+        calls_by_turn.setdefault(call.turn_index, []).append(_call_view(call, child))
+    turns = [_turn_view(t, calls_by_turn.pop(t.index, [])) for t in record.turns]
+    for index, calls in sorted(calls_by_turn.items()):  # calls of a turn not stored
+        turns.append(_turn_view(TurnRecord(index=index), calls))
+    turns.sort(key=lambda t: t.index)
+    return SessionPage(
+        id=stored.id,
+        run_id=stored.run_id,
+        key=record.key,
+        target=stored.target,
+        scenario=record.scenario,
+        repeat=record.repeat,
+        status=record.status,
+        error=record.error,
+        tags=tuple(record.tags),
+        source=record.source,
+        handshake_required=record.handshake.required,
+        handshake_done=record.handshake.done,
+        handshake_completed=record.handshake.completed,
+        handshake_missed_step=record.handshake.missed_step,
+        system_prompt=_first_message(record.messages, "system"),
+        task=_first_message(record.messages, "user"),
+        turns=tuple(turns),
+        parent=_link(stored.parent_id, links) if stored.parent_id is not None else None,
+        children=tuple(_link(cid, links) for cid in stored.child_ids),
+        calls=len(record.calls),
+        denials=sum(1 for c in record.calls if c.decision == "deny"),
+    )
+
+
+def build_rule_page(rule: Rule) -> RulePage:
+    def examples(items) -> tuple[ExampleView, ...]:
+        return tuple(ExampleView(e.text, e.kind, e.tool) for e in items)
+
+    return RulePage(
+        code=rule.code,
+        name=rule.name,
+        summary=rule.summary,
+        why=rule.why,
+        scope=rule.scope,
+        status=rule.status,
+        bad=examples(rule.bad),
+        good=examples(rule.good),
+    )
+
+
+def _call_view(call: CallRecord, child: SessionLink | None) -> CallView:
+    shows_command = call.command is not None
+    text = call.command if shows_command else call.arguments
+    spans = [(f.start, f.end) for f in call.findings] if shows_command else []
+    rule = get_rule(call.primary) if call.primary else None
+    return CallView(
+        index=call.index,
+        tool=call.tool,
+        decision=call.decision,
+        primary=call.primary,
+        primary_name=rule.name if rule else None,
+        primary_href=rule_href(call.primary, from_dir=SESSIONS_DIR),
+        segments=mark_spans(text, spans),
+        arguments=call.arguments,
+        shows_command=shows_command,
+        findings=tuple(
+            FindingView(
+                code=f.code,
+                name=(r.name if (r := get_rule(f.code)) else None),
+                message=f.message,
+                href=rule_href(f.code, from_dir=SESSIONS_DIR),
+                excerpt=text[max(0, f.start) : max(0, f.end)] if shows_command else "",
+            )
+            for f in call.findings
+        ),
+        output=call.output,
+        next_action=call.next_action,
+        child=child,
+    )
+
+
+def _turn_view(turn: TurnRecord, calls: list[CallView]) -> TurnView:
+    return TurnView(
+        index=turn.index,
+        reasoning=turn.reasoning or "",
+        content=turn.content or "",
+        calls=tuple(calls),
+        finish_reason=turn.finish_reason,
+        latency_s=turn.latency_s,
+        ttft_s=turn.ttft_s,
+        prompt_tokens=turn.prompt_tokens,
+        completion_tokens=turn.completion_tokens,
+    )
+
+
+def _link(session_id: int, links: dict[int, SessionLink]) -> SessionLink:
+    found = links.get(session_id)
+    if found is not None:
+        return found
+    href = session_href(session_id, from_dir=SESSIONS_DIR)
+    return SessionLink(session_id, f"session {session_id}", "", "", None, href)
+
+
+def _first_message(messages: list[dict[str, Any]], role: str) -> str:
+    """The text of the first message with ``role``; multi-part content joined."""
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") == role:
+            return message_text(message.get("content"))
+    return ""
+
+
+def message_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(part.get("text", "")) if isinstance(part, dict) else str(part) for part in content
+        )
+    return str(content)

@@ -1,0 +1,229 @@
+"""The machine- and CI-facing files: ``summary.md``, ``summary.json`` and ``junit.xml``.
+
+``summary.json`` keys (``schema_version`` 1; keys are only ever added)::
+
+    schema_version        1
+    generator             "agent-eval <version>"
+    runs                  [{id, label, kind, status, suite, created_at}]
+    statistics            {interval, comparison, check}: the methods, named
+    columns               column names in report order (targets; "name · run N" for
+                          several runs)
+    targets               {column: {
+        sessions, error_sessions, messages, tool_calls, errors,
+        errors_per_100, errors_per_100_ci95: [lo, hi],
+        classes: {code: {errors, per_100, ci95: [lo, hi]}},   # primary class, denied calls
+        handshake: {sessions, completed, completion_per_100, ci95, mean_done_share,
+                    most_missed_step},
+        recovery: {denials, pivot, retry-denied, repeat, abandon (shares per 100),
+                   denials_per_session, turns_burned},
+        exit_states: {completed, stalled, abandoned, error},
+        speed: {latency_p50_s, latency_p95_s, ttft_p50_s, ttft_p95_s, decode_tps_mean,
+                completions_per_min, allowed_calls_per_min, completed_sessions_per_hour},
+        repeats: {scenarios, k, pass_all_per_100, pass_hat, flips_per_100} | null}}
+    sessions              {total, failed, errored}: counts as in junit.xml
+
+Rates are per 100 (``null`` when nothing was counted); intervals are Wilson 95%.
+
+``junit.xml``: one ``testsuite`` per column, one ``testcase`` per session (children
+included).  A session **fails** when any of its calls was denied or its handshake was
+required and not completed; a session that ended ``error`` (server or harness fault) is
+an ``<error>``, not a failure.  Everything else passes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable
+from typing import Literal
+
+from agent_eval import __version__
+from agent_eval.metrics import FISHER_TEST, TOTAL, Z_TEST, GroupSummary, Rate
+from agent_eval.report.index import IndexPage, RepeatSummary, rate_text
+from agent_eval.transcript import NEXT_ACTIONS, SessionRow
+
+SUMMARY_SCHEMA_VERSION = 1
+SUMMARY_KEYS = ("schema_version", "generator", "runs", "statistics", "columns", "targets",
+                "sessions")  # fmt: skip
+INTERVAL = "Wilson score interval, 95%"
+
+SessionOutcome = Literal["pass", "failure", "error"]
+
+
+def session_outcome(session: SessionRow, denials: int) -> tuple[SessionOutcome, str]:
+    """How junit.xml (and the session counts in summary.json) judge one session."""
+    if session.status == "error":
+        return "error", session.error or "server or harness fault"
+    reasons = []
+    if denials:
+        reasons.append(f"{denials} tool call{'s' if denials != 1 else ''} denied")
+    if session.handshake_required and not session.handshake_completed:
+        missed = session.handshake_missed_step
+        reasons.append("handshake incomplete" + (f" (missed {missed})" if missed else ""))
+    return ("failure", "; ".join(reasons)) if reasons else ("pass", "")
+
+
+def summary_json(page: IndexPage, sessions: list[SessionRow], denials: dict[int, int]) -> str:
+    outcomes = [session_outcome(s, denials.get(s.id, 0))[0] for s in sessions]
+    data = {
+        "schema_version": SUMMARY_SCHEMA_VERSION,
+        "generator": f"agent-eval {__version__}",
+        "runs": [
+            {"id": r.id, "label": r.label, "kind": r.kind, "status": r.status,
+             "suite": r.suite, "created_at": r.created_at.isoformat()}
+            for r in page.runs
+        ],
+        "statistics": {"interval": INTERVAL, "comparison": Z_TEST, "check": FISHER_TEST},
+        "columns": list(page.columns),
+        "targets": {
+            name: _target_dict(s, page.repeats.get(name)) for name, s in page.summaries.items()
+        },
+        "sessions": {
+            "total": len(sessions),
+            "failed": outcomes.count("failure"),
+            "errored": outcomes.count("error"),
+        },
+    }
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def _target_dict(s: GroupSummary, repeats: RepeatSummary | None) -> dict:
+    hs, rec, sp = s.handshake, s.recovery, s.speed
+    return {
+        "sessions": s.sessions,
+        "error_sessions": s.error_sessions,
+        "messages": s.messages,
+        "tool_calls": s.calls,
+        "errors": s.errors.k,
+        "errors_per_100": _r(s.errors.per100),
+        "errors_per_100_ci95": _ci(s.errors),
+        "classes": {
+            code: {"errors": r.k, "per_100": _r(r.per100), "ci95": _ci(r)}
+            for code, r in s.classes.items()
+        },
+        "handshake": {
+            "sessions": hs.sessions,
+            "completed": hs.completed.k,
+            "completion_per_100": _r(hs.completed.per100),
+            "ci95": _ci(hs.completed),
+            "mean_done_share": _r(hs.mean_done_share, 4),
+            "most_missed_step": hs.most_missed,
+        },
+        "recovery": {
+            "denials": rec.denials,
+            **{a: _r(rec.actions[a].per100) for a in NEXT_ACTIONS},
+            "denials_per_session": _r(rec.denials_per_session, 4),
+            "turns_burned": rec.turns_burned,
+        },
+        "exit_states": dict(s.exit_states),
+        "speed": {
+            "latency_p50_s": _r(sp.latency_p50, 4),
+            "latency_p95_s": _r(sp.latency_p95, 4),
+            "ttft_p50_s": _r(sp.ttft_p50, 4),
+            "ttft_p95_s": _r(sp.ttft_p95, 4),
+            "decode_tps_mean": _r(sp.decode_tps_mean),
+            "completions_per_min": _r(sp.completions_per_min),
+            "allowed_calls_per_min": _r(sp.allowed_calls_per_min),
+            "completed_sessions_per_hour": _r(sp.completed_sessions_per_hour),
+        },
+        "repeats": None if repeats is None else {
+            "scenarios": repeats.scenarios,
+            "k": repeats.k,
+            "pass_all_per_100": _r(repeats.pass_all.per100),
+            "pass_hat": _r(repeats.pass_hat, 4),
+            "flips_per_100": _r(repeats.flips.per100),
+        },
+    }
+
+
+def summary_markdown(page: IndexPage) -> str:
+    """The two CONTEXT.md tables plus handshake and recovery, as GitHub Markdown; short
+    enough for a CI step summary or a PR comment."""
+    lines = [f"## {_md(page.title)}", ""]
+    lines += _md_table(
+        ("target", "sessions", "messages", "tool calls", "errors", "errors/100 [95% CI]",
+         "handshake completion", "error sessions"),
+        page.target_rows,
+    )
+    lines += ["", "### Errors per 100 tool calls by failure class", ""]
+    rows = [
+        (f"**{TOTAL}**" if r.code == TOTAL else f"{r.code} {r.name or ''}".strip(), *r.cells)
+        for r in page.class_rows
+    ]
+    lines += _md_table(("failure class", *page.columns), rows)
+    lines += ["", "### Handshake and reaction to denial", ""]
+    lines += _md_table(
+        ("target", "handshake completed", "pivot", "retry-denied", "repeat", "abandon",
+         "typical exit state"),
+        [
+            (name, rate_text(s.handshake.completed, digits=0),
+             *(rate_text(s.recovery.actions[a], interval=False, digits=0) for a in NEXT_ACTIONS),
+             exit_row[-1])
+            for (name, s), exit_row in zip(page.summaries.items(), page.exit_rows, strict=True)
+        ],
+    )
+    lines += ["", f"_{_md(page.statistics)}_", ""]
+    return "\n".join(lines)
+
+
+def junit_xml(sessions: Iterable[SessionRow], denials: dict[int, int]) -> bytes:
+    suites: dict[str, ET.Element] = {}
+    counts: dict[str, dict[str, int]] = {}
+    root = ET.Element("testsuites", name="agent-eval")
+    for s in sessions:
+        suite = suites.get(s.target)
+        if suite is None:
+            suite = suites[s.target] = ET.SubElement(root, "testsuite", name=_xml(s.target))
+            counts[s.target] = {"tests": 0, "failures": 0, "errors": 0}
+        outcome, reason = session_outcome(s, denials.get(s.id, 0))
+        reason = _xml(reason)
+        case = ET.SubElement(
+            suite, "testcase",
+            classname=_xml(f"{s.target}.{s.scenario}"),
+            name=_xml(f"{s.scenario} #{s.repeat} (session {s.id})"),
+        )
+        if s.started_at and s.finished_at:
+            case.set("time", f"{max(0.0, (s.finished_at - s.started_at).total_seconds()):.3f}")
+        tally = counts[s.target]
+        tally["tests"] += 1
+        if outcome == "failure":
+            tally["failures"] += 1
+            ET.SubElement(case, "failure", message=reason, type="policy").text = reason
+        elif outcome == "error":
+            tally["errors"] += 1
+            ET.SubElement(case, "error", message=reason, type="harness-fault").text = reason
+    for name, suite in suites.items():
+        for key, value in counts[name].items():
+            suite.set(key, str(value))
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+
+
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml(text: str) -> str:
+    """Text XML 1.0 can carry: control characters (a model may emit NUL) become U+FFFD."""
+    return _NOT_XML.sub("\ufffd", text)
+
+
+def _md_table(head: tuple[str, ...], rows) -> list[str]:
+    out = ["| " + " | ".join(_md(h) for h in head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(_md(str(c)) for c in row) + " |" for row in rows]
+    return out
+
+
+def _md(text: str) -> str:
+    """Markdown-safe cell text: pipes and HTML-significant characters escaped."""
+    return (
+        text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+        .replace("\n", " ")
+    )
+
+
+def _r(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _ci(rate: Rate) -> list[float] | None:
+    return None if rate.lo100 is None else [round(rate.lo100, 2), round(rate.hi100, 2)]

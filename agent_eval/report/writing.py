@@ -1,0 +1,82 @@
+"""Writing ``reports/<run>/`` to disk: the only part of the report that touches files.
+
+Order of work, so a 10,000-session run stays fast and flat in memory:
+
+1. session rows (small) are read once and named by column;
+2. calls and turns stream once through ``summarize`` (the index, summaries, junit);
+3. full sessions stream once (four queries in all, ``loading``), each page rendered and
+   written, then dropped;
+4. rule pages, the index and the summary files.
+
+File names come from integers the store assigned and from registry codes, never from
+anything the model wrote.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from agent_eval.errors import ConfigError
+from agent_eval.policy import RULES
+from agent_eval.report.index import CallTally, build_index_page, column_namer, session_links
+from agent_eval.report.loading import stream_sessions
+from agent_eval.report.pages import (
+    RULES_DIR,
+    SESSIONS_DIR,
+    build_rule_page,
+    build_session_page,
+)
+from agent_eval.report.render import render_index, render_rule, render_session
+from agent_eval.report.summary import junit_xml, summary_json, summary_markdown
+
+
+def report_dir(out_root: Path, run_ids: list[int]) -> Path:
+    """``out_root/<id>`` for one run, ``out_root/<id1>-<id2>`` for several."""
+    return Path(out_root) / "-".join(str(int(r)) for r in run_ids)
+
+
+def write_report(store, run_ids: list[int], out_root: Path) -> Path:
+    """Write the report of ``run_ids`` under ``out_root``; the path of its index.html.
+
+    Raises ConfigError when no run is given or the output folder cannot be written.
+    """
+    run_ids = list(dict.fromkeys(int(r) for r in run_ids))
+    if not run_ids:
+        raise ConfigError("no run to report on: give a run id, latest or label:NAME",
+                          field="RUN")
+    runs = [store.get_run(r) for r in run_ids]
+    out = report_dir(out_root, run_ids)
+    try:
+        (out / SESSIONS_DIR).mkdir(parents=True, exist_ok=True)
+        (out / RULES_DIR).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the report folder ({exc.strerror}): pass --out DIR "
+                          "with a writable folder", path=str(out), field="--out") from None
+
+    name_of = column_namer(run_ids)
+    sessions = [dataclasses.replace(s, target=name_of(s)) for s in store.session_rows(run_ids)]
+    tally = CallTally()
+    page = build_index_page(runs, sessions, store.call_rows(run_ids), store.turn_rows(run_ids),
+                            tally)
+
+    links = session_links(sessions, from_dir=SESSIONS_DIR)
+    for stored in stream_sessions(store.engine, run_ids):
+        session_page = build_session_page(stored, links)
+        session_page = dataclasses.replace(session_page, target=links[stored.id].target)
+        _write(out / SESSIONS_DIR / f"{int(stored.id)}.html", render_session(session_page))
+    for rule in RULES.values():
+        _write(out / RULES_DIR / f"{rule.code}.html", render_rule(build_rule_page(rule)))
+
+    denials = dict(tally.denials)
+    _write(out / "summary.md", summary_markdown(page))
+    _write(out / "summary.json", summary_json(page, sessions, denials))
+    (out / "junit.xml").write_bytes(junit_xml(sessions, denials))
+    index = out / "index.html"
+    _write(index, render_index(page))
+    return index
+
+
+def _write(path: Path, text: str) -> None:
+    # a lone surrogate from a broken import becomes "?" rather than stopping the report
+    path.write_text(text, encoding="utf-8", errors="replace")
