@@ -6,10 +6,12 @@ transaction as soon as it ends, so nothing finished is ever held only in memory.
 interrupted run (Ctrl-C, a dead server) keeps every finished session; ``resume_run``
 plays only the sessions whose keys are not stored yet.
 
-A server that keeps failing is not the model's fault: after ``breaker`` consecutive
-error sessions on a target, the target's server is probed; if it no longer answers, the
-target's remaining sessions are left unplayed (the run ends ``interrupted``, resumable)
-instead of being burned as error sessions.
+A server that dies is not the model's fault: after every error session the target's
+server is probed (``/v1/models``) before the session is stored.  If the server still
+answers, the error session is stored (a fault of that request, excluded from model
+rates); if it no longer answers, that session is not stored and the target's remaining
+sessions are left unplayed (the run ends ``interrupted``), so ``--resume`` plays them
+all once the server is back instead of them being burned as error sessions.
 """
 
 from __future__ import annotations
@@ -178,12 +180,12 @@ async def execute_run(
     tally: RunTally | None = None,
     on_session: Callable[[RunTally, list[SessionRecord]], None] | None = None,
     client_factory: ClientFactory = ModelClient,
-    breaker: int = 5,
 ) -> RunTally:
     """Play ``items`` with each target's concurrency, writing every finished session.
 
-    Returns the tally; ``tally.left`` counts sessions not played because their server
-    went away.  Cancellation (Ctrl-C) stops cleanly: finished sessions are stored.
+    Returns the tally; ``tally.left`` counts sessions not played (or not kept) because
+    their server went away.  Cancellation (Ctrl-C) stops cleanly: finished sessions are
+    stored, sessions in flight are dropped and replayed by ``--resume``.
     """
     tally = tally or RunTally()
     tally.planned += len(items)
@@ -192,24 +194,23 @@ async def execute_run(
         by_target.setdefault(item.target.name, []).append(item)
         tally.targets.setdefault(item.target.name, TargetTally())
     await asyncio.gather(*(
-        _play_target(store, run_id, queue, suite, tally, on_session, client_factory, breaker)
+        _play_target(store, run_id, queue, suite, tally, on_session, client_factory)
         for queue in by_target.values()
     ))
     return tally
 
 
 async def _play_target(store: Store, run_id: int, items: list[WorkItem], suite: Suite,
-                       tally: RunTally, on_session, client_factory, breaker: int) -> None:
+                       tally: RunTally, on_session, client_factory) -> None:
     target = items[0].target
     client = client_factory(target)
     queue: asyncio.Queue[WorkItem] = asyncio.Queue()
     for item in items:
         queue.put_nowait(item)
-    consecutive_faults = 0
     server_gone = False
 
     async def worker() -> None:
-        nonlocal consecutive_faults, server_gone
+        nonlocal server_gone
         while not server_gone:
             try:
                 item = queue.get_nowait()
@@ -219,23 +220,26 @@ async def _play_target(store: Store, run_id: int, items: list[WorkItem], suite: 
                 item.scenario, client, target=target.name, suite=suite,
                 repeat=item.repeat, key=item.key,
             )
+            if records[0].status == "error" and (server_gone or not await _answers(client)):
+                server_gone = True
+                queue.put_nowait(item)  # not stored: --resume plays it again
+                return
             store.record_sessions(run_id, records)
             tally.add(records)
             if on_session:
                 on_session(tally, records)
-            if records[0].status != "error":
-                consecutive_faults = 0
-                continue
-            consecutive_faults += 1
-            if consecutive_faults >= breaker and not server_gone:
-                try:
-                    await client.list_models()
-                    consecutive_faults = 0
-                except HarnessFault:
-                    server_gone = True
 
     try:
         await asyncio.gather(*(worker() for _ in range(max(1, target.concurrency))))
     finally:
         tally.targets[target.name].left += queue.qsize()
         await client.aclose()
+
+
+async def _answers(client: Any) -> bool:
+    """Whether the target's server still answers ``/v1/models`` (after its retries)."""
+    try:
+        await client.list_models()
+    except HarnessFault:
+        return False
+    return True

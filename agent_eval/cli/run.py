@@ -62,12 +62,18 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
 
     Example:
 
+    \b
         agent-eval run --suite scenarios/ralf --base-url http://127.0.0.1:8000/v1 \\
             --model Qwen/Qwen3.5-27B --repeats 3 --temperature 1.0 --top-p 0.95 --top-k 20
 
     Prints a progress bar, then the per-target table and the failure-class breakdown.
+    A request the server fails (500, dropped, hung past --timeout, cut off) ends its
+    session as `error`, excluded from every model rate; the run goes on.  If the server
+    stops answering altogether, the remaining sessions are left for `--resume RUN`.
     Ctrl-C stops cleanly; finished sessions are kept and `--resume RUN` finishes the run.
-    Exit codes: 0 done, 2 bad option or file, 3 model server unreachable.
+
+    Exit codes: 0 done (error sessions included), 2 bad option or file, 3 model server
+    unreachable at the start or gone mid-run (run left `interrupted`), 130 Ctrl-C.
     """
     from agent_eval.client import load_run_config
     from agent_eval.run import load_run_plan, plan_run

@@ -1,0 +1,180 @@
+"""Killing the model server or the runner mid-run loses no finished session, and
+``agent-eval run --resume RUN`` completes the run with every planned session stored
+exactly once.
+
+The runs are slowed down by the simulator's ``latency`` knob so the test can step in
+mid-run; it waits on the store (how many sessions are stored), never on the clock.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from agent_eval.cli import EXIT_FAULT, main
+from agent_eval.scenario import load_suite
+from agent_eval.sim import Faults, run_sim_in_thread
+from agent_eval.store import open_store
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[1]
+RALF = REPO / "scenarios" / "ralf"
+PLANNED = {f"disciplined/{sc.name}/0" for sc in load_suite(RALF).top_level()}
+SLOW = Faults(latency_s=0.03)
+
+
+def stored_sessions(db: Path) -> list:
+    with open_store(str(db)) as store:
+        runs = store.list_runs()
+        return list(store.session_rows([runs[0].id])) if runs else []
+
+
+def wait_until_stored(db: Path, n: int, deadline_s: float = 60.0) -> None:
+    """Poll the store until ``n`` top-level sessions are in; fail (not hang) otherwise."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if db.exists() and sum(s.parent_id is None for s in stored_sessions(db)) >= n:
+            return
+        time.sleep(0.02)
+    pytest.fail(f"fewer than {n} sessions were stored within {deadline_s} s")
+
+
+def assert_every_planned_session_once(db: Path) -> None:
+    sessions = stored_sessions(db)
+    top = Counter(s.key for s in sessions if s.parent_id is None)
+    assert set(top) == PLANNED
+    assert max(top.values()) == 1
+    assert max(Counter(s.key for s in sessions).values()) == 1  # children too
+    assert "error" not in {s.status for s in sessions}
+
+
+def run_args(db: Path, base_url: str) -> list[str]:
+    return ["run", "--suite", str(RALF), "--base-url", base_url, "--model", "sim-disciplined",
+            "--name", "disciplined", "--concurrency", "2", "--db", str(db)]
+
+
+# --- the model server dies -------------------------------------------------------------
+
+
+def test_server_killed_mid_run_leaves_the_run_interrupted_and_resume_completes_it(tmp_path):
+    db = tmp_path / "runs.db"
+    runner = CliRunner()
+    with run_sim_in_thread("disciplined", suite=RALF, faults=SLOW) as base_url:
+        port = int(base_url.rsplit(":", 1)[1].split("/")[0])
+        result: list = []
+        play = threading.Thread(target=lambda: result.append(
+            runner.invoke(main, run_args(db, base_url))))
+        play.start()
+        wait_until_stored(db, 5)
+    play.join(timeout=120)
+    first = result[0]
+
+    assert first.exit_code == EXIT_FAULT, first.output
+    assert "--resume" in first.output
+    kept = stored_sessions(db)
+    assert "error" not in {s.status for s in kept}  # the dead server burned no session
+    assert 5 <= sum(s.parent_id is None for s in kept) < len(PLANNED)
+    with open_store(str(db)) as store:
+        run = store.list_runs()[0]
+        assert run.status == "interrupted"
+
+    with run_sim_in_thread("disciplined", suite=RALF, port=port):
+        resumed = runner.invoke(main, ["run", "--resume", str(run.id), "--db", str(db)])
+    assert resumed.exit_code == 0, resumed.output
+    assert f"{len(PLANNED) - sum(s.parent_id is None for s in kept)} sessions left" \
+        in resumed.output
+    assert_every_planned_session_once(db)
+    assert {s.id for s in kept} <= {s.id for s in stored_sessions(db)}
+    with open_store(str(db)) as store:
+        assert store.get_run(run.id).status == "finished"
+
+
+# --- the runner dies -------------------------------------------------------------------
+
+
+@pytest.fixture
+def sim_process():
+    """``agent-eval sim-server`` in its own process, slowed down; yields its base URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent_eval", "sim-server", "--port", "0", "--suite", str(RALF),
+         "--latency", str(SLOW.latency_s)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO)
+    try:
+        yield proc.stdout.readline().strip()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def start_runner(db: Path, base_url: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "agent_eval", *run_args(db, base_url)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=REPO, env=dict(os.environ, COLUMNS="160"))
+
+
+def resume(db: Path):
+    with open_store(str(db)) as store:
+        run_id = store.list_runs()[0].id
+    return CliRunner().invoke(main, ["run", "--resume", str(run_id), "--db", str(db)]), run_id
+
+
+def test_ctrl_c_exits_130_with_the_resume_hint_and_keeps_finished_sessions(tmp_path,
+                                                                             sim_process):
+    db = tmp_path / "runs.db"
+    proc = start_runner(db, sim_process)
+    wait_until_stored(db, 4)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+
+    assert proc.returncode == 130, out + err
+    assert "Traceback" not in out + err
+    with open_store(str(db)) as store:
+        run = store.list_runs()[0]
+    assert run.status == "interrupted"
+    assert f"agent-eval run --resume {run.id}" in out
+    kept = stored_sessions(db)
+    assert 4 <= sum(s.parent_id is None for s in kept) < len(PLANNED)
+    assert all(s.finished_at and s.status != "error" for s in kept)
+
+    resumed, _ = resume(db)
+    assert resumed.exit_code == 0, resumed.output
+    assert_every_planned_session_once(db)
+    assert {s.id for s in kept} <= {s.id for s in stored_sessions(db)}
+
+
+def test_sigkill_of_the_runner_loses_and_duplicates_nothing_on_resume(tmp_path, sim_process):
+    db = tmp_path / "runs.db"
+    proc = start_runner(db, sim_process)
+    wait_until_stored(db, 4)
+    proc.kill()
+    proc.communicate(timeout=30)
+    kept = {s.id: s for s in stored_sessions(db)}
+    with open_store(str(db)) as store:
+        assert store.list_runs()[0].status == "running"  # nobody was left to say otherwise
+
+    resumed, run_id = resume(db)
+    assert resumed.exit_code == 0, resumed.output
+    assert_every_planned_session_once(db)
+    after = {s.id: s for s in stored_sessions(db)}
+    assert all(after[i].key == s.key and after[i].n_calls == s.n_calls for i, s in kept.items())
+
+
+def test_resume_of_a_finished_run_plays_nothing(tmp_path):
+    db = tmp_path / "runs.db"
+    with run_sim_in_thread("disciplined", suite=RALF) as base_url:
+        first = CliRunner().invoke(main, run_args(db, base_url) + ["--concurrency", "8"])
+        assert first.exit_code == 0, first.output
+        again, run_id = resume(db)
+    assert again.exit_code == 0, again.output
+    assert "0 sessions left" in again.output
+    assert_every_planned_session_once(db)
