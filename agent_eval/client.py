@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import openai
-import yaml
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
 from agent_eval.errors import ConfigError, HarnessFault, ServerUnreachable
+from agent_eval.policy.allowlist import read_yaml_mapping
 
 try:  # the openai SDK ships its HTTP stack as ``httpx2`` from 3.x on
     import httpx2 as httpx
@@ -133,16 +133,7 @@ def load_run_config(path: str | Path) -> RunConfig:
     ``ConfigError`` naming the file and the field, including an ``api_key_env`` that is
     not set in this environment: better to stop now than after an hour of other targets."""
     where = str(path)
-    try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read file ({exc.strerror})", path=where) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"not valid YAML{line}; fix the syntax", path=where) from None
-    if not isinstance(raw, dict):
-        raise ConfigError("must be a YAML mapping with a `targets:` list", path=where)
+    raw = read_yaml_mapping(path, what="targets YAML with a `targets:` list")
     _refuse_literal_keys(raw, where, "")
     try:
         config = TypeAdapter(RunConfig).validate_python(raw)

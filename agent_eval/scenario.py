@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agent_eval.errors import ConfigError
 from agent_eval.policy import AllowList, load_allowlist
+from agent_eval.policy.allowlist import read_yaml_mapping
 from agent_eval.policy.verdict import Invocation
 
 
@@ -224,17 +224,7 @@ def load_suite(path: str | Path) -> Suite:
 
 
 def _read_yaml(file: Path) -> dict:
-    try:
-        raw = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read file ({exc.strerror})", path=str(file)) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"not valid YAML{where}; fix the syntax", path=str(file)) from None
-    if not isinstance(raw, dict):
-        raise ConfigError("must be a YAML mapping", path=str(file))
-    return raw
+    return read_yaml_mapping(file, what="scenario YAML")
 
 
 # Keys ``suite.yaml`` may set for every scenario; ``description`` describes the suite itself.

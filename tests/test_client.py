@@ -711,5 +711,5 @@ def test_readme_targets_example_loads(tmp_path, monkeypatch):
 
 
 def test_missing_targets_file_is_a_config_error(tmp_path):
-    with pytest.raises(ConfigError, match="cannot read file"):
+    with pytest.raises(ConfigError, match="file not found"):
         load_run_config(tmp_path / "nope.yaml")

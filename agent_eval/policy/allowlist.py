@@ -148,13 +148,15 @@ class AllowList(_Model):
         return None
 
 
-def load_allowlist(path: str | Path) -> AllowList:
-    """Read and validate an allow-list file; a bad file raises ``ConfigError``."""
+def read_yaml_mapping(path: str | Path, *, what: str = "YAML file") -> dict:
+    """Read a YAML file that must hold a mapping; every failure is a one-line
+    ``ConfigError`` naming the file (and the line, for syntax errors).  Shared by every
+    YAML input: allow-lists, scenarios, suite defaults."""
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError("file not found; pass an existing allow-list YAML", path=str(path))
+        raise ConfigError(f"file not found; pass an existing {what}", path=str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read file ({exc})", path=str(path)) from None
     except yaml.YAMLError as exc:
@@ -162,7 +164,14 @@ def load_allowlist(path: str | Path) -> AllowList:
         where = f" at line {mark.line + 1}" if mark else ""
         raise ConfigError(f"not valid YAML{where}; fix the syntax", path=str(path)) from None
     if not isinstance(raw, dict):
-        raise ConfigError("must be a YAML mapping with at least `name`", path=str(path))
+        raise ConfigError("must be a YAML mapping", path=str(path))
+    return raw
+
+
+def load_allowlist(path: str | Path) -> AllowList:
+    """Read and validate an allow-list file; a bad file raises ``ConfigError``."""
+    path = Path(path)
+    raw = read_yaml_mapping(path, what="allow-list YAML")
     raw.setdefault("name", path.stem)
     return allowlist_from_dict(raw, source=str(path))
 
