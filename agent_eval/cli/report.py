@@ -1,0 +1,46 @@
+"""``agent-eval report``: write the HTML report and summary files of one or more runs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from agent_eval.cli import main
+from agent_eval.cli.db import db_option
+
+
+@main.command()
+@click.argument("runs", nargs=-1, metavar="[RUN ...]")
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("reports"), show_default=True,
+              help="Folder the report folder is written under.")
+@click.option("--quiet", is_flag=True, help="Print only the path of index.html.")
+@db_option
+def report(runs: tuple[str, ...], out: Path, quiet: bool, db: str | None) -> None:
+    """Write the report of RUN (default: latest) under OUT/<run>/.
+
+    RUN is a run id, `latest` or `label:NAME`; several runs give side-by-side columns in
+    one report (OUT/<id1>-<id2>/).  Writes index.html (tables, charts, a page per session
+    and per rule), summary.md, summary.json and junit.xml; prints the tables and the path
+    of index.html.  Opens from disk, works offline.
+
+    Example:
+
+        agent-eval report latest label:baseline --out reports
+    """
+    from agent_eval.cli.tables import render_class_table, render_target_table, summarize_runs
+    from agent_eval.report import write_report
+    from agent_eval.store import open_store
+
+    with open_store(db) as store:
+        run_ids = [store.resolve_run(ref).id for ref in (runs or ("latest",))]
+        index = write_report(store, run_ids, out)
+        if not quiet:
+            console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+            summaries = summarize_runs(store, run_ids)
+            console.print(render_target_table(summaries))
+            console.print(render_class_table(summaries))
+    click.echo(f"HTML report: {index}" if not quiet else str(index))

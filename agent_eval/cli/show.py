@@ -1,0 +1,121 @@
+"""``agent-eval show``: one session's drill-down in the terminal, for the SSH case.
+
+Renders the same :class:`~agent_eval.report.pages.SessionPage` the HTML report renders,
+with rich: model text is passed as ``Text`` (never parsed as console markup), spans are
+underlined with ``Text.stylize`` at the finding's offsets.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.text import Text
+
+from agent_eval.cli import main
+from agent_eval.cli.db import db_option
+
+REASONING_CHARS = 300
+OUTPUT_CHARS = 600
+DECISION_STYLE = {"allow": "bold green", "deny": "bold red"}
+STATUS_STYLE = {"completed": "green", "stalled": "yellow", "abandoned": "magenta",
+                "error": "bold red"}  # fmt: skip
+NEXT_STYLE = {"pivot": "green", "retry-denied": "red", "repeat": "bold red",
+              "abandon": "magenta"}  # fmt: skip
+
+
+@main.command()
+@click.argument("session_id", type=int)
+@click.option("--full", is_flag=True, help="Do not truncate reasoning and outputs.")
+@db_option
+def show(session_id: int, full: bool, db: str | None) -> None:
+    """Show one stored session turn by turn: verdicts, underlined spans, what came back.
+
+    Example:
+
+        agent-eval show 42 --db runs.db
+
+    The header gives run, target, scenario, status and handshake; each reply shows its
+    reasoning (dimmed, truncated unless --full), content, and every tool call with its
+    verdict, the offending span underlined, the output or denial the model saw and what it
+    did next.  Exit codes: 0 shown, 2 no such session or a bad --db.
+    """
+    from agent_eval.report.pages import build_session_page
+    from agent_eval.store import open_store
+
+    with open_store(db) as store:
+        page = build_session_page(store.load_session(session_id), {})
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+    for block in render_session(page, full=full):
+        console.print(block)
+
+
+def render_session(page, *, full: bool = False) -> list:
+    """The rich renderables of a session page, top to bottom."""
+    limit_r = None if full else REASONING_CHARS
+    limit_o = None if full else OUTPUT_CHARS
+    head = Text()
+    head.append(f"session {page.id}", style="bold")
+    head.append(f"  run {page.run_id}  target ")
+    head.append(page.target, style="bold")
+    head.append("  scenario ")
+    head.append(page.scenario, style="bold")
+    head.append(f"  repeat {page.repeat}\nstatus ")
+    head.append(page.status, style=STATUS_STYLE.get(page.status, ""))
+    head.append(f"  handshake {page.handshake_text}  calls {page.calls}  denials {page.denials}")
+    if page.error:
+        head.append("\nerror: ", style="bold red")
+        head.append(page.error)
+    if page.parent:
+        head.append(f"\nparent session {page.parent.id}")
+    if page.children:
+        head.append("\nchild sessions " + ", ".join(str(c.id) for c in page.children))
+    blocks: list = [Panel(head, title="agent-eval show", expand=False)]
+    blocks.append(Text.assemble(("task: ", "bold"), _clip(page.task, limit_o)))
+    for turn in page.turns:
+        blocks.append(_turn_panel(turn, limit_r, limit_o))
+    return blocks
+
+
+def _turn_panel(turn, limit_r, limit_o) -> Panel:
+    parts: list = []
+    if turn.reasoning:
+        parts.append(Text(_clip(turn.reasoning, limit_r), style="dim italic"))
+    if turn.content:
+        parts.append(Text(turn.content))
+    for call in turn.calls:
+        line = Text()
+        line.append(f"{call.decision:<5}", style=DECISION_STYLE.get(call.decision, ""))
+        line.append(f" {call.tool}")
+        if call.primary:
+            line.append(f"  {call.primary} {call.primary_name or ''}".rstrip(), style="red")
+        parts.append(line)
+        command = Text("  $ ")
+        offset = len(command)
+        pos = 0
+        for seg in call.segments:
+            command.append(seg.text)
+            if seg.marked:
+                command.stylize("underline bold red", offset + pos, offset + pos + len(seg.text))
+            pos += len(seg.text)
+        parts.append(command)
+        for f in call.findings:
+            parts.append(Text(f"    {f.code} {f.name or ''}: {f.message}", style="red"))
+        label = "denial" if call.decision == "deny" else "output"
+        parts.append(Text.assemble((f"  {label}: ", "bold"), (_clip(call.output, limit_o), "")))
+        if call.child:
+            parts.append(Text(f"  spawned session {call.child.id}", style="cyan"))
+        if call.next_action:
+            parts.append(Text(f"  → next: {call.next_action}",
+                              style=NEXT_STYLE.get(call.next_action, "")))
+    title = f"reply {turn.index}" + ("  (every call denied)" if turn.burned else "")
+    return Panel(Group(*parts) if parts else Text("(empty reply)", style="dim"),
+                 title=title, title_align="left", border_style="red" if turn.burned else "")
+
+
+def _clip(text: str, limit: int | None) -> str:
+    if limit is None or len(text) <= limit:
+        return text
+    return text[:limit] + f"… (+{len(text) - limit} characters)"
