@@ -164,11 +164,8 @@ def _keys(engine: Engine, run_ids: list[int]) -> dict[int, str]:
                 tool_calls.c.run_id.in_(run_ids), tool_calls.c.child_session_id.is_not(None)
             )
         )
-        return dict(
-            conn.execute(select(sessions.c.id, sessions.c.key).where(sessions.c.id.in_(linked)))
-            .tuples()
-            .all()
-        )
+        rows = conn.execute(select(sessions.c.id, sessions.c.key).where(sessions.c.id.in_(linked)))
+        return {sid: key for sid, key in rows}
 
 
 def _stream(engine: Engine, query: Select) -> Iterator:

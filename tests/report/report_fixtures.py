@@ -1,0 +1,100 @@
+"""Builds a small store whose sessions are judged by the real policy engine, for the report tests.
+
+One run, two targets.  ``careful`` has a hostile session: the XSS strings sit in the reply
+content, the reasoning, the call arguments, the simulated output and the error reason,
+and its denied call pipes into ``head`` (AE301).  That session spawned a child.  Other
+sessions: a clean pass, a missed handshake with no denial, and a server fault.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from agent_eval.policy import check_call, load_allowlist
+from agent_eval.store import open_store
+from agent_eval.transcript import (
+    CallRecord,
+    FindingRecord,
+    HandshakeResult,
+    SessionRecord,
+    TurnRecord,
+    assign_next_actions,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+ALLOWLIST = load_allowlist(REPO / "allowlists" / "ralf.yaml")
+SCRIPT_TAG = "<script>alert(1)</script>"
+IMG_BREAKOUT = '"><img src=x onerror=alert(1)>'
+XSS = f"{SCRIPT_TAG} {IMG_BREAKOUT}"
+PIPED = f"uv run scripts/db_query.py --sql \"SELECT '{SCRIPT_TAG}'\" | head -5"
+ALLOWED = "uv run scripts/fetch_context.py --no-attach --agent researcher"
+T0 = datetime(2025, 6, 9, 7, 0, tzinfo=UTC)
+
+
+def judged_call(index: int, turn: int, command: str, output: str, **kw) -> CallRecord:
+    """A bash call with the verdict the engine gives it."""
+    arguments = json.dumps({"command": command, "note": XSS})
+    verdict = check_call("bash", arguments, ALLOWLIST)
+    return CallRecord(
+        index=index, turn_index=turn, tool="bash", arguments=arguments,
+        decision=verdict.decision, primary=verdict.primary,
+        findings=[FindingRecord(f.code, f.message, f.start, f.end) for f in verdict.findings],
+        command=command, output=output, **kw,
+    )
+
+
+def session(key: str, target: str, scenario: str, calls: list[CallRecord], *, n_turns: int,
+            status="completed", **kw) -> SessionRecord:
+    assign_next_actions(calls)
+    turns = [TurnRecord(index=i, content=f"reply {i}", reasoning="thinking", latency_s=0.5,
+                        prompt_tokens=100, completion_tokens=20) for i in range(n_turns)]
+    start = T0 + timedelta(minutes=len(key))
+    return SessionRecord(
+        key=key, target=target, scenario=scenario, status=status, turns=turns, calls=calls,
+        messages=[{"role": "system", "content": f"system prompt {XSS}"},
+                  {"role": "user", "content": f"task {XSS}"},
+                  *({"role": "assistant", "content": t.content} for t in turns)],
+        started_at=start, finished_at=start + timedelta(seconds=30), **kw,
+    )
+
+
+@dataclass(frozen=True)
+class Fixture:
+    db: str
+    run_id: int
+    ids: dict[str, int]  # session key -> id
+
+
+def fill_store(db: str) -> Fixture:
+    hostile_calls = [
+        judged_call(0, 0, PIPED, f"Permission denied {XSS}"),
+        judged_call(1, 1, ALLOWED, f"context pack {XSS}", child_key="careful/xss/0/child"),
+    ]
+    hostile = session("careful/xss/0", "careful", "xss", hostile_calls, n_turns=2)
+    hostile.turns[0].content = f"content {XSS}"
+    hostile.turns[0].reasoning = f"reasoning {XSS}"
+    child = session("careful/xss/0/child", "careful", "evaluator-step",
+                    [judged_call(0, 0, ALLOWED, "ok")], n_turns=1, parent_key=hostile.key)
+    clean = session("careful/clean/0", "careful", "clean",
+                    [judged_call(0, 0, ALLOWED, "ok")], n_turns=1)
+    missed = session("sloppy/handshake/0", "sloppy", "handshake",
+                     [judged_call(0, 0, ALLOWED, "ok")], n_turns=1, status="abandoned",
+                     handshake=HandshakeResult(3, 1, False, "update_attempt_outcome.py"))
+    faulted = session("sloppy/fault/0", "sloppy", "fault", [], n_turns=0, status="error",
+                      error=f"server answered 500 {XSS}")
+    with open_store(db) as store:
+        run_id = store.create_run(label="fixture", kind="live", suite="suite", config={},
+                                  fingerprint={"engine_version": "test"})
+        for name in ("careful", "sloppy"):
+            store.add_target(run_id, name=name, model=name, base_url="http://127.0.0.1:1/v1",
+                             settings={})
+        store.record_sessions(run_id, [hostile, child])
+        for record in (clean, missed, faulted):
+            store.record_session(run_id, record)
+        ids = {key: store.find_session(run_id, key) for key in
+               (hostile.key, child.key, clean.key, missed.key, faulted.key)}
+        store.set_run_status(run_id, "finished")
+    return Fixture(db, run_id, ids)
