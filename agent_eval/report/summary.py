@@ -154,7 +154,8 @@ def summary_markdown(page: IndexPage) -> str:
     lines += _md_table(("failure class", *page.columns), rows)
     lines += ["", "### Handshake and reaction to denial", ""]
     lines += _md_table(
-        ("target", "handshake completed", "pivot", "retry-denied", "repeat", "abandon",
+        ("target", "handshake completed % [95% CI]", "pivot %", "retry-denied %", "repeat %",
+         "abandon %",
          "typical exit state"),
         [
             (name, rate_text(s.handshake.completed, digits=0),
