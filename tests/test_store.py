@@ -235,6 +235,21 @@ def test_a_parent_and_its_children_link_up_in_one_batch(store, run_id):
     assert loaded_child.record.parent_key == "p"
 
 
+def test_streamed_sessions_equal_sessions_loaded_one_by_one(store, run_id):
+    spawn = replace(
+        allowed(1, "uv run scripts/ralf_spawn.py step_evaluator"), child_key="p/child-0"
+    )
+    parent = session("p", calls=[denied(0, "ls | head", "AE301", start=3), spawn])
+    child = session("p/child-0", parent_key="p", scenario="step-evaluator")
+    other = session("q", target="qwen-35b-moe")
+    ids = store.record_sessions(run_id, [child, parent, other])
+
+    streamed = list(store.iter_sessions([run_id]))
+
+    assert [s.id for s in streamed] == sorted(ids)
+    assert streamed == [store.load_session(i) for i in sorted(ids)]
+
+
 def test_a_child_may_link_to_a_parent_stored_earlier(store, run_id):
     parent_id = store.record_session(run_id, session("p"))
 

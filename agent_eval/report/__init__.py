@@ -5,7 +5,7 @@
     PosixPath('reports/7/index.html')
 
 Self-contained (inline CSS and SVG, no script, no CDN; opens from disk), every string the
-model wrote escaped.  Module map: ``loading`` (stream sessions in full), ``pages``
+model wrote escaped.  Module map: ``pages``
 (session and rule page contexts), ``index`` (the index context), ``charts`` (SVG),
 ``render`` (jinja2), ``summary`` (md / json / junit), ``writing`` (files on disk).
 """

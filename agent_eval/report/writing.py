@@ -4,7 +4,7 @@ Order of work, so a 10,000-session run stays fast and flat in memory:
 
 1. session rows (small) are read once and named by column;
 2. calls and turns stream once through ``summarize`` (the index, summaries, junit);
-3. full sessions stream once (four queries in all, ``loading``), each page rendered and
+3. full sessions stream once (four queries in all, ``Store.iter_sessions``), each page rendered and
    written, then dropped;
 4. rule pages, the index and the summary files.
 
@@ -20,7 +20,6 @@ from pathlib import Path
 from agent_eval.errors import ConfigError
 from agent_eval.policy import RULES
 from agent_eval.report.index import CallTally, build_index_page, column_namer, session_links
-from agent_eval.report.loading import stream_sessions
 from agent_eval.report.pages import (
     RULES_DIR,
     SESSIONS_DIR,
@@ -61,7 +60,7 @@ def write_report(store, run_ids: list[int], out_root: Path) -> Path:
                             tally)
 
     links = session_links(sessions, from_dir=SESSIONS_DIR)
-    for stored in stream_sessions(store.engine, run_ids):
+    for stored in store.iter_sessions(run_ids):
         session_page = build_session_page(stored, links)
         session_page = dataclasses.replace(session_page, target=links[stored.id].target)
         _write(out / SESSIONS_DIR / f"{int(stored.id)}.html", render_session(session_page))

@@ -162,6 +162,13 @@ class Store:
 
     # readers for metrics and reports
 
+    def iter_sessions(self, run_ids: Iterable[int]) -> Iterator[StoredSession]:
+        """Every session of the runs rebuilt in full, in id order, streamed (four queries
+        whatever the run's size); for reports of big runs."""
+        from agent_eval.store.streaming import stream_sessions
+
+        return stream_sessions(self.engine, run_ids)
+
     def session_rows(self, run_ids: Iterable[int]) -> Iterator[SessionRow]:
         return reads.session_rows(self.engine, run_ids)
 

@@ -320,6 +320,15 @@ def load_session(engine: Engine, session_id: int) -> StoredSession:
             .scalars()
             .all()
         )
+    return rebuild_session(
+        row, turn_rows, call_rows, found, child_ids,
+        parent_key=row.parent_key, child_key=lambda c: c.child_key,
+    )
+
+
+def rebuild_session(row, turn_rows, call_rows, found, child_ids, *, parent_key, child_key
+                    ) -> StoredSession:
+    """A stored session from its rows; ``child_key(call_row)`` names a call's child."""
     record = SessionRecord(
         key=row.key,
         target=row.target_name,
@@ -327,12 +336,12 @@ def load_session(engine: Engine, session_id: int) -> StoredSession:
         repeat=row.repeat,
         status=row.status,
         error=row.error,
-        parent_key=row.parent_key,
+        parent_key=parent_key,
         tags=list(row.tags),
         handshake=HandshakeResult(
             row.handshake_required,
             row.handshake_done,
-            row.handshake_completed,
+            bool(row.handshake_completed),
             row.handshake_missed_step,
         ),
         messages=row.messages,
@@ -340,8 +349,8 @@ def load_session(engine: Engine, session_id: int) -> StoredSession:
         calls=[
             CallRecord(
                 primary=c.primary_code,
-                findings=found[c.id],
-                child_key=c.child_key,
+                findings=found.get(c.id, []),
+                child_key=child_key(c),
                 **{f: getattr(c, f) for f in _CALL_FIELDS},
             )
             for c in call_rows

@@ -1,14 +1,11 @@
-"""Streaming every session of a run back in full, for the session pages.
+"""Streaming every session of a run back in full (``Store.iter_sessions``).
 
 ``Store.load_session`` costs five queries per session: fine for ``agent-eval show``, far
 too slow for a report of 10,000 sessions.  Here four streamed queries (sessions, turns,
 calls, findings), each ordered by session id, are merged like a zip, so each session is
-rebuilt once, handed to the page writer and dropped: memory stays flat and the database
-sees four statements whatever the size of the run.
-
-This reads the store's tables directly (``agent_eval.store.tables``) and yields the
-store's own :class:`StoredSession` records, so a page built from here and one built from
-``load_session`` are the same page.
+rebuilt once, handed on and dropped: memory stays flat and the database sees four
+statements whatever the size of the run.  Both paths rebuild through ``rebuild_session``,
+so a session read either way is the same record.
 """
 
 from __future__ import annotations
@@ -18,29 +15,14 @@ from collections.abc import Iterable, Iterator
 
 from sqlalchemy import Engine, Select, select
 
-from agent_eval.store import StoredSession
+from agent_eval.store.sessions import rebuild_session
 from agent_eval.store.tables import findings, sessions, targets, tool_calls, turns
-from agent_eval.transcript import (
-    CallRecord,
-    FindingRecord,
-    HandshakeResult,
-    SessionRecord,
-    TurnRecord,
-)
+from agent_eval.transcript import FindingRecord
 
 STREAM_BATCH = 500
 
-_TURN_FIELDS = (
-    "index content reasoning finish_reason prompt_tokens completion_tokens reasoning_tokens "
-    "cached_tokens latency_s ttft_s decode_tps started_at"
-).split()
-_CALL_FIELDS = (
-    "index turn_index call_id tool arguments command script decision next_action output "
-    "source_decision source_reason"
-).split()
 
-
-def stream_sessions(engine: Engine, run_ids: Iterable[int]) -> Iterator[StoredSession]:
+def stream_sessions(engine: Engine, run_ids: Iterable[int]) -> Iterator:
     """Every session of the runs, in id order, rebuilt in full (turns, calls, findings,
     messages, parent and child links), each exactly once."""
     ids = list(run_ids)
@@ -78,52 +60,11 @@ def stream_sessions(engine: Engine, run_ids: Iterable[int]) -> Iterator[StoredSe
         found: dict[int, list[FindingRecord]] = defaultdict(list)
         for f in finding_groups.take(row.id):
             found[f.tool_call_id].append(FindingRecord(f.code, f.message, f.start, f.end))
-        yield _rebuild(row, turn_rows, call_rows, found, children.get(row.id, ()), keys)
-
-
-def _rebuild(row, turn_rows, call_rows, found, child_ids, keys) -> StoredSession:
-    record = SessionRecord(
-        key=row.key,
-        target=row.target_name,
-        scenario=row.scenario,
-        repeat=row.repeat,
-        status=row.status,
-        error=row.error,
-        parent_key=keys.get(row.parent_id),
-        tags=list(row.tags),
-        handshake=HandshakeResult(
-            row.handshake_required,
-            row.handshake_done,
-            bool(row.handshake_completed),
-            row.handshake_missed_step,
-        ),
-        messages=row.messages,
-        turns=[TurnRecord(**{f: getattr(t, f) for f in _TURN_FIELDS}) for t in turn_rows],
-        calls=[
-            CallRecord(
-                primary=c.primary_code,
-                findings=found.get(c.id, []),
-                child_key=keys.get(c.child_session_id),
-                **{f: getattr(c, f) for f in _CALL_FIELDS},
-            )
-            for c in call_rows
-        ],
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-        source=row.source,
-        schema_version=row.schema_version,
-    )
-    return StoredSession(
-        id=row.id,
-        run_id=row.run_id,
-        target=row.target_name,
-        record=record,
-        parent_id=row.parent_id,
-        child_ids=tuple(child_ids),
-        child_links=tuple(
-            (c.index, c.child_session_id) for c in call_rows if c.child_session_id is not None
-        ),
-    )
+        yield rebuild_session(
+            row, turn_rows, call_rows, found, children.get(row.id, ()),
+            parent_key=keys.get(row.parent_id),
+            child_key=lambda c: keys.get(c.child_session_id),
+        )
 
 
 class _grouped:
