@@ -3,9 +3,14 @@ baselines resolved by label, and the Markdown file."""
 
 from __future__ import annotations
 
+import re
+import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import click
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from agent_eval.cli import main
@@ -231,3 +236,50 @@ def test_an_empty_store_is_a_usage_error(db):
     result = gate(db, "--max-error-rate", "8")
     assert result.exit_code == 2
     assert "the store holds no runs yet" in result.stderr
+
+
+# --- the README's CI workflows use the gate as documented --------------------------------
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def workflow_commands() -> list[list[str]]:
+    """Every `agent-eval ...` step of the YAML workflows under README's "Use in CI",
+    with `${{ ... }}` expressions and `$VARS` replaced by placeholders."""
+    section = README.read_text(encoding="utf-8").split("## Use in CI", 1)[1].split("\n## ", 1)[0]
+    commands = []
+    for block in re.findall(r"```yaml\n(.*?)```", section, re.S):
+        workflow = yaml.safe_load(block)
+        for job in workflow["jobs"].values():
+            for step in job["steps"]:
+                script = re.sub(r"\$\{\{[^}]*\}\}", "1", step.get("run", ""))
+                script = re.sub(r'"?\$[A-Z_]+"?', "PLACEHOLDER", script)
+                for line in script.replace("\\\n", " ").splitlines():
+                    if line.strip().startswith("agent-eval "):
+                        commands.append(shlex.split(line)[1:])
+    return commands
+
+
+def test_the_readme_workflows_show_run_gate_and_report():
+    names = [args[0] for args in workflow_commands()]
+    assert names.count("gate") == 2 and names.count("run") == 2 and names.count("report") == 2
+
+
+@pytest.mark.parametrize("args", workflow_commands(), ids=lambda a: " ".join(a[:2]))
+def test_every_readme_workflow_command_parses(args):
+    command = main.commands[args[0]]
+    if isinstance(command, click.Group):
+        command, args = command.commands[args[1]], args[1:]
+    command.make_context(args[0], list(args[1:]))  # raises on an unknown option or value
+
+
+def test_the_readme_pull_request_gate_runs_as_documented(db, tmp_path, monkeypatch):
+    add_run(db, "nightly", **{"qwen3.5-27b": TargetPlan(161, {"AE320": 9})})
+    add_run(db, "pr-12", **{"qwen3.5-27b": TargetPlan(158, {"AE301": 4})})
+    [gate_args] = [a for a in workflow_commands() if a[0] == "gate" and "latest" in a]
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, [*gate_args, "--db", db])
+    assert result.exit_code == 0, result.output  # 2.53/100 errors, all AE301, all handshakes
+    assert result.stdout.startswith("Run 2 (pr-12) against baseline run 1 (nightly)\n")
+    assert result.stdout.splitlines()[-1] == "gate passed: 4 checks, none failed"
+    assert (tmp_path / "gate.md").read_text().startswith("## ✅ agent-eval gate: passed")
