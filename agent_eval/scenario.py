@@ -17,6 +17,7 @@ import hashlib
 import json
 import shlex
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -164,9 +165,17 @@ class LoadedScenario:
         return self.spec.name
 
     def system_prompt(self) -> str:
-        return render_system_prompt(self.spec, self.allowlist)
+        return self._system_prompt
 
     def tool_schemas(self) -> list[dict[str, Any]]:
+        return self._tool_schemas
+
+    @cached_property
+    def _system_prompt(self) -> str:  # rendered once per scenario, not once per session
+        return render_system_prompt(self.spec, self.allowlist)
+
+    @cached_property
+    def _tool_schemas(self) -> list[dict[str, Any]]:
         return tool_schemas(self.spec, self.allowlist)
 
 

@@ -58,9 +58,12 @@ def record_sessions(engine: Engine, run_id: int, records: Sequence[SessionRecord
     try:
         with write_transaction(engine) as conn:
             return _insert_batch(conn, run_id, records)
-    except IntegrityError as exc:  # a concurrent writer stored one of these keys first
+    except IntegrityError:  # the unique (run_id, key) index: checked here, not before
+        with engine.connect() as conn:
+            stored = sorted(_ids_by_key(conn, run_id, [r.key for r in records]))
+        which = f"session {stored[0]!r}" if stored else "a session of this batch"
         raise ConfigError(
-            f"run {run_id}: a session of this batch is already stored ({exc.orig}): "
+            f"run {run_id} already holds {which}: a session is stored once; "
             "use --resume to skip stored sessions",
             field="key",
         ) from None
@@ -98,13 +101,7 @@ def _insert_batch(conn: Connection, run_id: int, records: list[SessionRecord]) -
                 field="target",
             )
     batch_keys = [r.key for r in records]
-    stored = _ids_by_key(conn, run_id, batch_keys)
-    if stored:
-        raise ConfigError(
-            f"run {run_id} already holds session {sorted(stored)[0]!r}: a session is "
-            "stored once; use --resume to skip stored sessions",
-            field="key",
-        )
+    # a key stored before is refused by the unique (run_id, key) index: IntegrityError
     conn.execute(
         insert(sessions), [_session_values(run_id, target_ids[r.target], r) for r in records]
     )
@@ -113,7 +110,8 @@ def _insert_batch(conn: Connection, run_id: int, records: list[SessionRecord]) -
     linked = {r.parent_key for r in records if r.parent_key} | {
         c.child_key for r in records for c in r.calls if c.child_key
     }
-    id_by_key |= _ids_by_key(conn, run_id, sorted(linked - id_by_key.keys()))
+    if missing := sorted(linked - id_by_key.keys()):
+        id_by_key |= _ids_by_key(conn, run_id, missing)
     _link_parents(conn, run_id, records, id_by_key)
 
     turn_rows = [
