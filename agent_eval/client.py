@@ -14,7 +14,7 @@ Retries are ours (the SDK runs with ``max_retries=0``), decided by :func:`classi
 
 The API key is read from an environment variable when the client is created; it is never
 stored on a :class:`Target`, in :meth:`Target.settings`, in an error message or a log.
-Targets for a run come from a YAML file (:func:`load_run_config`).
+Targets and the targets file live in ``targets.py`` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -25,170 +25,34 @@ import os
 import random
 import re
 import time
-from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import openai
-from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
 from agent_eval.errors import ConfigError, HarnessFault, ServerUnreachable
-from agent_eval.policy.allowlist import read_yaml_mapping
+from agent_eval.targets import (
+    RunConfig,
+    Sampling,
+    Target,
+    ToolChoice,
+    load_run_config,
+    load_targets,
+    target_from_settings,
+)
 
 try:  # the openai SDK ships its HTTP stack as ``httpx2`` from 3.x on
     import httpx2 as httpx
 except ImportError:  # pragma: no cover - older SDKs use httpx itself
     import httpx  # type: ignore[no-redef]
 
+__all__ = [  # targets are re-exported: they are what a client is made from
+    "SEED_HEADER", "Fault", "ModelClient", "Reply", "RunConfig", "Sampling", "Target",
+    "ToolCallOut", "ToolChoice", "classify_fault", "find_tool_markup", "load_run_config",
+    "load_targets", "target_from_settings",
+]
+
 SEED_HEADER = "X-Agent-Eval-Seed"
-ToolChoice = Literal["auto", "none", "required"]
-
-# Keys that would put a secret into a config file.  Refused anywhere in the file.
-_LITERAL_KEYS = frozenset({"api_key", "apikey", "api-key", "openai_api_key", "authorization"})
-
-
-# Field constraints apply when a targets file is validated (``load_run_config``); direct
-# construction in code stays a plain dataclass call.
-_FORBID = ConfigDict(extra="forbid")
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Sampling knobs.  ``None`` means "not sent": the server's default applies."""
-
-    __pydantic_config__ = _FORBID
-
-    temperature: Annotated[float | None, Field(ge=0)] = None
-    top_p: Annotated[float | None, Field(gt=0, le=1)] = None
-    top_k: int | None = None
-    min_p: Annotated[float | None, Field(ge=0, le=1)] = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-    repetition_penalty: Annotated[float | None, Field(gt=0)] = None
-    seed: int | None = None
-
-    def to_request(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Split into (standard OpenAI kwargs, ``extra_body`` fields as vLLM accepts them)."""
-        standard: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
-        for name, value in asdict(self).items():
-            if value is not None:
-                (extra if name in _VLLM_SAMPLING else standard)[name] = value
-        return standard, extra
-
-
-_VLLM_SAMPLING = frozenset({"top_k", "min_p", "repetition_penalty"})
-
-
-@dataclass(frozen=True)
-class Target:
-    """A model endpoint and its knobs.  ``api_key_env`` names the variable, never the key.
-
-    ``timeout_s`` is the longest the client waits for the server to answer (or to send the
-    next streamed chunk); ``concurrency`` sizes the connection pool, so it also caps how
-    many requests this target serves at once.
-    """
-
-    __pydantic_config__ = _FORBID
-
-    name: Annotated[str, Field(min_length=1)]
-    base_url: Annotated[str, Field(pattern=r"^https?://")]
-    model: Annotated[str, Field(min_length=1)]
-    api_key_env: Annotated[str | None, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] = None
-    sampling: Sampling = Sampling()
-    chat_template_kwargs: dict[str, Any] | None = None
-    max_tokens: Annotated[int | None, Field(gt=0)] = None
-    tool_choice: ToolChoice | None = "auto"
-    stream: bool = False
-    timeout_s: Annotated[float, Field(gt=0)] = 120.0
-    retries: Annotated[int, Field(ge=0, le=20)] = 3
-    concurrency: Annotated[int, Field(ge=1, le=1024)] = 4
-    extra_body: dict[str, Any] | None = None
-
-    def settings(self) -> dict[str, Any]:
-        """A JSON-able description for the run fingerprint.  Holds no secret."""
-        out = asdict(self)
-        out["sampling"] = {k: v for k, v in out["sampling"].items() if v is not None}
-        return out
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """A nightly run as written in a targets file: targets × ``suite`` × ``repeats``.
-
-    ``suite`` is kept as written (a path relative to the working directory, or ``None``
-    when the command line gives it).
-    """
-
-    __pydantic_config__ = _FORBID
-
-    targets: Annotated[list[Target], Field(min_length=1)]
-    suite: str | None = None
-    repeats: Annotated[int, Field(ge=1)] = 1
-    label: str | None = None
-
-
-def load_run_config(path: str | Path) -> RunConfig:
-    """Read a targets file (see README, "Targets file").  Every problem is a
-    ``ConfigError`` naming the file and the field, including an ``api_key_env`` that is
-    not set in this environment: better to stop now than after an hour of other targets."""
-    where = str(path)
-    raw = read_yaml_mapping(path, what="targets YAML with a `targets:` list")
-    _refuse_literal_keys(raw, where, "")
-    try:
-        config = TypeAdapter(RunConfig).validate_python(raw)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        msg = err["msg"]
-        if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
-            msg = "unknown field; see the README section 'Targets file' for the fields"
-        elif err["type"] == "missing":
-            msg = "required field is missing; add it"
-        raise ConfigError(msg, path=where, field=loc) from None
-    names: set[str] = set()
-    for i, t in enumerate(config.targets):
-        if t.name in names:
-            raise ConfigError(
-                f"duplicate target name {t.name!r}; give each target its own name",
-                path=where, field=f"targets.{i}.name",
-            )
-        names.add(t.name)
-        if t.api_key_env and t.api_key_env not in os.environ:
-            raise ConfigError(
-                f"environment variable {t.api_key_env} is not set; export it before the run",
-                path=where, field=f"targets.{i}.api_key_env",
-            )
-    targets = [replace(t, base_url=t.base_url.rstrip("/")) for t in config.targets]
-    return replace(config, targets=targets)
-
-
-def target_from_settings(settings: dict[str, Any]) -> Target:
-    """Rebuild a target from :meth:`Target.settings` (a stored run, for ``--resume``).
-    A settings dict that does not describe a target raises ``ValueError``."""
-    return TypeAdapter(Target).validate_python(settings)
-
-
-def load_targets(path: str | Path) -> list[Target]:
-    """The targets of a targets file; see :func:`load_run_config`."""
-    return load_run_config(path).targets
-
-
-def _refuse_literal_keys(raw: Any, where: str, loc: str) -> None:
-    if isinstance(raw, dict):
-        for key, value in raw.items():
-            here = f"{loc}.{key}" if loc else str(key)
-            if str(key).lower() in _LITERAL_KEYS:
-                raise ConfigError(
-                    "API keys are never written in a config file; put the key in an "
-                    "environment variable and name it with `api_key_env: VAR`",
-                    path=where, field=here,
-                )
-            _refuse_literal_keys(value, where, here)
-    elif isinstance(raw, list):
-        for i, item in enumerate(raw):
-            _refuse_literal_keys(item, where, f"{loc}.{i}")
-
 
 # Tool-call markup that servers emit when their parser did not take the call out of the
 # text: an opening marker and, when the format has one, its closing marker.
