@@ -31,6 +31,7 @@ from agent_eval.metrics import (
 from agent_eval.policy import get_rule
 from agent_eval.report.charts import class_chart, error_chart
 from agent_eval.report.pages import SessionLink, handshake_text, rule_href, session_href
+from agent_eval.report.throughput import RunThroughput
 from agent_eval.store import RunInfo
 from agent_eval.transcript import EXIT_STATES, NEXT_ACTIONS, CallRow, SessionRow, TurnRow
 
@@ -78,7 +79,9 @@ class SessionItem:
 @dataclass(frozen=True, slots=True)
 class IndexPage:
     """``index.html``.  ``summaries`` and ``repeats`` are keyed by column, in column order;
-    ``rows`` hold the same figures already formatted for the tables."""
+    ``rows`` hold the same figures already formatted for the tables.  ``server`` holds one
+    "Server throughput" section per run (see ``report/throughput.py``); empty when the
+    page was built without a store to read server samples from."""
 
     title: str
     runs: tuple[RunView, ...]
@@ -97,6 +100,7 @@ class IndexPage:
     class_chart: Markup
     error_chart: Markup
     statistics: str = STATISTICS
+    server: tuple[RunThroughput, ...] = ()
 
 
 TARGET_HEAD = ("target", "sessions", "messages", "tool calls", "errors",

@@ -14,6 +14,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from agent_eval.policy import RULES
 from agent_eval.report import index as index_mod
+from agent_eval.report import throughput
 from agent_eval.report.index import IndexPage
 from agent_eval.report.pages import RulePage, SessionPage
 
@@ -44,6 +45,10 @@ def environment() -> Environment:
         exit_head=index_mod.EXIT_HEAD,
         speed_head=index_mod.SPEED_HEAD,
         repeat_head=index_mod.REPEAT_HEAD,
+        generation_head=throughput.GENERATION_HEAD,
+        prefill_head=throughput.PREFILL_HEAD,
+        completions_head=throughput.COMPLETIONS_HEAD,
+        work_head=throughput.WORK_HEAD,
         rule_codes=tuple(RULES),
     )
     return env

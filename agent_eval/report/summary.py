@@ -21,6 +21,13 @@
                 completions_per_min, allowed_calls_per_min, completed_sessions_per_hour},
         repeats: {scenarios, k, pass_all_per_100, pass_hat, flips_per_100} | null}}
     sessions              {total, failed, errored}: counts as in junit.xml
+    useful_work           [{run, start, end, minutes, samples, sources, allowed_calls,
+                            denied_calls, handshakes_completed, completions,
+                            allowed_calls_per_min, denied_calls_per_min,
+                            completed_handshakes_per_hour, completions_per_min,
+                            generation_tps}]: one entry per run whose window holds
+                          imported server samples (``agent-eval import vllm-log``), else
+                          empty; definitions in agent_eval/serverlogs/tables.py
 
 Rates are per 100 (``null`` when nothing was counted); intervals are Wilson 95%.
 
@@ -41,11 +48,12 @@ from typing import Literal
 from agent_eval import __version__
 from agent_eval.metrics import FISHER_TEST, TOTAL, Z_TEST, GroupSummary, Rate
 from agent_eval.report.index import IndexPage, RepeatSummary, rate_text
+from agent_eval.report.throughput import work_dict
 from agent_eval.transcript import NEXT_ACTIONS, SessionRow
 
 SUMMARY_SCHEMA_VERSION = 1
 SUMMARY_KEYS = ("schema_version", "generator", "runs", "statistics", "columns", "targets",
-                "sessions")  # fmt: skip
+                "sessions", "useful_work")  # fmt: skip
 INTERVAL = "Wilson score interval, 95%"
 
 SessionOutcome = Literal["pass", "failure", "error"]
@@ -84,6 +92,7 @@ def summary_json(page: IndexPage, sessions: list[SessionRow], denials: dict[int,
             "failed": outcomes.count("failure"),
             "errored": outcomes.count("error"),
         },
+        "useful_work": [w for w in (work_dict(sec) for sec in page.server) if w is not None],
     }
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
@@ -164,6 +173,10 @@ def summary_markdown(page: IndexPage) -> str:
             for (name, s), exit_row in zip(page.summaries.items(), page.exit_rows, strict=True)
         ],
     )
+    for section in page.server:
+        if section.work is not None:
+            lines += ["", f"Useful work beside server speed (run {section.run_id}): "
+                      f"{_md(section.work_line)}."]
     lines += ["", f"_{_md(page.statistics)}_", ""]
     return "\n".join(lines)
 

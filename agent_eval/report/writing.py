@@ -6,7 +6,9 @@ Order of work, so a 10,000-session run stays fast and flat in memory:
 2. calls and turns stream once through ``summarize`` (the index, summaries, junit);
 3. full sessions stream once (four queries in all, ``Store.iter_sessions``), each page rendered and
    written, then dropped;
-4. rule pages, the index and the summary files.
+4. server samples inside each run's window (the "Server throughput" section; calls are
+   streamed a second time only for a run that has samples);
+5. rule pages, the index and the summary files.
 
 File names come from integers the store assigned and from registry codes, never from
 anything the model wrote.
@@ -28,6 +30,7 @@ from agent_eval.report.pages import (
 )
 from agent_eval.report.render import render_index, render_rule, render_session
 from agent_eval.report.summary import junit_xml, summary_json, summary_markdown
+from agent_eval.report.throughput import read_run_throughput
 
 
 def report_dir(out_root: Path, run_ids: list[int]) -> Path:
@@ -58,6 +61,11 @@ def write_report(store, run_ids: list[int], out_root: Path) -> Path:
     tally = CallTally()
     page = build_index_page(runs, sessions, store.call_rows(run_ids), store.turn_rows(run_ids),
                             tally)
+    server = tuple(
+        read_run_throughput(store, run, [s for s in sessions if s.run_id == run.id])
+        for run in runs
+    )
+    page = dataclasses.replace(page, server=server)
 
     links = session_links(sessions, from_dir=SESSIONS_DIR)
     for stored in store.iter_sessions(run_ids):

@@ -1,0 +1,213 @@
+"""The index's "Server throughput" section: what the server logged inside each run's window.
+
+Speed is shown only next to reliability (CONTEXT.md, "Speed matters only next to
+reliability"): beside the generation / prefill / completions tables by concurrency sits
+the run's useful work, allowed tool calls per minute and completed handshakes per hour,
+against the average generation tokens/s of the busy windows.
+
+Nothing is bucketed here: :func:`agent_eval.serverlogs.perf_tables` and
+:func:`agent_eval.serverlogs.useful_work` do it, with the definitions in
+``agent_eval/serverlogs/tables.py``; the window and the sample query are the ones
+``agent-eval perf --run`` uses, so the report and that command print the same numbers.
+Server samples come from ``agent-eval import vllm-log FILE`` (or ``llamacpp-log``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from agent_eval.serverlogs import (
+    PerfTables,
+    Request,
+    Sample,
+    UsefulWork,
+    perf_tables,
+    useful_work,
+)
+from agent_eval.serverlogs import render as perf_render
+from agent_eval.store import RunInfo
+from agent_eval.transcript import CallRow, SessionRow
+
+WINDOW_S = 10.0
+"""Seconds one throughput sample covers at most: vLLM's default logging interval."""
+
+NO_SAMPLES = (
+    "No server samples in this run's window: add them with "
+    "`agent-eval import vllm-log FILE` (or llamacpp-log) and write the report again."
+)
+NO_WINDOW = "This run has no finish time and no finished session, so it has no time window."
+
+GENERATION_HEAD = tuple(perf_render.GENERATION_HEADER)
+PREFILL_HEAD = tuple(perf_render.PREFILL_HEADER)
+COMPLETIONS_HEAD = tuple(perf_render.COMPLETIONS_HEADER)
+WORK_HEAD = tuple(perf_render.WORK_HEADER)
+
+
+@dataclass(frozen=True, slots=True)
+class RunThroughput:
+    """One run's server throughput.  ``note`` is set (and ``tables`` / ``work`` are
+    ``None``) when there is nothing to show: no window, or no sample inside it."""
+
+    run_id: int
+    start: datetime | None
+    end: datetime | None
+    note: str | None
+    tables: PerfTables | None
+    work: UsefulWork | None
+    sources: tuple[str, ...] = ()
+    generation_rows: tuple[tuple[str, ...], ...] = ()
+    prefill_rows: tuple[tuple[str, ...], ...] = ()
+    completion_rows: tuple[tuple[str, ...], ...] = ()
+    work_rows: tuple[tuple[str, ...], ...] = ()
+    work_line: str = ""
+
+
+def read_run_throughput(
+    store, run: RunInfo, sessions: list[SessionRow], *, window_s: float = WINDOW_S
+) -> RunThroughput:
+    """Read the server samples and requests inside ``run``'s window and build its section.
+
+    ``sessions`` are the run's own rows.  Calls are streamed from the store only when
+    there are samples to set them beside.
+    """
+    window = run_window(run, sessions)
+    if window is None:
+        return RunThroughput(run.id, None, None, NO_WINDOW, None, None)
+    start, end = window
+    reach = end + timedelta(seconds=window_s)
+    samples = samples_from_rows(store.server_samples(start, reach))
+    if not samples:
+        return RunThroughput(run.id, start, end, NO_SAMPLES, None, None)
+    requests = requests_from_rows(store.server_requests(start, reach))
+    return build_run_throughput(run.id, start, end, samples, requests,
+                                store.call_rows([run.id]), sessions, window_s=window_s)
+
+
+def build_run_throughput(
+    run_id: int,
+    start: datetime,
+    end: datetime,
+    samples: list[Sample],
+    requests: list[Request],
+    calls: Iterable[CallRow],
+    sessions: Iterable[SessionRow],
+    *,
+    window_s: float = WINDOW_S,
+) -> RunThroughput:
+    """The section for one run (pure): the perf tables and useful work, formatted."""
+    if not samples:
+        return RunThroughput(run_id, start, end, NO_SAMPLES, None, None)
+    tables = perf_tables(samples, requests, window_s=window_s)
+    work = useful_work(calls, sessions, samples, requests, start=start, end=end)
+    return RunThroughput(
+        run_id=run_id,
+        start=start,
+        end=end,
+        note=None,
+        tables=tables,
+        work=work,
+        sources=tables.sources,
+        generation_rows=_rows(perf_render.generation_rows(tables)),
+        prefill_rows=_rows(perf_render.prefill_rows(tables)),
+        completion_rows=_rows(perf_render.completion_rows(tables)),
+        work_rows=_rows(perf_render.work_rows(work)),
+        work_line=work_line(work),
+    )
+
+
+def work_line(work: UsefulWork) -> str:
+    """``4.00 allowed calls/min and 60.00 completed handshakes/hour at 72.0 generation
+    tok/s`` — the one sentence that puts useful work beside speed."""
+    return (
+        f"{_f(work.allowed_per_min, 2)} allowed calls/min and "
+        f"{_f(work.handshakes_per_hour, 2)} completed handshakes/hour at "
+        f"{_f(work.generation_tps, 1)} average generation tok/s (busy windows), "
+        f"over {work.minutes:.2f} min"
+    )
+
+
+def work_dict(section: RunThroughput) -> dict | None:
+    """The useful-work numbers of one run for ``summary.json`` (``None`` without samples)."""
+    work, tables = section.work, section.tables
+    if work is None or tables is None:
+        return None
+    return {
+        "run": section.run_id,
+        "start": work.start.isoformat(),
+        "end": work.end.isoformat(),
+        "minutes": _r(work.minutes, 4),
+        "samples": tables.samples,
+        "sources": list(tables.sources),
+        "allowed_calls": work.allowed_calls,
+        "denied_calls": work.denied_calls,
+        "handshakes_completed": work.handshakes_completed,
+        "completions": work.completions,
+        "allowed_calls_per_min": _r(work.allowed_per_min),
+        "denied_calls_per_min": _r(work.denied_per_min),
+        "completed_handshakes_per_hour": _r(work.handshakes_per_hour),
+        "completions_per_min": _r(work.completions_per_min),
+        "generation_tps": _r(work.generation_tps),
+    }
+
+
+def run_window(run: RunInfo, sessions: Iterable[SessionRow]) -> tuple[datetime, datetime] | None:
+    """created_at..finished_at as naive UTC (the serverlogs convention); an unfinished run
+    ends at its last finished session; ``None`` when neither is known."""
+    end = run.finished_at
+    if end is None:
+        ends = [s.finished_at for s in sessions if s.finished_at is not None]
+        if not ends:
+            return None
+        end = max(ends)
+    return _naive_utc(run.created_at), _naive_utc(end)
+
+
+def samples_from_rows(rows: list[dict]) -> list[Sample]:
+    """Stored ``server_samples`` rows as the records ``perf_tables`` reads."""
+    return [
+        Sample(
+            ts=_naive_utc(r["ts"]),
+            source=r["source"],
+            prompt_tps=r["prompt_tps"] or 0.0,
+            generation_tps=r["generation_tps"] or 0.0,
+            running=r["running"] or 0,
+            waiting=r.get("waiting"),
+            swapped=r.get("swapped"),
+            kv_cache_pct=r.get("kv_cache_pct"),
+            prefix_hit_pct=r.get("prefix_hit_pct"),
+        )
+        for r in rows
+    ]
+
+
+def requests_from_rows(rows: list[dict]) -> list[Request]:
+    """Stored ``server_requests`` rows as :class:`Request` records."""
+    return [
+        Request(
+            ts=_naive_utc(r["ts"]),
+            source=r["source"],
+            method=r["method"],
+            path=r["path"],
+            status=r["status"],
+            duration_s=r.get("duration_s"),
+        )
+        for r in rows
+    ]
+
+
+def _naive_utc(value: datetime) -> datetime:
+    return value if value.tzinfo is None else value.astimezone(UTC).replace(tzinfo=None)
+
+
+def _rows(rows: list[list[str]]) -> tuple[tuple[str, ...], ...]:
+    return tuple(tuple(row) for row in rows)
+
+
+def _f(value: float | None, digits: int) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _r(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)
