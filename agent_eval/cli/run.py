@@ -193,7 +193,7 @@ def _console() -> Console:
 
 
 @main.command()
-@click.option("--repeats", type=click.IntRange(1), default=1, show_default=True,
+@click.option("--repeats", type=click.IntRange(1), default=3, show_default=True,
               help="Sessions per scenario and profile.")
 @click.option("--profiles", default=None, help="Comma-separated profiles [default: all].")
 @click.option("--concurrency", type=click.IntRange(1), default=8, show_default=True)

@@ -38,13 +38,14 @@ class SessionCounts:
 
 
 def session_rows(engine: Engine, run_ids: Iterable[int]) -> Iterator[SessionRow]:
-    """Every session of the runs, in storage order."""
+    """Every session of the runs, target by target (in the order targets were added, so
+    report columns follow the run config), each target's sessions in storage order."""
     ids = list(run_ids)
     query = (
         select(sessions, targets.c.name.label("target_name"))
         .join(targets, targets.c.id == sessions.c.target_id)
         .where(sessions.c.run_id.in_(ids))
-        .order_by(sessions.c.id)
+        .order_by(sessions.c.target_id, sessions.c.id)  # targets in the order added
     )
     for r in _stream(engine, query):
         yield SessionRow(
