@@ -8,7 +8,8 @@ the environment is a dictionary.
 
 A call matching one of the scenario's ``children`` spawns a child session (the nested
 orchestrator case), played to its end before the parent continues; the child's records
-come back with the parent's, linked by ``parent_key``.
+come back with the parent's, linked by ``parent_key``.  A child template is first filled
+with the values its ``bind`` takes from the spawning call (``--stage``, ``--attempt``).
 
 The session ends when
 - the model replies without a tool call: ``completed`` if the task closed, else ``abandoned``;
@@ -29,7 +30,7 @@ from typing import Any, Protocol
 
 from agent_eval.errors import HarnessFault
 from agent_eval.policy import Verdict, check_call, render_denial
-from agent_eval.scenario import LoadedScenario, Suite
+from agent_eval.scenario import LoadedScenario, Suite, instantiate
 from agent_eval.transcript import (
     CallRecord,
     FindingRecord,
@@ -209,7 +210,7 @@ async def _simulate(call: CallRecord, verdict: Verdict, scenario: LoadedScenario
             break
     for spawn in spec.children:
         if spawn.on.matches(inv) and suite is not None and depth < MAX_CHILD_DEPTH:
-            child_sc = suite.scenarios[spawn.scenario]
+            child_sc = instantiate(suite.scenarios[spawn.scenario], spawn.values(inv))
             child_key = f"{key}/{spawn.scenario}#{len(children)}"
             records = await run_session(
                 child_sc, model, target=target, suite=suite, repeat=repeat, key=child_key,

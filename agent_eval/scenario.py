@@ -9,13 +9,18 @@ documents the task and drives the simulator's behaviour profiles, never the judg
 A suite folder may hold ``suite.yaml`` with defaults (``allowlist``, ``tags``, ``limits``,
 ``system_prompt``) for every scenario in it.  ``agent-eval schema scenario`` prints the
 JSON Schema.  A bad file raises ``ConfigError`` naming the file, the field and the fix.
+
+A child scenario may be a template: ``${name}`` placeholders in its text fields are filled
+at spawn time from the spawning call (``ChildSpawn.bind``) by :func:`instantiate`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shlex
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -86,11 +91,55 @@ class Limits(_Model):
     tool_calls: int = Field(24, ge=1, description="Tool calls before the session stalls.")
 
 
+PLACEHOLDER = re.compile(r"\$\{([a-z][a-z0-9_]*)\}")
+"""``${stage}``: a lowercase name in ``${...}``.  JSON and YAML braces in canned outputs
+never follow a ``$``, and reference commands may not contain ``$`` at all, so a placeholder
+cannot be mistaken for either."""
+
+TEMPLATED_FIELDS = ("task", "system_prompt", "environment", "goal", "handshake", "reference")
+"""Fields whose strings (mapping keys too: file paths, flags) may hold placeholders; the
+``description`` documents the template and keeps its ``${name}`` as written."""
+
+
 class ChildSpawn(_Model):
-    """A call that spawns a child session (the nested-orchestrator case)."""
+    """A call that spawns a child session (the nested-orchestrator case).
+
+    ``bind`` passes values of the spawning call into the child's placeholders: a flag
+    (``{stage: --stage}``) or a 0-based positional index (``{role: 0}``)."""
 
     on: CallMatch
     scenario: str = Field(description="Name of the child scenario in the same suite.")
+    bind: dict[str, str | int] = Field(
+        default_factory=dict,
+        description="Placeholder name -> flag (`--stage`) or positional index of the "
+        "spawning call whose value fills `${name}` in the child scenario.",
+    )
+
+    @model_validator(mode="after")
+    def _bind_sources(self) -> ChildSpawn:
+        for name, source in self.bind.items():
+            if not PLACEHOLDER.fullmatch("${" + name + "}"):
+                raise ValueError(f"placeholder name {name!r} must be lowercase [a-z0-9_]")
+            if not (isinstance(source, int) and source >= 0) and not (
+                isinstance(source, str) and source.startswith("-")
+            ):
+                raise ValueError(f"bind.{name}: give a flag ('--stage') or a positional "
+                                 f"index (0, 1, ...), not {source!r}")
+        return self
+
+    def values(self, inv: Invocation | None) -> dict[str, str]:
+        """The bound values the spawning call carries.  A flag it did not pass (or a
+        positional past its end) gives no value, so that placeholder stays as written."""
+        out: dict[str, str] = {}
+        for name, source in self.bind.items():
+            if inv is None:
+                break
+            if isinstance(source, int):
+                if source < len(inv.positionals):
+                    out[name] = inv.positionals[source]
+            elif (value := inv.flag(source)) is not None:
+                out[name] = value
+        return out
 
     @model_validator(mode="before")
     @classmethod
@@ -178,6 +227,31 @@ class LoadedScenario:
     def _tool_schemas(self) -> list[dict[str, Any]]:
         return tool_schemas(self.spec, self.allowlist)
 
+    @cached_property
+    def placeholders(self) -> frozenset[str]:
+        """Names of the ``${name}`` placeholders in the templated fields (empty: not a
+        template)."""
+        return frozenset(name for name, _ in _placeholder_uses(self.spec))
+
+    @cached_property
+    def task_pattern(self) -> re.Pattern[str]:
+        """Full-matches the stripped task of any instance of this scenario, capturing each
+        placeholder's value by name (how the simulator recognises a filled child task)."""
+        task = self.spec.task.strip()
+        parts, seen, pos = [], set(), 0
+        for m in PLACEHOLDER.finditer(task):
+            name = m.group(1)
+            parts.append(re.escape(task[pos:m.start()]))
+            parts.append(f"(?P={name})" if name in seen else f"(?P<{name}>.*?)")
+            seen.add(name)
+            pos = m.end()
+        parts.append(re.escape(task[pos:]))
+        return re.compile("".join(parts), re.DOTALL)
+
+    @cached_property
+    def _instances(self) -> dict[tuple[tuple[str, str], ...], LoadedScenario]:
+        return {}
+
 
 @dataclass(frozen=True)
 class Suite:
@@ -229,7 +303,120 @@ def load_suite(path: str | Path) -> Suite:
                     f"child scenario {child.scenario!r} is not in the suite; add it or fix the name",
                     path=str(sc.path), field="children",
                 )
+    _check_templates(scenarios)
     return Suite(name=folder.name, path=folder, scenarios=scenarios)
+
+
+def instantiate(loaded: LoadedScenario, values: Mapping[str, str]) -> LoadedScenario:
+    """``loaded`` with every ``${name}`` of its templated fields replaced by
+    ``values[name]``, re-validated.  A name without a value stays as written (the child
+    still runs and its transcript shows what the spawning call left out).  Values are
+    inserted verbatim, in one pass, never re-read as placeholders.  A scenario without
+    placeholders comes back as is; instances are cached per values, so a run renders each
+    filled prompt once."""
+    if not loaded.placeholders:
+        return loaded
+    key = tuple(sorted((k, str(v)) for k, v in values.items() if k in loaded.placeholders))
+    cached = loaded._instances.get(key)
+    if cached is not None:
+        return cached
+    filling = dict(key)
+    data = loaded.spec.model_dump()
+    for field_name in TEMPLATED_FIELDS:
+        data[field_name] = _fill(data[field_name], filling)
+    try:
+        spec = Scenario.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ConfigError(
+            f"filled with {filling}, the scenario is invalid: {err['msg']}",
+            path=str(loaded.path), field=".".join(str(p) for p in err["loc"]),
+        ) from None
+    instance = LoadedScenario(spec=spec, allowlist=loaded.allowlist, path=loaded.path)
+    if len(loaded._instances) >= MAX_CACHED_INSTANCES:
+        loaded._instances.pop(next(iter(loaded._instances)))
+    loaded._instances[key] = instance
+    return instance
+
+
+MAX_CACHED_INSTANCES = 256  # distinct spawn values a model can invent are unbounded
+
+
+def _fill(value: Any, values: Mapping[str, str]) -> Any:
+    if isinstance(value, str):
+        return PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), value)
+    if isinstance(value, dict):
+        return {_fill(k, values): _fill(v, values) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, values) for v in value]
+    return value
+
+
+def _placeholder_uses(spec: Scenario) -> Iterator[tuple[str, str]]:
+    """(placeholder name, field where it is used) for every use, in field order."""
+    def strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
+        if isinstance(value, str):
+            yield value, where
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                yield str(k), where
+                yield from strings(v, f"{where}.{k}")
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                yield from strings(v, f"{where}.{i}")
+
+    data = spec.model_dump(include=set(TEMPLATED_FIELDS))
+    for field_name in TEMPLATED_FIELDS:
+        for text, where in strings(data[field_name], field_name):
+            for m in PLACEHOLDER.finditer(text):
+                yield m.group(1), where
+
+
+def _check_templates(scenarios: dict[str, LoadedScenario]) -> None:
+    """A template only runs as a child, and every spawn of it binds each placeholder to
+    a flag the spawning script declares (or a positional it takes)."""
+    for sc in scenarios.values():
+        if sc.placeholders and not sc.spec.child_only:
+            name, where = next(_placeholder_uses(sc.spec))
+            raise ConfigError(
+                f"${{{name}}} (in {where}) is a placeholder, filled only when a parent "
+                "spawns this scenario; set child_only: true or write the value out",
+                path=str(sc.path), field="child_only",
+            )
+    for sc in scenarios.values():
+        for i, spawn in enumerate(sc.spec.children):
+            child = scenarios[spawn.scenario]
+            missing = sorted(child.placeholders - spawn.bind.keys())
+            if missing:
+                names = ", ".join(f"${{{n}}}" for n in missing)
+                raise ConfigError(
+                    f"child scenario {spawn.scenario!r} ({child.path.name}) uses {names}; "
+                    f"bind each to a flag of the spawning call, e.g. bind: {{{missing[0]}: --{missing[0]}}}",
+                    path=str(sc.path), field=f"children.{i}.bind",
+                )
+            command = sc.allowlist.scripts[spawn.on.script]
+            for sub in spawn.on.subcommand:
+                command = command.subcommands.get(sub, command)
+            for name, source in spawn.bind.items():
+                where = f"children.{i}.bind.{name}"
+                if name not in child.placeholders:
+                    raise ConfigError(
+                        f"child scenario {spawn.scenario!r} has no ${{{name}}}; remove it "
+                        "or fix the name", path=str(sc.path), field=where,
+                    )
+                if isinstance(source, str) and source not in command.flags:
+                    raise ConfigError(
+                        f"{spawn.on.script} declares no flag {source!r} "
+                        f"(flags: {', '.join(command.flags) or 'none'})",
+                        path=str(sc.path), field=where,
+                    )
+                if isinstance(source, int) and source >= len(command.positionals) and not any(
+                    p.variadic for p in command.positionals
+                ):
+                    raise ConfigError(
+                        f"{spawn.on.script} takes {len(command.positionals)} positional(s); "
+                        f"index {source} is past the end", path=str(sc.path), field=where,
+                    )
 
 
 def _read_yaml(file: Path) -> dict:

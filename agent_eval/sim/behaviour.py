@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import random
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent_eval.scenario import LoadedScenario
+from agent_eval.scenario import LoadedScenario, instantiate
 from agent_eval.sim.mutations import MUTATIONS, Mutation, PlannedCall, Step, text_tool_call
 from agent_eval.sim.profiles import TEMPTATION_CODES, Profile
 
@@ -49,6 +51,38 @@ def first_user_text(messages: list[dict[str, Any]]) -> str:
         if message.get("role") == "user":
             return message_text(message).strip()
     return ""
+
+
+@dataclass(frozen=True)
+class TaskIndex:
+    """Finds the scenario a conversation plays from its first user message: a fixed task
+    by exact text, a child template's filled task by the template's precompiled pattern
+    (the captured values fill the template, so its reference names the same stage)."""
+
+    exact: dict[str, LoadedScenario]
+    templates: tuple[tuple[re.Pattern[str], LoadedScenario], ...] = ()
+
+    def find(self, task: str) -> LoadedScenario | None:
+        """The scenario whose (filled) task is ``task``, stripped; None when none is."""
+        found = self.exact.get(task)
+        if found is not None:
+            return found
+        for pattern, template in self.templates:
+            if (m := pattern.fullmatch(task)) is not None:
+                return instantiate(template, m.groupdict())
+        return None
+
+
+def index_tasks(scenarios: Iterable[LoadedScenario]) -> TaskIndex:
+    """Index scenarios by task text; templates by their task pattern, compiled once."""
+    exact: dict[str, LoadedScenario] = {}
+    templates = []
+    for sc in scenarios:
+        if sc.placeholders:
+            templates.append((sc.task_pattern, sc))
+        else:
+            exact[sc.spec.task.strip()] = sc
+    return TaskIndex(exact, tuple(templates))
 
 
 DENIAL_WINDOW = 120

@@ -1,7 +1,7 @@
 """The simulator's HTTP server: OpenAI-compatible ``/v1`` on loopback, with fault knobs.
 
 It sees only the HTTP request, like a real model server: it finds the scenario by the
-first user message, the profile by the ``model`` field (a profile name or ``sim-<name>``;
+first user message (a child template's filled task too, see ``TaskIndex``), the profile by the ``model`` field (a profile name or ``sim-<name>``;
 anything else gets the server's default profile), and seeds its randomness from the
 ``X-Agent-Eval-Seed`` header (else the first user message), the server seed, the profile
 and the number of messages.  Faults are drawn from one server-wide generator in arrival
@@ -30,8 +30,8 @@ from aiohttp import web
 
 import agent_eval
 from agent_eval.errors import ConfigError
-from agent_eval.scenario import LoadedScenario, load_suite
-from agent_eval.sim.behaviour import first_user_text, plan_reply
+from agent_eval.scenario import load_suite
+from agent_eval.sim.behaviour import TaskIndex, first_user_text, index_tasks, plan_reply
 from agent_eval.sim.profiles import PROFILES, Profile, get_profile
 from agent_eval.sim.wire import build_completion, render_chunks, render_completion, render_error
 
@@ -74,7 +74,7 @@ class SimState:
     """What every request handler reads; built once at startup."""
 
     profile: Profile
-    scenarios: dict[str, LoadedScenario]  # by task text, stripped
+    scenarios: TaskIndex
     seed: int
     faults: Faults
     model_name: str
@@ -92,15 +92,14 @@ class SimState:
 STATE = web.AppKey("sim_state", SimState)
 
 
-def index_suite(suite: str | Path | None) -> dict[str, LoadedScenario]:
+def index_suite(suite: str | Path | None) -> TaskIndex:
     """Scenarios by task text.  The bundled suite may be absent (then: generic replies);
     an explicitly named suite must load."""
     if suite is None:
         if not DEFAULT_SUITE.is_dir() or not any(DEFAULT_SUITE.glob("*.yaml")):
-            return {}
+            return TaskIndex({})
         suite = DEFAULT_SUITE
-    loaded = load_suite(suite)
-    return {sc.spec.task.strip(): sc for sc in loaded.scenarios.values()}
+    return index_tasks(load_suite(suite).scenarios.values())
 
 
 def create_app(
@@ -186,7 +185,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     task = first_user_text(messages)
     key = request.headers.get(SEED_HEADER) or task
     rng = conversation_rng(state.seed, profile, key, len(messages))
-    reply = plan_reply(messages, state.scenarios.get(task), profile, rng)
+    reply = plan_reply(messages, state.scenarios.find(task), profile, rng)
     model = body.get("model") if isinstance(body.get("model"), str) else state.model_name
     done = build_completion(
         body, reply, model=model, created=int(time.time()), rng=rng, malformed=malformed
