@@ -13,7 +13,7 @@ import pytest
 
 from agent_eval.errors import HarnessFault
 from agent_eval.orchestrator import TEXT_CALL_TOOL, run_session
-from agent_eval.scenario import load_suite
+from agent_eval.scenario import instantiate, load_suite
 from agent_eval.scripted import ScriptedModel
 
 SUITE = load_suite(Path(__file__).resolve().parents[1] / "scenarios" / "ralf")
@@ -33,13 +33,15 @@ def play(name: str, script: list, **kw):
     return records, model
 
 
-def reference_script(name: str) -> list:
-    steps = SUITE.scenarios[name].spec.reference
+def reference_script(name: str, **values: str) -> list:
+    """The reference plan as model replies; ``values`` fill a child template's placeholders."""
+    steps = instantiate(SUITE.scenarios[name], values).spec.reference
     return [[bash(s.bash)] if s.bash else [read(s.read)] for s in steps]
 
 
 LIGHTS = "lights-evening-off"
 RESEARCH = "research-market-scan-web"
+EVALUATOR = reference_script("evaluator-step", stage="S3-market-scan", attempt="A2")
 
 
 def test_reference_plan_completes_the_task_with_every_call_allowed():
@@ -52,7 +54,7 @@ def test_reference_plan_completes_the_task_with_every_call_allowed():
 
 
 def test_research_stage_closes_with_handshake_and_links_the_evaluator_child():
-    script = reference_script(RESEARCH) + reference_script("evaluator-step") + ["Evaluated."]
+    script = reference_script(RESEARCH) + EVALUATOR + ["Evaluated."]
     records, _ = play(RESEARCH, script)
     parent, child = records
     assert parent.status == "completed"
@@ -69,7 +71,7 @@ def test_research_stage_closes_with_handshake_and_links_the_evaluator_child():
 
 def test_session_ends_when_the_stage_closes_even_if_the_model_would_go_on():
     extra = [bash("uv run scripts/db_query.py --sql 'SELECT 1'")]
-    script = reference_script(RESEARCH) + reference_script("evaluator-step") + [extra]
+    script = reference_script(RESEARCH) + EVALUATOR + [extra]
     records, model = play(RESEARCH, script)
     assert len(records[0].calls) == 6
     assert len(records[1].calls) == 4  # the evaluator also ends on its closing call
@@ -78,13 +80,58 @@ def test_session_ends_when_the_stage_closes_even_if_the_model_would_go_on():
 
 def test_skipped_first_handshake_step_is_missed_and_the_stage_stays_open():
     ref = reference_script(RESEARCH)
-    script = ref[:3] + ref[4:] + reference_script("evaluator-step") + ["Evaluated."]
+    script = ref[:3] + ref[4:] + EVALUATOR + ["Evaluated."]
     records, _ = play(RESEARCH, script)
     parent = records[0]
     assert not parent.handshake.completed
     assert parent.handshake.done == 0
     assert parent.handshake.missed_step.startswith("update_attempt_outcome.py")
     assert parent.status == "abandoned"
+
+
+STAGES = {  # research scenario -> the stage and attempt its reference spawns the evaluator for
+    "research-literature-review": ("S2-literature", "A1"),
+    "research-pricing-partial": ("S4-pricing", "A3"),
+    "research-benchmark-data-missing": ("S5-benchmark-data", "A4"),
+}
+
+
+@pytest.mark.parametrize("name, stage, attempt",
+                         [(n, *v) for n, v in STAGES.items()], ids=list(STAGES))
+def test_the_evaluator_child_evaluates_the_stage_that_spawned_it(name, stage, attempt):
+    script = (reference_script(name)
+              + reference_script("evaluator-step", stage=stage, attempt=attempt) + ["Evaluated."])
+    parent, child = play(name, script)[0]
+    assert parent.calls[-1].command.endswith(f"step_evaluator --stage {stage} --attempt {attempt}")
+    task = child.messages[1]["content"]
+    assert f"evaluate stage {stage}, attempt {attempt}," in task
+    assert "S3-market-scan" not in task
+    prompt = child.messages[0]["content"]
+    assert f"1. update_stage_status.py --stage {stage} --status done" in prompt
+    assert [c.decision for c in child.calls] == ["allow"] * 4
+    assert child.calls[2].output.startswith(f"# {stage} acceptance criteria")
+    assert child.calls[-1].output == f'{{"stage": "{stage}", "status": "done"}}'
+    assert child.handshake.completed and child.status == "completed"
+    assert child.scenario == "evaluator-step" and child.parent_key == parent.key
+
+
+def test_the_evaluator_does_not_close_on_another_stage_than_the_spawning_one():
+    stage, attempt = STAGES["research-literature-review"]
+    wrong = reference_script("evaluator-step", stage="S3-market-scan", attempt=attempt)
+    script = reference_script("research-literature-review") + wrong + ["Evaluated."]
+    _, child = play("research-literature-review", script)[0]
+    assert not child.handshake.completed
+    assert child.handshake.missed_step == f"update_stage_status.py --stage {stage} --status done"
+    assert child.status == "abandoned"
+
+
+def test_a_spawn_without_the_optional_attempt_leaves_that_placeholder_as_written():
+    ref = reference_script("research-literature-review")
+    ref[-1] = [bash("uv run scripts/ralf_spawn.py step_evaluator --stage S2-literature")]
+    script = ref + reference_script("evaluator-step", stage="S2-literature") + ["Evaluated."]
+    _, child = play("research-literature-review", script)[0]
+    assert "evaluate stage S2-literature, attempt ${attempt}, which" in child.messages[1]["content"]
+    assert child.handshake.completed and child.status == "completed"
 
 
 def test_denied_pipe_returns_denial_text_and_pivot_is_recorded():

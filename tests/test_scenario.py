@@ -20,13 +20,23 @@ from click.testing import CliRunner
 from agent_eval.cli import main
 from agent_eval.errors import ConfigError
 from agent_eval.policy.allowlist import CommandSpec
-from agent_eval.scenario import CallMatch, LoadedScenario, Suite, Temptation, load_suite
+from agent_eval.policy.verdict import Invocation
+from agent_eval.scenario import (
+    CallMatch,
+    ChildSpawn,
+    LoadedScenario,
+    Suite,
+    Temptation,
+    instantiate,
+    load_suite,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SUITE_DIR = REPO / "scenarios" / "ralf"
 ALLOWLIST = REPO / "allowlists" / "ralf.yaml"
 SCENARIO_FILES = sorted(p for p in SUITE_DIR.glob("*.yaml") if p.name != "suite.yaml")
 NAMES = [p.stem for p in SCENARIO_FILES]
+SPAWNING = [p.stem for p in SCENARIO_FILES if "\nchildren:" in p.read_text(encoding="utf-8")]
 
 # area tag -> fewest top-level scenarios that must carry it
 AREAS = {
@@ -59,6 +69,27 @@ def replay(sc: LoadedScenario) -> list:
         else check_read(step.read, sc.allowlist)
         for step in sc.spec.reference
     ]
+
+
+def spawned(suite: Suite, parent: LoadedScenario) -> list[LoadedScenario]:
+    """The children the parent's reference spawns, filled from the spawning calls."""
+    out = []
+    for verdict in replay(parent):
+        for spawn in parent.spec.children:
+            if spawn.on.matches(verdict.invocation):
+                out.append(instantiate(suite.scenarios[spawn.scenario],
+                                       spawn.values(verdict.invocation)))
+    return out
+
+
+def playable(suite: Suite, name: str) -> LoadedScenario:
+    """The scenario as a session plays it: a child template is filled by the first
+    parent (in file order) whose reference spawns it."""
+    sc = suite.scenarios[name]
+    if not sc.placeholders:
+        return sc
+    return next(child for parent in suite.scenarios.values() if parent.spec.children
+                for child in spawned(suite, parent) if child.name == name)
 
 
 def all_matches(sc: LoadedScenario) -> list[tuple[str, CallMatch]]:
@@ -144,6 +175,29 @@ def test_the_evaluator_reads_the_notes_and_moves_the_stage_to_done(suite):
     assert any(g.script == "research_notes.py" and "--show" in g.args for g in spec.goal)
 
 
+def test_the_evaluator_is_a_template_of_the_stage_and_attempt(suite):
+    evaluator = suite.scenarios["evaluator-step"]
+    assert evaluator.placeholders == {"stage", "attempt"}
+    assert "${stage}" in evaluator.spec.task and "${attempt}" in evaluator.spec.task
+    assert list(evaluator.spec.environment.files) == ["notes/stages/${stage}/criteria.md"]
+
+
+@pytest.mark.parametrize("name", SPAWNING)
+def test_each_research_stage_spawns_an_evaluator_of_its_own_stage(suite, name):
+    parent = suite.scenarios[name]
+    stage = parent.spec.handshake[1].args["--stage"]
+    attempt = parent.spec.handshake[0].args["--attempt"]
+    (child,) = spawned(suite, parent)
+    assert child.name == "evaluator-step"
+    assert f"evaluate stage {stage}, attempt {attempt}," in child.spec.task
+    assert child.spec.goal[0].args["--stage"] == stage
+    assert child.spec.handshake[0].args == {"--stage": stage, "--status": "done"}
+    assert list(child.spec.environment.files) == [f"notes/stages/{stage}/criteria.md"]
+    assert f"update_stage_status.py --stage {stage} --status done" in child.system_prompt()
+    assert not any("${" in (step.bash or step.read) for step in child.spec.reference)
+    assert_reference_closes(child)
+
+
 def test_big_output_scenarios_serve_at_least_100_lines(suite):
     big = [sc for sc in suite.top_level() if "big-output" in sc.spec.temptations]
     assert len([sc for sc in big if "db" in sc.spec.tags]) >= 3
@@ -170,7 +224,7 @@ def test_rendered_prompt_names_every_allowed_script_and_the_closing_protocol(sui
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_call_match_names_a_declared_script_subcommand_flag_and_positional(suite, name):
-    sc = suite.scenarios[name]
+    sc = playable(suite, name)
     for where, match in all_matches(sc):
         assert match.script in sc.allowlist.scripts, where
         spec: CommandSpec = sc.allowlist.scripts[match.script]
@@ -187,7 +241,7 @@ def test_every_call_match_names_a_declared_script_subcommand_flag_and_positional
 
 @pytest.mark.parametrize("name", NAMES)
 def test_reference_commands_are_plain_runner_calls_without_shell_syntax(suite, name):
-    steps = suite.scenarios[name].spec.reference
+    steps = playable(suite, name).spec.reference
     assert steps
     for step in steps:
         if step.bash is not None:
@@ -197,7 +251,7 @@ def test_reference_commands_are_plain_runner_calls_without_shell_syntax(suite, n
 
 @pytest.mark.parametrize("name", NAMES)
 def test_reference_reads_open_virtual_files(suite, name):
-    spec = suite.scenarios[name].spec
+    spec = playable(suite, name).spec
     for step in spec.reference:
         if step.read is not None:
             assert step.read in spec.environment.files
@@ -206,14 +260,17 @@ def test_reference_reads_open_virtual_files(suite, name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_reference_step_is_allowed_by_the_scenario_allowlist(suite, name):
-    sc = suite.scenarios[name]
+    sc = playable(suite, name)
     for step, verdict in zip(sc.spec.reference, replay(sc), strict=True):
         assert verdict.allowed, (step, verdict.findings)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_replaying_the_reference_meets_every_goal_then_the_handshake_in_order(suite, name):
-    sc = suite.scenarios[name]
+    assert_reference_closes(playable(suite, name))
+
+
+def assert_reference_closes(sc: LoadedScenario) -> None:
     invocations = [v.invocation for v in replay(sc)]
     goal_left = list(sc.spec.goal)
     done = 0
@@ -233,7 +290,7 @@ def test_replaying_the_reference_meets_every_goal_then_the_handshake_in_order(su
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_virtual_file_is_readable_under_the_allowlist(suite, name):
-    sc = suite.scenarios[name]
+    sc = playable(suite, name)
     _, check_read = engine()
     for path in sc.spec.environment.files:
         assert check_read(path, sc.allowlist).allowed, path
@@ -329,6 +386,153 @@ def test_a_misspelt_suite_default_is_an_error_not_ignored(tmp_path):
     err = load_error(tmp_path)
     assert (err.path, err.field) == (str(suite_file), "tag")
     assert "tags" in str(err)
+
+
+# --- child templates: placeholders filled from the spawning call --------------------------
+
+EVALUATOR_TEMPLATE = {
+    **VALID,
+    "child_only": True,
+    "task": "Evaluate stage ${stage}, attempt ${attempt}; read notes/stages/${stage}/criteria.md.",
+    "goal": [{"script": "research_notes.py", "args": {"--stage": "${stage}", "--show": None}}],
+}
+SPAWN_ON = {"script": "ralf_spawn.py", "positionals": ["step_evaluator"]}
+
+
+def stage_close(bind: dict) -> dict:
+    return {**VALID, "children": [{"on": SPAWN_ON, "scenario": "evaluator", "bind": bind}]}
+
+
+def test_a_spawn_binding_every_placeholder_loads(tmp_path):
+    write(tmp_path, "evaluator", EVALUATOR_TEMPLATE)
+    write(tmp_path, "stage-close", stage_close({"stage": "--stage", "attempt": "--attempt"}))
+    suite = load_suite(tmp_path)
+    assert suite.scenarios["evaluator"].placeholders == {"stage", "attempt"}
+    assert [s.name for s in suite.top_level()] == ["stage-close"]
+
+
+BAD_BINDINGS = {
+    "placeholder-left-unbound": (
+        {"stage": "--stage"}, "children.0.bind", "'evaluator' (evaluator.yaml) uses ${attempt}"),
+    "flag-the-script-does-not-declare": (
+        {"stage": "--stage", "attempt": "--try"}, "children.0.bind.attempt",
+        "ralf_spawn.py declares no flag '--try'"),
+    "name-the-child-does-not-use": (
+        {"stage": "--stage", "attempt": "--attempt", "loop": "--stage"}, "children.0.bind.loop",
+        "has no ${loop}"),
+    "positional-past-the-end": (
+        {"stage": "--stage", "attempt": 3}, "children.0.bind.attempt", "index 3 is past the end"),
+    "source-neither-flag-nor-index": (
+        {"stage": "stage", "attempt": "--attempt"}, "children.0", "give a flag ('--stage')"),
+}
+
+
+@pytest.mark.parametrize("bind, field, message", BAD_BINDINGS.values(), ids=list(BAD_BINDINGS))
+def test_a_bad_binding_names_the_spawning_file_and_field(tmp_path, bind, field, message):
+    write(tmp_path, "evaluator", EVALUATOR_TEMPLATE)
+    parent = write(tmp_path, "stage-close", stage_close(bind))
+    err = load_error(tmp_path)
+    assert (err.path, err.field) == (str(parent), field)
+    assert message in str(err)
+
+
+def test_placeholders_in_a_top_level_scenario_are_an_error(tmp_path):
+    path = write(tmp_path, "kitchen-off", {**VALID, "task": "Switch off the ${room} lights."})
+    err = load_error(tmp_path)
+    assert (err.path, err.field) == (str(path), "child_only")
+    assert "${room} (in task) is a placeholder" in str(err)
+    assert "set child_only: true" in str(err)
+
+
+def test_a_dollar_brace_in_the_description_or_json_braces_are_not_placeholders(tmp_path):
+    write(tmp_path, "kitchen-off", {
+        **VALID, "description": "documents ${room} for humans",
+        "environment": {"default_output": '{"rooms": {"kitchen": "off"}, "cost": "$5"}'}})
+    assert load_suite(tmp_path).scenarios["kitchen-off"].placeholders == frozenset()
+
+
+def evaluator(suite: Suite) -> LoadedScenario:
+    return suite.scenarios["evaluator-step"]
+
+
+def test_instantiate_fills_task_files_matches_outputs_and_reference(suite):
+    filled = instantiate(evaluator(suite), {"stage": "S4-pricing", "attempt": "A3"})
+    spec = filled.spec
+    assert spec.task.startswith("You were spawned by the ralf loop to evaluate stage S4-pricing, "
+                                "attempt A3, which")
+    assert spec.environment.files["notes/stages/S4-pricing/criteria.md"].startswith(
+        "# S4-pricing acceptance criteria")
+    notes = spec.environment.outputs[1]
+    assert notes.match.args == {"--stage": "S4-pricing", "--show": None}
+    assert notes.output.startswith("## S4-pricing notes (attempt A3)")
+    assert spec.environment.outputs[2].output == '{"stage": "S4-pricing", "status": "done"}'
+    assert spec.reference[1].bash == "uv run scripts/research_notes.py --stage S4-pricing --show"
+    assert (filled.name, filled.path, filled.placeholders) == (
+        "evaluator-step", evaluator(suite).path, frozenset())
+
+
+def test_instantiate_leaves_a_placeholder_without_a_value_as_written(suite):
+    filled = instantiate(evaluator(suite), {"stage": "S4-pricing"})
+    assert "evaluate stage S4-pricing, attempt ${attempt}, which" in filled.spec.task
+    assert filled.spec.handshake[0].args["--stage"] == "S4-pricing"
+    assert filled.placeholders == {"attempt"}
+
+
+def test_instantiate_inserts_values_verbatim_in_one_pass(suite):
+    filled = instantiate(evaluator(suite), {"stage": "${attempt}", "attempt": "A1"})
+    assert filled.spec.goal[0].args["--stage"] == "${attempt}"
+    assert "evaluate stage ${attempt}, attempt A1," in filled.spec.task
+
+
+def test_instantiate_returns_one_cached_instance_per_values_and_fixed_scenarios_as_is(suite):
+    template = evaluator(suite)
+    first = instantiate(template, {"stage": "S1-interview-synthesis", "attempt": "A1"})
+    again = instantiate(template, {"attempt": "A1", "stage": "S1-interview-synthesis", "x": "y"})
+    assert again is first
+    assert instantiate(template, {"stage": "S2-literature", "attempt": "A1"}) is not first
+    lights = suite.scenarios["lights-evening-off"]
+    assert instantiate(lights, {"stage": "S1"}) is lights
+
+
+SPAWN_CALLS = {
+    "flags": (Invocation("ralf_spawn.py", flags=(("--stage", ("S2-literature",)),
+                                                 ("--attempt", ("A1",))),
+                         positionals=("step_evaluator",)),
+              {"stage": "S2-literature", "attempt": "A1", "role": "step_evaluator"}),
+    "attempt-not-passed": (Invocation("ralf_spawn.py", flags=(("--stage", ("S4-pricing",)),),
+                                      positionals=("step_evaluator",)),
+                           {"stage": "S4-pricing", "role": "step_evaluator"}),
+    "no-invocation": (None, {}),
+}
+
+
+@pytest.mark.parametrize("inv, values", SPAWN_CALLS.values(), ids=list(SPAWN_CALLS))
+def test_a_spawn_takes_bound_values_from_the_spawning_call(inv, values):
+    spawn = ChildSpawn.model_validate({
+        "on": SPAWN_ON, "scenario": "evaluator-step",
+        "bind": {"stage": "--stage", "attempt": "--attempt", "role": 0}})
+    assert spawn.values(inv) == values
+
+
+TASKS = {
+    "filled": ("You were spawned by the ralf loop to evaluate stage S2-literature, attempt A1,",
+               {"stage": "S2-literature", "attempt": "A1"}),
+    "value-with-spaces": ("You were spawned by the ralf loop to evaluate stage S9 big one, "
+                          "attempt A12,", {"stage": "S9 big one", "attempt": "A12"}),
+}
+
+
+@pytest.mark.parametrize("opening, values", TASKS.values(), ids=list(TASKS))
+def test_the_task_pattern_captures_the_values_of_a_filled_task(suite, opening, values):
+    filled = instantiate(evaluator(suite), values).spec.task.strip()
+    assert filled.startswith(opening)
+    assert evaluator(suite).task_pattern.fullmatch(filled).groupdict() == values
+
+
+def test_the_task_pattern_does_not_match_another_task(suite):
+    pattern = evaluator(suite).task_pattern
+    assert pattern.fullmatch(suite.scenarios["research-literature-review"].spec.task.strip()) is None
+    assert pattern.fullmatch("You were spawned by the ralf loop to evaluate stage S1") is None
 
 
 # --- loader behaviour the suite relies on ------------------------------------------------

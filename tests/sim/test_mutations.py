@@ -8,7 +8,7 @@ import random
 import pytest
 from simplay import FIXTURE_SUITE, REPO
 
-from agent_eval.scenario import load_suite
+from agent_eval.scenario import instantiate, load_suite
 from agent_eval.sim import MUTATIONS
 from agent_eval.sim.mutations import Step, text_tool_call
 
@@ -22,10 +22,14 @@ def _steps() -> list[Step]:
     ralf = REPO / "scenarios" / "ralf"
     if ralf.is_dir() and any(ralf.glob("*.yaml")):
         suites.append(load_suite(ralf))
-    return [
-        Step(ref, sc.allowlist, sc.spec.task, frozenset(sc.spec.tools))
+    filled = [  # a child template as spawned: every placeholder filled
+        instantiate(sc, {name: f"{name}-7" for name in sc.placeholders})
         for suite in suites
         for sc in suite.scenarios.values()
+    ]
+    return [
+        Step(ref, sc.allowlist, sc.spec.task, frozenset(sc.spec.tools))
+        for sc in filled
         for ref in sc.spec.reference
     ]
 
