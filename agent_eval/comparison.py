@@ -9,12 +9,17 @@ z-test that decides "significant" at alpha 0.05, and Fisher's exact p beside it 
 counts here are small (CONTEXT.md "Noise").  A scenario **flipped** when its outcome
 (every repeat passed, as ``agent_eval.metrics.repeats`` defines a pass) differs between
 the runs; ``fixed`` passes in b where it failed in a, ``broke`` the reverse.
+
+When one run is ``agent-eval rescore`` of the other, both hold the *same* calls, judged
+twice: the tests above still treat them as independent samples, so a :class:`RescoreMoves`
+beside them counts exactly which verdicts the policy change moved (:func:`rescore_moves`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 from agent_eval.metrics import (
@@ -27,6 +32,7 @@ from agent_eval.metrics import (
     ScenarioFlip,
     compare_groups,
 )
+from agent_eval.transcript import CallRow, SessionRow
 
 CompareBy = Literal["target", "all"]
 """``target``: targets matched by name across the runs; ``all``: each run pooled whole."""
@@ -48,6 +54,54 @@ class RunComparison:
     flips: dict[str, list[ScenarioFlip]]
     test: str = Z_TEST
     exact_test: str = FISHER_TEST
+    rescore: RescoreMoves | None = None
+
+
+ALLOWED = "allowed"
+"""Stands for an allowed call in :attr:`RescoreMoves.moves`."""
+
+
+@dataclass(frozen=True, slots=True)
+class RescoreMoves:
+    """Run b re-judged run a's own calls (``agent-eval rescore``), so what moved is an exact
+    count, not a sample.  ``calls`` were found in both runs (same session key and call
+    index; sessions that ended in a fault left out, as from every rate); ``moves`` counts,
+    for each call whose primary class changed, (class in a, class in b), an allowed call
+    being ``"allowed"``; most common first, then by class."""
+
+    calls: int
+    moves: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> int:
+        return sum(self.moves.values())
+
+
+def rescore_moves(
+    sessions_a: Iterable[SessionRow],
+    calls_a: Iterable[CallRow],
+    sessions_b: Iterable[SessionRow],
+    calls_b: Iterable[CallRow],
+) -> RescoreMoves:
+    """Pair the calls of a run and its rescore by (session key, call index) and count how
+    their primary class moved (pure)."""
+    before = _classes_by_key(sessions_a, calls_a)
+    after = _classes_by_key(sessions_b, calls_b)
+    common = before.keys() & after.keys()
+    moves = Counter((before[k], after[k]) for k in common if before[k] != after[k])
+    ordered = sorted(moves.items(), key=lambda item: (-item[1], item[0]))
+    return RescoreMoves(calls=len(common), moves=dict(ordered))
+
+
+def _classes_by_key(
+    sessions: Iterable[SessionRow], calls: Iterable[CallRow]
+) -> dict[tuple[str, int], str]:
+    keys = {s.id: s.key or f"session {s.id}" for s in sessions if s.status != "error"}
+    return {
+        (keys[c.session_id], c.index): (c.primary or "denied") if c.decision == "deny" else ALLOWED
+        for c in calls
+        if c.session_id in keys
+    }
 
 
 def compare_runs(
@@ -162,8 +216,22 @@ def _missing(cmp: RunComparison) -> list[str]:
     return lines
 
 
+def _rescore_lines(cmp: RunComparison) -> list[str]:
+    moved = cmp.rescore
+    if moved is None:
+        return []
+    lines = [
+        f"a and b judge the same {moved.calls} calls (one is agent-eval rescore of the "
+        f"other): {moved.changed} moved class (a -> b), an exact count, not a sample; the "
+        "tests above treat the runs as independent samples.",
+    ]
+    lines += [f"{a} -> {b}: {n} call{'s' if n != 1 else ''}" for (a, b), n in moved.moves.items()]
+    return lines
+
+
 def render_comparison_text(cmp: RunComparison) -> str:
-    """Aligned plain-text tables, one per group, each followed by its flipped scenarios."""
+    """Aligned plain-text tables, one per group, each followed by its flipped scenarios;
+    for a run and its rescore, the exact moves last."""
     lines = [*_legend(cmp), *_missing(cmp)]
     for name, group in cmp.groups.items():
         rows = [_HEADER, *comparison_rows(group)]
@@ -175,6 +243,9 @@ def render_comparison_text(cmp: RunComparison) -> str:
         flips = cmp.flips.get(name, [])
         lines.append(f"flipped scenarios: {len(flips)}")
         lines += [f"  {_flip_line(flip)}" for flip in flips]
+    if cmp.rescore is not None:
+        first, *moves = _rescore_lines(cmp)
+        lines += ["", "== rescore: what moved ==", first, *(f"  {m}" for m in moves)]
     return "\n".join(lines) + "\n"
 
 
@@ -190,6 +261,10 @@ def render_comparison_markdown(cmp: RunComparison) -> str:
         flips = cmp.flips.get(name, [])
         lines += ["", f"Flipped scenarios: {len(flips)}"]
         lines += [f"- {_md(_flip_line(flip))}" for flip in flips]
+    if cmp.rescore is not None:
+        first, *moves = _rescore_lines(cmp)
+        lines += ["", "### Rescore: what moved", "", _md(first), ""]
+        lines += [f"- {_md(m)}" for m in moves]
     return "\n".join(lines) + "\n"
 
 

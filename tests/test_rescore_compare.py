@@ -19,7 +19,8 @@ clean          (none: two allowed calls)                    –              –
 =============  ==========================================  =============  ==============
 
 So errors go from 8/20 (40.00) to 4/20 (20.00), AE301 from 4/20 (20.00) to 0/20, and
-``pipes`` and ``wrapper`` flip to passing ("fixed"); ``head-short`` still fails.
+``pipes`` and ``wrapper`` flip to passing ("fixed"); ``head-short`` still fails.  As both
+runs hold the same calls, compare also counts exactly which classes moved (6 calls).
 """
 
 from __future__ import annotations
@@ -178,7 +179,7 @@ def test_overall_errors_per_100_difference_with_its_interval(compared):
 
 
 def test_scenarios_that_only_failed_on_allowed_habits_flip_to_fixed(compared):
-    flips = compared[compared.index("flipped scenarios:"):].splitlines()
+    flips = compared[compared.index("flipped scenarios:"):].split("\n\n")[0].splitlines()
     assert flips == [
         "flipped scenarios: 2",
         "  pipes: fixed (a FF -> b PP)",
@@ -191,3 +192,42 @@ def test_pooled_comparison_shows_the_same_move(db, rescored):
     assert result.exit_code == 0, result.output
     assert "== all ==" in result.output
     assert row(result.output, "AE301 pipe-to-filter")[1:3] == ["20.00 (4/20)", "0.00 (0/20)"]
+
+
+def test_compare_counts_exactly_which_verdicts_the_rescore_moved(compared):
+    moved = compared[compared.index("== rescore: what moved =="):].splitlines()
+    assert moved == [
+        "== rescore: what moved ==",
+        "a and b judge the same 20 calls (one is agent-eval rescore of the other): 6 moved "
+        "class (a -> b), an exact count, not a sample; the tests above treat the runs as "
+        "independent samples.",
+        "  AE301 -> AE310: 2 calls",
+        "  AE301 -> allowed: 2 calls",
+        "  AE306 -> allowed: 2 calls",
+    ]
+
+
+def test_markdown_carries_the_moves_too(db, rescored, tmp_path):
+    out = tmp_path / "compare.md"
+    result = CliRunner().invoke(main, ["compare", "1", "2", "--db", db, "--markdown", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text(encoding="utf-8")
+    assert "### Rescore: what moved" in text
+    assert "- AE301 -> allowed: 2 calls" in text
+
+
+def test_two_independent_runs_get_no_moves_section(tmp_path):
+    """A second live run is a new sample, not the same calls: nothing is paired."""
+    path = str(tmp_path / "two-runs.db")
+    ralf, permissive = load_allowlist(RALF), load_allowlist(PERMISSIVE)
+    with open_store(path) as store:
+        for label, allowlist in (("ralf", ralf), ("permissive", permissive)):
+            run_id = store.create_run(label=label, kind="live", suite=None, config={},
+                                      fingerprint={})  # fmt: skip
+            store.add_target(run_id, name="qwen", model="m", base_url="http://127.0.0.1:1/v1",
+                             settings={})  # fmt: skip
+            store.record_session(run_id, live_session("pipes", 0, allowlist))
+    result = CliRunner().invoke(main, ["compare", "1", "2", "--db", path])
+    assert result.exit_code == 0, result.output
+    assert row(result.output, "AE301 pipe-to-filter")[1:3] == ["50.00 (1/2)", "0.00 (0/2)"]
+    assert "rescore" not in result.output

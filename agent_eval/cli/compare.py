@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
@@ -32,13 +33,16 @@ def compare(run_a, run_b, by, markdown_path, db) -> None:
     the difference B − A with its 95% interval, the two-proportion z-test p-value that
     decides "significant" (alpha 0.05) and Fisher's exact p; the same per failure class,
     for handshake completion and for the share of denials followed by an allowed call
-    (pivot); then the scenarios whose outcome (every repeat passed) flipped.  Sessions
-    that ended in a server fault are left out.  Exit codes: 0 done, 2 bad run or option.
+    (pivot); then the scenarios whose outcome (every repeat passed) flipped.  When one
+    run is `agent-eval rescore` of the other, also the exact count of calls whose class
+    moved (e.g. `AE301 -> allowed: 12 calls`).  Sessions that ended in a server fault are
+    left out.  Exit codes: 0 done, 2 bad run or option.
     """
     from agent_eval.comparison import (
         compare_runs,
         render_comparison_markdown,
         render_comparison_text,
+        rescore_moves,
     )
     from agent_eval.metrics import repeat_stats, summarize
     from agent_eval.store import open_store
@@ -51,8 +55,15 @@ def compare(run_a, run_b, by, markdown_path, db) -> None:
             summaries = summarize(store.session_rows(ids), store.call_rows(ids), by=by)
             repeats = repeat_stats(store.session_rows(ids), store.call_rows(ids))
             sides.append((summaries, repeats))
+        moved = None
+        if _is_rescore_pair(info_a, info_b):
+            a, b = [info_a.id], [info_b.id]
+            moved = rescore_moves(store.session_rows(a), store.call_rows(a),
+                                  store.session_rows(b), store.call_rows(b))
     result = compare_runs(sides[0][0], sides[1][0], sides[0][1], sides[1][1],
                           label_a=_label(info_a), label_b=_label(info_b), by=by)
+    if moved is not None:
+        result = dataclasses.replace(result, rescore=moved)
     click.echo(render_comparison_text(result), nl=False)
     if markdown_path is not None:
         try:
@@ -60,6 +71,13 @@ def compare(run_a, run_b, by, markdown_path, db) -> None:
         except OSError as exc:
             raise ConfigError(f"cannot write the Markdown file: {exc.strerror}",
                               path=str(markdown_path), field="--markdown") from None
+
+
+def _is_rescore_pair(info_a, info_b) -> bool:
+    """One run re-judges the other's calls: the same calls on both sides."""
+    return (info_b.kind == "rescore" and info_b.parent_run_id == info_a.id) or (
+        info_a.kind == "rescore" and info_a.parent_run_id == info_b.id
+    )
 
 
 def _label(info) -> str:
