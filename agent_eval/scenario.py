@@ -131,9 +131,9 @@ class ChildSpawn(_Model):
         """The bound values the spawning call carries.  A flag it did not pass (or a
         positional past its end) gives no value, so that placeholder stays as written."""
         out: dict[str, str] = {}
+        if inv is None:
+            return out
         for name, source in self.bind.items():
-            if inv is None:
-                break
             if isinstance(source, int):
                 if source < len(inv.positionals):
                     out[name] = inv.positionals[source]
