@@ -11,6 +11,12 @@ import click
 from agent_eval.cli import main
 from agent_eval.cli.db import db_option
 from agent_eval.errors import ConfigError
+from agent_eval.serverlogs.stored import (
+    naive_utc,
+    requests_from_rows,
+    run_window,
+    samples_from_rows,
+)
 
 
 @main.command()
@@ -69,15 +75,15 @@ def perf(
             sessions = list(store.session_rows([run.id]))
             start, end = _run_window(run, sessions)
             span = timedelta(seconds=window_s)
-            samples = _samples(store.server_samples(start, end + span, source))
-            requests = _requests(store.server_requests(start, end + span, source))
+            samples = samples_from_rows(store.server_samples(start, end + span, source))
+            requests = requests_from_rows(store.server_requests(start, end + span, source))
             calls = list(store.call_rows([run.id]))
             work = useful_work(calls, sessions, samples, requests, start=start, end=end)
             scope = f"Run {run.id}" + (f" ({run.label})" if run.label else "")
             scope += f": {start:%Y-%m-%d %H:%M:%S} to {end:%Y-%m-%d %H:%M:%S} UTC"
         else:
-            samples = _samples(store.server_samples(start, end, source))
-            requests = _requests(store.server_requests(start, end, source))
+            samples = samples_from_rows(store.server_samples(start, end, source))
+            requests = requests_from_rows(store.server_requests(start, end, source))
             scope = f"Window: {start or 'start of store'} to {end or 'end of store'}"
     if source:
         scope += f"; source {source}"
@@ -104,60 +110,17 @@ def _when(text: str | None, option: str) -> datetime | None:
             f"{text!r} is not a time: use e.g. '2025-08-01 12:00' or '2025-08-01T12:00:00+02:00'",
             field=option,
         ) from None
-    return _naive_utc(value)
-
-
-def _naive_utc(value: datetime) -> datetime:
-    return value if value.tzinfo is None else value.astimezone(UTC).replace(tzinfo=None)
+    return naive_utc(value)
 
 
 def _run_window(run, sessions) -> tuple[datetime, datetime]:
-    """created_at..finished_at; an unfinished run ends at its last finished session."""
-    end = run.finished_at
-    if end is None:
-        ends = [s.finished_at for s in sessions if s.finished_at is not None]
-        if not ends:
-            raise ConfigError(
-                f"run {run.id} has no finish time and no finished session: use --since/--until",
-                field="--run",
-            )
-        end = max(ends)
-    return _naive_utc(run.created_at), _naive_utc(end)
-
-
-def _samples(rows: list[dict]):
-    from agent_eval.serverlogs import Sample
-
-    return [
-        Sample(
-            ts=_naive_utc(r["ts"]),
-            source=r["source"],
-            prompt_tps=r["prompt_tps"] or 0.0,
-            generation_tps=r["generation_tps"] or 0.0,
-            running=r["running"] or 0,
-            waiting=r.get("waiting"),
-            swapped=r.get("swapped"),
-            kv_cache_pct=r.get("kv_cache_pct"),
-            prefix_hit_pct=r.get("prefix_hit_pct"),
+    window = run_window(run.kind, run.created_at, run.finished_at, sessions)
+    if window is None:
+        raise ConfigError(
+            f"run {run.id} has no finish time and no finished session: use --since/--until",
+            field="--run",
         )
-        for r in rows
-    ]
-
-
-def _requests(rows: list[dict]):
-    from agent_eval.serverlogs import Request
-
-    return [
-        Request(
-            ts=_naive_utc(r["ts"]),
-            source=r["source"],
-            method=r["method"],
-            path=r["path"],
-            status=r["status"],
-            duration_s=r.get("duration_s"),
-        )
-        for r in rows
-    ]
+    return window
 
 
 def _print(tables, work, scope: str) -> None:

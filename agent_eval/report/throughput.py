@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from agent_eval.serverlogs import (
     PerfTables,
@@ -27,6 +27,11 @@ from agent_eval.serverlogs import (
     useful_work,
 )
 from agent_eval.serverlogs import render as perf_render
+from agent_eval.serverlogs.stored import (
+    requests_from_rows,
+    run_window,
+    samples_from_rows,
+)
 from agent_eval.store import RunInfo
 from agent_eval.transcript import CallRow, SessionRow
 
@@ -72,7 +77,7 @@ def read_run_throughput(
     ``sessions`` are the run's own rows.  Calls are streamed from the store only when
     there are samples to set them beside.
     """
-    window = run_window(run, sessions)
+    window = run_window(run.kind, run.created_at, run.finished_at, sessions)
     if window is None:
         return RunThroughput(run.id, None, None, NO_WINDOW, None, None)
     start, end = window
@@ -150,55 +155,6 @@ def work_dict(section: RunThroughput) -> dict | None:
         "completions_per_min": _r(work.completions_per_min),
         "generation_tps": _r(work.generation_tps),
     }
-
-
-def run_window(run: RunInfo, sessions: Iterable[SessionRow]) -> tuple[datetime, datetime] | None:
-    """created_at..finished_at as naive UTC (the serverlogs convention); an unfinished run
-    ends at its last finished session; ``None`` when neither is known."""
-    end = run.finished_at
-    if end is None:
-        ends = [s.finished_at for s in sessions if s.finished_at is not None]
-        if not ends:
-            return None
-        end = max(ends)
-    return _naive_utc(run.created_at), _naive_utc(end)
-
-
-def samples_from_rows(rows: list[dict]) -> list[Sample]:
-    """Stored ``server_samples`` rows as the records ``perf_tables`` reads."""
-    return [
-        Sample(
-            ts=_naive_utc(r["ts"]),
-            source=r["source"],
-            prompt_tps=r["prompt_tps"] or 0.0,
-            generation_tps=r["generation_tps"] or 0.0,
-            running=r["running"] or 0,
-            waiting=r.get("waiting"),
-            swapped=r.get("swapped"),
-            kv_cache_pct=r.get("kv_cache_pct"),
-            prefix_hit_pct=r.get("prefix_hit_pct"),
-        )
-        for r in rows
-    ]
-
-
-def requests_from_rows(rows: list[dict]) -> list[Request]:
-    """Stored ``server_requests`` rows as :class:`Request` records."""
-    return [
-        Request(
-            ts=_naive_utc(r["ts"]),
-            source=r["source"],
-            method=r["method"],
-            path=r["path"],
-            status=r["status"],
-            duration_s=r.get("duration_s"),
-        )
-        for r in rows
-    ]
-
-
-def _naive_utc(value: datetime) -> datetime:
-    return value if value.tzinfo is None else value.astimezone(UTC).replace(tzinfo=None)
 
 
 def _rows(rows: list[list[str]]) -> tuple[tuple[str, ...], ...]:
