@@ -11,7 +11,7 @@ from typing import TextIO
 
 import click
 
-from agent_eval.cli import EXIT_FAIL, EXIT_OK, EXIT_USAGE, main
+from agent_eval.cli import EXIT_FAIL, EXIT_OK, main
 from agent_eval.errors import ConfigError
 from agent_eval.policy import (
     PRECEDENCE,
@@ -97,8 +97,10 @@ def check(allowlist_path: Path, tool: str, batch: str | None, fmt: str | None,
 
     With --batch, judges one command per input line and writes one JSON object per line
     (command, decision, primary, findings with code, message, start, end) and a summary
-    on stderr; exits 0 (2 if some input lines were not valid).  In jsonl format each line
-    is a JSON string or an object with a "command" key, so multi-line commands fit.
+    on stderr; exits 0.  In jsonl format each line is a JSON string or an object with a
+    "command" key, so multi-line commands fit; a line that is neither gets an object
+    {"line": N, "error": ...} in the output and an Error line on stderr (blank lines are
+    skipped).
 
     Example: agent-eval check --allowlist allowlists/ralf.yaml 'ls | head'
     """
@@ -126,8 +128,9 @@ def check(allowlist_path: Path, tool: str, batch: str | None, fmt: str | None,
         for number, command in _batch_items(stream, fmt, source):
             if command is None:
                 bad_lines += 1
-                click.echo(f"Error: {source}: line {number}: not a JSON string or an object "
-                           "with a string \"command\"; line skipped", err=True)
+                problem = 'not a JSON string or an object with a string "command"'
+                click.echo(f"Error: {source}: line {number}: {problem}; line skipped", err=True)
+                click.echo(json.dumps({"line": number, "error": problem}))
                 continue
             verdict = judge(command, allowlist)
             counts[verdict.primary or "allow"] += 1
@@ -141,7 +144,9 @@ def check(allowlist_path: Path, tool: str, batch: str | None, fmt: str | None,
     parts = [f"{code} {n}" for code, n in sorted(counts.items()) if code != "allow"]
     summary = f"judged {total}: allow {counts['allow']}, deny {total - counts['allow']}"
     click.echo(summary + (f" ({', '.join(parts)})" if parts else ""), err=True)
-    sys.exit(EXIT_USAGE if bad_lines else EXIT_OK)
+    if bad_lines:
+        click.echo(f"{bad_lines} input line(s) skipped: not valid input", err=True)
+    sys.exit(EXIT_OK)
 
 
 @main.command()

@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from agent_eval.errors import ConfigError
 
@@ -40,6 +47,13 @@ class FlagSpec(_Model):
     aliases: list[str] = Field(default_factory=list, description="Other spellings, e.g. `-n`.")
     help: str = ""
 
+    @model_validator(mode="after")
+    def _choices_fit_the_type(self) -> FlagSpec:
+        _check_choices(self.choices, self.type)
+        if self.choices and not self.value:
+            raise ValueError("`choices` needs `value: true` (a bare flag takes no value)")
+        return self
+
 
 class PositionalSpec(_Model):
     """One positional argument of a script or subcommand."""
@@ -49,6 +63,25 @@ class PositionalSpec(_Model):
     type: ValueType = "str"
     choices: list[str] | None = None
     variadic: bool = Field(False, description="Takes every remaining positional.")
+
+    @model_validator(mode="after")
+    def _choices_fit_the_type(self) -> PositionalSpec:
+        _check_choices(self.choices, self.type)
+        return self
+
+
+def _check_choices(choices: list[str] | None, value_type: str) -> None:
+    """A choice the type would refuse could never be given: a contradiction in the file."""
+    parse = {"int": int, "float": float}.get(value_type)
+    for choice in choices or ():
+        if parse is None:
+            return
+        try:
+            parse(choice)
+        except ValueError:
+            raise ValueError(
+                f"choice {choice!r} is not {'an int' if value_type == 'int' else 'a float'}; fix the choices or the type"
+            ) from None
 
 
 class CommandSpec(_Model):
@@ -113,6 +146,12 @@ class AllowList(_Model):
 
     name: str
     description: str = ""
+    extends: str | None = Field(
+        None,
+        description="Base allow-list file, relative to this one: its fields apply unless "
+        "this file sets them (`scripts`/`programs` entries merge by name, a `null` entry "
+        "removes one; `read`/`strict` merge key by key; other fields replace).",
+    )
     runner: list[str] = Field(
         default_factory=lambda: ["uv", "run"], description="Prefix words, e.g. `uv run`."
     )
@@ -169,11 +208,53 @@ def read_yaml_mapping(path: str | Path, *, what: str = "YAML file") -> dict:
 
 
 def load_allowlist(path: str | Path) -> AllowList:
-    """Read and validate an allow-list file; a bad file raises ``ConfigError``."""
+    """Read and validate an allow-list file (with the file it ``extends``, if any); a bad
+    file raises ``ConfigError``."""
     path = Path(path)
+    return allowlist_from_dict(_read_with_bases(path, ()), source=str(path))
+
+
+_MERGED_BY_NAME = ("scripts", "programs")
+_MERGED_BY_KEY = ("read", "strict")
+
+
+def _read_with_bases(path: Path, seen: tuple[Path, ...]) -> dict:
     raw = read_yaml_mapping(path, what="allow-list YAML")
     raw.setdefault("name", path.stem)
-    return allowlist_from_dict(raw, source=str(path))
+    base_ref = raw.get("extends")
+    if base_ref is None:
+        return raw
+    if not isinstance(base_ref, str) or not base_ref:
+        raise ConfigError("must be the path of another allow-list file", path=str(path),
+                          field="extends")
+    base_path = (path.parent / base_ref).resolve()
+    if base_path in seen or base_path == path.resolve():
+        raise ConfigError(f"{base_ref!r} extends this file again (a cycle); break the chain",
+                          path=str(path), field="extends")
+    if not base_path.exists():
+        raise ConfigError(f"base allow-list {base_ref!r} not found (looked at {base_path})",
+                          path=str(path), field="extends")
+    base = _read_with_bases(base_path, (*seen, path.resolve()))
+    return merge_allowlist_dicts(base, raw)
+
+
+def merge_allowlist_dicts(base: dict, child: dict) -> dict:
+    """``child`` on top of ``base``, by the rules documented on ``AllowList.extends``."""
+    merged = {k: v for k, v in base.items() if k not in ("name", "description", "extends")}
+    for key, value in child.items():
+        if key in _MERGED_BY_NAME and isinstance(value, dict):
+            entries = dict(base.get(key) or {})
+            for name, spec in value.items():
+                if spec is None:
+                    entries.pop(name, None)
+                else:
+                    entries[name] = spec
+            merged[key] = entries
+        elif key in _MERGED_BY_KEY and isinstance(value, dict):
+            merged[key] = {**(base.get(key) or {}), **value}
+        else:
+            merged[key] = value
+    return merged
 
 
 def allowlist_from_dict(raw: dict, *, source: str = "<allowlist>") -> AllowList:
@@ -187,7 +268,7 @@ def allowlist_from_dict(raw: dict, *, source: str = "<allowlist>") -> AllowList:
 def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-    msg = err["msg"]
+    msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown field; check the spelling against `agent-eval schema allowlist`"
     more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""

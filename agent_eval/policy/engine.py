@@ -40,12 +40,18 @@ from agent_eval.policy.rules import PRECEDENCE, code_for, get_rule, primary_code
 from agent_eval.policy.syntax import Scan, SimpleCommand
 from agent_eval.policy.verdict import Finding, Invocation, Verdict
 
-ENGINE_VERSION = "1.0.0"
+ENGINE_VERSION = "1.1.0"
 """Bumped whenever a verdict may change for the same input; part of run fingerprints."""
 
 CACHE_SIZE = 32768
 CACHE_MAX_TEXT = 4096
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# C0/C1 controls, and the invisible format characters that make text read differently
+# from what it is: zero-width spaces and joiners, bidi embeddings/overrides/isolates
+# (the "trojan source" trick), the word joiner and the BOM.
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2064"
+    "\u2066-\u2069\ufeff]"
+)
 _RANK = {code: i for i, code in enumerate(PRECEDENCE)}
 _cache: dict[tuple[str, str, str], Verdict] = {}
 
@@ -86,13 +92,18 @@ def _check_bytes(text: str, max_length: int) -> Problem | None:
                        f"({len(text)})", max_length, len(text))
     bad = _CONTROL.search(text)
     if bad:
-        return Problem("invalid-bytes", f"control character U+{ord(bad.group()):04X}",
+        return Problem("invalid-bytes", f"control or invisible character U+{ord(bad.group()):04X}",
                        bad.start(), bad.end())
     return None
 
 
-def _bashlex_words(command: str) -> list[list[str]] | str:
-    """Words of each simple command as bashlex sees them, or why it refused the text."""
+def _bashlex_words(command: str) -> list[list[tuple[int, int]]] | str:
+    """Word spans of each simple command as bashlex sees them, or why it refused the text.
+
+    Spans, not values: bashlex's quote removal is wrong for words that glue quoted pieces
+    together (``'it''s'`` comes back as ``it''s``, ``"x"'y'`` as ``x'y'``).  The lexer
+    owns the values; bashlex confirms the structure: the same commands, the same words
+    at the same places, and nothing else (no substitution, compound, function...)."""
     try:
         trees = bashlex.parse(command)
     except RecursionError:
@@ -110,7 +121,7 @@ def _bashlex_words(command: str) -> list[list[str]] | str:
             words = []
             for part in node.parts:
                 if part.kind == "word":
-                    words.append(part.word)
+                    words.append(tuple(part.pos))
                 elif part.kind != "redirect":
                     return f"the parser found a {part.kind}"
             commands.append(words)
@@ -124,7 +135,7 @@ def confirm_with_bashlex(command: str, scan: Scan) -> Problem | None:
     seen = _bashlex_words(command)
     if isinstance(seen, str):
         return Problem("unparseable-command", seen, 0, len(command))
-    expected = [[w.value for w in c.words] for c in scan.commands if c.words]
+    expected = [[(w.start, w.end) for w in c.words] for c in scan.commands if c.words]
     if seen != expected:
         return Problem("unparseable-command", "the parser and the lexer disagree about the "
                        "words; cannot prove the command", 0, len(command))

@@ -137,10 +137,15 @@ _RULES: tuple[Rule, ...] = (
         "parse",
     ),
     Rule(
-        "AE202", "invalid-bytes", "NUL or control characters, or longer than the length cap.",
-        "Control bytes hide text from humans and parsers alike; over-long commands are "
+        "AE202", "invalid-bytes",
+        "NUL, control or invisible format characters (zero-width, bidi overrides), or "
+        "longer than the length cap.",
+        "Control bytes and invisible characters hide text from humans and parsers alike "
+        "(a right-to-left override makes a command read differently from what runs); "
+        "over-long commands are "
         "never an allowed form and would make the judge slow.",
         _cmds("uv run scripts/fetch_context.py --agent a\x00b", "ls\x1b[2J",
+              "uv run scripts/email_read.py --id 4\u202e2",
               "uv run scripts/email_read.py --id " + "9" * 16400),
         _cmds("uv run scripts/email_read.py --id 42"),
         "parse",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from policy_paths import allowlist_named
@@ -102,7 +103,9 @@ def test_fast_path_gives_the_full_paths_verdict(text):
 _SAFE_WORD = st.from_regex(r"[A-Za-z0-9_./:=,@%+-]{1,8}", fullmatch=True)
 _QUOTED = st.one_of(st.from_regex(r"'[^'\n]{0,10}'", fullmatch=True),
                     st.from_regex(r'"[^"$`\\!\n]{0,10}"', fullmatch=True))
-plain = st.lists(st.one_of(_SAFE_WORD, _QUOTED), min_size=1, max_size=8).map(" ".join)
+# a word may glue several pieces together: it''s, "a"'b', x"y"z
+_PIECES = st.lists(st.one_of(_SAFE_WORD, _QUOTED), min_size=1, max_size=3).map("".join)
+plain = st.lists(_PIECES, min_size=1, max_size=8).map(" ".join)
 runner_call = st.tuples(
     st.sampled_from(["uv run scripts/db_query.py --sql", "uv run scripts/email_read.py --id",
                      "uv run scripts/embedding_search.py --query", "ls"]),
@@ -115,3 +118,14 @@ runner_call = st.tuples(
 def test_fast_path_equals_full_path_on_plain_commands(text):
     for allowlist in (RALF, PERMISSIVE):
         assert judge_command(text, allowlist) == judge_command(text, allowlist, fast_path=False)
+
+
+@pytest.mark.parametrize("command", [
+    "uv run scripts/db_query.py --sql 'it''s'",
+    "uv run scripts/db_query.py --sql 'a'\"b\"'c'",
+    "uv run scripts/email_read.py --id 'a''b''c'",
+])
+def test_adjacent_quoted_pieces_get_the_same_verdict_on_both_paths(command):
+    fast = judge_command(command, RALF)
+    assert fast.decision == "allow"
+    assert judge_command(command, RALF, fast_path=False) == fast
