@@ -83,6 +83,13 @@ def test_unreachable_base_url_exits_3_naming_the_url(tmp_path):
     assert UNREACHABLE in line
 
 
+def test_base_url_without_a_scheme_is_a_config_error(tmp_path):
+    result = invoke("run", "--base-url", "127.0.0.1:8000/v1", "--model", "m",
+                    "--db", str(tmp_path / "s.db"))
+    line = assert_one_error_line(result, EXIT_USAGE)
+    assert "--base-url" in line and "'127.0.0.1:8000/v1' is not a URL" in line
+
+
 def test_unreachable_server_records_no_run(tmp_path):
     from agent_eval.store import open_store
 

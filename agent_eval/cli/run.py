@@ -165,6 +165,10 @@ def print_run_tables(store, run_ids: list[int], console: Console) -> None:
 def _target_from_options(name, base_url, model, concurrency, knobs):
     from agent_eval.client import Sampling, Target
 
+    if not base_url.startswith(("http://", "https://")):
+        raise ConfigError(f"{base_url!r} is not a URL; give one such as "
+                          "http://127.0.0.1:8000/v1", field="--base-url")
+
     sampling = Sampling(
         temperature=knobs.get("temperature"), top_p=knobs.get("top_p"),
         top_k=knobs.get("top_k"), min_p=knobs.get("min_p"),
