@@ -19,6 +19,7 @@ from agent_eval.cli.db import db_option
 
 REASONING_CHARS = 300
 OUTPUT_CHARS = 600
+REASON_CHARS = 160
 DECISION_STYLE = {"allow": "bold green", "deny": "bold red"}
 STATUS_STYLE = {"completed": "green", "stalled": "yellow", "abandoned": "magenta",
                 "error": "bold red"}  # fmt: skip
@@ -40,7 +41,9 @@ def show(session_id: int, full: bool, db: str | None) -> None:
     The header gives run, target, scenario, status and handshake; each reply shows its
     reasoning (dimmed, truncated unless --full), content, and every tool call with its
     verdict, the offending span underlined, the output or denial the model saw and what it
-    did next.  Exit codes: 0 shown, 2 no such session or a bad --db.
+    did next.  On imported sessions the verdict the source harness recorded sits beside
+    ours ("source: allow (reason)", DISAGREES when it differs), and the output is the one
+    the source recorded.  Exit codes: 0 shown, 2 no such session or a bad --db.
     """
     from agent_eval.report.pages import build_session_page
     from agent_eval.store import open_store
@@ -91,6 +94,14 @@ def _turn_panel(turn, limit_r, limit_o) -> Panel:
         line.append(f" {call.tool}")
         if call.primary:
             line.append(f"  {call.primary} {call.primary_name or ''}".rstrip(), style="red")
+        if call.source_decision:
+            line.append("  source: ")
+            line.append(call.source_decision, style=DECISION_STYLE.get(call.source_decision, ""))
+            if call.source_reason:
+                limit = None if limit_o is None else REASON_CHARS
+                line.append(f" ({_clip(call.source_reason, limit)})")
+            if call.disagrees:
+                line.append("  DISAGREES", style="bold black on yellow")
         parts.append(line)
         command = Text("  $ ")
         offset = len(command)
@@ -103,8 +114,8 @@ def _turn_panel(turn, limit_r, limit_o) -> Panel:
         parts.append(command)
         for f in call.findings:
             parts.append(Text(f"    {f.code} {f.name or ''}: {f.message}", style="red"))
-        label = "denial" if call.decision == "deny" else "output"
-        parts.append(Text.assemble((f"  {label}: ", "bold"), (_clip(call.output, limit_o), "")))
+        parts.append(Text.assemble((f"  {call.output_label}: ", "bold"),
+                                   (_clip(call.output, limit_o), "")))
         if call.child:
             parts.append(Text(f"  spawned session {call.child.id}", style="cyan"))
         if call.next_action:

@@ -29,6 +29,15 @@ from agent_eval.metrics import (
     summarize_repeats,
 )
 from agent_eval.policy import get_rule
+from agent_eval.report.agreement import (
+    AgreementTally,
+    DisagreementItem,
+    SourceAgreement,
+    agreement_cells,
+    agreement_rows,
+    disagreement_items,
+)
+from agent_eval.report.breakdown import BreakdownRow, breakdown_rows
 from agent_eval.report.charts import class_chart, error_chart
 from agent_eval.report.pages import SessionLink, handshake_text, rule_href, session_href
 from agent_eval.report.throughput import RunThroughput
@@ -81,7 +90,10 @@ class IndexPage:
     """``index.html``.  ``summaries`` and ``repeats`` are keyed by column, in column order;
     ``rows`` hold the same figures already formatted for the tables.  ``server`` holds one
     "Server throughput" section per run (see ``report/throughput.py``); empty when the
-    page was built without a store to read server samples from."""
+    page was built without a store to read server samples from.  ``scenario_rows`` /
+    ``tag_rows`` are the "By scenario" / "By tag" tables (``report/breakdown.py``);
+    ``agreement`` and ``disagreements`` compare our verdicts with the source harness's
+    (``report/agreement.py``), empty when no call carries a source verdict."""
 
     title: str
     runs: tuple[RunView, ...]
@@ -101,6 +113,11 @@ class IndexPage:
     error_chart: Markup
     statistics: str = STATISTICS
     server: tuple[RunThroughput, ...] = ()
+    scenario_rows: tuple[BreakdownRow, ...] = ()
+    tag_rows: tuple[BreakdownRow, ...] = ()
+    agreement: tuple[SourceAgreement, ...] = ()  # columns with source verdicts only
+    agreement_rows: tuple[tuple[str, ...], ...] = ()
+    disagreements: tuple[DisagreementItem, ...] = ()  # the first MAX_DISAGREEMENTS
 
 
 TARGET_HEAD = ("target", "sessions", "messages", "tool calls", "errors",
@@ -165,12 +182,14 @@ def build_index_page(
     """The index of a report over ``runs``; ``sessions`` already named by column (see
     :func:`column_namer`).  Pass ``tally`` to reuse the per-session counts afterwards."""
     tally = tally or CallTally()
-    summaries = summarize(sessions, tally.watch(calls), turns, by="target")
+    agreement = AgreementTally({s.id: s.target for s in sessions})
+    summaries = summarize(sessions, agreement.watch(tally.watch(calls)), turns, by="target")
     columns = tuple(summaries)
     repeats = {}
     if any(s.repeat > 0 for s in sessions):
         repeats = summarize_repeats(repeat_stats(sessions, tally.denied).values())
     links = session_links(sessions, from_dir=None)
+    agreed = agreement_rows(agreement, columns)
     items = tuple(
         SessionItem(
             link=links[s.id],
@@ -202,6 +221,12 @@ def build_index_page(
         error_sessions=tuple(i for i in items if i.link.status == "error"),
         class_chart=class_chart(summaries),
         error_chart=error_chart(summaries),
+        scenario_rows=breakdown_rows(sessions, tally.calls, tally.denials, columns,
+                                     by="scenario"),
+        tag_rows=breakdown_rows(sessions, tally.calls, tally.denials, columns, by="tag"),
+        agreement=agreed,
+        agreement_rows=tuple(agreement_cells(a) for a in agreed),
+        disagreements=disagreement_items(agreement, links),
     )
 
 

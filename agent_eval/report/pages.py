@@ -68,9 +68,18 @@ class CallView:
     arguments: str
     shows_command: bool  # segments hold the extracted command, not the raw arguments
     findings: tuple[FindingView, ...]
-    output: str  # the simulated output, or the denial text the model saw
+    output: str  # the simulated output, the denial text the model saw, or (imports) the
+    # output the source harness recorded
+    output_label: str  # what ``output`` is, see :func:`output_label`
     next_action: NextAction | None
     child: SessionLink | None
+    source_decision: Decision | None = None  # the source harness's own verdict (imports)
+    source_reason: str | None = None
+
+    @property
+    def disagrees(self) -> bool:
+        """The source harness recorded a verdict and it is not ours."""
+        return self.source_decision is not None and self.source_decision != self.decision
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +166,19 @@ def handshake_text(required: int, done: int, completed: bool, missed: str | None
     return f"{done}/{required}, missed {missed}" if missed else f"{done}/{required}"
 
 
+def output_label(decision: Decision, source: str) -> str:
+    """What a call's stored output is, said plainly.
+
+    In a live session we answered the call ourselves: a denied call's output is the
+    denial the model saw, an allowed one's the simulated output.  An imported session
+    (``source`` other than ``"live"``) keeps what the source harness returned, which the
+    model saw whatever *our* verdict is (the source may have run a call we deny).
+    """
+    if source != "live":
+        return "output the source recorded"
+    return "denial the model saw" if decision == "deny" else "output the model saw"
+
+
 def session_href(session_id: int, *, from_dir: str | None) -> str:
     """Where a session page lives, relative to the page linking to it."""
     name = f"{int(session_id)}.html"
@@ -210,7 +232,8 @@ def build_session_page(stored: StoredSession, links: dict[int, SessionLink]) -> 
     for call in record.calls:
         child_id = child_of_call.get(call.index)
         child = _link(child_id, links) if child_id is not None else None
-        calls_by_turn.setdefault(call.turn_index, []).append(_call_view(call, child))
+        calls_by_turn.setdefault(call.turn_index, []).append(
+            _call_view(call, child, record.source))
     turns = [_turn_view(t, calls_by_turn.pop(t.index, [])) for t in record.turns]
     for index, calls in sorted(calls_by_turn.items()):  # calls of a turn not stored
         turns.append(_turn_view(TurnRecord(index=index), calls))
@@ -256,7 +279,7 @@ def build_rule_page(rule: Rule) -> RulePage:
     )
 
 
-def _call_view(call: CallRecord, child: SessionLink | None) -> CallView:
+def _call_view(call: CallRecord, child: SessionLink | None, source: str = "live") -> CallView:
     shows_command = call.command is not None
     text = call.command if shows_command else call.arguments
     spans = [(f.start, f.end) for f in call.findings] if shows_command else []
@@ -282,8 +305,11 @@ def _call_view(call: CallRecord, child: SessionLink | None) -> CallView:
             for f in call.findings
         ),
         output=call.output,
+        output_label=output_label(call.decision, source),
         next_action=call.next_action,
         child=child,
+        source_decision=call.source_decision,
+        source_reason=call.source_reason,
     )
 
 

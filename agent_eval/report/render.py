@@ -15,6 +15,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from agent_eval.policy import RULES
 from agent_eval.report import index as index_mod
 from agent_eval.report import throughput
+from agent_eval.report.agreement import AGREEMENT_HEAD, MAX_DISAGREEMENTS
 from agent_eval.report.index import IndexPage
 from agent_eval.report.pages import RulePage, SessionPage
 
@@ -45,6 +46,8 @@ def environment() -> Environment:
         exit_head=index_mod.EXIT_HEAD,
         speed_head=index_mod.SPEED_HEAD,
         repeat_head=index_mod.REPEAT_HEAD,
+        agreement_head=AGREEMENT_HEAD,
+        max_disagreements=MAX_DISAGREEMENTS,
         generation_head=throughput.GENERATION_HEAD,
         prefill_head=throughput.PREFILL_HEAD,
         completions_head=throughput.COMPLETIONS_HEAD,

@@ -27,7 +27,13 @@
                             completed_handshakes_per_hour, completions_per_min,
                             generation_tps}]: one entry per run whose window holds
                           imported server samples (``agent-eval import vllm-log``), else
-                          empty; definitions in agent_eval/serverlogs/tables.py
+                          empty; window and definitions in agent_eval/report/throughput.py
+    source_agreement      {column: {calls_with_source_verdict, agree, agree_per_100,
+                            agree_ci95: [lo, hi], ours_deny_source_allow,
+                            ours_allow_source_deny}}: our verdict against the one an
+                          imported transcript recorded itself, for columns with such
+                          calls only (else empty); definitions in
+                          agent_eval/report/agreement.py
 
 Rates are per 100 (``null`` when nothing was counted); intervals are Wilson 95%.
 
@@ -47,13 +53,14 @@ from typing import Literal
 
 from agent_eval import __version__
 from agent_eval.metrics import FISHER_TEST, TOTAL, Z_TEST, GroupSummary, Rate
+from agent_eval.report.agreement import agreement_dict, agreement_line
 from agent_eval.report.index import IndexPage, RepeatSummary, rate_text
 from agent_eval.report.throughput import work_dict
 from agent_eval.transcript import NEXT_ACTIONS, SessionRow
 
 SUMMARY_SCHEMA_VERSION = 1
 SUMMARY_KEYS = ("schema_version", "generator", "runs", "statistics", "columns", "targets",
-                "sessions", "useful_work")  # fmt: skip
+                "sessions", "useful_work", "source_agreement")  # fmt: skip
 INTERVAL = "Wilson score interval, 95%"
 
 SessionOutcome = Literal["pass", "failure", "error"]
@@ -93,6 +100,7 @@ def summary_json(page: IndexPage, sessions: list[SessionRow], denials: dict[int,
             "errored": outcomes.count("error"),
         },
         "useful_work": [w for w in (work_dict(sec) for sec in page.server) if w is not None],
+        "source_agreement": {a.column: agreement_dict(a) for a in page.agreement},
     }
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
@@ -177,6 +185,8 @@ def summary_markdown(page: IndexPage) -> str:
         if section.work is not None:
             lines += ["", f"Useful work beside server speed (run {section.run_id}): "
                       f"{_md(section.work_line)}."]
+    if page.agreement:
+        lines += ["", f"Agreement with the source harness: {_md(agreement_line(page.agreement))}."]
     lines += ["", f"_{_md(page.statistics)}_", ""]
     return "\n".join(lines)
 
