@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from policy_paths import allowlist_named
 
-from agent_eval.policy import check_command, check_read
+from agent_eval.policy import check_call, check_command, check_read
 
 CASES = Path(__file__).resolve().parent / "cases"
 _MARKER = re.compile(r"^(?P<text>.*?)\s+# (?:expect: (?P<codes>AE\d{3}(?:\s*,\s*AE\d{3})*)|ok)\s*$")
@@ -47,7 +47,13 @@ def _params():
 @pytest.mark.parametrize(("allowlist", "tool", "text", "codes"), list(_params()))
 def test_case(allowlist, tool, text, codes):
     policy = allowlist_named(allowlist)
-    verdict = check_read(text, policy) if tool == "read" else check_command(text, policy)
+    if tool == "call":  # "<tool name> <raw arguments>", judged as a whole tool call
+        name, _, arguments = text.partition(" ")
+        verdict = check_call(name, arguments, policy)
+    elif tool == "read":
+        verdict = check_read(text, policy)
+    else:
+        verdict = check_command(text, policy)
     if not codes:
         assert verdict.decision == "allow", verdict.findings
     else:
@@ -59,5 +65,6 @@ def test_case(allowlist, tool, text, codes):
 def test_every_engine_rule_of_the_allow_list_stage_has_a_case_file():
     from agent_eval.policy import RULES
 
-    wanted = {c for c, r in RULES.items() if r.scope in ("allow-list", "parse")}
+    wanted = {c for c, r in RULES.items()
+              if r.scope in ("allow-list", "parse", "call") and r.emitted_by_engine}
     assert wanted <= {p.stem for p in CASES.glob("AE*.txt")}
