@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -98,3 +99,37 @@ def fill_store(db: str) -> Fixture:
                (hostile.key, child.key, clean.key, missed.key, faulted.key)}
         store.set_run_status(run_id, "finished")
     return Fixture(db, run_id, ids)
+
+
+class Tables(HTMLParser):
+    """Every ``<table id=...>`` of a page as rows of cell texts, and every link."""
+
+    def __init__(self, html: str):
+        super().__init__()
+        self.tables: dict[str, list[list[str]]] = {}
+        self.hrefs: list[str] = []
+        self._rows: list[list[str]] | None = None
+        self._cell = False
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "a" and "href" in attrs:
+            self.hrefs.append(attrs["href"])
+        if tag == "table":
+            self._rows = self.tables.setdefault(attrs.get("id") or "", [])
+        elif tag == "tr" and self._rows is not None:
+            self._rows.append([])
+        elif tag in ("td", "th") and self._rows is not None:
+            self._cell = True
+            self._rows[-1].append("")
+
+    def handle_endtag(self, tag):
+        if tag == "table":
+            self._rows = None
+        elif tag in ("td", "th"):
+            self._cell = False
+
+    def handle_data(self, data):
+        if self._cell and self._rows:
+            self._rows[-1][-1] += data

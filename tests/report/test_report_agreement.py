@@ -10,12 +10,11 @@ one filled by ``record_import`` from the real OpenCode 1.18.34 fixtures in
 from __future__ import annotations
 
 import json
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from report_fixtures import ALLOWED, PIPED, judged_call, session
+from report_fixtures import ALLOWED, PIPED, Tables, judged_call, session
 
 from agent_eval.cli import main
 from agent_eval.report import write_report
@@ -25,40 +24,6 @@ from agent_eval.store import open_store
 OPENCODE = (Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora"
             / "format-fixtures" / "opencode-1.18.34")
 REJECTED = "The user rejected permission to use this specific tool call."
-
-
-class Tables(HTMLParser):
-    """Every ``<table id=...>`` of a page as rows of cell texts, and every link."""
-
-    def __init__(self, html: str):
-        super().__init__()
-        self.tables: dict[str, list[list[str]]] = {}
-        self.hrefs: list[str] = []
-        self._rows: list[list[str]] | None = None
-        self._cell = False
-        self.feed(html)
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        if tag == "a" and "href" in attrs:
-            self.hrefs.append(attrs["href"])
-        if tag == "table":
-            self._rows = self.tables.setdefault(attrs.get("id") or "", [])
-        elif tag == "tr" and self._rows is not None:
-            self._rows.append([])
-        elif tag in ("td", "th") and self._rows is not None:
-            self._cell = True
-            self._rows[-1].append("")
-
-    def handle_endtag(self, tag):
-        if tag == "table":
-            self._rows = None
-        elif tag in ("td", "th"):
-            self._cell = False
-
-    def handle_data(self, data):
-        if self._cell and self._rows:
-            self._rows[-1][-1] += data
 
 
 def fill(db: str, *, extra_disagreements: int = 0) -> dict[str, int]:
