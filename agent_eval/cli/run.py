@@ -126,7 +126,7 @@ def _play(store, run_id, items, suite_obj, targets, *, probe: bool) -> None:
     store.set_run_status(run_id, "running")
     with Progress(
         TextColumn("[bold]run {task.fields[run]}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("sessions · {task.fields[calls]} calls · {task.fields[rate]} errors/100"),
+        TextColumn("top-level sessions · {task.fields[calls]} calls · {task.fields[rate]} errors/100"),
         TimeElapsedColumn(), console=console, transient=False, disable=not items,
     ) as progress:
         task = progress.add_task("run", total=len(items), run=run_id, calls=0, rate="–")
