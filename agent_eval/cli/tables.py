@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from rich.table import Table
 
 from agent_eval.metrics import TOTAL, GroupSummary, Rate, class_table, summarize
@@ -9,9 +11,17 @@ from agent_eval.policy import get_rule
 
 
 def summarize_runs(store, run_ids: list[int]) -> dict[str, GroupSummary]:
-    """Per-target summaries of the given runs (read once from the store)."""
-    return summarize(store.session_rows(run_ids), store.call_rows(run_ids),
-                     store.turn_rows(run_ids), by="target")
+    """Per-column summaries of the given runs (read once from the store).
+
+    Columns are the HTML report's: the target, or ``name · run N`` for each (run,
+    target) pair when there are several runs, so the terminal never pools runs the
+    report keeps apart.
+    """
+    from agent_eval.report.index import column_namer
+
+    name_of = column_namer(list(run_ids))
+    sessions = (dataclasses.replace(s, target=name_of(s)) for s in store.session_rows(run_ids))
+    return summarize(sessions, store.call_rows(run_ids), store.turn_rows(run_ids), by="target")
 
 
 def fmt_rate(rate: Rate | None, *, interval: bool = True) -> str:

@@ -67,3 +67,37 @@ def test_show_of_an_unknown_session_exits_2(hostile_store, arg):
     result = invoke("show", arg, "--db", hostile_store.db)
     assert result.exit_code == 2
     assert "Error" in result.output and "Traceback" not in result.output
+
+
+def test_report_of_two_runs_prints_a_column_per_run_as_the_html_does(tmp_path):
+    """Run 1: qwen 1 of 2 calls denied; run 2: qwen 0 of 3.  Pooled would read 1/5 = 20.00;
+    the terminal must print each run's own row, the numbers of summary.json."""
+    import json
+    import re
+
+    from report_fixtures import ALLOWED, judged_call, session
+
+    from agent_eval.store import open_store
+
+    db = str(tmp_path / "two.db")
+    runs = {1: [PIPED, ALLOWED], 2: [ALLOWED, ALLOWED, ALLOWED]}
+    with open_store(db) as store:
+        for run, commands in runs.items():
+            run_id = store.create_run(label=f"r{run}", kind="live", suite=None, config={},
+                                      fingerprint={})
+            store.add_target(run_id, name="qwen", model="qwen",
+                             base_url="http://127.0.0.1:1/v1", settings={})
+            calls = [judged_call(i, i, c, "out") for i, c in enumerate(commands)]
+            store.record_session(run_id, session("qwen/s/0", "qwen", "s", calls,
+                                                 n_turns=len(calls)))
+    result = invoke("report", "1", "2", "--db", db, "--out", str(tmp_path / "reports"))
+    assert result.exit_code == 0, result.output
+    rows = {cells[0]: cells[1:] for line in result.output.splitlines()
+            if (cells := [c.strip() for c in re.split(r"[│┃]", line)[1:-1]])
+            and cells[0].startswith("qwen")}
+    assert rows["qwen · run 1"][2:5] == ["2", "1", "50.00 [9.5–90.5]"]
+    assert rows["qwen · run 2"][2:5] == ["3", "0", "0.00 [0.0–56.1]"]
+    assert "qwen" not in rows  # never pooled
+    data = json.loads((tmp_path / "reports" / "1-2" / "summary.json").read_text())
+    assert [(c, t["tool_calls"], t["errors"]) for c, t in data["targets"].items()] == [
+        ("qwen · run 1", 2, 1), ("qwen · run 2", 3, 0)]
