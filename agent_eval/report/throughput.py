@@ -5,15 +5,29 @@ reliability"): beside the generation / prefill / completions tables by concurren
 the run's useful work, allowed tool calls per minute and completed handshakes per hour,
 against the average generation tokens/s of the busy windows.
 
+The section's window, stated once (the template, README and summary.json point here):
+
+    A run's server lines are those stamped from the run's start to its end plus one
+    logging interval (``WINDOW_S``, 10 s): a throughput line reports the interval that
+    just closed, so the line printed up to 10 s after the run's last reply still
+    describes the run.  Every server figure of the section is taken from that one set of
+    lines: the samples and completions of the concurrency tables, the header's counts,
+    and useful work's server completions and busy generation tokens/s.  The run's own
+    figures (allowed and denied calls, completed handshakes) are its calls and sessions.
+    Every per-minute and per-hour rate divides by the run's own duration, start to end.
+
 Nothing is bucketed here: :func:`agent_eval.serverlogs.perf_tables` and
-:func:`agent_eval.serverlogs.useful_work` do it, with the definitions in
-``agent_eval/serverlogs/tables.py``; the window and the sample query are the ones
-``agent-eval perf --run`` uses, so the report and that command print the same numbers.
+:func:`agent_eval.serverlogs.useful_work` do it, with the bucket definitions in
+``agent_eval/serverlogs/tables.py``; the run window and the sample query are the ones
+``agent-eval perf --run`` uses, so the tables and the call rates match that command.
+(``perf --run`` counts useful work's server completions and generation tokens/s over
+start..end only; the two differ only when server lines fall in the 10 s after the end.)
 Server samples come from ``agent-eval import vllm-log FILE`` (or ``llamacpp-log``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -23,6 +37,7 @@ from agent_eval.serverlogs import (
     Request,
     Sample,
     UsefulWork,
+    busy_generation_tps,
     perf_tables,
     useful_work,
 )
@@ -81,7 +96,7 @@ def read_run_throughput(
     if window is None:
         return RunThroughput(run.id, None, None, NO_WINDOW, None, None)
     start, end = window
-    reach = end + timedelta(seconds=window_s)
+    reach = server_reach(end, window_s)
     samples = samples_from_rows(store.server_samples(start, reach))
     if not samples:
         return RunThroughput(run.id, start, end, NO_SAMPLES, None, None)
@@ -101,11 +116,19 @@ def build_run_throughput(
     *,
     window_s: float = WINDOW_S,
 ) -> RunThroughput:
-    """The section for one run (pure): the perf tables and useful work, formatted."""
+    """The section for one run (pure): the perf tables and useful work, formatted.
+
+    Samples and requests outside the section's window (module docstring) are dropped
+    first, so every server figure comes from the same lines.
+    """
+    reach = server_reach(end, window_s)
+    samples = [s for s in samples if start <= s.ts <= reach]
+    requests = [r for r in requests if start <= r.ts <= reach]
     if not samples:
         return RunThroughput(run_id, start, end, NO_SAMPLES, None, None)
     tables = perf_tables(samples, requests, window_s=window_s)
-    work = useful_work(calls, sessions, samples, requests, start=start, end=end)
+    work = _server_work(useful_work(calls, sessions, samples, requests, start=start, end=end),
+                        samples, requests)
     return RunThroughput(
         run_id=run_id,
         start=start,
@@ -119,6 +142,23 @@ def build_run_throughput(
         completion_rows=_rows(perf_render.completion_rows(tables)),
         work_rows=_rows(perf_render.work_rows(work)),
         work_line=work_line(work),
+    )
+
+
+def server_reach(end: datetime, window_s: float = WINDOW_S) -> datetime:
+    """The last moment a server line still belongs to a run that ended at ``end``."""
+    return end + timedelta(seconds=window_s)
+
+
+def _server_work(work: UsefulWork, samples: list[Sample], requests: list[Request]) -> UsefulWork:
+    """``useful_work`` with its server figures taken from the section's lines (it keeps
+    only lines up to the run's end itself); rates still per minute of the run."""
+    completions = sum(1 for r in requests if r.is_completion)
+    return dataclasses.replace(
+        work,
+        completions=completions,
+        completions_per_min=completions / work.minutes if work.minutes > 0 else None,
+        generation_tps=busy_generation_tps(samples),
     )
 
 

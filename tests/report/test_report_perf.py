@@ -284,3 +284,35 @@ def test_a_hostile_source_label_renders_as_text(tmp_path):
     html = index_html(write(db, [run_id], tmp_path / "reports"))
     assert "<script>alert(1)</script>" not in html
     assert "source: &lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+@pytest.fixture(scope="module")
+def short_report(tmp_path_factory) -> Path:
+    """A 22-second run, 12:00:00–12:00:22: the 12:00:30 throughput line (covering
+    12:00:20–12:00:30) and the 12:00:25 request fall in the 10 s after its end."""
+    folder = tmp_path_factory.mktemp("perf-short")
+    db = str(folder / "store.db")
+    run_id = fill_run(db, (T0, T0 + timedelta(seconds=22)))
+    import_vllm_log(db, folder)
+    return write(db, [run_id], folder / "reports")
+
+
+def test_lines_in_the_ten_seconds_after_the_run_count_in_tables_and_useful_work(short_report):
+    # samples 12:00:10 (r1, 40 tok/s), 12:00:20 (r1, 50), 12:00:30 (r2, 80): 3 samples;
+    # completions 12:00:04, 12:00:15, 12:00:25: 3, placed r1 2 + r2 1.
+    # Rates per minute of the run (22 s): 3 / (22/60) = 8.18; 4 allowed calls -> 10.91;
+    # busy generation tok/s = mean(40, 50, 80) = 56.7
+    html = index_html(short_report)
+    tables = Tables(html).tables
+    assert "3 samples, 3 completions" in html
+    assert sum(int(row[3]) for row in tables["completions-table"][1:]) == 3
+    work = {row[0]: row[1:] for row in tables["work-table"][1:]}
+    assert work["server completions / min"] == ["8.18", "3 requests"]
+    assert work["allowed tool calls / min"] == ["10.91", "4 calls"]
+    assert work["generation tokens/s (busy windows)"] == ["56.7", ""]
+
+
+def test_summary_json_useful_work_uses_the_same_lines_as_the_tables(short_report):
+    [work] = json.loads((short_report / "summary.json").read_text(encoding="utf-8"))["useful_work"]
+    assert (work["samples"], work["completions"], work["generation_tps"]) == (3, 3, 56.67)
+    assert work["end"] == "2025-08-01T12:00:22"
