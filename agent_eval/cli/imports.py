@@ -31,10 +31,13 @@ def import_(fmt: str, path: Path, allowlist_path: Path | None, model: str | None
 
     FORMAT is openai, opencode, claude-code, mini-swe-agent, swe-agent or call-records
     (needs --allowlist), or vllm-log / llamacpp-log for server logs (with --year,
-    --start, --utc-offset as the log needs).  Broken JSONL lines
-    are skipped with a warning; a broken single-document file is an error naming the
-    file and line.  Prints the run id, counts, errors per 100 calls and how often our
-    verdicts agree with the verdicts the source recorded itself.
+    --start, --utc-offset as the log needs).  Broken JSONL lines are skipped with a
+    warning (the first three shown, then a count); a broken single-document file is an
+    error naming the file and line; a file holding no FORMAT session is an error that
+    suggests the format it looks like, and nothing is stored.  If the input breaks after
+    whole sessions were read, they stay in a run marked failed.  Prints the run id,
+    counts, errors per 100 calls and how often our verdicts agree with the verdicts the
+    source recorded itself.
 
     Example: agent-eval import claude-code ~/.claude/projects --allowlist allowlists/ralf.yaml
     """
@@ -59,16 +62,38 @@ def import_(fmt: str, path: Path, allowlist_path: Path | None, model: str | None
     from agent_eval.policy import load_allowlist
 
     allowlist = load_allowlist(allowlist_path)
-    with open_store(db) as store, _Progress() as progress:
-        summary = record_import(
-            store, fmt, path, allowlist, allowlist_path=str(allowlist_path), model=model,
-            label=label, on_skip=_warn_skip, on_session=progress.advance,
-        )
+    warnings = _SkipWarnings()
+    try:
+        with open_store(db) as store, _Progress() as progress:
+            summary = record_import(
+                store, fmt, path, allowlist, allowlist_path=str(allowlist_path), model=model,
+                label=label, on_skip=warnings.warn, on_session=progress.advance,
+            )
+    finally:
+        warnings.close()
     _print_summary(summary)
 
 
-def _warn_skip(path: Path, line: int, reason: str) -> None:
-    click.echo(f"Warning: {path}: line {line}: skipped: {reason}", err=True)
+class _SkipWarnings:
+    """Warns about the first few skipped lines, then counts the rest: a file in the wrong
+    format skips every line, and hundreds of warnings would bury the one error line."""
+
+    SHOWN = 3
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.path: Path | None = None
+
+    def warn(self, path: Path, line: int, reason: str) -> None:
+        self.count += 1
+        self.path = path
+        if self.count <= self.SHOWN:
+            click.echo(f"Warning: {path}: line {line}: skipped: {reason}", err=True)
+
+    def close(self) -> None:
+        if self.count > self.SHOWN:
+            click.echo(f"Warning: {self.path}: {self.count - self.SHOWN} more lines skipped "
+                       f"({self.count} in all)", err=True)
 
 
 def _print_summary(summary) -> None:

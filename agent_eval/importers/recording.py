@@ -3,8 +3,14 @@
 Sessions are judged as they are parsed and written in batches (several sessions per
 ``record_sessions`` call, each batch one transaction), so memory stays flat and a
 broken file never leaves half a session behind: a session is complete before it is
-batched.  If the input turns out broken half-way, the sessions already written stay
-(each whole) and the run is marked ``failed``.
+batched.
+
+The run is created only once the first whole session with a tool call is ready (or, for
+a file whose sessions carry no calls, once the whole file is read and nothing suggests it
+is another format).  So an import that finds nothing, or fails before its first whole
+session, leaves no run at all, and ``latest`` never lands on an empty import.  If the
+input turns out broken half-way, the whole sessions read before the break are written,
+the run is marked ``failed`` and the error says how many were kept.
 """
 
 from __future__ import annotations
@@ -12,7 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from agent_eval.errors import ConfigError
 from agent_eval.importers import import_sessions
+from agent_eval.importers.detect import guess_format
 from agent_eval.importers.source import SkipReporter
 from agent_eval.importers.summary import ImportSummary
 from agent_eval.policy import ENGINE_VERSION, AllowList
@@ -39,6 +47,12 @@ def record_import(
 
     ``on_skip`` hears about each skipped input line, ``on_session`` about each session
     judged (for progress display).
+
+    Raises ConfigError, and stores nothing, when the file holds no session of ``fmt``
+    (or only sessions without tool calls while it looks like another format); the
+    message names the file, the lines skipped and, when cheap to tell, the format that
+    would read it.  A ConfigError after whole sessions were read keeps them in a run
+    marked ``failed`` and says so.
     """
     summary = ImportSummary()
 
@@ -47,55 +61,113 @@ def record_import(
         if on_skip is not None:
             on_skip(p, line, reason)
 
-    run_id = store.create_run(
-        label=label or f"import {fmt} {Path(path).name}",
-        kind="import",
-        suite=str(path),
-        config={"format": fmt, "path": str(path), "allowlist": allowlist.name,
-                "allowlist_path": allowlist_path, "model": model, "engine_version": ENGINE_VERSION},
-        fingerprint={"allowlist": allowlist.fingerprint, "engine_version": ENGINE_VERSION,
-                     "source": fmt},
-    )
-    summary.run_id = run_id
-    writer = BatchWriter(store, run_id, base_url=f"import:{fmt}")
+    def create_run() -> int:
+        run_id = store.create_run(
+            label=label or f"import {fmt} {Path(path).name}",
+            kind="import",
+            suite=str(path),
+            config={"format": fmt, "path": str(path), "allowlist": allowlist.name,
+                    "allowlist_path": allowlist_path, "model": model,
+                    "engine_version": ENGINE_VERSION},
+            fingerprint={"allowlist": allowlist.fingerprint, "engine_version": ENGINE_VERSION,
+                         "source": fmt},
+        )
+        summary.run_id = run_id
+        return run_id
+
+    writer = BatchWriter(store, create_run, base_url=f"import:{fmt}")
     try:
         for record in import_sessions(fmt, path, allowlist, model=model, on_skip=note_skip):
-            writer.add(record)
             summary.add(record)
+            writer.add(record)
             if on_session is not None:
                 on_session(record)
-        writer.flush()
+    except ConfigError as exc:
+        if not summary.sessions:
+            raise with_format_hint(exc, fmt, path) from None
+        writer.flush(create=True)
+        store.set_run_status(writer.run_id, "failed")
+        raise ConfigError(
+            f"{exc}; run {writer.run_id} keeps the {summary.sessions} whole sessions read "
+            "before the error (status failed)"
+        ) from None
     except BaseException:
-        store.set_run_status(run_id, "failed")
+        if writer.run_id is not None:
+            store.set_run_status(writer.run_id, "failed")
         raise
-    store.set_run_status(run_id, "finished")
+    if writer.run_id is None:
+        refuse_empty_import(summary, fmt, path)
+    writer.flush(create=True)
+    store.set_run_status(writer.run_id, "finished")
     return summary
+
+
+def refuse_empty_import(summary: ImportSummary, fmt: str, path: str | Path) -> None:
+    """Raise ConfigError when nothing worth a run was read: no session at all, or only
+    sessions without tool calls from a file that looks like another format."""
+    guess = guess_format(path)
+    skipped = len(summary.skipped_lines)
+    if not summary.sessions:
+        found = f"no {fmt} sessions found ({skipped} lines skipped)"
+    elif not summary.calls and guess not in (None, fmt):
+        plural = "session" if summary.sessions == 1 else "sessions"
+        found = (f"no {fmt} sessions with tool calls found ({summary.sessions} {plural} "
+                 f"without calls, {skipped} lines skipped)")
+    else:
+        return
+    hint = f" (try: {guess})" if guess not in (None, fmt) else ""
+    raise ConfigError(f"{found}; is this a {fmt} file?{hint}", path=str(path))
+
+
+def with_format_hint(exc: ConfigError, fmt: str, path: str | Path) -> ConfigError:
+    """``exc`` with ``; is this a FMT file? (try: OTHER)`` added when the file looks like
+    another format; ``exc`` itself otherwise."""
+    guess = guess_format(path) if Path(path).exists() else None
+    if guess in (None, fmt):
+        return exc
+    hinted = ConfigError(f"{exc}; is this a {fmt} file? (try: {guess})")
+    hinted.path, hinted.field = exc.path, exc.field
+    return hinted
 
 
 class BatchWriter:
     """Buffers whole sessions and writes them several at a time, adding each new target
-    (model name) to the run before its first session is written."""
+    (model name) to the run before its first session is written.
 
-    def __init__(self, store, run_id: int, *, base_url: str) -> None:
+    The run itself is created (through ``create_run``) only when the first batch is
+    written, and no batch is written before a session with a tool call arrives, the
+    buffer is full, or ``flush(create=True)`` is called at the end.
+    """
+
+    def __init__(self, store, create_run: Callable[[], int], *, base_url: str) -> None:
         self.store = store
-        self.run_id = run_id
+        self.create_run = create_run
+        self.run_id: int | None = None
         self.base_url = base_url
         self.targets: set[str] = set()
         self.pending: list[SessionRecord] = []
         self.pending_calls = 0
 
     def add(self, record: SessionRecord) -> None:
-        if record.target not in self.targets:
-            self.store.add_target(self.run_id, name=record.target, model=record.target,
-                                  base_url=self.base_url, settings={})
-            self.targets.add(record.target)
         self.pending.append(record)
         self.pending_calls += len(record.calls)
-        if self.pending_calls >= BATCH_CALLS or len(self.pending) >= BATCH_SESSIONS:
-            self.flush()
+        first_calls = self.run_id is None and self.pending_calls > 0
+        if first_calls or self.pending_calls >= BATCH_CALLS or len(self.pending) >= BATCH_SESSIONS:
+            self.flush(create=True)
 
-    def flush(self) -> None:
-        if self.pending:
-            self.store.record_sessions(self.run_id, self.pending)
+    def flush(self, *, create: bool = False) -> None:
+        """Write the buffered sessions; before the run exists, only when ``create``."""
+        if self.run_id is None:
+            if not create:
+                return
+            self.run_id = self.create_run()
+        if not self.pending:
+            return
+        for record in self.pending:
+            if record.target not in self.targets:
+                self.store.add_target(self.run_id, name=record.target, model=record.target,
+                                      base_url=self.base_url, settings={})
+                self.targets.add(record.target)
+        self.store.record_sessions(self.run_id, self.pending)
         self.pending = []
         self.pending_calls = 0
