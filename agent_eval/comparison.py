@@ -31,8 +31,9 @@ from agent_eval.metrics import (
     RepeatStats,
     ScenarioFlip,
     compare_groups,
+    compare_rates,
 )
-from agent_eval.transcript import CallRow, SessionRow
+from agent_eval.transcript import NEXT_ACTIONS, CallRow, NextAction, SessionRow
 
 CompareBy = Literal["target", "all"]
 """``target``: targets matched by name across the runs; ``all``: each run pooled whole."""
@@ -43,7 +44,9 @@ COMPARE_BYS: tuple[CompareBy, ...] = ("target", "all")
 class RunComparison:
     """Run b against run a.  ``groups`` holds the groups present in both runs (in a's
     order); ``only_a`` / ``only_b`` name the rest; ``flips`` lists each common group's
-    flipped scenarios, by scenario name."""
+    flipped scenarios, by scenario name; ``recovery`` compares, per common group, the
+    share of denials followed by each next action (pivot, retry-denied, repeat,
+    abandon: ``transcript.NextAction``), each out of all denials."""
 
     label_a: str
     label_b: str
@@ -55,6 +58,7 @@ class RunComparison:
     test: str = Z_TEST
     exact_test: str = FISHER_TEST
     rescore: RescoreMoves | None = None
+    recovery: dict[str, dict[NextAction, RateComparison]] = field(default_factory=dict)
 
 
 ALLOWED = "allowed"
@@ -129,7 +133,19 @@ def compare_runs(
         only_b=[name for name in summaries_b if name not in summaries_a],
         flips={name: _flips(outcomes_a.get(name, {}), outcomes_b.get(name, {}))
                for name in common},
+        recovery={name: compare_recovery(summaries_a[name], summaries_b[name])
+                  for name in common},
     )
+
+
+def compare_recovery(a: GroupSummary, b: GroupSummary) -> dict[NextAction, RateComparison]:
+    """Each next action's share of denials, b against a (the reaction to denial that
+    CONTEXT.md's users compare: pivot at once, or retry denied variants, or give up)."""
+    return {
+        action: compare_rates(a.recovery.actions[action].k, a.recovery.denials,
+                              b.recovery.actions[action].k, b.recovery.denials)
+        for action in NEXT_ACTIONS
+    }
 
 
 def _outcomes(
@@ -159,8 +175,11 @@ def _flips(a: dict[str, tuple[bool, ...]], b: dict[str, tuple[bool, ...]]) -> li
 _HEADER = ("measure", "a", "b", "b − a [95% CI]", "p (z-test)", "p (Fisher)", "significant")
 
 
-def comparison_rows(group: GroupComparison) -> list[tuple[str, ...]]:
-    """The table of one group: errors/100, each class, handshake and pivot shares."""
+def comparison_rows(
+    group: GroupComparison, recovery: Mapping[NextAction, RateComparison] | None = None
+) -> list[tuple[str, ...]]:
+    """The table of one group: errors/100, each class, handshake completion and the
+    share of denials followed by each next action (only pivot without ``recovery``)."""
     from agent_eval.policy import get_rule
 
     rows = [_row("errors/100 calls", group.errors)]
@@ -168,7 +187,8 @@ def comparison_rows(group: GroupComparison) -> list[tuple[str, ...]]:
         rule = get_rule(code)
         rows.append(_row(f"  {code} {rule.name}" if rule else f"  {code}", cmp))
     rows.append(_row("handshake completed %", group.handshake))
-    rows.append(_row("pivot after denial %", group.pivot))
+    actions = recovery or {"pivot": group.pivot}
+    rows += [_row(f"{action} after denial %", cmp) for action, cmp in actions.items()]
     return rows
 
 
@@ -234,7 +254,7 @@ def render_comparison_text(cmp: RunComparison) -> str:
     for a run and its rescore, the exact moves last."""
     lines = [*_legend(cmp), *_missing(cmp)]
     for name, group in cmp.groups.items():
-        rows = [_HEADER, *comparison_rows(group)]
+        rows = [_HEADER, *comparison_rows(group, cmp.recovery.get(name))]
         widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADER))]
         lines += ["", f"== {name} =="]
         for row in rows:
@@ -257,7 +277,7 @@ def render_comparison_markdown(cmp: RunComparison) -> str:
         lines += ["", f"### {_md(name)}", "",
                   "| " + " | ".join(_HEADER) + " |", "|---|" + "---:|" * (len(_HEADER) - 1)]
         lines += ["| " + " | ".join(_md(cell.strip()) for cell in row) + " |"
-                  for row in comparison_rows(group)]
+                  for row in comparison_rows(group, cmp.recovery.get(name))]
         flips = cmp.flips.get(name, [])
         lines += ["", f"Flipped scenarios: {len(flips)}"]
         lines += [f"- {_md(_flip_line(flip))}" for flip in flips]

@@ -181,3 +181,50 @@ def test_per_target_flips_agree_with_metrics_flipped_scenarios(db):
     result = compare_runs(summarize(sessions[1], calls[1]), summarize(sessions[2], calls[2]),
                           repeat_stats(sessions[1], calls[1]), repeat_stats(sessions[2], calls[2]))
     assert result.flips["qwen"] == flipped_scenarios(sessions[1], calls[1], sessions[2], calls[2])
+
+
+def reactions(target: str, actions: list[str]) -> SessionRecord:
+    """One session: a denied call followed by each of ``actions`` in turn (as stored)."""
+    calls = [CallRecord(index=i, turn_index=i, tool="bash", arguments=f'{{"n": {i}}}',
+                        decision="deny", primary="AE301", next_action=a)
+             for i, a in enumerate(actions)]
+    return SessionRecord(key=f"{target}/s0/0", target=target, scenario="s0", calls=calls)
+
+
+@pytest.fixture
+def recovery_db(tmp_path) -> str:
+    """Run 1: 4 denials, 3 pivots and 1 retry; run 2: 6 denials, 1 pivot, 2 retries,
+    2 repeats, 1 abandon."""
+    path = str(tmp_path / "recovery.db")
+    add_run(path, "a", [reactions("qwen", ["pivot"] * 3 + ["retry-denied"])])
+    add_run(path, "b", [reactions("qwen", ["pivot", "retry-denied", "retry-denied", "repeat",
+                                           "repeat", "abandon"])])
+    return path
+
+
+@pytest.mark.parametrize(
+    ("label", "a", "b"),
+    [("pivot after denial %", "75.00 (3/4)", "16.67 (1/6)"),
+     ("retry-denied after denial %", "25.00 (1/4)", "33.33 (2/6)"),
+     ("repeat after denial %", "0.00 (0/4)", "33.33 (2/6)"),
+     ("abandon after denial %", "0.00 (0/4)", "16.67 (1/6)")],
+    ids=["pivot", "retry-denied", "repeat", "abandon"],
+)
+def test_every_next_action_share_is_compared(recovery_db, label, a, b):
+    assert row(compare(recovery_db, "1", "2").stdout, label)[1:3] == [a, b]
+
+
+def test_a_next_action_difference_has_its_interval_and_p_values(recovery_db):
+    # repeat: 0/4 -> 2/6 = +33.33; Wald ±1.96 × 19.25 = [-4.39, +71.05]; pooled 2/10,
+    # z = 1.29, p = 0.197; Fisher over the tables with 2 repeats in 10: 15/45 + 6/45 = 0.467
+    assert row(compare(recovery_db, "1", "2").stdout, "repeat after denial %") == [
+        "repeat after denial %", "0.00 (0/4)", "33.33 (2/6)", "+33.33 [-4.39 to +71.05]",
+        "0.197", "0.467", "no"]
+
+
+def test_markdown_compares_every_next_action(recovery_db, tmp_path):
+    md_path = tmp_path / "compare.md"
+    assert compare(recovery_db, "1", "2", "--markdown", str(md_path)).exit_code == 0
+    md = md_path.read_text()
+    assert ("| abandon after denial % | 0.00 (0/4) | 16.67 (1/6) | +16.67 [-13.15 to +46.49] "
+            in md)

@@ -32,8 +32,9 @@ def compare(run_a, run_b, by, markdown_path, db) -> None:
     (matched by name; --by all pools each run) prints errors per 100 calls in A and B,
     the difference B − A with its 95% interval, the two-proportion z-test p-value that
     decides "significant" (alpha 0.05) and Fisher's exact p; the same per failure class,
-    for handshake completion and for the share of denials followed by an allowed call
-    (pivot); then the scenarios whose outcome (every repeat passed) flipped.  When one
+    for handshake completion and for the share of denials followed by each next action
+    (pivot, retry-denied, repeat, abandon); then the scenarios whose outcome (every
+    repeat passed) flipped.  When one
     run is `agent-eval rescore` of the other, also the exact count of calls whose class
     moved (e.g. `AE301 -> allowed: 12 calls`).  Sessions that ended in a server fault are
     left out.  Exit codes: 0 done, 2 bad run or option.
