@@ -23,7 +23,8 @@ def report(runs: tuple[str, ...], out: Path, quiet: bool, db: str | None) -> Non
     """Write the report of RUN (default: latest) under OUT/<run>/.
 
     RUN is a run id, `latest` or `label:NAME`; several runs give side-by-side columns in
-    one report (OUT/<id1>-<id2>/).  Writes index.html (tables, charts, a page per session
+    one report (OUT/<id1>-<id2>/), one per run and target (`qwen · run 2`), in the
+    printed tables as in the HTML.  Writes index.html (tables, charts, a page per session
     and per rule), summary.md, summary.json and junit.xml; prints the tables and the path
     of index.html.  Opens from disk, works offline.
 

@@ -7,7 +7,9 @@
 Self-contained (inline CSS and SVG, no script, no CDN; opens from disk), every string the
 model wrote escaped.  Module map: ``pages``
 (session and rule page contexts), ``index`` (the index context), ``throughput`` (the
-index's server-throughput section, from imported server logs), ``charts`` (SVG),
+index's server-throughput section, from imported server logs), ``breakdown`` (errors
+by scenario and by tag), ``agreement`` (our verdicts against the source harness's own,
+for imports), ``charts`` (SVG),
 ``render`` (jinja2), ``summary`` (md / json / junit), ``writing`` (files on disk).
 """
 
