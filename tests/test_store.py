@@ -775,3 +775,31 @@ def test_resolve_db_url_refuses_what_it_cannot_open(value):
         resolve_db_url(value)
 
     assert caught.value.field == "--db"
+
+
+# --- latest and label:NAME skip runs that stored nothing (issue #5) ----------------------
+
+
+def _run_with_sessions(store, label: str, keys: tuple[str, ...]) -> int:
+    rid = store.create_run(label=label, kind="import", suite=None, config={}, fingerprint={})
+    store.add_target(rid, name="qwen-27b", model="qwen-27b", base_url="import:openai", settings={})
+    if keys:
+        store.record_sessions(rid, [session(k) for k in keys])
+    return rid
+
+
+@pytest.mark.parametrize("ref", ["latest", "label:nightly"], ids=["latest", "label"])
+def test_resolve_run_skips_newer_runs_that_hold_no_sessions(store, ref):
+    full = _run_with_sessions(store, "nightly", ("a", "b"))
+    empty = _run_with_sessions(store, "nightly", ())
+    store.set_run_status(empty, "failed")
+
+    assert store.resolve_run(ref).id == full
+    assert store.resolve_run(empty).id == empty
+
+
+def test_resolve_run_falls_back_to_the_newest_run_when_none_holds_sessions(store):
+    _run_with_sessions(store, "nightly", ())
+    newest = _run_with_sessions(store, "nightly", ())
+
+    assert store.resolve_run("latest").id == newest

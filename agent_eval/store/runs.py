@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
-from sqlalchemy import Engine, Row, insert, select, update
+from sqlalchemy import Engine, Row, exists, insert, select, update
 
 from agent_eval.errors import ConfigError
 from agent_eval.store.database import write_transaction
-from agent_eval.store.tables import runs, targets
+from agent_eval.store.tables import runs, sessions, targets
 
 RunKind = Literal["live", "import", "rescore"]
 """``live``: sessions driven against a model server; ``import``: transcripts from another
@@ -154,7 +154,16 @@ def get_run(engine: Engine, run_id: int) -> RunInfo:
 
 
 def resolve_run(engine: Engine, ref: str | int) -> RunInfo:
-    """The run a reference names: an id (``12`` or ``"12"``), ``latest``, ``label:NAME``."""
+    """The run a reference names: an id (``12`` or ``"12"``), ``latest``, ``label:NAME``.
+
+    ``latest`` is the newest run that holds at least one session, and ``label:NAME`` the
+    newest such run with that label: a run that stored nothing (an import that failed
+    or found no session, a live run stopped before its first session) is skipped, so
+    ``report latest`` and ``gate --run latest`` never judge an empty run while a run
+    with sessions exists.  Only when no candidate holds a session is the newest
+    candidate itself returned (a store whose only run has just started).  An id always
+    names exactly that run.
+    """
     text = str(ref).strip()
     if isinstance(ref, int) or text.isdigit():
         return get_run(engine, int(text))
@@ -169,8 +178,9 @@ def resolve_run(engine: Engine, ref: str | int) -> RunInfo:
             f"run reference {text!r} is not a run: use an id, `latest` or `label:NAME`",
             field="run",
         )
+    holds_sessions = exists().where(sessions.c.run_id == runs.c.id)
     with engine.connect() as conn:
-        row = conn.execute(query).first()
+        row = conn.execute(query.where(holds_sessions)).first() or conn.execute(query).first()
     if row is None:
         raise ConfigError(f"run reference {text!r}: {missing}", field="run")
     return _run_info(row)
