@@ -50,8 +50,9 @@ def import_(fmt: str, path: Path, allowlist_path: Path | None, model: str | None
         with open_store(db) as store:
             stats = import_log(store, fmt, path, label=label, year=year, start=start,
                                utc_offset=utc_offset)
+        skipped = f"; {stats.already_imported} already imported, skipped" if stats.already_imported else ""
         click.echo(f"imported {stats.samples} samples and {stats.requests} requests from {path} "
-                   f"as source {stats.source!r} ({stats.malformed} malformed lines)")
+                   f"as source {stats.source!r} ({stats.malformed} malformed lines){skipped}")
         return
     if year is not None or start is not None or utc_offset is not None:
         raise ConfigError("--year, --start and --utc-offset apply to server logs only",

@@ -2,13 +2,18 @@
 
 The only part of ``serverlogs`` that touches files and the store.  The ``import`` command
 (``agent-eval import vllm-log FILE`` / ``llamacpp-log``) calls :func:`import_log`.
+
+Importing is idempotent: rows already stored for the same source and timestamp (and,
+for requests, the same method, path and status) are skipped, so importing a log twice,
+or a log and its longer successor, never counts a completion twice.
 """
 
 from __future__ import annotations
 
 import gzip
 import re
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,11 +37,20 @@ _OPTIONS: dict[str, set[str]] = {
 class ServerLogStore(Protocol):
     def add_server_samples(self, rows: list[dict[str, Any]]) -> Any: ...
     def add_server_requests(self, rows: list[dict[str, Any]]) -> Any: ...
+    def server_samples(self, since: datetime | None = None, until: datetime | None = None,
+                       source: str | None = None) -> list[dict[str, Any]]: ...
+    def server_requests(self, since: datetime | None = None, until: datetime | None = None,
+                        source: str | None = None) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True, slots=True)
 class ImportStats:
-    """What one import read and wrote, for the command to print."""
+    """What one import read and wrote, for the command to print.
+
+    ``samples`` and ``requests`` count the rows written; ``already_imported`` counts the
+    rows the log holds that the store already had (an earlier import of the same lines),
+    skipped.
+    """
 
     path: str
     fmt: LogFormat
@@ -50,6 +64,7 @@ class ImportStats:
     malformed_lines: tuple[int, ...] = ()
     first_ts: datetime | None = None
     last_ts: datetime | None = None
+    already_imported: int = 0
 
 
 def import_log(
@@ -71,6 +86,10 @@ def import_log(
                                text); required when the log carries no timestamps.
     ``utc_offset`` (both)      the server clock's offset from UTC (``"+02:00"``, hours as a
                                number, or a timedelta); subtracted so stored times are UTC.
+
+    Rows the store already holds for this source (same timestamp; for requests also the
+    same method, path and status, counted per occurrence) are skipped and counted in
+    ``already_imported``, so importing the same log twice changes nothing.
 
     ``.gz`` files are read transparently.  Raises ConfigError naming the file for a missing,
     unreadable or binary file, an option that does not apply, or a file holding none of
@@ -115,13 +134,21 @@ def import_log(
             path=where,
             field="format",
         )
-    samples = [r for r in records if isinstance(r, Sample)]
-    requests = [r for r in records if isinstance(r, Request)]
-    if samples:
-        store.add_server_samples([_sample_row(s, label, offset) for s in samples])
-    if requests:
-        store.add_server_requests([_request_row(r, offset) for r in requests])
     stamps = [r.ts - offset for r in records]
+    window = {"since": min(stamps), "until": max(stamps) + timedelta(microseconds=1),
+              "source": source}
+    samples, skipped_samples = _unstored(
+        [_sample_row(r, label, offset) for r in records if isinstance(r, Sample)],
+        store.server_samples(**window), _sample_key,
+    )
+    requests, skipped_requests = _unstored(
+        [_request_row(r, offset) for r in records if isinstance(r, Request)],
+        store.server_requests(**window), _request_key,
+    )
+    if samples:
+        store.add_server_samples(samples)
+    if requests:
+        store.add_server_requests(requests)
     return ImportStats(
         path=where,
         fmt=fmt,
@@ -135,7 +162,40 @@ def import_log(
         malformed_lines=tuple(stats.malformed_lines),
         first_ts=min(stamps),
         last_ts=max(stamps),
+        already_imported=skipped_samples + skipped_requests,
     )
+
+
+def _unstored(
+    rows: list[dict[str, Any]], stored: list[dict[str, Any]], key: Callable[[dict], Hashable]
+) -> tuple[list[dict[str, Any]], int]:
+    """The rows the store does not hold yet, and how many it did.
+
+    Counted per key, not as a set: several access lines legitimately share a second
+    (and a path and a status), so a log holding three where two are stored adds one.
+    """
+    have = Counter(key(row) for row in stored)
+    fresh = []
+    for row in rows:
+        k = key(row)
+        if have[k]:
+            have[k] -= 1
+        else:
+            fresh.append(row)
+    return fresh, len(rows) - len(fresh)
+
+
+def _naive_utc(ts: datetime) -> datetime:
+    """Stored times read back zone-aware, parsed ones are naive UTC: compare them as naive."""
+    return ts.astimezone(UTC).replace(tzinfo=None) if ts.tzinfo is not None else ts
+
+
+def _sample_key(row: dict[str, Any]) -> Hashable:
+    return _naive_utc(row["ts"])
+
+
+def _request_key(row: dict[str, Any]) -> Hashable:
+    return (_naive_utc(row["ts"]), row["method"], row["path"], row["status"])
 
 
 def _sample_row(sample: Sample, label: str | None, offset: timedelta) -> dict[str, Any]:

@@ -16,7 +16,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 class RecordingStore:
-    """The two store methods import_log needs, keeping what it was given."""
+    """The store methods import_log needs, keeping what it was given (and reading it back
+    whole, whatever the window: these tests check parsing, not the window)."""
 
     def __init__(self):
         self.samples: list[dict] = []
@@ -29,6 +30,12 @@ class RecordingStore:
     def add_server_requests(self, rows):
         self.requests.extend(rows)
         return len(rows)
+
+    def server_samples(self, since=None, until=None, source=None):
+        return [r for r in self.samples if source in (None, r["source"])]
+
+    def server_requests(self, since=None, until=None, source=None):
+        return [r for r in self.requests if source in (None, r["source"])]
 
 
 @pytest.fixture
