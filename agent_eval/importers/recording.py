@@ -75,7 +75,7 @@ def record_import(
         summary.run_id = run_id
         return run_id
 
-    writer = BatchWriter(store, create_run, base_url=f"import:{fmt}")
+    writer = BatchWriter(store, None, base_url=f"import:{fmt}", create_run=create_run)
     try:
         for record in import_sessions(fmt, path, allowlist, model=model, on_skip=note_skip):
             summary.add(record)
@@ -134,15 +134,19 @@ class BatchWriter:
     """Buffers whole sessions and writes them several at a time, adding each new target
     (model name) to the run before its first session is written.
 
-    The run itself is created (through ``create_run``) only when the first batch is
-    written, and no batch is written before a session with a tool call arrives, the
-    buffer is full, or ``flush(create=True)`` is called at the end.
+    Given a ``run_id`` it writes into that run (``rescore`` does).  Given ``None`` and a
+    ``create_run``, the run is created only when the first batch is written, and no batch
+    is written before a session with a tool call arrives, the buffer is full, or
+    ``flush(create=True)`` is called at the end.
     """
 
-    def __init__(self, store, create_run: Callable[[], int], *, base_url: str) -> None:
+    def __init__(self, store, run_id: int | None, *, base_url: str,
+                 create_run: Callable[[], int] | None = None) -> None:
+        if run_id is None and create_run is None:
+            raise ValueError("BatchWriter needs a run_id or a create_run")
         self.store = store
         self.create_run = create_run
-        self.run_id: int | None = None
+        self.run_id = run_id
         self.base_url = base_url
         self.targets: set[str] = set()
         self.pending: list[SessionRecord] = []
