@@ -798,8 +798,18 @@ def test_resolve_run_skips_newer_runs_that_hold_no_sessions(store, ref):
     assert store.resolve_run(empty).id == empty
 
 
-def test_resolve_run_falls_back_to_the_newest_run_when_none_holds_sessions(store):
-    _run_with_sessions(store, "nightly", ())
-    newest = _run_with_sessions(store, "nightly", ())
+@pytest.mark.parametrize("status", ["running", "interrupted"])
+def test_resolve_run_keeps_an_empty_run_that_may_still_get_sessions(store, status):
+    _run_with_sessions(store, "nightly", ("a",))
+    resumable = _run_with_sessions(store, "nightly", ())
+    store.set_run_status(resumable, status)
+
+    assert store.resolve_run("latest").id == resumable
+
+
+def test_resolve_run_falls_back_to_the_newest_run_when_none_qualifies(store):
+    for _ in range(2):
+        newest = _run_with_sessions(store, "nightly", ())
+        store.set_run_status(newest, "failed")
 
     assert store.resolve_run("latest").id == newest

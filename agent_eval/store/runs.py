@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
-from sqlalchemy import Engine, Row, exists, insert, select, update
+from sqlalchemy import Engine, Row, exists, insert, or_, select, update
 
 from agent_eval.errors import ConfigError
 from agent_eval.store.database import write_transaction
@@ -157,12 +157,13 @@ def resolve_run(engine: Engine, ref: str | int) -> RunInfo:
     """The run a reference names: an id (``12`` or ``"12"``), ``latest``, ``label:NAME``.
 
     ``latest`` is the newest run that holds at least one session, and ``label:NAME`` the
-    newest such run with that label: a run that stored nothing (an import that failed
-    or found no session, a live run stopped before its first session) is skipped, so
-    ``report latest`` and ``gate --run latest`` never judge an empty run while a run
-    with sessions exists.  Only when no candidate holds a session is the newest
-    candidate itself returned (a store whose only run has just started).  An id always
-    names exactly that run.
+    newest such run with that label: a run that ended with nothing stored (``finished``
+    or ``failed`` with no session: an import that found nothing, a run whose server never
+    answered) is skipped, so ``report latest`` and ``gate --run latest`` never judge an
+    empty run while a run with sessions exists.  A ``running`` or ``interrupted`` run is
+    never skipped, empty or not: its sessions may still come, and ``run --resume latest``
+    must resume it rather than an older run.  When no run qualifies, the newest candidate
+    itself is returned.  An id always names exactly that run.
     """
     text = str(ref).strip()
     if isinstance(ref, int) or text.isdigit():
@@ -178,9 +179,12 @@ def resolve_run(engine: Engine, ref: str | int) -> RunInfo:
             f"run reference {text!r} is not a run: use an id, `latest` or `label:NAME`",
             field="run",
         )
-    holds_sessions = exists().where(sessions.c.run_id == runs.c.id)
+    worth_naming = or_(
+        exists().where(sessions.c.run_id == runs.c.id),
+        runs.c.status.in_(("running", "interrupted")),
+    )
     with engine.connect() as conn:
-        row = conn.execute(query.where(holds_sessions)).first() or conn.execute(query).first()
+        row = conn.execute(query.where(worth_naming)).first() or conn.execute(query).first()
     if row is None:
         raise ConfigError(f"run reference {text!r}: {missing}", field="run")
     return _run_info(row)
