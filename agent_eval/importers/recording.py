@@ -116,7 +116,7 @@ def refuse_empty_import(summary: ImportSummary, fmt: str, path: str | Path) -> N
     else:
         return
     hint = f" (try: {guess})" if guess not in (None, fmt) else ""
-    raise ConfigError(f"{found}; is this a {fmt} file?{hint}", path=str(path))
+    raise ConfigError(f"{found}; is this {_a(fmt)} file?{hint}", path=str(path))
 
 
 def with_format_hint(exc: ConfigError, fmt: str, path: str | Path) -> ConfigError:
@@ -125,7 +125,7 @@ def with_format_hint(exc: ConfigError, fmt: str, path: str | Path) -> ConfigErro
     guess = guess_format(path) if Path(path).exists() else None
     if guess in (None, fmt):
         return exc
-    hinted = ConfigError(f"{exc}; is this a {fmt} file? (try: {guess})")
+    hinted = ConfigError(f"{exc}; is this {_a(fmt)} file? (try: {guess})")
     hinted.path, hinted.field = exc.path, exc.field
     return hinted
 
@@ -175,3 +175,8 @@ class BatchWriter:
         self.store.record_sessions(self.run_id, self.pending)
         self.pending = []
         self.pending_calls = 0
+
+
+def _a(fmt: str) -> str:
+    """The format with its article: "an openai", "a claude-code"."""
+    return f"{'an' if fmt[0] in 'aeio' else 'a'} {fmt}"

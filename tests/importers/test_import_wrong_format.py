@@ -13,6 +13,10 @@ from agent_eval.store import open_store
 
 RALF = str(Path(__file__).resolve().parents[2] / "allowlists" / "ralf.yaml")
 
+def article(fmt: str) -> str:
+    return ("an " if fmt[0] in "aeio" else "a ") + fmt
+
+
 FILES = {
     "tau-bench": ("openai", "sessions/tau-bench__gpt-4o__airline-task0-trial0.json"),
     "opencode-export": ("opencode", "format-fixtures/opencode-1.18.34/opencode-export.json"),
@@ -59,7 +63,7 @@ def test_wrong_format_exits_2_names_the_likely_format_and_stores_nothing(corpus_
     assert result.exit_code == 2, result.output
     [error] = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
     assert error.startswith(f"Error: {path}: ")
-    assert error.endswith(f"is this a {fmt} file? (try: {FILES[name][0]})")
+    assert error.endswith(f"is this {article(fmt)} file? (try: {FILES[name][0]})")
     assert "Traceback" not in result.output
     assert stored_runs(tmp_path / "s.db") == []
 
@@ -83,7 +87,7 @@ def test_the_error_counts_what_was_found_and_skipped(corpus_files, tmp_path, fmt
     result = import_file(fmt, path, tmp_path / "s.db")
 
     assert result.stderr.splitlines()[-1] == (
-        f"Error: {path}: {found}; is this a {fmt} file? (try: {FILES[name][0]})"
+        f"Error: {path}: {found}; is this {article(fmt)} file? (try: {FILES[name][0]})"
     )
 
 
