@@ -78,7 +78,8 @@ def perf(
             samples = samples_from_rows(store.server_samples(start, end + span, source))
             requests = requests_from_rows(store.server_requests(start, end + span, source))
             calls = list(store.call_rows([run.id]))
-            work = useful_work(calls, sessions, samples, requests, start=start, end=end)
+            work = useful_work(calls, sessions, samples, requests, start=start, end=end,
+                               reach=end + span)
             scope = f"Run {run.id}" + (f" ({run.label})" if run.label else "")
             scope += f": {start:%Y-%m-%d %H:%M:%S} to {end:%Y-%m-%d %H:%M:%S} UTC"
         else:

@@ -27,7 +27,6 @@ Server samples come from ``agent-eval import vllm-log FILE`` (or ``llamacpp-log`
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -37,7 +36,6 @@ from agent_eval.serverlogs import (
     Request,
     Sample,
     UsefulWork,
-    busy_generation_tps,
     perf_tables,
     useful_work,
 )
@@ -127,8 +125,7 @@ def build_run_throughput(
     if not samples:
         return RunThroughput(run_id, start, end, NO_SAMPLES, None, None)
     tables = perf_tables(samples, requests, window_s=window_s)
-    work = _server_work(useful_work(calls, sessions, samples, requests, start=start, end=end),
-                        samples, requests)
+    work = useful_work(calls, sessions, samples, requests, start=start, end=end, reach=reach)
     return RunThroughput(
         run_id=run_id,
         start=start,
@@ -148,18 +145,6 @@ def build_run_throughput(
 def server_reach(end: datetime, window_s: float = WINDOW_S) -> datetime:
     """The last moment a server line still belongs to a run that ended at ``end``."""
     return end + timedelta(seconds=window_s)
-
-
-def _server_work(work: UsefulWork, samples: list[Sample], requests: list[Request]) -> UsefulWork:
-    """``useful_work`` with its server figures taken from the section's lines (it keeps
-    only lines up to the run's end itself); rates still per minute of the run."""
-    completions = sum(1 for r in requests if r.is_completion)
-    return dataclasses.replace(
-        work,
-        completions=completions,
-        completions_per_min=completions / work.minutes if work.minutes > 0 else None,
-        generation_tps=busy_generation_tps(samples),
-    )
 
 
 def work_line(work: UsefulWork) -> str:

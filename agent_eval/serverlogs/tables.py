@@ -236,16 +236,22 @@ def useful_work(
     *,
     start: datetime,
     end: datetime,
+    reach: datetime | None = None,
 ) -> UsefulWork:
-    """Useful work per minute beside tokens/s for one run window (see :class:`UsefulWork`)."""
+    """Useful work per minute beside tokens/s for one run window (see :class:`UsefulWork`).
+
+    Server lines count from ``start`` up to ``reach`` (default ``end``): a throughput line
+    printed a few seconds after the run's last reply still describes the run, so callers
+    pass ``end`` plus one log window.  Rates are per minute of the run itself."""
+    reach = end if reach is None else reach
     counted = [s for s in sessions if s.status != "error"]
     ok_ids = {s.id for s in counted}
     decisions = [c.decision for c in calls if c.session_id in ok_ids]
     allowed = decisions.count("allow")
     denied = decisions.count("deny")
     handshakes = sum(1 for s in counted if s.handshake_required > 0 and s.handshake_completed)
-    in_window = [s for s in samples if start <= s.ts <= end]
-    completions = sum(1 for r in requests if r.is_completion and start <= r.ts <= end)
+    in_window = [s for s in samples if start <= s.ts <= reach]
+    completions = sum(1 for r in requests if r.is_completion and start <= r.ts <= reach)
     minutes = (end - start).total_seconds() / 60
 
     def rate(count: int, per_minutes: float) -> float | None:

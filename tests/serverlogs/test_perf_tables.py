@@ -195,6 +195,14 @@ def test_useful_work_beside_speed_over_a_run_window():
     assert work.generation_tps == pytest.approx(72.5)
 
 
+def test_server_lines_just_after_the_run_count_up_to_reach_but_rates_stay_per_run_minute():
+    late = [Request(at(125), "a", "POST", "/v1/chat/completions", 200)]
+    plain = useful_work([], [], [], late, start=at(0), end=at(120))
+    reached = useful_work([], [], [], late, start=at(0), end=at(120), reach=at(130))
+    assert plain.completions == 0
+    assert (reached.completions, reached.completions_per_min) == (1, 0.5)
+
+
 def test_useful_work_of_an_empty_window_has_no_rates():
     work = useful_work([], [], [], [], start=at(0), end=at(0))
     assert (work.allowed_per_min, work.handshakes_per_hour, work.generation_tps) == (
