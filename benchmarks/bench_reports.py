@@ -41,7 +41,7 @@ from sqlalchemy import insert, make_url, text  # noqa: E402
 
 from agent_eval.policy import check_call, load_allowlist  # noqa: E402
 from agent_eval.store import open_store  # noqa: E402
-from agent_eval.store.tables import sessions, tool_calls  # noqa: E402
+from agent_eval.store.schema import sessions, tool_calls  # noqa: E402
 from agent_eval.transcript import (  # noqa: E402
     CallRecord,
     FindingRecord,

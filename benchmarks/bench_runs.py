@@ -41,8 +41,8 @@ sys.path.insert(0, str(REPO))
 
 import openai  # noqa: E402
 
-from agent_eval.client import SEED_HEADER, ModelClient, Target  # noqa: E402
-from agent_eval.run import execute_run, plan_run, start_run  # noqa: E402
+from agent_eval.live.client import SEED_HEADER, ModelClient, Target  # noqa: E402
+from agent_eval.live.run import execute_run, plan_run, start_run  # noqa: E402
 from agent_eval.scenario import Suite, load_suite  # noqa: E402
 from agent_eval.store import open_store  # noqa: E402
 

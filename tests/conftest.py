@@ -62,7 +62,7 @@ def store(request, tmp_path):
 def _empty_postgres(store) -> None:
     from sqlalchemy import text
 
-    from agent_eval.store.tables import metadata
+    from agent_eval.store.schema import metadata
 
     names = ", ".join(f'"{t.name}"' for t in metadata.sorted_tables)
     with store.engine.begin() as conn:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
+from agent_eval.analysis.comparison import compare_runs
 from agent_eval.cli import main
-from agent_eval.comparison import compare_runs
 from agent_eval.metrics import flipped_scenarios, repeat_stats, summarize
 from agent_eval.store import open_store
 from agent_eval.transcript import CallRecord, HandshakeResult, SessionRecord

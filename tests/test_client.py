@@ -21,7 +21,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from multidict import CIMultiDict
 
-from agent_eval.client import (
+from agent_eval.errors import ConfigError, HarnessFault, ServerUnreachable
+from agent_eval.live.client import (
     SEED_HEADER,
     ModelClient,
     Sampling,
@@ -32,7 +33,6 @@ from agent_eval.client import (
     load_targets,
     target_from_settings,
 )
-from agent_eval.errors import ConfigError, HarnessFault, ServerUnreachable
 
 CORPORA = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpora"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_eval.gate import evaluate_gate, render_gate_markdown, render_gate_text
+from agent_eval.analysis.gate import evaluate_gate, render_gate_markdown, render_gate_text
 from agent_eval.metrics import summarize
 from agent_eval.transcript import CallRow, SessionRow
 

@@ -10,11 +10,11 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from scripted import ScriptedModel
 
 from agent_eval.errors import HarnessFault
-from agent_eval.orchestrator import TEXT_CALL_TOOL, run_session
+from agent_eval.live.orchestrator import TEXT_CALL_TOOL, run_session
 from agent_eval.scenario import instantiate, load_suite
-from agent_eval.scripted import ScriptedModel
 
 SUITE = load_suite(Path(__file__).resolve().parents[1] / "scenarios" / "ralf")
 

@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 from agent_eval.cli import main
 from agent_eval.importers.recording import record_import
+from agent_eval.importers.rescore import rescore, rescore_run
 from agent_eval.policy import allowlist_from_dict, load_allowlist
-from agent_eval.rescore import rescore, rescore_run
 
 ROOT = Path(__file__).resolve().parents[1]
 RALF = ROOT / "allowlists" / "ralf.yaml"

@@ -25,7 +25,7 @@ from agent_eval.store import (
     upgrade,
 )
 from agent_eval.store import database as store_database
-from agent_eval.store.tables import (
+from agent_eval.store.schema import (
     NUL_STAND_IN,
     findings,
     metadata,

@@ -39,7 +39,7 @@ def compare(run_a, run_b, by, markdown_path, db) -> None:
     moved (e.g. `AE301 -> allowed: 12 calls`).  Sessions that ended in a server fault are
     left out.  Exit codes: 0 done, 2 bad run or option.
     """
-    from agent_eval.comparison import (
+    from agent_eval.analysis.comparison import (
         compare_runs,
         render_comparison_markdown,
         render_comparison_text,

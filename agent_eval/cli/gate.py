@@ -50,8 +50,8 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     of that label yet (the first nightly), is skipped and says so.  Sessions that ended
     in a server fault are left out of every rate.  Prints each check with its numbers.
     """
+    from agent_eval.analysis.gate import evaluate_gate, render_gate_markdown, render_gate_text
     from agent_eval.cli.tables import summarize_runs
-    from agent_eval.gate import evaluate_gate, render_gate_markdown, render_gate_text
     from agent_eval.store import open_store
 
     classes = parse_max_class(max_class)

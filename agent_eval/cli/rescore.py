@@ -25,8 +25,8 @@ def rescore(run: str, allowlist_path: Path, label: str | None, db: str | None) -
 
     Example: agent-eval rescore 12 --allowlist loose.yaml
     """
+    from agent_eval.importers.rescore import rescore as rescore_stored
     from agent_eval.policy import load_allowlist
-    from agent_eval.rescore import rescore as rescore_stored
     from agent_eval.store import open_store
 
     allowlist = load_allowlist(allowlist_path)

@@ -75,8 +75,8 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
     Exit codes: 0 done (error sessions included), 2 bad option or file, 3 model server
     unreachable at the start or gone mid-run (run left `interrupted`), 130 Ctrl-C.
     """
-    from agent_eval.client import load_run_config
-    from agent_eval.run import load_run_plan, plan_run
+    from agent_eval.live.client import load_run_config
+    from agent_eval.live.run import load_run_plan, plan_run
     from agent_eval.scenario import load_suite
     from agent_eval.store import open_store
 
@@ -106,7 +106,7 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
 
 
 def _start_and_play(store, suite_obj, targets, repeats, label) -> int:
-    from agent_eval.run import plan_run, probe_targets, start_run
+    from agent_eval.live.run import plan_run, probe_targets, start_run
 
     server_models = asyncio.run(probe_targets(targets))
     run_id = start_run(store, suite_obj, targets, repeats, label=label,
@@ -117,7 +117,7 @@ def _start_and_play(store, suite_obj, targets, repeats, label) -> int:
 
 
 def _play(store, run_id, items, suite_obj, targets, *, probe: bool) -> None:
-    from agent_eval.run import RunTally, execute_run, probe_targets
+    from agent_eval.live.run import RunTally, execute_run, probe_targets
 
     console = _console()
     if probe and items:
@@ -163,7 +163,7 @@ def print_run_tables(store, run_ids: list[int], console: Console) -> None:
 
 
 def _target_from_options(name, base_url, model, concurrency, knobs):
-    from agent_eval.client import Sampling, Target
+    from agent_eval.live.client import Sampling, Target
 
     if not base_url.startswith(("http://", "https://")):
         raise ConfigError(f"{base_url!r} is not a URL; give one such as "
@@ -215,7 +215,7 @@ def demo(repeats, profiles, concurrency, report, db) -> None:
     each profile, stores everything in SQLite (agent_eval.db, or --db), prints the
     per-model failure-class table and the path of the HTML report.
     """
-    from agent_eval.client import Target
+    from agent_eval.live.client import Target
     from agent_eval.scenario import load_suite
     from agent_eval.sim import PROFILES, get_profile, run_sim_in_thread
     from agent_eval.store import open_store

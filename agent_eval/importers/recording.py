@@ -21,8 +21,8 @@ from pathlib import Path
 from agent_eval.errors import ConfigError
 from agent_eval.importers import import_sessions
 from agent_eval.importers.detect import guess_format
+from agent_eval.importers.outcome import ImportSummary
 from agent_eval.importers.source import SkipReporter
-from agent_eval.importers.summary import ImportSummary
 from agent_eval.policy import ENGINE_VERSION, AllowList
 from agent_eval.transcript import SessionRecord
 

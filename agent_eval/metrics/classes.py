@@ -11,21 +11,10 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from agent_eval.metrics.stats import Rate
+from agent_eval.policy import PRECEDENCE  # the registry owns the order; reports follow it
 
 if TYPE_CHECKING:
     from agent_eval.metrics.summary import GroupSummary
-
-try:  # the registry owns the order when it is there; DESIGN.md's order is the same
-    from agent_eval.policy import PRECEDENCE as _REGISTRY_PRECEDENCE
-except ImportError:  # pragma: no cover - depends on whether policy/rules.py has landed
-    _REGISTRY_PRECEDENCE = None
-
-PRECEDENCE: tuple[str, ...] = tuple(_REGISTRY_PRECEDENCE or ()) or (
-    "AE101", "AE102", "AE103", "AE104",
-    "AE202", "AE201",
-    "AE305", "AE308", "AE306", "AE301", "AE304", "AE302", "AE303", "AE312", "AE313",
-    "AE307", "AE309", "AE310", "AE311", "AE320",
-)  # fmt: skip
 
 UNCLASSIFIED = "unclassified"  # a denied call stored without a primary code
 TOTAL = "total"  # label of the last row of :func:`class_table`

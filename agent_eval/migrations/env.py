@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from agent_eval.store.tables import metadata
+from agent_eval.store.schema import metadata
 
 connection = context.config.attributes.get("connection")
 if connection is None:

@@ -18,7 +18,7 @@ The section's window, stated once (the template, README and summary.json point h
 
 Nothing is bucketed here: :func:`agent_eval.serverlogs.perf_tables` and
 :func:`agent_eval.serverlogs.useful_work` do it, with the bucket definitions in
-``agent_eval/serverlogs/tables.py``; the run window and the sample query are the ones
+``agent_eval/serverlogs/speed.py``; the run window and the sample query are the ones
 ``agent-eval perf --run`` uses, so the tables and the call rates match that command.
 (``perf --run`` counts useful work's server completions and generation tokens/s over
 start..end only; the two differ only when server lines fall in the 10 s after the end.)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from agent_eval.errors import ConfigError
 from agent_eval.policy import RULES
+from agent_eval.report.ci_files import junit_xml, summary_json, summary_markdown
 from agent_eval.report.index import CallTally, build_index_page, column_namer, session_links
 from agent_eval.report.pages import (
     RULES_DIR,
@@ -29,7 +30,6 @@ from agent_eval.report.pages import (
     build_session_page,
 )
 from agent_eval.report.render import render_index, render_rule, render_session
-from agent_eval.report.summary import junit_xml, summary_json, summary_markdown
 from agent_eval.report.throughput import read_run_throughput
 
 

@@ -10,7 +10,7 @@ CONTEXT.md, "Speed matters only next to reliability".
 from agent_eval.serverlogs.importing import LOG_FORMATS, ImportStats, LogFormat, import_log
 from agent_eval.serverlogs.llamacpp import parse_llamacpp_log
 from agent_eval.serverlogs.records import CHAT_PATH, LogStats, Request, Sample
-from agent_eval.serverlogs.tables import (
+from agent_eval.serverlogs.speed import (
     CompletionsRow,
     GenerationRow,
     PerfTables,

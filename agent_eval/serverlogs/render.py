@@ -6,7 +6,7 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from agent_eval.serverlogs.tables import PerfTables, UsefulWork
+from agent_eval.serverlogs.speed import PerfTables, UsefulWork
 
 DEFINITIONS = (
     "Each throughput sample is one window (the interval its line closes, at most "

@@ -42,8 +42,8 @@ from agent_eval.store.database import (
 )
 from agent_eval.store.reads import SessionCounts
 from agent_eval.store.runs import RunInfo, RunKind, RunStatus, TargetInfo, scrub_secrets
+from agent_eval.store.schema import server_requests, server_samples
 from agent_eval.store.sessions import StoredSession
-from agent_eval.store.tables import server_requests, server_samples
 from agent_eval.transcript import CallRow, SessionRecord, SessionRow, TurnRow
 
 __all__ = [

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Engine, Select, func, select
 
-from agent_eval.store.tables import sessions, targets, tool_calls, turns
+from agent_eval.store.schema import sessions, targets, tool_calls, turns
 from agent_eval.transcript import CallRow, SessionRow, TurnRow
 
 STREAM_BATCH = 2000

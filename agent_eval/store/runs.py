@@ -15,7 +15,7 @@ from sqlalchemy import Engine, Row, exists, insert, or_, select, update
 
 from agent_eval.errors import ConfigError
 from agent_eval.store.database import write_transaction
-from agent_eval.store.tables import runs, sessions, targets
+from agent_eval.store.schema import runs, sessions, targets
 
 RunKind = Literal["live", "import", "rescore"]
 """``live``: sessions driven against a model server; ``import``: transcripts from another

@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from agent_eval.errors import ConfigError
 from agent_eval.store.database import write_transaction
-from agent_eval.store.tables import findings, sessions, targets, tool_calls, turns
+from agent_eval.store.schema import findings, sessions, targets, tool_calls, turns
 from agent_eval.transcript import (
     EXIT_STATES,
     CallRecord,

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Iterator
 
 from sqlalchemy import Engine, Select, select
 
+from agent_eval.store.schema import findings, sessions, targets, tool_calls, turns
 from agent_eval.store.sessions import rebuild_session
-from agent_eval.store.tables import findings, sessions, targets, tool_calls, turns
 from agent_eval.transcript import FindingRecord
 
 STREAM_BATCH = 500

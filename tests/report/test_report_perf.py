@@ -22,7 +22,7 @@ from agent_eval.report import write_report
 from agent_eval.report.throughput import NO_SAMPLES
 from agent_eval.serverlogs import import_log
 from agent_eval.store import open_store
-from agent_eval.store.tables import runs
+from agent_eval.store.schema import runs
 from agent_eval.transcript import HandshakeResult
 
 T0 = datetime(2025, 8, 1, 12, 0, 0, tzinfo=UTC)

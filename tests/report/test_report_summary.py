@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
-from agent_eval.report.summary import SUMMARY_KEYS
+from agent_eval.report.ci_files import SUMMARY_KEYS
 
 
 def _summary(report) -> dict:

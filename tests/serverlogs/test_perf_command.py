@@ -88,7 +88,7 @@ def test_source_filter_and_empty_window(db, tmp_path):
 def test_perf_for_a_run_shows_useful_work_beside_speed(db, tmp_path):
     from sqlalchemy import update
 
-    from agent_eval.store.tables import runs
+    from agent_eval.store.schema import runs
 
     with store_module.open_store(db) as store:
         run_id = store.create_run(label="night", kind="live", suite=None, config={}, fingerprint={})

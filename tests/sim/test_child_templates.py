@@ -11,12 +11,12 @@ import random
 import pytest
 from simplay import REPO
 
-from agent_eval.client import ModelClient
-from agent_eval.orchestrator import run_session
+from agent_eval.live.client import ModelClient
+from agent_eval.live.orchestrator import run_session
+from agent_eval.live.targets import Target
 from agent_eval.scenario import instantiate, load_suite
 from agent_eval.sim import SimServer, get_profile, plan_reply
 from agent_eval.sim.behaviour import index_tasks
-from agent_eval.targets import Target
 
 RALF = REPO / "scenarios" / "ralf"
 if not any(RALF.glob("*.yaml")):

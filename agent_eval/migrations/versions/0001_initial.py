@@ -4,7 +4,7 @@ Revision ID: 0001
 Revises:
 Create Date: 2025-01-01
 
-Written out in full rather than built from ``agent_eval.store.tables`` so that later
+Written out in full rather than built from ``agent_eval.store.schema`` so that later
 changes to the tables never rewrite history; a test checks the two still agree at head.
 """
 

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from agent_eval import __version__
-from agent_eval.client import ModelClient, Target, target_from_settings
 from agent_eval.errors import ConfigError, HarnessFault
-from agent_eval.orchestrator import run_session
+from agent_eval.live.client import ModelClient, Target, target_from_settings
+from agent_eval.live.orchestrator import run_session
 from agent_eval.policy import ENGINE_VERSION
 from agent_eval.scenario import LoadedScenario, Suite, load_suite
 from agent_eval.store import Store

@@ -32,7 +32,7 @@ import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from agent_eval.errors import ConfigError, HarnessFault, ServerUnreachable
-from agent_eval.targets import (
+from agent_eval.live.targets import (
     RunConfig,
     Sampling,
     Target,

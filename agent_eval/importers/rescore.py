@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from agent_eval.importers import Judge
+from agent_eval.importers.outcome import ImportSummary
 from agent_eval.importers.recording import BatchWriter
 from agent_eval.importers.source import ImportedCall, kind_of_tool
-from agent_eval.importers.summary import ImportSummary
 from agent_eval.policy import ENGINE_VERSION, AllowList
 from agent_eval.transcript import CallRecord, SessionRecord, assign_next_actions
 
