@@ -6,7 +6,7 @@ Every difference reads **b − a** (run b against baseline run a), per 100 calls
 rates and in percentage points for shares (handshake completion, pivots).  Each one is a
 ``RateComparison``: a 95% Wald interval of the difference, the pooled two-proportion
 z-test that decides "significant" at alpha 0.05, and Fisher's exact p beside it because
-counts here are small (CONTEXT.md "Noise").  A scenario **flipped** when its outcome
+counts here are small (docs/design.md "Noise").  A scenario **flipped** when its outcome
 (every repeat passed, as ``agent_eval.metrics.repeats`` defines a pass) differs between
 the runs; ``fixed`` passes in b where it failed in a, ``broke`` the reverse.
 
@@ -140,7 +140,7 @@ def compare_runs(
 
 def compare_recovery(a: GroupSummary, b: GroupSummary) -> dict[NextAction, RateComparison]:
     """Each next action's share of denials, b against a (the reaction to denial that
-    CONTEXT.md's users compare: pivot at once, or retry denied variants, or give up)."""
+    docs/design.md's users compare: pivot at once, or retry denied variants, or give up)."""
     return {
         action: compare_rates(a.recovery.actions[action].k, a.recovery.denials,
                               b.recovery.actions[action].k, b.recovery.denials)

@@ -20,11 +20,11 @@ BUNDLED_SUITE = Path(__file__).resolve().parents[2] / "scenarios" / "ralf"
 
 def _sampling_options(f):
     opts = [
-        click.option("--temperature", type=float, help="Sampling temperature (CONTEXT: 1.0)."),
-        click.option("--top-p", type=float, help="Nucleus sampling (CONTEXT: 0.95)."),
+        click.option("--temperature", type=float, help="Sampling temperature (typical agent setting: 1.0)."),
+        click.option("--top-p", type=float, help="Nucleus sampling (typical agent setting: 0.95)."),
         click.option("--top-k", type=int, help="Top-k, sent in the body as vLLM accepts it."),
         click.option("--min-p", type=float, help="Min-p, sent in the body."),
-        click.option("--presence-penalty", type=float, help="Presence penalty (CONTEXT: 1.5)."),
+        click.option("--presence-penalty", type=float, help="Presence penalty (typical agent setting: 1.5)."),
         click.option("--repetition-penalty", type=float, help="Repetition penalty, in the body."),
         click.option("--enable-thinking/--disable-thinking", default=None,
                      help="chat_template_kwargs.enable_thinking for Qwen templates."),
@@ -154,7 +154,7 @@ def _play(store, run_id, items, suite_obj, targets, *, probe: bool) -> None:
 
 
 def print_run_tables(store, run_ids: list[int], console: Console) -> None:
-    """The per-target table and the class breakdown, as CONTEXT.md draws them."""
+    """The per-target table and the class breakdown, as docs/design.md draws them."""
     from agent_eval.cli.tables import render_class_table, render_target_table, summarize_runs
 
     summaries = summarize_runs(store, run_ids)

@@ -1,4 +1,4 @@
-"""Terminal tables shared by ``run``, ``demo`` and ``report``: the two CONTEXT.md tables."""
+"""Terminal tables shared by ``run``, ``demo`` and ``report``: the two docs/design.md tables."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ Formats (``FORMATS``)::
     claude-code     ~/.claude/projects/*/*.jsonl transcripts, stream-json output
     mini-swe-agent  .traj.json trajectories (bash actions, format errors)
     swe-agent       SWE-agent 0.x .traj trajectories (ACI commands and bash)
-    call-records    flat JSONL, one call a line (../shared/corpora/real-tool-calls.jsonl)
+    call-records    flat JSONL, one call a line (e.g. a corpus of real agent tool calls)
 
 Tool mapping: the reader says whether a source tool runs a shell command or reads a file
 (``Bash``/``bash``/``shell``, ``Read``/``read``/``view``) and pulls out the command or

@@ -1,5 +1,5 @@
 """Read flat call records: one JSON object per tool call, the shape of
-``../shared/corpora/real-tool-calls.jsonl`` (fields ``source_repo``, ``model``,
+a corpus of real agent tool calls (fields ``source_repo``, ``model``,
 ``session_id``, ``turn``, ``tool``, ``command``, ``args_json``, ``result_status``,
 ``result_excerpt``).
 

@@ -1,8 +1,8 @@
 """Failure classes in report order: the primary-class precedence and the class breakdown table.
 
 A denied call is counted once, under its primary code, so class rates add up to the total
-errors per 100 calls (CONTEXT.md's breakdown table).  Classes are listed in the registry's
-precedence (DESIGN.md "Primary class"), which is also the order reports show them in.
+errors per 100 calls (docs/design.md's breakdown table).  Classes are listed in the registry's
+precedence (docs/design.md "Primary class"), which is also the order reports show them in.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def order_classes(codes: Iterable[str]) -> list[str]:
 def class_table(
     summaries: Mapping[str, GroupSummary], *, all_classes: bool = False
 ) -> list[tuple[str, dict[str, Rate]]]:
-    """CONTEXT.md's breakdown table: one row per class, one column per group.
+    """docs/design.md's breakdown table: one row per class, one column per group.
 
     Rows are the classes present in any group (every registry class with
     ``all_classes``), in precedence order, then a ``"total"`` row with each group's

@@ -1,7 +1,7 @@
 """Side-by-side comparison of two groups (targets, runs): what changed, and is it real.
 
 Every difference is a :class:`RateComparison`, so each carries its 95% interval and the
-two-proportion z-test that decides ``significant`` (CONTEXT.md: 9/161 against 19/158 is a
+two-proportion z-test that decides ``significant`` (docs/design.md: 9/161 against 19/158 is a
 real difference; smaller gaps often are not).  Comparisons are fair only on the same
 scenario mix; sampling to a common mix is the caller's job.
 """

@@ -1,6 +1,6 @@
 """Repeats: pass^k, flip rate, and scenarios that flipped between two runs or targets.
 
-Repeated agentic runs flip (CONTEXT.md "Noise"), so the same scenario is run k times and
+Repeated agentic runs flip (docs/design.md "Noise"), so the same scenario is run k times and
 its outcomes are compared.  **A repeat passes** when its top-level session ended
 ``completed`` and no call in it, or in any child session it spawned, was denied.  This is
 the one definition used everywhere below.  Repeats that ended ``error`` (a server or

@@ -1,6 +1,6 @@
 """Small-sample statistics for error rates: Wilson intervals, two-proportion tests, percentiles.
 
-About 150 calls per model is a small sample (CONTEXT.md "Noise"), so every rate carries an
+About 150 calls per model is a small sample (docs/design.md "Noise"), so every rate carries an
 interval and every difference a test.  Stdlib ``math`` only, so reports and the gate can
 run anywhere.  All functions are pure and never divide by zero: an empty denominator gives
 ``None`` rates and a p-value of 1.0 (no evidence of a difference).
@@ -93,7 +93,7 @@ class RateComparison:
 def compare_rates(k1: int, n1: int, k2: int, n2: int, *, alpha: float = ALPHA) -> RateComparison:
     """Compare ``k1/n1`` (a, the baseline) with ``k2/n2`` (b).
 
-    CONTEXT.md's numbers: 9/161 against 19/158 gives z ≈ 2.03, p ≈ 0.042 (significant);
+    docs/design.md's numbers: 9/161 against 19/158 gives z ≈ 2.03, p ≈ 0.042 (significant);
     9/161 against 13/128 gives p ≈ 0.15 (not).  With an empty side there is nothing to
     compare: the difference is ``None`` and both p-values are 1.0.
     """

@@ -1,14 +1,14 @@
 """Per-group summaries of stored rows: error rates, classes, exit states, handshake,
 recovery after denial and speed, in one pass over each input.
 
-Definitions (DESIGN.md "Metrics", CONTEXT.md) as implemented here:
+Definitions (docs/design.md "Metrics", docs/design.md) as implemented here:
 
 * Sessions with status ``error`` (server or harness faults) are counted in
   ``error_sessions`` and ``exit_states`` only.  Their calls and turns are left out of every
   other figure, so a crashing server never shows up as model errors.
 * ``errors`` is denied calls per 100 tool calls.  A denied call counts once, under its
   primary code, so the ``classes`` rates add up to ``errors``.
-* ``messages`` is the sum of ``SessionRow.n_messages`` (CONTEXT.md's "messages" column).
+* ``messages`` is the sum of ``SessionRow.n_messages`` (docs/design.md's "messages" column).
 * A session belongs to one group per key, except ``by="tag"``: it counts once in each of
   its tags (so tag columns may add up to more than the whole), and an untagged session is
   in no tag group.  ``by="all"`` puts everything in one group named ``"all"``.
@@ -88,7 +88,7 @@ class SpeedStats:
     Throughput divides work by the group's wall window, first session start to last
     session finish: ``completions_per_min`` counts model replies (``SessionRow.n_turns``),
     ``allowed_calls_per_min`` allowed tool calls, ``completed_sessions_per_hour`` sessions
-    that ended ``completed`` — useful work, not raw token speed (CONTEXT.md "Speed").
+    that ended ``completed`` — useful work, not raw token speed (docs/design.md "Speed").
     """
 
     turns: int

@@ -15,7 +15,7 @@ How a bash command is judged (each step fails closed):
    pre-scan that keeps the engine fast on real traffic).
 
 Expansion detection is the lexer's job, not bashlex's: bashlex invents substitutions
-inside single quotes and misses some after a quote (see DESIGN.md).  No Unicode
+inside single quotes and misses some after a quote (see docs/design.md).  No Unicode
 normalisation is done anywhere (``；`` is not ``;``).
 
 Verdicts of ``check_command`` and ``check_read`` are kept in a bounded cache keyed by the

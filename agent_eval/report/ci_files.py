@@ -155,7 +155,7 @@ def _target_dict(s: GroupSummary, repeats: RepeatSummary | None) -> dict:
 
 
 def summary_markdown(page: IndexPage) -> str:
-    """The two CONTEXT.md tables plus handshake and recovery, as GitHub Markdown; short
+    """The two docs/design.md tables plus handshake and recovery, as GitHub Markdown; short
     enough for a CI step summary or a PR comment."""
     lines = [f"## {_md(page.title)}", ""]
     lines += _md_table(

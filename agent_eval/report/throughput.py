@@ -1,6 +1,6 @@
 """The index's "Server throughput" section: what the server logged inside each run's window.
 
-Speed is shown only next to reliability (CONTEXT.md, "Speed matters only next to
+Speed is shown only next to reliability (docs/design.md, "Speed matters only next to
 reliability"): beside the generation / prefill / completions tables by concurrency sits
 the run's useful work, allowed tool calls per minute and completed handshakes per hour,
 against the average generation tokens/s of the busy windows.

@@ -4,7 +4,7 @@ Parsing is pure (``vllm``, ``llamacpp``: lines in, :class:`Sample`/:class:`Reque
 never an exception on content); bucketing is pure (``tables``: the ``perf`` tables and
 useful work per minute, definitions in its docstring); ``importing`` is the only part
 that touches files and the store.  Speed is reported only next to reliability: see
-CONTEXT.md, "Speed matters only next to reliability".
+docs/design.md, "Speed matters only next to reliability".
 """
 
 from agent_eval.serverlogs.importing import LOG_FORMATS, ImportStats, LogFormat, import_log

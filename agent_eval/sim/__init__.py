@@ -3,7 +3,7 @@
 An OpenAI-compatible HTTP server on loopback (``/v1/models``, ``/v1/chat/completions``,
 streaming and not) that answers like vLLM with ``--tool-call-parser`` and
 ``--reasoning-parser``: parsed tool calls, reasoning text and usage.  Seeded behaviour
-profiles play the failure classes of CONTEXT.md over a scenario suite; fault knobs play a
+profiles play the failure classes of docs/design.md over a scenario suite; fault knobs play a
 server that is slow, failing, hanging, truncating or dropping connections.  It never
 executes anything.  Public surface::
 

@@ -3,7 +3,7 @@
 Each :class:`Mutation` turns one reference step into a call that the policy engine denies
 under the step's allow-list, and is named by the AE code it is meant to produce (the
 registry in ``agent_eval.policy`` owns the codes; a test checks every mutation against
-``check_call``).  The variants are the real signatures from CONTEXT.md: ``| head``,
+``check_call``).  The variants are the real signatures from docs/design.md: ``| head``,
 ``2>&1``, ``cd ... &&``, ``cat << REPORT_EOF``, ``timeout 60``, bare ``ls``/``curl``,
 ``python -c``, invented scripts and flags, blocked read paths, a script called as a tool.
 

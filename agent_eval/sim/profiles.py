@@ -1,7 +1,7 @@
 """Behaviour profiles: how a simulated model errs, and what it does after a denial.
 
 A :class:`Profile` is a small record of probabilities.  Each one imitates a column of
-CONTEXT.md's failure table (errors per 100 tool calls by class); the rates there are per
+docs/design.md's failure table (errors per 100 tool calls by class); the rates there are per
 call *including* retries, so the per-step mistake probability is lower than the column
 total for profiles that retry denied variants.  ``tests/sim/test_calibration.py`` walks a
 suite with each profile and checks the resulting rates and class mix.
@@ -99,7 +99,7 @@ PROFILES: dict[str, Profile] = {
         ),
         Profile(
             name="inventor",
-            imitates="no CONTEXT.md column: a flag guesser that invents scripts and flags "
+            imitates="no docs/design.md column: a flag guesser that invents scripts and flags "
             "(unlisted-script, unknown-flag, invalid-argument dominate)",
             p_mistake=0.1,
             mix=(("AE309", 3.0), ("AE310", 3.0), ("AE311", 3.0), ("AE307", 0.5)),

@@ -229,7 +229,7 @@ def _session_values(run_id: int, target_id: int, r: SessionRecord) -> dict:
         "handshake_completed": r.handshake.completed,
         "handshake_missed_step": r.handshake.missed_step,
         "n_turns": len(r.turns),
-        # model messages, as CONTEXT.md counts them: replies, not prompts or tool results
+        # model messages, as docs/design.md counts them: replies, not prompts or tool results
         "n_messages": sum(1 for m in r.messages if m.get("role") == "assistant"),
         "n_calls": len(r.calls),
         "messages": r.messages,
