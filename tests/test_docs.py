@@ -59,10 +59,18 @@ def test_readme_opens_with_install_and_demo():
 
 def test_ci_runs_exactly_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    pattern = re.compile(r"^    \$ (python -m pytest.*)$", re.M)
-    (readme_cmd,) = pattern.findall(README)[:1]
-    assert "sed -n 's/^    \\$ \\(python -m pytest.*\\)$/\\1/p' README.md" in ci
-    assert readme_cmd.startswith("python -m pytest")
+    quick = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    lines = [ln.strip() for ln in quick.splitlines() if ln.strip().startswith("$ ")]
+    assert lines == ["$ pip install -e . && agent-eval demo", "$ bash scripts/test.sh"]
+    assert "sed -n 's/^    \\$ \\(bash scripts\\/test\\.sh.*\\)$/\\1/p' README.md" in ci
+    assert 'eval "$test_cmd"' in ci
+
+
+def test_the_test_command_installs_the_extras_and_runs_the_whole_suite():
+    script = (ROOT / "scripts" / "test.sh").read_text(encoding="utf-8")
+    assert "pip install -q -e '.[test]'" in script
+    assert "scripts/ci/*.sh" in script
+    assert 'python -m pytest -p no:cacheprovider -rs "$@"' in script
 
 
 def test_every_rule_is_in_the_rules_doc():

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs, then run the whole suite, so nothing skips:
+#   - this package with its test extras (into the active Python),
+#   - PostgreSQL on 127.0.0.1:5432 started when it is not answering (store tests),
+#   - every set-up step in scripts/ci/*.sh (Debian's Chromium for the browser tests,
+#     llama-cpp-python's server and two small GGUF models for the real-server tests).
+# Extra arguments go to pytest, e.g. `bash scripts/test.sh tests/policy -x`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python -m pip install -q -e '.[test]'
+
+if ! pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; then
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql)" main start \
+    || echo "warning: could not start PostgreSQL; the PostgreSQL store tests will skip" >&2
+fi
+
+for step in scripts/ci/*.sh; do
+  [ -e "$step" ] || continue
+  echo "+ bash $step"
+  bash "$step"
+done
+
+echo "+ python -m pytest -p no:cacheprovider -rs $*"
+set +e
+python -m pytest -p no:cacheprovider -rs "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "error: pytest collected no tests" >&2
+  exit 1
+fi
+exit "$rc"
