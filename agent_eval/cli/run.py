@@ -15,7 +15,11 @@ from agent_eval.cli import EXIT_FAULT, main
 from agent_eval.cli.db import db_option
 from agent_eval.errors import ConfigError
 
-BUNDLED_SUITE = Path(__file__).resolve().parents[2] / "scenarios" / "ralf"
+
+def _bundled_suite() -> Path:
+    from agent_eval.scenario.bundled import bundled_suite
+
+    return bundled_suite()
 
 
 def _sampling_options(f):
@@ -101,7 +105,7 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
                               field="run")
         targets = [_target_from_options(target_name or model, base_url, model,
                                         concurrency or 4, knobs)]
-    suite_obj = load_suite(suite or BUNDLED_SUITE)
+    suite_obj = load_suite(suite or _bundled_suite())
     _start_and_play(store, suite_obj, targets, repeats or 1, label)
 
 
@@ -223,9 +227,10 @@ def demo(repeats, profiles, concurrency, report, db) -> None:
     names = [p.strip() for p in profiles.split(",")] if profiles else list(PROFILES)
     for name in names:
         get_profile(name)
-    suite_obj = load_suite(BUNDLED_SUITE)
+    bundled = _bundled_suite()
+    suite_obj = load_suite(bundled)
     store = open_store(db)
-    with run_sim_in_thread(profile=names[0], suite=BUNDLED_SUITE) as base_url:
+    with run_sim_in_thread(profile=names[0], suite=bundled) as base_url:
         targets = [
             Target(name=name, base_url=base_url, model=name, concurrency=concurrency,
                    timeout_s=30.0)
