@@ -209,10 +209,9 @@ def test_precedence_follows_design_order():
     assert [code for code in PRECEDENCE if code in design] == design
 
 
-def test_precedence_is_the_policy_registry_order_when_the_registry_has_it():
-    policy = pytest.importorskip("agent_eval.policy")
-    if not hasattr(policy, "PRECEDENCE"):
-        pytest.skip("agent_eval.policy does not export PRECEDENCE yet (metrics uses DESIGN.md's)")
+def test_precedence_is_the_policy_registry_order():
+    from agent_eval import policy
+
     assert PRECEDENCE == tuple(policy.PRECEDENCE)
 
 
