@@ -98,3 +98,19 @@ def test_rules_doc_is_the_registry_rendering():
     assert doc == rules_markdown(), (
         "docs/rules.md is stale; regenerate: agent-eval rules --markdown > docs/rules.md"
     )
+
+
+def test_shell_completion_script_is_served_as_the_readme_says():
+    import os
+    import subprocess
+    import sys
+
+    assert "_AGENT_EVAL_COMPLETE=bash_source agent-eval" in README
+    script = subprocess.run(
+        [sys.executable, "-c", "from agent_eval.cli import main; main(prog_name='agent-eval')"],
+        env={**os.environ, "_AGENT_EVAL_COMPLETE": "bash_source"}, capture_output=True,
+        text=True, timeout=60,
+    )
+    assert script.returncode == 0, script.stderr
+    assert "_agent_eval_completion()" in script.stdout
+    assert "complete -o nosort -F _agent_eval_completion agent-eval" in script.stdout
