@@ -101,3 +101,27 @@ def test_a_wheel_install_runs_the_demo_from_an_unrelated_folder(wheel, tmp_path)
         cwd=elsewhere, env=env, capture_output=True, text=True, timeout=60, check=True,
     )
     assert str(env_dir) in where.stdout and str(ROOT) not in where.stdout
+    ralf = str(Path(where.stdout.strip()).parents[1] / "allowlists" / "ralf.yaml")
+
+    def agent_eval(*args: str, code: int = 0) -> str:
+        done = subprocess.run([str(bin_dir / "agent-eval"), *args], cwd=elsewhere, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == code, (args, done.stdout[-1500:], done.stderr[-1500:])
+        return done.stdout
+
+    # the README's commands that need no model server, against the demo's store
+    db = ("--db", "demo.db")
+    assert "AE301" in agent_eval("rules")
+    assert "pipe-to-filter" in agent_eval("rule", "AE301")
+    assert '"properties"' in agent_eval("schema", "scenario")
+    assert "allow" in agent_eval("check", "--allowlist", ralf, "uv run scripts/lights.py status")
+    agent_eval("check", "--allowlist", ralf, "ls | head", code=1)
+    assert "disciplined" in agent_eval("show", "latest", *db)
+    assert agent_eval("export", "latest", *db).count("\n") > 10
+    assert "PASS" in agent_eval("gate", "--run", "latest", "--max-error-rate", "100", *db)
+    assert "run 1" in agent_eval("compare", "1", "latest", *db)
+    assert agent_eval("report", "latest", "--quiet", *db).strip().endswith("index.html")
+    agent_eval("db", "upgrade", *db)
+    # a new suite, linted and played against the simulator the wheel ships
+    agent_eval("init", "my-suite")
+    assert "no problem" in agent_eval("validate", "my-suite")
