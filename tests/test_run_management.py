@@ -109,3 +109,11 @@ def test_compare_and_report_json(db, tmp_path):
     assert data["runs"] == [1] and data["report"].endswith("index.html")
     _, calls = _calls(db)
     assert data["targets"]["piper"]["tool_calls"] == len(calls)
+
+
+def test_perf_json_is_what_perf_json_file_holds(db, tmp_path):
+    result = _cli("perf", "--json", "--out", str(tmp_path), "--db", db)
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    assert printed == json.loads((tmp_path / "perf.json").read_text(encoding="utf-8"))
+    assert printed["samples"] == 0 and printed["generation"] == []
