@@ -6,7 +6,7 @@ Workloads (all judged under allowlists/ralf.yaml):
   real corpus   every line of ../shared/corpora/shell-corpus.txt and
                 agent-multiline-commands.jsonl, uncached (skipped when absent)
   agent mix     a seeded mix of what an agent under ralf emits: ~85% allowed-form
-                `uv run scripts/...` calls with quoted values, the rest CONTEXT.md's
+                `uv run scripts/...` calls with quoted values, the rest docs/design.md's
                 denials; every text unique, uncached
   agent mix, repeated   the agent mix again and again through the verdict cache
 

@@ -5,7 +5,7 @@ database created next to the one the URL names and dropped at the end), then tim
 
 * ``store.class_breakdown([run])`` on a run of 1,000,000 tool calls (125,000 sessions of 8
   calls over 4 targets, 1% of sessions ended by a server fault, error mixes shaped like
-  CONTEXT.md's table).  Goal: under 1 s.  The run is bulk-inserted through the store's
+  docs/design.md's table).  Goal: under 1 s.  The run is bulk-inserted through the store's
   tables (SQLAlchemy Core ``executemany``; COPY on PostgreSQL), not ``record_sessions``,
   to keep generation to seconds.
 * ``agent_eval.report.write_report`` of a separate 10,000-session run (about 80,000 calls
@@ -55,7 +55,7 @@ CALLS_PER_SESSION = 8
 T0 = datetime(2026, 11, 1, 3, 0, tzinfo=UTC)
 BREAKDOWN_GOAL_S, REPORT_GOAL_S = 1.0, 60.0
 
-# target -> {primary code: errors per 100 calls}; shaped like CONTEXT.md's breakdown.
+# target -> {primary code: errors per 100 calls}; shaped like docs/design.md's breakdown.
 MIXES = {
     "qwen3.6-35b-a3b": {"AE301": 6.33, "AE304": 2.53, "AE307": 0.63, "AE311": 2.53},
     "qwen3.5-27b": {"AE301": 0.62, "AE302": 0.62, "AE308": 0.62, "AE309": 1.24, "AE320": 1.86},
@@ -64,7 +64,7 @@ MIXES = {
     "sim-piper": {"AE301": 3.4, "AE304": 3.4, "AE307": 1.1, "AE311": 2.2},
 }
 
-# Commands judged by the real engine for the report run: CONTEXT.md's examples.
+# Commands judged by the real engine for the report run: docs/design.md's examples.
 ALLOWED = [
     'uv run scripts/db_query.py --sql "select id, subject from emails where unread"',
     "uv run scripts/fetch_context.py --no-attach --agent planner",

@@ -1,5 +1,5 @@
 """`agent-eval compare` on a real SQLite store: differences with intervals and tests,
-hand-checked against CONTEXT.md's numbers, and the scenarios that flipped."""
+hand-checked against docs/design.md's numbers, and the scenarios that flipped."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def add_run(db: str, label: str, records: list[SessionRecord]) -> int:
 
 @pytest.fixture
 def db(tmp_path) -> str:
-    """Run 1: 9 errors in 161 calls (CONTEXT.md's 27B); run 2: 19 in 158 (the 35B)."""
+    """Run 1: 9 errors in 161 calls (docs/design.md's 27B); run 2: 19 in 158 (the 35B)."""
     path = str(tmp_path / "compare.db")
     add_run(path, "nightly", spread("qwen", 161, {"AE320": 9}, handshakes=8))
     add_run(path, "pr-7", spread("qwen", 158, {"AE301": 10, "AE304": 9}, handshakes=6))
@@ -80,7 +80,7 @@ def test_overall_difference_has_interval_z_and_fisher_p_and_is_significant(db):
     result = compare(db, "1", "2")
     assert result.exit_code == 0, result.output
     # 19/158 − 9/161 = +6.44 per 100; Wald CI ±1.96 × 3.16; z = 2.03, p = 0.042
-    # (CONTEXT.md); Fisher p = 0.0486 by direct hypergeometric summation
+    # (docs/design.md); Fisher p = 0.0486 by direct hypergeometric summation
     assert row(result.stdout, "errors/100 calls") == [
         "errors/100 calls", "5.59 (9/161)", "12.03 (19/158)", "+6.44 [+0.25 to +12.63]",
         "0.042", "0.049", "yes"]

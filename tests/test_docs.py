@@ -51,10 +51,27 @@ def test_every_command_has_help_with_an_example(command):
     assert cmd.help and "agent-eval" in cmd.help, f"`{command}` --help needs an example line"
 
 
+def _long_options() -> list[tuple[str, str]]:
+    out = []
+    for command in COMMANDS:
+        cmd = main
+        for part in command.split():
+            cmd = cmd.commands[part]
+        out += [(command, opt) for p in cmd.params if isinstance(p, click.Option)
+                for opt in p.opts if opt.startswith("--") and opt != "--help"]
+    return out
+
+
+@pytest.mark.parametrize(("command", "option"), _long_options())
+def test_every_long_option_is_named_in_the_readme(command, option):
+    assert f"`{option}" in README or f" {option}" in README, (
+        f"README.md never names {option} of `agent-eval {command}`; document it")
+
+
 def test_readme_opens_with_install_and_demo():
     quick = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
     lines = [ln.strip() for ln in quick.splitlines() if ln.strip().startswith("$ ")]
-    assert lines[0] == "$ pip install -e . && agent-eval demo"
+    assert lines[0] == "$ pip install . && agent-eval demo"  # not editable: as users install
 
 
 def test_ci_runs_exactly_the_readme_test_command():
@@ -89,3 +106,19 @@ def test_rules_doc_is_the_registry_rendering():
     assert doc == rules_markdown(), (
         "docs/rules.md is stale; regenerate: agent-eval rules --markdown > docs/rules.md"
     )
+
+
+def test_shell_completion_script_is_served_as_the_readme_says():
+    import os
+    import subprocess
+    import sys
+
+    assert "_AGENT_EVAL_COMPLETE=bash_source agent-eval" in README
+    script = subprocess.run(
+        [sys.executable, "-c", "from agent_eval.cli import main; main(prog_name='agent-eval')"],
+        env={**os.environ, "_AGENT_EVAL_COMPLETE": "bash_source"}, capture_output=True,
+        text=True, timeout=60,
+    )
+    assert script.returncode == 0, script.stderr
+    assert "_agent_eval_completion()" in script.stdout
+    assert "complete -o nosort -F _agent_eval_completion agent-eval" in script.stdout

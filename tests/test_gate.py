@@ -75,7 +75,7 @@ def test_max_error_rate_compares_the_point_estimate(denied, limit, status):
 
 
 def test_error_rate_uses_the_point_estimate_even_when_the_interval_straddles_the_bar():
-    # CONTEXT.md's 27B: 9 errors in 161 calls = 5.59/100, 95% CI ~3.0–10.3.
+    # docs/design.md's 27B: 9 errors in 161 calls = 5.59/100, 95% CI ~3.0–10.3.
     [check] = evaluate_gate(summaries(("27b", 161, {"AE320": 9})), max_error_rate=6).checks
     assert check.status == "pass"
     assert check.observed == pytest.approx(5.59, abs=0.01)

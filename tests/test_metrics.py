@@ -1,4 +1,4 @@
-"""Metrics as a specification: hand-computed values, CONTEXT.md's numbers reproduced."""
+"""Metrics as a specification: hand-computed values, docs/design.md's numbers reproduced."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def turn(
     )
 
 
-# CONTEXT.md "The headline metric": sessions, messages, calls and errors per primary class.
+# docs/design.md "The headline metric": sessions, messages, calls and errors per primary class.
 # "other bash (argument quoting, complex uv run)" is filed under AE313 complex-shell here.
 WORKLOADS = {
     "qwen3.6-35b": (20, 145, 158, {"AE301": 10, "AE304": 4, "AE307": 1, "AE313": 4}),
@@ -110,7 +110,7 @@ WORKLOADS = {
         {"AE301": 2, "AE304": 3, "AE305": 1, "AE306": 2, "AE309": 1, "AE320": 2, "AE101": 2},
     ),
 }  # fmt: skip
-BREAKDOWN = {  # CONTEXT.md's breakdown table, errors per 100 tool calls, two decimals
+BREAKDOWN = {  # docs/design.md's breakdown table, errors per 100 tool calls, two decimals
     "qwen3.6-35b": {"AE301": 6.33, "AE304": 2.53, "AE307": 0.63, "AE313": 2.53, TOTAL: 12.03},
     "qwen3.5-27b": {
         "AE301": 0.62, "AE302": 0.62, "AE308": 0.62, "AE309": 1.24, "AE313": 0.62,
@@ -124,7 +124,7 @@ BREAKDOWN = {  # CONTEXT.md's breakdown table, errors per 100 tool calls, two de
 
 
 def workload_rows(target: str):
-    """Sessions and calls with exactly CONTEXT.md's counts; calls spread round-robin."""
+    """Sessions and calls with exactly docs/design.md's counts; calls spread round-robin."""
     n_sessions, n_messages, n_calls, errors = WORKLOADS[target]
     per_session, extra = divmod(n_messages, n_sessions)
     sessions = [
@@ -209,10 +209,9 @@ def test_precedence_follows_design_order():
     assert [code for code in PRECEDENCE if code in design] == design
 
 
-def test_precedence_is_the_policy_registry_order_when_the_registry_has_it():
-    policy = pytest.importorskip("agent_eval.policy")
-    if not hasattr(policy, "PRECEDENCE"):
-        pytest.skip("agent_eval.policy does not export PRECEDENCE yet (metrics uses DESIGN.md's)")
+def test_precedence_is_the_policy_registry_order():
+    from agent_eval import policy
+
     assert PRECEDENCE == tuple(policy.PRECEDENCE)
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from real_corpora import MINI_SWE, OPENCODE, need
 
 from agent_eval.cli import main
 from agent_eval.importers.recording import record_import
@@ -14,7 +15,7 @@ from agent_eval.policy import allowlist_from_dict, load_allowlist
 
 ROOT = Path(__file__).resolve().parents[1]
 RALF = ROOT / "allowlists" / "ralf.yaml"
-EXPORT = ROOT / ".." / "shared" / "corpora" / "format-fixtures" / "opencode-1.18.34" / "opencode-export.json"
+EXPORT = f"{OPENCODE}/opencode-export.json"
 
 LOOSE = {
     "name": "loose",
@@ -25,9 +26,7 @@ LOOSE = {
 
 @pytest.fixture
 def imported(store):
-    if not EXPORT.is_file():
-        pytest.skip(f"shared corpora not found at {EXPORT.parent}")
-    return record_import(store, "opencode", EXPORT, load_allowlist(RALF)).run_id
+    return record_import(store, "opencode", need(EXPORT), load_allowlist(RALF)).run_id
 
 
 def test_rescore_writes_a_new_run_linked_to_the_old(store, imported):
@@ -70,11 +69,10 @@ def test_rescore_under_the_same_list_changes_nothing(store, imported):
 
 
 def test_rescore_cli_prints_new_run_and_rates(tmp_path):
-    if not EXPORT.is_file():
-        pytest.skip(f"shared corpora not found at {EXPORT.parent}")
+    export = need(EXPORT)
     db = str(tmp_path / "s.db")
     runner = CliRunner()
-    assert runner.invoke(main, ["import", "opencode", str(EXPORT), "--allowlist", str(RALF), "--db", db]).exit_code == 0
+    assert runner.invoke(main, ["import", "opencode", str(export), "--allowlist", str(RALF), "--db", db]).exit_code == 0
     loose = tmp_path / "loose.yaml"
     loose.write_text("name: loose\nprograms: {cat: {positionals: [{name: file, variadic: true}]}}\n"
                      "read: {roots: [/tmp/ocproj/], allow_absolute: true}\n")
@@ -111,9 +109,7 @@ def test_rescore_judges_live_calls_as_emitted(store):
 
 
 def test_rescore_of_imported_format_errors_stays_malformed(store):
-    mini = EXPORT.parents[2] / "sessions" / "mini-swe-agent__gemini-3-pro-preview__django__django-16661.traj.json"
-    if not mini.is_file():
-        pytest.skip(f"shared corpora not found at {mini.parent}")
+    mini = need(MINI_SWE)
     old = record_import(store, "mini-swe-agent", mini, load_allowlist(RALF)).run_id
     new = rescore_run(store, old, allowlist_from_dict(LOOSE))
     primaries = {c.index: c.primary for c in store.call_rows([new])}

@@ -1,7 +1,7 @@
 """``agent-eval rescore RUN --allowlist permissive.yaml`` then ``agent-eval compare RUN NEW``:
 the comparison shows what the policy change moved, per class, overall and per scenario.
 
-The original run is live-like: sessions whose calls are CONTEXT.md's habits, judged by
+The original run is live-like: sessions whose calls are docs/design.md's habits, judged by
 the real engine under allowlists/ralf.yaml, written to a real SQLite store.  The
 permissive list (read it: pipes into ``head -n N``, ``timeout N``; no ``curl``, and
 ``head`` takes only ``-n``) then judges the same calls again.
@@ -171,7 +171,7 @@ def test_other_classes_moved_as_the_permissive_list_says(compared, label, a, b, 
 
 def test_overall_errors_per_100_difference_with_its_interval(compared):
     # 8/20 -> 4/20: Wald ±1.96·sqrt(.4·.6/20 + .2·.8/20) = ±27.72; pooled z = -.2/sqrt(.3·.7·.1)
-    # = -1.38, p = 0.168; Fisher 0.301: not significant at 20 calls a side (CONTEXT.md "Noise")
+    # = -1.38, p = 0.168; Fisher 0.301: not significant at 20 calls a side (docs/design.md "Noise")
     assert row(compared, "errors/100 calls") == [
         "errors/100 calls", "40.00 (8/20)", "20.00 (4/20)", "-20.00 [-47.72 to +7.72]",
         "0.168", "0.301", "no",

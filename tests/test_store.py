@@ -1,6 +1,6 @@
 """The SQL store, against a fresh SQLite file and a fresh PostgreSQL database each.
 
-Commands and failure classes are the real ones from CONTEXT.md.  The ``store`` fixture
+Commands and failure classes are the real ones from docs/design.md.  The ``store`` fixture
 (tests/conftest.py) runs each store test once per backend.
 """
 
@@ -473,7 +473,7 @@ def test_class_breakdown_counts_calls_per_target_by_primary_code(store, run_id):
 
 
 def test_session_counts_give_states_messages_and_calls_outside_faults(store, run_id):
-    # "messages" counts model replies, as CONTEXT.md does: 2 per session here
+    # "messages" counts model replies, as docs/design.md does: 2 per session here
     two_messages = [
         {"role": "user", "content": "a"},
         {"role": "assistant", "content": "b"},

@@ -19,14 +19,17 @@ from agent_eval.errors import ConfigError
               help="Match targets by name across the runs, or pool each run whole.")
 @click.option("--markdown", "markdown_path", type=click.Path(path_type=Path), metavar="FILE",
               help="Also write the comparison as Markdown.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the whole comparison as JSON (every rate, interval and p-value).")
 @db_option
-def compare(run_a, run_b, by, markdown_path, db) -> None:
+def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
     """Compare run B against run A: what changed, is it real, which scenarios flipped.
 
     Example:
 
         agent-eval compare label:nightly latest
         agent-eval compare 1 2 --by all --markdown compare.md
+        agent-eval compare 1 2 --json
 
     RUN_A and RUN_B are ids, `latest` or `label:NAME`.  For each target in both runs
     (matched by name; --by all pools each run) prints errors per 100 calls in A and B,
@@ -65,13 +68,32 @@ def compare(run_a, run_b, by, markdown_path, db) -> None:
                           label_a=_label(info_a), label_b=_label(info_b), by=by)
     if moved is not None:
         result = dataclasses.replace(result, rescore=moved)
-    click.echo(render_comparison_text(result), nl=False)
+    if as_json:
+        import json
+
+        click.echo(json.dumps(jsonable(result), indent=2))
+    else:
+        click.echo(render_comparison_text(result), nl=False)
     if markdown_path is not None:
         try:
             markdown_path.write_text(render_comparison_markdown(result), encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"cannot write the Markdown file: {exc.strerror}",
                               path=str(markdown_path), field="--markdown") from None
+
+
+def jsonable(value):
+    """Dataclasses, dicts (tuple keys joined as ``"a -> b"``), lists: plain JSON values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {(" -> ".join(map(str, k)) if isinstance(k, tuple) else str(k)): jsonable(v)
+                for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
 
 
 def _is_rescore_pair(info_a, info_b) -> bool:

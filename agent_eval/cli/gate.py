@@ -29,9 +29,11 @@ from agent_eval.errors import ConfigError
                    "the 95% interval [default 0].")
 @click.option("--markdown", "markdown_path", type=click.Path(path_type=Path), metavar="FILE",
               help="Also write the result as Markdown (e.g. for $GITHUB_STEP_SUMMARY).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the verdict and every check as JSON (exit codes unchanged).")
 @db_option
 def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_regression,
-         markdown_path, db) -> None:
+         markdown_path, as_json, db) -> None:
     """Pass or fail a stored run against thresholds; exit 0 pass, 1 fail, 2 usage.
 
     Example:
@@ -39,6 +41,7 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
         agent-eval gate --run latest --max-error-rate 8 --max-class AE301=3 \\
             --min-handshake 0.8 --baseline label:nightly --max-regression 2 \\
             --markdown gate.md
+        agent-eval gate --run 12 --max-error-rate 8 --json
 
     Every threshold applies to each target of the run, and every target must pass.
     --max-error-rate and --max-class compare the point estimate of errors per 100 tool
@@ -85,11 +88,26 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
             f" ({baseline_run.label})" if baseline_run.label else "")
     if note:
         title += f"\n{note}"
-    click.echo(render_gate_text(result, title=title), nl=False)
+    if as_json:
+        click.echo(gate_json(result, run.id, baseline_run.id if baseline_run else None, note))
+    else:
+        click.echo(render_gate_text(result, title=title), nl=False)
     if markdown_path is not None:
         _write(markdown_path, render_gate_markdown(result, title=title))
     if not result.passed:
         sys.exit(EXIT_FAIL)
+
+
+def gate_json(result, run_id: int, baseline_id: int | None, note: str | None) -> str:
+    """``{passed, run, baseline, note, checks: [{name, target, kind, threshold, observed,
+    status, detail}]}``."""
+    import json
+
+    checks = [{"name": c.name, "target": c.target, "kind": c.kind, "threshold": c.threshold,
+               "observed": c.observed, "status": c.status, "detail": c.detail}
+              for c in result.checks]
+    return json.dumps({"passed": result.passed, "run": run_id, "baseline": baseline_id,
+                       "note": note, "checks": checks}, indent=2)
 
 
 def parse_max_class(values: tuple[str, ...]) -> dict[str, float]:

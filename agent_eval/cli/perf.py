@@ -38,6 +38,8 @@ from agent_eval.serverlogs.stored import (
     type=click.Path(file_okay=False),
     help="Directory for perf.md and perf.json.",
 )
+@click.option("--json", "as_json", is_flag=True,
+              help="Print perf.json's content on stdout instead of the tables.")
 @db_option
 def perf(
     since: str | None,
@@ -46,6 +48,7 @@ def perf(
     source: str | None,
     window_s: float,
     out_dir: str | None,
+    as_json: bool,
     db: str | None,
 ) -> None:
     """Server speed by concurrency from imported vLLM / llama.cpp logs.
@@ -57,7 +60,7 @@ def perf(
     the run's own and useful work is shown beside speed: allowed tool calls per minute
     and completed handshakes per hour next to generation tokens/s.
 
-    Example: agent-eval import vllm-log vllm.log && agent-eval perf --run latest
+    Example: agent-eval import vllm-log vllm.log && agent-eval perf --run latest --json
     """
     from agent_eval.serverlogs import perf_tables, useful_work
     from agent_eval.serverlogs.render import perf_document, render_markdown
@@ -89,15 +92,18 @@ def perf(
     if source:
         scope += f"; source {source}"
     tables = perf_tables(samples, requests, window_s=window_s)
-    _print(tables, work, scope)
+    doc = perf_document(tables, work, scope=scope)
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        _print(tables, work, scope)
     folder = (
         Path(out_dir) if out_dir else Path("reports") / f"perf-{datetime.now(UTC):%Y%m%d-%H%M%S}"
     )
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "perf.md").write_text(render_markdown(tables, work, scope=scope), encoding="utf-8")
-    doc = perf_document(tables, work, scope=scope)
     (folder / "perf.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    click.echo(f"wrote {folder / 'perf.md'} and {folder / 'perf.json'}")
+    click.echo(f"wrote {folder / 'perf.md'} and {folder / 'perf.json'}", err=as_json)
 
 
 def _when(text: str | None, option: str) -> datetime | None:

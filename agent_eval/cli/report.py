@@ -18,8 +18,10 @@ from agent_eval.cli.db import db_option
               default=Path("reports"), show_default=True,
               help="Folder the report folder is written under.")
 @click.option("--quiet", is_flag=True, help="Print only the path of index.html.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the tables and the report path as one JSON object.")
 @db_option
-def report(runs: tuple[str, ...], out: Path, quiet: bool, db: str | None) -> None:
+def report(runs: tuple[str, ...], out: Path, quiet: bool, as_json: bool, db: str | None) -> None:
     """Write the report of RUN (default: latest) under OUT/<run>/.
 
     RUN is a run id, `latest` or `label:NAME`; several runs give side-by-side columns in
@@ -31,6 +33,7 @@ def report(runs: tuple[str, ...], out: Path, quiet: bool, db: str | None) -> Non
     Example:
 
         agent-eval report latest label:baseline --out reports
+        agent-eval report latest --json
     """
     from agent_eval.cli.tables import render_class_table, render_target_table, summarize_runs
     from agent_eval.report import write_report
@@ -39,6 +42,15 @@ def report(runs: tuple[str, ...], out: Path, quiet: bool, db: str | None) -> Non
     with open_store(db) as store:
         run_ids = [store.resolve_run(ref).id for ref in (runs or ("latest",))]
         index = write_report(store, run_ids, out)
+        if as_json:
+            import json
+
+            from agent_eval.cli.tables import tables_json
+
+            click.echo(json.dumps({"runs": run_ids, "report": str(index),
+                                   "targets": tables_json(summarize_runs(store, run_ids))},
+                                  indent=2))
+            return
         if not quiet:
             console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
             summaries = summarize_runs(store, run_ids)

@@ -15,7 +15,11 @@ from agent_eval.cli import EXIT_FAULT, main
 from agent_eval.cli.db import db_option
 from agent_eval.errors import ConfigError
 
-BUNDLED_SUITE = Path(__file__).resolve().parents[2] / "scenarios" / "ralf"
+
+def _bundled_suite() -> Path:
+    from agent_eval.scenario.bundled import bundled_suite
+
+    return bundled_suite()
 
 
 def _sampling_options(f):
@@ -41,6 +45,35 @@ def _sampling_options(f):
     return f
 
 
+def _selection_options(f):
+    """``--scenario GLOB --tag T --exclude GLOB --limit N`` (rules: scenario/select.py)."""
+    opts = [
+        click.option("--scenario", "include", multiple=True, metavar="GLOB",
+                     help="Play only scenarios whose name matches (repeatable), e.g. 'research-*'."),
+        click.option("--tag", "tags", multiple=True, metavar="TAG",
+                     help="Play only scenarios with any of these tags (repeatable)."),
+        click.option("--exclude", multiple=True, metavar="GLOB",
+                     help="Skip scenarios whose name matches (repeatable)."),
+        click.option("--limit", type=click.IntRange(1), default=None, metavar="N",
+                     help="Play at most N scenarios (the first N by name, after the filters)."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def _select(suite_obj, selection: dict):
+    from agent_eval.scenario.select import select_scenarios
+
+    return select_scenarios(suite_obj, include=selection.get("include", ()),
+                            tags=selection.get("tags", ()),
+                            exclude=selection.get("exclude", ()), limit=selection.get("limit"))
+
+
+def _pop_selection(knobs: dict) -> dict:
+    return {k: knobs.pop(k) for k in ("include", "tags", "exclude", "limit") if k in knobs}
+
+
 @main.command()
 @click.option("--suite", type=click.Path(path_type=Path), default=None,
               help="Scenario folder [default: the bundled scenarios/ralf].")
@@ -54,10 +87,13 @@ def _sampling_options(f):
 @click.option("--concurrency", type=click.IntRange(1), default=None,
               help="Sessions in flight per target [default 4].")
 @click.option("--label", help="Label for the run (gate --baseline label:NAME).")
+@_selection_options
 @_sampling_options
+@click.option("--json", "as_json", is_flag=True,
+              help="Progress on stderr; the two tables as one JSON object on stdout.")
 @db_option
 def run(suite, base_url, model, target_name, config_file, resume, repeats, concurrency, label,
-        db, **knobs) -> None:
+        as_json, db, **knobs) -> None:
     """Run a scenario suite against a served model and store every call.
 
     Example:
@@ -65,6 +101,10 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
     \b
         agent-eval run --suite scenarios/ralf --base-url http://127.0.0.1:8000/v1 \\
             --model Qwen/Qwen3.5-27B --repeats 3 --temperature 1.0 --top-p 0.95 --top-k 20
+
+    Play part of a suite with --scenario GLOB, --tag TAG, --exclude GLOB (each
+    repeatable) and --limit N, e.g. `--scenario 'research-*' --exclude '*-web' --limit 2`;
+    --resume keeps to the selection the run started with.
 
     Prints a progress bar, then the per-target table and the failure-class breakdown.
     A request the server fails (500, dropped, hung past --timeout, cut off) ends its
@@ -80,12 +120,13 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
     from agent_eval.scenario import load_suite
     from agent_eval.store import open_store
 
+    selection = _pop_selection(knobs)
     store = open_store(db)
     if resume:
         run_id, suite_obj, targets, reps = load_run_plan(store, resume)
         items = plan_run(suite_obj, targets, reps, store.finished_keys(run_id))
-        _console().print(f"Resuming run {run_id}: {len(items)} sessions left.")
-        _play(store, run_id, items, suite_obj, targets, probe=True)
+        _console(stderr=as_json).print(f"Resuming run {run_id}: {len(items)} sessions left.")
+        _play(store, run_id, items, suite_obj, targets, probe=True, as_json=as_json)
         return
     if config_file:
         cfg = load_run_config(config_file)
@@ -101,25 +142,28 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
                               field="run")
         targets = [_target_from_options(target_name or model, base_url, model,
                                         concurrency or 4, knobs)]
-    suite_obj = load_suite(suite or BUNDLED_SUITE)
-    _start_and_play(store, suite_obj, targets, repeats or 1, label)
+    suite_obj = _select(load_suite(suite or _bundled_suite()), selection)
+    _start_and_play(store, suite_obj, targets, repeats or 1, label, as_json)
 
 
-def _start_and_play(store, suite_obj, targets, repeats, label) -> int:
+def _start_and_play(store, suite_obj, targets, repeats, label, as_json=False) -> int:
     from agent_eval.live.run import plan_run, probe_targets, start_run
 
     server_models = asyncio.run(probe_targets(targets))
     run_id = start_run(store, suite_obj, targets, repeats, label=label,
                        server_models=server_models)
     items = plan_run(suite_obj, targets, repeats)
-    _play(store, run_id, items, suite_obj, targets, probe=False)
+    _play(store, run_id, items, suite_obj, targets, probe=False, as_json=as_json)
     return run_id
 
 
-def _play(store, run_id, items, suite_obj, targets, *, probe: bool) -> None:
+def _play(store, run_id, items, suite_obj, targets, *, probe: bool,
+          as_json: bool = False) -> None:
+    """Play the items with a progress bar, then print the two tables (or, with
+    ``as_json``, the progress on stderr and one JSON object on stdout)."""
     from agent_eval.live.run import RunTally, execute_run, probe_targets
 
-    console = _console()
+    console = _console(stderr=as_json)
     if probe and items:
         asyncio.run(probe_targets(targets))
     tally = RunTally()
@@ -145,12 +189,25 @@ def _play(store, run_id, items, suite_obj, targets, *, probe: bool) -> None:
             sys.exit(130)
     status = "interrupted" if tally.left else "finished"
     store.set_run_status(run_id, status)
-    print_run_tables(store, [run_id], console)
+    if as_json:
+        _print_json(store, run_id, status, tally.done)
+    else:
+        print_run_tables(store, [run_id], console)
     if tally.left:
         console.print(f"[red]{tally.left} sessions not played: the model server stopped "
                       f"answering.[/] Finish later with: agent-eval run --resume {run_id}")
         sys.exit(EXIT_FAULT)
     console.print(f"Run {run_id} finished: {tally.done} sessions stored in {store.url}.")
+
+
+def _print_json(store, run_id: int, status: str, stored: int) -> None:
+    import json
+
+    from agent_eval.cli.tables import summarize_runs, tables_json
+
+    click.echo(json.dumps({"run": run_id, "status": status, "sessions_stored": stored,
+                           "store": store.url,
+                           "targets": tables_json(summarize_runs(store, [run_id]))}, indent=2))
 
 
 def print_run_tables(store, run_ids: list[int], console: Console) -> None:
@@ -192,8 +249,9 @@ def _replace(target, **changes):
     return dataclasses.replace(target, **changes)
 
 
-def _console() -> Console:
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+def _console(stderr: bool = False) -> Console:
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(highlight=False, width=None if stream.isatty() else 120, stderr=stderr)
 
 
 @main.command()
@@ -203,13 +261,17 @@ def _console() -> Console:
 @click.option("--concurrency", type=click.IntRange(1), default=8, show_default=True)
 @click.option("--report/--no-report", default=True, show_default=True,
               help="Write the HTML report under reports/.")
+@_selection_options
+@click.option("--json", "as_json", is_flag=True,
+              help="Progress on stderr; the two tables as one JSON object on stdout.")
 @db_option
-def demo(repeats, profiles, concurrency, report, db) -> None:
+def demo(repeats, profiles, concurrency, report, as_json, db, **selection) -> None:
     """Run the bundled suite against every simulated behaviour profile; no GPU, no model.
 
     Example:
 
         agent-eval demo
+        agent-eval demo --profiles piper --repeats 1 --tag lights --no-report
 
     Starts the built-in simulator on a free loopback port, plays scenarios/ralf against
     each profile, stores everything in SQLite (agent_eval.db, or --db), prints the
@@ -223,17 +285,18 @@ def demo(repeats, profiles, concurrency, report, db) -> None:
     names = [p.strip() for p in profiles.split(",")] if profiles else list(PROFILES)
     for name in names:
         get_profile(name)
-    suite_obj = load_suite(BUNDLED_SUITE)
+    bundled = _bundled_suite()
+    suite_obj = _select(load_suite(bundled), selection)
     store = open_store(db)
-    with run_sim_in_thread(profile=names[0], suite=BUNDLED_SUITE) as base_url:
+    with run_sim_in_thread(profile=names[0], suite=bundled) as base_url:
         targets = [
             Target(name=name, base_url=base_url, model=name, concurrency=concurrency,
                    timeout_s=30.0)
             for name in names
         ]
-        run_id = _start_and_play(store, suite_obj, targets, repeats, "demo")
+        run_id = _start_and_play(store, suite_obj, targets, repeats, "demo", as_json)
     if report:
         from agent_eval.report import write_report
 
         path = write_report(store, [run_id], Path(os.environ.get("AGENT_EVAL_REPORTS", "reports")))
-        _console().print(f"HTML report: {path}")
+        _console(stderr=as_json).print(f"HTML report: {path}")

@@ -28,15 +28,26 @@ NEXT_STYLE = {"pivot": "green", "retry-denied": "red", "repeat": "bold red",
 
 
 @main.command()
-@click.argument("session_id", type=int)
+@click.argument("ref", metavar="[RUN] SESSION")
+@click.argument("session_ref", metavar="", required=False)
 @click.option("--full", is_flag=True, help="Do not truncate reasoning and outputs.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the session (every turn, call, verdict and finding) as JSON.")
 @db_option
-def show(session_id: int, full: bool, db: str | None) -> None:
+def show(ref: str, session_ref: str | None, full: bool, as_json: bool, db: str | None) -> None:
     """Show one stored session turn by turn: verdicts, underlined spans, what came back.
 
     Example:
 
+    \b
         agent-eval show 42 --db runs.db
+        agent-eval show latest
+        agent-eval show label:nightly research-tech-radar
+        agent-eval show 12 disciplined/lights-evening-off/0
+
+    One argument: a session id, or `latest` (the newest session of the newest run).  Two:
+    a RUN (an id, `latest` or `label:NAME`) and, within it, a session id, a session key
+    (`target/scenario/repeat`) or a scenario name (its first session).
 
     The header gives run, target, scenario, status and handshake; each reply shows its
     reasoning (dimmed, truncated unless --full), content, and every tool call with its
@@ -49,10 +60,45 @@ def show(session_id: int, full: bool, db: str | None) -> None:
     from agent_eval.store import open_store
 
     with open_store(db) as store:
+        session_id = resolve_session(store, ref, session_ref)
         page = build_session_page(store.load_session(session_id), {})
+    if as_json:
+        import dataclasses
+        import json
+
+        click.echo(json.dumps(dataclasses.asdict(page), indent=2, default=str))
+        return
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
     for block in render_session(page, full=full):
         console.print(block)
+
+
+def resolve_session(store, ref: str, session_ref: str | None) -> int:
+    """The session id that ``show REF [SESSION]`` names (rules in its --help)."""
+    from agent_eval.errors import ConfigError
+
+    if session_ref is None:
+        if ref.isdigit():
+            return int(ref)
+        if ref != "latest":
+            raise ConfigError(f"{ref!r} is not a session id; give an id, `latest`, or "
+                              "RUN SESSION", field="show")
+        run = store.resolve_run("latest")
+        ids = [s.id for s in store.session_rows([run.id])]
+        if not ids:
+            raise ConfigError(f"run {run.id} has no session yet", field="show")
+        return max(ids)
+    run = store.resolve_run(ref)
+    rows = list(store.session_rows([run.id]))
+    if session_ref.isdigit() and any(s.id == int(session_ref) for s in rows):
+        return int(session_ref)
+    for s in sorted(rows, key=lambda r: r.id):
+        if session_ref in (s.key, s.scenario):
+            return s.id
+    keys = ", ".join(sorted({s.key for s in rows})[:3])
+    raise ConfigError(f"run {run.id} has no session {session_ref!r}; give a session id, a "
+                      f"key such as {keys or 'target/scenario/0'}, or a scenario name",
+                      field="show")
 
 
 def render_session(page, *, full: bool = False) -> list:

@@ -61,3 +61,31 @@ def render_class_table(summaries: dict[str, GroupSummary]) -> Table:
             label = f"{code} {rule.name}" if rule else code
         table.add_row(label, *(fmt_rate(cells.get(n), interval=False) for n in summaries))
     return table
+
+
+def tables_json(summaries: dict[str, GroupSummary]) -> dict:
+    """The two tables as JSON (``--json`` of run, demo and report): one entry per column.
+
+    ``{column: {sessions, messages, tool_calls, errors, errors_per_100, ci95: [lo, hi],
+    handshake: {completed, sessions}, error_sessions, classes: {code: per_100}}}``;
+    rates are null where there were no calls.
+    """
+    out = {}
+    classes = class_table(summaries)
+    for name, s in summaries.items():
+        hs = s.handshake.completed
+        out[name] = {
+            "sessions": s.sessions, "messages": s.messages, "tool_calls": s.calls,
+            "errors": s.errors.k, "errors_per_100": _num(s.errors.per100),
+            "ci95": [_num(s.errors.lo100), _num(s.errors.hi100)]
+            if s.errors.per100 is not None else None,
+            "handshake": {"completed": hs.k, "sessions": hs.n},
+            "error_sessions": s.error_sessions,
+            "classes": {code: _num(cells[name].per100) for code, cells in classes
+                        if code != TOTAL and name in cells},
+        }
+    return out
+
+
+def _num(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)

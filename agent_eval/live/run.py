@@ -28,6 +28,7 @@ from agent_eval.live.client import ModelClient, Target, target_from_settings
 from agent_eval.live.orchestrator import run_session
 from agent_eval.policy import ENGINE_VERSION
 from agent_eval.scenario import LoadedScenario, Suite, load_suite
+from agent_eval.scenario.select import select_scenarios
 from agent_eval.store import Store
 from agent_eval.transcript import SessionRecord
 
@@ -105,6 +106,8 @@ def run_config(suite: Suite, targets: list[Target], repeats: int) -> dict[str, A
     """What ``--resume`` needs to replay the plan.  Holds no API key (env var names only)."""
     return {
         "suite": str(suite.path),
+        # the selection (run --scenario/--tag/--exclude/--limit), so --resume keeps to it
+        "scenarios": sorted(sc.name for sc in suite.top_level()),
         "repeats": repeats,
         "targets": [t.settings() for t in targets],
     }
@@ -163,6 +166,8 @@ def load_run_plan(store: Store, run_ref: str | int) -> tuple[int, Suite, list[Ta
     config = info.config or {}
     try:
         suite = load_suite(Path(config["suite"]))
+        if config.get("scenarios"):  # runs stored before selection have no such key
+            suite = select_scenarios(suite, include=list(config["scenarios"]))
         targets = [target_from_settings(s) for s in config["targets"]]
         repeats = int(config["repeats"])
     except (KeyError, TypeError, ValueError) as exc:

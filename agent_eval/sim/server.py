@@ -28,14 +28,14 @@ from typing import Any
 
 from aiohttp import web
 
-import agent_eval
 from agent_eval.errors import ConfigError
 from agent_eval.scenario import load_suite
+from agent_eval.scenario.bundled import BUNDLED_SUITE_NAME, data_dir
 from agent_eval.sim.behaviour import TaskIndex, first_user_text, index_tasks, plan_reply
 from agent_eval.sim.profiles import PROFILES, Profile, get_profile
 from agent_eval.sim.wire import build_completion, render_chunks, render_completion, render_error
 
-DEFAULT_SUITE = Path(agent_eval.__file__).resolve().parents[1] / "scenarios" / "ralf"
+DEFAULT_SUITE = data_dir() / "scenarios" / BUNDLED_SUITE_NAME  # see scenario/bundled.py
 SEED_HEADER = "X-Agent-Eval-Seed"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 

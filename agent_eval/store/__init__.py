@@ -21,8 +21,12 @@ Promises:
 - the schema is checked on open: a new database is created at the head revision, an
   older one is refused with the ``agent-eval db upgrade`` command to run.
 
-Layout: ``tables`` (the schema), ``database`` (URLs, engines, migrations), ``runs``,
-``sessions`` (write and load), ``reads`` (streaming rows, aggregates), ``server_logs``.
+Layout: ``schema`` (the SQL tables), ``database`` (URLs, engines, migrations), ``runs``,
+``sessions`` (write and load), ``reads`` (streaming rows, aggregates), ``streaming``
+(whole sessions read back in bulk), ``server_logs``.  :class:`Store` is a facade over them: each method
+forwards to one function of one module with the engine, so callers hold one object and
+never an engine or a connection.  To add a query, write it as a function of the module
+that owns its tables, then add a one-line method here.
 """
 
 from __future__ import annotations
@@ -76,7 +80,26 @@ def open_store(url: str | None = None) -> Store:
 
 
 class Store:
-    """One open database.  Thin: each method is one unit of work in its own transaction."""
+    """One open database.  Thin: each method is one unit of work in its own transaction.
+
+    Methods by group (the module that does the work in brackets):
+
+    - runs [runs]: ``create_run``, ``add_target``, ``set_run_status``, ``resolve_run``
+      (an id, ``latest`` or ``label:NAME``), ``get_run``, ``list_runs``, ``run_targets``;
+    - sessions [sessions]: ``record_sessions`` (one transaction per batch),
+      ``record_session``, ``finished_keys`` (for ``--resume``), ``find_session``,
+      ``load_session`` (the full transcript), ``iter_sessions``;
+    - rows for metrics and reports [reads], streamed: ``session_rows``, ``call_rows``,
+      ``turn_rows``; aggregates computed in SQL: ``class_breakdown``, ``session_counts``;
+    - server logs [server_logs]: ``add_server_samples``, ``server_samples``,
+      ``add_server_requests``, ``server_requests``.
+
+    Example::
+
+        with open_store("runs.db") as store:
+            run = store.resolve_run("latest")
+            rows = list(store.call_rows([run.id]))
+    """
 
     def __init__(self, engine: Engine):
         self.engine = engine

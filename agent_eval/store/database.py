@@ -83,6 +83,11 @@ def connect(url: str) -> Engine:
             _tune_sqlite(engine)
         else:
             engine = create_engine(parsed, pool_pre_ping=True)
+    except ImportError:
+        raise ConfigError(
+            f"{describe_url(url)} needs the PostgreSQL driver: "
+            "pip install 'agent-eval[postgres]'", field="--db",
+        ) from None
     except (ArgumentError, NoSuchModuleError) as exc:
         raise ConfigError(
             f"cannot use database URL {describe_url(url)}: {exc}", field="--db"

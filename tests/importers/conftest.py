@@ -1,5 +1,6 @@
-"""Fixtures for the importer tests: the shared corpora (skipped when absent) and the
-OpenCode database / storage shapes rebuilt in a temp folder from the captured fixtures."""
+"""Fixtures for the importer tests: the real-data corpora (``$AGENT_EVAL_CORPORA``,
+skipped with what to do when unset; see tests/real_corpora.py) and the OpenCode database /
+storage shapes rebuilt in a temp folder from the captured fixtures."""
 
 from __future__ import annotations
 
@@ -8,17 +9,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
-CORPORA = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora"
-OPENCODE = "format-fixtures/opencode-1.18.34"
-CLAUDE = "format-fixtures/claude-code-2.1.330"
+from real_corpora import OPENCODE, need_corpora
 
 
 @pytest.fixture(scope="session")
 def corpora() -> Path:
-    if not CORPORA.is_dir():
-        pytest.skip(f"shared corpora not found at {CORPORA} (see /work/shared/corpora/README.md)")
-    return CORPORA
+    return need_corpora()
 
 
 @pytest.fixture(scope="session")

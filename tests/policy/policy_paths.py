@@ -9,7 +9,6 @@ from agent_eval.policy import AllowList, load_allowlist
 
 REPO = Path(__file__).resolve().parents[2]
 ALLOWLISTS = REPO / "allowlists"
-CORPORA = REPO / ".." / "shared" / "corpora"
 
 
 @cache

@@ -15,7 +15,7 @@ from agent_eval.policy import (
     render_denial,
 )
 
-# CONTEXT.md's real examples, with the class the users gave each one.
+# docs/design.md's real examples, with the class the users gave each one.
 CONTEXT_EXAMPLES = [
     ("pipe-grep", 'ls scripts/ | grep -E "search|web"', "AE301"),
     ("curl", "curl -s 'https://api.example.com/search?q=x'", "AE307"),

@@ -1,7 +1,9 @@
-"""Every real command of ../shared/corpora is judged without an exception and denied by ralf.
+"""Every real command of the real-data corpora is judged without an exception and denied
+by ralf.
 
 None of these real commands is a `uv run scripts/...` call of the ralf allow-list, so an
-allow would be a hole in the engine.  Skips when the shared corpora are absent.
+allow would be a hole in the engine.  The corpora are not in the repository: set
+``$AGENT_EVAL_CORPORA`` to run these (tests/real_corpora.py); otherwise they skip saying so.
 """
 
 from __future__ import annotations
@@ -9,18 +11,13 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-import pytest
-from policy_paths import CORPORA, allowlist_named
+from policy_paths import allowlist_named
+from real_corpora import need
 
 from agent_eval.policy import judge_command
 
-SHELL = CORPORA / "shell-corpus.txt"
-MULTILINE = CORPORA / "agent-multiline-commands.jsonl"
-
-
-def _need(path):
-    if not path.exists():
-        pytest.skip(f"shared corpus {path.name} absent (expected at {path.resolve()})")
+SHELL = "shell-corpus.txt"
+MULTILINE = "agent-multiline-commands.jsonl"
 
 
 def _judge_all(commands):
@@ -35,8 +32,7 @@ def _judge_all(commands):
 
 
 def test_shell_corpus_is_judged_and_never_allowed():
-    _need(SHELL)
-    lines = SHELL.read_text(encoding="utf-8").split("\n")
+    lines = need(SHELL).read_text(encoding="utf-8").split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     assert len(lines) == 49_499
@@ -46,8 +42,7 @@ def test_shell_corpus_is_judged_and_never_allowed():
 
 
 def test_agent_multiline_commands_are_judged_and_never_allowed():
-    _need(MULTILINE)
-    lines = MULTILINE.read_text(encoding="utf-8").splitlines()
+    lines = need(MULTILINE).read_text(encoding="utf-8").splitlines()
     assert len(lines) == 1_632
     allowed, primaries = _judge_all((n, json.loads(line)) for n, line in enumerate(lines, 1))
     assert allowed == []

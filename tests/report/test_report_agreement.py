@@ -3,8 +3,8 @@
 summary.md; and imported outputs labelled as what the source recorded.
 
 Two stores: one hand-made, with disagreements both ways and counts worked out by hand;
-one filled by ``record_import`` from the real OpenCode 1.18.34 fixtures in
-../shared/corpora (skipped when that folder is absent).
+one filled by ``record_import`` from the captured OpenCode 1.18.34 files of the real-data
+corpora (``$AGENT_EVAL_CORPORA``; skipped saying so when unset, see tests/real_corpora.py).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from real_corpora import OPENCODE, need
 from report_fixtures import ALLOWED, PIPED, Tables, judged_call, session
 
 from agent_eval.cli import main
@@ -21,8 +22,6 @@ from agent_eval.report import write_report
 from agent_eval.report.agreement import MAX_DISAGREEMENTS
 from agent_eval.store import open_store
 
-OPENCODE = (Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora"
-            / "format-fixtures" / "opencode-1.18.34")
 REJECTED = "The user rejected permission to use this specific tool call."
 
 
@@ -63,10 +62,7 @@ def mixed(tmp_path_factory) -> tuple[str, dict[str, int], Path]:
 
 @pytest.fixture(scope="module")
 def opencode_report(tmp_path_factory) -> Path:
-    fixture = OPENCODE / "opencode-db-rows.session-message-part.json"
-    if not fixture.is_file():
-        pytest.skip(f"the OpenCode format fixtures are absent ({OPENCODE}); they live in "
-                    "../shared/corpora next to the repository")
+    fixture = need(f"{OPENCODE}/opencode-db-rows.session-message-part.json")
     from agent_eval.importers.recording import record_import
     from agent_eval.policy import load_allowlist
 

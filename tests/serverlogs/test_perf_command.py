@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-store_module = pytest.importorskip("agent_eval.store", reason="agent_eval.store not importable yet")
-
-from agent_eval.cli import main  # noqa: E402
-from agent_eval.serverlogs import import_log  # noqa: E402
-from agent_eval.transcript import CallRecord, HandshakeResult, SessionRecord  # noqa: E402
+from agent_eval import store as store_module
+from agent_eval.cli import main
+from agent_eval.serverlogs import import_log
+from agent_eval.transcript import CallRecord, HandshakeResult, SessionRecord
 
 FIXTURES = Path(__file__).parent / "fixtures"
 T0 = datetime(2025, 8, 1, 12, 0, 0)

@@ -1,5 +1,5 @@
 """Profiles: lookup, and whether each one's error rate and class mix over a suite resemble
-the CONTEXT.md column it imitates (errors per 100 tool calls, retries included)."""
+the docs/design.md column it imitates (errors per 100 tool calls, retries included)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,57 @@
+"""Choosing which scenarios of a suite a run plays: ``run --scenario GLOB --tag T
+--exclude GLOB --limit N``.
+
+Rules, applied in this order to the top-level scenarios (child-only scenarios are always
+kept, since a selected parent may spawn them):
+
+1. ``include`` globs (``fnmatch`` on the scenario name): keep those matching any; none
+   given keeps all;
+2. ``tags``: keep those carrying any of the tags; none given keeps all;
+3. ``exclude`` globs: drop those matching any;
+4. ``limit``: the first N left, in name order.
+
+A selection that leaves nothing is a ConfigError naming the options and the choices.
+
+Example::
+
+    select_scenarios(suite, include=["research-*"], exclude=["*-web"], limit=2)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from fnmatch import fnmatchcase
+
+from agent_eval.errors import ConfigError
+from agent_eval.scenario.suite import Suite
+
+
+def select_scenarios(suite: Suite, *, include: Sequence[str] = (), tags: Sequence[str] = (),
+                     exclude: Sequence[str] = (), limit: int | None = None) -> Suite:
+    """``suite`` with only the selected top-level scenarios (and every child-only one)."""
+    if not (include or tags or exclude or limit):
+        return suite
+    chosen = sorted(sc.name for sc in suite.top_level())
+    if include:
+        chosen = [n for n in chosen if any(fnmatchcase(n, g) for g in include)]
+    if tags:
+        chosen = [n for n in chosen if set(tags) & set(suite.scenarios[n].spec.tags)]
+    if exclude:
+        chosen = [n for n in chosen if not any(fnmatchcase(n, g) for g in exclude)]
+    if limit is not None:
+        chosen = chosen[:limit]
+    if not chosen:
+        asked = " ".join([*(f"--scenario {g}" for g in include), *(f"--tag {t}" for t in tags),
+                          *(f"--exclude {g}" for g in exclude)])
+        known = sorted({t for sc in suite.top_level() for t in sc.spec.tags})
+        raise ConfigError(
+            f"no scenario of suite {suite.name!r} is selected by {asked or '--limit'}; "
+            f"scenario names look like {sorted(s.name for s in suite.top_level())[0]!r}, "
+            f"tags are: {', '.join(known) or 'none'}",
+            field="--scenario",
+        )
+    keep = set(chosen)
+    scenarios = {name: sc for name, sc in suite.scenarios.items()
+                 if name in keep or sc.spec.child_only}
+    return replace(suite, scenarios=scenarios)
