@@ -15,6 +15,14 @@ if ! pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; then
     || echo "warning: could not start PostgreSQL; the PostgreSQL store tests will skip" >&2
 fi
 
+# The opt-in groups run here too: the wheel test, and the real-data corpora when they sit
+# beside the clone (../shared/corpora) or AGENT_EVAL_CORPORA names them.
+export AGENT_EVAL_TEST_WHEEL="${AGENT_EVAL_TEST_WHEEL:-1}"
+if [ -z "${AGENT_EVAL_CORPORA:-}" ] && [ -d ../shared/corpora ]; then
+  AGENT_EVAL_CORPORA="$(cd ../shared/corpora && pwd)"
+  export AGENT_EVAL_CORPORA
+fi
+
 for step in scripts/ci/*.sh; do
   [ -e "$step" ] || continue
   echo "+ bash $step"

