@@ -65,7 +65,9 @@ def compare(run_a, run_b, by, markdown_path, db) -> None:
                           label_a=_label(info_a), label_b=_label(info_b), by=by)
     if moved is not None:
         result = dataclasses.replace(result, rescore=moved)
-    click.echo(render_comparison_text(result), nl=False)
+    from agent_eval.cli.terminal import escape_terminal
+
+    click.echo(escape_terminal(render_comparison_text(result)), nl=False)
     if markdown_path is not None:
         try:
             markdown_path.write_text(render_comparison_markdown(result), encoding="utf-8")

@@ -85,7 +85,9 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
             f" ({baseline_run.label})" if baseline_run.label else "")
     if note:
         title += f"\n{note}"
-    click.echo(render_gate_text(result, title=title), nl=False)
+    from agent_eval.cli.terminal import escape_terminal
+
+    click.echo(escape_terminal(render_gate_text(result, title=title)), nl=False)
     if markdown_path is not None:
         _write(markdown_path, render_gate_markdown(result, title=title))
     if not result.passed:

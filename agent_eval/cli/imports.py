@@ -8,6 +8,7 @@ import click
 
 from agent_eval.cli import main
 from agent_eval.cli.db import db_option
+from agent_eval.cli.terminal import escape_terminal
 
 TRANSCRIPT_FORMATS = ("openai", "opencode", "claude-code", "mini-swe-agent", "swe-agent", "call-records")
 LOG_FORMATS = ("vllm-log", "llamacpp-log")
@@ -89,7 +90,8 @@ class _SkipWarnings:
         self.count += 1
         self.path = path
         if self.count <= self.SHOWN:
-            click.echo(f"Warning: {path}: line {line}: skipped: {reason}", err=True)
+            click.echo(escape_terminal(f"Warning: {path}: line {line}: skipped: {reason}"),
+                       err=True)
 
     def close(self) -> None:
         if self.count > self.SHOWN:
@@ -99,8 +101,9 @@ class _SkipWarnings:
 
 def _print_summary(summary) -> None:
     rate = summary.errors_per_100
+    models = ", ".join(f"{m}: {n}" for m, n in sorted(summary.models.items()))
     click.echo(f"run {summary.run_id}: imported {summary.sessions} sessions, {summary.calls} calls "
-               f"({', '.join(f'{m}: {n}' for m, n in sorted(summary.models.items()))})")
+               f"({escape_terminal(models)})")
     if summary.error_sessions:
         click.echo(f"  {summary.error_sessions} sessions in error state (excluded from the rate)")
     click.echo(f"  errors/100 calls: {rate:.2f}" if rate is not None else "  errors/100 calls: n/a")
@@ -114,7 +117,8 @@ def _print_summary(summary) -> None:
     for d in summary.disagreements:
         what = d.command if d.command is not None else d.tool
         ours = f"{d.ours} {d.primary}" if d.primary else d.ours
-        click.echo(f"    {d.session} #{d.index} {what!r}: ours {ours}, source {d.source}")
+        click.echo(escape_terminal(
+            f"    {d.session} #{d.index} {what!r}: ours {ours}, source {d.source}"))
     more = summary.disagreement_count - len(summary.disagreements)
     if more > 0:
         click.echo(f"    ... and {more} more")

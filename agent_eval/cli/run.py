@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from agent_eval.cli import EXIT_FAULT, main
 from agent_eval.cli.db import db_option
 from agent_eval.errors import ConfigError
+from agent_eval.live.targets import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES
 
 BUNDLED_SUITE = Path(__file__).resolve().parents[2] / "scenarios" / "ralf"
 
@@ -33,6 +34,12 @@ def _sampling_options(f):
                      help="Stream replies (measures time to first token)."),
         click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True,
                      help="Seconds before a request counts as a server fault."),
+        click.option("--deadline", "deadline_s", type=click.FloatRange(min=0, min_open=True),
+                     default=DEFAULT_DEADLINE_S, show_default=True,
+                     help="Seconds one request may take in all (ends an endless stream)."),
+        click.option("--max-reply-bytes", type=click.IntRange(1024),
+                     default=DEFAULT_MAX_REPLY_BYTES, show_default=True,
+                     help="Bytes one reply may have on the wire; more is a server fault."),
         click.option("--api-key-env", metavar="VAR",
                      help="Environment variable holding the API key (never stored)."),
     ]
@@ -182,7 +189,8 @@ def _target_from_options(name, base_url, model, concurrency, knobs):
         name=name, base_url=base_url, model=model, api_key_env=knobs.get("api_key_env"),
         sampling=sampling, chat_template_kwargs=ctk, max_tokens=knobs.get("max_tokens"),
         stream=knobs.get("stream", False), timeout_s=knobs.get("timeout_s", 120.0),
-        concurrency=concurrency,
+        concurrency=concurrency, deadline_s=knobs.get("deadline_s", DEFAULT_DEADLINE_S),
+        max_reply_bytes=knobs.get("max_reply_bytes", DEFAULT_MAX_REPLY_BYTES),
     )
 
 

@@ -10,7 +10,14 @@ Retries are ours (the SDK runs with ``max_retries=0``), decided by :func:`classi
     retried       connection refused or dropped, timeouts, 429, 500/502/503/504, a 200
                   that is not a chat completion, a stream that ends early, carries an
                   error event or garbled JSON
-    not retried   any other 4xx (context too long, model not found, bad request), other 5xx
+    not retried   any other 4xx (context too long, model not found, bad request), other 5xx,
+                  a reply past the target's ``deadline_s`` (an endless stream) or past its
+                  ``max_reply_bytes``: both are the server's fault, and a retry would
+                  burn the same time and memory again
+
+Hostile bytes never escape as a crash: bytes that are not UTF-8 are replaced by U+FFFD
+before any decoder sees them (the reply is kept and judged), and a body nested too deep
+for the JSON decoder is a garbled reply.
 
 The API key is read from an environment variable when the client is created; it is never
 stored on a :class:`Target`, in :meth:`Target.settings`, in an error message or a log.
@@ -20,6 +27,7 @@ Targets and the targets file live in ``targets.py`` and are re-exported here.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import os
 import random
@@ -122,7 +130,9 @@ class Reply:
     markup: list[tuple[int, int]] = field(default_factory=list)
 
 
-FaultKind = Literal["refused", "dropped", "timeout", "status", "garbled", "client"]
+FaultKind = Literal[
+    "refused", "dropped", "timeout", "status", "garbled", "client", "deadline", "too_large",
+]
 
 
 @dataclass(frozen=True)
@@ -141,11 +151,40 @@ class _GarbledReply(Exception):
     stream that closed with neither a finish reason nor a usage chunk."""
 
 
+class _ReplyTooLarge(Exception):
+    """The reply passed the target's ``max_reply_bytes`` (raised while it is read)."""
+
+
+class _DeadlinePassed(Exception):
+    """The reply was still coming when the target's ``deadline_s`` passed."""
+
+
 _RETRIED_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+def _hostile_cause(exc: BaseException) -> BaseException | None:
+    """A size-cap or deadline fault anywhere in ``exc``'s chain (the SDK wraps what the
+    transport raises in ``APIConnectionError``)."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return None
+        if isinstance(seen, _ReplyTooLarge | _DeadlinePassed):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def classify_fault(exc: BaseException, timeout_s: float) -> Fault:
     """Sort an exception from one attempt into a :class:`Fault` (pure)."""
+    hostile = _hostile_cause(exc)
+    if isinstance(hostile, _ReplyTooLarge):
+        return Fault("too_large", "reply too large", str(hostile), False)
+    if isinstance(hostile, _DeadlinePassed):
+        return Fault("deadline", "reply deadline passed", str(hostile), False)
+    if isinstance(exc, RecursionError):
+        return Fault("garbled", "garbled reply (JSON nested too deep to decode)",
+                     "the body nests deeper than the decoder's recursion limit", True)
     if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
         return Fault("timeout", f"timeout (no answer within {timeout_s:g} s)", str(exc), True)
     if isinstance(exc, openai.APIConnectionError | httpx.TransportError):
@@ -187,7 +226,53 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
-_CAUGHT = (openai.OpenAIError, httpx.HTTPError, json.JSONDecodeError, _GarbledReply)
+_CAUGHT = (openai.OpenAIError, httpx.HTTPError, ValueError, _GarbledReply, _ReplyTooLarge,
+           _DeadlinePassed, RecursionError)
+
+
+class _GuardedStream(httpx.AsyncByteStream):
+    """A response body read through a size cap, with invalid UTF-8 replaced by U+FFFD.
+
+    Every body this client reads is JSON or server-sent events, both UTF-8 text, so the
+    repair never changes a valid body; a split multi-byte character is kept across reads.
+    """
+
+    def __init__(self, inner: httpx.AsyncByteStream, max_bytes: int):
+        self._inner = inner
+        self._max_bytes = max_bytes
+
+    async def __aiter__(self):
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        seen = 0
+        async for chunk in self._inner:
+            seen += len(chunk)
+            if seen > self._max_bytes:
+                raise _ReplyTooLarge(
+                    f"the server sent more than {self._max_bytes} bytes for one reply; "
+                    "raise max_reply_bytes (--max-reply-bytes) if replies this long are real"
+                )
+            yield decoder.decode(chunk).encode()
+        if tail := decoder.decode(b"", final=True):
+            yield tail.encode()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _GuardedTransport(httpx.AsyncBaseTransport):
+    """The HTTP transport with every response body read as a :class:`_GuardedStream`."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, max_bytes: int):
+        self._inner = inner
+        self._max_bytes = max_bytes
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        response.stream = _GuardedStream(response.stream, self._max_bytes)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 class ModelClient:
@@ -210,8 +295,11 @@ class ModelClient:
                 )
             api_key = os.environ[target.api_key_env] or "EMPTY"
         n = target.concurrency
+        limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
         self._http = openai.DefaultAsyncHttpxClient(
-            limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
+            limits=limits,
+            transport=_GuardedTransport(httpx.AsyncHTTPTransport(limits=limits),
+                                        target.max_reply_bytes),
         )
         self._client = openai.AsyncOpenAI(  # pool=None: waiting for a free slot is no fault
             base_url=target.base_url, api_key=api_key, max_retries=0,
@@ -257,7 +345,23 @@ class ModelClient:
         if seed_key is not None:
             request["extra_headers"] = {SEED_HEADER: seed_key}
         once = self._stream_once if self.target.stream else self._complete_once
-        return await self._retrying(lambda: once(request), silence_is_unreachable=False)
+        return await self._retrying(lambda: self._within_deadline(once(request)),
+                                    silence_is_unreachable=False)
+
+    async def _within_deadline(self, attempt):
+        """One attempt, cut off once the target's ``deadline_s`` has passed in all: the
+        read timeout alone never ends a stream that keeps sending."""
+        deadline = self.target.deadline_s
+        try:
+            async with asyncio.timeout(deadline) as scope:
+                return await attempt
+        except TimeoutError as exc:
+            if not scope.expired():
+                raise
+            raise _DeadlinePassed(
+                f"the reply was still coming after {deadline:g} s; raise deadline_s "
+                "(--deadline) if replies this slow are real"
+            ) from exc
 
     async def list_models(self) -> dict[str, Any]:
         """The server's ``/v1/models`` answer; ``ServerUnreachable`` when nothing answers."""
