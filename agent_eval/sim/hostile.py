@@ -9,6 +9,8 @@ client must survive:
     invalid UTF-8 a reply whose content holds bytes that are not UTF-8 (``\\xff\\xfe``)
     nested args   tool-call arguments nested ``nesting_depth`` deep (``[[[[...]]]]``)
     nested body   a body with an extra field nested ``nesting_depth`` deep
+    control chars content that opens with terminal escapes: clear screen, an OSC 52
+                  clipboard write, an OSC 8 link, the 8-bit CSI, a carriage return
 
 Each keeps the reply's tool calls (except ``endless``), so the session goes on and the
 client's handling shows up in what is stored and judged.  The bytes are built by string
@@ -20,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+from collections.abc import Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -47,6 +51,17 @@ def pad_content(done: Completion, chars: int) -> Completion:
     reply = done.reply
     padded = (reply.content or "") + "x" * chars
     return dataclasses.replace(done, reply=dataclasses.replace(reply, content=padded))
+
+
+TERMINAL_ESCAPES = ("\x1b[2J\x1b[H\x1b]52;c;cm0gLXJmIH4=\x07"
+                    "\x1b]8;;http://evil.example\x1b\\link\x1b]8;;\x1b\\\x9b31m\rowned ")
+
+
+def add_control_chars(done: Completion) -> Completion:
+    """Content that opens with :data:`TERMINAL_ESCAPES`."""
+    reply = done.reply
+    text = TERMINAL_ESCAPES + (reply.content or "")
+    return dataclasses.replace(done, reply=dataclasses.replace(reply, content=text))
 
 
 def mark_invalid_utf8(done: Completion) -> Completion:
@@ -90,3 +105,33 @@ async def write_endless(request: web.Request, *, stream: bool, pause_s: float,
     except (ConnectionError, RuntimeError):
         pass  # the client hung up: the only way this answer ends
     return response
+
+
+def draw(faults: Any, draw: Callable[[], float]) -> frozenset[str]:
+    """Which hostile-output knobs fire for this request (one draw per knob turned on)."""
+    names = ("huge_reply", "invalid_utf8", "nested_args", "nested_body", "control_chars")
+    return frozenset(n for n in names
+                     if getattr(faults, f"{n}_rate") and draw() < getattr(faults, f"{n}_rate"))
+
+
+def apply(done: Completion, faults: Any, fired: frozenset[str]) -> Completion:
+    """The completion with the reply-level knobs that fired applied."""
+    if "huge_reply" in fired:
+        done = pad_content(done, faults.huge_reply_chars)
+    if "invalid_utf8" in fired:
+        done = mark_invalid_utf8(done)
+    if "nested_args" in fired:
+        done = nest_arguments(done, faults.nesting_depth)
+    if "control_chars" in fired:
+        done = add_control_chars(done)
+    return done
+
+
+def apply_bytes(payload: bytes, faults: Any, fired: frozenset[str]) -> bytes:
+    """The serialized answer (or first SSE chunk) with the byte-level knobs applied."""
+    if "invalid_utf8" in fired:
+        payload = break_utf8(payload)
+    if "nested_body" in fired:
+        payload = nest_body(payload, faults.nesting_depth)
+    return payload
+

@@ -56,7 +56,8 @@ class Faults:
     ``endless_pause_s``); ``huge_reply_rate`` pads the content to ``huge_reply_chars``;
     ``invalid_utf8_rate`` puts bytes that are not UTF-8 into the content;
     ``nested_args_rate`` and ``nested_body_rate`` nest the tool-call arguments, or a
-    field of the body, ``nesting_depth`` deep.
+    field of the body, ``nesting_depth`` deep; ``control_chars_rate`` opens the content
+    with terminal escape sequences.
     """
 
     latency_s: float = 0.0
@@ -74,6 +75,7 @@ class Faults:
     invalid_utf8_rate: float = 0.0
     nested_args_rate: float = 0.0
     nested_body_rate: float = 0.0
+    control_chars_rate: float = 0.0
     nesting_depth: int = 10_000
 
     def __post_init__(self) -> None:
@@ -174,7 +176,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     try:
         body = json.loads(await request.read())
-    except ValueError:
+    except (ValueError, RecursionError):
         return _error(400, "request body is not valid JSON")
     messages = body.get("messages") if isinstance(body, dict) else None
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
@@ -199,7 +201,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
                                            stopping=state.stopping)
     truncate = bool(faults.truncate_rate) and draw() < faults.truncate_rate
     malformed = bool(faults.malformed_args_rate) and draw() < faults.malformed_args_rate
-    hostile_draws = _draw_hostile(faults, draw)
+    hostile_draws = hostile.draw(faults, draw)
 
     profile = state.profile_for(body.get("model"))
     task = first_user_text(messages)
@@ -210,7 +212,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     done = build_completion(
         body, reply, model=model, created=int(time.time()), rng=rng, malformed=malformed
     )
-    done = _make_hostile(done, faults, hostile_draws)
+    done = hostile.apply(done, faults, hostile_draws)
     if body.get("stream"):
         options = body.get("stream_options") or {}
         include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
@@ -218,37 +220,11 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         chunks = render_chunks(done, include_usage=include_usage, piece_chars=piece)
         return await _stream(request, chunks, faults, truncate, hostile_draws)
     await _sleep(faults.ttft_s + faults.latency_s)
-    payload = _hostile_bytes(json.dumps(render_completion(done)).encode(), faults,
+    payload = hostile.apply_bytes(json.dumps(render_completion(done)).encode(), faults,
                              hostile_draws)
     if truncate:
         payload = payload[: len(payload) // 2]
     return web.Response(body=payload, content_type="application/json")
-
-
-def _draw_hostile(faults: Faults, draw) -> frozenset[str]:
-    """Which hostile-output knobs fire for this request (one draw per knob turned on)."""
-    names = ("huge_reply", "invalid_utf8", "nested_args", "nested_body")
-    return frozenset(n for n in names
-                     if getattr(faults, f"{n}_rate") and draw() < getattr(faults, f"{n}_rate"))
-
-
-def _make_hostile(done, faults: Faults, fired: frozenset[str]):
-    if "huge_reply" in fired:
-        done = hostile.pad_content(done, faults.huge_reply_chars)
-    if "invalid_utf8" in fired:
-        done = hostile.mark_invalid_utf8(done)
-    if "nested_args" in fired:
-        done = hostile.nest_arguments(done, faults.nesting_depth)
-    return done
-
-
-def _hostile_bytes(payload: bytes, faults: Faults, fired: frozenset[str]) -> bytes:
-    """The serialized answer (or first SSE chunk) with the byte-level knobs applied."""
-    if "invalid_utf8" in fired:
-        payload = hostile.break_utf8(payload)
-    if "nested_body" in fired:
-        payload = hostile.nest_body(payload, faults.nesting_depth)
-    return payload
 
 
 async def _stream(
@@ -262,7 +238,7 @@ async def _stream(
     if truncate:
         chunks = chunks[: max(1, len(chunks) // 2)]
     pause = faults.latency_s / len(chunks) if faults.latency_s else 0.0
-    events = [b"data: " + _hostile_bytes(json.dumps(chunk).encode(), faults,
+    events = [b"data: " + hostile.apply_bytes(json.dumps(chunk).encode(), faults,
                                          fired if i == 0 else fired - {"nested_body"}) + b"\n\n"
               for i, chunk in enumerate(chunks)]
     if not truncate:
