@@ -158,7 +158,10 @@ def test_a_session_reads_back_exactly_as_written(store, run_id):
 
     loaded = store.load_session(sid)
 
-    assert loaded.record == record
+    from agent_eval.store.caps import cap_session
+
+    assert loaded.record == cap_session(record)  # the 1 MB arguments come back capped
+    assert loaded.record.calls[2].arguments.startswith(huge[:65_536])
     assert (loaded.id, loaded.run_id, loaded.target) == (sid, run_id, "qwen-27b")
     assert loaded.record.turns[0].started_at.tzinfo is not None
 
@@ -780,8 +783,8 @@ def test_resolve_db_url_refuses_what_it_cannot_open(value):
 # --- latest and label:NAME skip runs that stored nothing (issue #5) ----------------------
 
 
-def _run_with_sessions(store, label: str, keys: tuple[str, ...]) -> int:
-    rid = store.create_run(label=label, kind="import", suite=None, config={}, fingerprint={})
+def _run_with_sessions(store, label: str, keys: tuple[str, ...], kind: str = "import") -> int:
+    rid = store.create_run(label=label, kind=kind, suite=None, config={}, fingerprint={})
     store.add_target(rid, name="qwen-27b", model="qwen-27b", base_url="import:openai", settings={})
     if keys:
         store.record_sessions(rid, [session(k) for k in keys])
@@ -791,6 +794,7 @@ def _run_with_sessions(store, label: str, keys: tuple[str, ...]) -> int:
 @pytest.mark.parametrize("ref", ["latest", "label:nightly"], ids=["latest", "label"])
 def test_resolve_run_skips_newer_runs_that_hold_no_sessions(store, ref):
     full = _run_with_sessions(store, "nightly", ("a", "b"))
+    store.set_run_status(full, "finished")
     empty = _run_with_sessions(store, "nightly", ())
     store.set_run_status(empty, "failed")
 
@@ -801,10 +805,29 @@ def test_resolve_run_skips_newer_runs_that_hold_no_sessions(store, ref):
 @pytest.mark.parametrize("status", ["running", "interrupted"])
 def test_resolve_run_keeps_an_empty_run_that_may_still_get_sessions(store, status):
     _run_with_sessions(store, "nightly", ("a",))
-    resumable = _run_with_sessions(store, "nightly", ())
+    resumable = _run_with_sessions(store, "nightly", (), kind="live")
     store.set_run_status(resumable, status)
 
     assert store.resolve_run("latest").id == resumable
+
+
+@pytest.mark.parametrize("status", ["running", "interrupted"])
+@pytest.mark.parametrize("ref", ["latest", "label:nightly"], ids=["latest", "label"])
+def test_latest_never_names_an_import_that_did_not_finish(store, status, ref):
+    complete = _run_with_sessions(store, "nightly", ("a",))
+    store.set_run_status(complete, "finished")
+    killed = _run_with_sessions(store, "nightly", ("b", "c"))  # sessions, but half the file
+    store.set_run_status(killed, status)
+
+    assert store.resolve_run(ref).id == complete
+    assert store.resolve_run(killed).id == killed  # by id it is still there to inspect
+
+
+def test_latest_on_a_store_holding_only_a_killed_import_says_there_is_no_complete_run(store):
+    _run_with_sessions(store, "nightly", ("a",))  # status stays running: the import was killed
+
+    with pytest.raises(ConfigError, match="no runs yet .an import that never finished"):
+        store.resolve_run("latest")
 
 
 def test_resolve_run_falls_back_to_the_newest_run_when_none_qualifies(store):
@@ -813,3 +836,41 @@ def test_resolve_run_falls_back_to_the_newest_run_when_none_qualifies(store):
         store.set_run_status(newest, "failed")
 
     assert store.resolve_run("latest").id == newest
+
+
+# --- stored model text is capped, visibly (issue #10) -----------------------------------
+
+
+def test_a_runaway_reply_is_stored_capped_with_a_marker_everywhere_it_appears(store, run_id):
+    from agent_eval.store.caps import STORED_TEXT_CHARS
+
+    huge = "x" * 1_000_000
+    call = replace(allowed(0, "uv run scripts/db_query.py --sql 'select 1'"),
+                   arguments='{"command": "' + huge + '"}', output=huge)
+    record = session("runaway", turns=[TurnRecord(index=0, content=huge, reasoning=huge)],
+                     calls=[call],
+                     messages=[{"role": "assistant", "content": huge, "tool_calls": [
+                         {"id": "c0", "type": "function",
+                          "function": {"name": "bash", "arguments": call.arguments}}]}])
+    marker = f"\n[agent-eval: stored {STORED_TEXT_CHARS} of 1000000 characters; the rest was cut]"
+
+    sid = store.record_session(run_id, record)
+    back = store.load_session(sid).record
+
+    assert back.turns[0].content == "x" * STORED_TEXT_CHARS + marker
+    assert back.turns[0].reasoning == back.turns[0].content
+    assert back.calls[0].output == back.turns[0].content
+    assert back.calls[0].arguments.endswith("of 1000015 characters; the rest was cut]")
+    assert back.messages[0]["content"] == back.turns[0].content
+    assert back.messages[0]["tool_calls"][0]["function"]["arguments"] == back.calls[0].arguments
+    assert record.turns[0].content == huge  # the caller's record is left whole
+    assert back.calls[0].decision == "allow"  # the verdict was made on the whole text
+
+
+def test_text_under_the_cap_is_stored_unchanged(store, run_id):
+    from agent_eval.store.caps import STORED_TEXT_CHARS
+
+    text = "y" * STORED_TEXT_CHARS
+    sid = store.record_session(run_id, session("fits", turns=[TurnRecord(index=0, content=text)]))
+
+    assert store.load_session(sid).record.turns[0].content == text
