@@ -36,7 +36,8 @@ def import_(fmt: str, path: Path, allowlist_path: Path | None, model: str | None
     warning (the first three shown, then a count); a broken single-document file is an
     error naming the file and line; a file holding no FORMAT session is an error that
     suggests the format it looks like, and nothing is stored.  If the input breaks after
-    whole sessions were read, they stay in a run marked failed.  Prints the run id,
+    whole sessions were read, they stay in a run marked failed; Ctrl-C leaves the run
+    marked interrupted and exits 130 (`latest` skips it).  Prints the run id,
     counts, errors per 100 calls and how often our verdicts agree with the verdicts the
     source recorded itself.
 
@@ -71,9 +72,21 @@ def import_(fmt: str, path: Path, allowlist_path: Path | None, model: str | None
                 store, fmt, path, allowlist, allowlist_path=str(allowlist_path), model=model,
                 label=label, on_skip=warnings.warn, on_session=progress.advance,
             )
+    except KeyboardInterrupt as exc:
+        _interrupted(getattr(exc, "run_id", None))
     finally:
         warnings.close()
     _print_summary(summary)
+
+
+def _interrupted(run_id: int | None) -> None:
+    """Ctrl-C: say what was kept and exit 130, like ``run``."""
+    import sys
+
+    kept = (f"run {run_id} is marked interrupted (`latest` skips it); " if run_id is not None
+            else "nothing was stored; ")
+    click.echo(f"Interrupted: {kept}import the file again to get all of it.", err=True)
+    sys.exit(130)
 
 
 class _SkipWarnings:
