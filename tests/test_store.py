@@ -874,3 +874,85 @@ def test_text_under_the_cap_is_stored_unchanged(store, run_id):
     sid = store.record_session(run_id, session("fits", turns=[TurnRecord(index=0, content=text)]))
 
     assert store.load_session(sid).record.turns[0].content == text
+
+
+# --- db upgrade on what is not an agent-eval store: one Error line, exit 2 (issue #10) ---
+
+
+def _sqlite_not_a_store(tmp_path, kind: str) -> str:
+    path = tmp_path / f"{kind}.db"
+    if kind == "garbage":
+        path.write_bytes(bytes(range(256)) * 40)
+    elif kind == "text":
+        path.write_text("name,amount\ninvoice-1,12.50\n" * 200)
+    else:
+        with sqlite3.connect(path) as conn:
+            if kind == "foreign":
+                conn.execute("CREATE TABLE invoices (id INTEGER)")
+            else:  # newer: an alembic revision this agent-eval never shipped
+                conn.execute("CREATE TABLE alembic_version (version_num VARCHAR(32))")
+                conn.execute("INSERT INTO alembic_version VALUES ('ffee99')")
+    return str(path)
+
+
+NOT_A_STORE = {
+    "garbage": "file is not a database",
+    "text": "file is not a database",
+    "foreign": "has tables (invoices) but no agent-eval revision",
+    "newer": "database at revision ffee99, newer than this agent-eval",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NOT_A_STORE))
+def test_db_upgrade_on_what_is_not_a_store_prints_one_error_line(tmp_path, kind):
+    from agent_eval.cli import main
+
+    url = _sqlite_not_a_store(tmp_path, kind)
+    result = CliRunner().invoke(main, ["db", "upgrade", "--db", url])
+
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: --db: ") and result.stderr.count("\n") == 1
+    assert NOT_A_STORE[kind] in result.stderr
+    assert "Traceback" not in result.output
+    if kind in ("foreign", "newer"):  # left as it was: no agent-eval table added
+        with sqlite3.connect(url) as conn:
+            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        assert names == ({"invoices"} if kind == "foreign" else {"alembic_version"})
+
+
+@pytest.fixture
+def pg_scratch(pg_url):
+    """A second, brand-new PostgreSQL database (not the shared test store), dropped after."""
+    import secrets as _secrets
+
+    import psycopg
+    from conftest import PG_ADMIN_URL
+
+    name = f"agent_eval_scratch_{_secrets.token_hex(4)}"
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = pg_url.rsplit("/", 1)[0] + "/" + name
+    try:
+        yield url, psycopg.connect(url.replace("+psycopg", ""), autocommit=True)
+    finally:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("kind", ["foreign", "newer"])
+def test_db_upgrade_on_a_postgresql_database_that_is_not_a_store_is_one_error(pg_scratch, kind):
+    from agent_eval.cli import main
+
+    url, conn = pg_scratch
+    with conn:
+        if kind == "foreign":
+            conn.execute("CREATE TABLE invoices (id INTEGER)")
+        else:
+            conn.execute("CREATE TABLE alembic_version (version_num VARCHAR(32))")
+            conn.execute("INSERT INTO alembic_version VALUES ('ffee99')")
+    result = CliRunner().invoke(main, ["db", "upgrade", "--db", url])
+
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: --db: ") and result.stderr.count("\n") == 1
+    assert NOT_A_STORE[kind] in result.stderr
