@@ -79,8 +79,12 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
     stops answering altogether, the remaining sessions are left for `--resume RUN`.
     Ctrl-C stops cleanly; finished sessions are kept and `--resume RUN` finishes the run.
 
-    Exit codes: 0 done (error sessions included), 2 bad option or file, 3 model server
-    unreachable at the start or gone mid-run (run left `interrupted`), 130 Ctrl-C.
+    One process plays a run at a time: a second `--resume` of a run still being played
+    is refused with the pid and host playing it (exit 2); a killed runner's claim lapses.
+
+    Exit codes: 0 done (error sessions included), 2 bad option or file, or the run is
+    being played by another process, 3 model server unreachable at the start or gone
+    mid-run (run left `interrupted`), 130 Ctrl-C.
     """
     from agent_eval.live.client import load_run_config
     from agent_eval.live.run import load_run_plan, plan_run
@@ -90,9 +94,10 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
     store = open_store(db)
     if resume:
         run_id, suite_obj, targets, reps = load_run_plan(store, resume)
-        items = plan_run(suite_obj, targets, reps, store.finished_keys(run_id))
-        _console().print(f"Resuming run {run_id}: {len(items)} sessions left.")
-        _play(store, run_id, items, suite_obj, targets, probe=True)
+        with store.lease(run_id):  # before planning: a second --resume is refused, naming us
+            items = plan_run(suite_obj, targets, reps, store.finished_keys(run_id))
+            _console().print(f"Resuming run {run_id}: {len(items)} sessions left.")
+            _play(store, run_id, items, suite_obj, targets, probe=True)
         return
     if config_file:
         cfg = load_run_config(config_file)
@@ -118,18 +123,33 @@ def _start_and_play(store, suite_obj, targets, repeats, label) -> int:
     server_models = asyncio.run(probe_targets(targets))
     run_id = start_run(store, suite_obj, targets, repeats, label=label,
                        server_models=server_models)
-    items = plan_run(suite_obj, targets, repeats)
-    _play(store, run_id, items, suite_obj, targets, probe=False)
+    with store.lease(run_id):
+        items = plan_run(suite_obj, targets, repeats)
+        _play(store, run_id, items, suite_obj, targets, probe=False)
     return run_id
 
 
 def _play(store, run_id, items, suite_obj, targets, *, probe: bool) -> None:
-    from agent_eval.live.run import RunTally, execute_run, probe_targets
+    from agent_eval.live.run import RunTally, probe_targets
 
     console = _console()
     if probe and items:
         asyncio.run(probe_targets(targets))
     tally = RunTally()
+    _play_leased(store, run_id, items, suite_obj, tally, console)
+    status = "interrupted" if tally.left else "finished"
+    store.set_run_status(run_id, status)
+    print_run_tables(store, [run_id], console)
+    if tally.left:
+        console.print(f"[red]{tally.left} sessions not played: the model server stopped "
+                      f"answering.[/] Finish later with: agent-eval run --resume {run_id}")
+        sys.exit(EXIT_FAULT)
+    console.print(f"Run {run_id} finished: {tally.done} sessions stored in {store.url}.")
+
+
+def _play_leased(store, run_id, items, suite_obj, tally, console) -> None:
+    from agent_eval.live.run import RunTally, execute_run
+
     store.set_run_status(run_id, "running")
     with Progress(
         TextColumn("[bold]run {task.fields[run]}"), BarColumn(), MofNCompleteColumn(),
@@ -150,14 +170,6 @@ def _play(store, run_id, items, suite_obj, targets, *, probe: bool) -> None:
             console.print(f"[yellow]Interrupted.[/] {tally.done} sessions kept; "
                           f"finish with: agent-eval run --resume {run_id}")
             sys.exit(130)
-    status = "interrupted" if tally.left else "finished"
-    store.set_run_status(run_id, status)
-    print_run_tables(store, [run_id], console)
-    if tally.left:
-        console.print(f"[red]{tally.left} sessions not played: the model server stopped "
-                      f"answering.[/] Finish later with: agent-eval run --resume {run_id}")
-        sys.exit(EXIT_FAULT)
-    console.print(f"Run {run_id} finished: {tally.done} sessions stored in {store.url}.")
 
 
 def print_run_tables(store, run_ids: list[int], console: Console) -> None:
