@@ -928,16 +928,15 @@ def pg_scratch(pg_url):
     import secrets as _secrets
 
     import psycopg
-    from conftest import PG_ADMIN_URL
-
+    admin_url = pg_url.replace("+psycopg", "").rsplit("/", 1)[0] + "/test"
     name = f"agent_eval_scratch_{_secrets.token_hex(4)}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
+    with psycopg.connect(admin_url, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     url = pg_url.rsplit("/", 1)[0] + "/" + name
     try:
         yield url, psycopg.connect(url.replace("+psycopg", ""), autocommit=True)
     finally:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
