@@ -7,7 +7,8 @@ import asyncio
 
 import pytest
 
-from agent_eval.live.client import Fault, _GuardedStream, _ReplyTooLarge, classify_fault
+from agent_eval.live.client import Fault, classify_fault
+from agent_eval.live.guard import GuardedStream, ReplyTooLarge
 
 
 class _Chunks:
@@ -24,7 +25,7 @@ class _Chunks:
 
 def _read(chunks: list[bytes], cap: int = 1 << 20) -> bytes:
     async def go() -> bytes:
-        return b"".join([c async for c in _GuardedStream(_Chunks(chunks), cap)])
+        return b"".join([c async for c in GuardedStream(_Chunks(chunks), cap)])
 
     return asyncio.run(go())
 
@@ -40,7 +41,7 @@ def test_bytes_that_are_not_utf8_become_replacement_characters():
 
 
 def test_a_body_past_the_cap_raises_reply_too_large_and_classifies_as_a_final_fault():
-    with pytest.raises(_ReplyTooLarge) as caught:
+    with pytest.raises(ReplyTooLarge) as caught:
         _read([b"x" * 600, b"x" * 600], cap=1024)
     fault = classify_fault(caught.value, 120)
     assert fault == Fault("too_large", "reply too large", str(caught.value), False)

@@ -27,7 +27,6 @@ Targets and the targets file live in ``targets.py`` and are re-exported here.
 from __future__ import annotations
 
 import asyncio
-import codecs
 import json
 import os
 import random
@@ -40,6 +39,13 @@ import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from agent_eval.errors import ConfigError, HarnessFault, ServerUnreachable
+from agent_eval.live.guard import (
+    DeadlinePassed,
+    GuardedTransport,
+    ReplyTooLarge,
+    hostile_cause,
+    within_deadline,
+)
 from agent_eval.live.targets import (
     RunConfig,
     Sampling,
@@ -151,36 +157,15 @@ class _GarbledReply(Exception):
     stream that closed with neither a finish reason nor a usage chunk."""
 
 
-class _ReplyTooLarge(Exception):
-    """The reply passed the target's ``max_reply_bytes`` (raised while it is read)."""
-
-
-class _DeadlinePassed(Exception):
-    """The reply was still coming when the target's ``deadline_s`` passed."""
-
-
 _RETRIED_STATUS = frozenset({429, 500, 502, 503, 504})
-
-
-def _hostile_cause(exc: BaseException) -> BaseException | None:
-    """A size-cap or deadline fault anywhere in ``exc``'s chain (the SDK wraps what the
-    transport raises in ``APIConnectionError``)."""
-    seen: BaseException | None = exc
-    for _ in range(8):
-        if seen is None:
-            return None
-        if isinstance(seen, _ReplyTooLarge | _DeadlinePassed):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
 
 
 def classify_fault(exc: BaseException, timeout_s: float) -> Fault:
     """Sort an exception from one attempt into a :class:`Fault` (pure)."""
-    hostile = _hostile_cause(exc)
-    if isinstance(hostile, _ReplyTooLarge):
+    hostile = hostile_cause(exc)
+    if isinstance(hostile, ReplyTooLarge):
         return Fault("too_large", "reply too large", str(hostile), False)
-    if isinstance(hostile, _DeadlinePassed):
+    if isinstance(hostile, DeadlinePassed):
         return Fault("deadline", "reply deadline passed", str(hostile), False)
     if isinstance(exc, RecursionError):
         return Fault("garbled", "garbled reply (JSON nested too deep to decode)",
@@ -226,53 +211,8 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
-_CAUGHT = (openai.OpenAIError, httpx.HTTPError, ValueError, _GarbledReply, _ReplyTooLarge,
-           _DeadlinePassed, RecursionError)
-
-
-class _GuardedStream(httpx.AsyncByteStream):
-    """A response body read through a size cap, with invalid UTF-8 replaced by U+FFFD.
-
-    Every body this client reads is JSON or server-sent events, both UTF-8 text, so the
-    repair never changes a valid body; a split multi-byte character is kept across reads.
-    """
-
-    def __init__(self, inner: httpx.AsyncByteStream, max_bytes: int):
-        self._inner = inner
-        self._max_bytes = max_bytes
-
-    async def __aiter__(self):
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        seen = 0
-        async for chunk in self._inner:
-            seen += len(chunk)
-            if seen > self._max_bytes:
-                raise _ReplyTooLarge(
-                    f"the server sent more than {self._max_bytes} bytes for one reply; "
-                    "raise max_reply_bytes (--max-reply-bytes) if replies this long are real"
-                )
-            yield decoder.decode(chunk).encode()
-        if tail := decoder.decode(b"", final=True):
-            yield tail.encode()
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-class _GuardedTransport(httpx.AsyncBaseTransport):
-    """The HTTP transport with every response body read as a :class:`_GuardedStream`."""
-
-    def __init__(self, inner: httpx.AsyncBaseTransport, max_bytes: int):
-        self._inner = inner
-        self._max_bytes = max_bytes
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self._inner.handle_async_request(request)
-        response.stream = _GuardedStream(response.stream, self._max_bytes)
-        return response
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
+_CAUGHT = (openai.OpenAIError, httpx.HTTPError, ValueError, _GarbledReply, ReplyTooLarge,
+           DeadlinePassed, RecursionError)
 
 
 class ModelClient:
@@ -298,7 +238,7 @@ class ModelClient:
         limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
         self._http = openai.DefaultAsyncHttpxClient(
             limits=limits,
-            transport=_GuardedTransport(httpx.AsyncHTTPTransport(limits=limits),
+            transport=GuardedTransport(httpx.AsyncHTTPTransport(limits=limits),
                                         target.max_reply_bytes),
         )
         self._client = openai.AsyncOpenAI(  # pool=None: waiting for a free slot is no fault
@@ -345,23 +285,8 @@ class ModelClient:
         if seed_key is not None:
             request["extra_headers"] = {SEED_HEADER: seed_key}
         once = self._stream_once if self.target.stream else self._complete_once
-        return await self._retrying(lambda: self._within_deadline(once(request)),
+        return await self._retrying(lambda: within_deadline(once(request), self.target.deadline_s),
                                     silence_is_unreachable=False)
-
-    async def _within_deadline(self, attempt):
-        """One attempt, cut off once the target's ``deadline_s`` has passed in all: the
-        read timeout alone never ends a stream that keeps sending."""
-        deadline = self.target.deadline_s
-        try:
-            async with asyncio.timeout(deadline) as scope:
-                return await attempt
-        except TimeoutError as exc:
-            if not scope.expired():
-                raise
-            raise _DeadlinePassed(
-                f"the reply was still coming after {deadline:g} s; raise deadline_s "
-                "(--deadline) if replies this slow are real"
-            ) from exc
 
     async def list_models(self) -> dict[str, Any]:
         """The server's ``/v1/models`` answer; ``ServerUnreachable`` when nothing answers."""
