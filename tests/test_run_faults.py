@@ -246,3 +246,46 @@ def test_terminal_escapes_in_model_text_are_shown_not_obeyed(tmp_path, small_sui
     assert "\\x1b[2J\\x1b[H\\x1b]52;c;cm0gLXJmIH4=\\x07" in shown.output
     assert "\\x9b31m\\x0downed" in shown.output
     assert not set(shown.output) & {"\x1b", "\x07", "\x9b", "\r"}
+
+
+def test_a_server_error_message_with_terminal_escapes_is_written_out_in_the_error_line(
+        tmp_path):
+    """The server's own message is quoted in the `Error:` line; its escapes are not obeyed."""
+    import asyncio
+    import threading
+
+    from aiohttp import web
+
+    async def refuse(request):
+        return web.json_response({"object": "error", "code": 404,
+                                  "message": "no such model\x1b[2J\x1b]52;c;cm0=\x07\x9b31m"},
+                                 status=404)
+
+    loop = asyncio.new_event_loop()
+    box: dict = {}
+    ready = threading.Event()
+
+    async def start():
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", refuse)
+        box["runner"] = web.AppRunner(app, access_log=None)
+        await box["runner"].setup()
+        site = web.TCPSite(box["runner"], "127.0.0.1", 0)
+        await site.start()
+        box["port"] = site._server.sockets[0].getsockname()[1]
+        ready.set()
+
+    thread = threading.Thread(target=lambda: (loop.run_until_complete(start()),
+                                              loop.run_forever()), daemon=True)
+    thread.start()
+    ready.wait(30)
+    try:
+        result = CliRunner().invoke(main, [
+            "run", "--base-url", f"http://127.0.0.1:{box['port']}/v1", "--model", "m",
+            "--db", str(tmp_path / "s.db")])
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+    assert result.exit_code == 3, result.output
+    assert "no such model\\x1b[2J\\x1b]52;c;cm0=\\x07\\x9b31m" in result.stderr
+    assert not set(result.output) & {"\x1b", "\x07", "\x9b"}
