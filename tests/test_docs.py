@@ -3,7 +3,6 @@ the README's test command."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import click

@@ -9,12 +9,15 @@ mid-run; it waits on the store (how many sessions are stored), never on the cloc
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -177,4 +180,136 @@ def test_resume_of_a_finished_run_plays_nothing(tmp_path):
         again, run_id = resume(db)
     assert again.exit_code == 0, again.output
     assert "0 sessions left" in again.output
+    assert_every_planned_session_once(db)
+
+
+# --- a child session that fails on a dying server is replayed, not kept as `error` -----
+
+
+class DyingServer:
+    """A loopback proxy in front of the simulator that dies (503 to everything, the
+    models listing included) at the first request of a child session, whose seed key
+    holds ``#``, until ``revive()``.  The parent spawns its child with the handshake's
+    last call, so it needs no further reply and closes ``completed`` over a dead server."""
+
+    def __init__(self, upstream: str):
+        self.upstream = upstream.rstrip("/")
+        self.dead = False
+        self.dying = True
+
+    def revive(self) -> None:
+        self.dead = self.dying = False
+
+    async def handle(self, request):
+        from aiohttp import ClientSession, web
+
+        seed = request.headers.get("X-Agent-Eval-Seed", "")
+        if self.dying and "#" in seed:
+            self.dead = True
+        if self.dead:
+            return web.json_response({"object": "error", "message": "server died"}, status=503)
+        async with ClientSession() as session, session.request(
+                request.method, self.upstream + request.path.removeprefix("/v1"),
+                data=await request.read(), headers={"Content-Type": "application/json"}) as up:
+            return web.Response(body=await up.read(), status=up.status,
+                                content_type=up.content_type)
+
+
+@contextmanager
+def serve_in_thread(handler):
+    """An aiohttp server on a free loopback port, on its own loop; yields its base URL."""
+    import asyncio
+
+    from aiohttp import web
+
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    box: dict = {}
+
+    async def start():
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handler)
+        box["runner"] = runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        box["port"] = site._server.sockets[0].getsockname()[1]
+
+    def serve():
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(start())
+        ready.set()
+        loop.run_forever()
+        loop.run_until_complete(box["runner"].cleanup())
+        loop.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    ready.wait(30)
+    try:
+        yield f"http://127.0.0.1:{box['port']}/v1"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def spawning_suite(tmp_path) -> Path:
+    """The scenario whose closing call spawns the evaluator child, and that child."""
+    folder = tmp_path / "spawning"
+    folder.mkdir()
+    (folder / "suite.yaml").write_text((RALF / "suite.yaml").read_text().replace(
+        "../../allowlists/ralf.yaml", str(REPO / "allowlists" / "ralf.yaml")))
+    for name in ("research-market-scan-web", "evaluator-step"):
+        shutil.copy(RALF / f"{name}.yaml", folder / f"{name}.yaml")
+    return folder
+
+
+def test_a_child_that_failed_on_a_dead_server_is_replayed_by_resume(tmp_path, spawning_suite):
+    db = tmp_path / "runs.db"
+    args = ["run", "--suite", str(spawning_suite), "--model", "sim-disciplined", "--name",
+            "disciplined", "--db", str(db)]
+    runner = CliRunner()
+    with run_sim_in_thread("disciplined", suite=RALF) as sim_url:
+        server = DyingServer(sim_url)
+        with serve_in_thread(server.handle) as base_url:
+            first = runner.invoke(main, [*args, "--base-url", base_url])
+            assert server.dead  # the child's request met the dead server
+            assert first.exit_code == EXIT_FAULT, first.output
+            assert stored_sessions(db) == []  # neither the parent nor its error child kept
+            with open_store(str(db)) as store:
+                run = store.list_runs()[0]
+                assert run.status == "interrupted"
+                targets = store.run_targets(run.id)
+            server.revive()
+            resumed = runner.invoke(main, ["run", "--resume", str(run.id), "--db", str(db)])
+    assert targets[0].base_url == base_url
+    assert resumed.exit_code == 0, resumed.output
+    sessions = stored_sessions(db)
+    assert Counter(s.parent_id is None for s in sessions) == {True: 1, False: 1}
+    assert {s.status for s in sessions} == {"completed"}
+    assert max(Counter(s.key for s in sessions).values()) == 1
+
+
+# --- one process plays a run at a time (the run lease) -----------------------------------
+
+
+def test_a_second_resume_of_a_run_being_played_is_refused_naming_pid_and_host(
+        tmp_path, sim_process):
+    db = tmp_path / "runs.db"
+    proc = start_runner(db, sim_process)
+    try:
+        wait_until_stored(db, 2)
+        second, run_id = resume(db)
+        assert proc.poll() is None  # the first is still playing
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+
+    assert second.exit_code == 2, second.output
+    assert (f"Error: run {run_id} is being resumed by pid {proc.pid} on host "
+            f"{socket.gethostname()}") in second.output
+    assert "Traceback" not in second.output
+    third, _ = resume(db)  # the first let go of the run on Ctrl-C
+    assert third.exit_code == 0, third.output
     assert_every_planned_session_once(db)

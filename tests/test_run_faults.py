@@ -9,6 +9,7 @@ over the other sessions only.  Malformed tool-call arguments are the model's mis
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -140,3 +141,151 @@ def test_latency_knobs_show_in_stored_turn_timings(tmp_path, small_suite, faults
     assert turns
     for name, lower in floor.items():
         assert min(getattr(t, name) for t in turns) >= lower, name
+
+
+# --- hostile output: never a crash, never a hung run, never a flooded disk or terminal ---
+
+HOSTILE_FAULTS = [
+    pytest.param(Faults(endless_rate=1.0), ("--deadline", "1"), "reply deadline passed",
+                 id="endless-json-deadline"),
+    pytest.param(Faults(endless_rate=1.0), ("--stream", "--deadline", "1"),
+                 "reply deadline passed", id="endless-stream-deadline"),
+    pytest.param(Faults(endless_rate=1.0, endless_pause_s=0.0),
+                 ("--stream", "--max-reply-bytes", "65536"), "reply too large",
+                 id="endless-stream-size-cap"),
+    pytest.param(Faults(endless_rate=1.0, endless_pause_s=0.0), ("--max-reply-bytes", "65536"),
+                 "reply too large", id="endless-json-size-cap"),
+    pytest.param(Faults(nested_body_rate=1.0), (), "nested too deep", id="nested-body-json"),
+    pytest.param(Faults(nested_body_rate=1.0), ("--stream",), "nested too deep",
+                 id="nested-body-stream"),
+]
+
+
+@pytest.mark.parametrize("faults, options, reason", HOSTILE_FAULTS)
+def test_hostile_answers_end_their_sessions_as_server_faults_and_the_run_finishes(
+        tmp_path, small_suite, faults, options, reason):
+    result, run_id = run_against(faults, tmp_path / "s.db", small_suite, *options)
+    assert result.exit_code == 0, result.output
+    with open_store(str(tmp_path / "s.db")) as store:
+        sessions = list(store.session_rows([run_id]))
+        summary = summarize_runs(store, [run_id])["disciplined"]
+        assert store.get_run(run_id).status == "finished"
+    assert {s.status for s in sessions} == {"error"}
+    assert all(reason in s.error for s in sessions), [s.error for s in sessions]
+    assert summary.error_sessions == 3 and summary.calls == 0  # excluded from the rates
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_invalid_utf8_in_a_reply_is_replaced_kept_and_the_calls_judged(
+        tmp_path, small_suite, stream):
+    options = ("--stream",) if stream else ()
+    result, run_id = run_against(Faults(invalid_utf8_rate=1.0), tmp_path / "s.db",
+                                 small_suite, *options)
+    assert result.exit_code == 0, result.output
+    with open_store(str(tmp_path / "s.db")) as store:
+        sessions = list(store.session_rows([run_id]))
+        turns = [t for s in store.iter_sessions([run_id]) for t in s.record.turns]
+        calls = list(store.call_rows([run_id]))
+    assert "error" not in {s.status for s in sessions}
+    assert turns and all(t.content.startswith("\ufffd\ufffd\ufffd(") for t in turns)
+    assert calls and {c.decision for c in calls} == {"allow"}  # the disciplined calls
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_arguments_nested_too_deep_are_judged_malformed_not_a_crash(tmp_path, small_suite,
+                                                                    stream):
+    options = ("--stream",) if stream else ()
+    result, run_id = run_against(Faults(nested_args_rate=1.0, nesting_depth=5_000),
+                                 tmp_path / "s.db", small_suite, *options)
+    assert result.exit_code == 0, result.output
+    with open_store(str(tmp_path / "s.db")) as store:
+        sessions = list(store.session_rows([run_id]))
+        calls = list(store.call_rows([run_id]))
+        stored = [c for s in store.iter_sessions([run_id]) for c in s.record.calls]
+    assert "error" not in {s.status for s in sessions}
+    assert calls and {(c.decision, c.primary) for c in calls} == {("deny", "AE102")}
+    assert stored and all(c.arguments.startswith('{"command": [[[[') for c in stored)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_a_huge_reply_is_judged_and_stored_capped_with_a_marker(tmp_path, small_suite,
+                                                                stream):
+    from agent_eval.store.caps import STORED_TEXT_CHARS
+
+    options = ("--stream",) if stream else ()
+    db = tmp_path / "s.db"
+    result, run_id = run_against(Faults(huge_reply_rate=1.0, huge_reply_chars=1_000_000), db,
+                                 small_suite, *options)
+    assert result.exit_code == 0, result.output
+    with open_store(str(db)) as store:
+        sessions = list(store.session_rows([run_id]))
+        turns = [t for s in store.iter_sessions([run_id]) for t in s.record.turns]
+        calls = list(store.call_rows([run_id]))
+        stored = store.load_session(sessions[0].id).record
+    assert "error" not in {s.status for s in sessions}
+    assert calls and {c.decision for c in calls} == {"allow"}
+    marker = re.compile(rf"\n\[agent-eval: stored {STORED_TEXT_CHARS} of (\d+) characters; "
+                        r"the rest was cut\]$")
+    assert turns and all(int(marker.search(t.content)[1]) >= 1_000_000 for t in turns)
+    assert all(len(t.content) < STORED_TEXT_CHARS + 100 for t in turns)
+    replies = [m for m in stored.messages if m["role"] == "assistant"]
+    assert replies and all(marker.search(m["content"]) for m in replies)
+    # 1 MB per reply, about 20 replies: uncapped that is over 40 MB (turns + messages)
+    assert db.stat().st_size < 8_000_000
+
+
+def test_terminal_escapes_in_model_text_are_shown_not_obeyed(tmp_path, small_suite):
+    db = tmp_path / "s.db"
+    result, run_id = run_against(Faults(control_chars_rate=1.0), db, small_suite)
+    assert result.exit_code == 0, result.output
+    with open_store(str(db)) as store:
+        session_id = next(s.id for s in store.session_rows([run_id]) if s.parent_id is None)
+        assert "\x1b[2J" in store.load_session(session_id).record.turns[0].content  # kept
+    shown = CliRunner().invoke(main, ["show", str(session_id), "--db", str(db)])
+    assert shown.exit_code == 0, shown.output
+    assert "\\x1b[2J\\x1b[H\\x1b]52;c;cm0gLXJmIH4=\\x07" in shown.output
+    assert "\\x9b31m\\x0downed" in shown.output
+    assert not set(shown.output) & {"\x1b", "\x07", "\x9b", "\r"}
+
+
+def test_a_server_error_message_with_terminal_escapes_is_written_out_in_the_error_line(
+        tmp_path):
+    """The server's own message is quoted in the `Error:` line; its escapes are not obeyed."""
+    import asyncio
+    import threading
+
+    from aiohttp import web
+
+    async def refuse(request):
+        return web.json_response({"object": "error", "code": 404,
+                                  "message": "no such model\x1b[2J\x1b]52;c;cm0=\x07\x9b31m"},
+                                 status=404)
+
+    loop = asyncio.new_event_loop()
+    box: dict = {}
+    ready = threading.Event()
+
+    async def start():
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", refuse)
+        box["runner"] = web.AppRunner(app, access_log=None)
+        await box["runner"].setup()
+        site = web.TCPSite(box["runner"], "127.0.0.1", 0)
+        await site.start()
+        box["port"] = site._server.sockets[0].getsockname()[1]
+        ready.set()
+
+    thread = threading.Thread(target=lambda: (loop.run_until_complete(start()),
+                                              loop.run_forever()), daemon=True)
+    thread.start()
+    ready.wait(30)
+    try:
+        result = CliRunner().invoke(main, [
+            "run", "--base-url", f"http://127.0.0.1:{box['port']}/v1", "--model", "m",
+            "--db", str(tmp_path / "s.db")])
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+    assert result.exit_code == 3, result.output
+    assert "no such model\\x1b[2J\\x1b]52;c;cm0=\\x07\\x9b31m" in result.stderr
+    assert not set(result.output) & {"\x1b", "\x07", "\x9b"}

@@ -158,7 +158,10 @@ def test_a_session_reads_back_exactly_as_written(store, run_id):
 
     loaded = store.load_session(sid)
 
-    assert loaded.record == record
+    from agent_eval.store.caps import cap_session
+
+    assert loaded.record == cap_session(record)  # the 1 MB arguments come back capped
+    assert loaded.record.calls[2].arguments.startswith(huge[:65_536])
     assert (loaded.id, loaded.run_id, loaded.target) == (sid, run_id, "qwen-27b")
     assert loaded.record.turns[0].started_at.tzinfo is not None
 
@@ -655,7 +658,8 @@ def newer_migrations(tmp_path, monkeypatch):
         store_database.MIGRATIONS_DIR, copy, ignore=shutil.ignore_patterns("__pycache__")
     )
     (copy / "versions" / "0002_probe.py").write_text(
-        'revision = "0002"\ndown_revision = "0001"\nbranch_labels = depends_on = None\n\n'
+        f'revision = "0002"\ndown_revision = "{head_revision()}"\n'
+        "branch_labels = depends_on = None\n\n"
         "import sqlalchemy as sa\nfrom alembic import op\n\n"
         'def upgrade():\n    op.create_table("probe", sa.Column("id", sa.Integer, primary_key=True))\n\n'
         'def downgrade():\n    op.drop_table("probe")\n'
@@ -673,12 +677,13 @@ def newer_migrations(tmp_path, monkeypatch):
 def test_a_database_at_an_older_revision_is_refused_with_the_fix(tmp_path, newer_migrations):
     url = f"sqlite:///{tmp_path / 'old.db'}"
     open_store(url).close()
+    shipped = head_revision()
     newer_migrations(True)
 
     with pytest.raises(ConfigError) as caught:
         open_store(url)
 
-    assert "database at revision 0001, this agent-eval needs 0002" in str(caught.value)
+    assert f"database at revision {shipped}, this agent-eval needs 0002" in str(caught.value)
     assert f"run `agent-eval db upgrade --db {url}`" in str(caught.value)
     assert upgrade(url) == "0002"
     open_store(url).close()
@@ -780,8 +785,8 @@ def test_resolve_db_url_refuses_what_it_cannot_open(value):
 # --- latest and label:NAME skip runs that stored nothing (issue #5) ----------------------
 
 
-def _run_with_sessions(store, label: str, keys: tuple[str, ...]) -> int:
-    rid = store.create_run(label=label, kind="import", suite=None, config={}, fingerprint={})
+def _run_with_sessions(store, label: str, keys: tuple[str, ...], kind: str = "import") -> int:
+    rid = store.create_run(label=label, kind=kind, suite=None, config={}, fingerprint={})
     store.add_target(rid, name="qwen-27b", model="qwen-27b", base_url="import:openai", settings={})
     if keys:
         store.record_sessions(rid, [session(k) for k in keys])
@@ -791,6 +796,7 @@ def _run_with_sessions(store, label: str, keys: tuple[str, ...]) -> int:
 @pytest.mark.parametrize("ref", ["latest", "label:nightly"], ids=["latest", "label"])
 def test_resolve_run_skips_newer_runs_that_hold_no_sessions(store, ref):
     full = _run_with_sessions(store, "nightly", ("a", "b"))
+    store.set_run_status(full, "finished")
     empty = _run_with_sessions(store, "nightly", ())
     store.set_run_status(empty, "failed")
 
@@ -801,10 +807,29 @@ def test_resolve_run_skips_newer_runs_that_hold_no_sessions(store, ref):
 @pytest.mark.parametrize("status", ["running", "interrupted"])
 def test_resolve_run_keeps_an_empty_run_that_may_still_get_sessions(store, status):
     _run_with_sessions(store, "nightly", ("a",))
-    resumable = _run_with_sessions(store, "nightly", ())
+    resumable = _run_with_sessions(store, "nightly", (), kind="live")
     store.set_run_status(resumable, status)
 
     assert store.resolve_run("latest").id == resumable
+
+
+@pytest.mark.parametrize("status", ["running", "interrupted"])
+@pytest.mark.parametrize("ref", ["latest", "label:nightly"], ids=["latest", "label"])
+def test_latest_never_names_an_import_that_did_not_finish(store, status, ref):
+    complete = _run_with_sessions(store, "nightly", ("a",))
+    store.set_run_status(complete, "finished")
+    killed = _run_with_sessions(store, "nightly", ("b", "c"))  # sessions, but half the file
+    store.set_run_status(killed, status)
+
+    assert store.resolve_run(ref).id == complete
+    assert store.resolve_run(killed).id == killed  # by id it is still there to inspect
+
+
+def test_latest_on_a_store_holding_only_a_killed_import_says_there_is_no_complete_run(store):
+    _run_with_sessions(store, "nightly", ("a",))  # status stays running: the import was killed
+
+    with pytest.raises(ConfigError, match="no runs yet .an import that never finished"):
+        store.resolve_run("latest")
 
 
 def test_resolve_run_falls_back_to_the_newest_run_when_none_qualifies(store):
@@ -813,3 +838,245 @@ def test_resolve_run_falls_back_to_the_newest_run_when_none_qualifies(store):
         store.set_run_status(newest, "failed")
 
     assert store.resolve_run("latest").id == newest
+
+
+# --- stored model text is capped, visibly (issue #10) -----------------------------------
+
+
+def test_a_runaway_reply_is_stored_capped_with_a_marker_everywhere_it_appears(store, run_id):
+    from agent_eval.store.caps import STORED_TEXT_CHARS
+
+    huge = "x" * 1_000_000
+    call = replace(allowed(0, "uv run scripts/db_query.py --sql 'select 1'"),
+                   arguments='{"command": "' + huge + '"}', output=huge)
+    record = session("runaway", turns=[TurnRecord(index=0, content=huge, reasoning=huge)],
+                     calls=[call],
+                     messages=[{"role": "assistant", "content": huge, "tool_calls": [
+                         {"id": "c0", "type": "function",
+                          "function": {"name": "bash", "arguments": call.arguments}}]}])
+    marker = f"\n[agent-eval: stored {STORED_TEXT_CHARS} of 1000000 characters; the rest was cut]"
+
+    sid = store.record_session(run_id, record)
+    back = store.load_session(sid).record
+
+    assert back.turns[0].content == "x" * STORED_TEXT_CHARS + marker
+    assert back.turns[0].reasoning == back.turns[0].content
+    assert back.calls[0].output == back.turns[0].content
+    assert back.calls[0].arguments.endswith("of 1000015 characters; the rest was cut]")
+    assert back.messages[0]["content"] == back.turns[0].content
+    assert back.messages[0]["tool_calls"][0]["function"]["arguments"] == back.calls[0].arguments
+    assert record.turns[0].content == huge  # the caller's record is left whole
+    assert back.calls[0].decision == "allow"  # the verdict was made on the whole text
+
+
+def test_text_under_the_cap_is_stored_unchanged(store, run_id):
+    from agent_eval.store.caps import STORED_TEXT_CHARS
+
+    text = "y" * STORED_TEXT_CHARS
+    sid = store.record_session(run_id, session("fits", turns=[TurnRecord(index=0, content=text)]))
+
+    assert store.load_session(sid).record.turns[0].content == text
+
+
+# --- db upgrade on what is not an agent-eval store: one Error line, exit 2 (issue #10) ---
+
+
+def _sqlite_not_a_store(tmp_path, kind: str) -> str:
+    path = tmp_path / f"{kind}.db"
+    if kind == "garbage":
+        path.write_bytes(bytes(range(256)) * 40)
+    elif kind == "text":
+        path.write_text("name,amount\ninvoice-1,12.50\n" * 200)
+    else:
+        with sqlite3.connect(path) as conn:
+            if kind == "foreign":
+                conn.execute("CREATE TABLE invoices (id INTEGER)")
+            else:  # newer: an alembic revision this agent-eval never shipped
+                conn.execute("CREATE TABLE alembic_version (version_num VARCHAR(32))")
+                conn.execute("INSERT INTO alembic_version VALUES ('ffee99')")
+    return str(path)
+
+
+NOT_A_STORE = {
+    "garbage": "file is not a database",
+    "text": "file is not a database",
+    "foreign": "has tables (invoices) but no agent-eval revision",
+    "newer": "database at revision ffee99, newer than this agent-eval",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NOT_A_STORE))
+def test_db_upgrade_on_what_is_not_a_store_prints_one_error_line(tmp_path, kind):
+    from agent_eval.cli import main
+
+    url = _sqlite_not_a_store(tmp_path, kind)
+    result = CliRunner().invoke(main, ["db", "upgrade", "--db", url])
+
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: --db: ") and result.stderr.count("\n") == 1
+    assert NOT_A_STORE[kind] in result.stderr
+    assert "Traceback" not in result.output
+    if kind in ("foreign", "newer"):  # left as it was: no agent-eval table added
+        with sqlite3.connect(url) as conn:
+            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        assert names == ({"invoices"} if kind == "foreign" else {"alembic_version"})
+
+
+@pytest.fixture
+def pg_scratch(pg_url):
+    """A second, brand-new PostgreSQL database (not the shared test store), dropped after."""
+    import secrets as _secrets
+
+    import psycopg
+    admin_url = pg_url.replace("+psycopg", "").rsplit("/", 1)[0] + "/test"
+    name = f"agent_eval_scratch_{_secrets.token_hex(4)}"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = pg_url.rsplit("/", 1)[0] + "/" + name
+    try:
+        yield url, psycopg.connect(url.replace("+psycopg", ""), autocommit=True)
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("kind", ["foreign", "newer"])
+def test_db_upgrade_on_a_postgresql_database_that_is_not_a_store_is_one_error(pg_scratch, kind):
+    from agent_eval.cli import main
+
+    url, conn = pg_scratch
+    with conn:
+        if kind == "foreign":
+            conn.execute("CREATE TABLE invoices (id INTEGER)")
+        else:
+            conn.execute("CREATE TABLE alembic_version (version_num VARCHAR(32))")
+            conn.execute("INSERT INTO alembic_version VALUES ('ffee99')")
+    result = CliRunner().invoke(main, ["db", "upgrade", "--db", url])
+
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: --db: ") and result.stderr.count("\n") == 1
+    assert NOT_A_STORE[kind] in result.stderr
+
+
+# --- run leases: one process plays a run at a time (issue #10) --------------------------
+
+
+def _lease_row(store, run_id):
+    from agent_eval.store.schema import run_leases
+
+    with store.engine.connect() as conn:
+        return conn.execute(select(run_leases).where(run_leases.c.run_id == run_id)).first()
+
+
+def _age_lease(store, run_id, **values):
+    from sqlalchemy import update
+
+    from agent_eval.store.schema import run_leases
+
+    with store.engine.begin() as conn:
+        conn.execute(update(run_leases).where(run_leases.c.run_id == run_id).values(**values))
+
+
+def test_a_held_lease_refuses_a_second_holder_naming_pid_and_host(store, run_id):
+    import os
+    import socket
+
+    from agent_eval.store.leases import RunLeased, acquire_lease
+
+    first = acquire_lease(store.engine, run_id)
+    _age_lease(store, run_id, pid=os.getppid())  # held by another live process here
+
+    with pytest.raises(RunLeased) as caught:
+        acquire_lease(store.engine, run_id)
+
+    assert str(caught.value).startswith(
+        f"run {run_id} is being resumed by pid {os.getppid()} on host {socket.gethostname()}")
+    assert caught.value.exit_code == 2
+    assert _lease_row(store, run_id).token == first.token
+
+
+def test_a_lease_whose_process_died_is_taken_over_at_once(store, run_id):
+    import subprocess
+    import sys
+
+    from agent_eval.store.leases import acquire_lease
+
+    acquire_lease(store.engine, run_id)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    _age_lease(store, run_id, pid=gone.pid)
+
+    second = acquire_lease(store.engine, run_id)
+
+    assert _lease_row(store, run_id).token == second.token
+
+
+def test_a_lease_on_another_host_lapses_only_when_its_heartbeat_is_old(store, run_id):
+    from agent_eval.store.leases import STALE_AFTER_S, RunLeased, acquire_lease
+
+    acquire_lease(store.engine, run_id)
+    _age_lease(store, run_id, host="gpu-node-7", pid=1)
+    with pytest.raises(RunLeased, match="on host gpu-node-7"):
+        acquire_lease(store.engine, run_id)
+
+    old = datetime.now(UTC) - timedelta(seconds=STALE_AFTER_S + 5)
+    _age_lease(store, run_id, heartbeat_at=old)
+    taken = acquire_lease(store.engine, run_id)
+
+    import socket
+
+    row = _lease_row(store, run_id)
+    assert (row.token, row.host) == (taken.token, socket.gethostname())
+
+
+def test_a_released_lease_frees_the_run_and_a_lost_one_cannot_be_renewed(store, run_id):
+    from agent_eval.store.leases import acquire_lease, release_lease, renew_lease
+
+    first = acquire_lease(store.engine, run_id)
+    assert renew_lease(store.engine, first)
+    release_lease(store.engine, first)
+    assert _lease_row(store, run_id) is None
+
+    second = acquire_lease(store.engine, run_id)
+    assert not renew_lease(store.engine, first)  # not ours any more
+    release_lease(store.engine, first)  # and releasing it does not free someone else's
+    assert _lease_row(store, run_id).token == second.token
+
+
+def test_store_lease_holds_the_run_for_the_with_block(store, run_id):
+    from agent_eval.store.leases import RunLeased, acquire_lease
+
+    with store.lease(run_id) as lease:
+        import os
+
+        _age_lease(store, run_id, pid=os.getppid())
+        with pytest.raises(RunLeased):
+            acquire_lease(store.engine, run_id)
+        _age_lease(store, run_id, pid=lease.pid)
+    assert _lease_row(store, run_id) is None
+
+
+def test_two_processes_racing_for_a_lease_get_it_once(store, run_id):
+    import threading
+
+    from agent_eval.store.leases import RunLeased, acquire_lease
+
+    start = threading.Barrier(4)
+    won, refused = [], []
+
+    def race() -> None:
+        start.wait()
+        try:
+            won.append(acquire_lease(store.engine, run_id))
+        except RunLeased:
+            refused.append(1)
+
+    threads = [threading.Thread(target=race) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+
+    assert (len(won), len(refused)) == (1, 3)
+    assert _lease_row(store, run_id).token == won[0].token

@@ -29,7 +29,9 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except AgentEvalError as exc:
-            click.echo(f"Error: {exc}", err=True)
+            from agent_eval.cli.terminal import escape_terminal  # server text may be hostile
+
+            click.echo(f"Error: {escape_terminal(str(exc))}", err=True)
             sys.exit(exc.exit_code)
 
 

@@ -73,7 +73,9 @@ def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
 
         click.echo(json.dumps(jsonable(result), indent=2))
     else:
-        click.echo(render_comparison_text(result), nl=False)
+        from agent_eval.cli.terminal import escape_terminal
+
+        click.echo(escape_terminal(render_comparison_text(result)), nl=False)
     if markdown_path is not None:
         try:
             markdown_path.write_text(render_comparison_markdown(result), encoding="utf-8")

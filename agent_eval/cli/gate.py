@@ -91,7 +91,9 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     if as_json:
         click.echo(gate_json(result, run.id, baseline_run.id if baseline_run else None, note))
     else:
-        click.echo(render_gate_text(result, title=title), nl=False)
+        from agent_eval.cli.terminal import escape_terminal
+
+        click.echo(escape_terminal(render_gate_text(result, title=title)), nl=False)
     if markdown_path is not None:
         _write(markdown_path, render_gate_markdown(result, title=title))
     if not result.passed:

@@ -8,6 +8,7 @@ import click
 
 from agent_eval.cli import main
 from agent_eval.cli.db import db_option
+from agent_eval.cli.terminal import escape_terminal
 
 TRANSCRIPT_FORMATS = ("openai", "opencode", "claude-code", "mini-swe-agent", "swe-agent", "call-records")
 LOG_FORMATS = ("vllm-log", "llamacpp-log")
@@ -35,7 +36,8 @@ def import_(fmt: str, path: Path, allowlist_path: Path | None, model: str | None
     warning (the first three shown, then a count); a broken single-document file is an
     error naming the file and line; a file holding no FORMAT session is an error that
     suggests the format it looks like, and nothing is stored.  If the input breaks after
-    whole sessions were read, they stay in a run marked failed.  Prints the run id,
+    whole sessions were read, they stay in a run marked failed; Ctrl-C leaves the run
+    marked interrupted and exits 130 (`latest` skips it).  Prints the run id,
     counts, errors per 100 calls and how often our verdicts agree with the verdicts the
     source recorded itself.
 
@@ -70,9 +72,21 @@ def import_(fmt: str, path: Path, allowlist_path: Path | None, model: str | None
                 store, fmt, path, allowlist, allowlist_path=str(allowlist_path), model=model,
                 label=label, on_skip=warnings.warn, on_session=progress.advance,
             )
+    except KeyboardInterrupt as exc:
+        _interrupted(getattr(exc, "run_id", None))
     finally:
         warnings.close()
     _print_summary(summary)
+
+
+def _interrupted(run_id: int | None) -> None:
+    """Ctrl-C: say what was kept and exit 130, like ``run``."""
+    import sys
+
+    kept = (f"run {run_id} is marked interrupted (`latest` skips it); " if run_id is not None
+            else "nothing was stored; ")
+    click.echo(f"Interrupted: {kept}import the file again to get all of it.", err=True)
+    sys.exit(130)
 
 
 class _SkipWarnings:
@@ -89,7 +103,8 @@ class _SkipWarnings:
         self.count += 1
         self.path = path
         if self.count <= self.SHOWN:
-            click.echo(f"Warning: {path}: line {line}: skipped: {reason}", err=True)
+            click.echo(escape_terminal(f"Warning: {path}: line {line}: skipped: {reason}"),
+                       err=True)
 
     def close(self) -> None:
         if self.count > self.SHOWN:
@@ -99,8 +114,9 @@ class _SkipWarnings:
 
 def _print_summary(summary) -> None:
     rate = summary.errors_per_100
+    models = ", ".join(f"{m}: {n}" for m, n in sorted(summary.models.items()))
     click.echo(f"run {summary.run_id}: imported {summary.sessions} sessions, {summary.calls} calls "
-               f"({', '.join(f'{m}: {n}' for m, n in sorted(summary.models.items()))})")
+               f"({escape_terminal(models)})")
     if summary.error_sessions:
         click.echo(f"  {summary.error_sessions} sessions in error state (excluded from the rate)")
     click.echo(f"  errors/100 calls: {rate:.2f}" if rate is not None else "  errors/100 calls: n/a")
@@ -114,7 +130,8 @@ def _print_summary(summary) -> None:
     for d in summary.disagreements:
         what = d.command if d.command is not None else d.tool
         ours = f"{d.ours} {d.primary}" if d.primary else d.ours
-        click.echo(f"    {d.session} #{d.index} {what!r}: ours {ours}, source {d.source}")
+        click.echo(escape_terminal(
+            f"    {d.session} #{d.index} {what!r}: ours {ours}, source {d.source}"))
     more = summary.disagreement_count - len(summary.disagreements)
     if more > 0:
         click.echo(f"    ... and {more} more")

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from agent_eval.cli import EXIT_FAULT, main
 from agent_eval.cli.db import db_option
 from agent_eval.errors import ConfigError
+from agent_eval.live.targets import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES
 
 
 def _bundled_suite() -> Path:
@@ -37,6 +38,12 @@ def _sampling_options(f):
                      help="Stream replies (measures time to first token)."),
         click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True,
                      help="Seconds before a request counts as a server fault."),
+        click.option("--deadline", "deadline_s", type=click.FloatRange(min=0, min_open=True),
+                     default=DEFAULT_DEADLINE_S, show_default=True,
+                     help="Seconds one request may take in all (ends an endless stream)."),
+        click.option("--max-reply-bytes", type=click.IntRange(1024),
+                     default=DEFAULT_MAX_REPLY_BYTES, show_default=True,
+                     help="Bytes one reply may have on the wire; more is a server fault."),
         click.option("--api-key-env", metavar="VAR",
                      help="Environment variable holding the API key (never stored)."),
     ]
@@ -112,8 +119,12 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
     stops answering altogether, the remaining sessions are left for `--resume RUN`.
     Ctrl-C stops cleanly; finished sessions are kept and `--resume RUN` finishes the run.
 
-    Exit codes: 0 done (error sessions included), 2 bad option or file, 3 model server
-    unreachable at the start or gone mid-run (run left `interrupted`), 130 Ctrl-C.
+    One process plays a run at a time: a second `--resume` of a run still being played
+    is refused with the pid and host playing it (exit 2); a killed runner's claim lapses.
+
+    Exit codes: 0 done (error sessions included), 2 bad option or file, or the run is
+    being played by another process, 3 model server unreachable at the start or gone
+    mid-run (run left `interrupted`), 130 Ctrl-C.
     """
     from agent_eval.live.client import load_run_config
     from agent_eval.live.run import load_run_plan, plan_run
@@ -124,9 +135,10 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
     store = open_store(db)
     if resume:
         run_id, suite_obj, targets, reps = load_run_plan(store, resume)
-        items = plan_run(suite_obj, targets, reps, store.finished_keys(run_id))
-        _console(stderr=as_json).print(f"Resuming run {run_id}: {len(items)} sessions left.")
-        _play(store, run_id, items, suite_obj, targets, probe=True, as_json=as_json)
+        with store.lease(run_id):  # before planning: a second --resume is refused, naming us
+            items = plan_run(suite_obj, targets, reps, store.finished_keys(run_id))
+            _console(stderr=as_json).print(f"Resuming run {run_id}: {len(items)} sessions left.")
+            _play(store, run_id, items, suite_obj, targets, probe=True, as_json=as_json)
         return
     if config_file:
         cfg = load_run_config(config_file)
@@ -152,8 +164,9 @@ def _start_and_play(store, suite_obj, targets, repeats, label, as_json=False) ->
     server_models = asyncio.run(probe_targets(targets))
     run_id = start_run(store, suite_obj, targets, repeats, label=label,
                        server_models=server_models)
-    items = plan_run(suite_obj, targets, repeats)
-    _play(store, run_id, items, suite_obj, targets, probe=False, as_json=as_json)
+    with store.lease(run_id):
+        items = plan_run(suite_obj, targets, repeats)
+        _play(store, run_id, items, suite_obj, targets, probe=False, as_json=as_json)
     return run_id
 
 
@@ -161,12 +174,29 @@ def _play(store, run_id, items, suite_obj, targets, *, probe: bool,
           as_json: bool = False) -> None:
     """Play the items with a progress bar, then print the two tables (or, with
     ``as_json``, the progress on stderr and one JSON object on stdout)."""
-    from agent_eval.live.run import RunTally, execute_run, probe_targets
+    from agent_eval.live.run import RunTally, probe_targets
 
     console = _console(stderr=as_json)
     if probe and items:
         asyncio.run(probe_targets(targets))
     tally = RunTally()
+    _play_leased(store, run_id, items, suite_obj, tally, console)
+    status = "interrupted" if tally.left else "finished"
+    store.set_run_status(run_id, status)
+    if as_json:
+        _print_json(store, run_id, status, tally.done)
+    else:
+        print_run_tables(store, [run_id], console)
+    if tally.left:
+        console.print(f"[red]{tally.left} sessions not played: the model server stopped "
+                      f"answering.[/] Finish later with: agent-eval run --resume {run_id}")
+        sys.exit(EXIT_FAULT)
+    console.print(f"Run {run_id} finished: {tally.done} sessions stored in {store.url}.")
+
+
+def _play_leased(store, run_id, items, suite_obj, tally, console) -> None:
+    from agent_eval.live.run import RunTally, execute_run
+
     store.set_run_status(run_id, "running")
     with Progress(
         TextColumn("[bold]run {task.fields[run]}"), BarColumn(), MofNCompleteColumn(),
@@ -187,17 +217,6 @@ def _play(store, run_id, items, suite_obj, targets, *, probe: bool,
             console.print(f"[yellow]Interrupted.[/] {tally.done} sessions kept; "
                           f"finish with: agent-eval run --resume {run_id}")
             sys.exit(130)
-    status = "interrupted" if tally.left else "finished"
-    store.set_run_status(run_id, status)
-    if as_json:
-        _print_json(store, run_id, status, tally.done)
-    else:
-        print_run_tables(store, [run_id], console)
-    if tally.left:
-        console.print(f"[red]{tally.left} sessions not played: the model server stopped "
-                      f"answering.[/] Finish later with: agent-eval run --resume {run_id}")
-        sys.exit(EXIT_FAULT)
-    console.print(f"Run {run_id} finished: {tally.done} sessions stored in {store.url}.")
 
 
 def _print_json(store, run_id: int, status: str, stored: int) -> None:
@@ -239,7 +258,8 @@ def _target_from_options(name, base_url, model, concurrency, knobs):
         name=name, base_url=base_url, model=model, api_key_env=knobs.get("api_key_env"),
         sampling=sampling, chat_template_kwargs=ctk, max_tokens=knobs.get("max_tokens"),
         stream=knobs.get("stream", False), timeout_s=knobs.get("timeout_s", 120.0),
-        concurrency=concurrency,
+        concurrency=concurrency, deadline_s=knobs.get("deadline_s", DEFAULT_DEADLINE_S),
+        max_reply_bytes=knobs.get("max_reply_bytes", DEFAULT_MAX_REPLY_BYTES),
     )
 
 

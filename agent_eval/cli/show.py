@@ -1,8 +1,9 @@
 """``agent-eval show``: one session's drill-down in the terminal, for the SSH case.
 
 Renders the same :class:`~agent_eval.report.pages.SessionPage` the HTML report renders,
-with rich: model text is passed as ``Text`` (never parsed as console markup), spans are
-underlined with ``Text.stylize`` at the finding's offsets.
+with rich: model text is passed as ``Text`` (never parsed as console markup) with its
+control characters written out (``terminal.escape_terminal``), spans are underlined with
+``Text.stylize`` at the finding's offsets.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from rich.text import Text
 
 from agent_eval.cli import main
 from agent_eval.cli.db import db_option
+from agent_eval.cli.terminal import escape_terminal as esc
 
 REASONING_CHARS = 300
 OUTPUT_CHARS = 600
@@ -108,21 +110,21 @@ def render_session(page, *, full: bool = False) -> list:
     head = Text()
     head.append(f"session {page.id}", style="bold")
     head.append(f"  run {page.run_id}  target ")
-    head.append(page.target, style="bold")
+    head.append(esc(page.target), style="bold")
     head.append("  scenario ")
-    head.append(page.scenario, style="bold")
+    head.append(esc(page.scenario), style="bold")
     head.append(f"  repeat {page.repeat}\nstatus ")
-    head.append(page.status, style=STATUS_STYLE.get(page.status, ""))
-    head.append(f"  handshake {page.handshake_text}  calls {page.calls}  denials {page.denials}")
+    head.append(esc(page.status), style=STATUS_STYLE.get(page.status, ""))
+    head.append(f"  handshake {esc(page.handshake_text)}  calls {page.calls}  denials {page.denials}")
     if page.error:
         head.append("\nerror: ", style="bold red")
-        head.append(page.error)
+        head.append(esc(page.error))
     if page.parent:
         head.append(f"\nparent session {page.parent.id}")
     if page.children:
         head.append("\nchild sessions " + ", ".join(str(c.id) for c in page.children))
     blocks: list = [Panel(head, title="agent-eval show", expand=False)]
-    blocks.append(Text.assemble(("task: ", "bold"), _clip(page.task, limit_o)))
+    blocks.append(Text.assemble(("task: ", "bold"), esc(_clip(page.task, limit_o))))
     for turn in page.turns:
         blocks.append(_turn_panel(turn, limit_r, limit_o))
     return blocks
@@ -131,13 +133,13 @@ def render_session(page, *, full: bool = False) -> list:
 def _turn_panel(turn, limit_r, limit_o) -> Panel:
     parts: list = []
     if turn.reasoning:
-        parts.append(Text(_clip(turn.reasoning, limit_r), style="dim italic"))
+        parts.append(Text(esc(_clip(turn.reasoning, limit_r)), style="dim italic"))
     if turn.content:
-        parts.append(Text(turn.content))
+        parts.append(Text(esc(turn.content)))
     for call in turn.calls:
         line = Text()
         line.append(f"{call.decision:<5}", style=DECISION_STYLE.get(call.decision, ""))
-        line.append(f" {call.tool}")
+        line.append(f" {esc(call.tool)}")
         if call.primary:
             line.append(f"  {call.primary} {call.primary_name or ''}".rstrip(), style="red")
         if call.source_decision:
@@ -145,7 +147,7 @@ def _turn_panel(turn, limit_r, limit_o) -> Panel:
             line.append(call.source_decision, style=DECISION_STYLE.get(call.source_decision, ""))
             if call.source_reason:
                 limit = None if limit_o is None else REASON_CHARS
-                line.append(f" ({_clip(call.source_reason, limit)})")
+                line.append(f" ({esc(_clip(call.source_reason, limit))})")
             if call.disagrees:
                 line.append("  DISAGREES", style="bold black on yellow")
         parts.append(line)
@@ -153,15 +155,16 @@ def _turn_panel(turn, limit_r, limit_o) -> Panel:
         offset = len(command)
         pos = 0
         for seg in call.segments:
-            command.append(seg.text)
+            shown = esc(seg.text)  # escaped per segment, so the spans stay on their text
+            command.append(shown)
             if seg.marked:
-                command.stylize("underline bold red", offset + pos, offset + pos + len(seg.text))
-            pos += len(seg.text)
+                command.stylize("underline bold red", offset + pos, offset + pos + len(shown))
+            pos += len(shown)
         parts.append(command)
         for f in call.findings:
-            parts.append(Text(f"    {f.code} {f.name or ''}: {f.message}", style="red"))
+            parts.append(Text(f"    {f.code} {f.name or ''}: {esc(f.message)}", style="red"))
         parts.append(Text.assemble((f"  {call.output_label}: ", "bold"),
-                                   (_clip(call.output, limit_o), "")))
+                                   (esc(_clip(call.output, limit_o)), "")))
         if call.child:
             parts.append(Text(f"  spawned session {call.child.id}", style="cyan"))
         if call.next_action:

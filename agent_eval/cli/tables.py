@@ -1,4 +1,7 @@
-"""Terminal tables shared by ``run``, ``demo`` and ``report``: the two docs/design.md tables."""
+"""Terminal tables shared by ``run``, ``demo`` and ``report``: the two docs/design.md tables.
+
+Target names can come from an imported transcript (its model name): they are shown as
+escaped ``Text`` (``terminal.model_text``), never as console markup."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import dataclasses
 
 from rich.table import Table
 
+from agent_eval.cli.terminal import model_text
 from agent_eval.metrics import TOTAL, GroupSummary, Rate, class_table, summarize
 from agent_eval.policy import get_rule
 
@@ -42,7 +46,7 @@ def render_target_table(summaries: dict[str, GroupSummary]) -> Table:
         hs = s.handshake
         hs_text = (f"{hs.completed.k}/{hs.completed.n} ({hs.completed.per100:.0f}%)"
                    if hs.completed.n else "–")
-        table.add_row(name, str(s.sessions), str(s.messages), str(s.calls),
+        table.add_row(model_text(name), str(s.sessions), str(s.messages), str(s.calls),
                       str(s.errors.k), fmt_rate(s.errors), hs_text, str(s.error_sessions))
     return table
 
@@ -52,7 +56,7 @@ def render_class_table(summaries: dict[str, GroupSummary]) -> Table:
     table = Table(title="Errors per 100 tool calls by failure class")
     table.add_column("failure class")
     for name in summaries:
-        table.add_column(name, justify="right")
+        table.add_column(model_text(name), justify="right")
     for code, cells in class_table(summaries):
         if code == TOTAL:
             label = "[bold]total[/]"

@@ -10,7 +10,8 @@ a file whose sessions carry no calls, once the whole file is read and nothing su
 is another format).  So an import that finds nothing, or fails before its first whole
 session, leaves no run at all, and ``latest`` never lands on an empty import.  If the
 input turns out broken half-way, the whole sessions read before the break are written,
-the run is marked ``failed`` and the error says how many were kept.
+the run is marked ``failed`` and the error says how many were kept.  Ctrl-C marks the
+run ``interrupted`` (an import is not resumed: import the file again).
 """
 
 from __future__ import annotations
@@ -91,6 +92,10 @@ def record_import(
             f"{exc}; run {writer.run_id} keeps the {summary.sessions} whole sessions read "
             "before the error (status failed)"
         ) from None
+    except KeyboardInterrupt:
+        if writer.run_id is not None:
+            store.set_run_status(writer.run_id, "interrupted")
+        raise ImportInterrupted(writer.run_id) from None
     except BaseException:
         if writer.run_id is not None:
             store.set_run_status(writer.run_id, "failed")
@@ -100,6 +105,15 @@ def record_import(
     writer.flush(create=True)
     store.set_run_status(writer.run_id, "finished")
     return summary
+
+
+class ImportInterrupted(KeyboardInterrupt):
+    """Ctrl-C during an import.  ``run_id`` is the run left ``interrupted`` (None when
+    none was created yet); ``latest`` never names it (see ``store.runs.resolve_run``)."""
+
+    def __init__(self, run_id: int | None):
+        super().__init__(run_id)
+        self.run_id = run_id
 
 
 def refuse_empty_import(summary: ImportSummary, fmt: str, path: str | Path) -> None:

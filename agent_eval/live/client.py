@@ -10,7 +10,14 @@ Retries are ours (the SDK runs with ``max_retries=0``), decided by :func:`classi
     retried       connection refused or dropped, timeouts, 429, 500/502/503/504, a 200
                   that is not a chat completion, a stream that ends early, carries an
                   error event or garbled JSON
-    not retried   any other 4xx (context too long, model not found, bad request), other 5xx
+    not retried   any other 4xx (context too long, model not found, bad request), other 5xx,
+                  a reply past the target's ``deadline_s`` (an endless stream) or past its
+                  ``max_reply_bytes``: both are the server's fault, and a retry would
+                  burn the same time and memory again
+
+Hostile bytes never escape as a crash: bytes that are not UTF-8 are replaced by U+FFFD
+before any decoder sees them (the reply is kept and judged), and a body nested too deep
+for the JSON decoder is a garbled reply.
 
 The API key is read from an environment variable when the client is created; it is never
 stored on a :class:`Target`, in :meth:`Target.settings`, in an error message or a log.
@@ -32,6 +39,13 @@ import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from agent_eval.errors import ConfigError, HarnessFault, ServerUnreachable
+from agent_eval.live.guard import (
+    DeadlinePassed,
+    GuardedTransport,
+    ReplyTooLarge,
+    hostile_cause,
+    within_deadline,
+)
 from agent_eval.live.targets import (
     RunConfig,
     Sampling,
@@ -122,7 +136,9 @@ class Reply:
     markup: list[tuple[int, int]] = field(default_factory=list)
 
 
-FaultKind = Literal["refused", "dropped", "timeout", "status", "garbled", "client"]
+FaultKind = Literal[
+    "refused", "dropped", "timeout", "status", "garbled", "client", "deadline", "too_large",
+]
 
 
 @dataclass(frozen=True)
@@ -146,6 +162,14 @@ _RETRIED_STATUS = frozenset({429, 500, 502, 503, 504})
 
 def classify_fault(exc: BaseException, timeout_s: float) -> Fault:
     """Sort an exception from one attempt into a :class:`Fault` (pure)."""
+    hostile = hostile_cause(exc)
+    if isinstance(hostile, ReplyTooLarge):
+        return Fault("too_large", "reply too large", str(hostile), False)
+    if isinstance(hostile, DeadlinePassed):
+        return Fault("deadline", "reply deadline passed", str(hostile), False)
+    if isinstance(exc, RecursionError):
+        return Fault("garbled", "garbled reply (JSON nested too deep to decode)",
+                     "the body nests deeper than the decoder's recursion limit", True)
     if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
         return Fault("timeout", f"timeout (no answer within {timeout_s:g} s)", str(exc), True)
     if isinstance(exc, openai.APIConnectionError | httpx.TransportError):
@@ -187,7 +211,8 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
-_CAUGHT = (openai.OpenAIError, httpx.HTTPError, json.JSONDecodeError, _GarbledReply)
+_CAUGHT = (openai.OpenAIError, httpx.HTTPError, ValueError, _GarbledReply, ReplyTooLarge,
+           DeadlinePassed, RecursionError)
 
 
 class ModelClient:
@@ -210,8 +235,11 @@ class ModelClient:
                 )
             api_key = os.environ[target.api_key_env] or "EMPTY"
         n = target.concurrency
+        limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
         self._http = openai.DefaultAsyncHttpxClient(
-            limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
+            limits=limits,
+            transport=GuardedTransport(httpx.AsyncHTTPTransport(limits=limits),
+                                        target.max_reply_bytes),
         )
         self._client = openai.AsyncOpenAI(  # pool=None: waiting for a free slot is no fault
             base_url=target.base_url, api_key=api_key, max_retries=0,
@@ -257,7 +285,8 @@ class ModelClient:
         if seed_key is not None:
             request["extra_headers"] = {SEED_HEADER: seed_key}
         once = self._stream_once if self.target.stream else self._complete_once
-        return await self._retrying(lambda: once(request), silence_is_unreachable=False)
+        return await self._retrying(lambda: within_deadline(once(request), self.target.deadline_s),
+                                    silence_is_unreachable=False)
 
     async def list_models(self) -> dict[str, Any]:
         """The server's ``/v1/models`` answer; ``ServerUnreachable`` when nothing answers."""

@@ -6,8 +6,9 @@ transaction as soon as it ends, so nothing finished is ever held only in memory.
 interrupted run (Ctrl-C, a dead server) keeps every finished session; ``resume_run``
 plays only the sessions whose keys are not stored yet.
 
-A server that dies is not the model's fault: after every error session the target's
-server is probed (``/v1/models``) before the session is stored.  If the server still
+A server that dies is not the model's fault: after every session that ended ``error``,
+or spawned a child that did, the target's server is probed (``/v1/models``) before the
+session is stored.  If the server still
 answers, the error session is stored (a fault of that request, excluded from model
 rates); if it no longer answers, that session is not stored and the target's remaining
 sessions are left unplayed (the run ends ``interrupted``), so ``--resume`` plays them
@@ -225,7 +226,7 @@ async def _play_target(store: Store, run_id: int, items: list[WorkItem], suite: 
                 item.scenario, client, target=target.name, suite=suite,
                 repeat=item.repeat, key=item.key,
             )
-            if records[0].status == "error" and (server_gone or not await _answers(client)):
+            if _any_error(records) and (server_gone or not await _answers(client)):
                 server_gone = True
                 queue.put_nowait(item)  # not stored: --resume plays it again
                 return
@@ -239,6 +240,12 @@ async def _play_target(store: Store, run_id: int, items: list[WorkItem], suite: 
     finally:
         tally.targets[target.name].left += queue.qsize()
         await client.aclose()
+
+
+def _any_error(records: list[SessionRecord]) -> bool:
+    """Whether the session or any child it spawned ended ``error``: a child can fail on a
+    dying server while its parent, needing no further reply, still closes."""
+    return any(r.status == "error" for r in records)
 
 
 async def _answers(client: Any) -> bool:

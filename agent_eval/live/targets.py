@@ -21,6 +21,11 @@ from agent_eval.policy.allowlist import read_yaml_mapping
 
 ToolChoice = Literal["auto", "none", "required"]
 
+DEFAULT_DEADLINE_S = 600.0
+"""Longest one request may take in all, streamed or not (README, "Hostile output")."""
+DEFAULT_MAX_REPLY_BYTES = 16 * 1024 * 1024
+"""Most bytes one reply may have on the wire, SSE framing included (16 MiB)."""
+
 # Keys that would put a secret into a config file.  Refused anywhere in the file.
 _LITERAL_KEYS = frozenset({"api_key", "apikey", "api-key", "openai_api_key", "authorization"})
 
@@ -64,7 +69,9 @@ class Target:
 
     ``timeout_s`` is the longest the client waits for the server to answer (or to send the
     next streamed chunk); ``concurrency`` sizes the connection pool, so it also caps how
-    many requests this target serves at once.
+    many requests this target serves at once.  ``deadline_s`` caps one request in all
+    (an endless stream never idles long enough for ``timeout_s``) and ``max_reply_bytes``
+    the bytes of one reply; past either the request is a server fault.
     """
 
     __pydantic_config__ = _FORBID
@@ -81,6 +88,8 @@ class Target:
     timeout_s: Annotated[float, Field(gt=0)] = 120.0
     retries: Annotated[int, Field(ge=0, le=20)] = 3
     concurrency: Annotated[int, Field(ge=1, le=1024)] = 4
+    deadline_s: Annotated[float, Field(gt=0)] = DEFAULT_DEADLINE_S
+    max_reply_bytes: Annotated[int, Field(ge=1024)] = DEFAULT_MAX_REPLY_BYTES
     extra_body: dict[str, Any] | None = None
 
     def settings(self) -> dict[str, Any]:

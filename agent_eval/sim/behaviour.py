@@ -192,7 +192,7 @@ def _denied_call(messages: list[dict[str, Any]]) -> PlannedCall | None:
         function = chosen.get("function") or {}
         try:
             arguments = json.loads(function.get("arguments") or "{}")
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):  # hostile arguments
             return None
         if not isinstance(arguments, dict):
             return None

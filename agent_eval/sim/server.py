@@ -31,6 +31,7 @@ from aiohttp import web
 from agent_eval.errors import ConfigError
 from agent_eval.scenario import load_suite
 from agent_eval.scenario.bundled import BUNDLED_SUITE_NAME, data_dir
+from agent_eval.sim import hostile
 from agent_eval.sim.behaviour import TaskIndex, first_user_text, index_tasks, plan_reply
 from agent_eval.sim.profiles import PROFILES, Profile, get_profile
 from agent_eval.sim.wire import build_completion, render_chunks, render_completion, render_error
@@ -50,6 +51,13 @@ class Faults:
     emits tool-call arguments that are not JSON; ``drop_rate`` closes the connection
     without an answer.  ``latency_s`` is added to every answer (spread over a stream),
     ``ttft_s`` before its first token.
+
+    Hostile output (see ``hostile.py``): ``endless_rate`` answers forever (a write every
+    ``endless_pause_s``); ``huge_reply_rate`` pads the content to ``huge_reply_chars``;
+    ``invalid_utf8_rate`` puts bytes that are not UTF-8 into the content;
+    ``nested_args_rate`` and ``nested_body_rate`` nest the tool-call arguments, or a
+    field of the body, ``nesting_depth`` deep; ``control_chars_rate`` opens the content
+    with terminal escape sequences.
     """
 
     latency_s: float = 0.0
@@ -60,6 +68,15 @@ class Faults:
     malformed_args_rate: float = 0.0
     drop_rate: float = 0.0
     hang_s: float = 300.0
+    endless_rate: float = 0.0
+    endless_pause_s: float = 0.005
+    huge_reply_rate: float = 0.0
+    huge_reply_chars: int = 10_000_000
+    invalid_utf8_rate: float = 0.0
+    nested_args_rate: float = 0.0
+    nested_body_rate: float = 0.0
+    control_chars_rate: float = 0.0
+    nesting_depth: int = 10_000
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -159,7 +176,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     try:
         body = json.loads(await request.read())
-    except ValueError:
+    except (ValueError, RecursionError):
         return _error(400, "request body is not valid JSON")
     messages = body.get("messages") if isinstance(body, dict) else None
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
@@ -178,8 +195,13 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         except TimeoutError:
             pass
         return _drop(request)
+    if faults.endless_rate and draw() < faults.endless_rate:
+        return await hostile.write_endless(request, stream=bool(body.get("stream")),
+                                           pause_s=faults.endless_pause_s,
+                                           stopping=state.stopping)
     truncate = bool(faults.truncate_rate) and draw() < faults.truncate_rate
     malformed = bool(faults.malformed_args_rate) and draw() < faults.malformed_args_rate
+    hostile_draws = hostile.draw(faults, draw)
 
     profile = state.profile_for(body.get("model"))
     task = first_user_text(messages)
@@ -190,20 +212,24 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     done = build_completion(
         body, reply, model=model, created=int(time.time()), rng=rng, malformed=malformed
     )
+    done = hostile.apply(done, faults, hostile_draws)
     if body.get("stream"):
         options = body.get("stream_options") or {}
         include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
-        return await _stream(request, render_chunks(done, include_usage=include_usage),
-                             faults, truncate)
+        piece = 65_536 if "huge_reply" in hostile_draws else 24
+        chunks = render_chunks(done, include_usage=include_usage, piece_chars=piece)
+        return await _stream(request, chunks, faults, truncate, hostile_draws)
     await _sleep(faults.ttft_s + faults.latency_s)
-    payload = json.dumps(render_completion(done)).encode()
+    payload = hostile.apply_bytes(json.dumps(render_completion(done)).encode(), faults,
+                             hostile_draws)
     if truncate:
         payload = payload[: len(payload) // 2]
     return web.Response(body=payload, content_type="application/json")
 
 
 async def _stream(
-    request: web.Request, chunks: list[dict[str, Any]], faults: Faults, truncate: bool
+    request: web.Request, chunks: list[dict[str, Any]], faults: Faults, truncate: bool,
+    fired: frozenset[str] = frozenset(),
 ) -> web.StreamResponse:
     response = web.StreamResponse(
         headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -212,7 +238,9 @@ async def _stream(
     if truncate:
         chunks = chunks[: max(1, len(chunks) // 2)]
     pause = faults.latency_s / len(chunks) if faults.latency_s else 0.0
-    events = [b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in chunks]
+    events = [b"data: " + hostile.apply_bytes(json.dumps(chunk).encode(), faults,
+                                         fired if i == 0 else fired - {"nested_body"}) + b"\n\n"
+              for i, chunk in enumerate(chunks)]
     if not truncate:
         events.append(b"data: [DONE]\n\n")
     try:

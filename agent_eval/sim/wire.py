@@ -111,11 +111,13 @@ def render_completion(done: Completion) -> dict[str, Any]:
     }
 
 
-def render_chunks(done: Completion, *, include_usage: bool) -> list[dict[str, Any]]:
-    """The streaming ``chat.completion.chunk`` objects, in order, without ``[DONE]``."""
+def render_chunks(done: Completion, *, include_usage: bool, piece_chars: int = 24
+                  ) -> list[dict[str, Any]]:
+    """The streaming ``chat.completion.chunk`` objects, in order, without ``[DONE]``;
+    text goes out in pieces of ``piece_chars`` characters."""
     deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
     deltas += [{"reasoning_content": p, "reasoning": p} for p in split_text(done.reply.reasoning, 24)]
-    deltas += [{"content": p} for p in split_text(done.reply.content or "", 24)]
+    deltas += [{"content": p} for p in split_text(done.reply.content or "", piece_chars)]
     for index, call in enumerate(done.calls):
         deltas.append({"tool_calls": [{
             "index": index, "id": call.id, "type": "function",

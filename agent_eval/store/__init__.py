@@ -165,6 +165,13 @@ class Store:
     def run_targets(self, run_id: int) -> list[TargetInfo]:
         return runs.run_targets(self.engine, run_id)
 
+    def lease(self, run_id: int):
+        """``with store.lease(run_id):`` hold the run for this process (store/leases.py);
+        ``RunLeased`` names the process that holds it already."""
+        from agent_eval.store.leases import holding_lease
+
+        return holding_lease(self.engine, run_id)
+
     # sessions
 
     def record_sessions(self, run_id: int, records: Sequence[SessionRecord]) -> list[int]:

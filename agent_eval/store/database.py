@@ -26,7 +26,7 @@ from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
 from sqlalchemy import Connection, Engine, create_engine, event, inspect
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, SQLAlchemyError
 
 from agent_eval.errors import ConfigError
 
@@ -156,11 +156,40 @@ def upgrade(url: str | None) -> str:
 
 
 def _upgrade_engine(engine: Engine) -> None:
+    """Migrate to head, after refusing a database that is not an agent-eval store (a
+    foreign one, garbage, or one from a newer agent-eval).  Any database error on the way
+    is one ConfigError line, never a traceback."""
     _refuse_newer(engine)
+    if current_revision(engine) is None:
+        _refuse_foreign(engine)
+    try:
+        with _opened(engine) as conn:
+            conn.execution_options(agent_eval_write=True)
+            with conn.begin():
+                command.upgrade(_alembic_config(conn), "head")
+    except (SQLAlchemyError, CommandError) as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise ConfigError(
+            f"cannot upgrade database {_where(engine)}: {reason}: is it an agent-eval store? "
+            "point --db at an agent-eval store or an empty database",
+            field="--db",
+        ) from None
+
+
+def _where(engine: Engine) -> str:
+    return describe_url(engine.url.render_as_string(hide_password=False))
+
+
+def _refuse_foreign(engine: Engine) -> None:
+    """A database with tables but no agent-eval revision belongs to someone else."""
     with _opened(engine) as conn:
-        conn.execution_options(agent_eval_write=True)
-        with conn.begin():
-            command.upgrade(_alembic_config(conn), "head")
+        tables = set(inspect(conn).get_table_names()) - {"alembic_version"}
+    if tables:
+        raise ConfigError(
+            f"database {_where(engine)} has tables ({', '.join(sorted(tables)[:5])}) but no "
+            "agent-eval revision: point --db at an empty database or an agent-eval store",
+            field="--db",
+        )
 
 
 def check_schema(engine: Engine) -> None:
@@ -173,17 +202,9 @@ def check_schema(engine: Engine) -> None:
     current = current_revision(engine)
     if current == head:
         return
-    where = describe_url(engine.url.render_as_string(hide_password=False))
+    where = _where(engine)
     if current is None:
-        with _opened(engine) as conn:
-            tables = set(inspect(conn).get_table_names()) - {"alembic_version"}
-        if tables:
-            raise ConfigError(
-                f"database {where} has tables ({', '.join(sorted(tables)[:5])}) but no "
-                "agent-eval revision: point --db at an empty database or an agent-eval store",
-                field="--db",
-            )
-        _upgrade_engine(engine)
+        _upgrade_engine(engine)  # refuses a foreign database first
         return
     _refuse_newer(engine)
     raise ConfigError(
@@ -204,7 +225,8 @@ def _refuse_newer(engine: Engine) -> None:
     if known is None:
         raise ConfigError(
             f"database at revision {current}, newer than this agent-eval "
-            f"(which knows up to {head_revision()}): upgrade agent-eval to read it",
+            f"(which knows up to {head_revision()}), or not an agent-eval store: "
+            "upgrade agent-eval to read it, or point --db at an agent-eval store",
             field="--db",
         )
 
@@ -213,8 +235,8 @@ def _refuse_newer(engine: Engine) -> None:
 def _opened(engine: Engine) -> Iterator[Connection]:
     """A connection, with 'cannot open the database' turned into a ConfigError."""
     try:
-        conn = engine.connect()
-    except OperationalError as exc:
+        conn = engine.connect()  # a file that is not SQLite fails in the connect pragmas
+    except DatabaseError as exc:  # OperationalError (cannot open) or not a database
         reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
         raise ConfigError(
             f"cannot open database {describe_url(engine.url.render_as_string(False))}: "

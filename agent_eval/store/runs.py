@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
-from sqlalchemy import Engine, Row, exists, insert, or_, select, update
+from sqlalchemy import Engine, Row, and_, exists, insert, not_, or_, select, update
 
 from agent_eval.errors import ConfigError
 from agent_eval.store.database import write_transaction
@@ -162,15 +162,18 @@ def resolve_run(engine: Engine, ref: str | int) -> RunInfo:
     answered) is skipped, so ``report latest`` and ``gate --run latest`` never judge an
     empty run while a run with sessions exists.  A ``running`` or ``interrupted`` run is
     never skipped, empty or not: its sessions may still come, and ``run --resume latest``
-    must resume it rather than an older run.  When no run qualifies, the newest candidate
-    itself is returned.  An id always names exactly that run.
+    must resume it rather than an older run, except an import: an import still
+    ``running`` or ``interrupted`` was killed or stopped half-way (imports never resume),
+    so it is never named by ``latest`` or ``label:NAME``.  When no run qualifies, the
+    newest candidate itself is returned.  An id always names exactly that run.
     """
     text = str(ref).strip()
     if isinstance(ref, int) or text.isdigit():
         return get_run(engine, int(text))
     query = select(runs).order_by(runs.c.id.desc()).limit(1)
     if text == "latest":
-        missing = "the store holds no runs yet: start one with `agent-eval run`"
+        missing = ("the store holds no runs yet (an import that never finished does not "
+                   "count): start one with `agent-eval run`")
     elif text.startswith("label:") and text[len("label:") :]:
         query = query.where(runs.c.label == text[len("label:") :])
         missing = "no run has that label"
@@ -179,6 +182,9 @@ def resolve_run(engine: Engine, ref: str | int) -> RunInfo:
             f"run reference {text!r} is not a run: use an id, `latest` or `label:NAME`",
             field="run",
         )
+    # an import that did not finish (Ctrl-C, killed) is never taken for a complete one
+    unfinished_import = and_(runs.c.kind == "import", runs.c.status.in_(("running", "interrupted")))
+    query = query.where(not_(unfinished_import))
     worth_naming = or_(
         exists().where(sessions.c.run_id == runs.c.id),
         runs.c.status.in_(("running", "interrupted")),

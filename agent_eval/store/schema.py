@@ -194,6 +194,18 @@ findings = Table(
     Index("ix_findings_tool_call", "tool_call_id"),
 )
 
+run_leases = Table(
+    "run_leases",
+    metadata,
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("token", String(64), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("host", String(255), nullable=False),
+    Column("acquired_at", UtcDateTime, nullable=False),
+    Column("heartbeat_at", UtcDateTime, nullable=False),
+)
+"""One row while a process plays a run (``run`` or ``run --resume``); see store/leases.py."""
+
 server_samples = Table(
     "server_samples",
     metadata,

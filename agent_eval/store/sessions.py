@@ -2,7 +2,7 @@
 
 A batch of sessions (a parent and the children it spawned, or any set) is written in one
 transaction: either every session, turn, call and finding of the batch is stored, or none
-is.  Rows go in with executemany, so a session with fifty calls costs a handful of
+is.  Model text is capped on the way in (``caps.py``).  Rows go in with executemany, so a session with fifty calls costs a handful of
 statements, not a hundred.  Everything the model wrote travels as bound parameters.
 """
 
@@ -16,6 +16,7 @@ from sqlalchemy import Connection, Engine, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from agent_eval.errors import ConfigError
+from agent_eval.store.caps import cap_session
 from agent_eval.store.database import write_transaction
 from agent_eval.store.schema import findings, sessions, targets, tool_calls, turns
 from agent_eval.transcript import (
@@ -51,7 +52,7 @@ def record_sessions(engine: Engine, run_id: int, records: Sequence[SessionRecord
     to the run, repeats a key already stored (or twice in the batch), or links to a parent
     or child key found neither in the batch nor among the run's stored sessions.
     """
-    records = list(records)
+    records = [cap_session(r) for r in records]  # a runaway reply never fills the disk
     if not records:
         return []
     _refuse_repeated_keys(records)

@@ -109,3 +109,89 @@ def test_ttft_delays_the_first_streamed_token_by_at_least_its_value(suite):
 def test_out_of_range_knob_is_a_config_error_naming_the_field(knob, value):
     with pytest.raises(ConfigError, match=f"faults.{knob}"):
         Faults(**{knob: value})
+
+
+# --- hostile output knobs: the bytes a client must survive -----------------------------
+
+
+def _body(suite, *, stream: bool = False) -> dict:
+    return {"model": "sim-disciplined", "stream": stream,
+            "messages": opening(suite.scenarios["research_stage"])}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_endless_rate_one_keeps_answering_past_any_size(suite, stream):
+    import http.client
+    from urllib.parse import urlsplit
+
+    faults = Faults(endless_rate=1.0, endless_pause_s=0.0)
+    with run_sim_in_thread(suite=FIXTURE_SUITE, faults=faults) as url:
+        parts = urlsplit(url)
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+        try:
+            conn.request("POST", f"{parts.path}/chat/completions",
+                         body=json.dumps(_body(suite, stream=stream)).encode(),
+                         headers={"Content-Type": "application/json"})
+            response = conn.getresponse()
+            got = b""
+            while len(got) < 2_000_000:  # more than any real reply, and still coming
+                piece = response.read1(65536)
+                assert piece, "the endless answer ended"
+                got += piece
+        finally:
+            conn.close()
+    assert response.status == 200
+    assert got.startswith(b"data: {" if stream else b'{"id": "chatcmpl-endless"')
+    assert b"[DONE]" not in got and b'"finish_reason": "stop"' not in got
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_invalid_utf8_rate_one_puts_bytes_that_are_not_utf8_in_the_content(suite, stream):
+    with run_sim_in_thread(suite=FIXTURE_SUITE, faults=Faults(invalid_utf8_rate=1.0)) as url:
+        status, _, raw = raw_post(url, _body(suite, stream=stream))
+    assert status == 200 and b"\xff\xfe\xc3(" in raw
+    with pytest.raises(UnicodeDecodeError):
+        raw.decode("utf-8")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_nested_body_rate_one_nests_a_field_deeper_than_a_decoder_survives(suite, stream):
+    faults = Faults(nested_body_rate=1.0, nesting_depth=5_000)
+    with run_sim_in_thread(suite=FIXTURE_SUITE, faults=faults) as url:
+        status, _, raw = raw_post(url, _body(suite, stream=stream))
+    first = sse_events(raw)[0].encode() if stream else raw
+    assert status == 200 and first.startswith(b'{"nested": ' + b"[" * 5_000 + b"]" * 5_000)
+    with pytest.raises(RecursionError):
+        json.loads(first)
+
+
+def test_nested_args_rate_one_nests_the_tool_call_arguments(suite):
+    faults = Faults(nested_args_rate=1.0, nesting_depth=5_000)
+    with run_sim_in_thread(suite=FIXTURE_SUITE, faults=faults) as url:
+        arguments = _ask(url, suite).choices[0].message.tool_calls[0].function.arguments
+    assert arguments == '{"command": ' + "[" * 5_000 + "]" * 5_000 + "}"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_huge_reply_rate_one_pads_the_content_and_keeps_the_calls(suite, stream):
+    faults = Faults(huge_reply_rate=1.0, huge_reply_chars=300_000)
+    with run_sim_in_thread(suite=FIXTURE_SUITE, faults=faults) as url:
+        if stream:
+            content, calls = "", 0
+            for chunk in _ask(url, suite, stream=True):
+                delta = chunk.choices[0].delta if chunk.choices else None
+                content += (delta.content or "") if delta else ""
+                calls += len(delta.tool_calls or []) if delta else 0
+        else:
+            message = _ask(url, suite).choices[0].message
+            content, calls = message.content, len(message.tool_calls)
+    assert len(content) >= 300_000 and content.endswith("x" * 1000)
+    assert calls >= 1
+
+
+def test_control_chars_rate_one_opens_the_content_with_terminal_escapes(suite):
+    from agent_eval.sim.hostile import TERMINAL_ESCAPES
+
+    with run_sim_in_thread(suite=FIXTURE_SUITE, faults=Faults(control_chars_rate=1.0)) as url:
+        content = _ask(url, suite).choices[0].message.content
+    assert content.startswith(TERMINAL_ESCAPES) and "\x1b]52;c;" in content
