@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-CORPORA = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora"
+_ROOT = Path(__file__).resolve().parents[2]
+CORPORA = next(
+    (p for p in (_ROOT / ".." / "shared" / "corpora", _ROOT / ".." / ".." / "shared" / "corpora")
+     if p.is_dir()),
+    _ROOT / ".." / "shared" / "corpora",
+)
+"""The shared corpora beside the checkout (or beside its worktree folder)."""
 OPENCODE = "format-fixtures/opencode-1.18.34"
 CLAUDE = "format-fixtures/claude-code-2.1.330"
 
