@@ -72,10 +72,11 @@ def read_sessions(
 def transcript_files(folder: Path) -> list[Path]:
     """Every ``*.jsonl`` under ``folder``, in name order, each session file before the
     subagent files of its ``<session>/subagents/`` folder."""
-    return sorted(folder.rglob("*.jsonl"), key=_file_order)
+    return sorted(folder.rglob("*.jsonl"), key=transcript_order)
 
 
-def _file_order(path: Path) -> tuple[str, ...]:
+def transcript_order(path: Path) -> tuple[str, ...]:
+    """Sort key: name order, with ``<session>/subagents/*.jsonl`` right after ``<session>.jsonl``."""
     parts = list(path.parts)
     if len(parts) >= 3 and parts[-2] == "subagents":
         parts[-3] += ".jsonl\uffff"  # after <session>.jsonl
