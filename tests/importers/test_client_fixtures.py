@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from agent_eval.cli import main
-from agent_eval.importers import read_sessions, read_tagged_sessions
+from agent_eval.importers import read_sessions
 from agent_eval.importers.detect import guess_format
 
 CLIENTS = Path(__file__).resolve().parents[1] / "fixtures" / "clients"
