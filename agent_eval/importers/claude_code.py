@@ -87,7 +87,7 @@ def read_file(path: Path, *, model: str | None, on_skip: SkipReporter | None) ->
     """Yield the sessions of one transcript (or subagent) file."""
     lines = [obj for _, obj in iter_jsonl(path, on_skip=on_skip) if isinstance(obj, dict)]
     denied = {
-        obj.get("tool_use_id"): str(obj.get("message") or obj.get("decision_reason") or "permission denied")
+        _id(obj.get("tool_use_id")): str(obj.get("message") or obj.get("decision_reason") or "permission denied")
         for obj in lines
         if obj.get("type") == "system" and obj.get("subtype") == "permission_denied"
     }
@@ -151,7 +151,8 @@ class _SessionBuilder:
         elif kind == "result" and obj.get("is_error"):
             self.failed = str(obj.get("subtype") or "error")
         elif kind == "assistant":
-            self._add_assistant(obj.get("message") or {})
+            message = obj.get("message")
+            self._add_assistant(message if isinstance(message, dict) else {})
         elif kind == "user":
             self._add_user(obj, denied)
 
@@ -191,7 +192,7 @@ class _SessionBuilder:
                 arguments = json.dumps(args, ensure_ascii=False) if args is not None else ""
                 tkind, text = classify_call(name, args)
                 call = ImportedCall(tool=name, arguments=arguments, turn_index=turn.index,
-                                    kind=tkind, text=text, call_id=block.get("id"))
+                                    kind=tkind, text=text, call_id=_id(block.get("id")))
                 s.calls.append(call)
                 if call.call_id:
                     self.calls_by_id[call.call_id] = call
@@ -199,7 +200,7 @@ class _SessionBuilder:
                                           "function": {"name": name, "arguments": arguments}})
 
     def _add_user(self, obj: dict[str, Any], denied: dict[Any, str]) -> None:
-        message = obj.get("message") or {}
+        message = obj.get("message") if isinstance(obj.get("message"), dict) else {}
         content = message.get("content")
         if not isinstance(content, list):
             self.session.messages.append({"role": "user", "content": text_of(content)})
@@ -212,7 +213,7 @@ class _SessionBuilder:
                     self.session.messages.append({"role": "user", "content": str(block.get("text") or "")})
                 continue
             output = text_of(block.get("content"))
-            tool_use_id = block.get("tool_use_id")
+            tool_use_id = _id(block.get("tool_use_id"))
             self.session.messages.append({"role": "tool", "tool_call_id": tool_use_id, "content": output})
             call = self.calls_by_id.get(tool_use_id)
             if call is None:
@@ -231,6 +232,11 @@ class _SessionBuilder:
         elif s.calls and s.calls[-1].source_decision is None:
             s.status, s.error = "error", "transcript ends before the result of its last call"
         return s
+
+
+def _id(value: Any) -> str | None:
+    """A tool-use id as text; anything else (a hostile list or object) is no id."""
+    return value if isinstance(value, str) else None
 
 
 def source_verdict(

@@ -97,7 +97,11 @@ def calls_of_reply(
     """The calls one assistant reply makes, from where the harness put them (pure)."""
     tool_calls = _tool_calls(msg)
     if tool_calls:
-        return [call_from_tool_call(tc, turn, outputs) for tc in tool_calls]
+        return [call_from_tool_call(tc, turn, outputs) if isinstance(tc, dict) else
+                ImportedCall(tool="bash", arguments=json.dumps(tc, ensure_ascii=False, default=str),
+                             turn_index=turn, kind="bash", source_decision="deny",
+                             source_reason="format error: a tool call that is not an object")
+                for tc in tool_calls]
     extra = msg.get("extra") if isinstance(msg.get("extra"), dict) else {}
     actions = extra.get("actions")
     if isinstance(actions, list) and actions and all(
@@ -154,12 +158,12 @@ def _is_message(m: Any) -> bool:
     return isinstance(m, dict) and ("role" in m or m.get("object") == "response")
 
 
-def _tool_calls(msg: dict[str, Any]) -> list[dict[str, Any]]:
+def _tool_calls(msg: dict[str, Any]) -> list[Any]:
     if msg.get("object") == "response":
         output = msg.get("output") if isinstance(msg.get("output"), list) else []
         return [o for o in output if isinstance(o, dict) and o.get("type") == "function_call"]
     calls = msg.get("tool_calls")
-    return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+    return list(calls) if isinstance(calls, list) else []
 
 
 def _tool_outputs(messages: list[Any]) -> dict[str, str]:

@@ -204,7 +204,7 @@ def _data(row: dict[str, Any]) -> dict[str, Any]:
     if isinstance(data, str):
         try:
             data = json.loads(data)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             data = {}
     return data if isinstance(data, dict) else {}
 

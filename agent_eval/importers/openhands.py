@@ -72,7 +72,10 @@ def read_sessions(
             "(or `kind`); pass a trajectory .json, an events/ folder or pick another FORMAT",
             path=str(path),
         )
-    yield session_of(sid, [e for e in events if isinstance(e, dict)], model)
+    session = session_of(sid, [e for e in events if isinstance(e, dict)], model)
+    for _ in range(sum(1 for e in events if not isinstance(e, dict))):
+        session.skip_call("an event that is not an object (it may have been a call)")
+    yield session
 
 
 def session_of(sid: str, events: list[dict[str, Any]], model: str | None) -> ImportedSession:
@@ -112,7 +115,7 @@ def call_of(event: dict[str, Any], turn: int, outputs: dict[Any, dict[str, Any]]
     tool = str(meta.get("function_name") or action)
     kind = KIND_OF_ACTION.get(action, "other")
     text = args.get("command") if kind == "bash" else args.get("path") if kind == "read" else None
-    observation = outputs.get(event.get("id"))
+    observation = outputs.get(_key(event.get("id")))
     decision, reason = verdict(args.get("confirmation_state"), observation)
     call_id = meta.get("tool_call_id") or (f"event{event['id']}" if "id" in event else None)
     return ImportedCall(
@@ -139,7 +142,7 @@ def _v1_call(event: dict[str, Any], turn: int, outputs: dict[Any, dict[str, Any]
     tool = str(event.get("tool_name") or action.get("kind") or "")
     args = {k: v for k, v in action.items() if k != "kind"}
     kind, text = classify_call("bash" if tool in ("execute_bash", "terminal", "bash") else tool, args)
-    call_id = event.get("tool_call_id")
+    call_id = _key(event.get("tool_call_id"))
     observation = outputs.get(call_id)
     decision, reason = verdict(None, observation)
     return ImportedCall(tool=tool, arguments=json.dumps(args, ensure_ascii=False), turn_index=turn,
@@ -150,11 +153,16 @@ def _v1_call(event: dict[str, Any], turn: int, outputs: dict[Any, dict[str, Any]
 def _observations(events: list[dict[str, Any]]) -> dict[Any, dict[str, Any]]:
     found: dict[Any, dict[str, Any]] = {}
     for e in events:
-        if "observation" in e and e.get("cause") is not None and not isinstance(e.get("observation"), dict):
-            found.setdefault(e["cause"], e)
+        if "observation" in e and _key(e.get("cause")) is not None and not isinstance(e.get("observation"), dict):
+            found.setdefault(_key(e["cause"]), e)
         elif str(e.get("kind", "")).endswith(("ObservationEvent", "RejectObservation", "AgentErrorEvent")):
-            found.setdefault(e.get("tool_call_id"), e)
+            found.setdefault(_key(e.get("tool_call_id")), e)
     return found
+
+
+def _key(value: Any) -> int | str | None:
+    """An event id or tool-call id usable as a key; a hostile list or object is none."""
+    return value if isinstance(value, int | str) and not isinstance(value, bool) else None
 
 
 def _content(observation: dict[str, Any] | None) -> str:

@@ -124,6 +124,8 @@ def load_json_document(path: Path, text: str | None = None) -> Any:
             "the file looks truncated or is not this format",
             path=str(path),
         ) from None
+    except RecursionError:
+        raise ConfigError("not readable JSON: nested too deep", path=str(path)) from None
 
 
 def iter_jsonl(
@@ -183,7 +185,7 @@ def looks_like_jsonl(text: str) -> bool:
         return False
     try:
         json.loads(first)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return False
     return True
 

@@ -56,6 +56,8 @@ def read_sessions(
     if steps:
         pairs = [(str(s.get("response") or ""), s.get("action"), s.get("observation"))
                  for s in steps if isinstance(s, dict)]
+        for _ in range(len(steps) - len(pairs)):
+            session.skip_call("a `trajectory` step that is not an object")
     else:
         pairs = history_steps(doc.get("history") or [])
     for turn, (response, action, observation) in enumerate(pairs):
