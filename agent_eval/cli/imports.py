@@ -53,6 +53,8 @@ def import_(fmt: str, path: Path | None, allowlist_path: Path | None, model: str
     from agent_eval.errors import ConfigError
     from agent_eval.store import open_store
 
+    if path is None and fmt in TRANSCRIPT_FORMATS + LOG_FORMATS:
+        raise click.UsageError(f"missing PATH: agent-eval import {fmt} PATH")
     if path is None:
         fmt, path = "auto", Path(fmt)
     elif fmt not in TRANSCRIPT_FORMATS + LOG_FORMATS:

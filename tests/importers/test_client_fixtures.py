@@ -233,3 +233,17 @@ def test_show_displays_an_imported_session(tmp_path):
     assert "child sessions 2" in out
     child = runner.invoke(main, ["show", "2", "--db", db])
     assert "parent session 1" in child.output and "grep -n TODO src/app.py" in child.output
+
+
+def test_format_without_a_path_is_a_usage_error(tmp_path):
+    result = CliRunner().invoke(main, ["import", "codex", "--allowlist", RALF, "--db", str(tmp_path / "s.db")])
+    assert result.exit_code == 2
+    assert "missing PATH: agent-eval import codex PATH" in result.output
+
+
+def test_claude_code_2_0_file_keeps_claude_codes_own_verdicts():
+    [session] = read_sessions("claude-code", CLIENTS / "claude-code/claude_with_rejection.jsonl")
+    assert [(c.tool, c.source_decision) for c in session.calls] == [
+        ("Read", "allow"), ("Edit", "deny"), ("Edit", "allow"), ("Bash", "deny")]
+    assert session.calls[1].source_reason.startswith("The user doesn't want to proceed with this tool use.")
+    assert session.model == "claude-sonnet-4-20250514"
