@@ -84,13 +84,14 @@ def transcript_order(path: Path) -> tuple[str, ...]:
 
 
 def read_file(path: Path, *, model: str | None, on_skip: SkipReporter | None) -> Iterator[ImportedSession]:
-    """Yield the sessions of one transcript (or subagent) file."""
-    lines = [obj for _, obj in iter_jsonl(path, on_skip=on_skip) if isinstance(obj, dict)]
-    denied = {
-        _id(obj.get("tool_use_id")): str(obj.get("message") or obj.get("decision_reason") or "permission denied")
-        for obj in lines
-        if obj.get("type") == "system" and obj.get("subtype") == "permission_denied"
-    }
+    """Yield the sessions of one transcript (or subagent) file.
+
+    The file is streamed twice: once for the rare ``permission_denied`` events (which may
+    follow the result they judge), once to build the sessions; only the sessions being
+    built are held, never the file's lines.
+    """
+    denied = permission_denials(path)
+    lines = (obj for _, obj in iter_jsonl(path, on_skip=on_skip) if isinstance(obj, dict))
     builders: dict[tuple[str, bool], _SessionBuilder] = {}
     default_id = path.stem
     subagent = path.parent.name == "subagents" and path.stem.startswith("agent-")
@@ -114,6 +115,27 @@ def read_file(path: Path, *, model: str | None, on_skip: SkipReporter | None) ->
         if builder.session.title is None and len(titles) == 1:
             builder.session.title = titles[0]
         yield builder.finish(model or builder.model or init_model or "unknown")
+
+
+def permission_denials(path: Path) -> dict[str | None, str]:
+    """Tool-use id -> reason of each ``system``/``permission_denied`` line (one cheap pass:
+    only lines mentioning ``permission_denied`` are parsed)."""
+    found: dict[str | None, str] = {}
+    try:
+        with path.open("rb") as fh:
+            for raw in fh:
+                if b"permission_denied" not in raw:
+                    continue
+                try:
+                    obj = json.loads(raw)
+                except (ValueError, RecursionError):
+                    continue
+                if isinstance(obj, dict) and obj.get("type") == "system" and obj.get("subtype") == "permission_denied":
+                    reason = obj.get("message") or obj.get("decision_reason") or "permission denied"
+                    found[_id(obj.get("tool_use_id"))] = str(reason)
+    except OSError:
+        return found
+    return found
 
 
 def _new_builder(sid: str, sidechain: bool, subagent: bool, path: Path) -> _SessionBuilder:
