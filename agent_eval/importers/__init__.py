@@ -130,8 +130,6 @@ def read_tagged_sessions(
     if fmt != AUTO and not path.is_dir():
         refuse_misread(fmt, path)
         return ((fmt, s) for s in FORMATS[fmt](path, model=model, on_skip=on_skip))
-    if fmt in ("opencode", "openhands") and path.is_dir():
-        return ((fmt, s) for s in FORMATS[fmt](path, model=model, on_skip=on_skip))
     return read_tagged(FORMATS, None if fmt == AUTO else fmt, path, model=model, on_skip=on_skip,
                        on_file=on_file)
 

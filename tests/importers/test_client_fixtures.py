@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from agent_eval.cli import main
-from agent_eval.importers import read_sessions
+from agent_eval.importers import read_sessions, read_tagged_sessions
 from agent_eval.importers.detect import guess_format
 
 CLIENTS = Path(__file__).resolve().parents[1] / "fixtures" / "clients"
@@ -247,3 +247,15 @@ def test_claude_code_2_0_file_keeps_claude_codes_own_verdicts():
         ("Read", "allow"), ("Edit", "deny"), ("Edit", "allow"), ("Bash", "deny")]
     assert session.calls[1].source_reason.startswith("The user doesn't want to proceed with this tool use.")
     assert session.model == "claude-sonnet-4-20250514"
+
+
+def test_openhands_events_folder_reads_as_one_session(tmp_path):
+    events = json.loads((CLIENTS / "openhands/basic_gui_mode@21402a75.json").read_text())
+    folder = tmp_path / "sessions" / "abc123" / "events"
+    folder.mkdir(parents=True)
+    for event in events:
+        (folder / f"{event['id']}.json").write_text(json.dumps(event))
+    for path in (folder, folder.parent, tmp_path / "sessions" / "abc123"):
+        [(fmt, session)] = list(read_tagged_sessions("auto", path))
+        assert (fmt, session.id, len(session.calls)) == ("openhands", "abc123", 4)
+    assert [c.text for c in read_sessions("openhands", folder).__next__().calls][0] == "mkdir -p /workspace/todo-app"
