@@ -155,9 +155,9 @@ def _child_import(folder: Path) -> int:
         with open_store(str(Path(tmp) / "bench.db")) as store:
             summary = record_import(store, "auto", folder, allowlist, label="bench")
         seconds = time.perf_counter() - start
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     print(json.dumps({"seconds": seconds, "calls": summary.calls, "sessions": summary.sessions,
-                      "peak_rss_mb": peak_kb / 1024}))
+                      "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024}))
     return 0
 
 
@@ -176,11 +176,14 @@ def _bench_folder(megabytes: int, markdown: bool) -> int:
                              capture_output=True, text=True).stdout
     got = json.loads(out.strip().splitlines()[-1])
     rate = got["calls"] / got["seconds"]
+    cpu_rate = got["calls"] / got["cpu_seconds"]
+    load = os.getloadavg()[0]
     print(f"{total / 2**20:,.0f} MB, {files} files: {got['calls']:,} calls in {got['seconds']:.1f} s = "
-          f"{rate:,.0f} calls/s, peak RSS {got['peak_rss_mb']:.0f} MB", file=sys.stderr)
+          f"{rate:,.0f} calls/s ({cpu_rate:,.0f} per CPU second), peak RSS {got['peak_rss_mb']:.0f} MB, "
+          f"load average {load:.1f}", file=sys.stderr)
     if markdown:
         print(f"| Claude Code folder, {total / 2**20:,.0f} MB, {files:,} files (generated) | {got['calls']:,} "
-              f"| {got['seconds']:.1f} | {rate:,.0f} | {got['peak_rss_mb']:.0f} MB |")
+              f"| {got['seconds']:.1f} | {rate:,.0f} | {cpu_rate:,.0f} | {got['peak_rss_mb']:.0f} MB | {load:.1f} |")
     assert got["calls"] == calls, (got["calls"], calls)
     return 0 if rate >= TARGET else 1
 
