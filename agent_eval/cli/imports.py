@@ -38,7 +38,8 @@ def import_(fmt: str, path: Path | None, allowlist_path: Path | None, model: str
     and 2.0-2.2 .traj.json, text or tool-call models), swe-agent (SWE-agent 0.x and 1.x
     .traj), openhands (OpenHands event streams), openai (chat-completions messages) or
     call-records; or vllm-log / llamacpp-log for server logs (with --year, --start,
-    --utc-offset as the log needs).  A folder is read file by file: a file that cannot be
+    --utc-offset as the log needs).  (aider is not a format: its chat history holds
+    no structured tool calls.)  A folder is read file by file: a file that cannot be
     read is reported and skipped, never the end of the import.  Broken JSONL lines are
     skipped with a warning (the first three shown, then a count); a broken
     single-document file is an error naming the file and line; a file holding no FORMAT
