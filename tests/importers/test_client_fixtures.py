@@ -259,3 +259,15 @@ def test_openhands_events_folder_reads_as_one_session(tmp_path):
         [(fmt, session)] = list(read_tagged_sessions("auto", path))
         assert (fmt, session.id, len(session.calls)) == ("openhands", "abc123", 4)
     assert [c.text for c in read_sessions("openhands", folder).__next__().calls][0] == "mkdir -p /workspace/todo-app"
+
+
+def test_mini_swe_agent_2_import_judges_the_commands_not_the_prose(tmp_path):
+    """Issue #11: 2.x tool-call files stored the prose as the command, every call AE102,
+    and a meaningless 31/31 agreement.  Now only the two format errors carry a verdict."""
+    path = CLIENTS / "mini-swe-agent/constructed-2.2-toolcall.traj.json"
+    result = CliRunner().invoke(main, ["import", "mini-swe-agent", str(path), "--allowlist", RALF,
+                                       "--db", str(tmp_path / "s.db")])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "run 1: imported 1 sessions, 6 calls (openai/gpt-5-mini: 1)"
+    assert "  agreement with source verdicts: 2/2" in lines
