@@ -10,13 +10,14 @@ from agent_eval.cli import main
 from agent_eval.cli.db import db_option
 from agent_eval.cli.terminal import escape_terminal
 
-TRANSCRIPT_FORMATS = ("openai", "opencode", "claude-code", "mini-swe-agent", "swe-agent", "call-records")
+TRANSCRIPT_FORMATS = ("auto", "openai", "opencode", "claude-code", "mini-swe-agent", "swe-agent",
+                      "call-records", "codex", "openhands")
 LOG_FORMATS = ("vllm-log", "llamacpp-log")
 
 
 @main.command(name="import")
-@click.argument("fmt", metavar="FORMAT", type=click.Choice(TRANSCRIPT_FORMATS + LOG_FORMATS))
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("fmt", metavar="[FORMAT]")
+@click.argument("path", required=False, type=click.Path(path_type=Path))
 @click.option("--allowlist", "allowlist_path", type=click.Path(path_type=Path),
               help="Allow-list YAML every imported call is judged against (transcripts).")
 @click.option("--model", default=None, help="Model name to record, overriding the file's.")
@@ -25,26 +26,44 @@ LOG_FORMATS = ("vllm-log", "llamacpp-log")
 @click.option("--start", default=None, help="llamacpp-log: wall-clock time of the first line.")
 @click.option("--utc-offset", default=None, help="Server logs: the server clock's offset from UTC, e.g. +02:00.")
 @db_option
-def import_(fmt: str, path: Path, allowlist_path: Path | None, model: str | None,
+def import_(fmt: str, path: Path | None, allowlist_path: Path | None, model: str | None,
             label: str | None, year: int | None, start: str | None, utc_offset: str | None,
             db: str | None) -> None:
     """Import transcripts as a new run, every tool call judged by our engine.
 
-    FORMAT is openai, opencode, claude-code, mini-swe-agent, swe-agent or call-records
-    (needs --allowlist), or vllm-log / llamacpp-log for server logs (with --year,
-    --start, --utc-offset as the log needs).  Broken JSONL lines are skipped with a
-    warning (the first three shown, then a count); a broken single-document file is an
-    error naming the file and line; a file holding no FORMAT session is an error that
-    suggests the format it looks like, and nothing is stored.  If the input breaks after
-    whole sessions were read, they stay in a run marked failed; Ctrl-C leaves the run
-    marked interrupted and exits 130 (`latest` skips it).  Prints the run id,
-    counts, errors per 100 calls and how often our verdicts agree with the verdicts the
-    source recorded itself.
+    FORMAT (needs --allowlist) is one of: auto (the default when FORMAT is left out: each
+    file read with the format found in it, a mixed folder in one run), claude-code
+    (Claude Code 1.x, 2.0, 2.1 transcripts and subagent files, stream-json), codex (Codex
+    CLI rollout-*.jsonl, 0.3x to 0.89+), opencode (OpenCode 1.1 storage folder, 1.2+
+    opencode.db, export JSON, run stream), mini-swe-agent (0.x bare message lists, 1.x
+    and 2.0-2.2 .traj.json, text or tool-call models), swe-agent (SWE-agent 0.x and 1.x
+    .traj), openhands (OpenHands event streams), openai (chat-completions messages) or
+    call-records; or vllm-log / llamacpp-log for server logs (with --year, --start,
+    --utc-offset as the log needs).  (aider is not a format: its chat history holds
+    no structured tool calls.)  A folder is read file by file: a file that cannot be
+    read is reported and skipped, never the end of the import.  Broken JSONL lines are
+    skipped with a warning (the first three shown, then a count); a broken
+    single-document file is an error naming the file and line; a file holding no FORMAT
+    session, or one FORMAT would misread, is an error naming the format it is, and nothing
+    is stored.  Calls a file holds that could not be read are counted and reported.  If
+    the input breaks after whole sessions were read, they stay in a run marked failed;
+    Ctrl-C leaves the run marked interrupted and exits 130 (`latest` skips it).
+    Prints the run id, counts per format, errors per 100 calls and how often our verdicts
+    agree with the verdicts the source recorded itself.
 
-    Example: agent-eval import claude-code ~/.claude/projects --allowlist allowlists/ralf.yaml
+    Example: agent-eval import ~/.claude/projects --allowlist allowlists/ralf.yaml
     """
     from agent_eval.errors import ConfigError
     from agent_eval.store import open_store
+
+    if path is None and fmt in TRANSCRIPT_FORMATS + LOG_FORMATS:
+        raise click.UsageError(f"missing PATH: agent-eval import {fmt} PATH")
+    if path is None:
+        fmt, path = "auto", Path(fmt)
+    elif fmt not in TRANSCRIPT_FORMATS + LOG_FORMATS:
+        raise click.BadParameter(
+            f"{fmt!r} is not one of {', '.join(TRANSCRIPT_FORMATS + LOG_FORMATS)}",
+            param_hint="'[FORMAT]'")
 
     if fmt in LOG_FORMATS:
         from agent_eval.serverlogs import import_log
@@ -67,10 +86,11 @@ def import_(fmt: str, path: Path, allowlist_path: Path | None, model: str | None
     allowlist = load_allowlist(allowlist_path)
     warnings = _SkipWarnings()
     try:
-        with open_store(db) as store, _Progress() as progress:
+        with open_store(db) as store, _Progress(path) as progress:
             summary = record_import(
                 store, fmt, path, allowlist, allowlist_path=str(allowlist_path), model=model,
                 label=label, on_skip=warnings.warn, on_session=progress.advance,
+                on_file=progress.file_done,
             )
     except KeyboardInterrupt as exc:
         _interrupted(getattr(exc, "run_id", None))
@@ -100,6 +120,9 @@ class _SkipWarnings:
         self.path: Path | None = None
 
     def warn(self, path: Path, line: int, reason: str) -> None:
+        if line == 0:  # a whole file passed over: always shown
+            click.echo(f"Warning: {path}: {reason}", err=True)
+            return
         self.count += 1
         self.path = path
         if self.count <= self.SHOWN:
@@ -117,12 +140,21 @@ def _print_summary(summary) -> None:
     models = ", ".join(f"{m}: {n}" for m, n in sorted(summary.models.items()))
     click.echo(f"run {summary.run_id}: imported {summary.sessions} sessions, {summary.calls} calls "
                f"({escape_terminal(models)})")
+    if len(summary.formats) > 1 or summary.skipped_files:
+        found = ", ".join(f"{f}: {n} sessions, {c} calls" for f, (n, c) in sorted(summary.formats.items()))
+        click.echo(escape_terminal(f"  formats found: {found or 'none'}"))
+    if summary.skipped_files:
+        click.echo(f"  skipped {len(summary.skipped_files)} files (see the warnings above)")
+    if summary.skipped_calls:
+        click.echo(f"  skipped {summary.skipped_calls} calls the files hold but could not be read "
+                   "(sessions tagged skipped_calls:N)")
     if summary.error_sessions:
         click.echo(f"  {summary.error_sessions} sessions in error state (excluded from the rate)")
     click.echo(f"  errors/100 calls: {rate:.2f}" if rate is not None else "  errors/100 calls: n/a")
-    if summary.skipped_lines:
-        lines = ", ".join(str(n) for _, n, _ in summary.skipped_lines[:20])
-        click.echo(f"  skipped {len(summary.skipped_lines)} broken lines: {lines}")
+    broken = [n for _, n, _ in summary.skipped_lines if n]
+    if broken:
+        lines = ", ".join(str(n) for n in broken[:20])
+        click.echo(f"  skipped {len(broken)} broken lines: {lines}")
     if not summary.with_source:
         click.echo("  the source recorded no verdicts of its own")
         return
@@ -138,21 +170,32 @@ def _print_summary(summary) -> None:
 
 
 class _Progress:
-    """A rich progress counter on stderr when it is a terminal; silent otherwise."""
+    """A rich progress bar on stderr when it is a terminal (silent otherwise): bytes of
+    the folder's files read, with sessions and calls so far."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
 
     def __enter__(self) -> _Progress:
         import sys
 
         self._progress = None
+        self._sessions = self._calls = 0
         if sys.stderr.isatty():
             from rich.console import Console
-            from rich.progress import Progress, SpinnerColumn, TextColumn
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+            )
 
-            self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
-                                      console=Console(stderr=True), transient=True)
+            total = _input_bytes(self.path)
+            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                                      TimeRemainingColumn(), console=Console(stderr=True), transient=True)
             self._progress.start()
-            self._task = self._progress.add_task("importing", total=None)
-        self._sessions = self._calls = 0
+            self._task = self._progress.add_task("importing", total=total or None)
         return self
 
     def advance(self, record) -> None:
@@ -161,6 +204,23 @@ class _Progress:
         if self._progress is not None and self._sessions % 20 == 0:
             self._progress.update(self._task, description=f"{self._sessions} sessions, {self._calls} calls")
 
+    def file_done(self, path: Path, size: int) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, advance=size,
+                                  description=f"{self._sessions} sessions, {self._calls} calls")
+
     def __exit__(self, *exc) -> None:
         if self._progress is not None:
             self._progress.stop()
+
+
+def _input_bytes(path: Path) -> int:
+    """Total size of the files a folder import will read (0 when unknown)."""
+    from agent_eval.importers.auto import folder_files
+
+    try:
+        if path.is_dir():
+            return sum(p.stat().st_size for p in folder_files(path))
+        return path.stat().st_size
+    except OSError:
+        return 0

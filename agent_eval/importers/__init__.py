@@ -12,9 +12,22 @@ Formats (``FORMATS``)::
     opencode        `opencode export` JSON, opencode.db (1.2+), storage/ folder (<= 1.1),
                     `opencode run --format json` stream
     claude-code     ~/.claude/projects/*/*.jsonl transcripts, stream-json output
-    mini-swe-agent  .traj.json trajectories (bash actions, format errors)
-    swe-agent       SWE-agent 0.x .traj trajectories (ACI commands and bash)
+    mini-swe-agent  trajectories of 0.x (a bare list of messages), 1.x and 2.0-2.2
+                    (.traj.json; text actions or `tool_calls`, format errors)
+    swe-agent       SWE-agent 0.x and 1.x .traj trajectories (`trajectory` or `history`)
     call-records    flat JSONL, one call a line (e.g. a corpus of real agent tool calls)
+    codex           Codex CLI rollouts (~/.codex/sessions/**/rollout-*.jsonl, 0.3x-0.89+)
+    openhands       OpenHands event streams (trajectory JSON, events/ folder, V1 events)
+
+``auto`` (or no FORMAT) tells the format of each file (:mod:`.auto`, :mod:`.detect`), so
+a folder mixing formats imports in one run.  A folder is read a file at a time; a file
+its reader refuses is reported and skipped, never the end of the import.
+
+Claude Code: 1.x, 2.0 and 2.1 (parallel tool calls written as separate lines, subagent
+files); OpenCode 1.1 storage folder to 1.18 database.  aider is not a format: its
+``.aider.chat.history.md`` is Markdown prose, and the commands it ran (``/run``, shell
+blocks the user accepted) are not recorded as structured tool calls, so there is nothing
+to count or judge exactly.
 
 Tool mapping: the reader says whether a source tool runs a shell command or reads a file
 (``Bash``/``bash``/``shell``, ``Read``/``read``/``view``) and pulls out the command or
@@ -41,11 +54,15 @@ from agent_eval.errors import ConfigError
 from agent_eval.importers import (
     call_records,
     claude_code,
+    codex,
     mini_swe_agent,
     openai,
     opencode,
+    openhands,
     swe_agent,
 )
+from agent_eval.importers.auto import FileReporter, read_tagged
+from agent_eval.importers.detect import guess_format
 from agent_eval.importers.source import ImportedCall, ImportedSession, SkipReporter
 from agent_eval.policy import AllowList, Verdict, check_call
 from agent_eval.transcript import (
@@ -56,7 +73,8 @@ from agent_eval.transcript import (
     assign_next_actions,
 )
 
-ImportFormat = Literal["openai", "opencode", "claude-code", "mini-swe-agent", "swe-agent", "call-records"]
+ImportFormat = Literal["openai", "opencode", "claude-code", "mini-swe-agent", "swe-agent", "call-records",
+                       "codex", "openhands"]
 
 Reader = Callable[..., Iterator[ImportedSession]]
 
@@ -67,7 +85,14 @@ FORMATS: dict[str, Reader] = {
     "mini-swe-agent": mini_swe_agent.read_sessions,
     "swe-agent": swe_agent.read_sessions,
     "call-records": call_records.read_sessions,
+    "codex": codex.read_sessions,
+    "openhands": openhands.read_sessions,
 }
+AUTO = "auto"
+"""The FORMAT that tells each file's format itself."""
+MISREAD = {("openai", "mini-swe-agent"), ("openai", "openhands"), ("openai", "swe-agent")}
+"""(FORMAT named, format found) pairs where the named reader would read the file without
+error but miss its calls: refused up front, naming the right format."""
 assert tuple(FORMATS) == get_args(ImportFormat)
 
 __all__ = [
@@ -78,22 +103,44 @@ __all__ = [
     "Judge",
     "import_sessions",
     "read_sessions",
+    "read_tagged_sessions",
 ]
 
 
 def read_sessions(
     fmt: str, path: str | Path, *, model: str | None = None, on_skip: SkipReporter | None = None
 ) -> Iterator[ImportedSession]:
-    """Parse ``path`` as ``fmt``; an unknown format or a missing path is a ``ConfigError``."""
-    reader = FORMATS.get(fmt)
-    if reader is None:
+    """Parse ``path`` as ``fmt`` (or ``auto``); an unknown format or a missing path is a
+    ``ConfigError``."""
+    return (session for _, session in read_tagged_sessions(fmt, path, model=model, on_skip=on_skip))
+
+
+def read_tagged_sessions(
+    fmt: str, path: str | Path, *, model: str | None = None, on_skip: SkipReporter | None = None,
+    on_file: FileReporter | None = None,
+) -> Iterator[tuple[str, ImportedSession]]:
+    """``(format, session)`` for each session at ``path``, read as ``fmt`` or ``auto``."""
+    if fmt != AUTO and fmt not in FORMATS:
         raise ConfigError(
-            f"unknown import format {fmt!r}: use one of {', '.join(FORMATS)}", field="FORMAT"
+            f"unknown import format {fmt!r}: use one of {', '.join(FORMATS)} or {AUTO}", field="FORMAT"
         )
     path = Path(path)
     if not path.exists():
         raise ConfigError("file not found; pass an existing transcript file or folder", path=str(path))
-    return reader(path, model=model, on_skip=on_skip)
+    if fmt != AUTO and not path.is_dir():
+        refuse_misread(fmt, path)
+        return ((fmt, s) for s in FORMATS[fmt](path, model=model, on_skip=on_skip))
+    return read_tagged(FORMATS, None if fmt == AUTO else fmt, path, model=model, on_skip=on_skip,
+                       on_file=on_file)
+
+
+def refuse_misread(fmt: str, path: Path) -> None:
+    """ConfigError when ``fmt``'s reader would read ``path`` without error but miss its calls."""
+    found = guess_format(path)
+    if (fmt, found) in MISREAD:
+        raise ConfigError(
+            f"this is a {found} file, which the {fmt} reader would read without its calls; "
+            f"is this {'an' if fmt[0] in 'aeio' else 'a'} {fmt} file? (try: {found})", path=str(path))
 
 
 def import_sessions(
@@ -103,21 +150,36 @@ def import_sessions(
     *,
     model: str | None = None,
     on_skip: SkipReporter | None = None,
+    on_file: FileReporter | None = None,
 ) -> Iterator[SessionRecord]:
-    """Parse ``path`` as ``fmt`` and judge every call; yield one whole record per session.
+    """Parse ``path`` as ``fmt`` (or ``auto``) and judge every call; yield one whole
+    record per session, its ``source`` the format it was read as.
 
     ``model`` overrides the model name the source recorded (it becomes the target).
-    Session keys are the source session ids, made unique within the import.
+    Session keys are the source session ids, made unique within the import; a subagent
+    session links to its parent when the parent was imported before it.  A session whose
+    file held calls the reader could not read carries the tag ``skipped_calls:N``.
     """
     judge = Judge(allowlist)
     seen: dict[str, int] = {}
-    for session in read_sessions(fmt, path, model=model, on_skip=on_skip):
+    for source, session in read_tagged_sessions(fmt, path, model=model, on_skip=on_skip, on_file=on_file):
         key = session.id
         count = seen.get(key, 0)
         seen[key] = count + 1
         if count:
             key = f"{key}#{count + 1}"
-        yield judge.session(session, key=key, source=fmt)
+        record = judge.session(session, key=key, source=source)
+        if session.parent is not None and session.parent in seen:
+            record.parent_key = session.parent
+        yield record
+
+
+def session_tags(session: ImportedSession) -> list[str]:
+    """The tags an imported session is stored with: its title, its skipped calls."""
+    tags = [f"title:{session.title}"] if session.title else []
+    if session.skipped_calls:
+        tags.append(f"skipped_calls:{session.skipped_calls}")
+    return tags
 
 
 class Judge:
@@ -145,7 +207,7 @@ class Judge:
             scenario=session.id,
             status=session.status,
             error=session.error,
-            tags=[f"title:{session.title}"] if session.title else [],
+            tags=session_tags(session),
             handshake=HandshakeResult(),
             messages=session.messages,
             turns=session.turns,

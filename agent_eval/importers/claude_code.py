@@ -1,10 +1,18 @@
 """Read Claude Code transcripts: ``~/.claude/projects/<project>/<session>.jsonl``, and the
 ``claude -p --output-format stream-json`` stream, which has the same message lines.
 
+Versions read: 1.x and 2.0 (one file per session), 2.1 (2.1.38/2.1.39 and later: the
+lines of one assistant message written apart, with the results of parallel tool calls
+between them; ``progress``, ``queue-operation``, ``attachment`` and other bookkeeping
+lines, which carry no call and are passed over; subagents in
+``<session>/subagents/agent-<id>.jsonl`` beside the session file).
+
 PATH may be one ``.jsonl`` file or a directory (a project folder, or ``~/.claude/projects``
-itself): every ``*.jsonl`` below it is read, in name order.  Lines are grouped by session
-id; subagent lines kept inline by older versions (``isSidechain: true``) form their own
-session ``<id>:sidechain`` so their calls do not interleave with the parent's.
+itself): every ``*.jsonl`` below it is read, in name order, a session file before its
+subagents.  Lines are grouped by session id; subagent lines kept inline by older versions
+(``isSidechain: true``) form their own session ``<id>:sidechain`` so their calls do not
+interleave with the parent's.  A subagent file becomes the session
+``<id>:agent-<agent id>``, a child of session ``<id>``.
 
 Each ``tool_use`` block is one call; its ``tool_result`` (matched by ``tool_use_id``) is
 the output.  ``Bash`` and ``Read`` are judged as our bash and read tools (``command``,
@@ -52,24 +60,41 @@ def read_sessions(
     """Yield every session in a transcript file, or in every ``*.jsonl`` under a folder."""
     path = Path(path)
     if path.is_dir():
-        files = sorted(path.rglob("*.jsonl"))
+        files = transcript_files(path)
         if not files:
             raise ConfigError("no *.jsonl transcripts in this folder", path=str(path))
     else:
         files = [path]
     for file in files:
-        yield from _read_file(file, model=model, on_skip=on_skip)
+        yield from read_file(file, model=model, on_skip=on_skip)
 
 
-def _read_file(path: Path, *, model: str | None, on_skip: SkipReporter | None) -> Iterator[ImportedSession]:
-    lines = [obj for _, obj in iter_jsonl(path, on_skip=on_skip) if isinstance(obj, dict)]
-    denied = {
-        obj.get("tool_use_id"): str(obj.get("message") or obj.get("decision_reason") or "permission denied")
-        for obj in lines
-        if obj.get("type") == "system" and obj.get("subtype") == "permission_denied"
-    }
+def transcript_files(folder: Path) -> list[Path]:
+    """Every ``*.jsonl`` under ``folder``, in name order, each session file before the
+    subagent files of its ``<session>/subagents/`` folder."""
+    return sorted(folder.rglob("*.jsonl"), key=transcript_order)
+
+
+def transcript_order(path: Path) -> tuple[str, ...]:
+    """Sort key: name order, with ``<session>/subagents/*.jsonl`` right after ``<session>.jsonl``."""
+    parts = list(path.parts)
+    if len(parts) >= 3 and parts[-2] == "subagents":
+        parts[-3] += ".jsonl\uffff"  # after <session>.jsonl
+    return tuple(parts)
+
+
+def read_file(path: Path, *, model: str | None, on_skip: SkipReporter | None) -> Iterator[ImportedSession]:
+    """Yield the sessions of one transcript (or subagent) file.
+
+    The file is streamed twice: once for the rare ``permission_denied`` events (which may
+    follow the result they judge), once to build the sessions; only the sessions being
+    built are held, never the file's lines.
+    """
+    denied = permission_denials(path)
+    lines = (obj for _, obj in iter_jsonl(path, on_skip=on_skip) if isinstance(obj, dict))
     builders: dict[tuple[str, bool], _SessionBuilder] = {}
     default_id = path.stem
+    subagent = path.parent.name == "subagents" and path.stem.startswith("agent-")
     init_model: str | None = None
     for obj in lines:
         kind = obj.get("type")
@@ -81,7 +106,7 @@ def _read_file(path: Path, *, model: str | None, on_skip: SkipReporter | None) -
         key = (sid, bool(obj.get("isSidechain")))
         builder = builders.get(key)
         if builder is None:
-            builder = builders[key] = _SessionBuilder(sid + (":sidechain" if key[1] else ""))
+            builder = builders[key] = _new_builder(sid, key[1], subagent, path)
         builder.add(obj, denied)
     titles = [b.session.title for b in builders.values() if b.session.title]
     for builder in builders.values():
@@ -92,14 +117,49 @@ def _read_file(path: Path, *, model: str | None, on_skip: SkipReporter | None) -
         yield builder.finish(model or builder.model or init_model or "unknown")
 
 
+def permission_denials(path: Path) -> dict[str | None, str]:
+    """Tool-use id -> reason of each ``system``/``permission_denied`` line (one cheap pass:
+    only lines mentioning ``permission_denied`` are parsed)."""
+    found: dict[str | None, str] = {}
+    try:
+        with path.open("rb") as fh:
+            for raw in fh:
+                if b"permission_denied" not in raw:
+                    continue
+                try:
+                    obj = json.loads(raw)
+                except (ValueError, RecursionError):
+                    continue
+                if isinstance(obj, dict) and obj.get("type") == "system" and obj.get("subtype") == "permission_denied":
+                    reason = obj.get("message") or obj.get("decision_reason") or "permission denied"
+                    found[_id(obj.get("tool_use_id"))] = str(reason)
+    except OSError:
+        return found
+    return found
+
+
+def _new_builder(sid: str, sidechain: bool, subagent: bool, path: Path) -> _SessionBuilder:
+    if subagent and sidechain:
+        builder = _SessionBuilder(f"{sid}:{path.stem}")
+        builder.session.parent = sid
+        return builder
+    return _SessionBuilder(sid + (":sidechain" if sidechain else ""))
+
+
 class _SessionBuilder:
-    """Accumulates one session's lines; :meth:`finish` returns it whole."""
+    """Accumulates one session's lines; :meth:`finish` returns it whole.
+
+    The lines of one assistant message (same ``message.id``) may be written apart, with
+    tool results between them (2.1.38+ writes each content block of a reply with
+    parallel tool calls as its own line): they still form one turn and one message.
+    """
 
     def __init__(self, id: str) -> None:
         self.session = ImportedSession(id=id, model="unknown")
         self.model: str | None = None
         self.calls_by_id: dict[str, ImportedCall] = {}
         self.last_message_id: object = None
+        self.current: dict[str, Any] | None = None
         self.failed: str | None = None
 
     def add(self, obj: dict[str, Any], denied: dict[Any, str]) -> None:
@@ -113,7 +173,8 @@ class _SessionBuilder:
         elif kind == "result" and obj.get("is_error"):
             self.failed = str(obj.get("subtype") or "error")
         elif kind == "assistant":
-            self._add_assistant(obj.get("message") or {})
+            message = obj.get("message")
+            self._add_assistant(message if isinstance(message, dict) else {})
         elif kind == "user":
             self._add_user(obj, denied)
 
@@ -123,7 +184,7 @@ class _SessionBuilder:
         if isinstance(name, str) and name and not name.startswith("<"):
             self.model = name
         msg_id = message.get("id") or object()
-        if msg_id != self.last_message_id or not s.turns:
+        if msg_id != self.last_message_id or self.current is None:
             self.last_message_id = msg_id
             usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
             s.turns.append(TurnRecord(
@@ -132,9 +193,10 @@ class _SessionBuilder:
                 completion_tokens=usage.get("output_tokens"),
                 cached_tokens=usage.get("cache_read_input_tokens"),
             ))
-            s.messages.append({"role": "assistant", "content": "", "tool_calls": []})
+            self.current = {"role": "assistant", "content": "", "tool_calls": []}
+            s.messages.append(self.current)
         turn = s.turns[-1]
-        out = s.messages[-1]
+        out = self.current
         content = message.get("content")
         blocks = content if isinstance(content, list) else [{"type": "text", "text": text_of(content)}]
         for block in blocks:
@@ -152,7 +214,7 @@ class _SessionBuilder:
                 arguments = json.dumps(args, ensure_ascii=False) if args is not None else ""
                 tkind, text = classify_call(name, args)
                 call = ImportedCall(tool=name, arguments=arguments, turn_index=turn.index,
-                                    kind=tkind, text=text, call_id=block.get("id"))
+                                    kind=tkind, text=text, call_id=_id(block.get("id")))
                 s.calls.append(call)
                 if call.call_id:
                     self.calls_by_id[call.call_id] = call
@@ -160,7 +222,7 @@ class _SessionBuilder:
                                           "function": {"name": name, "arguments": arguments}})
 
     def _add_user(self, obj: dict[str, Any], denied: dict[Any, str]) -> None:
-        message = obj.get("message") or {}
+        message = obj.get("message") if isinstance(obj.get("message"), dict) else {}
         content = message.get("content")
         if not isinstance(content, list):
             self.session.messages.append({"role": "user", "content": text_of(content)})
@@ -173,7 +235,7 @@ class _SessionBuilder:
                     self.session.messages.append({"role": "user", "content": str(block.get("text") or "")})
                 continue
             output = text_of(block.get("content"))
-            tool_use_id = block.get("tool_use_id")
+            tool_use_id = _id(block.get("tool_use_id"))
             self.session.messages.append({"role": "tool", "tool_call_id": tool_use_id, "content": output})
             call = self.calls_by_id.get(tool_use_id)
             if call is None:
@@ -192,6 +254,11 @@ class _SessionBuilder:
         elif s.calls and s.calls[-1].source_decision is None:
             s.status, s.error = "error", "transcript ends before the result of its last call"
         return s
+
+
+def _id(value: Any) -> str | None:
+    """A tool-use id as text; anything else (a hostile list or object) is no id."""
+    return value if isinstance(value, str) else None
 
 
 def source_verdict(

@@ -1,8 +1,10 @@
-"""Guess which import format a file is, from its content, to suggest the right FORMAT.
+"""Tell which import format a file is, from its content.
 
-Used only after an import found nothing to import (or its reader refused the file), so
-the error can say ``(try: claude-code)``.  The guess never decides how a file is read:
-the operator names the format and the reader of that format alone parses it.
+``agent-eval import auto`` (or ``import PATH`` without FORMAT) reads each file with the
+reader of the format found here.  With a named FORMAT the guess only words the error of
+an import that found nothing (``(try: claude-code)``), refuses a file another reader
+would misread (a mini-swe-agent bare list read as ``openai``), and passes over the files
+of a folder that are plainly another format.
 
 The guess is cheap and conservative: it looks at the keys of the first few JSONL lines,
 or the top-level keys of a single JSON document (files up to ``MAX_DOCUMENT_BYTES``),
@@ -12,6 +14,7 @@ and answers ``None`` rather than guess from weak evidence.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,10 @@ CLAUDE_LINE_TYPES = frozenset(
      "file-history-snapshot"}
 )
 OPENCODE_EVENT_TYPES = frozenset({"step_start", "step_finish", "tool_use", "text", "reasoning", "error"})
+CODEX_LINE_TYPES = frozenset({"session_meta", "response_item", "turn_context", "event_msg", "compacted"})
+CODEX_ITEM_TYPES = frozenset({"message", "function_call", "function_call_output", "local_shell_call",
+                              "reasoning", "custom_tool_call"})
+MINI_FENCE = re.compile(r"```(?:bash|mswea_bash_command)\s*\n")
 
 
 def guess_format(path: str | Path) -> str | None:
@@ -52,8 +59,10 @@ def guess_format(path: str | Path) -> str | None:
 def guess_document(doc: Any) -> str | None:
     """The format a parsed single JSON document looks like (pure)."""
     if isinstance(doc, list):
+        if _openhands_events(doc):
+            return "openhands"
         if doc and all(isinstance(m, dict) and "role" in m for m in doc[:5]):
-            return "openai"
+            return "mini-swe-agent" if _mini_bare_list(doc) else "openai"
         if doc and isinstance(doc[0], dict) and _chat_list(doc[0].get("messages", doc[0].get("traj"))):
             return "openai"
         return None
@@ -61,6 +70,11 @@ def guess_document(doc: Any) -> str | None:
         return None
     if isinstance(doc.get("trajectory"), list):
         return "swe-agent"
+    history = doc.get("history")
+    if isinstance(history, list) and history and isinstance(history[0], dict) and "agent" in history[0]:
+        return "swe-agent"
+    if _openhands_events(doc.get("events")) or _openhands_events([doc]):
+        return "openhands"
     if all(isinstance(doc.get(k), list) for k in ("session", "message", "part")):
         return "opencode"
     messages = doc.get("messages")
@@ -87,6 +101,12 @@ def guess_line(obj: Any) -> str | None:
         return "opencode"
     if obj.get("type") in CLAUDE_LINE_TYPES and ("sessionId" in obj or "session_id" in obj or "uuid" in obj):
         return "claude-code"
+    if obj.get("type") in CODEX_LINE_TYPES and isinstance(obj.get("payload"), dict):
+        return "codex"
+    if "instructions" in obj and "id" in obj and "timestamp" in obj and "type" not in obj:
+        return "codex"
+    if _openhands_events([obj]):
+        return "openhands"
     return None
 
 
@@ -108,11 +128,44 @@ def _guess_jsonl(path: Path) -> str | None:
     return None
 
 
-def _guess_folder(path: Path) -> str | None:
+def guess_whole_folder(path: Path) -> str | None:
+    """The format of a folder that is read as one thing (an OpenCode storage folder or
+    database, the events folder of an OpenHands conversation), else None."""
     if any((path / p).exists() for p in ("opencode.db", "storage/opencode.db", "session", "storage/session")):
         return "opencode"
+    events = path / "events" if (path / "events").is_dir() else path
+    first = next(iter(sorted(events.glob("*.json"))), None) if events.name == "events" else None
+    if first is not None and guess_format(first) == "openhands":
+        return "openhands"
+    return None
+
+
+def _guess_folder(path: Path) -> str | None:
+    whole = guess_whole_folder(path)
+    if whole is not None:
+        return whole
     first = next(iter(sorted(path.rglob("*.jsonl"))), None)
     return _guess_jsonl(first) if first is not None else None
+
+
+def _openhands_events(value: Any) -> bool:
+    if not isinstance(value, list) or not value:
+        return False
+    head = [e for e in value[:20] if isinstance(e, dict)]
+    return bool(head) and all("source" in e or "kind" in e for e in head) and any(
+        ("action" in e or "observation" in e) and "id" in e or str(e.get("kind", "")).endswith("Event")
+        for e in head
+    )
+
+
+def _mini_bare_list(doc: list[Any]) -> bool:
+    """A list of chat messages whose replies carry one fenced bash action and no tool calls:
+    the early mini-swe-agent trajectory (pure)."""
+    replies = [m for m in doc if isinstance(m, dict) and m.get("role") == "assistant"]
+    if not replies or any(m.get("tool_calls") for m in replies):
+        return False
+    fenced = sum(1 for m in replies if isinstance(m.get("content"), str) and MINI_FENCE.search(m["content"]))
+    return fenced * 2 > len(replies)
 
 
 def _chat_list(value: Any) -> bool:

@@ -15,8 +15,9 @@ Every ``tool`` part is one call.  ``bash`` and ``read`` (``command``, ``filePath
 judged as our bash and read tools.  OpenCode's own verdict is kept beside ours: a
 ``completed`` part ran (``allow``); an ``error`` part whose error is a permission rule or
 a rejection (``The user has specified a rule which prevents ...``, ``The user rejected
-permission ...``) or invalid arguments is ``deny``; another error means the tool ran and
-failed (``allow``).  OpenCode's ``invalid`` tool wraps a hallucinated tool name: the call
+permission ...``) or invalid arguments is ``deny``; any other error (the tool threw inside
+OpenCode: a crash, an abort, a missing file) records no verdict (``None``, the error kept
+as the reason), because nothing in the part proves OpenCode let the call run.  OpenCode's ``invalid`` tool wraps a hallucinated tool name: the call
 is recorded under the name the model used (``execute_command``), source verdict ``deny``.
 
 Session status: ``error`` when an assistant message records an error (API error, abort),
@@ -149,7 +150,7 @@ def call_from_part(part: dict[str, Any], turn: int) -> ImportedCall:
         if PERMISSION_ERROR.search(output):
             decision, reason = "deny", output[:300]
         else:
-            decision = "allow"
+            reason = f"tool error in opencode: {output[:300]}"
     kind, text = classify_call(tool, args)
     return ImportedCall(
         tool=tool, arguments=dump_arguments(args if args is not None else {}), turn_index=turn,
@@ -203,7 +204,7 @@ def _data(row: dict[str, Any]) -> dict[str, Any]:
     if isinstance(data, str):
         try:
             data = json.loads(data)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             data = {}
     return data if isinstance(data, dict) else {}
 

@@ -41,11 +41,26 @@ class ImportSummary:
     disagreement_count: int = 0
     skipped_lines: list[tuple[str, int, str]] = field(default_factory=list)
     models: dict[str, int] = field(default_factory=dict)
+    formats: dict[str, list[int]] = field(default_factory=dict)
+    """Per source format: [sessions, calls] (what ``import auto`` found)."""
+    skipped_calls: int = 0
+    """Calls the files held that the readers could not read (tags ``skipped_calls:N``)."""
+
+    @property
+    def skipped_files(self) -> list[tuple[str, str]]:
+        """(file, reason) of each whole file passed over (skips reported with line 0)."""
+        return [(path, reason) for path, line, reason in self.skipped_lines if line == 0]
 
     def add(self, record: SessionRecord) -> None:
         self.sessions += 1
         self.calls += len(record.calls)
         self.models[record.target] = self.models.get(record.target, 0) + 1
+        counts = self.formats.setdefault(record.source, [0, 0])
+        counts[0] += 1
+        counts[1] += len(record.calls)
+        for tag in record.tags:
+            if tag.startswith("skipped_calls:") and tag[14:].isdigit():
+                self.skipped_calls += int(tag[14:])
         if record.status == "error":
             self.error_sessions += 1
         else:

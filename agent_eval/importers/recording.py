@@ -43,11 +43,13 @@ def record_import(
     label: str | None = None,
     on_skip: SkipReporter | None = None,
     on_session: Callable[[SessionRecord], None] | None = None,
+    on_file: Callable[[Path, int], None] | None = None,
 ) -> ImportSummary:
     """Import ``path`` as a new run of kind ``import``; return what was stored.
 
     ``on_skip`` hears about each skipped input line, ``on_session`` about each session
-    judged (for progress display).
+    judged, ``on_file`` about each file read with its size (both for progress display).
+    ``fmt`` may be ``auto``: each file is read with the format found in it.
 
     Raises ConfigError, and stores nothing, when the file holds no session of ``fmt``
     (or only sessions without tool calls while it looks like another format); the
@@ -78,7 +80,8 @@ def record_import(
 
     writer = BatchWriter(store, None, base_url=f"import:{fmt}", create_run=create_run)
     try:
-        for record in import_sessions(fmt, path, allowlist, model=model, on_skip=note_skip):
+        for record in import_sessions(fmt, path, allowlist, model=model, on_skip=note_skip,
+                                      on_file=on_file):
             summary.add(record)
             writer.add(record)
             if on_session is not None:
@@ -119,8 +122,14 @@ class ImportInterrupted(KeyboardInterrupt):
 def refuse_empty_import(summary: ImportSummary, fmt: str, path: str | Path) -> None:
     """Raise ConfigError when nothing worth a run was read: no session at all, or only
     sessions without tool calls from a file that looks like another format."""
-    guess = guess_format(path)
     skipped = len(summary.skipped_lines)
+    if fmt == "auto":
+        if summary.sessions:
+            return
+        files = len(summary.skipped_files)
+        raise ConfigError(f"no sessions of any known format found ({files} files and "
+                          f"{skipped - files} lines skipped); name the FORMAT to see why", path=str(path))
+    guess = guess_format(path)
     if not summary.sessions:
         found = f"no {fmt} sessions found ({skipped} lines skipped)"
     elif not summary.calls and guess not in (None, fmt):
@@ -136,8 +145,8 @@ def refuse_empty_import(summary: ImportSummary, fmt: str, path: str | Path) -> N
 def with_format_hint(exc: ConfigError, fmt: str, path: str | Path) -> ConfigError:
     """``exc`` with ``; is this a FMT file? (try: OTHER)`` added when the file looks like
     another format; ``exc`` itself otherwise."""
-    guess = guess_format(path) if Path(path).exists() else None
-    if guess in (None, fmt):
+    guess = guess_format(path) if Path(path).exists() and fmt != "auto" else None
+    if guess in (None, fmt) or "(try: " in str(exc):
         return exc
     hinted = ConfigError(f"{exc}; is this {_a(fmt)} file? (try: {guess})")
     hinted.path, hinted.field = exc.path, exc.field

@@ -61,7 +61,13 @@ class ImportedCall:
 
 @dataclass(slots=True)
 class ImportedSession:
-    """One whole session of a source, parsed.  ``id`` is the source's own session id."""
+    """One whole session of a source, parsed.  ``id`` is the source's own session id.
+
+    ``parent`` is the id of the session that started this one (a subagent), when the
+    source links them.  ``skipped_calls`` counts tool calls the file holds that the reader
+    could not turn into calls (each with a reason in ``skipped_reasons``), so an import
+    never stores fewer calls than the file holds without saying so.
+    """
 
     id: str
     model: str
@@ -73,6 +79,15 @@ class ImportedSession:
     messages: list[dict[str, Any]] = field(default_factory=list)
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    parent: str | None = None
+    skipped_calls: int = 0
+    skipped_reasons: list[str] = field(default_factory=list)
+
+    def skip_call(self, reason: str) -> None:
+        """Count one call of the file that could not be read, with why."""
+        self.skipped_calls += 1
+        if len(self.skipped_reasons) < 5:
+            self.skipped_reasons.append(reason)
 
 
 def warn_skipped(path: Path, line: int, reason: str) -> None:
@@ -109,23 +124,55 @@ def load_json_document(path: Path, text: str | None = None) -> Any:
             "the file looks truncated or is not this format",
             path=str(path),
         ) from None
+    except RecursionError:
+        raise ConfigError("not readable JSON: nested too deep", path=str(path)) from None
 
 
 def iter_jsonl(
     path: Path, text: str | None = None, *, on_skip: SkipReporter | None = None
 ) -> Iterator[tuple[int, Any]]:
-    """Yield ``(line number, value)`` for each JSON line; broken lines are skipped and
-    reported, blank lines ignored."""
+    """Yield ``(line number, value)`` for each JSON line; broken lines (bad JSON, not
+    UTF-8, nested too deep) are skipped and reported, blank lines ignored.
+
+    Without ``text`` the file is read a line at a time, so memory stays flat however
+    large the file; an empty (or missing, unreadable) file is a ``ConfigError``.
+    """
     report = on_skip or warn_skipped
-    if text is None:
-        text = read_text(path)
-    for number, line in enumerate(text.splitlines(), start=1):
+    lines = text.splitlines() if text is not None else _file_lines(path)
+    for number, line in enumerate(lines, start=1):
+        if isinstance(line, bytes):
+            try:
+                line = line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                report(path, number, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
+                continue
         if not line.strip():
             continue
         try:
             yield number, json.loads(line)
         except json.JSONDecodeError as exc:
             report(path, number, f"not valid JSON ({exc.msg})")
+        except RecursionError:
+            report(path, number, "JSON nested too deep")
+
+
+def _file_lines(path: Path) -> Iterator[bytes]:
+    try:
+        fh = path.open("rb")
+    except FileNotFoundError:
+        raise ConfigError("file not found; pass an existing transcript", path=str(path)) from None
+    except IsADirectoryError:
+        raise ConfigError("is a directory; pass a file", path=str(path)) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read file ({exc.strerror})", path=str(path)) from None
+    with fh:
+        empty = True
+        for line in fh:
+            if empty and line.strip():
+                empty = False
+            yield line
+        if empty:
+            raise ConfigError("line 1: empty file; nothing to import", path=str(path))
 
 
 def looks_like_jsonl(text: str) -> bool:
@@ -138,7 +185,7 @@ def looks_like_jsonl(text: str) -> bool:
         return False
     try:
         json.loads(first)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return False
     return True
 

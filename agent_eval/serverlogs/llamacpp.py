@@ -16,8 +16,15 @@ slots busy when it finished (from ``launch_slot_``/``release`` lines; at least 1
 malformed.
 
 Access lines ``srv  log_server_r: request: POST /v1/chat/completions 127.0.0.1 200``
-(and the 2024 ``log_server_request`` records) become :class:`Request`; a completion
-request takes the total time of the timing block just before it as ``duration_s``.
+(``done request:`` in 2025+ builds, and the 2024 ``log_server_request`` records) become
+:class:`Request`; a completion request takes the total time of its timing block as
+``duration_s``: the block just before it, or, where the build writes the access line
+first (2025+ streaming), the block right after it.  A finished timing block no access
+line claims, in a log that has printed no access line (builds and verbosity levels that
+log none, the ``print_timings`` logs of 2023), is itself a finished completion: it
+becomes a ``POST /v1/chat/completions`` 200 request at the block's time, lasting its
+total time (llama.cpp prints timings only for completions), so a log with one finished
+request imports one request, not none.
 
 Time: many llama.cpp logs carry no timestamps, so line order is the clock.  It starts at
 ``start`` (default 1970-01-01 00:00, a relative clock: pass the real start to join the
@@ -33,10 +40,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
-from agent_eval.serverlogs.records import LogStats, Request, Sample
+from agent_eval.serverlogs.records import CHAT_PATH, LogStats, Request, Sample
 
 RELATIVE_EPOCH = datetime(1970, 1, 1)
 
@@ -84,117 +91,149 @@ def parse_llamacpp_log(
     source: str = "llamacpp",
     stats: LogStats | None = None,
 ) -> Iterator[Sample | Request]:
-    """Yield a :class:`Sample` per timing block and a :class:`Request` per access line.
+    """Yield a :class:`Sample` per timing block and a :class:`Request` per access line
+    (or per finished block, in a log without access lines).
 
     Never raises on content; see :class:`LogStats` for what is counted.
     """
-    stats = stats if stats is not None else LogStats()
-    origin = start if start is not None else RELATIVE_EPOCH
-    clock = origin
-    busy: set[int] = set()
-    current_slot: int | None = None
-    block: _Block | None = None
-    unclaimed_ms: float | None = None
-    has_stamps = False
-
-    def finish(b: _Block) -> Sample | None:
-        nonlocal clock, unclaimed_ms
-        if b.prompt_tps is None or b.eval_tps is None:
-            stats.note_malformed(b.lineno)
-            return None
-        total_ms = b.total_ms if b.total_ms is not None else (b.prompt_ms or 0) + (b.eval_ms or 0)
-        clock = b.ts if b.ts is not None else clock + timedelta(milliseconds=total_ms)
-        unclaimed_ms = total_ms
-        running = len(busy | ({b.slot} if b.slot is not None else set())) or 1
-        stats.samples += 1
-        return Sample(
-            ts=clock,
-            source=source,
-            prompt_tps=b.prompt_tps,
-            generation_tps=b.eval_tps,
-            running=running,
-        )
-
+    parser = _Parser(start, source, stats if stats is not None else LogStats())
     for lineno, raw in enumerate(lines, start=1):
-        stats.lines += 1
+        yield from parser.feed(lineno, raw)
+    yield from parser.end()
+
+
+class _Parser:
+    """The state of one pass over a llama.cpp log: the clock, busy slots, the timing
+    block being read, and the request waiting for its block's duration."""
+
+    def __init__(self, start: datetime | None, source: str, stats: LogStats) -> None:
+        self.stats = stats
+        self.source = source
+        self.origin = start if start is not None else RELATIVE_EPOCH
+        self.clock = self.origin
+        self.busy: set[int] = set()
+        self.current_slot: int | None = None
+        self.block: _Block | None = None
+        self.unclaimed: tuple[datetime, float] | None = None  # last finished block: ts, total ms
+        self.held: Request | None = None  # a completion access line before its block
+        self.has_stamps = False
+        self.access_seen = False
+
+    def feed(self, lineno: int, raw: str) -> list[Sample | Request]:
+        self.stats.lines += 1
         line = _ANSI.sub("", raw).strip()
-        stamped = _line_time(line, origin)
+        stamped = _line_time(line, self.origin)
         if stamped is not None:
-            clock = max(clock, stamped)
-            has_stamps = True
+            self.clock = max(self.clock, stamped)
+            self.has_stamps = True
         line = _REL_STAMP.sub("", line)
         slot_match = _SLOT_ID.search(line)
         if slot_match is not None:
-            current_slot = int(slot_match.group(1))
+            self.current_slot = int(slot_match.group(1))
+        timing = self._timing(line, lineno, stamped)
+        if timing is not None:
+            return timing
+        slot = int(slot_match.group(1)) if slot_match is not None else None
+        if slot is not None and _LAUNCH.search(line):
+            self.busy.add(slot)
+            self.stats.ignored += 1
+            return []
+        if slot is not None and _RELEASE.search(line):
+            out = self._close_block()
+            self.busy.discard(slot)
+            self.stats.ignored += 1
+            return out
+        return self._access(line, lineno)
 
+    def end(self) -> list[Sample | Request]:
+        out = self._close_block()
+        out += self._flush_unclaimed()
+        if self.held is not None:
+            out.append(self.held)
+            self.held = None
+        return out
+
+    def _timing(self, line: str, lineno: int, stamped: datetime | None) -> list[Sample | Request] | None:
+        """Records for a timing line (prompt/eval/total), or None when it is not one."""
         prompt = _PROMPT.search(line)
         if prompt is not None:
-            if block is not None and (sample := finish(block)) is not None:
-                yield sample
-            block = _Block(
-                prompt_ms=float(prompt.group(1)),
-                prompt_tps=_rate(prompt.group(3)),
-                slot=current_slot,
-                ts=stamped or (clock if has_stamps else None),
+            out = self._close_block()
+            self.block = _Block(
+                prompt_ms=float(prompt.group(1)), prompt_tps=_rate(prompt.group(3)),
+                slot=self.current_slot, ts=stamped or (self.clock if self.has_stamps else None),
                 lineno=lineno,
             )
-            continue
+            return out
+        block = self.block
         evaluated = _EVAL.search(line)
         if evaluated is not None and block is not None and block.eval_tps is None:
             block.eval_ms, block.eval_tps = float(evaluated.group(1)), _rate(evaluated.group(3))
             block.ts = stamped or block.ts
-            continue
+            return []
         total = _TOTAL.search(line)
         if total is not None and block is not None:
             block.total_ms = float(total.group(1))
             block.ts = stamped or block.ts
-            sample = finish(block)
-            block = None
-            if sample is not None:
-                yield sample
-            continue
+            return self._close_block()
         if _TIMING_HINT.search(line):
-            stats.note_malformed(lineno)
-            continue
+            self.stats.note_malformed(lineno)
+            return []
+        return None
 
-        if _LAUNCH.search(line) and slot_match is not None:
-            busy.add(int(slot_match.group(1)))
-            stats.ignored += 1
-            continue
-        if _RELEASE.search(line) and slot_match is not None:
-            if block is not None and (sample := finish(block)) is not None:
-                yield sample
-            block = None
-            busy.discard(int(slot_match.group(1)))
-            stats.ignored += 1
-            continue
-
-        access = _ACCESS.search(line) or _ACCESS_2024.search(line)
-        if access is not None:
-            if block is not None and (sample := finish(block)) is not None:
-                yield sample
-            block = None
-            method, path = access["method"], access["path"].split("?", 1)[0]
-            duration = None
-            if method == "POST" and path in _COMPLETION_PATHS and unclaimed_ms is not None:
-                duration, unclaimed_ms = unclaimed_ms / 1000.0, None
-            stats.requests += 1
-            yield Request(
-                ts=clock,
-                source=source,
-                method=method,
-                path=path,
-                status=int(access["status"]),
-                duration_s=duration,
-            )
-            continue
-        if _ACCESS_HINT.search(line) and "request" in line and "POST" in line:
-            stats.note_malformed(lineno)
+    def _close_block(self) -> list[Sample | Request]:
+        """Finish the open timing block: its sample, and the request it completes."""
+        b, self.block = self.block, None
+        if b is None:
+            return []
+        if b.prompt_tps is None or b.eval_tps is None:
+            self.stats.note_malformed(b.lineno)
+            return []
+        out: list[Sample | Request] = self._flush_unclaimed()
+        total_ms = b.total_ms if b.total_ms is not None else (b.prompt_ms or 0) + (b.eval_ms or 0)
+        self.clock = b.ts if b.ts is not None else self.clock + timedelta(milliseconds=total_ms)
+        running = len(self.busy | ({b.slot} if b.slot is not None else set())) or 1
+        self.stats.samples += 1
+        out.append(Sample(ts=self.clock, source=self.source, prompt_tps=b.prompt_tps,
+                          generation_tps=b.eval_tps, running=running))
+        if self.held is not None:
+            out.append(replace(self.held, duration_s=total_ms / 1000.0))
+            self.held = None
         else:
-            stats.ignored += 1
+            self.unclaimed = (self.clock, total_ms)
+        return out
 
-    if block is not None and (sample := finish(block)) is not None:
-        yield sample
+    def _flush_unclaimed(self) -> list[Sample | Request]:
+        """The request of a finished block no access line claimed, in a log without any."""
+        unclaimed, self.unclaimed = self.unclaimed, None
+        if unclaimed is None or self.access_seen:
+            return []
+        self.stats.requests += 1
+        return [Request(ts=unclaimed[0], source=self.source, method="POST", path=CHAT_PATH,
+                        status=200, duration_s=unclaimed[1] / 1000.0)]
+
+    def _access(self, line: str, lineno: int) -> list[Sample | Request]:
+        access = _ACCESS.search(line) or _ACCESS_2024.search(line)
+        if access is None:
+            if _ACCESS_HINT.search(line) and "request" in line and "POST" in line:
+                self.stats.note_malformed(lineno)
+            else:
+                self.stats.ignored += 1
+            return []
+        out = self._close_block()
+        self.access_seen = True
+        method, path = access["method"], access["path"].split("?", 1)[0]
+        request = Request(ts=self.clock, source=self.source, method=method, path=path,
+                          status=int(access["status"]))
+        self.stats.requests += 1
+        if method != "POST" or path not in _COMPLETION_PATHS:
+            return [*out, request]
+        if self.unclaimed is not None:
+            ms, self.unclaimed = self.unclaimed[1], None
+            return [*out, replace(request, duration_s=ms / 1000.0)]
+        if self.held is not None:
+            out.append(self.held)
+        self.held = request
+        return out
 
 
 def _line_time(line: str, origin: datetime) -> datetime | None:

@@ -78,7 +78,7 @@ def test_wrong_format_exits_2_names_the_likely_format_and_stores_nothing(corpus_
         pytest.param("opencode", "claude-transcript", "no opencode sessions found (0 lines skipped)",
                      id="opencode-reads-claude-transcript"),
         pytest.param("openai", "mini-swe-traj",
-                     "no openai sessions with tool calls found (1 session without calls, 0 lines skipped)",
+                     "this is a mini-swe-agent file, which the openai reader would read without its calls",
                      id="openai-reads-mini-swe-traj"),
     ],
 )

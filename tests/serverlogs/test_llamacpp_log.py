@@ -92,12 +92,60 @@ def test_block_cut_before_total_time_still_counts():
         "prompt eval time =     100.00 ms /    10 tokens (   10.00 ms per token,   100.00 tokens per second)",
         "       eval time =     400.00 ms /    20 tokens (   20.00 ms per token,    50.00 tokens per second)",
     ]
-    (s,) = parse_llamacpp_log(lines, start=START)
+    s, request = parse_llamacpp_log(lines, start=START)
     assert (s.prompt_tps, s.generation_tps, s.ts) == (
         100.0,
         50.0,
         START + timedelta(milliseconds=500),
     )
+    assert (request.ts, request.duration_s) == (s.ts, 0.5)
+
+
+ONE_REQUEST_NO_ACCESS_LINE = [
+    "slot launch_slot_: id  0 | task 0 | processing task",
+    "slot update_slots: id  0 | task 0 | new prompt, n_ctx_slot = 4096, n_keep = 0, n_prompt_tokens = 12",
+    "slot      release: id  0 | task 0 | stop processing: n_past = 40, truncated = 0",
+    "slot print_timing: id  0 | task 0 | ",
+    "prompt eval time =      80.00 ms /    12 tokens (    6.67 ms per token,   150.00 tokens per second)",
+    "       eval time =     560.00 ms /    28 tokens (   20.00 ms per token,    50.00 tokens per second)",
+    "      total time =     640.00 ms /    40 tokens",
+    "srv  update_slots: all slots are idle",
+]
+
+
+def test_a_log_with_one_finished_request_and_no_access_line_yields_one_request():
+    """Issue #11: such a log stored "1 samples and 0 requests"."""
+    stats = LogStats()
+    records = list(parse_llamacpp_log(ONE_REQUEST_NO_ACCESS_LINE, start=START, stats=stats))
+    [sample] = [r for r in records if isinstance(r, Sample)]
+    [request] = [r for r in records if isinstance(r, Request)]
+    assert (stats.samples, stats.requests) == (1, 1)
+    assert (request.method, request.path, request.status, request.is_completion) == (
+        "POST", "/v1/chat/completions", 200, True)
+    assert (request.ts, request.duration_s) == (sample.ts, pytest.approx(0.64))
+
+
+def test_print_timings_log_of_2023_counts_its_finished_request():
+    _, requests, stats = parse("llamacpp_old.log", start=START)
+    assert (stats.samples, stats.requests, len(requests)) == (1, 1, 1)
+    assert requests[0].duration_s == pytest.approx(2.46912)
+
+
+def test_done_request_line_written_before_its_block_takes_the_block_duration():
+    lines = [
+        "slot launch_slot_: id  0 | task 1464 | processing task, is_child = 0",
+        "srv  log_server_r: done request: POST /v1/chat/completions 127.0.0.1 200",
+        "slot print_timing: id  0 | task 1464 |",
+        "prompt eval time =   65949.79 ms / 15441 tokens (    4.27 ms per token,   234.13 tokens per second)",
+        "       eval time =    3639.91 ms /    87 tokens (   41.84 ms per token,    23.90 tokens per second)",
+        "      total time =   69589.70 ms / 15528 tokens",
+        "slot      release: id  0 | task 1464 | stop processing: n_tokens = 56488, truncated = 0",
+    ]
+    stats = LogStats()
+    records = list(parse_llamacpp_log(lines, start=START, stats=stats))
+    [request] = [r for r in records if isinstance(r, Request)]
+    assert (stats.samples, stats.requests) == (1, 1)
+    assert (request.ts, request.duration_s) == (START, pytest.approx(69.5897))
 
 
 def test_block_without_eval_line_is_malformed():
@@ -127,3 +175,16 @@ def test_truncated_lines_are_malformed(line):
 def test_counts_of_the_new_format_fixture():
     _, _, stats = parse("llamacpp_new.log", start=START)
     assert (stats.lines, stats.samples, stats.requests, stats.malformed) == (21, 2, 3, 0)
+
+
+def test_import_command_stores_the_one_request_of_a_one_request_log(tmp_path):
+    from click.testing import CliRunner
+
+    from agent_eval.cli import main
+
+    log = tmp_path / "one.log"
+    log.write_text("\n".join(ONE_REQUEST_NO_ACCESS_LINE) + "\n")
+    result = CliRunner().invoke(main, ["import", "llamacpp-log", str(log), "--start", "2025-08-01 12:00:00",
+                                       "--db", str(tmp_path / "s.db")])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"imported 1 samples and 1 requests from {log}")

@@ -1,0 +1,273 @@
+"""Each client version in tests/fixtures/clients/ imports with exactly its hand-counted
+calls, commands taken from where the client put them (issue #11).
+
+The counts and how they were made are in each folder's MANIFEST.md."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from agent_eval.cli import main
+from agent_eval.importers import read_sessions, read_tagged_sessions
+from agent_eval.importers.detect import guess_format
+
+CLIENTS = Path(__file__).resolve().parents[1] / "fixtures" / "clients"
+RALF = str(Path(__file__).resolve().parents[2] / "allowlists" / "ralf.yaml")
+CLAUDE_21 = CLIENTS / "claude-code" / "2.1.39-parallel"
+CLAUDE_SID = "5f0c2b9e-7a41-4c3e-9d2a-1b8e6f4a0c11"
+
+# (format, file under tests/fixtures/clients, hand-counted calls, the commands in order:
+#  the shell command or read path, None for other tools)
+CASES = [
+    ("mini-swe-agent", "mini-swe-agent/github_issue-06cb414f.traj.json", 10, None),
+    ("mini-swe-agent", "mini-swe-agent/github_issue-1ce8e917.traj.json", 10, None),
+    ("mini-swe-agent", "mini-swe-agent/local-12300cf4.traj.json", 2,
+     ["echo 'hello world'", "echo NANO_SWE_AGENT_FINAL_OUTPUT"]),
+    ("mini-swe-agent", "mini-swe-agent/local-1ce8e917.traj.json", 2,
+     ["echo 'hello world'", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]),
+    ("mini-swe-agent", "mini-swe-agent/constructed-2.2-toolcall.traj.json", 6,
+     ["cat tests/missing_colon.py",
+      "python -c 'from tests.missing_colon import division; division(1, 0)'",
+      "grep -rn division tests/", None, None,
+      "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff"]),
+    ("swe-agent", "swe-agent/v0.7.0-networking_1.traj", 4, None),
+    ("swe-agent", "swe-agent/function_calling_simple.traj", 5,
+     ["find_file missing_colon.py", 'open "tests/missing_colon.py"',
+      "edit 'def division(a: float, b: float) -> float' 'def division(a: float, b: float) -> float:'",
+      "python tests/missing_colon.py", "submit"]),
+    ("swe-agent", "swe-agent/gpt4__swe-agent-test-repo__default_from_url__t-0.00__p-0.95__c-3.00__install-1/"
+     "6e44b9__sweagenttestrepo-1c2844.traj", 5, None),
+    ("claude-code", "claude-code/claude_with_rejection.jsonl", 4, None),
+    ("codex", "codex/rollout-0.77-golden.jsonl", 1, ["ls -la"]),
+    ("codex", "codex/rollout-0.77-escalation.jsonl", 4,
+     ["echo 'Hello World' > test.txt", "printf 'Goodbye World\n' > test.txt", "cat test.txt", "rm test.txt"]),
+    ("openhands", "openhands/basic@964478c2.json", 2, None),
+    ("openhands", "openhands/basic_interactions@964478c2.json", 1, None),
+    ("openhands", "openhands/wrong_initial_state@9aeabc4d.json", 4,
+     ["/workspace", "mv /workspace/game_2048.py /workspace/2048.py", "/workspace", None]),
+    ("openhands", "openhands/basic_gui_mode@21402a75.json", 4,
+     ["mkdir -p /workspace/todo-app", None, None, "cd /workspace/todo-app && python3 -m http.server 8000"]),
+]
+
+
+@pytest.mark.parametrize(("fmt", "rel", "count", "commands"), CASES, ids=[c[1] for c in CASES])
+def test_each_client_file_imports_its_hand_counted_calls(fmt, rel, count, commands):
+    [session] = read_sessions(fmt, CLIENTS / rel)
+    assert len(session.calls) == count
+    assert session.skipped_calls == 0
+    if commands is not None:
+        assert [c.text for c in session.calls] == commands
+
+
+@pytest.mark.parametrize(("fmt", "rel"), [(c[0], c[1]) for c in CASES], ids=[c[1] for c in CASES])
+def test_each_client_file_is_detected_as_its_format(fmt, rel):
+    assert guess_format(CLIENTS / rel) == fmt
+
+
+def test_mini_swe_agent_bare_list_commands_come_from_the_fenced_block():
+    [session] = read_sessions("mini-swe-agent", CLIENTS / "mini-swe-agent/github_issue-1ce8e917.traj.json")
+    assert session.calls[1].text == "ls -la"
+    assert session.calls[2].text == "ls -la tests/"
+    assert all(c.source_decision is None for c in session.calls)  # no format errors, no verdicts
+
+
+def test_mini_swe_agent_2_tool_calls_keep_ids_outputs_and_format_errors():
+    [session] = read_sessions("mini-swe-agent", CLIENTS / "mini-swe-agent/constructed-2.2-toolcall.traj.json")
+    assert session.model == "openai/gpt-5-mini"
+    assert [c.call_id for c in session.calls[:3]] == ["call_1", "call_2", "call_3"]
+    assert session.calls[1].output.startswith("<returncode>1</returncode>")
+    assert [c.turn_index for c in session.calls] == [0, 1, 1, 2, 3, 4]
+    assert [(c.tool, c.source_decision) for c in session.calls[3:5]] == [("bash", "deny"), ("python", "deny")]
+    assert [c.source_decision for c in session.calls if c.text] == [None] * 4
+
+
+def test_swe_agent_model_comes_from_the_replay_config_or_the_run_folder(tmp_path):
+    [session] = read_sessions("swe-agent", CLIENTS / CASES[7][1])
+    assert session.model == "gpt-4o"  # replay_config.agent.model.name
+    folder = tmp_path / "gpt4__swe-bench-dev-easy_first_only__default__t-0.00__p-0.95__c-3.00__install-1"
+    folder.mkdir()
+    (folder / "x.traj").write_bytes((CLIENTS / "swe-agent/v0.7.0-networking_1.traj").read_bytes())
+    [session] = read_sessions("swe-agent", folder / "x.traj")
+    assert session.model == "gpt4"
+
+
+def test_swe_agent_history_only_file_reads_the_assistant_actions():
+    [session] = read_sessions("swe-agent", CLIENTS / "swe-agent/function_calling_simple.traj")
+    assert session.calls[0].output.startswith('Found 1 matches for "missing_colon.py"')
+    assert session.calls[2].text.startswith("edit 'def division(a: float, b: float) -> float'")
+
+
+def test_claude_code_2_1_parallel_calls_form_one_turn_and_do_not_crash():
+    sessions = list(read_sessions("claude-code", CLAUDE_21))
+    assert [s.id for s in sessions] == [CLAUDE_SID, f"{CLAUDE_SID}:agent-a7c91d2"]
+    parent, child = sessions
+    assert [(c.tool, c.text) for c in parent.calls] == [
+        ("Bash", "git status --short && git log --oneline -3"), ("Read", "/work/repo/README.md"),
+        ("Task", None), ("Bash", "rm -rf build")]
+    assert [c.turn_index for c in parent.calls] == [0, 0, 0, 1]
+    assert len(parent.turns) == 3
+    [reply] = [m for m in parent.messages if m.get("role") == "assistant" and m.get("tool_calls")][:1]
+    assert [t["id"] for t in reply["tool_calls"]] == ["toolu_01A", "toolu_01B", "toolu_01C"]
+    assert [c.source_decision for c in parent.calls] == ["allow", "allow", "allow", "deny"]
+    assert parent.status == "completed"
+    assert (child.parent, child.model, len(child.calls)) == (CLAUDE_SID, "claude-haiku-4-5", 2)
+
+
+def test_claude_code_subagent_session_is_stored_as_a_child_of_its_session(store):
+    from agent_eval.importers.recording import record_import
+    from agent_eval.policy import load_allowlist
+
+    summary = record_import(store, "auto", CLAUDE_21, load_allowlist(RALF))
+    assert (summary.sessions, summary.calls) == (2, 6)
+    rows = {r.key: r for r in store.session_rows([summary.run_id])}
+    assert rows[f"{CLAUDE_SID}:agent-a7c91d2"].parent_id == rows[CLAUDE_SID].id
+
+
+def test_codex_0_89_shapes_exec_command_local_shell_and_rejection(tmp_path):
+    lines = [
+        {"timestamp": "2026-01-25T15:19:05.030Z", "type": "session_meta",
+         "payload": {"id": "019bf5bc", "cli_version": "0.89.0", "originator": "codex_cli_rs"}},
+        {"timestamp": "2026-01-25T15:19:05.031Z", "type": "turn_context", "payload": {"model": "gpt-5.2-codex"}},
+        {"timestamp": "2026-01-25T15:19:06Z", "type": "response_item", "payload": {
+            "type": "function_call", "name": "exec_command", "call_id": "c1",
+            "arguments": json.dumps({"cmd": "rg -n TODO src", "workdir": "/w"})}},
+        {"timestamp": "2026-01-25T15:19:07Z", "type": "response_item", "payload": {
+            "type": "function_call_output", "call_id": "c1", "output": "src/a.py:3: TODO"}},
+        {"timestamp": "2026-01-25T15:19:08Z", "type": "response_item", "payload": {
+            "type": "local_shell_call", "call_id": "c2", "status": "completed",
+            "action": {"type": "exec", "command": ["bash", "-lc", "ls -la | head -3"]}}},
+        {"timestamp": "2026-01-25T15:19:09Z", "type": "response_item", "payload": {
+            "type": "function_call_output", "call_id": "c2", "output": "exec command rejected by user"}},
+        {"timestamp": "2026-01-25T15:19:10Z", "type": "response_item", "payload": {
+            "type": "function_call", "name": "shell", "call_id": "c3",
+            "arguments": json.dumps({"command": ["git", "commit", "-m", "fix it"]})}},
+        {"timestamp": "2026-01-25T15:19:11Z", "type": "response_item", "payload": {
+            "type": "function_call_output", "call_id": "c3",
+            "output": json.dumps({"output": "1 file changed", "metadata": {"exit_code": 0}})}},
+        {"timestamp": "2026-01-25T15:19:12Z", "type": "response_item", "payload": {
+            "type": "custom_tool_call", "name": "apply_patch", "call_id": "c4", "input": "*** Begin Patch"}},
+        {"timestamp": "2026-01-25T15:19:13Z", "type": "response_item", "payload": {
+            "type": "custom_tool_call_output", "call_id": "c4", "output": "Done"}},
+    ]
+    path = tmp_path / "rollout-2026-01-25T16-19-05-019bf5bc.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert guess_format(path) == "codex"
+    [session] = read_sessions("codex", path)
+    assert (session.id, session.model, session.status) == ("019bf5bc", "gpt-5.2-codex", "completed")
+    assert [(c.tool, c.kind, c.text, c.source_decision) for c in session.calls] == [
+        ("exec_command", "bash", "rg -n TODO src", "allow"),
+        ("local_shell", "bash", "ls -la | head -3", "deny"),
+        ("shell", "bash", "git commit -m 'fix it'", "allow"),
+        ("apply_patch", "other", None, "allow"),
+    ]
+    assert session.calls[2].output == "1 file changed"
+
+
+def test_codex_rollout_cut_before_an_output_is_an_error_session():
+    [session] = read_sessions("codex", CLIENTS / "codex/rollout-0.77-escalation.jsonl")
+    assert session.status == "error"
+    assert [c.source_decision for c in session.calls] == ["allow", None, "allow", None]
+
+
+def test_openhands_verdicts_tools_and_model():
+    [session] = read_sessions("openhands", CLIENTS / "openhands/wrong_initial_state@9aeabc4d.json")
+    assert session.model == "claude-3-5-sonnet-20241022"
+    assert [(c.tool, c.kind) for c in session.calls] == [
+        ("str_replace_editor", "read"), ("execute_bash", "bash"), ("str_replace_editor", "read"), ("finish", "other")]
+    assert [c.source_decision for c in session.calls] == ["allow", "allow", "allow", None]
+
+
+def test_openhands_rejected_action_is_the_source_deny(tmp_path):
+    events = [
+        {"id": 1, "source": "agent", "action": "run", "args": {"command": "rm -rf /", "confirmation_state": "rejected"},
+         "timestamp": "2025-01-27T22:45:13"},
+        {"id": 2, "source": "user", "observation": "user_rejected", "cause": 1, "content": "no"},
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(events))
+    [session] = read_sessions("auto", path)
+    assert [(c.text, c.source_decision) for c in session.calls] == [("rm -rf /", "deny")]
+
+
+def test_import_auto_reads_a_mixed_folder_and_reports_each_format(tmp_path):
+    result = CliRunner().invoke(main, ["import", str(CLIENTS), "--allowlist", RALF, "--db", str(tmp_path / "s.db")])
+    assert result.exit_code == 0, result.output
+    total = sum(c[2] for c in CASES) + 6  # + the Claude Code 2.1.39 session and its subagent
+    assert result.stdout.splitlines()[0].startswith(f"run 1: imported 17 sessions, {total} calls")
+    assert ("  formats found: claude-code: 3 sessions, 10 calls, codex: 2 sessions, 5 calls, "
+            "mini-swe-agent: 5 sessions, 30 calls, openhands: 4 sessions, 11 calls, "
+            "swe-agent: 3 sessions, 14 calls") in result.stdout.splitlines()
+    assert "Traceback" not in result.output
+
+
+def test_named_format_on_a_mixed_folder_reads_only_its_files_and_names_the_others(tmp_path):
+    result = CliRunner().invoke(main, ["import", "codex", str(CLIENTS), "--allowlist", RALF,
+                                       "--db", str(tmp_path / "s.db")])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("run 1: imported 2 sessions, 5 calls")
+    assert "looks like mini-swe-agent, not codex; skipped" in result.stderr
+
+
+def test_bare_list_read_as_openai_is_refused_naming_mini_swe_agent(tmp_path):
+    path = CLIENTS / "mini-swe-agent/github_issue-06cb414f.traj.json"
+    result = CliRunner().invoke(main, ["import", "openai", str(path), "--allowlist", RALF,
+                                       "--db", str(tmp_path / "s.db")])
+    assert result.exit_code == 2
+    assert result.stderr.strip().endswith("is this an openai file? (try: mini-swe-agent)")
+
+
+def test_show_displays_an_imported_session(tmp_path):
+    db = str(tmp_path / "s.db")
+    runner = CliRunner()
+    assert runner.invoke(main, ["import", "auto", str(CLAUDE_21), "--allowlist", RALF, "--db", db]).exit_code == 0
+    result = runner.invoke(main, ["show", "1", "--db", db])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "status completed" in out and "calls 4" in out
+    assert "git status --short && git log --oneline -3" in out
+    assert "source: deny" in out
+    assert "child sessions 2" in out
+    child = runner.invoke(main, ["show", "2", "--db", db])
+    assert "parent session 1" in child.output and "grep -n TODO src/app.py" in child.output
+
+
+def test_format_without_a_path_is_a_usage_error(tmp_path):
+    result = CliRunner().invoke(main, ["import", "codex", "--allowlist", RALF, "--db", str(tmp_path / "s.db")])
+    assert result.exit_code == 2
+    assert "missing PATH: agent-eval import codex PATH" in result.output
+
+
+def test_claude_code_2_0_file_keeps_claude_codes_own_verdicts():
+    [session] = read_sessions("claude-code", CLIENTS / "claude-code/claude_with_rejection.jsonl")
+    assert [(c.tool, c.source_decision) for c in session.calls] == [
+        ("Read", "allow"), ("Edit", "deny"), ("Edit", "allow"), ("Bash", "deny")]
+    assert session.calls[1].source_reason.startswith("The user doesn't want to proceed with this tool use.")
+    assert session.model == "claude-sonnet-4-20250514"
+
+
+def test_openhands_events_folder_reads_as_one_session(tmp_path):
+    events = json.loads((CLIENTS / "openhands/basic_gui_mode@21402a75.json").read_text())
+    folder = tmp_path / "sessions" / "abc123" / "events"
+    folder.mkdir(parents=True)
+    for event in events:
+        (folder / f"{event['id']}.json").write_text(json.dumps(event))
+    for path in (folder, folder.parent, tmp_path / "sessions" / "abc123"):
+        [(fmt, session)] = list(read_tagged_sessions("auto", path))
+        assert (fmt, session.id, len(session.calls)) == ("openhands", "abc123", 4)
+    assert [c.text for c in read_sessions("openhands", folder).__next__().calls][0] == "mkdir -p /workspace/todo-app"
+
+
+def test_mini_swe_agent_2_import_judges_the_commands_not_the_prose(tmp_path):
+    """Issue #11: 2.x tool-call files stored the prose as the command, every call AE102,
+    and a meaningless 31/31 agreement.  Now only the two format errors carry a verdict."""
+    path = CLIENTS / "mini-swe-agent/constructed-2.2-toolcall.traj.json"
+    result = CliRunner().invoke(main, ["import", "mini-swe-agent", str(path), "--allowlist", RALF,
+                                       "--db", str(tmp_path / "s.db")])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "run 1: imported 1 sessions, 6 calls (openai/gpt-5-mini: 1)"
+    assert "  agreement with source verdicts: 2/2" in lines
