@@ -282,16 +282,21 @@ def compare_independent(units_a: Iterable[Unit], units_b: Iterable[Unit], *,
     """Errors/100 of b against a, treating the runs as independent samples of sessions.
 
     Scenarios are ignored (no strata): with no shared mix the spread between scenarios is
-    part of the noise.  Degrees of freedom by Welch–Satterthwaite on each side's
+    part of the noise.  Each side's variance is at least the binomial one (at its own and
+    at the pooled rate), as the design effect is floored at 1.  Degrees of freedom by Welch–Satterthwaite on each side's
     ``clusters − 1``.
     """
     sides = []
     for units in (units_a, units_b):
         pairs = [(u.errors, u.calls) for u in units if u.calls > 0]
-        n = sum(m for _, m in pairs)
         var, g, _ = ratio_variance(pairs)
-        sides.append((sum(k for k, _ in pairs) / n if n else None, var, g))
-    (pa, va, ga), (pb, vb, gb) = sides
+        sides.append((sum(k for k, _ in pairs), sum(m for _, m in pairs), var, g))
+    (ka, na, va, ga), (kb, nb, vb, gb) = sides
+    pa, pb = (ka / na if na else None), (kb / nb if nb else None)
+    if na and nb:  # never narrower than independent calls (deff >= 1), at the pooled rate
+        pooled = (ka + kb) / (na + nb)
+        va = max(va, pa * (1 - pa) / na, pooled * (1 - pooled) / na)
+        vb = max(vb, pb * (1 - pb) / nb, pooled * (1 - pooled) / nb)
     if pa is None or pb is None or ga < 2 or gb < 2:
         return ClusteredDiff(None if pa is None or pb is None else 100 * (pb - pa),
                              None, None, None, 0, 1.0, alpha)

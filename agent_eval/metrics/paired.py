@@ -155,8 +155,13 @@ def match_mix(a: dict[str, ScenarioCell], b: dict[str, ScenarioCell], *,
 
 
 def paired_difference(xa: Sequence[float], xb: Sequence[float], weights: Sequence[float], *,
-                      alpha: float = ALPHA, seed: int = 0) -> PairedDiff:
+                      alpha: float = ALPHA, seed: int = 0,
+                      floor: Sequence[float] | None = None) -> PairedDiff:
     """Weighted paired difference ``Σ w (xb − xa)`` (weights normalised), per 100.
+
+    ``floor`` (one binomial variance of ``xb − xa`` per scenario) bounds the variance
+    from below by ``Σ w² floor``: the paired SE is never smaller than independent calls
+    would give, so identical shifts in every scenario do not make a zero-width interval.
 
     Hand example: xa = (0.1, 0.2, 0.3), xb = (0.2, 0.2, 0.5), equal weights: d = (0.1, 0,
     0.2), D = 0.1, SE² = 3/2 · Σ (1/3)² (d − D)² = 0.01/3, t(2) = 4.303.
@@ -168,6 +173,8 @@ def paired_difference(xa: Sequence[float], xb: Sequence[float], weights: Sequenc
     s = len(d)
     diff = float(np.dot(w, d))
     var = s / (s - 1) * float(np.sum(w**2 * (d - diff) ** 2)) if s > 1 else math.nan
+    if floor is not None and s > 1:
+        var = max(var, float(np.sum(w**2 * np.asarray(floor, float))))
     se = math.sqrt(var) if s > 1 else math.nan
     half = t_quantile(s - 1, alpha) * se if s > 1 else math.inf
     p = permutation_p(a, b, w, seed=seed) if s > 1 else 1.0
@@ -213,16 +220,27 @@ def compare_paired(units_a: Iterable[Unit], units_b: Iterable[Unit], *, alpha: f
     shared = mix.shared
     weights = [a[s].calls + b[s].calls for s in shared]
     errors = paired_difference([a[s].rate for s in shared], [b[s].rate for s in shared],
-                               weights, alpha=alpha)
+                               weights, alpha=alpha,
+                               floor=[_binomial(a[s].errors + b[s].errors, a[s].calls,
+                                                b[s].calls) for s in shared])
     with_repeats = [s for s in shared if a[s].outcomes and b[s].outcomes]
     passes = mcnemar = None
     if len(with_repeats) >= 2:
         passes = paired_difference([a[s].pass_share for s in with_repeats],
                                    [b[s].pass_share for s in with_repeats],
-                                   [1.0] * len(with_repeats), alpha=alpha)
+                                   [1.0] * len(with_repeats), alpha=alpha,
+                                   floor=[_binomial(sum(a[s].outcomes) + sum(b[s].outcomes),
+                                                    len(a[s].outcomes), len(b[s].outcomes))
+                                          for s in with_repeats])
         mcnemar = mcnemar_exact(pair for s in with_repeats
                                 for pair in zip(a[s].outcomes, b[s].outcomes, strict=False))
     return PairedComparison(mix, errors, passes, mcnemar)
+
+
+def _binomial(k: int, na: int, nb: int) -> float:
+    """Variance of a difference of two shares at the pooled rate ``k / (na + nb)``."""
+    p = k / (na + nb)
+    return p * (1 - p) * (1 / na + 1 / nb)
 
 
 def paired_lines(cmp: PairedComparison) -> list[str]:
