@@ -8,9 +8,13 @@ than runs do; comparing scenario by scenario removes that spread (docs/statistic
   scenario weighted by its pooled calls (post-stratification to the shared mix); when the
   shared mix holds fewer than :data:`MIN_SHARED_SCENARIOS` scenarios, or less than
   :data:`MIN_SHARED_SHARE` of either run's calls, no difference is called (``refused``).
-* **errors/100**: ``D = Σ w_s (r_b,s − r_a,s)``, its interval a Student-t interval with a
-  cluster-robust (scenarios as clusters) standard error on ``S − 1`` degrees of freedom,
-  its p-value a paired permutation test (``scipy.stats.permutation_test``, swapping the
+* **errors/100**: ``D = Σ w_s (r_b,s − r_a,s)``, its interval a Student-t interval.  When
+  every shared scenario has two or more sessions on each side, the standard error comes
+  from the sessions inside each scenario (sessions as clusters, scenarios as strata: the
+  suite is fixed, the sessions are the sample) on Welch–Satterthwaite degrees of
+  freedom; with single repeats, from the spread of the differences across scenarios
+  (scenarios as clusters) on ``S − 1``.  Either way never below the binomial SE.  Its
+  p-value a paired permutation test (``scipy.stats.permutation_test``, swapping the
   two runs within each scenario; exact for up to 13 scenarios).
 * **pass rate**: the same on each scenario's share of passing repeats, plus the exact
   McNemar test on repeat pairs (repeat i of a against repeat i of b) by
@@ -26,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-from agent_eval.metrics.clustered import Unit, t_quantile
+from agent_eval.metrics.clustered import Unit, ratio_variance, t_quantile
 from agent_eval.metrics.stats import ALPHA
 
 MIN_SHARED_SCENARIOS = 3
@@ -34,6 +38,9 @@ MIN_SHARED_SHARE = 0.5
 PERMUTATIONS = 9999
 PAIRED_METHOD = ("paired over shared scenarios: Student-t interval (scenario-clustered SE, "
                  "S−1 df); p from a paired permutation test (scipy.stats.permutation_test)")
+WITHIN_METHOD = ("paired over shared scenarios: Student-t interval, SE from the sessions "
+                 "inside each scenario (sessions as clusters, scenarios as strata); p from a "
+                 "paired permutation test over scenarios (scipy.stats.permutation_test)")
 MCNEMAR_METHOD = "exact McNemar test on repeat pairs (scipy.stats.binomtest on discordant pairs)"
 
 
@@ -44,6 +51,7 @@ class ScenarioCell:
     calls: int
     errors: int
     outcomes: tuple[bool, ...]  # by repeat number
+    sessions: tuple[tuple[int, int], ...] = ()  # (errors, calls) per session
 
     @property
     def rate(self) -> float:
@@ -124,12 +132,15 @@ def scenario_cells(units: Iterable[Unit]) -> dict[str, ScenarioCell]:
     """Pool units (sessions) per scenario."""
     acc: dict[str, list] = {}
     for u in units:
-        cell = acc.setdefault(u.scenario, [0, 0, []])
+        cell = acc.setdefault(u.scenario, [0, 0, [], []])
         cell[0] += u.calls
         cell[1] += u.errors
         if u.passed is not None:
             cell[2].append((u.repeat, u.passed))
-    return {s: ScenarioCell(c, e, tuple(p for _, p in sorted(o))) for s, (c, e, o) in acc.items()}
+        if u.calls:
+            cell[3].append((u.errors, u.calls))
+    return {s: ScenarioCell(c, e, tuple(p for _, p in sorted(o)), tuple(kn))
+            for s, (c, e, o, kn) in acc.items()}
 
 
 def match_mix(a: dict[str, ScenarioCell], b: dict[str, ScenarioCell], *,
@@ -156,12 +167,16 @@ def match_mix(a: dict[str, ScenarioCell], b: dict[str, ScenarioCell], *,
 
 def paired_difference(xa: Sequence[float], xb: Sequence[float], weights: Sequence[float], *,
                       alpha: float = ALPHA, seed: int = 0,
-                      floor: Sequence[float] | None = None) -> PairedDiff:
+                      floor: Sequence[float] | None = None,
+                      within: tuple[Sequence[float], int] | None = None) -> PairedDiff:
     """Weighted paired difference ``Σ w (xb − xa)`` (weights normalised), per 100.
 
     ``floor`` (one binomial variance of ``xb − xa`` per scenario) bounds the variance
     from below by ``Σ w² floor``: the paired SE is never smaller than independent calls
     would give, so identical shifts in every scenario do not make a zero-width interval.
+    ``within`` = (variance of each ``xb − xa`` from the sessions inside the scenario, degrees
+    of freedom) replaces the spread of the differences across scenarios: the suite's
+    scenarios are then fixed, not a sample (:data:`WITHIN_METHOD`).
 
     Hand example: xa = (0.1, 0.2, 0.3), xb = (0.2, 0.2, 0.5), equal weights: d = (0.1, 0,
     0.2), D = 0.1, SE² = 3/2 · Σ (1/3)² (d − D)² = 0.01/3, t(2) = 4.303.
@@ -173,13 +188,17 @@ def paired_difference(xa: Sequence[float], xb: Sequence[float], weights: Sequenc
     s = len(d)
     diff = float(np.dot(w, d))
     var = s / (s - 1) * float(np.sum(w**2 * (d - diff) ** 2)) if s > 1 else math.nan
+    df, method = max(0, s - 1), PAIRED_METHOD
+    if within is not None and s > 1:
+        var, df, method = float(np.sum(w**2 * np.asarray(within[0], float))), within[1], \
+            WITHIN_METHOD
     if floor is not None and s > 1:
         var = max(var, float(np.sum(w**2 * np.asarray(floor, float))))
     se = math.sqrt(var) if s > 1 else math.nan
-    half = t_quantile(s - 1, alpha) * se if s > 1 else math.inf
+    half = t_quantile(df, alpha) * se if s > 1 else math.inf
     p = permutation_p(a, b, w, seed=seed) if s > 1 else 1.0
     return PairedDiff(100 * diff, 100 * (diff - half), 100 * (diff + half), 100 * se,
-                      max(0, s - 1), p, s, alpha)
+                      df, p, s, alpha, method)
 
 
 def permutation_p(a: np.ndarray, b: np.ndarray, w: np.ndarray, *, seed: int = 0) -> float:
@@ -220,7 +239,7 @@ def compare_paired(units_a: Iterable[Unit], units_b: Iterable[Unit], *, alpha: f
     shared = mix.shared
     weights = [a[s].calls + b[s].calls for s in shared]
     errors = paired_difference([a[s].rate for s in shared], [b[s].rate for s in shared],
-                               weights, alpha=alpha,
+                               weights, alpha=alpha, within=_within(a, b, shared),
                                floor=[_binomial(a[s].errors + b[s].errors, a[s].calls,
                                                 b[s].calls) for s in shared])
     with_repeats = [s for s in shared if a[s].outcomes and b[s].outcomes]
@@ -235,6 +254,24 @@ def compare_paired(units_a: Iterable[Unit], units_b: Iterable[Unit], *, alpha: f
         mcnemar = mcnemar_exact(pair for s in with_repeats
                                 for pair in zip(a[s].outcomes, b[s].outcomes, strict=False))
     return PairedComparison(mix, errors, passes, mcnemar)
+
+
+def _within(a: dict[str, ScenarioCell], b: dict[str, ScenarioCell],
+            shared: Sequence[str]) -> tuple[list[float], int] | None:
+    """Per-scenario variance of ``r_b − r_a`` from the sessions inside each scenario (CR1,
+    sessions as clusters), and its Welch–Satterthwaite degrees of freedom (rounded down);
+    ``None`` unless every shared
+    scenario has at least two sessions with calls on each side."""
+    if any(len(a[s].sessions) < 2 or len(b[s].sessions) < 2 for s in shared):
+        return None
+    parts = [(ratio_variance(cell.sessions)[0], len(cell.sessions) - 1, a[s].calls + b[s].calls)
+             for s in shared for cell in (a[s], b[s])]
+    variances = [parts[i][0] + parts[i + 1][0] for i in range(0, len(parts), 2)]
+    # Welch–Satterthwaite: a few noisy scenarios dominating the sum leave few df
+    total = sum(w * w * v for v, _, w in parts)
+    spread = sum((w * w * v) ** 2 / g for v, g, w in parts)
+    df = sum(g for _, g, _ in parts) if spread == 0 else max(1, int(total * total / spread))
+    return variances, df
 
 
 def _binomial(k: int, na: int, nb: int) -> float:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent_eval.metrics.clustered import Unit, compare_independent, detectable_rise
-from agent_eval.metrics.paired import PairedComparison, compare_paired
+from agent_eval.metrics.paired import WITHIN_METHOD, PairedComparison, compare_paired
 from agent_eval.metrics.stats import ALPHA
 
 
@@ -48,7 +48,9 @@ def regression_from_units(baseline: Sequence[Unit], current: Sequence[Unit], lim
     if paired.errors is not None:
         e = paired.errors
         diff, lo, hi, se, df = e.diff100, e.lo100, e.hi100, e.se100, e.df
-        method = f"paired over {e.scenarios} shared scenarios (t interval, {df} df)"
+        se_from = ("sessions within scenarios" if e.method == WITHIN_METHOD
+                   else "spread across scenarios")
+        method = f"paired over {e.scenarios} shared scenarios (t interval, SE from {se_from}, {df} df)"
         mix = "" if not paired.mix.reweighted else f"; {paired.mix.statement()}"
     else:
         ind = compare_independent(baseline, current, alpha=alpha)
