@@ -176,7 +176,7 @@ def clustered_rate(pairs: Sequence[tuple[int, int]], *, strata: Sequence[str] | 
         return ClusteredRate(k, n, g, h, by, 100 * p, None, None, None, 0)
     df = max(1, g - h)
     binomial = p * (1 - p) / n
-    deff = max(1.0, var / binomial) if binomial > 0 and var > 0 else None
+    deff = max(1.0, var / binomial) if binomial > 0 else None
     lo, hi = wilson_float(k / (deff or 1.0), n / (deff or 1.0), t_quantile(df, alpha))
     return ClusteredRate(k, n, g, h, by, 100 * p, 100 * lo, 100 * hi, deff, df)
 

@@ -294,8 +294,8 @@ def paired_lines(cmp: PairedComparison) -> list[str]:
                      f"{p.lo100:+.1f} to {p.hi100:+.1f}], permutation p {_p(p.p_value)}")
     if cmp.mcnemar is not None:
         m = cmp.mcnemar
-        lines.append(f"repeat pairs: {m.pairs}, passed only in a {m.a_only}, only in b "
-                     f"{m.b_only}; exact McNemar p {_p(m.p_value)}")
+        lines.append(f"repeat pairs: {m.pairs}; a passed where b failed {m.a_only}, b passed "
+                     f"where a failed {m.b_only}; exact McNemar p {_p(m.p_value)}")
     return lines
 
 

@@ -117,7 +117,7 @@ def plan_power(units: Sequence[Unit], detect: float, *, alpha: float = ALPHA,
     factor = t_quantile(s - 1, alpha) + _t_power(s - 1, power)
     unit_se = paired_se100(components, 1, detect)  # SE at R repeats = unit_se / sqrt(R)
     needed = math.ceil((factor * unit_se / detect) ** 2)
-    repeats = max(1, needed) if needed <= MAX_REPEATS else None
+    repeats = max(2, needed) if needed <= MAX_REPEATS else None  # 2: within-scenario SE
     now = detectable_rise(paired_se100(components, max(1, base_repeats), 0.0), s - 1,
                           alpha=alpha, power=power)
     total = None if repeats is None else round(repeats * calls_per_repeat)
