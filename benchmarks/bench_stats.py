@@ -7,8 +7,10 @@ together) and measures, through the library's own functions:
 * **coverage**: the share of runs whose 95% interval holds the true pooled rate, for the
   clustered (Korn–Graubard, sessions as clusters) interval and for Wilson's, at two run
   sizes.  Goal: clustered 93–97%.
-* **A/A**: pairs of runs of the same profile judged by the gate's regression check
+* **A/A**: 50 pairs of runs of the same profile judged by the gate's regression check
   (``evaluate_gate`` with ``baseline`` and ``max_regression 0``).  Goal: fails in ≤ 5%.
+  Fifty pairs estimate a 2.5% rate to ±4 points, so the same rule is also run over 400
+  pairs (units only, ``regression_from_units``) for a precise figure.
 * **power**: pairs where run b has every scenario's probability raised by 3 errors/100:
   how often the paired interval (the gate's rule) catches it against the independent,
   session-clustered interval at the same run size.  Goal: paired > unpaired.
@@ -16,7 +18,7 @@ together) and measures, through the library's own functions:
 Sessions are computed in-process (no HTTP simulator, no database): each session's counts
 come from ``DeclaredProfile.session`` and are turned into ``SessionRow``/``CallRow``
 records, then ``summarize``, ``session_units`` and ``evaluate_gate`` run as the CLI runs
-them.  Runs in about a minute on 2 cores.
+them.  Runs in about two minutes on an idle 2-core machine.
 
     $ python benchmarks/bench_stats.py [--runs 200] [--pairs 50] [--power-pairs 100]
         [--repeats 2 5] [--seed 1] [--markdown]
@@ -44,7 +46,9 @@ from agent_eval.metrics.clustered import (  # noqa: E402
     units_by_target,
     units_rate,
 )
+from agent_eval.metrics.clustered import Unit  # noqa: E402
 from agent_eval.metrics.paired import compare_paired  # noqa: E402
+from agent_eval.metrics.regression import regression_from_units  # noqa: E402
 from agent_eval.sim.profiles import DECLARED, DeclaredProfile  # noqa: E402
 from agent_eval.transcript import CallRow, SessionRow  # noqa: E402
 
@@ -124,11 +128,29 @@ def ab_pairs(repeats: int, pairs: int, seed: int, rise: float) -> dict:
             **{k: v / pairs for k, v in counts.items()}}
 
 
+def draw_units(profile: DeclaredProfile, repeats: int, rng: random.Random) -> list[Unit]:
+    """One run as session units only (no rows): for the long A/A estimate."""
+    return [Unit(TARGET, scenario, r, *reversed(profile.session(i, rng)))
+            for r in range(repeats) for i, (scenario, _, _) in enumerate(profile.scenarios)]
+
+
+def aa_rate(repeats: int, pairs: int, seed: int) -> float:
+    """False alarms of the gate's regression rule (``regression_from_units``, what
+    ``evaluate_gate`` calls) over many A/A pairs: the rate the 50-pair sample estimates."""
+    rng = random.Random(seed)
+    fails = sum(regression_from_units(draw_units(DECLARED, repeats, rng),
+                                      draw_units(DECLARED, repeats, rng), 0.0).regressed
+                for _ in range(pairs))
+    return fails / pairs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--pairs", type=int, default=50)
     parser.add_argument("--power-pairs", type=int, default=100)
+    parser.add_argument("--long-pairs", type=int, default=400,
+                        help="A/A pairs for the precise false-alarm estimate")
     parser.add_argument("--repeats", type=int, nargs="+", default=[2, 5, 10])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--markdown", action="store_true")
@@ -136,6 +158,8 @@ def main() -> None:
     started = time.perf_counter()
     cov = [coverage(r, args.runs, args.seed + r) for r in args.repeats]
     aa = [ab_pairs(r, args.pairs, args.seed + 100 + r, 0.0) for r in args.repeats]
+    for a, r in zip(aa, args.repeats, strict=True):
+        a["long"] = aa_rate(r, args.long_pairs, args.seed + 300 + r)
     power = [ab_pairs(r, args.power_pairs, args.seed + 200 + r, RISE) for r in args.repeats]
     elapsed = time.perf_counter() - started
     bar = "|" if args.markdown else " "
@@ -150,9 +174,10 @@ def main() -> None:
              f"{100 * c['clustered']:.1f}%", f"{100 * c['wilson']:.1f}%",
              f"{c['width_clustered']:.2f}", f"{c['width_wilson']:.2f}") for c in cov])
     _table(bar, "A/A: same profile twice, share of pairs flagged as a regression",
-           ("repeats", "pairs", "gate (paired)", "independent clustered", "naive Wald (old)"),
+           ("repeats", "pairs", "gate (paired)", "independent clustered", "naive Wald (old)",
+            f"gate over {args.long_pairs} pairs"),
            [(a["repeats"], a["pairs"], f"{100 * a['gate']:.1f}%", f"{100 * a['independent']:.1f}%",
-             f"{100 * a['naive']:.1f}%") for a in aa])
+             f"{100 * a['naive']:.1f}%", f"{100 * a['long']:.1f}%") for a in aa])
     _table(bar, f"power: b raised by {100 * RISE:g} errors/100, share of pairs detected",
            ("repeats", "pairs", "paired interval (gate)", "paired permutation p<0.05",
             "unpaired clustered", "naive Wald (old)"),

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -209,6 +209,38 @@ def session_units(sessions: Iterable[SessionRow], calls: Iterable[CallRow]) -> l
     """One :class:`Unit` per non-error top-level session, child sessions folded into their
     root (a subagent's calls belong to the repeat that spawned it).  Holds sessions only;
     calls are streamed."""
+    parent, roots, faulted = _sessions(sessions)
+    tallies: dict[int, list] = {sid: [0, 0, Counter()] for sid in roots}
+    for c in calls:
+        tally = _tally_of(c.session_id, parent, faulted, tallies)
+        if tally is None:
+            continue
+        tally[0] += 1
+        if c.decision == "deny":
+            tally[1] += 1
+            tally[2][c.primary or "unclassified"] += 1
+    return _units(roots, tallies)
+
+
+def units_from_counts(sessions: Iterable[SessionRow], calls: Mapping[int, int],
+                      denied: Iterable[CallRow]) -> list[Unit]:
+    """:func:`session_units` from counts already taken: tool calls per session id and the
+    denied calls (the report's ``CallTally``), so the calls are not read twice."""
+    parent, roots, faulted = _sessions(sessions)
+    tallies: dict[int, list] = {sid: [0, 0, Counter()] for sid in roots}
+    for sid, n in calls.items():
+        tally = _tally_of(sid, parent, faulted, tallies)
+        if tally is not None:
+            tally[0] += n
+    for c in denied:
+        tally = _tally_of(c.session_id, parent, faulted, tallies)
+        if tally is not None:
+            tally[1] += 1
+            tally[2][c.primary or "unclassified"] += 1
+    return _units(roots, tallies)
+
+
+def _sessions(sessions: Iterable[SessionRow]):
     parent: dict[int, int | None] = {}
     roots: dict[int, SessionRow] = {}
     faulted: set[int] = set()
@@ -218,22 +250,37 @@ def session_units(sessions: Iterable[SessionRow], calls: Iterable[CallRow]) -> l
             faulted.add(s.id)
         elif s.parent_id is None:
             roots[s.id] = s
-    tallies: dict[int, list] = {sid: [0, 0, Counter()] for sid in roots}
-    for c in calls:
-        if c.session_id not in parent or c.session_id in faulted:
-            continue
-        tally = tallies.get(_root_of(c.session_id, parent))
-        if tally is None:
-            continue
-        tally[0] += 1
-        if c.decision == "deny":
-            tally[1] += 1
-            tally[2][c.primary or "unclassified"] += 1
+    return parent, roots, faulted
+
+
+def _tally_of(sid: int, parent, faulted, tallies) -> list | None:
+    if sid not in parent or sid in faulted:
+        return None
+    return tallies.get(_root_of(sid, parent))
+
+
+def _units(roots: dict[int, SessionRow], tallies: dict[int, list]) -> list[Unit]:
     return [
         Unit(s.target, s.scenario, s.repeat, t[0], t[1], dict(t[2]),
              passed=s.status == "completed" and t[1] == 0)
         for sid, s in roots.items() for t in (tallies[sid],)
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusteredSummary:
+    """One group's clustered figures: errors/100 with sessions as clusters (scenarios as
+    strata), the same across tasks (scenarios as clusters), and each class's rate."""
+
+    errors: ClusteredRate
+    across_tasks: ClusteredRate
+    classes: dict[str, ClusteredRate]
+
+
+def summarize_clustered(units: Sequence[Unit], codes: Iterable[str] = ()) -> ClusteredSummary:
+    """Clustered errors/100, across-task errors/100 and a rate per class in ``codes``."""
+    return ClusteredSummary(units_rate(units), units_rate(units, by="scenario"),
+                            {code: units_rate(units, code=code) for code in codes})
 
 
 def units_by_target(units: Iterable[Unit]) -> dict[str, list[Unit]]:
