@@ -41,12 +41,12 @@ sys.path.insert(0, str(ROOT))
 from agent_eval.analysis.gate import evaluate_gate  # noqa: E402
 from agent_eval.metrics import summarize, wilson_interval  # noqa: E402
 from agent_eval.metrics.clustered import (  # noqa: E402
+    Unit,
     compare_independent,
     session_units,
     units_by_target,
     units_rate,
 )
-from agent_eval.metrics.clustered import Unit  # noqa: E402
 from agent_eval.metrics.paired import compare_paired  # noqa: E402
 from agent_eval.metrics.regression import regression_from_units  # noqa: E402
 from agent_eval.sim.profiles import DECLARED, DeclaredProfile  # noqa: E402
