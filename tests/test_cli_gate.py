@@ -165,7 +165,7 @@ def test_the_same_jump_over_1000_calls_fails(db):
     result = gate(db, "--baseline", "label:nightly", "--max-regression", "2")
     assert result.exit_code == 1
     assert ("change +10.00 [95% CI +7.96 to +12.04, paired over 20 shared scenarios "
-            "(t interval, 19 df)]") in result.stdout
+            "(t interval, SE from spread across scenarios, 19 df)]") in result.stdout
     assert "smallest rise detectable at 80% power on this run: +2.88" in result.stdout
     assert "a real regression" in result.stdout
 
