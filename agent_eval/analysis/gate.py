@@ -20,7 +20,10 @@ What each threshold compares (the same words are in ``agent-eval gate --help``):
     The one place intervals decide.  Targets are matched by name.  The check fails only
     when the increase in errors/100 over the baseline is **statistically supported** to be
     larger than ``max_regression``: the lower end of the 95% interval of the difference
-    ``current − baseline`` (``compare_rates``) must exceed it.  So 2 errors in 20 calls
+    ``current − baseline`` must exceed it.  With session units (what the CLI passes) the
+    interval is paired over shared scenarios, or independent with sessions as clusters
+    (``agent_eval.metrics.regression``, docs/statistics.md), and the check names it and
+    the smallest rise it could have detected; with summaries alone, ``compare_rates``.  So 2 errors in 20 calls
     after 0 in 20 (+10 per 100, but an interval reaching far below zero) does not fail a
     build on noise, while the same jump over 5,000 calls does.  A target absent from the
     baseline (or with no calls there) is skipped, and the check says so.
