@@ -34,17 +34,21 @@ def make_records(target: str, plan: TargetPlan, *, scenario_prefix: str = "task"
     codes = [code for code, n in plan.denied.items() for _ in range(n)]
     per_session = -(-plan.calls // plan.sessions)
     done = plan.sessions if plan.handshakes is None else plan.handshakes
-    records, i = [], 0
+    sizes = [max(0, min(per_session, plan.calls - s * per_session)) for s in range(plan.sessions)]
+    # denials dealt round-robin over the sessions (the j-th call of each in turn), so they
+    # spread like independent mistakes rather than piling into the first sessions
+    slots = sorted((j, s) for s in range(plan.sessions) for j in range(sizes[s]))
+    code_of = {(s, j): codes[n] for n, (j, s) in enumerate(slots[:len(codes)])}
+    records = []
     for s in range(plan.sessions):
         calls = []
-        for j in range(min(per_session, plan.calls - i)):
-            deny = i < len(codes)
+        for j in range(sizes[s]):
+            code = code_of.get((s, j))
             calls.append(CallRecord(
                 index=j, turn_index=j, tool="bash",
                 arguments='{"command": "uv run scripts/db_query.py --sql x"}',
-                decision="deny" if deny else "allow", primary=codes[i] if deny else None,
-                next_action="pivot" if deny else None))
-            i += 1
+                decision="deny" if code else "allow", primary=code,
+                next_action="pivot" if code else None))
         records.append(SessionRecord(
             key=f"{target}/{scenario_prefix}-{s}/0", target=target,
             scenario=f"{scenario_prefix}-{s}", calls=calls,
@@ -91,7 +95,8 @@ def test_a_run_within_every_threshold_exits_0_and_prints_each_check(db):
     lines = result.stdout.splitlines()
     assert lines[0] == "Run 1 (pr-1)"
     assert lines[1] == ("PASS  qwen3.5-27b: errors/100 <= 8: errors/100 5.59 "
-                        "(9/161 calls, 95% CI 3.0–10.3) <= 8")
+                        "(9/161 calls, Wilson 95% CI 3.0–10.3; clustered [2.7–11.2] deff 1.0, "
+                        "10 sessions, few clusters) <= 8")
     assert lines[2].startswith("PASS  qwen3.5-27b: AE320/100 <= 6: AE320/100 5.59")
     assert lines[3] == ("PASS  qwen3.5-27b: handshake >= 0.8: handshake completed in "
                         "10/10 sessions = 1.00 >= 0.8")
@@ -102,9 +107,11 @@ def test_a_run_within_every_threshold_exits_0_and_prints_each_check(db):
     ("option", "value", "failed_line"),
     [
         pytest.param("--max-error-rate", "8", "FAIL  qwen3.6-35b: errors/100 <= 8: errors/100 "
-                     "12.03 (19/158 calls, 95% CI 7.8–18.0) > 8", id="error-rate"),
+                     "12.03 (19/158 calls, Wilson 95% CI 7.8–18.0; clustered [7.3–19.1] deff 1.0, "
+                     "10 sessions, few clusters) > 8", id="error-rate"),
         pytest.param("--max-class", "AE301=3", "FAIL  qwen3.6-35b: AE301/100 <= 3: AE301/100 "
-                     "6.33 (10/158 calls, 95% CI 3.5–11.3) > 3", id="class"),
+                     "6.33 (10/158 calls, Wilson 95% CI 3.5–11.3; clustered [3.2–12.2] deff 1.0, "
+                     "10 sessions, few clusters) > 3", id="class"),
         pytest.param("--min-handshake", "0.8", "FAIL  qwen3.6-35b: handshake >= 0.8: handshake "
                      "completed in 6/10 sessions = 0.60 < 0.8", id="handshake"),
     ],
@@ -145,8 +152,10 @@ def test_a_jump_over_20_calls_against_the_nightly_does_not_fail_on_noise(db):
     result = gate(db, "--baseline", "label:nightly", "--max-regression", "2")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[0] == "Run 2 (pr-3) against baseline run 1 (nightly)"
-    assert ("errors/100 0.00 (0/20) -> 10.00 (2/20), change +10.00 [95% CI -3.15 to +23.15]"
-            in result.stdout)
+    assert ("errors/100 0.00 (0/20) -> 10.00 (2/20), change +10.00 [95% CI -29.15 to +49.15, "
+            "independent, sessions as clusters (Welch t interval); not paired: only 2 shared "
+            "scenarios with calls on both sides (need 3)]" in result.stdout)
+    assert "smallest rise detectable at 80% power on this run: +48.15" in result.stdout
     assert "not supported by the sample (noise)" in result.stdout
 
 
@@ -155,7 +164,9 @@ def test_the_same_jump_over_1000_calls_fails(db):
     add_run(db, "pr-4", qwen=TargetPlan(1000, {"AE301": 100}, sessions=20))
     result = gate(db, "--baseline", "label:nightly", "--max-regression", "2")
     assert result.exit_code == 1
-    assert "change +10.00 [95% CI +8.14 to +11.86]" in result.stdout
+    assert ("change +10.00 [95% CI +7.96 to +12.04, paired over 20 shared scenarios "
+            "(t interval, SE from spread across scenarios, 19 df)]") in result.stdout
+    assert "smallest rise detectable at 80% power on this run: +2.88" in result.stdout
     assert "a real regression" in result.stdout
 
 
@@ -199,7 +210,8 @@ def test_markdown_file_holds_the_same_checks(db, tmp_path):
     assert result.exit_code == 1
     md = out.read_text()
     assert md.startswith("## ❌ agent-eval gate: failed\n\nRun 1 (pr-5)\n")
-    assert "- **qwen**: errors/100 <= 8: errors/100 9.00 (9/100 calls, 95% CI 4.8–16.2) > 8" in md
+    assert ("- **qwen**: errors/100 <= 8: errors/100 9.00 (9/100 calls, Wilson 95% CI 4.8–16.2; "
+            "clustered [4.4–17.6] deff 1.0, 10 sessions, few clusters) > 8") in md
     assert "| FAIL | qwen | errors/100 <= 8 | 8 | 9.00 |" in md
 
 

@@ -18,7 +18,7 @@ beside them counts exactly which verdicts the policy change moved (:func:`rescor
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -33,6 +33,15 @@ from agent_eval.metrics import (
     compare_groups,
     compare_rates,
 )
+from agent_eval.metrics.clustered import (
+    ClusteredDiff,
+    ClusteredRate,
+    Unit,
+    compare_independent,
+    interval_text,
+    units_rate,
+)
+from agent_eval.metrics.paired import PairedComparison, compare_paired, paired_lines
 from agent_eval.transcript import NEXT_ACTIONS, CallRow, NextAction, SessionRow
 
 CompareBy = Literal["target", "all"]
@@ -59,6 +68,63 @@ class RunComparison:
     exact_test: str = FISHER_TEST
     rescore: RescoreMoves | None = None
     recovery: dict[str, dict[NextAction, RateComparison]] = field(default_factory=dict)
+    units: dict[str, UnitAnalysis] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class UnitAnalysis:
+    """One common group's session-level analysis (``analyse_units``): each side's
+    clustered errors/100, the paired comparison over shared scenarios (``paired.errors``
+    is ``None`` when the mix was refused) and the independent, session-clustered one.
+    ``verdict`` names which of the two decides, and why."""
+
+    clustered_a: ClusteredRate
+    clustered_b: ClusteredRate
+    paired: PairedComparison
+    independent: ClusteredDiff
+
+    @property
+    def verdict(self) -> str:
+        e = self.paired.errors
+        if e is not None:
+            called = "significant" if e.significant else "not significant"
+            return (f"paired verdict on errors/100: {called} (permutation p "
+                    f"{_p(e.p_value)}, alpha {e.alpha:g})")
+        shared = len(self.paired.mix.shared)
+        if shared == 0:
+            i = self.independent
+            if i.diff100 is None or i.lo100 is None:
+                return "no shared scenarios and too few sessions: no difference called"
+            called = "significant" if i.significant else "not significant"
+            return (f"no shared scenarios: independent verdict on errors/100 (sessions as "
+                    f"clusters): {called}, change {i.diff100:+.2f} [95% CI {i.lo100:+.2f} to "
+                    f"{i.hi100:+.2f}], p {_p(i.p_value)}")
+        return ("no verdict on errors/100: the runs hold different mixes and the overlap is "
+                "too small to compare them fairly")
+
+
+def analyse_units(units_a: Mapping[str, Sequence[Unit]], units_b: Mapping[str, Sequence[Unit]],
+                  groups: Iterable[str]) -> dict[str, UnitAnalysis]:
+    """Session-level analysis of each common group (units grouped as the summaries)."""
+    out = {}
+    for name in groups:
+        a, b = list(units_a.get(name, ())), list(units_b.get(name, ()))
+        out[name] = UnitAnalysis(units_rate(a), units_rate(b), compare_paired(a, b),
+                                 compare_independent(a, b))
+    return out
+
+
+def unit_lines(analysis: UnitAnalysis) -> list[str]:
+    """The session-level lines printed under a group's table."""
+    lines = [f"errors/100 clustered (sessions): a {_clustered(analysis.clustered_a)}, "
+             f"b {_clustered(analysis.clustered_b)}"]
+    lines += paired_lines(analysis.paired)
+    lines.append(analysis.verdict)
+    return lines
+
+
+def _clustered(rate: ClusteredRate) -> str:
+    return "–" if rate.per100 is None else f"{rate.per100:.2f} {interval_text(rate)}"
 
 
 ALLOWED = "allowed"
@@ -219,7 +285,9 @@ def _legend(cmp: RunComparison) -> list[str]:
     return [
         f"b = {cmp.label_b} against a = {cmp.label_a}; differences read b − a "
         "(errors per 100 calls; shares in percentage points).",
-        f"significant: {cmp.test} at alpha 0.05; p (Fisher): {cmp.exact_test}.",
+        f"significant: {cmp.test} at alpha 0.05; p (Fisher): {cmp.exact_test}"
+        + (" (both treat calls as independent; the paired lines under each table give the "
+           "verdict on errors/100, docs/statistics.md)." if cmp.units else "."),
         "Flipped: outcome (every repeat passed, P/F per repeat) differs between the runs.",
     ]
 
@@ -260,6 +328,8 @@ def render_comparison_text(cmp: RunComparison) -> str:
         for row in rows:
             cells = [row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))]
             lines.append("  ".join(cells).rstrip())
+        if name in cmp.units:
+            lines += unit_lines(cmp.units[name])
         flips = cmp.flips.get(name, [])
         lines.append(f"flipped scenarios: {len(flips)}")
         lines += [f"  {_flip_line(flip)}" for flip in flips]
@@ -278,6 +348,8 @@ def render_comparison_markdown(cmp: RunComparison) -> str:
                   "| " + " | ".join(_HEADER) + " |", "|---|" + "---:|" * (len(_HEADER) - 1)]
         lines += ["| " + " | ".join(_md(cell.strip()) for cell in row) + " |"
                   for row in comparison_rows(group, cmp.recovery.get(name))]
+        if name in cmp.units:
+            lines += [""] + [f"{_md(line)}  " for line in unit_lines(cmp.units[name])]
         flips = cmp.flips.get(name, [])
         lines += ["", f"Flipped scenarios: {len(flips)}"]
         lines += [f"- {_md(_flip_line(flip))}" for flip in flips]

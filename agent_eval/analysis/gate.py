@@ -20,7 +20,10 @@ What each threshold compares (the same words are in ``agent-eval gate --help``):
     The one place intervals decide.  Targets are matched by name.  The check fails only
     when the increase in errors/100 over the baseline is **statistically supported** to be
     larger than ``max_regression``: the lower end of the 95% interval of the difference
-    ``current − baseline`` (``compare_rates``) must exceed it.  So 2 errors in 20 calls
+    ``current − baseline`` must exceed it.  With session units (what the CLI passes) the
+    interval is paired over shared scenarios, or independent with sessions as clusters
+    (``agent_eval.metrics.regression``, docs/statistics.md), and the check names it and
+    the smallest rise it could have detected; with summaries alone, ``compare_rates``.  So 2 errors in 20 calls
     after 0 in 20 (+10 per 100, but an interval reaching far below zero) does not fail a
     build on noise, while the same jump over 5,000 calls does.  A target absent from the
     baseline (or with no calls there) is skipped, and the check says so.
@@ -32,11 +35,17 @@ over no targets at all fails with a ``sessions`` check.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from agent_eval.metrics import GroupSummary, Rate, RateComparison, compare_rates
+from agent_eval.metrics.clustered import Unit, interval_text, units_rate
+from agent_eval.metrics.regression import regression_from_units
+
+Units = Mapping[str, Sequence[Unit]]
+"""Per-target session units (``agent_eval.metrics.clustered.session_units``)."""
 
 CheckKind = Literal["sessions", "error-rate", "class-rate", "handshake", "regression"]
 """``sessions``: the run has something to judge; ``error-rate``: ``max_error_rate``;
@@ -61,6 +70,7 @@ class GateCheck:
     observed: float | None
     status: CheckStatus
     detail: str
+    method: str = ""  # the interval or test the check used, named
 
     @property
     def passed(self) -> bool:
@@ -91,12 +101,19 @@ def evaluate_gate(
     min_handshake: float | None = None,
     baseline: Mapping[str, GroupSummary] | GroupSummary | None = None,
     max_regression: float | None = None,
+    units: Units | None = None,
+    baseline_units: Units | None = None,
 ) -> GateResult:
     """Judge ``current`` (per-target summaries, or one overall summary) against thresholds.
 
     Thresholds left ``None`` (or an empty ``max_class``) are not checked.  ``baseline``
     without ``max_regression`` checks for any supported increase (``max_regression=0``).
     Raises ``ValueError`` for a negative threshold or a handshake share outside 0..1.
+
+    With ``units`` (and ``baseline_units``), per-target session units, the rate checks
+    also print the clustered interval and the regression check uses the paired analysis
+    over shared scenarios, or the session-clustered independent one
+    (``agent_eval.metrics.regression``); without them it uses ``compare_rates``.
     """
     _check_thresholds(max_error_rate, max_class or {}, min_handshake, max_regression)
     targets = _by_target(current)
@@ -108,15 +125,33 @@ def evaluate_gate(
                                      "the run holds no sessions: nothing to judge")])
     checks: list[GateCheck] = []
     for name, summary in targets.items():
+        mine = None if units is None else units.get(name, ())
         if max_error_rate is not None:
-            checks.append(_error_rate_check(name, summary, max_error_rate))
+            checks.append(_with_clustered(_error_rate_check(name, summary, max_error_rate),
+                                          mine, None))
         for code, limit in (max_class or {}).items():
-            checks.append(_class_check(name, summary, code, limit))
+            checks.append(_with_clustered(_class_check(name, summary, code, limit), mine, code))
         if min_handshake is not None:
             checks.append(_handshake_check(name, summary, min_handshake))
         if base is not None:
-            checks.append(_regression_check(name, summary, base.get(name), max_regression))
+            theirs = None if baseline_units is None else baseline_units.get(name)
+            checks.append(_regression_check(name, summary, base.get(name), max_regression,
+                                            mine, theirs))
     return GateResult(checks)
+
+
+def _with_clustered(check: GateCheck, units: Sequence[Unit] | None,
+                    code: str | None) -> GateCheck:
+    """Add the clustered interval beside Wilson's: the bar is judged on the point
+    estimate either way; the clustered interval says how far to trust it."""
+    if units is None or check.observed is None:
+        return check
+    rate = units_rate(units, code=code)
+    detail = check.detail.replace("95% CI", "Wilson 95% CI", 1)
+    head, sep, tail = detail.rpartition(")")
+    detail = f"{head}; clustered {interval_text(rate)}{sep}{tail}"
+    return dataclasses.replace(check, detail=detail, method=f"point estimate; interval: "
+                               f"Wilson and {rate.method}")
 
 
 def _by_target(
@@ -172,7 +207,8 @@ def _handshake_check(target: str, summary: GroupSummary, minimum: float) -> Gate
 
 
 def _regression_check(target: str, summary: GroupSummary, base: GroupSummary | None,
-                      limit: float) -> GateCheck:
+                      limit: float, units: Sequence[Unit] | None = None,
+                      base_units: Sequence[Unit] | None = None) -> GateCheck:
     name = f"regression vs baseline <= {_num(limit)}"
     if base is None or base.calls == 0:
         why = "absent from the baseline" if base is None else "without tool calls in the baseline"
@@ -181,6 +217,10 @@ def _regression_check(target: str, summary: GroupSummary, base: GroupSummary | N
     if summary.calls == 0:
         return GateCheck(name, target, "regression", limit, None, "fail",
                          "no tool calls to judge (every session errored, or none ran)")
+    if units is not None and base_units is not None:
+        reg = regression_from_units(base_units, units, limit)
+        return GateCheck(name, target, "regression", limit, reg.diff100,
+                         "fail" if reg.regressed else "pass", reg.detail, reg.method)
     cmp = compare_rates(base.errors.k, base.calls, summary.errors.k, summary.calls)
     return GateCheck(name, target, "regression", limit, cmp.diff100,
                      "fail" if regressed(cmp, limit) else "pass", _regression_detail(cmp, limit))

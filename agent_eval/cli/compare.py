@@ -37,7 +37,15 @@ def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
     decides "significant" (alpha 0.05) and Fisher's exact p; the same per failure class,
     for handshake completion and for the share of denials followed by each next action
     (pivot, retry-denied, repeat, abandon); then the scenarios whose outcome (every
-    repeat passed) flipped.  When one
+    repeat passed) flipped.  Under each table, the session-level analysis: errors/100
+    with its clustered interval (sessions as clusters), and, when the runs share
+    scenarios, the paired comparison over the shared mix (per-scenario differences
+    weighted by pooled calls, t interval, permutation p; pass rate per scenario and exact
+    McNemar on repeat pairs); that paired line gives the verdict on errors/100.  When
+    the mixes differ the comparison is restricted to the shared scenarios and says so;
+    when the overlap is too small (under 3 scenarios or half of either run's calls) it
+    calls no difference.  Runs with no shared scenario fall back to the independent
+    test, sessions as clusters.  When one
     run is `agent-eval rescore` of the other, also the exact count of calls whose class
     moved (e.g. `AE301 -> allowed: 12 calls`).  Sessions that ended in a server fault are
     left out.  Exit codes: 0 done, 2 bad run or option.
@@ -59,6 +67,7 @@ def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
             summaries = summarize(store.session_rows(ids), store.call_rows(ids), by=by)
             repeats = repeat_stats(store.session_rows(ids), store.call_rows(ids))
             sides.append((summaries, repeats))
+        units = [side_units(store, info.id, by) for info in (info_a, info_b)]
         moved = None
         if _is_rescore_pair(info_a, info_b):
             a, b = [info_a.id], [info_b.id]
@@ -68,6 +77,7 @@ def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
                           label_a=_label(info_a), label_b=_label(info_b), by=by)
     if moved is not None:
         result = dataclasses.replace(result, rescore=moved)
+    result = with_unit_analysis(result, *units)
     if as_json:
         import json
 
@@ -96,6 +106,23 @@ def jsonable(value):
     if value is None or isinstance(value, bool | int | float | str):
         return value
     return str(value)
+
+
+def side_units(store, run_id: int, by: str):
+    """One run's session units grouped as ``compare`` groups them (target, or ``all``)."""
+    from agent_eval.metrics.clustered import session_units, units_by_target
+
+    units = session_units(store.session_rows([run_id]), store.call_rows([run_id]))
+    if by == "all":
+        return {"all": units}
+    return units_by_target(units)
+
+
+def with_unit_analysis(result, units_a, units_b):
+    """Add the clustered, paired and independent session-level analysis per group."""
+    from agent_eval.analysis.comparison import analyse_units
+
+    return dataclasses.replace(result, units=analyse_units(units_a, units_b, result.groups))
 
 
 def _is_rescore_pair(info_a, info_b) -> bool:

@@ -45,10 +45,15 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
 
     Every threshold applies to each target of the run, and every target must pass.
     --max-error-rate and --max-class compare the point estimate of errors per 100 tool
-    calls (the 95% interval is printed, not used).  --baseline compares each target with
-    the baseline target of the same name and fails only when the rise is supported by
-    the sample: the low end of the 95% interval of (run − baseline) must exceed
-    --max-regression, so a jump over a handful of calls does not fail a build on noise.
+    calls (printed with the Wilson 95% interval and the clustered one, sessions as
+    clusters, with its design effect: calls of one session err together, so the
+    clustered interval is the one to trust; docs/statistics.md).  --baseline compares
+    each target with the baseline target of the same name and fails only when the rise
+    is supported by the sample: the low end of the 95% interval of (run − baseline) must
+    exceed --max-regression, so a jump over a handful of calls does not fail a build on
+    noise.  The interval is paired over the scenarios both runs share when they share
+    enough of their mix (else independent, sessions as clusters), and the check prints
+    the smallest rise it could have detected with 80% power.
     A target missing from the baseline, or a `label:NAME` baseline with no other run
     of that label yet (the first nightly), is skipped and says so.  Sessions that ended
     in a server fault are left out of every rate.  Prints each check with its numbers.
@@ -74,11 +79,14 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
                         "label yet; regression checks skipped")
         current = summarize_runs(store, [run.id])
         baseline = summarize_runs(store, [baseline_run.id]) if baseline_run else None
+        units = run_units(store, run.id)
+        baseline_units = run_units(store, baseline_run.id) if baseline_run else None
     try:
         result = evaluate_gate(
             current, max_error_rate=max_error_rate, max_class=classes,
             min_handshake=min_handshake, baseline=baseline,
             max_regression=max_regression if baseline is not None else None,
+            units=units, baseline_units=baseline_units,
         )
     except ValueError as exc:
         raise ConfigError(str(exc), field="gate") from None
@@ -157,6 +165,15 @@ def resolve_baseline(store, ref: str, current_id: int):
         if len(runs) < limit:
             return None
         limit *= 10
+
+
+def run_units(store, run_id: int):
+    """Per-target session units of one run: the clusters of the clustered intervals and
+    the paired regression check (``agent_eval.metrics.clustered``)."""
+    from agent_eval.metrics.clustered import session_units, units_by_target
+
+    ids = [run_id]
+    return units_by_target(session_units(store.session_rows(ids), store.call_rows(ids)))
 
 
 def _write(path: Path, text: str) -> None:

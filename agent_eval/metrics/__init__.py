@@ -1,7 +1,8 @@
 """Metrics: pure functions over stored rows (``SessionRow``, ``CallRow``, ``TurnRow``).
 
 No I/O and no store import: the store yields rows, these functions count them, and
-reports, the gate and ``compare`` format the results.  Stdlib ``math`` only.
+reports, the gate and ``compare`` format the results.  Quantiles and tests from
+``scipy.stats``.
 
 Public surface::
 
@@ -14,12 +15,36 @@ Public surface::
     flipped_scenarios(sessions_a, calls_a, sessions_b, calls_b) -> list[ScenarioFlip]
     wilson_interval(k, n) -> (lo, hi);  Rate.of(k, n);  percentile(values, q)
 
+    session_units(sessions, calls) -> list[Unit]                     # one per session
+    units_rate(units, code=None, by="session") -> ClusteredRate      # clustered interval
+    summarize_clustered(units, codes) -> ClusteredSummary
+    compare_paired(units_a, units_b) -> PairedComparison             # shared scenarios
+    compare_independent(units_a, units_b) -> ClusteredDiff
+    regression_from_units(base, current, limit) -> Regression        # the gate's rule
+    plan_power(units, detect) -> PowerPlan                           # agent-eval power
+
 Modules split along the data: ``stats`` (numbers), ``classes`` (failure-class order),
-``summary`` (per-group aggregation), ``repeats`` (pass^k, flips), ``compare`` (a vs b).
+``summary`` (per-group aggregation), ``repeats`` (pass^k, flips), ``compare`` (a vs b),
+``clustered`` (sessions as clusters), ``paired`` (scenario by scenario, mix matching),
+``regression`` (the gate's baseline rule), ``power`` (run planning); docs/statistics.md.
 """
 
 from agent_eval.metrics.classes import PRECEDENCE, TOTAL, UNCLASSIFIED, class_table, order_classes
+from agent_eval.metrics.clustered import (
+    ClusteredDiff,
+    ClusteredRate,
+    ClusteredSummary,
+    Unit,
+    compare_independent,
+    session_units,
+    summarize_clustered,
+    units_by_target,
+    units_rate,
+)
 from agent_eval.metrics.compare import GroupComparison, compare_groups
+from agent_eval.metrics.paired import PairedComparison, PairedDiff, compare_paired
+from agent_eval.metrics.power import PowerPlan, plan_power
+from agent_eval.metrics.regression import Regression, regression_from_units
 from agent_eval.metrics.repeats import (
     FlipDirection,
     RepeatStats,
@@ -52,6 +77,22 @@ from agent_eval.metrics.summary import (
 )
 
 __all__ = [
+    "ClusteredDiff",
+    "ClusteredRate",
+    "ClusteredSummary",
+    "PairedComparison",
+    "PairedDiff",
+    "PowerPlan",
+    "Regression",
+    "Unit",
+    "compare_independent",
+    "compare_paired",
+    "plan_power",
+    "regression_from_units",
+    "session_units",
+    "summarize_clustered",
+    "units_by_target",
+    "units_rate",
     "FISHER_TEST",
     "GROUP_BYS",
     "PRECEDENCE",

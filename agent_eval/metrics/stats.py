@@ -1,8 +1,10 @@
 """Small-sample statistics for error rates: Wilson intervals, two-proportion tests, percentiles.
 
 About 150 calls per model is a small sample (docs/design.md "Noise"), so every rate carries an
-interval and every difference a test.  Stdlib ``math`` only, so reports and the gate can
-run anywhere.  All functions are pure and never divide by zero: an empty denominator gives
+interval and every difference a test.  Wilson and the z-test are a few lines of ``math``
+kept by hand (tests check them against ``scipy.stats``); Fisher's test is scipy's.  Calls
+of one session are not independent: ``agent_eval.metrics.clustered`` gives the intervals
+that allow for it (docs/statistics.md).  All functions are pure and never divide by zero: an empty denominator gives
 ``None`` rates and a p-value of 1.0 (no evidence of a difference).
 """
 
@@ -16,7 +18,6 @@ Z95 = 1.959963984540054  # two-sided 95% normal quantile
 ALPHA = 0.05
 Z_TEST = "two-proportion z-test (pooled, no continuity correction)"
 FISHER_TEST = "Fisher's exact test (two-sided)"
-_FISHER_RTOL = 1 + 1e-7  # tables this close to the observed one count as "as extreme"
 
 
 def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
@@ -125,27 +126,16 @@ def compare_rates(k1: int, n1: int, k2: int, n2: int, *, alpha: float = ALPHA) -
 
 
 def fisher_exact_p(k1: int, n1: int, k2: int, n2: int) -> float:
-    """Two-sided Fisher exact p for the 2×2 table ``[[k1, n1−k1], [k2, n2−k2]]``.
-
-    Sums the hypergeometric probabilities of every table with the same margins that is no
-    more likely than the observed one (the usual "minimum likelihood" two-sided rule, as in
-    R and scipy).  Works in log space with ``lgamma`` so a million calls do not overflow;
-    cost is linear in the number of errors.
-    """
+    """Two-sided Fisher exact p for the 2×2 table ``[[k1, n1−k1], [k2, n2−k2]]``, by
+    ``scipy.stats.fisher_exact`` (the "minimum likelihood" two-sided rule, as in R).
+    An empty side gives 1.0."""
     _check_counts(k1, n1)
     _check_counts(k2, n2)
     if n1 == 0 or n2 == 0:
         return 1.0
-    total, errors = n1 + n2, k1 + k2
-    low, high = max(0, errors - n2), min(errors, n1)
-    log_denominator = _log_comb(total, errors)
+    from scipy.stats import fisher_exact
 
-    def log_pmf(x: int) -> float:
-        return _log_comb(n1, x) + _log_comb(n2, errors - x) - log_denominator
-
-    cutoff = log_pmf(k1) + math.log(_FISHER_RTOL)
-    p = math.fsum(math.exp(lp) for x in range(low, high + 1) if (lp := log_pmf(x)) <= cutoff)
-    return min(1.0, p)
+    return min(1.0, float(fisher_exact([[k1, n1 - k1], [k2, n2 - k2]]).pvalue))
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -163,10 +153,6 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     lower = math.floor(pos)
     upper = min(lower + 1, len(ordered) - 1)
     return ordered[lower] + (ordered[upper] - ordered[lower]) * (pos - lower)
-
-
-def _log_comb(n: int, k: int) -> float:
-    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
 
 
 def _check_counts(k: int, n: int) -> None:

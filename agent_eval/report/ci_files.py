@@ -5,7 +5,8 @@
     schema_version        1
     generator             "agent-eval <version>"
     runs                  [{id, label, kind, status, suite, created_at}]
-    statistics            {interval, comparison, check}: the methods, named
+    statistics            {interval, comparison, check, clustered_interval,
+                          interval_to_trust}: the methods, named
     columns               column names in report order (targets; "name · run N" for
                           several runs)
     targets               {column: {
@@ -19,7 +20,10 @@
         exit_states: {completed, stalled, abandoned, error},
         speed: {latency_p50_s, latency_p95_s, ttft_p50_s, ttft_p95_s, decode_tps_mean,
                 completions_per_min, allowed_calls_per_min, completed_sessions_per_hour},
-        repeats: {scenarios, k, pass_all_per_100, pass_hat, flips_per_100} | null}}
+        repeats: {scenarios, k, pass_all_per_100, pass_hat, flips_per_100} | null,
+        clustered: {errors_per_100_ci95: [lo, hi], design_effect, sessions, strata, df,
+                    few_clusters, across_tasks: {ci95: [lo, hi], design_effect, scenarios},
+                    classes: {code: {ci95: [lo, hi], design_effect}}} | null}}
     sessions              {total, failed, errored}: counts as in junit.xml
     useful_work           [{run, start, end, minutes, samples, sources, allowed_calls,
                             denied_calls, handshakes_completed, completions,
@@ -35,7 +39,10 @@
                           calls only (else empty); definitions in
                           agent_eval/report/agreement.py
 
-Rates are per 100 (``null`` when nothing was counted); intervals are Wilson 95%.
+Rates are per 100 (``null`` when nothing was counted); ``ci95`` intervals are Wilson 95%
+(calls as independent); ``clustered`` holds the 95% intervals with sessions as clusters
+(Korn–Graubard, docs/statistics.md), the ones to trust, ``null`` for a column without
+sessions to cluster.
 
 ``junit.xml``: one ``testsuite`` per column, one ``testcase`` per session (children
 included).  A session **fails** when any of its calls was denied or its handshake was
@@ -53,6 +60,7 @@ from typing import Literal
 
 from agent_eval import __version__
 from agent_eval.metrics import FISHER_TEST, TOTAL, Z_TEST, GroupSummary, Rate
+from agent_eval.metrics.clustered import CLUSTERED_METHOD, ClusteredSummary
 from agent_eval.report.agreement import agreement_dict, agreement_line
 from agent_eval.report.index import IndexPage, RepeatSummary, rate_text
 from agent_eval.report.throughput import work_dict
@@ -62,6 +70,9 @@ SUMMARY_SCHEMA_VERSION = 1
 SUMMARY_KEYS = ("schema_version", "generator", "runs", "statistics", "columns", "targets",
                 "sessions", "useful_work", "source_agreement")  # fmt: skip
 INTERVAL = "Wilson score interval, 95%"
+INTERVAL_TO_TRUST = ("clustered: calls of one session err together, so the Wilson interval "
+                     "(calls as independent) is too narrow; the clustered one (sessions as "
+                     "clusters) holds its 95% coverage (BENCHMARKS.md)")
 
 SessionOutcome = Literal["pass", "failure", "error"]
 
@@ -89,10 +100,14 @@ def summary_json(page: IndexPage, sessions: list[SessionRow], denials: dict[int,
              "suite": r.suite, "created_at": r.created_at.isoformat()}
             for r in page.runs
         ],
-        "statistics": {"interval": INTERVAL, "comparison": Z_TEST, "check": FISHER_TEST},
+        "statistics": {"interval": INTERVAL, "comparison": Z_TEST, "check": FISHER_TEST,
+                       "clustered_interval": CLUSTERED_METHOD,
+                       "interval_to_trust": INTERVAL_TO_TRUST},
         "columns": list(page.columns),
         "targets": {
-            name: _target_dict(s, page.repeats.get(name)) for name, s in page.summaries.items()
+            name: {**_target_dict(s, page.repeats.get(name)),
+                   "clustered": clustered_dict(page.clustered.get(name))}
+            for name, s in page.summaries.items()
         },
         "sessions": {
             "total": len(sessions),
@@ -154,6 +169,29 @@ def _target_dict(s: GroupSummary, repeats: RepeatSummary | None) -> dict:
     }
 
 
+def clustered_dict(c: ClusteredSummary | None) -> dict | None:
+    """The ``clustered`` entry of one column in summary.json."""
+    if c is None or c.errors.per100 is None:
+        return None
+    e, t = c.errors, c.across_tasks
+    return {
+        "errors_per_100_ci95": _pair(e.lo100, e.hi100),
+        "design_effect": _r(e.deff, 3),
+        "sessions": e.clusters,
+        "strata": e.strata,
+        "df": e.df,
+        "few_clusters": e.few_clusters,
+        "across_tasks": {"ci95": _pair(t.lo100, t.hi100), "design_effect": _r(t.deff, 3),
+                         "scenarios": t.clusters},
+        "classes": {code: {"ci95": _pair(r.lo100, r.hi100), "design_effect": _r(r.deff, 3)}
+                    for code, r in c.classes.items()},
+    }
+
+
+def _pair(lo: float | None, hi: float | None) -> list[float] | None:
+    return None if lo is None or hi is None else [round(lo, 2), round(hi, 2)]
+
+
 def summary_markdown(page: IndexPage) -> str:
     """The two docs/design.md tables plus handshake and recovery, as GitHub Markdown; short
     enough for a CI step summary or a PR comment."""
@@ -163,6 +201,9 @@ def summary_markdown(page: IndexPage) -> str:
          "handshake completion", "error sessions"),
         page.target_rows,
     )
+    if page.clustered_rows:
+        lines += ["", "Clustered intervals (sessions as clusters; the ones to trust):", ""]
+        lines += _md_table(page.clustered_head, page.clustered_rows)
     lines += ["", "### Errors per 100 tool calls by failure class", ""]
     rows = [
         (f"**{TOTAL}**" if r.code == TOTAL else f"{r.code} {r.name or ''}".strip(), *r.cells)

@@ -28,6 +28,14 @@ from agent_eval.metrics import (
     summarize,
     summarize_repeats,
 )
+from agent_eval.metrics.clustered import (
+    CLUSTERED_METHOD,
+    FEW_CLUSTERS,
+    ClusteredSummary,
+    summarize_clustered,
+    units_by_target,
+    units_from_counts,
+)
 from agent_eval.policy import get_rule
 from agent_eval.report.agreement import (
     AgreementTally,
@@ -46,7 +54,10 @@ from agent_eval.transcript import EXIT_STATES, NEXT_ACTIONS, CallRow, SessionRow
 
 STATISTICS = (
     "Every rate is errors (or sessions) per 100 with a Wilson 95% score interval in "
-    "brackets. Comparisons between targets use the "
+    "brackets, which treats each call as independent. Calls of one session err together, "
+    "so the \"clustered\" table gives the interval to trust: sessions as clusters, "
+    f"{CLUSTERED_METHOD}; \"few clusters\" marks fewer than {FEW_CLUSTERS} sessions "
+    "(docs/statistics.md). Comparisons between targets use the "
     f"{Z_TEST}, with {FISHER_TEST} as a check at small counts. Sessions that ended in a "
     "server or harness fault (status error) are left out of every model rate."
 )
@@ -118,6 +129,12 @@ class IndexPage:
     agreement: tuple[SourceAgreement, ...] = ()  # columns with source verdicts only
     agreement_rows: tuple[tuple[str, ...], ...] = ()
     disagreements: tuple[DisagreementItem, ...] = ()  # the first MAX_DISAGREEMENTS
+    clustered: dict[str, ClusteredSummary] = dataclasses.field(default_factory=dict)
+    clustered_rows: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def clustered_head(self) -> tuple[str, ...]:
+        return CLUSTERED_HEAD
 
 
 TARGET_HEAD = ("target", "sessions", "messages", "tool calls", "errors",
@@ -227,7 +244,34 @@ def build_index_page(
         agreement=agreed,
         agreement_rows=tuple(agreement_cells(a) for a in agreed),
         disagreements=disagreement_items(agreement, links),
+        **clustered_fields(sessions, tally, summaries),
     )
+
+
+CLUSTERED_HEAD = ("target", "errors/100", "Wilson 95% CI", "clustered 95% CI (sessions)",
+                  "design effect", "sessions", "across tasks 95% CI (scenarios)")
+
+
+def clustered_fields(sessions: list[SessionRow], tally: CallTally,
+                     summaries: dict[str, GroupSummary]) -> dict:
+    """``clustered`` and ``clustered_rows`` of the index page, from the counts the tally
+    already took (no second pass over the calls)."""
+    by_column = units_by_target(units_from_counts(sessions, tally.calls, tally.denied))
+    clustered = {name: summarize_clustered(by_column.get(name, []), s.classes)
+                 for name, s in summaries.items()}
+    rows = []
+    for name, c in clustered.items():
+        e, across, w = c.errors, c.across_tasks, summaries[name].errors
+        rows.append((
+            name, number_text(e.per100), _ci_text(w.lo100, w.hi100),
+            _ci_text(e.lo100, e.hi100) + (" few clusters" if e.few_clusters else ""),
+            number_text(e.deff), str(e.clusters), _ci_text(across.lo100, across.hi100),
+        ))
+    return {"clustered": clustered, "clustered_rows": tuple(rows)}
+
+
+def _ci_text(lo: float | None, hi: float | None) -> str:
+    return "–" if lo is None or hi is None else f"[{lo:.1f}–{hi:.1f}]"
 
 
 def session_links(sessions: Iterable[SessionRow], *, from_dir: str | None) -> dict[int, SessionLink]:

@@ -121,3 +121,55 @@ def get_profile(name: str) -> Profile:
             field="profile",
         )
     return PROFILES[key]
+
+
+@dataclass(frozen=True)
+class DeclaredProfile:
+    """A statistical profile whose per-scenario error probabilities are declared.
+
+    Unlike :class:`Profile` (a behaviour served over HTTP, whose rates follow from its
+    mistakes and reactions), the truth here is known: every call of a session on scenario
+    ``s`` errs with the session's own propensity ``q ~ Beta(p_s·c, (1 − p_s)·c)``, so the
+    marginal per-call error probability is exactly ``p_s`` while calls of one session err
+    together (intra-session correlation ``1/(c + 1)``, design effect
+    ``1 + (m − 1)/(c + 1)`` for ``m`` calls per session).  ``benchmarks/bench_stats.py``
+    draws runs from it in-process to measure interval coverage, A/A false alarms and power.
+    """
+
+    name: str
+    scenarios: tuple[tuple[str, float, int], ...]  # (scenario, p_s per call, calls/session)
+    concentration: float
+
+    @property
+    def true_rate(self) -> float:
+        """The pooled per-call error probability of one pass over every scenario."""
+        calls = sum(m for _, _, m in self.scenarios)
+        return sum(p * m for _, p, m in self.scenarios) / calls
+
+    def shifted(self, rise: float) -> DeclaredProfile:
+        """The same profile with every scenario's probability raised by ``rise`` (0..1)."""
+        return DeclaredProfile(f"{self.name}+{rise:g}",
+                               tuple((s, min(1.0, p + rise), m) for s, p, m in self.scenarios),
+                               self.concentration)
+
+    def session(self, scenario: int, rng) -> tuple[int, int]:
+        """``(errors, calls)`` of one session on the ``scenario``-th scenario."""
+        _, p, m = self.scenarios[scenario]
+        q = rng.betavariate(p * self.concentration, (1 - p) * self.concentration) if 0 < p < 1 \
+            else p
+        return sum(rng.random() < q for _ in range(m)), m
+
+
+DECLARED = DeclaredProfile(
+    name="declared",
+    scenarios=(
+        ("lookup-status", 0.00, 8), ("list-stages", 0.01, 10), ("render-report", 0.02, 14),
+        ("query-db", 0.03, 18), ("update-stage", 0.05, 12), ("read-config", 0.07, 20),
+        ("web-search", 0.10, 16), ("big-output", 0.14, 24), ("flags", 0.19, 22),
+        ("chain", 0.25, 26), ("script-tool", 0.32, 18), ("handshake", 0.40, 12),
+    ),
+    concentration=20.0,
+)
+"""Twelve scenarios from 0 to 40 errors per 100 calls (pooled 14.56), sessions of 8–26
+calls, intra-session correlation 1/21 (session design effects 1.3–2.2): tasks differ far
+more than sessions of one task, as on the real transcripts (docs/statistics.md)."""

@@ -1,0 +1,65 @@
+"""``agent-eval power``: how many repeats a decision needs, from a baseline run."""
+
+from __future__ import annotations
+
+import click
+
+from agent_eval.cli import main
+from agent_eval.cli.db import db_option
+from agent_eval.errors import ConfigError
+
+
+@main.command()
+@click.option("--baseline", "baseline_ref", required=True, metavar="RUN",
+              help="The run whose variance components plan the next: an id, `latest` or "
+                   "`label:NAME`.")
+@click.option("--detect", type=float, default=2.0, show_default=True, metavar="X",
+              help="The rise in errors per 100 tool calls to detect.")
+@click.option("--power", "power", type=float, default=0.8, show_default=True, metavar="P",
+              help="Chance of detecting a true rise of X (0..1).")
+@click.option("--target", metavar="NAME",
+              help="Plan for this target only [default: every target of the run].")
+@db_option
+def power(baseline_ref, detect, power, target, db) -> None:
+    """Plan a comparison: repeats per scenario and tool calls needed to detect a rise.
+
+    Example:
+
+        agent-eval power --baseline label:nightly --detect 2
+
+    For each target of the baseline run prints the repeats (sessions per scenario) and
+    the tool calls per run that `agent-eval gate --baseline` needs to catch a true rise
+    of X errors per 100 calls with the given power, at the gate's alpha (0.05, two-sided
+    95% interval, paired over the suite's scenarios).  The plan uses the baseline's own
+    variance components: each scenario's error rate, calls per session and design effect
+    of sessions (how much calls of one session err together); the spread between
+    scenarios cancels in the paired design.  Also prints the smallest rise the baseline's
+    own number of repeats detects.  Method: docs/statistics.md.  Exit codes: 0 done,
+    2 bad run or option.
+    """
+    from agent_eval.cli.gate import run_units
+    from agent_eval.metrics.power import plan_lines, plan_power
+    from agent_eval.store import open_store
+
+    if not detect > 0:
+        raise ConfigError(f"must be > 0 errors per 100 calls, got {detect:g}",
+                          field="--detect")
+    if not 0 < power < 1:
+        raise ConfigError(f"must be a probability strictly between 0 and 1, got {power:g}",
+                          field="--power")
+    with open_store(db) as store:
+        info = store.resolve_run(baseline_ref)
+        units = run_units(store, info.id)
+    if target is not None:
+        if target not in units:
+            raise ConfigError(f"target {target!r} is not in run {info.id}; it holds "
+                              f"{', '.join(units) or 'no sessions'}", field="--target")
+        units = {target: units[target]}
+    if not units:
+        raise ConfigError(f"run {info.id} holds no sessions with tool calls to plan from",
+                          field="--baseline")
+    click.echo(f"Baseline run {info.id}" + (f" ({info.label})" if info.label else ""))
+    for name, items in units.items():
+        click.echo(f"== {name} ==")
+        for line in plan_lines(plan_power(items, detect, power=power)):
+            click.echo(line)

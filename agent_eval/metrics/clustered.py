@@ -1,0 +1,369 @@
+"""Clustered intervals: rates whose calls are not independent.
+
+Calls of one session share a context, so they err together: on real transcripts the design
+effect of sessions as clusters is 2.4–3.5, and a Wilson interval that treats every call as
+independent is 1.6–1.9× too narrow.  This module gives every rate a second interval that
+holds with clustering (docs/statistics.md explains the choice and cites its sources):
+
+* the **ratio estimator** ``p = Σk / Σn`` over clusters, its variance by Taylor
+  linearisation (the cluster-robust "sandwich" variance, CR1 small-sample factor
+  ``G/(G−1)``), stratified by scenario when clusters are sessions of a fixed suite;
+* the **design effect** ``deff = V_clustered / (p(1−p)/n)``, floored at 1, and the
+  effective sample size ``n / deff``;
+* a **Korn–Graubard interval**: the Wilson score interval at the effective sample size,
+  with the normal quantile replaced by Student's t on ``clusters − strata`` degrees of
+  freedom, so it stays inside [0, 1], is honest at 0 errors, and widens when clusters are
+  few.
+
+Pure functions over :class:`Unit` records (one per cluster); no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from scipy import stats as sps
+
+from agent_eval.metrics.repeats import _root_of
+from agent_eval.metrics.stats import ALPHA
+from agent_eval.transcript import CallRow, SessionRow
+
+ClusterBy = Literal["session", "scenario"]
+FEW_CLUSTERS = 30
+"""Below this many clusters the interval says so: the t quantile (not 1.96) does the work."""
+CLUSTERED_METHOD = (
+    "Korn–Graubard: Wilson score interval at the effective sample size n/deff, with a "
+    "Student-t quantile on (clusters − strata) degrees of freedom; deff from the "
+    "cluster-robust (CR1, Taylor-linearised) variance of the ratio errors/calls"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """One cluster's counts: a top-level session (its child sessions folded in).
+
+    ``classes`` counts denied calls by primary class; ``passed`` is the repeat's outcome
+    (``agent_eval.metrics.repeats``: completed and no call denied), ``None`` for a child
+    folded into nothing (never happens for top-level units).
+    """
+
+    target: str
+    scenario: str
+    repeat: int
+    calls: int
+    errors: int
+    classes: dict[str, int] = field(default_factory=dict)
+    passed: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusteredRate:
+    """``k`` of ``n`` per 100 with its clustered 95% interval and what it rests on.
+
+    ``deff`` is the design effect (``None`` when it cannot be estimated: no errors, or one
+    cluster); ``lo100``/``hi100`` are ``None`` when no interval can be given (no calls, or
+    a single cluster).  ``few_clusters`` flags fewer than :data:`FEW_CLUSTERS` clusters.
+    """
+
+    k: int
+    n: int
+    clusters: int
+    strata: int
+    by: ClusterBy
+    per100: float | None
+    lo100: float | None
+    hi100: float | None
+    deff: float | None
+    df: int
+    method: str = CLUSTERED_METHOD
+
+    @property
+    def few_clusters(self) -> bool:
+        return self.clusters < FEW_CLUSTERS
+
+    @property
+    def n_eff(self) -> float | None:
+        """Effective number of independent calls, ``n / deff``."""
+        return None if self.deff is None else self.n / self.deff
+
+
+def wilson_float(k: float, n: float, z: float) -> tuple[float, float]:
+    """Wilson score interval for a possibly fractional count (effective sample sizes).
+
+    Equal to ``scipy.stats.binomtest(k, n).proportion_ci(method="wilson")`` for integer
+    counts (tests check it); kept by hand because scipy takes integers only.
+    """
+    if n <= 0:
+        return (0.0, 1.0)
+    p = min(1.0, max(0.0, k / n))
+    z2 = z * z
+    denom = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    lo = 0.0 if k <= 0 else max(0.0, centre - half)
+    hi = 1.0 if k >= n else min(1.0, centre + half)
+    return (lo, hi)
+
+
+def t_quantile(df: float, alpha: float = ALPHA) -> float:
+    """Two-sided ``1 − alpha`` quantile of Student's t (the normal one for df = inf)."""
+    if math.isinf(df):
+        return float(sps.norm.ppf(1 - alpha / 2))
+    return float(sps.t.ppf(1 - alpha / 2, df))
+
+
+def ratio_variance(pairs: Sequence[tuple[float, float]], strata: Sequence[str] | None = None
+                   ) -> tuple[float, int, int]:
+    """Linearised variance of ``Σk / Σn`` over clusters ``(k, n)``, CR1-corrected.
+
+    With ``strata`` (one label per cluster) the residuals are centred within each stratum
+    and each stratum gets its own ``G_h/(G_h−1)``; strata holding a single cluster are
+    pooled into one, and if that still leaves a lone cluster the strata are dropped.
+    Returns ``(variance, clusters, strata_used)``; a variance of 0 with fewer than two
+    clusters means "not estimable".
+    """
+    total_n = sum(n for _, n in pairs)
+    g = len(pairs)
+    if g < 2 or total_n <= 0:
+        return (0.0, g, 1)
+    p = sum(k for k, _ in pairs) / total_n
+    z = [(k - p * n) / total_n for k, n in pairs]
+    groups = _strata_groups(strata, g) if strata is not None else [list(range(g))]
+    var = 0.0
+    for members in groups:
+        gh = len(members)
+        mean = sum(z[i] for i in members) / gh
+        var += gh / (gh - 1) * sum((z[i] - mean) ** 2 for i in members)
+    return (var, g, len(groups))
+
+
+def _strata_groups(strata: Sequence[str], g: int) -> list[list[int]]:
+    by: dict[str, list[int]] = {}
+    for i, label in enumerate(strata):
+        by.setdefault(label, []).append(i)
+    groups = [m for m in by.values() if len(m) >= 2]
+    lone = [m[0] for m in by.values() if len(m) == 1]
+    if len(lone) >= 2:
+        groups.append(lone)
+    elif lone:
+        return [list(range(g))]  # a lone cluster cannot be centred: drop the strata
+    return groups
+
+
+def clustered_rate(pairs: Sequence[tuple[int, int]], *, strata: Sequence[str] | None = None,
+                   by: ClusterBy = "session", alpha: float = ALPHA) -> ClusteredRate:
+    """The clustered interval of ``Σk / Σn`` over clusters ``pairs = [(k, n), ...]``.
+
+    Hand-computable example: clusters (0, 10) and (2, 10) give p = 0.1, linearised
+    variance 2·(0.05² + 0.05²) = 0.01 against the binomial 0.09/20 = 0.0045, so
+    deff ≈ 2.22, n_eff = 9 and the interval is Wilson(0.9, 9) with t(1) = 12.71.
+    """
+    k = sum(c for c, _ in pairs)
+    n = sum(m for _, m in pairs)
+    g = sum(1 for _, m in pairs if m > 0)
+    if n == 0:
+        return ClusteredRate(k, n, g, 0, by, None, None, None, None, 0)
+    kept = [(c, m) for c, m in pairs if m > 0]
+    kept_strata = None if strata is None else [s for s, (_, m) in zip(strata, pairs, strict=True)
+                                                if m > 0]
+    var, g, h = ratio_variance(kept, kept_strata)
+    p = k / n
+    if g < 2:
+        return ClusteredRate(k, n, g, h, by, 100 * p, None, None, None, 0)
+    df = max(1, g - h)
+    binomial = p * (1 - p) / n
+    deff = max(1.0, var / binomial) if binomial > 0 else None
+    lo, hi = wilson_float(k / (deff or 1.0), n / (deff or 1.0), t_quantile(df, alpha))
+    return ClusteredRate(k, n, g, h, by, 100 * p, 100 * lo, 100 * hi, deff, df)
+
+
+def units_rate(units: Iterable[Unit], *, code: str | None = None, by: ClusterBy = "session",
+               alpha: float = ALPHA) -> ClusteredRate:
+    """Errors (or class ``code``) per 100 calls over ``units``, clustered ``by``.
+
+    ``session``: each unit is a cluster, stratified by scenario (a fixed suite: the claim
+    is about these tasks).  ``scenario``: units of a scenario form one cluster (the claim
+    is across tasks, so the tasks are the sample).
+    """
+    units = list(units)
+
+    def count(u: Unit) -> int:
+        return u.errors if code is None else u.classes.get(code, 0)
+
+    if by == "scenario":
+        per: dict[str, list[int]] = {}
+        for u in units:
+            kn = per.setdefault(u.scenario, [0, 0])
+            kn[0] += count(u)
+            kn[1] += u.calls
+        return clustered_rate([(a, b) for a, b in per.values()], by="scenario", alpha=alpha)
+    return clustered_rate([(count(u), u.calls) for u in units],
+                          strata=[u.scenario for u in units], by="session", alpha=alpha)
+
+
+def session_units(sessions: Iterable[SessionRow], calls: Iterable[CallRow]) -> list[Unit]:
+    """One :class:`Unit` per non-error top-level session, child sessions folded into their
+    root (a subagent's calls belong to the repeat that spawned it).  Holds sessions only;
+    calls are streamed."""
+    parent, roots, faulted = _sessions(sessions)
+    tallies: dict[int, list] = {sid: [0, 0, Counter()] for sid in roots}
+    for c in calls:
+        tally = _tally_of(c.session_id, parent, faulted, tallies)
+        if tally is None:
+            continue
+        tally[0] += 1
+        if c.decision == "deny":
+            tally[1] += 1
+            tally[2][c.primary or "unclassified"] += 1
+    return _units(roots, tallies)
+
+
+def units_from_counts(sessions: Iterable[SessionRow], calls: Mapping[int, int],
+                      denied: Iterable[CallRow]) -> list[Unit]:
+    """:func:`session_units` from counts already taken: tool calls per session id and the
+    denied calls (the report's ``CallTally``), so the calls are not read twice."""
+    parent, roots, faulted = _sessions(sessions)
+    tallies: dict[int, list] = {sid: [0, 0, Counter()] for sid in roots}
+    for sid, n in calls.items():
+        tally = _tally_of(sid, parent, faulted, tallies)
+        if tally is not None:
+            tally[0] += n
+    for c in denied:
+        tally = _tally_of(c.session_id, parent, faulted, tallies)
+        if tally is not None:
+            tally[1] += 1
+            tally[2][c.primary or "unclassified"] += 1
+    return _units(roots, tallies)
+
+
+def _sessions(sessions: Iterable[SessionRow]):
+    parent: dict[int, int | None] = {}
+    roots: dict[int, SessionRow] = {}
+    faulted: set[int] = set()
+    for s in sessions:
+        parent[s.id] = s.parent_id
+        if s.status == "error":
+            faulted.add(s.id)
+        elif s.parent_id is None:
+            roots[s.id] = s
+    return parent, roots, faulted
+
+
+def _tally_of(sid: int, parent, faulted, tallies) -> list | None:
+    if sid not in parent or sid in faulted:
+        return None
+    return tallies.get(_root_of(sid, parent))
+
+
+def _units(roots: dict[int, SessionRow], tallies: dict[int, list]) -> list[Unit]:
+    return [
+        Unit(s.target, s.scenario, s.repeat, t[0], t[1], dict(t[2]),
+             passed=s.status == "completed" and t[1] == 0)
+        for sid, s in roots.items() for t in (tallies[sid],)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusteredSummary:
+    """One group's clustered figures: errors/100 with sessions as clusters (scenarios as
+    strata), the same across tasks (scenarios as clusters), and each class's rate."""
+
+    errors: ClusteredRate
+    across_tasks: ClusteredRate
+    classes: dict[str, ClusteredRate]
+
+
+def summarize_clustered(units: Sequence[Unit], codes: Iterable[str] = ()) -> ClusteredSummary:
+    """Clustered errors/100, across-task errors/100 and a rate per class in ``codes``."""
+    return ClusteredSummary(units_rate(units), units_rate(units, by="scenario"),
+                            {code: units_rate(units, code=code) for code in codes})
+
+
+def units_by_target(units: Iterable[Unit]) -> dict[str, list[Unit]]:
+    """Units grouped by target, targets in first-seen order."""
+    out: dict[str, list[Unit]] = {}
+    for u in units:
+        out.setdefault(u.target, []).append(u)
+    return out
+
+
+def interval_text(rate: ClusteredRate, digits: int = 1) -> str:
+    """``"[3.1–9.8] deff 2.4, 40 sessions"``: the clustered interval, for tables and lines."""
+    if rate.lo100 is None:
+        return f"[no clustered interval: {rate.clusters} {rate.by}]"
+    deff = "–" if rate.deff is None else f"{rate.deff:.1f}"
+    few = ", few clusters" if rate.few_clusters else ""
+    unit = "sessions" if rate.by == "session" else "scenarios"
+    return (f"[{rate.lo100:.{digits}f}–{rate.hi100:.{digits}f}] deff {deff}, "
+            f"{rate.clusters} {unit}{few}")
+
+
+INDEPENDENT_METHOD = ("independent runs: difference of ratio estimates, session-clustered "
+                      "(unstratified) SEs, Welch–Satterthwaite t interval")
+
+
+@dataclass(frozen=True, slots=True)
+class ClusteredDiff:
+    """``b − a`` in errors/100 between two independent runs, sessions as clusters."""
+
+    diff100: float | None
+    lo100: float | None
+    hi100: float | None
+    se100: float | None
+    df: float
+    p_value: float
+    alpha: float = ALPHA
+    method: str = INDEPENDENT_METHOD
+
+    @property
+    def significant(self) -> bool:
+        return self.p_value < self.alpha
+
+
+def compare_independent(units_a: Iterable[Unit], units_b: Iterable[Unit], *,
+                        alpha: float = ALPHA) -> ClusteredDiff:
+    """Errors/100 of b against a, treating the runs as independent samples of sessions.
+
+    Scenarios are ignored (no strata): with no shared mix the spread between scenarios is
+    part of the noise.  Each side's variance is at least the binomial one (at its own and
+    at the pooled rate), as the design effect is floored at 1.  Degrees of freedom by Welch–Satterthwaite on each side's
+    ``clusters − 1``.
+    """
+    sides = []
+    for units in (units_a, units_b):
+        pairs = [(u.errors, u.calls) for u in units if u.calls > 0]
+        var, g, _ = ratio_variance(pairs)
+        sides.append((sum(k for k, _ in pairs), sum(m for _, m in pairs), var, g))
+    (ka, na, va, ga), (kb, nb, vb, gb) = sides
+    pa, pb = (ka / na if na else None), (kb / nb if nb else None)
+    if na and nb:  # never narrower than independent calls (deff >= 1), at the pooled rate
+        pooled = (ka + kb) / (na + nb)
+        va = max(va, pa * (1 - pa) / na, pooled * (1 - pooled) / na)
+        vb = max(vb, pb * (1 - pb) / nb, pooled * (1 - pooled) / nb)
+    if pa is None or pb is None or ga < 2 or gb < 2:
+        return ClusteredDiff(None if pa is None or pb is None else 100 * (pb - pa),
+                             None, None, None, 0, 1.0, alpha)
+    se = math.sqrt(va + vb)
+    diff = pb - pa
+    if se == 0:
+        return ClusteredDiff(100 * diff, 100 * diff, 100 * diff, 0.0, math.inf,
+                             1.0 if diff == 0 else 0.0, alpha)
+    df = (va + vb) ** 2 / ((va**2 / (ga - 1) if va else 0) + (vb**2 / (gb - 1) if vb else 0))
+    half = t_quantile(df, alpha) * se
+    p = float(2 * sps.t.sf(abs(diff) / se, df))
+    return ClusteredDiff(100 * diff, 100 * (diff - half), 100 * (diff + half), 100 * se, df,
+                         p, alpha)
+
+
+def detectable_rise(se100: float | None, df: float, *, alpha: float = ALPHA,
+                    power: float = 0.8) -> float | None:
+    """The smallest true rise (per 100) the interval rule "low end > 0" catches with
+    probability ``power``: ``(t_{1−α/2} + t_{power}) · SE`` on ``df`` degrees of freedom."""
+    if se100 is None or not math.isfinite(se100) or df <= 0:
+        return None
+    t_power = float(sps.norm.ppf(power)) if math.isinf(df) else float(sps.t.ppf(power, df))
+    return (t_quantile(df, alpha) + t_power) * se100

@@ -1,0 +1,303 @@
+"""Paired comparisons of two runs over the scenarios they share, and mix matching.
+
+Two runs of the same suite share scenarios, and scenarios differ far more from each other
+than runs do; comparing scenario by scenario removes that spread (docs/statistics.md).
+
+* **Mix**: the shared scenarios (both runs ran them, with calls on both sides).  When the
+  runs hold different mixes the comparison is restricted to the shared mix and every
+  scenario weighted by its pooled calls (post-stratification to the shared mix); when the
+  shared mix holds fewer than :data:`MIN_SHARED_SCENARIOS` scenarios, or less than
+  :data:`MIN_SHARED_SHARE` of either run's calls, no difference is called (``refused``).
+* **errors/100**: ``D = Σ w_s (r_b,s − r_a,s)``, its interval a Student-t interval.  When
+  every shared scenario has two or more sessions on each side, the standard error comes
+  from the sessions inside each scenario (sessions as clusters, scenarios as strata: the
+  suite is fixed, the sessions are the sample) on Welch–Satterthwaite degrees of
+  freedom; with single repeats, from the spread of the differences across scenarios
+  (scenarios as clusters) on ``S − 1``.  Either way never below the binomial SE.  Its
+  p-value a paired permutation test (``scipy.stats.permutation_test``, swapping the
+  two runs within each scenario; exact for up to 13 scenarios).
+* **pass rate**: the same on each scenario's share of passing repeats, plus the exact
+  McNemar test on repeat pairs (repeat i of a against repeat i of b) by
+  ``scipy.stats.binomtest`` on the discordant pairs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+from agent_eval.metrics.clustered import Unit, ratio_variance, t_quantile
+from agent_eval.metrics.stats import ALPHA
+
+MIN_SHARED_SCENARIOS = 3
+MIN_SHARED_SHARE = 0.5
+PERMUTATIONS = 9999
+PAIRED_METHOD = ("paired over shared scenarios: Student-t interval (scenario-clustered SE, "
+                 "S−1 df); p from a paired permutation test (scipy.stats.permutation_test)")
+WITHIN_METHOD = ("paired over shared scenarios: Student-t interval, SE from the sessions "
+                 "inside each scenario (sessions as clusters, scenarios as strata); p from a "
+                 "paired permutation test over scenarios (scipy.stats.permutation_test)")
+MCNEMAR_METHOD = "exact McNemar test on repeat pairs (scipy.stats.binomtest on discordant pairs)"
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioCell:
+    """One scenario on one side: calls, errors and repeat outcomes."""
+
+    calls: int
+    errors: int
+    outcomes: tuple[bool, ...]  # by repeat number
+    sessions: tuple[tuple[int, int], ...] = ()  # (errors, calls) per session
+
+    @property
+    def rate(self) -> float:
+        return self.errors / self.calls if self.calls else 0.0
+
+    @property
+    def pass_share(self) -> float:
+        return sum(self.outcomes) / len(self.outcomes) if self.outcomes else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PairedDiff:
+    """``b − a`` (per 100) over the shared scenarios, with its interval and paired p."""
+
+    diff100: float
+    lo100: float
+    hi100: float
+    se100: float
+    df: int
+    p_value: float
+    scenarios: int
+    alpha: float = ALPHA
+    method: str = PAIRED_METHOD
+
+    @property
+    def significant(self) -> bool:
+        return self.p_value < self.alpha
+
+
+@dataclass(frozen=True, slots=True)
+class McNemar:
+    """Repeat pairs where exactly one side passed: ``a_only`` (a passed, b failed) and
+    ``b_only``; ``p_value`` is the exact two-sided McNemar p."""
+
+    pairs: int
+    a_only: int
+    b_only: int
+    p_value: float
+    method: str = MCNEMAR_METHOD
+
+
+@dataclass(frozen=True, slots=True)
+class MixMatch:
+    """Which scenarios the comparison used and how much of each run they cover."""
+
+    shared: tuple[str, ...]
+    only_a: tuple[str, ...]
+    only_b: tuple[str, ...]
+    share_a: float  # shared calls / all calls of a
+    share_b: float
+    reweighted: bool  # the mixes differ: restricted to the shared mix, weights = pooled calls
+    refused: str | None  # why no difference is called, or None
+
+    def statement(self) -> str:
+        """One line naming the mix the comparison was made on."""
+        if self.refused:
+            return f"no paired difference called: {self.refused}"
+        head = f"compared on {len(self.shared)} shared scenarios"
+        if not self.reweighted:
+            return head + " (the same mix in both runs), weighted by pooled calls"
+        return (f"{head} covering {100 * self.share_a:.0f}% of a's calls and "
+                f"{100 * self.share_b:.0f}% of b's (post-stratified to the shared mix; left "
+                f"out: {len(self.only_a)} scenarios only in a, {len(self.only_b)} only in b)")
+
+
+@dataclass(frozen=True, slots=True)
+class PairedComparison:
+    """Run b against run a, scenario by scenario.  ``errors`` and ``passes`` are ``None``
+    when the mix was refused."""
+
+    mix: MixMatch
+    errors: PairedDiff | None
+    passes: PairedDiff | None
+    mcnemar: McNemar | None
+
+
+def scenario_cells(units: Iterable[Unit]) -> dict[str, ScenarioCell]:
+    """Pool units (sessions) per scenario."""
+    acc: dict[str, list] = {}
+    for u in units:
+        cell = acc.setdefault(u.scenario, [0, 0, [], []])
+        cell[0] += u.calls
+        cell[1] += u.errors
+        if u.passed is not None:
+            cell[2].append((u.repeat, u.passed))
+        if u.calls:
+            cell[3].append((u.errors, u.calls))
+    return {s: ScenarioCell(c, e, tuple(p for _, p in sorted(o)), tuple(kn))
+            for s, (c, e, o, kn) in acc.items()}
+
+
+def match_mix(a: dict[str, ScenarioCell], b: dict[str, ScenarioCell], *,
+              min_scenarios: int = MIN_SHARED_SCENARIOS,
+              min_share: float = MIN_SHARED_SHARE) -> MixMatch:
+    """The shared mix of two runs and whether it is enough to call a difference."""
+    shared = tuple(s for s in a if s in b and a[s].calls and b[s].calls)
+    only_a = tuple(s for s in a if s not in shared)
+    only_b = tuple(s for s in b if s not in shared)
+    total_a = sum(c.calls for c in a.values())
+    total_b = sum(c.calls for c in b.values())
+    share_a = sum(a[s].calls for s in shared) / total_a if total_a else 0.0
+    share_b = sum(b[s].calls for s in shared) / total_b if total_b else 0.0
+    refused = None
+    if len(shared) < min_scenarios:
+        refused = (f"only {len(shared)} shared scenarios with calls on both sides "
+                   f"(need {min_scenarios})")
+    elif min(share_a, share_b) < min_share:
+        refused = (f"the shared mix covers {100 * share_a:.0f}% of a's calls and "
+                   f"{100 * share_b:.0f}% of b's (need {100 * min_share:.0f}% of each)")
+    return MixMatch(shared, only_a, only_b, share_a, share_b,
+                    bool(only_a or only_b), refused)
+
+
+def paired_difference(xa: Sequence[float], xb: Sequence[float], weights: Sequence[float], *,
+                      alpha: float = ALPHA, seed: int = 0,
+                      floor: Sequence[float] | None = None,
+                      within: tuple[Sequence[float], int] | None = None) -> PairedDiff:
+    """Weighted paired difference ``Σ w (xb − xa)`` (weights normalised), per 100.
+
+    ``floor`` (one binomial variance of ``xb − xa`` per scenario) bounds the variance
+    from below by ``Σ w² floor``: the paired SE is never smaller than independent calls
+    would give, so identical shifts in every scenario do not make a zero-width interval.
+    ``within`` = (variance of each ``xb − xa`` from the sessions inside the scenario, degrees
+    of freedom) replaces the spread of the differences across scenarios: the suite's
+    scenarios are then fixed, not a sample (:data:`WITHIN_METHOD`).
+
+    Hand example: xa = (0.1, 0.2, 0.3), xb = (0.2, 0.2, 0.5), equal weights: d = (0.1, 0,
+    0.2), D = 0.1, SE² = 3/2 · Σ (1/3)² (d − D)² = 0.01/3, t(2) = 4.303.
+    """
+    a, b = np.asarray(xa, float), np.asarray(xb, float)
+    w = np.asarray(weights, float)
+    w = w / w.sum()
+    d = b - a
+    s = len(d)
+    diff = float(np.dot(w, d))
+    var = s / (s - 1) * float(np.sum(w**2 * (d - diff) ** 2)) if s > 1 else math.nan
+    df, method = max(0, s - 1), PAIRED_METHOD
+    if within is not None and s > 1:
+        var, df, method = float(np.sum(w**2 * np.asarray(within[0], float))), within[1], \
+            WITHIN_METHOD
+    if floor is not None and s > 1:
+        var = max(var, float(np.sum(w**2 * np.asarray(floor, float))))
+    se = math.sqrt(var) if s > 1 else math.nan
+    half = t_quantile(df, alpha) * se if s > 1 else math.inf
+    p = permutation_p(a, b, w, seed=seed) if s > 1 else 1.0
+    return PairedDiff(100 * diff, 100 * (diff - half), 100 * (diff + half), 100 * se,
+                      df, p, s, alpha, method)
+
+
+def permutation_p(a: np.ndarray, b: np.ndarray, w: np.ndarray, *, seed: int = 0) -> float:
+    """Two-sided p of the paired permutation test of ``Σ w (b − a)`` (scipy)."""
+    if np.allclose(a, b):
+        return 1.0
+
+    def statistic(x, y, axis=-1):
+        return np.sum(w * (y - x), axis=axis)
+
+    result = sps.permutation_test((a, b), statistic, permutation_type="samples",
+                                  vectorized=True, n_resamples=PERMUTATIONS,
+                                  alternative="two-sided", random_state=seed)
+    return float(min(1.0, result.pvalue))
+
+
+def mcnemar_exact(pairs: Iterable[tuple[bool, bool]]) -> McNemar:
+    """Exact McNemar p on ``(a_passed, b_passed)`` pairs: a binomial test of the
+    discordant pairs against 1/2 (``scipy.stats.binomtest``)."""
+    n = a_only = b_only = 0
+    for pa, pb in pairs:
+        n += 1
+        a_only += pa and not pb
+        b_only += pb and not pa
+    discordant = a_only + b_only
+    p = 1.0 if discordant == 0 else float(sps.binomtest(b_only, discordant, 0.5).pvalue)
+    return McNemar(n, a_only, b_only, p)
+
+
+def compare_paired(units_a: Iterable[Unit], units_b: Iterable[Unit], *, alpha: float = ALPHA,
+                   min_scenarios: int = MIN_SHARED_SCENARIOS,
+                   min_share: float = MIN_SHARED_SHARE) -> PairedComparison:
+    """Paired comparison of run b against run a (each a target's units)."""
+    a, b = scenario_cells(units_a), scenario_cells(units_b)
+    mix = match_mix(a, b, min_scenarios=min_scenarios, min_share=min_share)
+    if mix.refused:
+        return PairedComparison(mix, None, None, None)
+    shared = mix.shared
+    weights = [a[s].calls + b[s].calls for s in shared]
+    errors = paired_difference([a[s].rate for s in shared], [b[s].rate for s in shared],
+                               weights, alpha=alpha, within=_within(a, b, shared),
+                               floor=[_binomial(a[s].errors + b[s].errors, a[s].calls,
+                                                b[s].calls) for s in shared])
+    with_repeats = [s for s in shared if a[s].outcomes and b[s].outcomes]
+    passes = mcnemar = None
+    if len(with_repeats) >= 2:
+        passes = paired_difference([a[s].pass_share for s in with_repeats],
+                                   [b[s].pass_share for s in with_repeats],
+                                   [1.0] * len(with_repeats), alpha=alpha,
+                                   floor=[_binomial(sum(a[s].outcomes) + sum(b[s].outcomes),
+                                                    len(a[s].outcomes), len(b[s].outcomes))
+                                          for s in with_repeats])
+        mcnemar = mcnemar_exact(pair for s in with_repeats
+                                for pair in zip(a[s].outcomes, b[s].outcomes, strict=False))
+    return PairedComparison(mix, errors, passes, mcnemar)
+
+
+def _within(a: dict[str, ScenarioCell], b: dict[str, ScenarioCell],
+            shared: Sequence[str]) -> tuple[list[float], int] | None:
+    """Per-scenario variance of ``r_b − r_a`` from the sessions inside each scenario (CR1,
+    sessions as clusters), and its Welch–Satterthwaite degrees of freedom (rounded down);
+    ``None`` unless every shared
+    scenario has at least two sessions with calls on each side."""
+    if any(len(a[s].sessions) < 2 or len(b[s].sessions) < 2 for s in shared):
+        return None
+    parts = [(ratio_variance(cell.sessions)[0], len(cell.sessions) - 1, a[s].calls + b[s].calls)
+             for s in shared for cell in (a[s], b[s])]
+    variances = [parts[i][0] + parts[i + 1][0] for i in range(0, len(parts), 2)]
+    # Welch–Satterthwaite: a few noisy scenarios dominating the sum leave few df
+    total = sum(w * w * v for v, _, w in parts)
+    spread = sum((w * w * v) ** 2 / g for v, g, w in parts)
+    df = sum(g for _, g, _ in parts) if spread == 0 else max(1, int(total * total / spread))
+    return variances, df
+
+
+def _binomial(k: int, na: int, nb: int) -> float:
+    """Variance of a difference of two shares at the pooled rate ``k / (na + nb)``."""
+    p = k / (na + nb)
+    return p * (1 - p) * (1 / na + 1 / nb)
+
+
+def paired_lines(cmp: PairedComparison) -> list[str]:
+    """Plain lines for ``compare`` and the gate: the mix, then each paired result."""
+    lines = [cmp.mix.statement()]
+    if cmp.errors is not None:
+        e = cmp.errors
+        lines.append(f"errors/100 paired change {e.diff100:+.2f} [95% CI {e.lo100:+.2f} to "
+                     f"{e.hi100:+.2f}], permutation p {_p(e.p_value)}"
+                     f"{' (significant)' if e.significant else ''}")
+    if cmp.passes is not None:
+        p = cmp.passes
+        lines.append(f"pass rate paired change {p.diff100:+.1f} points [95% CI "
+                     f"{p.lo100:+.1f} to {p.hi100:+.1f}], permutation p {_p(p.p_value)}")
+    if cmp.mcnemar is not None:
+        m = cmp.mcnemar
+        lines.append(f"repeat pairs: {m.pairs}; a passed where b failed {m.a_only}, b passed "
+                     f"where a failed {m.b_only}; exact McNemar p {_p(m.p_value)}")
+    return lines
+
+
+def _p(p: float) -> str:
+    return "<0.001" if p < 0.001 else f"{p:.3f}"

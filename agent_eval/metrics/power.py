@@ -1,0 +1,154 @@
+"""Run planning: how many repeats a decision needs, from a baseline's variance components.
+
+The gate fails a regression when the low end of the paired 95% interval of
+``current − baseline`` exceeds the allowed rise, so a true rise ``δ`` is caught with
+probability ``power`` when ``δ ≥ (t_{1−α/2} + t_{power}) · SE`` (t on ``S − 1`` degrees
+of freedom, ``S`` shared scenarios).  With ``R`` repeats per scenario and scenario weights
+``w_s`` (calls share), the paired standard error is::
+
+    SE²(R) = Σ_s w_s² · deff_s / (R · m_s) · [p_s(1 − p_s) + p'_s(1 − p'_s)]
+
+``p_s`` the baseline's per-call error rate on scenario ``s``, ``p'_s = p_s + δ`` the rate
+to detect, ``m_s`` calls per session, ``deff_s`` the scenario's design effect of sessions
+(from the spread of its repeats; the run-wide one where a scenario has a single repeat or
+no errors).  These are the baseline's variance components: within-scenario session spread
+(deff_s) and the per-scenario rates; the spread *between* scenarios cancels in the paired
+design and is what the independent plan pays for (docs/statistics.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agent_eval.metrics.clustered import Unit, detectable_rise, ratio_variance, t_quantile
+from agent_eval.metrics.stats import ALPHA
+
+POWER = 0.8
+MAX_REPEATS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioComponent:
+    """One scenario of the baseline: rate per call, calls per session, design effect."""
+
+    scenario: str
+    sessions: int
+    calls_per_session: float
+    rate: float
+    deff: float
+
+
+@dataclass(frozen=True, slots=True)
+class PowerPlan:
+    """How many repeats per scenario detect a rise of ``detect`` errors/100.
+
+    ``repeats`` is ``None`` when no repeat count up to :data:`MAX_REPEATS` suffices (or
+    there are fewer than two scenarios); ``detectable_now`` is the smallest rise the
+    baseline's own design (``baseline_repeats``) catches with ``power``.
+    """
+
+    detect: float
+    alpha: float
+    power: float
+    scenarios: int
+    baseline_repeats: int
+    calls_per_repeat: float  # calls of one pass over every scenario
+    repeats: int | None
+    total_calls: int | None  # per run, at ``repeats``
+    detectable_now: float | None
+    run_deff: float
+    components: tuple[ScenarioComponent, ...]
+
+
+def variance_components(units: Sequence[Unit]) -> tuple[list[ScenarioComponent], float]:
+    """Per-scenario components and the run-wide session design effect (floored at 1)."""
+    pairs = [(u.errors, u.calls) for u in units if u.calls > 0]
+    n = sum(m for _, m in pairs)
+    p = sum(k for k, _ in pairs) / n if n else 0.0
+    var, g, _ = ratio_variance(pairs, [u.scenario for u in units if u.calls > 0])
+    binomial = p * (1 - p) / n if n else 0.0
+    run_deff = max(1.0, var / binomial) if binomial > 0 and g >= 2 else 1.0
+    by: dict[str, list[tuple[int, int]]] = {}
+    for u in units:
+        if u.calls > 0:
+            by.setdefault(u.scenario, []).append((u.errors, u.calls))
+    components = []
+    for scenario, cells in by.items():
+        ns = sum(m for _, m in cells)
+        ps = sum(k for k, _ in cells) / ns
+        vs, gs, _ = ratio_variance(cells)
+        bs = ps * (1 - ps) / ns
+        deff = max(1.0, vs / bs) if gs >= 2 and bs > 0 and vs > 0 else run_deff
+        components.append(ScenarioComponent(scenario, len(cells), ns / len(cells), ps, deff))
+    return components, run_deff
+
+
+def paired_se100(components: Sequence[ScenarioComponent], repeats: float,
+                 detect: float) -> float:
+    """The paired SE (per 100) at ``repeats`` per scenario, for a rise of ``detect``."""
+    weights = [c.calls_per_session for c in components]
+    total = sum(weights)
+    var = 0.0
+    for c, w in zip(components, weights, strict=True):
+        p2 = min(1.0, c.rate + detect / 100)
+        var += (w / total) ** 2 * c.deff / (repeats * c.calls_per_session) * (
+            c.rate * (1 - c.rate) + p2 * (1 - p2))
+    return 100 * math.sqrt(var)
+
+
+def plan_power(units: Sequence[Unit], detect: float, *, alpha: float = ALPHA,
+               power: float = POWER) -> PowerPlan:
+    """Repeats per scenario and calls per run to detect a rise of ``detect`` errors/100
+    with probability ``power`` by the gate's paired interval rule at ``alpha``."""
+    if detect <= 0:
+        raise ValueError(f"the rise to detect must be > 0 errors per 100 calls, got {detect}")
+    components, run_deff = variance_components(units)
+    s = len(components)
+    per_scenario: dict[str, int] = {}
+    for u in units:
+        per_scenario[u.scenario] = per_scenario.get(u.scenario, 0) + 1
+    base_repeats = min(per_scenario.values()) if per_scenario else 0
+    calls_per_repeat = sum(c.calls_per_session for c in components)
+    if s < 2:
+        return PowerPlan(detect, alpha, power, s, base_repeats, calls_per_repeat, None, None,
+                         None, run_deff, tuple(components))
+    factor = t_quantile(s - 1, alpha) + _t_power(s - 1, power)
+    unit_se = paired_se100(components, 1, detect)  # SE at R repeats = unit_se / sqrt(R)
+    needed = math.ceil((factor * unit_se / detect) ** 2)
+    repeats = max(2, needed) if needed <= MAX_REPEATS else None  # 2: within-scenario SE
+    now = detectable_rise(paired_se100(components, max(1, base_repeats), 0.0), s - 1,
+                          alpha=alpha, power=power)
+    total = None if repeats is None else round(repeats * calls_per_repeat)
+    return PowerPlan(detect, alpha, power, s, base_repeats, calls_per_repeat, repeats, total,
+                     now, run_deff, tuple(components))
+
+
+def _t_power(df: int, power: float) -> float:
+    from scipy import stats as sps
+
+    return float(sps.t.ppf(power, df))
+
+
+def plan_lines(plan: PowerPlan) -> list[str]:
+    """The plan as plain lines for ``agent-eval power``."""
+    lines = [
+        f"baseline: {plan.scenarios} scenarios, {plan.baseline_repeats} repeat(s) each, "
+        f"{plan.calls_per_repeat:.0f} calls per pass over the suite, session design effect "
+        f"{plan.run_deff:.2f}",
+    ]
+    if plan.repeats is None:
+        why = ("fewer than two scenarios: a paired plan needs at least two" if plan.scenarios < 2
+               else f"more than {MAX_REPEATS} repeats per scenario would be needed")
+        lines.append(f"cannot plan a rise of {plan.detect:g} errors/100: {why}")
+    else:
+        lines.append(
+            f"to detect a rise of {plan.detect:g} errors/100 with {100 * plan.power:.0f}% power "
+            f"at alpha {plan.alpha:g} (paired, two-sided 95% interval): {plan.repeats} "
+            f"repeat(s) per scenario, about {plan.total_calls} tool calls per run")
+    if plan.detectable_now is not None:
+        lines.append(f"with the baseline's {plan.baseline_repeats} repeat(s) the smallest rise "
+                     f"detectable at {100 * plan.power:.0f}% power is "
+                     f"{plan.detectable_now:.2f} errors/100")
+    return lines

@@ -1,0 +1,157 @@
+"""The statistics on the command line (issue #18): `agent-eval power`, and `compare` /
+`gate --baseline` choosing paired, restricted-mix, refused or independent analysis."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from click.testing import CliRunner
+from scipy import stats as sps
+from test_cli_gate import TargetPlan, add_run
+
+from agent_eval.cli import main
+from agent_eval.store import open_store
+from agent_eval.transcript import CallRecord, SessionRecord
+
+
+@pytest.fixture
+def db(tmp_path) -> str:
+    return str(tmp_path / "stats.db")
+
+
+def add_mixed_run(db: str, label: str, sessions: list[tuple[str, int, int]]) -> int:
+    """One target ``qwen``; ``sessions`` = (scenario, calls, denied) per session."""
+    with open_store(db) as store:
+        run_id = store.create_run(label=label, kind="live", suite="scenarios/ralf", config={},
+                                  fingerprint={})
+        store.add_target(run_id, name="qwen", model="qwen", base_url="http://127.0.0.1:8000/v1",
+                         settings={})
+        records, seen = [], {}
+        for scenario, calls, denied in sessions:
+            repeat = seen[scenario] = seen.get(scenario, -1) + 1
+            records.append(SessionRecord(
+                key=f"qwen/{scenario}/{repeat}", target="qwen", scenario=scenario, repeat=repeat,
+                calls=[CallRecord(index=j, turn_index=j, tool="bash", arguments="{}",
+                                  decision="deny" if j < denied else "allow",
+                                  primary="AE301" if j < denied else None,
+                                  next_action="pivot" if j < denied else None)
+                       for j in range(calls)]))
+        store.record_sessions(run_id, records)
+        store.set_run_status(run_id, "finished")
+    return run_id
+
+
+def cli(db: str, *args: str):
+    return CliRunner().invoke(main, [args[0], "--db", db, *args[1:]])
+
+
+# --- power --------------------------------------------------------------------------------
+
+
+def test_power_plans_repeats_from_the_baselines_variance_components(db):
+    add_run(db, "nightly", qwen=TargetPlan(1000, {"AE301": 40}, sessions=20))
+    result = cli(db, "power", "--baseline", "label:nightly", "--detect", "2")
+    assert result.exit_code == 0, result.output
+    # 20 scenarios of one 50-call session, 2 errors each (p = 0.04), no session spread:
+    # SE²(R) = 20 · (1/20)² · (0.04·0.96 + 0.06·0.94) / (50 R); factor t(19) .975 + .8
+    factor = sps.t.ppf(0.975, 19) + sps.t.ppf(0.8, 19)
+    unit_se = 100 * math.sqrt(0.05 * (0.0384 + 0.0564) / 50)
+    repeats = max(2, math.ceil((factor * unit_se / 2) ** 2))
+    now = factor * 100 * math.sqrt(0.05 * 0.0768 / 50)
+    assert result.stdout.splitlines() == [
+        "Baseline run 1 (nightly)",
+        "== qwen ==",
+        "baseline: 20 scenarios, 1 repeat(s) each, 1000 calls per pass over the suite, "
+        "session design effect 1.00",
+        f"to detect a rise of 2 errors/100 with 80% power at alpha 0.05 (paired, two-sided 95% "
+        f"interval): {repeats} repeat(s) per scenario, about {repeats * 1000} tool calls per run",
+        f"with the baseline's 1 repeat(s) the smallest rise detectable at 80% power is "
+        f"{now:.2f} errors/100",
+    ]
+    assert repeats == 3
+
+
+def test_power_needs_more_repeats_for_a_smaller_rise(db):
+    add_run(db, None, qwen=TargetPlan(1000, {"AE301": 40}, sessions=20))
+    two = cli(db, "power", "--baseline", "1", "--detect", "2").stdout
+    one = cli(db, "power", "--baseline", "1", "--detect", "1").stdout
+    assert "3 repeat(s) per scenario" in two and "8 repeat(s) per scenario" in one
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--detect", "0"), "Error: --detect: must be > 0 errors per 100 calls, got 0"),
+    (("--power", "1"), "Error: --power: must be a probability strictly between 0 and 1"),
+    (("--target", "nope"), "Error: --target: target 'nope' is not in run 1; it holds qwen"),
+])
+def test_power_usage_errors_exit_2_naming_the_value(db, args, message):
+    add_run(db, None, qwen=TargetPlan(100, {"AE301": 4}))
+    result = cli(db, "power", "--baseline", "1", *args)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(message)
+
+
+# --- compare: mix matching ----------------------------------------------------------------
+
+
+def suite(names, calls=20, denied=2, repeats=2):
+    return [(name, calls, denied) for name in names for _ in range(repeats)]
+
+
+def test_compare_restricts_different_mixes_to_the_shared_one_and_names_it(db):
+    add_mixed_run(db, "a", suite([f"s{i}" for i in range(10)]))
+    add_mixed_run(db, "b", suite([f"s{i}" for i in range(6)] + [f"t{i}" for i in range(4)],
+                                 denied=3))
+    out = cli(db, "compare", "1", "2").stdout
+    assert ("compared on 6 shared scenarios covering 60% of a's calls and 60% of b's "
+            "(post-stratified to the shared mix; left out: 4 scenarios only in a, 4 only in b)"
+            ) in out
+    assert "errors/100 paired change +5.00" in out
+    assert "paired verdict on errors/100:" in out
+
+
+def test_compare_refuses_to_call_a_difference_on_a_thin_overlap(db):
+    add_mixed_run(db, "a", suite([f"s{i}" for i in range(10)]))
+    add_mixed_run(db, "b", suite(["s0", "s1", "s2"] + [f"t{i}" for i in range(7)], denied=10))
+    out = cli(db, "compare", "1", "2").stdout
+    assert ("no paired difference called: the shared mix covers 30% of a's calls and 30% of "
+            "b's (need 50% of each)") in out
+    assert ("no verdict on errors/100: the runs hold different mixes and the overlap is too "
+            "small to compare them fairly") in out
+
+
+def test_compare_with_no_shared_scenario_uses_the_independent_clustered_test(db):
+    add_mixed_run(db, "a", suite([f"s{i}" for i in range(5)]))
+    add_mixed_run(db, "b", suite([f"t{i}" for i in range(5)], denied=8))
+    out = cli(db, "compare", "1", "2").stdout
+    assert "no shared scenarios: independent verdict on errors/100 (sessions as clusters): " \
+           "significant, change +30.00" in out
+
+
+def test_compare_reports_mcnemar_on_repeat_pairs(db):
+    add_mixed_run(db, "a", suite([f"s{i}" for i in range(4)], denied=0))
+    add_mixed_run(db, "b", suite([f"s{i}" for i in range(4)], denied=1))
+    out = cli(db, "compare", "1", "2").stdout
+    # every one of the 8 repeat pairs passed in a and failed in b: p = 2 / 2^8
+    assert ("repeat pairs: 8; a passed where b failed 8, b passed where a failed 0; exact "
+            "McNemar p 0.008") in out
+
+
+# --- gate: which interval -----------------------------------------------------------------
+
+
+def test_gate_without_shared_scenarios_names_the_independent_interval(db):
+    add_mixed_run(db, "nightly", suite([f"s{i}" for i in range(5)]))
+    add_mixed_run(db, "pr", suite([f"t{i}" for i in range(5)], denied=2))
+    out = cli(db, "gate", "--baseline", "label:nightly").stdout
+    assert ("independent, sessions as clusters (Welch t interval); not paired: only 0 shared "
+            "scenarios with calls on both sides (need 3)") in out
+    assert "smallest rise detectable at 80% power on this run: +" in out
+
+
+def test_gate_regression_on_repeated_scenarios_uses_sessions_within_scenarios(db):
+    add_mixed_run(db, "nightly", suite([f"s{i}" for i in range(6)], denied=1))
+    add_mixed_run(db, "pr", [(f"s{i}", 20, 1 + (i % 2) + r) for i in range(6) for r in (0, 1)])
+    result = cli(db, "gate", "--baseline", "label:nightly", "--max-regression", "0")
+    assert "paired over 6 shared scenarios (t interval, SE from sessions within scenarios" \
+        in result.stdout

@@ -1,0 +1,240 @@
+"""Each statistical method against hand-computed values and scipy on small tables
+(issue #18): Wilson, z-test and Fisher kept by hand, the clustered interval, the paired
+difference, exact McNemar, mix matching, the independent clustered test and power."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from scipy import stats as sps
+
+from agent_eval.metrics import compare_rates, fisher_exact_p, wilson_interval
+from agent_eval.metrics.clustered import (
+    Unit,
+    clustered_rate,
+    compare_independent,
+    detectable_rise,
+    ratio_variance,
+    session_units,
+    t_quantile,
+    units_rate,
+    wilson_float,
+)
+from agent_eval.metrics.paired import (
+    ScenarioCell,
+    compare_paired,
+    match_mix,
+    mcnemar_exact,
+    paired_difference,
+)
+from agent_eval.metrics.power import plan_power
+from agent_eval.transcript import CallRow, SessionRow
+
+TABLES = [(0, 10), (1, 10), (9, 161), (19, 158), (5, 5), (3, 40), (0, 1), (50, 1000)]
+
+
+# --- hand-written code against scipy ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("k", "n"), TABLES)
+def test_wilson_matches_scipy(k, n):
+    ci = sps.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    assert wilson_interval(k, n) == pytest.approx((ci.low, ci.high), abs=1e-12)
+    assert wilson_float(k, n, t_quantile(math.inf)) == pytest.approx((ci.low, ci.high),
+                                                                    abs=1e-12)
+
+
+@pytest.mark.parametrize(("a", "b"), [((9, 161), (19, 158)), ((9, 161), (13, 128)),
+                                      ((0, 20), (2, 20)), ((40, 1000), (100, 1000))])
+def test_z_test_and_fisher_match_scipy(a, b):
+    cmp = compare_rates(*a, *b)
+    table = [[a[0], a[1] - a[0]], [b[0], b[1] - b[0]]]
+    chi2 = sps.chi2_contingency(table, correction=False)
+    assert cmp.p_value == pytest.approx(chi2.pvalue, rel=1e-9)  # pooled z² = Pearson χ²
+    assert cmp.fisher_p == pytest.approx(sps.fisher_exact(table).pvalue, rel=1e-9)
+    assert fisher_exact_p(*a, *b) == pytest.approx(sps.fisher_exact(table).pvalue, rel=1e-9)
+
+
+def test_the_design_doc_pair_is_still_significant_by_z():
+    assert compare_rates(9, 161, 19, 158).p_value == pytest.approx(0.042, abs=0.001)
+
+
+# --- clustered interval -------------------------------------------------------------------
+
+
+def test_clustered_interval_by_hand():
+    # clusters (0/10) and (2/10): p = 0.1, z = (∓1)/20, V = 2·(0.05² + 0.05²) = 0.01,
+    # binomial 0.09/20 = 0.0045, deff = 2.2222, n_eff = 9, t(1) = 12.706
+    rate = clustered_rate([(0, 10), (2, 10)])
+    assert rate.deff == pytest.approx(0.01 / 0.0045)
+    assert rate.n_eff == pytest.approx(9.0)
+    assert rate.df == 1
+    assert t_quantile(1) == pytest.approx(12.7062047, rel=1e-7)
+    lo, hi = wilson_float(0.9, 9, 12.7062047361747)
+    assert (rate.lo100, rate.hi100) == pytest.approx((100 * lo, 100 * hi))
+    assert rate.few_clusters
+
+
+def test_stratified_variance_centres_within_each_stratum():
+    # p = 4/40 = 0.1; z = (k − 0.1·10)/40 = (-1, 1, 0, 2)/40 ... strata s: (-1, 1), t: (1, 1)
+    pairs = [(0, 10), (2, 10), (2, 10), (2, 10)]
+    pairs = [(0, 10), (2, 10), (1, 10), (1, 10)]
+    var, g, h = ratio_variance(pairs, ["s", "s", "t", "t"])
+    z = [(-1 / 40), (1 / 40), 0.0, 0.0]
+    assert (g, h) == (4, 2)
+    assert var == pytest.approx(2 * ((z[0] - 0) ** 2 + (z[1] - 0) ** 2))
+    unstratified, _, one = ratio_variance(pairs)
+    assert one == 1 and unstratified == pytest.approx(4 / 3 * sum(x * x for x in z))
+
+
+def test_lone_clusters_in_strata_are_pooled_or_the_strata_dropped():
+    assert ratio_variance([(0, 10), (1, 10), (2, 10)], ["a", "b", "c"])[2] == 1
+    assert ratio_variance([(0, 10), (1, 10), (2, 10)], ["a", "a", "b"])[2] == 1
+
+
+def test_no_calls_and_one_session_give_no_clustered_interval():
+    assert clustered_rate([]).per100 is None
+    one = clustered_rate([(3, 10)])
+    assert (one.per100, one.lo100, one.deff) == (30.0, None, None)
+
+
+def test_zero_errors_keep_an_honest_upper_bound():
+    rate = clustered_rate([(0, 10)] * 5)
+    assert rate.lo100 == 0.0 and rate.deff is None
+    assert rate.hi100 == pytest.approx(100 * wilson_float(0, 50, t_quantile(4))[1])
+
+
+def test_clustering_widens_the_interval_when_sessions_err_together():
+    together = units_rate([Unit("t", f"s{i % 3}", i, 20, 10 if i < 3 else 0)
+                           for i in range(12)])
+    spread = units_rate([Unit("t", f"s{i % 3}", i, 20, 2 if i < 12 else 0) for i in range(15)])
+    assert together.deff > 3
+    assert together.hi100 - together.lo100 > 2 * (spread.hi100 - spread.lo100)
+
+
+# --- paired -------------------------------------------------------------------------------
+
+
+def test_paired_difference_by_hand():
+    # d = (0.1, 0, 0.2), D = 0.1, SE² = 3/2 · Σ (1/3)² (d − D)² = 0.01/3, t(2) = 4.3027;
+    # permutation: 8 sign flips, |mean| >= 0.1 in 4 of them -> p = 0.5
+    diff = paired_difference([0.1, 0.2, 0.3], [0.2, 0.2, 0.5], [1, 1, 1])
+    se = math.sqrt(0.01 / 3)
+    assert diff.diff100 == pytest.approx(10.0)
+    assert diff.se100 == pytest.approx(100 * se)
+    assert diff.lo100 == pytest.approx(100 * (0.1 - 4.302652729911275 * se))
+    assert (diff.df, diff.scenarios, diff.p_value) == (2, 3, pytest.approx(0.5))
+
+
+def test_paired_floor_stops_a_zero_width_interval():
+    diff = paired_difference([0.0, 0.0], [0.1, 0.1], [1, 1], floor=[0.01, 0.01])
+    assert diff.se100 == pytest.approx(100 * math.sqrt(0.25 * 0.01 * 2))
+
+
+def test_mcnemar_is_the_exact_binomial_on_discordant_pairs():
+    # 1 pair a-only, 7 b-only: p = 2·(C(8,0) + C(8,1))/2^8 = 18/256
+    result = mcnemar_exact([(True, False)] + [(False, True)] * 7 + [(True, True)] * 5)
+    assert (result.pairs, result.a_only, result.b_only) == (13, 1, 7)
+    assert result.p_value == pytest.approx(18 / 256)
+    assert mcnemar_exact([(True, True)]).p_value == 1.0
+
+
+def cells(spec: dict[str, int]) -> dict[str, ScenarioCell]:
+    return {s: ScenarioCell(calls, 0, ()) for s, calls in spec.items()}
+
+
+def test_mix_matching_restricts_to_the_shared_mix_and_says_so():
+    a = cells({"x": 100, "y": 100, "z": 100, "only-a": 50})
+    b = cells({"x": 100, "y": 100, "z": 100, "only-b": 10})
+    mix = match_mix(a, b)
+    assert mix.shared == ("x", "y", "z") and mix.refused is None and mix.reweighted
+    assert (mix.share_a, mix.share_b) == (pytest.approx(300 / 350), pytest.approx(300 / 310))
+    assert "3 shared scenarios covering 86% of a's calls and 97% of b's" in mix.statement()
+
+
+def test_mix_matching_refuses_a_small_overlap():
+    few = match_mix(cells({"x": 10, "y": 10}), cells({"x": 10, "y": 10}))
+    assert "only 2 shared scenarios" in few.refused
+    thin = match_mix(cells({"x": 10, "y": 10, "z": 10, "w": 500}),
+                     cells({"x": 10, "y": 10, "z": 10}))
+    assert "covers 6% of a's calls" in thin.refused
+    assert thin.statement().startswith("no paired difference called")
+
+
+def units(spec, *, target="t"):
+    """spec: {scenario: [(errors, calls, passed), ...]} -> Units in repeat order."""
+    return [Unit(target, s, r, n, k, passed=p) for s, rows in spec.items()
+            for r, (k, n, p) in enumerate(rows)]
+
+
+def test_compare_paired_weights_by_pooled_calls_and_uses_sessions_within_scenarios():
+    a = units({"x": [(1, 10, False), (0, 10, True)], "y": [(0, 20, True), (2, 20, False)],
+               "z": [(1, 10, False), (1, 10, False)]})
+    b = units({"x": [(2, 10, False), (1, 10, False)], "y": [(2, 20, False), (2, 20, False)],
+               "z": [(1, 10, False), (1, 10, False)]})
+    cmp = compare_paired(a, b)
+    # rates a: x .05 y .05 z .1; b: x .15 y .1 z .1; weights 40, 80, 40
+    assert cmp.errors.diff100 == pytest.approx(100 * (40 * 0.1 + 80 * 0.05 + 0) / 160)
+    assert "sessions inside each scenario" in cmp.errors.method
+    assert (cmp.mcnemar.a_only, cmp.mcnemar.b_only) == (2, 0)
+
+
+def test_independent_clustered_difference_by_hand():
+    a = units({"x": [(0, 10, True), (2, 10, False)]})
+    b = units({"y": [(2, 10, False), (2, 10, False)]})
+    ind = compare_independent(a, b)
+    # a: p .1, V 0.01; b: p .2, V 0 -> floored at max(.2·.8/20, .15·.85/20) = 0.008
+    se = math.sqrt(0.01 + 0.008)
+    df = (0.018**2) / (0.01**2 / 1 + 0.008**2 / 1)
+    assert ind.se100 == pytest.approx(100 * se)
+    assert ind.df == pytest.approx(df)
+    assert ind.p_value == pytest.approx(2 * sps.t.sf(0.1 / se, df))
+
+
+def test_detectable_rise_is_t_alpha_plus_t_power_times_se():
+    assert detectable_rise(1.0, 10) == pytest.approx(sps.t.ppf(0.975, 10) + sps.t.ppf(0.8, 10))
+    assert detectable_rise(None, 10) is None
+
+
+def test_power_plan_by_hand():
+    # 2 scenarios, 10 calls per session, rates 0.1 each, no extra session spread (deff 1):
+    # SE²(R) = Σ (1/2)² · (0.1·0.9 + 0.12·0.88)/(10 R) = 0.5 · 0.1956/(10 R)
+    base = units({"x": [(1, 10, False)] * 4, "y": [(1, 10, False)] * 4})
+    plan = plan_power(base, detect=2)
+    factor = sps.t.ppf(0.975, 1) + sps.t.ppf(0.8, 1)
+    unit_se = 100 * math.sqrt(0.5 * 0.1956 / 10)
+    assert plan.repeats == math.ceil((factor * unit_se / 2) ** 2)
+    assert plan.total_calls == plan.repeats * 20
+    assert plan.detectable_now == pytest.approx(
+        factor * 100 * math.sqrt(0.5 * 0.18 / 40), rel=1e-9)
+
+
+def test_power_plan_rejects_a_non_positive_rise():
+    with pytest.raises(ValueError, match="> 0"):
+        plan_power(units({"x": [(1, 10, False)]}), detect=0)
+
+
+# --- session units ------------------------------------------------------------------------
+
+
+def session(id_, scenario="s", *, parent=None, status="completed", repeat=0):
+    return SessionRow(id=id_, run_id=1, target="t", scenario=scenario, repeat=repeat,
+                      status=status, error=None, parent_id=parent, tags=(),
+                      handshake_required=0, handshake_done=0, handshake_completed=False,
+                      handshake_missed_step=None, n_turns=1, n_messages=1, n_calls=0,
+                      started_at=None, finished_at=None)
+
+
+def call(sid, deny=False, code="AE301"):
+    return CallRow(session_id=sid, run_id=1, target="t", scenario="s", index=0, turn_index=0,
+                   tool="bash", decision="deny" if deny else "allow",
+                   primary=code if deny else None, next_action=None)
+
+
+def test_session_units_fold_children_and_drop_faulted_sessions():
+    sessions = [session(1), session(2, parent=1), session(3, status="error"), session(4)]
+    calls = [call(1), call(2, deny=True), call(3, deny=True), call(4)]
+    got = {(u.calls, u.errors, u.passed, tuple(u.classes.items())) for u in
+           session_units(sessions, calls)}
+    assert got == {(2, 1, False, (("AE301", 1),)), (1, 0, True, ())}
