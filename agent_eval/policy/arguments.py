@@ -95,6 +95,105 @@ def _unknown_flag(name: str, word: Word, spec: CommandSpec, owner: str) -> Probl
                    word.start, word.end)
 
 
+def _descend(spec: CommandSpec, words: list[Word], whole: tuple[int, int], owner: str
+             ) -> tuple[CommandSpec, list[str], str] | Problem:
+    """Follow the subcommand words; the leaf spec, the path taken and its display name."""
+    subpath: list[str] = []
+    for i in range(len(words) + 1):
+        if not spec.subcommands:
+            return spec, subpath, owner
+        if i >= len(words) or words[i].value.startswith("-"):
+            return Problem("invalid-argument",
+                           f"{owner} needs a subcommand (one of {', '.join(spec.subcommands)})",
+                           *whole)
+        sub = words[i].value
+        if sub not in spec.subcommands:
+            return Problem("invalid-argument",
+                           f"invalid subcommand {sub!r} for {owner} "
+                           f"(choose from {', '.join(spec.subcommands)})",
+                           words[i].start, words[i].end)
+        subpath.append(sub)
+        spec = spec.subcommands[sub]
+        owner = f"{owner} {sub}"
+    return spec, subpath, owner
+
+
+@dataclass(slots=True)
+class _Fit:
+    """Matching state of one argument list: what was read so far and what is wrong."""
+
+    spec: CommandSpec
+    owner: str
+    words: list[Word]
+    i: int
+    problems: list[Problem]
+    flags: dict[str, list[str]]
+    positionals: list[str]
+    pos_specs: list[PositionalSpec]
+    index: dict[str, str]
+
+    def flag(self, word: Word) -> None:
+        """``word`` is ``--name`` or ``--name=value``; consume its value if it takes one."""
+        name, eq, inline = word.value.partition("=")
+        canonical = self.index.get(name)
+        words = self.words
+        if canonical is None:
+            self.problems.append(_unknown_flag(name, word, self.spec, self.owner))
+            if eq == "" and self.i < len(words) and not words[self.i].value.startswith("-"):
+                self.i += 1  # an unknown flag most likely took the next word as its value
+            return
+        flag: FlagSpec = self.spec.flags[canonical]
+        if canonical in self.flags and not flag.repeatable:
+            self.problems.append(Problem("invalid-argument", f"{canonical} given more than once",
+                                         word.start, word.end))
+        values = self.flags.setdefault(canonical, [])
+        if not flag.value:
+            if eq:
+                self.problems.append(Problem("invalid-argument", f"{canonical} takes no value",
+                                             word.start, word.end))
+            return
+        if eq:
+            value, value_word = inline, word
+        elif self.i < len(words) and not _looks_like_option(words[self.i].value):
+            value, value_word = words[self.i].value, words[self.i]
+            self.i += 1
+        else:
+            self.problems.append(Problem("invalid-argument", f"{canonical} needs a value",
+                                         word.start, word.end))
+            return
+        bad = _check_value(value, flag.choices, flag.type, canonical, value_word)
+        if bad:
+            self.problems.append(bad)
+        values.append(value)
+
+    def positional(self, word: Word) -> None:
+        if not self.pos_specs:
+            self.problems.append(Problem(
+                "invalid-argument", f"unexpected positional argument {word.value!r} for "
+                f"{self.owner}", word.start, word.end))
+            return
+        pos = self.pos_specs[0]
+        if not pos.variadic:
+            self.pos_specs.pop(0)
+        bad = _check_value(word.value, pos.choices, pos.type, pos.name, word)
+        if bad:
+            self.problems.append(bad)
+        self.positionals.append(word.value)
+
+    def missing(self, whole: tuple[int, int]) -> None:
+        """Required flags and positionals that never came."""
+        for name, flag in self.spec.flags.items():
+            if flag.required and name not in self.flags:
+                self.problems.append(Problem(
+                    "invalid-argument", f"missing required flag {name} for {self.owner}", *whole))
+        needed = [p for p in self.spec.positionals if p.required]
+        if len(self.positionals) < len(needed):
+            missing = needed[len(self.positionals)].name
+            self.problems.append(Problem(
+                "invalid-argument", f"missing required positional <{missing}> for {self.owner}",
+                *whole))
+
+
 def match_arguments(script: str, spec: CommandSpec, words: list[Word],
                     whole: tuple[int, int]) -> tuple[Invocation | None, list[Problem]]:
     """Fit ``words`` (everything after the script path) to ``spec``.
@@ -102,103 +201,28 @@ def match_arguments(script: str, spec: CommandSpec, words: list[Word],
     Returns the invocation when the words fit exactly, else None and the problems.
     ``whole`` is the span of the whole command, used for "missing required ..." findings.
     """
-    problems: list[Problem] = []
-    subpath: list[str] = []
-    owner = script
-    i = 0
-    while spec.subcommands:
-        if i >= len(words) or words[i].value.startswith("-"):
-            problems.append(Problem(
-                "invalid-argument",
-                f"{owner} needs a subcommand (one of {', '.join(spec.subcommands)})",
-                *whole))
-            return None, problems
-        sub = words[i].value
-        if sub not in spec.subcommands:
-            problems.append(Problem(
-                "invalid-argument",
-                f"invalid subcommand {sub!r} for {owner} "
-                f"(choose from {', '.join(spec.subcommands)})",
-                words[i].start, words[i].end))
-            return None, problems
-        subpath.append(sub)
-        spec = spec.subcommands[sub]
-        owner = f"{owner} {sub}"
-        i += 1
-
-    index = _flag_index(spec)
-    flags: dict[str, list[str]] = {}
-    positionals: list[str] = []
-    pos_specs: list[PositionalSpec] = list(spec.positionals)
+    found = _descend(spec, words, whole, script)
+    if isinstance(found, Problem):
+        return None, [found]
+    leaf, subpath, owner = found
+    fit = _Fit(leaf, owner, words, len(subpath), [], {}, [], list(leaf.positionals),
+               _flag_index(leaf))
     options_done = False
-    while i < len(words):
-        word = words[i]
-        text = word.value
-        i += 1
-        if not options_done and text == "--":
+    while fit.i < len(words):
+        word = words[fit.i]
+        fit.i += 1
+        if not options_done and word.value == "--":
             options_done = True
-            continue
-        if not options_done and text.startswith("-") and len(text) > 1:
-            name, eq, inline = text.partition("=")
-            canonical = index.get(name)
-            if canonical is None:
-                problems.append(_unknown_flag(name, word, spec, owner))
-                if eq == "" and i < len(words) and not words[i].value.startswith("-"):
-                    i += 1  # an unknown flag most likely took the next word as its value
-                continue
-            flag: FlagSpec = spec.flags[canonical]
-            if canonical in flags and not flag.repeatable:
-                problems.append(Problem("invalid-argument",
-                                        f"{canonical} given more than once", word.start, word.end))
-            values = flags.setdefault(canonical, [])
-            if not flag.value:
-                if eq:
-                    problems.append(Problem("invalid-argument",
-                                            f"{canonical} takes no value", word.start, word.end))
-                continue
-            if eq:
-                value, value_word = inline, word
-            elif i < len(words) and not _looks_like_option(words[i].value):
-                value, value_word = words[i].value, words[i]
-                i += 1
-            else:
-                problems.append(Problem("invalid-argument",
-                                        f"{canonical} needs a value", word.start, word.end))
-                continue
-            bad = _check_value(value, flag.choices, flag.type, canonical, value_word)
-            if bad:
-                problems.append(bad)
-            values.append(value)
-            continue
-        # a positional
-        if not pos_specs:
-            problems.append(Problem("invalid-argument",
-                                    f"unexpected positional argument {text!r} for {owner}",
-                                    word.start, word.end))
-            continue
-        pos = pos_specs[0]
-        if not pos.variadic:
-            pos_specs.pop(0)
-        bad = _check_value(text, pos.choices, pos.type, pos.name, word)
-        if bad:
-            problems.append(bad)
-        positionals.append(text)
-
-    for name, flag in spec.flags.items():
-        if flag.required and name not in flags:
-            problems.append(Problem("invalid-argument",
-                                    f"missing required flag {name} for {owner}", *whole))
-    given = len(positionals)
-    needed = [p for p in spec.positionals if p.required]
-    if given < len(needed):
-        missing = needed[given].name
-        problems.append(Problem("invalid-argument",
-                                f"missing required positional <{missing}> for {owner}", *whole))
-    if problems:
-        return None, problems
+        elif not options_done and word.value.startswith("-") and len(word.value) > 1:
+            fit.flag(word)
+        else:
+            fit.positional(word)
+    fit.missing(whole)
+    if fit.problems:
+        return None, fit.problems
     return Invocation(
         script=script,
         subcommand=tuple(subpath),
-        flags=tuple((name, tuple(values)) for name, values in flags.items()),
-        positionals=tuple(positionals),
+        flags=tuple((name, tuple(values)) for name, values in fit.flags.items()),
+        positionals=tuple(fit.positionals),
     ), []
