@@ -2,21 +2,30 @@
 
 How a bash command is judged (each step fails closed):
 
-1. Bytes: NUL / control characters or more than ``strict.max_length`` characters are
-   ``invalid-bytes``; blank text is ``unparseable-command``.
-2. Words: text in the *plain* subset (see ``lexer.split_plain``) is split directly; any
+1. Bytes: NUL / control characters (a CR too) or more than ``strict.max_length``
+   characters are ``invalid-bytes``; blank text is ``unparseable-command``.
+2. Line continuations: every backslash-newline outside single quotes is removed first,
+   exactly as bash does before it reads the text (``continuations.join_continuations``);
+   the rest of the judgement sees the joined text and findings point back into the
+   original.  ``$\\<newline>(id)`` is judged as ``$(id)``.
+3. Words: text in the *plain* subset (see ``quoting.split_plain``) is split directly; any
    other text goes through the quote-aware lexer, which also reports every substitution,
    expansion, heredoc and subshell it meets.
-3. Commands: ``commands.CommandJudge`` checks operators, redirections, wrappers, the
+4. Commands: ``commands.CommandJudge`` checks operators, redirections, wrappers, the
    program, the runner form and the script's arguments (strictness switches apply).
-4. Confirmation: a command that would be allowed and is not plain is parsed by bashlex;
-   an exception, or words that differ from the lexer's, is ``unparseable-command``.
-   Denied commands never reach bashlex: the lexer's findings are the verdict (that is the
-   pre-scan that keeps the engine fast on real traffic).
+5. Confirmation: a command that would be allowed and is not plain is parsed by bashlex;
+   an exception, words that differ from the lexer's, or any node bashlex reports inside
+   a word (parameter, command or process substitution, arithmetic, tilde) is
+   ``unparseable-command``.  Denied commands never reach bashlex: the lexer's findings
+   are the verdict (that is the pre-scan that keeps the engine fast on real traffic).
 
-Expansion detection is the lexer's job, not bashlex's: bashlex invents substitutions
-inside single quotes and misses some after a quote (see docs/design.md).  No Unicode
-normalisation is done anywhere (``；`` is not ``;``).
+Expansion detection is first the lexer's job: bashlex invents substitutions inside
+single quotes that start inside a word and misses some after a quote (see
+docs/design.md), so single-quoted text is masked before bashlex sees it and a lone
+literal ``$`` that it reports as a parameter is accepted only where the lexer read a
+literal dollar too.  No Unicode normalisation is done anywhere (``；`` is not ``;``).
+
+Tool-call arguments with a key given twice (at any depth) are ``malformed-arguments``.
 
 Verdicts of ``check_command`` and ``check_read`` are kept in a bounded cache keyed by the
 allow-list fingerprint and the text; verdicts are immutable, so sharing them is safe.

@@ -12,6 +12,11 @@ own; an allow is only ever granted when bashlex confirms the same words (see
 ``engine.confirm_with_bashlex``), or when the text is in the trivially plain subset that
 :func:`split_plain` handles exactly.  Both directions fail closed.
 
+The engine hands the lexer text whose line continuations are already joined; one that is
+still there outside single quotes means the two disagree about quoting, and is
+``unparseable-command``.  The main loop dispatches on the character (``_HANDLERS``), one
+small method per special character, and consumes ordinary characters in runs.
+
 Rule names, not codes, are emitted here; the registry maps names to codes.
 """
 
