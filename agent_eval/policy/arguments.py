@@ -118,80 +118,56 @@ def _descend(spec: CommandSpec, words: list[Word], whole: tuple[int, int], owner
     return spec, subpath, owner
 
 
-@dataclass(slots=True)
-class _Fit:
-    """Matching state of one argument list: what was read so far and what is wrong."""
+def _take_flag(spec: CommandSpec, index: dict[str, str], owner: str, words: list[Word],
+               i: int, flags: dict[str, list[str]], problems: list[Problem]) -> int:
+    """``words[i - 1]`` is ``--name`` or ``--name=value``; record it and its value.
 
-    spec: CommandSpec
-    owner: str
-    words: list[Word]
-    i: int
-    problems: list[Problem]
-    flags: dict[str, list[str]]
-    positionals: list[str]
-    pos_specs: list[PositionalSpec]
-    index: dict[str, str]
-
-    def flag(self, word: Word) -> None:
-        """``word`` is ``--name`` or ``--name=value``; consume its value if it takes one."""
-        name, eq, inline = word.value.partition("=")
-        canonical = self.index.get(name)
-        words = self.words
-        if canonical is None:
-            self.problems.append(_unknown_flag(name, word, self.spec, self.owner))
-            if eq == "" and self.i < len(words) and not words[self.i].value.startswith("-"):
-                self.i += 1  # an unknown flag most likely took the next word as its value
-            return
-        flag: FlagSpec = self.spec.flags[canonical]
-        if canonical in self.flags and not flag.repeatable:
-            self.problems.append(Problem("invalid-argument", f"{canonical} given more than once",
-                                         word.start, word.end))
-        values = self.flags.setdefault(canonical, [])
-        if not flag.value:
-            if eq:
-                self.problems.append(Problem("invalid-argument", f"{canonical} takes no value",
-                                             word.start, word.end))
-            return
+    Returns the index after the flag's value (when it takes one from the next word)."""
+    word = words[i - 1]
+    name, eq, inline = word.value.partition("=")
+    canonical = index.get(name)
+    if canonical is None:
+        problems.append(_unknown_flag(name, word, spec, owner))
+        if eq == "" and i < len(words) and not words[i].value.startswith("-"):
+            return i + 1  # an unknown flag most likely took the next word as its value
+        return i
+    flag: FlagSpec = spec.flags[canonical]
+    if canonical in flags and not flag.repeatable:
+        problems.append(Problem("invalid-argument", f"{canonical} given more than once",
+                                word.start, word.end))
+    values = flags.setdefault(canonical, [])
+    if not flag.value:
         if eq:
-            value, value_word = inline, word
-        elif self.i < len(words) and not _looks_like_option(words[self.i].value):
-            value, value_word = words[self.i].value, words[self.i]
-            self.i += 1
-        else:
-            self.problems.append(Problem("invalid-argument", f"{canonical} needs a value",
-                                         word.start, word.end))
-            return
-        bad = _check_value(value, flag.choices, flag.type, canonical, value_word)
-        if bad:
-            self.problems.append(bad)
-        values.append(value)
+            problems.append(Problem("invalid-argument", f"{canonical} takes no value",
+                                    word.start, word.end))
+        return i
+    if eq:
+        value, value_word = inline, word
+    elif i < len(words) and not _looks_like_option(words[i].value):
+        value, value_word = words[i].value, words[i]
+        i += 1
+    else:
+        problems.append(Problem("invalid-argument", f"{canonical} needs a value",
+                                word.start, word.end))
+        return i
+    bad = _check_value(value, flag.choices, flag.type, canonical, value_word)
+    if bad:
+        problems.append(bad)
+    values.append(value)
+    return i
 
-    def positional(self, word: Word) -> None:
-        if not self.pos_specs:
-            self.problems.append(Problem(
-                "invalid-argument", f"unexpected positional argument {word.value!r} for "
-                f"{self.owner}", word.start, word.end))
-            return
-        pos = self.pos_specs[0]
-        if not pos.variadic:
-            self.pos_specs.pop(0)
-        bad = _check_value(word.value, pos.choices, pos.type, pos.name, word)
-        if bad:
-            self.problems.append(bad)
-        self.positionals.append(word.value)
 
-    def missing(self, whole: tuple[int, int]) -> None:
-        """Required flags and positionals that never came."""
-        for name, flag in self.spec.flags.items():
-            if flag.required and name not in self.flags:
-                self.problems.append(Problem(
-                    "invalid-argument", f"missing required flag {name} for {self.owner}", *whole))
-        needed = [p for p in self.spec.positionals if p.required]
-        if len(self.positionals) < len(needed):
-            missing = needed[len(self.positionals)].name
-            self.problems.append(Problem(
-                "invalid-argument", f"missing required positional <{missing}> for {self.owner}",
-                *whole))
+def _missing(spec: CommandSpec, owner: str, flags: dict[str, list[str]],
+             positionals: list[str], whole: tuple[int, int]) -> list[Problem]:
+    """Required flags and positionals that never came."""
+    problems = [Problem("invalid-argument", f"missing required flag {name} for {owner}", *whole)
+                for name, flag in spec.flags.items() if flag.required and name not in flags]
+    needed = [p for p in spec.positionals if p.required]
+    if len(positionals) < len(needed):
+        problems.append(Problem(
+            "invalid-argument",
+            f"missing required positional <{needed[len(positionals)].name}> for {owner}", *whole))
+    return problems
 
 
 def match_arguments(script: str, spec: CommandSpec, words: list[Word],
@@ -201,28 +177,44 @@ def match_arguments(script: str, spec: CommandSpec, words: list[Word],
     Returns the invocation when the words fit exactly, else None and the problems.
     ``whole`` is the span of the whole command, used for "missing required ..." findings.
     """
-    found = _descend(spec, words, whole, script)
-    if isinstance(found, Problem):
-        return None, [found]
-    leaf, subpath, owner = found
-    fit = _Fit(leaf, owner, words, len(subpath), [], {}, [], list(leaf.positionals),
-               _flag_index(leaf))
+    subpath: list[str] = []
+    owner = script
+    if spec.subcommands:
+        found = _descend(spec, words, whole, script)
+        if isinstance(found, Problem):
+            return None, [found]
+        spec, subpath, owner = found
+    index = _flag_index(spec)
+    problems: list[Problem] = []
+    flags: dict[str, list[str]] = {}
+    positionals: list[str] = []
+    pos_specs: list[PositionalSpec] = list(spec.positionals)
     options_done = False
-    while fit.i < len(words):
-        word = words[fit.i]
-        fit.i += 1
-        if not options_done and word.value == "--":
+    i, n = len(subpath), len(words)
+    while i < n:
+        word = words[i]
+        text = word.value
+        i += 1
+        if not options_done and text == "--":
             options_done = True
-        elif not options_done and word.value.startswith("-") and len(word.value) > 1:
-            fit.flag(word)
+        elif not options_done and text.startswith("-") and len(text) > 1:
+            i = _take_flag(spec, index, owner, words, i, flags, problems)
+        elif not pos_specs:
+            problems.append(Problem("invalid-argument",
+                                    f"unexpected positional argument {text!r} for {owner}",
+                                    word.start, word.end))
         else:
-            fit.positional(word)
-    fit.missing(whole)
-    if fit.problems:
-        return None, fit.problems
+            pos = pos_specs[0] if pos_specs[0].variadic else pos_specs.pop(0)
+            bad = _check_value(text, pos.choices, pos.type, pos.name, word)
+            if bad:
+                problems.append(bad)
+            positionals.append(text)
+    problems += _missing(spec, owner, flags, positionals, whole)
+    if problems:
+        return None, problems
     return Invocation(
         script=script,
         subcommand=tuple(subpath),
-        flags=tuple((name, tuple(values)) for name, values in fit.flags.items()),
-        positionals=tuple(fit.positionals),
+        flags=tuple((name, tuple(values)) for name, values in flags.items()),
+        positionals=tuple(positionals),
     ), []

@@ -225,7 +225,7 @@ def judge_command(command: str, allowlist: AllowList, *, fast_path: bool = True)
             return _verdict([bad])
         if not command.strip():
             return _verdict([Problem("unparseable-command", "empty command", 0, len(command))])
-        joined = join_continuations(command)
+        joined = join_continuations(command) if "\\\n" in command else None
         if joined is None:
             problems, invocation = _judge_text(command, allowlist, fast_path, [])
         else:
