@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from collections import Counter
@@ -56,26 +57,60 @@ def format_verdict(text: str, verdict: Verdict) -> str:
     return "\n".join(out)
 
 
-def _batch_items(stream: TextIO, fmt: str, source: str) -> Iterator[tuple[int, str | None]]:
-    """(line number, command) per input line; command None for a bad jsonl line."""
+_NOT_INPUT = 'not a JSON string or an object with a string "command"'
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_object(pairs: list[tuple[str, object]]) -> dict:
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise _DuplicateKey(next(k for k in keys if keys.count(k) > 1))
+    return dict(pairs)
+
+
+def _batch_items(stream: TextIO, fmt: str) -> Iterator[tuple[int, str, str | None]]:
+    """(line number, command, "") per input line, or (number, "", why) for a bad one.
+
+    Lines end at ``\\n`` only: a ``\\r`` (or U+2028, U+0085) is part of the command and
+    gets the library's verdict, never trimmed away.  A jsonl object with a key given
+    twice is a bad line (which ``command`` was meant is ambiguous)."""
     for number, raw in enumerate(stream, 1):
-        line = raw.rstrip("\n")
+        line = raw[:-1] if raw.endswith("\n") else raw
         if fmt == "lines":
-            if line.endswith("\r"):
-                line = line[:-1]
             if line:
-                yield number, line
+                yield number, line, None
             continue
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
-        except ValueError:
-            yield number, None
+            item = json.loads(line, object_pairs_hook=_unique_object)
+        except _DuplicateKey as dup:
+            yield number, "", f"duplicate key {dup.args[0]!r}; which value was meant is ambiguous"
             continue
+        except ValueError:
+            item = None
         if isinstance(item, dict):
             item = item.get("command")
-        yield number, item if isinstance(item, str) else None
+        if isinstance(item, str):
+            yield number, item, None
+        else:
+            yield number, "", _NOT_INPUT
+
+
+def _open_batch(batch: str) -> tuple[TextIO, str]:
+    """The batch input as text split on ``\\n`` only (stdin too), and its name."""
+    if batch == "-":
+        raw = getattr(sys.stdin, "buffer", None)
+        if raw is None:
+            return sys.stdin, "<stdin>"
+        return io.TextIOWrapper(raw, encoding="utf-8", newline="\n"), "<stdin>"
+    try:
+        return open(batch, encoding="utf-8", newline="\n"), batch  # noqa: SIM115
+    except OSError as exc:
+        raise ConfigError(f"cannot read batch file ({exc.strerror})", path=batch) from None
 
 
 @main.command()
@@ -100,7 +135,9 @@ def check(allowlist_path: Path, tool: str, batch: str | None, fmt: str | None,
     on stderr; exits 0.  In jsonl format each line is a JSON string or an object with a
     "command" key, so multi-line commands fit; a line that is neither gets an object
     {"line": N, "error": ...} in the output and an Error line on stderr (blank lines are
-    skipped).
+    skipped).  Lines end at \\n only; a \\r or any other character is part of the command
+    and gets exactly the library's verdict.  The output is ASCII JSON, one line per
+    verdict whatever the command holds.
 
     Example: agent-eval check --allowlist allowlists/ralf.yaml 'ls | head'
     """
@@ -115,31 +152,26 @@ def check(allowlist_path: Path, tool: str, batch: str | None, fmt: str | None,
     if text is not None:
         raise ConfigError("give either TEXT or --batch, not both", field="--batch")
     fmt = fmt or ("jsonl" if batch.endswith(".jsonl") else "lines")
-    if batch == "-":
-        stream, source = sys.stdin, "<stdin>"
-    else:
-        try:
-            stream, source = open(batch, encoding="utf-8", newline="\n"), batch  # noqa: SIM115
-        except OSError as exc:
-            raise ConfigError(f"cannot read batch file ({exc.strerror})", path=batch) from None
+    stream, source = _open_batch(batch)
     counts: Counter[str] = Counter()
     bad_lines = 0
     try:
-        for number, command in _batch_items(stream, fmt, source):
-            if command is None:
+        for number, command, problem in _batch_items(stream, fmt):
+            if problem is not None:
                 bad_lines += 1
-                problem = 'not a JSON string or an object with a string "command"'
                 click.echo(f"Error: {source}: line {number}: {problem}; line skipped", err=True)
                 click.echo(json.dumps({"line": number, "error": problem}))
                 continue
             verdict = judge(command, allowlist)
             counts[verdict.primary or "allow"] += 1
-            click.echo(json.dumps(_verdict_dict(command, verdict), ensure_ascii=False))
+            click.echo(json.dumps(_verdict_dict(command, verdict)))  # ASCII: one line, always
     except UnicodeDecodeError as exc:
         raise ConfigError(f"not UTF-8 text ({exc.reason})", path=source) from None
     finally:
-        if stream is not sys.stdin:
+        if batch != "-":
             stream.close()
+        elif stream is not sys.stdin:
+            stream.detach()  # leave the process's stdin open
     total = sum(counts.values())
     parts = [f"{code} {n}" for code, n in sorted(counts.items()) if code != "allow"]
     summary = f"judged {total}: allow {counts['allow']}, deny {total - counts['allow']}"

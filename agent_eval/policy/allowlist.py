@@ -107,10 +107,17 @@ class ReadPolicy(_Model):
     """What the read tool may open.  Paths are relative to the harness work directory."""
 
     roots: list[str] = Field(
-        default_factory=list, description="Readable roots, e.g. `notes/`; empty = none."
+        default_factory=list,
+        description="Readable roots, e.g. `notes/`; matched exactly (case-sensitive); "
+                    "empty = none.",
     )
     blocked: list[str] = Field(
-        default_factory=list, description="Blocked prefixes even inside a root."
+        default_factory=list,
+        description="Blocked even inside a root, matched case-insensitively with `\\` as a "
+                    "separator too: `notes/private/` blocks that directory and all below; "
+                    "a bare name blocks that component at any depth (`secrets/`); a bare "
+                    "file name also blocks its dotted variants (`.env` blocks "
+                    "`.env.local`).",
     )
     allow_absolute: bool = Field(False, description="Absolute paths may be read at all.")
 

@@ -95,6 +95,81 @@ def _unknown_flag(name: str, word: Word, spec: CommandSpec, owner: str) -> Probl
                    word.start, word.end)
 
 
+def _descend(spec: CommandSpec, words: list[Word], whole: tuple[int, int], owner: str
+             ) -> tuple[CommandSpec, list[str], str] | Problem:
+    """Follow the subcommand words; the leaf spec, the path taken and its display name."""
+    subpath: list[str] = []
+    for i in range(len(words) + 1):
+        if not spec.subcommands:
+            return spec, subpath, owner
+        if i >= len(words) or words[i].value.startswith("-"):
+            return Problem("invalid-argument",
+                           f"{owner} needs a subcommand (one of {', '.join(spec.subcommands)})",
+                           *whole)
+        sub = words[i].value
+        if sub not in spec.subcommands:
+            return Problem("invalid-argument",
+                           f"invalid subcommand {sub!r} for {owner} "
+                           f"(choose from {', '.join(spec.subcommands)})",
+                           words[i].start, words[i].end)
+        subpath.append(sub)
+        spec = spec.subcommands[sub]
+        owner = f"{owner} {sub}"
+    return spec, subpath, owner
+
+
+def _take_flag(spec: CommandSpec, index: dict[str, str], owner: str, words: list[Word],
+               i: int, flags: dict[str, list[str]], problems: list[Problem]) -> int:
+    """``words[i - 1]`` is ``--name`` or ``--name=value``; record it and its value.
+
+    Returns the index after the flag's value (when it takes one from the next word)."""
+    word = words[i - 1]
+    name, eq, inline = word.value.partition("=")
+    canonical = index.get(name)
+    if canonical is None:
+        problems.append(_unknown_flag(name, word, spec, owner))
+        if eq == "" and i < len(words) and not words[i].value.startswith("-"):
+            return i + 1  # an unknown flag most likely took the next word as its value
+        return i
+    flag: FlagSpec = spec.flags[canonical]
+    if canonical in flags and not flag.repeatable:
+        problems.append(Problem("invalid-argument", f"{canonical} given more than once",
+                                word.start, word.end))
+    values = flags.setdefault(canonical, [])
+    if not flag.value:
+        if eq:
+            problems.append(Problem("invalid-argument", f"{canonical} takes no value",
+                                    word.start, word.end))
+        return i
+    if eq:
+        value, value_word = inline, word
+    elif i < len(words) and not _looks_like_option(words[i].value):
+        value, value_word = words[i].value, words[i]
+        i += 1
+    else:
+        problems.append(Problem("invalid-argument", f"{canonical} needs a value",
+                                word.start, word.end))
+        return i
+    bad = _check_value(value, flag.choices, flag.type, canonical, value_word)
+    if bad:
+        problems.append(bad)
+    values.append(value)
+    return i
+
+
+def _missing(spec: CommandSpec, owner: str, flags: dict[str, list[str]],
+             positionals: list[str], whole: tuple[int, int]) -> list[Problem]:
+    """Required flags and positionals that never came."""
+    problems = [Problem("invalid-argument", f"missing required flag {name} for {owner}", *whole)
+                for name, flag in spec.flags.items() if flag.required and name not in flags]
+    needed = [p for p in spec.positionals if p.required]
+    if len(positionals) < len(needed):
+        problems.append(Problem(
+            "invalid-argument",
+            f"missing required positional <{needed[len(positionals)].name}> for {owner}", *whole))
+    return problems
+
+
 def match_arguments(script: str, spec: CommandSpec, words: list[Word],
                     whole: tuple[int, int]) -> tuple[Invocation | None, list[Problem]]:
     """Fit ``words`` (everything after the script path) to ``spec``.
@@ -102,98 +177,39 @@ def match_arguments(script: str, spec: CommandSpec, words: list[Word],
     Returns the invocation when the words fit exactly, else None and the problems.
     ``whole`` is the span of the whole command, used for "missing required ..." findings.
     """
-    problems: list[Problem] = []
     subpath: list[str] = []
     owner = script
-    i = 0
-    while spec.subcommands:
-        if i >= len(words) or words[i].value.startswith("-"):
-            problems.append(Problem(
-                "invalid-argument",
-                f"{owner} needs a subcommand (one of {', '.join(spec.subcommands)})",
-                *whole))
-            return None, problems
-        sub = words[i].value
-        if sub not in spec.subcommands:
-            problems.append(Problem(
-                "invalid-argument",
-                f"invalid subcommand {sub!r} for {owner} "
-                f"(choose from {', '.join(spec.subcommands)})",
-                words[i].start, words[i].end))
-            return None, problems
-        subpath.append(sub)
-        spec = spec.subcommands[sub]
-        owner = f"{owner} {sub}"
-        i += 1
-
+    if spec.subcommands:
+        found = _descend(spec, words, whole, script)
+        if isinstance(found, Problem):
+            return None, [found]
+        spec, subpath, owner = found
     index = _flag_index(spec)
+    problems: list[Problem] = []
     flags: dict[str, list[str]] = {}
     positionals: list[str] = []
     pos_specs: list[PositionalSpec] = list(spec.positionals)
     options_done = False
-    while i < len(words):
+    i, n = len(subpath), len(words)
+    while i < n:
         word = words[i]
         text = word.value
         i += 1
         if not options_done and text == "--":
             options_done = True
-            continue
-        if not options_done and text.startswith("-") and len(text) > 1:
-            name, eq, inline = text.partition("=")
-            canonical = index.get(name)
-            if canonical is None:
-                problems.append(_unknown_flag(name, word, spec, owner))
-                if eq == "" and i < len(words) and not words[i].value.startswith("-"):
-                    i += 1  # an unknown flag most likely took the next word as its value
-                continue
-            flag: FlagSpec = spec.flags[canonical]
-            if canonical in flags and not flag.repeatable:
-                problems.append(Problem("invalid-argument",
-                                        f"{canonical} given more than once", word.start, word.end))
-            values = flags.setdefault(canonical, [])
-            if not flag.value:
-                if eq:
-                    problems.append(Problem("invalid-argument",
-                                            f"{canonical} takes no value", word.start, word.end))
-                continue
-            if eq:
-                value, value_word = inline, word
-            elif i < len(words) and not _looks_like_option(words[i].value):
-                value, value_word = words[i].value, words[i]
-                i += 1
-            else:
-                problems.append(Problem("invalid-argument",
-                                        f"{canonical} needs a value", word.start, word.end))
-                continue
-            bad = _check_value(value, flag.choices, flag.type, canonical, value_word)
-            if bad:
-                problems.append(bad)
-            values.append(value)
-            continue
-        # a positional
-        if not pos_specs:
+        elif not options_done and text.startswith("-") and len(text) > 1:
+            i = _take_flag(spec, index, owner, words, i, flags, problems)
+        elif not pos_specs:
             problems.append(Problem("invalid-argument",
                                     f"unexpected positional argument {text!r} for {owner}",
                                     word.start, word.end))
-            continue
-        pos = pos_specs[0]
-        if not pos.variadic:
-            pos_specs.pop(0)
-        bad = _check_value(text, pos.choices, pos.type, pos.name, word)
-        if bad:
-            problems.append(bad)
-        positionals.append(text)
-
-    for name, flag in spec.flags.items():
-        if flag.required and name not in flags:
-            problems.append(Problem("invalid-argument",
-                                    f"missing required flag {name} for {owner}", *whole))
-    given = len(positionals)
-    needed = [p for p in spec.positionals if p.required]
-    if given < len(needed):
-        missing = needed[given].name
-        problems.append(Problem("invalid-argument",
-                                f"missing required positional <{missing}> for {owner}", *whole))
+        else:
+            pos = pos_specs[0] if pos_specs[0].variadic else pos_specs.pop(0)
+            bad = _check_value(text, pos.choices, pos.type, pos.name, word)
+            if bad:
+                problems.append(bad)
+            positionals.append(text)
+    problems += _missing(spec, owner, flags, positionals, whole)
     if problems:
         return None, problems
     return Invocation(

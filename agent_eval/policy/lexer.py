@@ -12,6 +12,11 @@ own; an allow is only ever granted when bashlex confirms the same words (see
 ``engine.confirm_with_bashlex``), or when the text is in the trivially plain subset that
 :func:`split_plain` handles exactly.  Both directions fail closed.
 
+The engine hands the lexer text whose line continuations are already joined; one that is
+still there outside single quotes means the two disagree about quoting, and is
+``unparseable-command``.  The main loop dispatches on the character (``_HANDLERS``), one
+small method per special character, and consumes ordinary characters in runs.
+
 Rule names, not codes, are emitted here; the registry maps names to codes.
 """
 
@@ -19,96 +24,17 @@ from __future__ import annotations
 
 import re
 
+from agent_eval.policy.quoting import find_close_char, find_close_paren, split_plain
 from agent_eval.policy.syntax import Event, Op, OpKind, Redirect, Scan, SimpleCommand, Word
 
-_SAFE = r"[A-Za-z0-9_./:=,@%+\-]"
-_SEGMENT = rf"(?:{_SAFE}|'[^']*'|\"[^\"$`\\!]*\")"
-_PLAIN = re.compile(rf"[ \t]*(?:{_SEGMENT}+(?:[ \t]+{_SEGMENT}+)*)?[ \t]*")
-_PLAIN_WORD = re.compile(rf"{_SEGMENT}+")
-_QUOTED = re.compile(r"'([^']*)'|\"([^\"]*)\"")
-
-
-def split_plain(text: str) -> list[Word] | None:
-    """Words of a *plain* command, or None when the text is not plain.
-
-    Plain means: one line of words made only of safe unquoted characters, single-quoted
-    strings and double-quoted strings without ``$``, backtick, backslash or ``!``.  For
-    such text shell word splitting is exactly "split on blanks, drop the quotes", so no
-    parser is needed.  A property test proves the verdict equals the full path's.
-    """
-    if _PLAIN.fullmatch(text) is None:
-        return None
-    words = []
-    for m in _PLAIN_WORD.finditer(text):
-        raw = m.group()
-        if "'" in raw or '"' in raw:
-            value = _QUOTED.sub(lambda q: q.group(1) if q.group(1) is not None else q.group(2), raw)
-            words.append(Word(value, m.start(), m.end(), True, False))
-        else:
-            words.append(Word(raw, m.start(), m.end()))
-    return words
-
+__all__ = ["scan_command", "split_plain"]
 
 _NAME_START = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _SPECIAL_PARAMS = set("0123456789@*#?$!-")
 _GLOB = set("*?[")
-
-
-def _find_close_paren(text: str, i: int) -> int:
-    """Index just past the ``)`` closing the ``(`` before ``i``; -1 when unterminated."""
-    depth, n = 1, len(text)
-    while i < n:
-        ch = text[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch == "'":
-            j = text.find("'", i + 1)
-            if j < 0:
-                return -1
-            i = j + 1
-            continue
-        if ch == '"':
-            i = _find_close_double(text, i + 1)
-            if i < 0:
-                return -1
-            continue
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return -1
-
-
-def _find_close_double(text: str, i: int) -> int:
-    """Index just past the ``"`` closing a double-quoted string opened before ``i``."""
-    n = len(text)
-    while i < n:
-        ch = text[i]
-        if ch == "\\":
-            i += 2
-        elif ch == '"':
-            return i + 1
-        else:
-            i += 1
-    return -1
-
-
-def _find_close_char(text: str, i: int, close: str) -> int:
-    """Index just past the next unescaped ``close``; -1 when unterminated."""
-    n = len(text)
-    while i < n:
-        ch = text[i]
-        if ch == "\\":
-            i += 2
-        elif ch == close:
-            return i + 1
-        else:
-            i += 1
-    return -1
+# a run of characters that mean nothing to the shell here (`#`, `~`, `!` only matter at
+# the start of a word or command, so they are never inside a run)
+_ORDINARY = re.compile(r"[^ \t\n#'\"\\$`|&;<>()~!*?\[\]{}]+")
 
 
 class _Lexer:
@@ -124,9 +50,10 @@ class _Lexer:
         self.literal = True
         self.bare = True
         self.target_of: Redirect | None = None
-        self.heredoc_pending: Redirect | None = None
         self.heredocs: list[tuple[str, bool]] = []
         self.depth = 0
+        self.single_quoted: list[tuple[int, int]] = []
+        self.literal_dollars: set[int] = set()
 
     def event(self, rule: str, message: str, start: int, end: int) -> None:
         self.events.append(Event(rule, message, start, end))
@@ -180,35 +107,20 @@ class _Lexer:
         return i
 
     def dollar(self, i: int, quoted: bool = False) -> int:
-        """Handle ``$`` at ``i`` (inside or outside double quotes); return the next index."""
+        """Handle ``$`` at ``i`` (inside or outside double quotes); return the next index.
+
+        Inside double quotes ``$'`` and ``$"`` are a literal dollar (ANSI-C and locale
+        quoting exist only outside quotes)."""
         text, n = self.text, len(self.text)
         nxt = text[i + 1] if i + 1 < n else ""
         if nxt == "(":
-            if i + 2 < n and text[i + 2] == "(":
-                rule, what = "complex-shell", "arithmetic expansion $((...))"
-            else:
-                rule, what = "command-substitution", "command substitution $(...)"
-            close = _find_close_paren(text, i + 2)
-            end = n if close < 0 else close
-            if close < 0:
-                self.event("unparseable-command", f"unterminated {what}", i, n)
-            self.event(rule, what, i, end)
+            end = self.dollar_paren(i)
         elif nxt == "{":
-            close = _find_close_char(text, i + 2, "}")
-            end = n if close < 0 else close
-            if close < 0:
-                self.event("unparseable-command", "unterminated ${...}", i, n)
-            self.event("complex-shell", f"parameter expansion {text[i:end][:40]}", i, end)
-        elif nxt == "'":
-            close = _find_close_char(text, i + 2, "'")
-            end = n if close < 0 else close
-            if close < 0:
-                self.event("unparseable-command", "unterminated $'...' string", i, n)
-            self.event("complex-shell", "ANSI-C quoting $'...'", i, end)
+            end = self.closed_by(i, "}", "complex-shell", "parameter expansion ${...}")
+        elif nxt == "'" and not quoted:
+            end = self.closed_by(i, "'", "complex-shell", "ANSI-C quoting $'...'")
         elif nxt == "[":
-            close = _find_close_char(text, i + 2, "]")
-            end = n if close < 0 else close
-            self.event("complex-shell", "arithmetic expansion $[...]", i, end)
+            end = self.closed_by(i, "]", "complex-shell", "arithmetic expansion $[...]")
         elif nxt == '"' and not quoted:
             end = i + 1
             self.event("complex-shell", 'locale quoting $"..."', i, end)
@@ -221,14 +133,38 @@ class _Lexer:
             end = i + 2
             self.event("complex-shell", f"parameter expansion {text[i:end]}", i, end)
         else:
+            self.literal_dollars.add(i)
             self.buf.append("$")
             return i + 1
         self.literal = False
         self.buf.append(text[i:end])
         return end
 
+    def dollar_paren(self, i: int) -> int:
+        text, n = self.text, len(self.text)
+        if i + 2 < n and text[i + 2] == "(":
+            rule, what = "complex-shell", "arithmetic expansion $((...))"
+        else:
+            rule, what = "command-substitution", "command substitution $(...)"
+        close = find_close_paren(text, i + 2)
+        end = n if close < 0 else close
+        if close < 0:
+            self.event("unparseable-command", f"unterminated {what}", i, n)
+        self.event(rule, what, i, end)
+        return end
+
+    def closed_by(self, i: int, close: str, rule: str, what: str) -> int:
+        """A two-character opener at ``i`` (``${``, ``$'``, ``$[``) up to ``close``."""
+        found = find_close_char(self.text, i + 2, close)
+        end = len(self.text) if found < 0 else found
+        if found < 0:
+            self.event("unparseable-command", f"unterminated {what}", i, end)
+        label = f"parameter expansion {self.text[i:end][:40]}" if close == "}" else what
+        self.event(rule, label, i, end)
+        return end
+
     def backtick(self, i: int) -> int:
-        close = _find_close_char(self.text, i + 1, "`")
+        close = find_close_char(self.text, i + 1, "`")
         end = len(self.text) if close < 0 else close
         if close < 0:
             self.event("unparseable-command", "unterminated backtick substitution", i, end)
@@ -236,6 +172,12 @@ class _Lexer:
         self.literal = False
         self.buf.append(self.text[i:end])
         return end
+
+    def stray_continuation(self, i: int) -> None:
+        """The engine joins line continuations before lexing; one left over means the
+        joining and the lexer disagree about quoting, so nothing can be proven."""
+        self.event("unparseable-command", "line continuation in a place the engine "
+                   "cannot follow", i, i + 2)
 
     def double_quoted(self, i: int) -> int:
         """``i`` is at the opening ``"``; return the index after the closing one."""
@@ -249,7 +191,9 @@ class _Lexer:
                 nxt = text[j + 1]
                 if nxt in '$`"\\':
                     self.buf.append(nxt)
-                elif nxt != "\n":
+                elif nxt == "\n":
+                    self.stray_continuation(j)
+                else:
                     self.buf.append("\\" + nxt)
                 j += 2
             elif ch == "$":
@@ -275,7 +219,7 @@ class _Lexer:
             if text.startswith(op, i):
                 break
         if op in ("<(", ">("):
-            close = _find_close_paren(text, i + 2)
+            close = find_close_paren(text, i + 2)
             end = n if close < 0 else close
             if close < 0:
                 self.event("unparseable-command", f"unterminated {op}...)", i, n)
@@ -292,119 +236,154 @@ class _Lexer:
         self.target_of = redirect
         return i + len(op)
 
+    # -- one handler per special character; each takes and returns the index -------
+
+    def on_blank(self, i: int) -> int:
+        self.finish_word(i)
+        return i + 1
+
+    def on_newline(self, i: int) -> int:
+        self.end_command("\n", i, i + 1)
+        return self.skip_heredoc_bodies(i + 1) if self.heredocs else i + 1
+
+    def on_hash(self, i: int) -> int:
+        if self.in_word:
+            return self.on_other(i)
+        nl = self.text.find("\n", i)
+        end = len(self.text) if nl < 0 else nl
+        self.event("complex-shell", "comment", i, end)
+        return end
+
+    def on_single_quote(self, i: int) -> int:
+        text, n = self.text, len(self.text)
+        self.begin_word(i)
+        self.bare = False
+        close = text.find("'", i + 1)
+        if close < 0:
+            self.event("unparseable-command", "unterminated single quote", i, n)
+            self.buf.append(text[i + 1:])
+            self.single_quoted.append((i + 1, n))
+            return n
+        self.buf.append(text[i + 1:close])
+        self.single_quoted.append((i + 1, close))
+        return close + 1
+
+    def on_double_quote(self, i: int) -> int:
+        self.begin_word(i)
+        self.bare = False
+        return self.double_quoted(i)
+
+    def on_backslash(self, i: int) -> int:
+        text = self.text
+        if text.startswith("\\\n", i):
+            self.stray_continuation(i)
+            return i + 2
+        self.begin_word(i)
+        self.bare = False
+        self.buf.append(text[i + 1:i + 2] or "\\")
+        return i + 2
+
+    def on_dollar(self, i: int) -> int:
+        self.begin_word(i)
+        return self.dollar(i)
+
+    def on_backtick(self, i: int) -> int:
+        self.begin_word(i)
+        return self.backtick(i)
+
+    def on_pipe(self, i: int) -> int:
+        text = self.text
+        op = "||" if text.startswith("||", i) else "|&" if text.startswith("|&", i) else "|"
+        self.end_command(op, i, i + len(op))
+        return i + len(op)
+
+    def on_ampersand(self, i: int) -> int:
+        text = self.text
+        if not text.startswith("&>", i):
+            op = "&&" if text.startswith("&&", i) else "&"
+            self.end_command(op, i, i + len(op))
+            return i + len(op)
+        self.finish_word(i)
+        self.check_dangling_redirect(i)
+        op = "&>>" if text.startswith("&>>", i) else "&>"
+        redirect = Redirect(op, "&", i, i + len(op))
+        self.commands[-1].redirects.append(redirect)
+        self.target_of = redirect
+        return i + len(op)
+
+    def on_semicolon(self, i: int) -> int:
+        if self.text.startswith((";;", ";&"), i):
+            self.event("complex-shell", "case clause terminator", i, i + 2)
+        self.end_command(";", i, i + 1)
+        return i + 1
+
+    def on_open_paren(self, i: int) -> int:
+        text, n = self.text, len(self.text)
+        if text.startswith("((", i) and not self.in_word:
+            close = text.find("))", i + 2)
+            end = n if close < 0 else close + 2
+            if close < 0:
+                self.event("unparseable-command", "unterminated ((...))", i, n)
+            self.event("complex-shell", "arithmetic command ((...))", i, end)
+            self.begin_word(i)
+            self.literal = False
+            self.buf.append(text[i:end])
+            return end
+        self.event("complex-shell", "subshell or group (...)", i, i + 1)
+        self.depth += 1
+        self.end_command("(", i, i + 1)
+        return i + 1
+
+    def on_close_paren(self, i: int) -> int:
+        if self.depth == 0:
+            self.event("unparseable-command", "unbalanced )", i, i + 1)
+        else:
+            self.depth -= 1
+        self.end_command(")", i, i + 1)
+        return i + 1
+
+    def on_other(self, i: int) -> int:
+        """Ordinary characters, in runs; ``~ ! * ? [ ] { }`` one at a time."""
+        text = self.text
+        run = _ORDINARY.match(text, i)
+        if run is not None:
+            self.begin_word(i)
+            self.buf.append(run.group())
+            return run.end()
+        ch = text[i]
+        if ch == "~" and (not self.in_word or text[i - 1] in "=:"):
+            self.event("complex-shell", "tilde expansion ~", i, i + 1)
+        elif ch == "!" and self.at_command_start():
+            self.event("complex-shell", "pipeline negation !", i, i + 1)
+        if ch in _GLOB:
+            self.event("complex-shell", f"glob pattern {ch}", i, i + 1)
+        elif ch in "{}":
+            self.event("complex-shell", f"brace group or expansion {ch}", i, i + 1)
+        self.begin_word(i)
+        self.buf.append(ch)
+        return i + 1
+
     def run(self) -> Scan:
         text, n, i = self.text, len(self.text), 0
+        handlers = _HANDLERS
         while i < n:
-            ch = text[i]
-            if ch in " \t":
-                self.finish_word(i)
-                i += 1
-            elif ch == "\n":
-                self.end_command("\n", i, i + 1)
-                i = self.skip_heredoc_bodies(i + 1) if self.heredocs else i + 1
-            elif ch == "#" and not self.in_word:
-                nl = text.find("\n", i)
-                end = n if nl < 0 else nl
-                self.event("complex-shell", "comment", i, end)
-                i = end
-            elif ch == "'":
-                self.begin_word(i)
-                self.bare = False
-                close = text.find("'", i + 1)
-                if close < 0:
-                    self.event("unparseable-command", "unterminated single quote", i, n)
-                    self.buf.append(text[i + 1:])
-                    i = n
-                else:
-                    self.buf.append(text[i + 1:close])
-                    i = close + 1
-            elif ch == '"':
-                self.begin_word(i)
-                self.bare = False
-                i = self.double_quoted(i)
-            elif ch == "\\":
-                if i + 1 < n and text[i + 1] == "\n":
-                    if self.in_word:
-                        self.bare = False  # `l\<newline>s` must not pass as a bare `ls`
-                    i += 2
-                    continue
-                self.begin_word(i)
-                self.bare = False
-                self.buf.append(text[i + 1:i + 2] or "\\")
-                i += 2
-            elif ch == "$":
-                self.begin_word(i)
-                i = self.dollar(i)
-            elif ch == "`":
-                self.begin_word(i)
-                i = self.backtick(i)
-            elif ch == "|":
-                op = "||" if text.startswith("||", i) else "|&" if text.startswith("|&", i) else "|"
-                self.end_command(op, i, i + len(op))
-                i += len(op)
-            elif ch == "&":
-                if text.startswith("&>", i):
-                    self.finish_word(i)
-                    self.check_dangling_redirect(i)
-                    op = "&>>" if text.startswith("&>>", i) else "&>"
-                    redirect = Redirect(op, "&", i, i + len(op))
-                    self.commands[-1].redirects.append(redirect)
-                    self.target_of = redirect
-                    i += len(op)
-                else:
-                    op = "&&" if text.startswith("&&", i) else "&"
-                    self.end_command(op, i, i + len(op))
-                    i += len(op)
-            elif ch == ";":
-                if text.startswith(";;", i) or text.startswith(";&", i):
-                    self.event("complex-shell", "case clause terminator", i, i + 2)
-                self.end_command(";", i, i + 1)
-                i += 1
-            elif ch in "<>":
-                i = self.redirect(i)
-            elif ch == "(":
-                if text.startswith("((", i) and not self.in_word:
-                    close = text.find("))", i + 2)
-                    end = n if close < 0 else close + 2
-                    if close < 0:
-                        self.event("unparseable-command", "unterminated ((...))", i, n)
-                    self.event("complex-shell", "arithmetic command ((...))", i, end)
-                    self.begin_word(i)
-                    self.literal = False
-                    self.buf.append(text[i:end])
-                    i = end
-                    continue
-                else:
-                    self.event("complex-shell", "subshell or group (...)", i, i + 1)
-                self.depth += 1
-                self.end_command("(", i, i + 1)
-                i += 1
-            elif ch == ")":
-                if self.depth == 0:
-                    self.event("unparseable-command", "unbalanced )", i, i + 1)
-                else:
-                    self.depth -= 1
-                self.end_command(")", i, i + 1)
-                i += 1
-            else:
-                if ch == "~" and (not self.in_word or text[i - 1] in "=:"):
-                    self.event("complex-shell", "tilde expansion ~", i, i + 1)
-                elif ch == "!" and self.at_command_start():
-                    self.event("complex-shell", "pipeline negation !", i, i + 1)
-                if ch in _GLOB:
-                    self.event("complex-shell", f"glob pattern {ch}", i, i + 1)
-                elif ch in "{}":
-                    self.event("complex-shell", f"brace group or expansion {ch}", i, i + 1)
-                self.begin_word(i)
-                self.buf.append(ch)
-                i += 1
+            i = handlers.get(text[i], _Lexer.on_other)(self, i)
         self.finish_word(n)
         self.check_dangling_redirect(n)
         if self.heredocs:
             self.skip_heredoc_bodies(n)
         if self.depth > 0:
             self.event("unparseable-command", "unclosed (", n, n)
-        return Scan(self.commands, self.events)
+        return Scan(self.commands, self.events, self.single_quoted, self.literal_dollars)
+
+
+_HANDLERS = {
+    " ": _Lexer.on_blank, "\t": _Lexer.on_blank, "\n": _Lexer.on_newline, "#": _Lexer.on_hash,
+    "'": _Lexer.on_single_quote, '"': _Lexer.on_double_quote, "\\": _Lexer.on_backslash,
+    "$": _Lexer.on_dollar, "`": _Lexer.on_backtick, "|": _Lexer.on_pipe,
+    "&": _Lexer.on_ampersand, ";": _Lexer.on_semicolon, "<": _Lexer.redirect,
+    ">": _Lexer.redirect, "(": _Lexer.on_open_paren, ")": _Lexer.on_close_paren,
+}
 
 
 def scan_command(text: str) -> Scan:

@@ -102,10 +102,15 @@ _RULES: tuple[Rule, ...] = (
         "call",
     ),
     Rule(
-        "AE102", "malformed-arguments", "Tool-call arguments are not a JSON object.",
+        "AE102", "malformed-arguments",
+        "Tool-call arguments are not a JSON object, or one with a key given twice.",
         "The server passes the raw argument text through; if it is not a JSON object the "
-        "harness cannot even read the command.",
-        (Example('{"command": "uv run', "call", "bash"), Example('["ls"]', "call", "bash")),
+        "harness cannot even read the command.  With a duplicate key parsers disagree on "
+        "which value wins (Python keeps the last, others the first), so what is judged "
+        "and what runs could differ.",
+        (Example('{"command": "uv run', "call", "bash"), Example('["ls"]', "call", "bash"),
+         Example('{"command":"rm -rf /","command":"uv run scripts/drafts.py list"}', "call",
+                 "bash")),
         (Example('{"path": "notes/plan.md"}', "call", "read"),),
         "call",
     ),
@@ -146,7 +151,8 @@ _RULES: tuple[Rule, ...] = (
         "never an allowed form and would make the judge slow.",
         _cmds("uv run scripts/fetch_context.py --agent a\x00b", "ls\x1b[2J",
               "uv run scripts/email_read.py --id 4\u202e2",
-              "uv run scripts/email_read.py --id " + "9" * 16400),
+              "uv run scripts/email_read.py --id " + "9" * 16400,
+              "uv run scripts/email_read.py --id 42\r"),
         _cmds("uv run scripts/email_read.py --id 42"),
         "parse",
     ),
@@ -263,31 +269,44 @@ _RULES: tuple[Rule, ...] = (
         "A substitution runs another command whose output becomes an argument; its value "
         "cannot be known before it runs.",
         _cmds("uv run scripts/email_read.py --id $(cat id.txt)", "$(echo cat) x",
-              "uv run scripts/email_read.py --id `cat id`", "diff <(ls a) <(ls b)"),
-        _OK,
+              "uv run scripts/email_read.py --id `cat id`", "diff <(ls a) <(ls b)",
+              'uv run scripts/db_query.py --sql "$\\\n(id)"',
+              "uv run scripts/db_query.py --sql x <\\\n(id)"),
+        _OK + _cmds("uv run scripts/db_query.py --sql '$\\\n(id)'"),
         "allow-list",
     ),
     Rule(
         "AE313", "complex-shell",
         "Subshells, groups, loops, conditionals, functions, arithmetic, expansions.",
         "The policy cannot see through variables, globs, loops or subshells, so it cannot "
-        "prove what would run; it fails closed.",
+        "prove what would run; it fails closed.  bash joins line continuations first, so "
+        "a backslash-newline never hides an expansion (`$\\<newline>HOME` is `$HOME`).",
         _cmds("ls$IFS-la", "(uv run scripts/lights.py status)",
               "for i in 1 2; do uv run scripts/lights.py status; done",
               "uv run scripts/email_read.py --id $ID", "((1))",
-              "uv run scripts/email_read.py --id ~/x"),
-        _OK,
+              "uv run scripts/email_read.py --id ~/x",
+              "uv run scripts/drafts.py create --to a --subject s --body $\\\nOPENAI_API_KEY",
+              'uv run scripts/db_query.py --sql "$\\\n{x:=y}"',
+              "uv run scripts/db_query.py --sql a=\\\n~"),
+        _OK + _cmds("uv run scripts/db_query.py --sql \"SELECT '$' AS x\"",
+                    "uv run scripts/email_read.py --id 42$",
+                    "uv run scripts/db_query.py \\\n  --sql 'SELECT 1' \\\n  --limit 5"),
         "allow-list",
     ),
     Rule(
         "AE320", "blocked-read-path",
         "Read tool outside the allowed roots, in a blocked directory, `..` escaping, or `~`.",
         "The read tool is limited to the harness's directories; external paths such as "
-        "`/data/rendered/x.png` are blocked by design.",
+        "`/data/rendered/x.png` are blocked by design.  Blocked entries match as a file "
+        "system might read the path: any case, `\\` as a separator, `.env` with its "
+        "dotted variants.",
         (Example("/data/rendered/x.png", "read"), Example("../etc/passwd", "read"),
          Example("notes/private/diary.md", "read"), Example("~/notes/a.md", "read"),
-         Example("src/main.py", "read")),
-        (Example("notes/plan.md", "read"), Example("docs/../docs/guide.md", "read")),
+         Example("src/main.py", "read"), Example("notes/Private/x", "read"),
+         Example("docs/.ENV", "read"), Example("docs/.env.local", "read"),
+         Example("notes/private\\a", "read")),
+        (Example("notes/plan.md", "read"), Example("docs/../docs/guide.md", "read"),
+         Example("notes/privateer.md", "read")),
         "allow-list",
     ),
     Rule(

@@ -68,5 +68,12 @@ class Event:
 
 @dataclass(slots=True)
 class Scan:
+    """What the lexer found.  ``single_quoted`` are the spans of single-quoted text (the
+    quotes excluded) and ``literal_dollars`` the indexes of each ``$`` that stands for
+    itself; the bashlex confirmation uses both to tell bashlex's misreports from real
+    expansions."""
+
     commands: list[SimpleCommand]
     events: list[Event]
+    single_quoted: list[tuple[int, int]] = field(default_factory=list)
+    literal_dollars: set[int] = field(default_factory=set)
