@@ -13,6 +13,7 @@ from typing import TextIO
 import click
 
 from agent_eval.cli import EXIT_FAIL, EXIT_OK, main
+from agent_eval.cli.terminal import escape_terminal
 from agent_eval.errors import ConfigError
 from agent_eval.policy import (
     PRECEDENCE,
@@ -45,15 +46,16 @@ def format_verdict(text: str, verdict: Verdict) -> str:
         line_start = text.rfind("\n", 0, f.start) + 1
         line_end = text.find("\n", f.start)
         line_end = len(text) if line_end < 0 else line_end
-        line = text[line_start:line_end]
-        col = f.start - line_start
-        width = max(1, min(f.end, line_end) - f.start)
+        # control characters are written out (never obeyed); carets follow the escaped text
+        line = escape_terminal(text[line_start:line_end])
+        col = len(escape_terminal(text[line_start:f.start]))
+        width = max(1, len(escape_terminal(text[f.start:min(f.end, line_end)])))
         rule = get_rule(f.code)
         if (line_start, line_end) != shown_line:
             out.append(f"  {line}")
             shown_line = (line_start, line_end)
         out.append(f"  {' ' * col}{'^' * width} {f.code} {rule.name if rule else ''}: "
-                   f"{f.message}")
+                   f"{escape_terminal(f.message)}")
     return "\n".join(out)
 
 

@@ -69,3 +69,19 @@ def test_batch_verdicts_equal_the_librarys_on_tricky_lines():
         want = check_command(command, ralf)
         assert (got["command"], got["decision"], got["primary"]) == (
             command, want.decision, want.primary)
+
+
+def test_check_writes_control_characters_out_with_carets_under_them():
+    """A denied command holding ESC is shown with ``\\x1b`` written out, never obeyed,
+    and the caret line still points at the finding in the escaped text."""
+    from click.testing import CliRunner
+
+    from agent_eval.cli import main
+
+    command = "uv run scripts/db_query.py --sql \x1b[2J"
+    result = CliRunner().invoke(main, ["check", command, "--allowlist", "allowlists/ralf.yaml"])
+    assert "\x1b" not in result.output
+    shown = [ln for ln in result.output.splitlines() if "\\x1b[2J" in ln]
+    assert shown, result.output
+    caret_line = result.output.splitlines()[result.output.splitlines().index(shown[0]) + 1]
+    assert caret_line.index("^") == shown[0].index("\\x1b")
