@@ -53,6 +53,7 @@ def environment() -> Environment:
         completions_head=throughput.COMPLETIONS_HEAD,
         work_head=throughput.WORK_HEAD,
         rule_codes=tuple(RULES),
+        rule_text={code: f"{rule.summary} {rule.why}" for code, rule in RULES.items()},
     )
     return env
 
