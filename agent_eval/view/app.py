@@ -11,11 +11,15 @@ filter value is a 400 page naming it, never a traceback.
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
 from aiohttp import web
 from jinja2 import ChoiceLoader, FileSystemLoader
+from markupsafe import Markup
 from sqlalchemy import Engine, event
 
 from agent_eval.errors import ConfigError
@@ -42,9 +46,21 @@ ENGINE = web.AppKey("engine", Engine)
 @cache
 def environment():
     env = report_environment().overlay(
-        loader=ChoiceLoader([FileSystemLoader(TEMPLATES), FileSystemLoader(REPORT_TEMPLATES)]))
+        loader=ChoiceLoader([FileSystemLoader(TEMPLATES), FileSystemLoader(REPORT_TEMPLATES)]),
+        finalize=visible_controls)
     env.globals.update(refresh_s=REFRESH_S)
     return env
+
+
+CONTROL_PICTURES = {c: 0x2400 + c for c in range(32) if chr(c) not in "\t\n\r"} | {127: 0x2421}
+
+
+def visible_controls(value):
+    """Control characters in shown text become their visible pictures (ESC as ␛), so a
+    stored terminal escape reads as text; ``Markup`` (our own SVG) is left alone."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return value.translate(CONTROL_PICTURES)
+    return value
 
 
 def make_read_only(engine: Engine) -> Engine:
@@ -66,7 +82,7 @@ def make_app(engine: Engine) -> web.Application:
     app = web.Application(middlewares=[_errors])
     app[ENGINE] = make_read_only(engine)
     app.router.add_get("/", _runs)
-    app.router.add_get("/index.html", lambda _: web.HTTPFound("/"))
+    app.router.add_get("/index.html", _home)
     app.router.add_get(r"/runs/{run_id:\d+}", _run)
     app.router.add_get("/calls", _calls)
     app.router.add_get("/sessions", _sessions)
@@ -117,6 +133,10 @@ async def _in_thread(request: web.Request, build, *args):
     return await asyncio.to_thread(build, request.app[ENGINE], *args)
 
 
+async def _home(_request: web.Request) -> web.Response:
+    raise web.HTTPFound("/")
+
+
 async def _runs(request: web.Request) -> web.Response:
     filters = {k: request.query[k] for k in ("label", "kind", "status") if request.query.get(k)}
     _, _, offset = _params(request)
@@ -165,3 +185,40 @@ async def _compare(request: web.Request) -> web.Response:
                           "must be given)", field="a") from None
     page = await _in_thread(request, overview.build_compare_page, a, b)
     return _html("compare.html", page=page)
+
+
+@contextmanager
+def run_view_in_thread(engine: Engine, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """The viewer on its own event loop in a daemon thread (tests, benchmarks); yields
+    its base URL (``http://127.0.0.1:PORT``) and stops it on exit."""
+    runner = web.AppRunner(make_app(engine))
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    bound: list = []
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(runner.setup())
+            site = web.TCPSite(runner, host, port)
+            loop.run_until_complete(site.start())
+            bound.append(site._server.sockets[0].getsockname()[1])
+        except BaseException as exc:  # handed to the caller's thread below
+            bound.append(exc)
+            ready.set()
+            return
+        ready.set()
+        loop.run_forever()
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
+
+    thread = threading.Thread(target=run, name="agent-eval-view", daemon=True)
+    thread.start()
+    ready.wait()
+    if isinstance(bound[0], BaseException):
+        raise bound[0]
+    try:
+        yield f"http://{host}:{bound[0]}"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
