@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from sqlalchemy import Engine
 
 from agent_eval.errors import ConfigError
-from agent_eval.report.pages import SessionPage, build_session_page
+from agent_eval.report.pages import SessionLink, SessionPage, build_session_page
 from agent_eval.store.queries import (
     CALL_SORTS,
     SESSION_SORTS,
@@ -141,7 +141,7 @@ class SessionView:
 
 def build_session_view(engine: Engine, session_id: int, params: dict[str, str]) -> SessionView:
     stored = load_session(engine, session_id)
-    page = build_session_page(stored, {})
+    page = build_session_page(stored, _view_links(stored))
     page = dataclasses.replace(page, index_href=run_href(page.run_id))
     nested: dict[int, SessionPage] = {}
     _nest(engine, page, nested, NESTED_DEPTH)
@@ -164,8 +164,15 @@ def _nest(engine: Engine, page: SessionPage, nested: dict[int, SessionPage], dep
         if child.id in nested:
             continue
         try:
-            child_page = build_session_page(load_session(engine, child.id), {})
+            stored = load_session(engine, child.id)
+            child_page = build_session_page(stored, _view_links(stored))
         except ConfigError:
             continue
         nested[child.id] = child_page
         _nest(engine, child_page, nested, depth - 1)
+
+
+def _view_links(stored) -> dict[int, SessionLink]:
+    """Links to the parent and children as the viewer serves them (by id)."""
+    ids = [i for i in (stored.parent_id, *stored.child_ids) if i is not None]
+    return {i: SessionLink(i, f"session {i}", "", "", None, session_href(i)) for i in ids}

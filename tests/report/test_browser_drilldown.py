@@ -118,3 +118,42 @@ def test_view_two_clicks_from_the_ae301_cell_to_the_transcript(browser, two_runs
         page.wait_for_url("**/calls?run_id=*")
         assert page.locator("#calls-table tr").count() > 1
         page.close()
+
+
+def test_static_report_two_clicks_from_the_ae301_cell_to_the_transcript(browser, two_runs,
+                                                                        tmp_path):
+    from agent_eval.report import write_report
+
+    with open_store(two_runs) as store:
+        index = write_report(store, [1], tmp_path / "reports")
+    assert sum(1 for p in index.parent.rglob("*") if p.is_file()) < 300
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(index.resolve().as_uri())
+    if SCREENSHOTS:
+        page.screenshot(path=str(Path(SCREENSHOTS) / "report-index.png"))
+    assert page.locator("#failed-table tr").count() > 1
+
+    # click 1: the piper column of the AE301 row opens that column's AE301 calls
+    head = page.locator("#class-table tr").first.locator("th").all_inner_texts()
+    column = head.index("piper")
+    row = page.locator("#class-table tr", has_text="AE301 pipe-to-filter")
+    row.locator("td").nth(column).locator("a").click()
+    page.wait_for_url(f"**/lists/class-AE301.html#col-{column - 1}")
+    section = page.locator(f"h2#col-{column - 1} + table")
+    first = section.locator("tr").nth(1).locator("td").first.locator("a")
+    # click 2: the first call opens its session's section, at the call
+    first.click()
+    page.wait_for_url("**/sessions/*.html#s*-call-*")
+    anchor = page.url.split("#", 1)[1]
+    session_id = anchor.split("-")[0]
+    call = page.locator(f"[id='{anchor}']")
+    assert call.locator("u.span").count() >= 1
+    assert "AE301 pipe-to-filter:" in call.locator("p.rule-text").inner_text()
+    assert page.locator(f"section#{session_id} h1").inner_text().startswith("Session ")
+
+    # a scenario cell opens that scenario's sessions
+    page.goto(index.resolve().as_uri())
+    page.locator("#scenario-table a", has_text="evaluator-step").first.click()
+    page.wait_for_url("**/lists/scenario-*.html")
+    assert "Scenario evaluator-step" in page.locator("h1").inner_text()
+    page.close()
