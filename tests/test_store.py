@@ -654,8 +654,9 @@ def newer_migrations(tmp_path, monkeypatch):
     shutil.copytree(
         store_database.MIGRATIONS_DIR, copy, ignore=shutil.ignore_patterns("__pycache__")
     )
-    (copy / "versions" / "0002_probe.py").write_text(
-        'revision = "0002"\ndown_revision = "0001"\nbranch_labels = depends_on = None\n\n'
+    head = store_database.head_revision()  # whatever migrations this code ships
+    (copy / "versions" / "9999_probe.py").write_text(
+        f'revision = "0002"\ndown_revision = "{head}"\nbranch_labels = depends_on = None\n\n'
         "import sqlalchemy as sa\nfrom alembic import op\n\n"
         'def upgrade():\n    op.create_table("probe", sa.Column("id", sa.Integer, primary_key=True))\n\n'
         'def downgrade():\n    op.drop_table("probe")\n'
@@ -673,12 +674,14 @@ def newer_migrations(tmp_path, monkeypatch):
 def test_a_database_at_an_older_revision_is_refused_with_the_fix(tmp_path, newer_migrations):
     url = f"sqlite:///{tmp_path / 'old.db'}"
     open_store(url).close()
+    shipped_head = store_database.head_revision()
     newer_migrations(True)
 
     with pytest.raises(ConfigError) as caught:
         open_store(url)
 
-    assert "database at revision 0001, this agent-eval needs 0002" in str(caught.value)
+    assert f"database at revision {shipped_head}, this agent-eval needs 0002" in str(
+        caught.value)
     assert f"run `agent-eval db upgrade --db {url}`" in str(caught.value)
     assert upgrade(url) == "0002"
     open_store(url).close()

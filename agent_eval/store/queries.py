@@ -255,27 +255,21 @@ def list_runs(engine: Engine, *, label: str | None = None, kind: str | None = No
 
 
 def _run_call_counts(conn, ids: list[int]) -> tuple[dict[int, int], dict[int, int]]:
-    """Calls and denied calls per run, calls of error sessions left out."""
-    c = tool_calls.c
-    denied = c.primary_code.is_not(None)
-    calls: dict[int, int] = {}
-    errors: dict[int, int] = {}
-    for run_id, is_denied, n in conn.execute(
-        select(c.run_id, denied, func.count()).where(c.run_id.in_(ids))
-        .group_by(c.run_id, denied)
-    ).all():
-        calls[run_id] = calls.get(run_id, 0) + n
-        if is_denied:
-            errors[run_id] = errors.get(run_id, 0) + n
-    for run_id, is_denied, n in conn.execute(
-        select(sessions.c.run_id, denied, func.count())
-        .select_from(sessions).join(tool_calls, c.session_id == sessions.c.id)
-        .where(sessions.c.run_id.in_(ids), sessions.c.status == "error")
-        .group_by(sessions.c.run_id, denied)
-    ).all():
-        calls[run_id] -= n
-        if is_denied:
-            errors[run_id] -= n
+    """Calls and denied calls per run, calls of error sessions left out: calls summed from
+    the sessions, denied calls a range of ``ix_tool_calls_run_decision``."""
+    s, c = sessions.c, tool_calls.c
+    calls = {run_id: int(n or 0) for run_id, n in conn.execute(
+        select(s.run_id, func.sum(s.n_calls)).where(s.run_id.in_(ids), s.status != "error")
+        .group_by(s.run_id)).all()}
+    errors = dict(conn.execute(
+        select(c.run_id, func.count()).where(c.run_id.in_(ids), c.decision == "deny")
+        .group_by(c.run_id)).all())
+    for run_id, n in conn.execute(
+        select(c.run_id, func.count()).select_from(sessions)
+        .join(tool_calls, c.session_id == s.id)
+        .where(s.run_id.in_(ids), s.status == "error", c.decision == "deny")
+        .group_by(c.run_id)).all():
+        errors[run_id] -= n
     return calls, errors
 
 
@@ -323,16 +317,29 @@ def _delete_runs(conn, ids: list[int]) -> int:
 # sessions
 
 
-def _denials_of_session():
+def _denied_sessions(f):
+    """Ids of the sessions holding a denied call (of class ``code`` when given): a range of
+    ``ix_tool_calls_run_decision`` when the run is known."""
     c = tool_calls.c
-    return (select(func.count()).where(c.session_id == sessions.c.id, c.decision == "deny")
-            .correlate(sessions).scalar_subquery())
+    where = [c.decision == "deny"]
+    if f.run_id is not None:
+        where.append(c.run_id == f.run_id)
+    if getattr(f, "code", None):
+        where.append(c.primary_code == f.code)
+    return select(c.session_id).where(*where)
 
 
-def _session_failed(denials):
+def _session_failed(f):
     s = sessions.c
-    return or_(s.status != "completed", denials > 0,
-               and_(s.handshake_required > 0, not_(s.handshake_completed)))
+    return or_(s.status != "completed", and_(s.handshake_required > 0, not_(s.handshake_completed)),
+               s.id.in_(_denied_sessions(SessionFilter(run_id=f.run_id))))
+
+
+def _target_ids(name: str, run_id: int | None):
+    where = [targets.c.name == name]
+    if run_id is not None:
+        where.append(targets.c.run_id == run_id)
+    return select(targets.c.id).where(*where)
 
 
 def _session_where(f: SessionFilter) -> list:
@@ -342,7 +349,7 @@ def _session_where(f: SessionFilter) -> list:
     if f.run_id is not None:
         where.append(s.run_id == f.run_id)
     if f.target:
-        where.append(targets.c.name == f.target)
+        where.append(s.target_id.in_(_target_ids(f.target, f.run_id)))
     if f.scenario:
         where.append(s.scenario == f.scenario)
     if f.tag:
@@ -351,34 +358,38 @@ def _session_where(f: SessionFilter) -> list:
         where.append(s.status == f.status)
     if f.handshake:
         where.append(s.handshake_required > 0)
-    calls_of = [c.session_id == s.id]
-    call_conds = []
     if f.code:
-        call_conds.append(c.primary_code == f.code)
-    if f.decision:
-        call_conds.append(c.decision == f.decision)
+        where.append(s.id.in_(_denied_sessions(f)))
+    if f.decision == "deny":
+        where.append(s.id.in_(_denied_sessions(SessionFilter(run_id=f.run_id))))
+    elif f.decision:
+        where.append(exists().where(c.session_id == s.id, c.decision == f.decision))
     if f.disagree:
-        call_conds.append(and_(c.source_decision.is_not(None), c.source_decision != c.decision))
+        where.append(exists().where(c.session_id == s.id, c.source_decision.is_not(None),
+                                    c.source_decision != c.decision))
     if f.search:
-        call_conds.append(_contains(c.command, f.search))
-    for cond in call_conds:
-        where.append(exists().where(*calls_of, cond))
+        where.append(exists().where(c.session_id == s.id, _contains(c.command, f.search)))
     return where
 
 
 def list_sessions(engine: Engine, f: SessionFilter, *, sort: str = "failed",
                   limit: int = PAGE_SIZE, offset: int = 0) -> Page:
-    """Sessions matching ``f``, failed first by default (then by id)."""
+    """Sessions matching ``f``, failed first by default (then by id).
+
+    Two steps, so a page costs the same at any size: the page's ids (one ordered query),
+    then those sessions' rows and denial counts.
+    """
     limit, offset = _page(limit, offset)
     if sort not in SESSION_SORTS:
         raise ConfigError(f"unknown sort {sort!r}: use one of {', '.join(SESSION_SORTS)}",
                           field="sort")
-    s = sessions.c
-    denials = _denials_of_session()
+    s, c = sessions.c, tool_calls.c
     where = _session_where(f)
-    failed = _session_failed(denials)
+    failed = _session_failed(f)
     if f.failed:
         where.append(failed)
+    denials = (select(func.count()).where(c.session_id == s.id, c.decision == "deny")
+               .correlate(sessions).scalar_subquery())
     order = {
         "failed": (case((failed, 0), else_=1), s.id),
         "id": (s.id,),
@@ -387,31 +398,35 @@ def list_sessions(engine: Engine, f: SessionFilter, *, sort: str = "failed",
         "scenario": (s.scenario, s.id),
         "handshake": (case((s.handshake_completed, 1), else_=0), s.id),
     }[sort]
-    base = select(sessions.c.id).select_from(sessions).join(targets, targets.c.id == s.target_id)
-    query = (select(s.id, s.run_id, targets.c.name, s.scenario, s.repeat, s.status,
-                    s.n_calls, denials.label("denials"), s.handshake_required,
-                    s.handshake_done, s.handshake_completed, s.parent_id, s.tags, s.error)
-             .select_from(sessions).join(targets, targets.c.id == s.target_id)
-             .where(*where).order_by(*order).limit(limit).offset(offset))
     with engine.connect() as conn:
-        total = conn.execute(select(func.count()).select_from(base.where(*where).subquery())
+        total = conn.execute(select(func.count()).select_from(sessions).where(*where)
                              ).scalar_one()
-        rows = conn.execute(query).all()
+        ids = list(conn.execute(select(s.id).where(*where).order_by(*order).limit(limit)
+                                .offset(offset)).scalars())
+        rows = {r.id: r for r in conn.execute(
+            select(s.id, s.run_id, targets.c.name, s.scenario, s.repeat, s.status, s.n_calls,
+                   s.handshake_required, s.handshake_done, s.handshake_completed, s.parent_id,
+                   s.tags, s.error)
+            .join(targets, targets.c.id == s.target_id).where(s.id.in_(ids))).all()}
+        counts = dict(conn.execute(
+            select(c.session_id, func.count()).where(c.session_id.in_(ids), c.decision == "deny")
+            .group_by(c.session_id)).all())
     return Page(tuple(
         SessionListRow(id=r.id, run_id=r.run_id, target=r.name, scenario=r.scenario,
-                       repeat=r.repeat, status=r.status, calls=r.n_calls, denials=r.denials,
-                       handshake_required=r.handshake_required, handshake_done=r.handshake_done,
+                       repeat=r.repeat, status=r.status, calls=r.n_calls,
+                       denials=counts.get(r.id, 0), handshake_required=r.handshake_required,
+                       handshake_done=r.handshake_done,
                        handshake_completed=bool(r.handshake_completed), parent_id=r.parent_id,
                        tags=tuple(r.tags or ()), error=r.error)
-        for r in rows), total, limit, offset)
+        for r in (rows[i] for i in ids)), total, limit, offset)
 
 
 def neighbour_sessions(engine: Engine, f: SessionFilter, session_id: int
                        ) -> tuple[int | None, int | None]:
     """The failed sessions just before and after ``session_id`` under ``f`` (id order)."""
     s = sessions.c
-    where = [*_session_where(f), _session_failed(_denials_of_session())]
-    base = select(s.id).select_from(sessions).join(targets, targets.c.id == s.target_id)
+    where = [*_session_where(f), _session_failed(f)]
+    base = select(s.id)
     with engine.connect() as conn:
         prev = conn.execute(base.where(*where, s.id < session_id).order_by(s.id.desc())
                             .limit(1)).scalar()
@@ -423,54 +438,69 @@ def neighbour_sessions(engine: Engine, f: SessionFilter, session_id: int
 # calls
 
 
-def _call_where(f: CallFilter) -> list:
+def _call_where(f: CallFilter) -> tuple[list, bool]:
+    """The conditions, and whether they need the sessions table joined."""
     c = tool_calls.c
     s = sessions.c
     where: list = []
     for column, value in ((c.run_id, f.run_id), (c.session_id, f.session_id),
-                          (targets.c.name, f.target), (s.scenario, f.scenario),
-                          (c.primary_code, f.code), (s.status, f.status),
-                          (c.decision, f.decision), (c.next_action, f.next_action)):
+                          (c.primary_code, f.code), (c.decision, f.decision),
+                          (c.next_action, f.next_action)):
         if value is not None:
             where.append(column == value)
-    if f.tag:
-        where.append(_tag_match(s.tags, f.tag))
+    if f.target:
+        where.append(c.target_id.in_(_target_ids(f.target, f.run_id)))
     if f.failed:
         where.append(c.decision == "deny")
     if f.disagree:
         where.append(and_(c.source_decision.is_not(None), c.source_decision != c.decision))
     if f.search:
         where.append(_contains(c.command, f.search))
-    return where
+    joined = False
+    for column, value in ((s.scenario, f.scenario), (s.status, f.status)):
+        if value is not None:
+            where.append(column == value)
+            joined = True
+    if f.tag:
+        where.append(_tag_match(s.tags, f.tag))
+        joined = True
+    return where, joined
 
 
 def list_calls(engine: Engine, f: CallFilter, *, sort: str = "failed",
                limit: int = PAGE_SIZE, offset: int = 0) -> Page:
-    """Tool calls matching ``f``, denied first by default (then by id)."""
+    """Tool calls matching ``f``, denied first by default (newest first within each).
+
+    Two steps, as for sessions: the page's ids in ``ix_tool_calls_run_decision`` order,
+    then their rows.
+    """
     limit, offset = _page(limit, offset)
     if sort not in CALL_SORTS:
         raise ConfigError(f"unknown sort {sort!r}: use one of {', '.join(CALL_SORTS)}",
                           field="sort")
     c = tool_calls.c
-    where = _call_where(f)
+    where, joined = _call_where(f)
     order = {
-        "failed": (case((c.decision == "deny", 0), else_=1), c.id),
+        "failed": (c.decision.desc(), c.session_id.desc(), c.id.desc()),  # "deny" > "allow"
         "id": (c.id,),
         "-id": (c.id.desc(),),
         "code": (c.primary_code, c.id),
         "session": (c.session_id, c.index),
     }[sort]
-    joined = (tool_calls.join(sessions, sessions.c.id == c.session_id)
-              .join(targets, targets.c.id == c.target_id))
-    query = (select(c.id, c.session_id, c.run_id, targets.c.name, sessions.c.scenario,
-                    c.index, c.turn_index, c.tool, c.command, c.decision, c.primary_code,
-                    c.next_action, c.source_decision)
-             .select_from(joined).where(*where).order_by(*order).limit(limit).offset(offset))
+    source = tool_calls.join(sessions, sessions.c.id == c.session_id) if joined else tool_calls
     with engine.connect() as conn:
-        total = conn.execute(select(func.count()).select_from(joined).where(*where)
+        total = conn.execute(select(func.count()).select_from(source).where(*where)
                              ).scalar_one()
-        rows = conn.execute(query).all()
-    return Page(tuple(CallListRow(*r) for r in rows), total, limit, offset)
+        ids = list(conn.execute(select(c.id).select_from(source).where(*where)
+                                .order_by(*order).limit(limit).offset(offset)).scalars())
+        rows = {r.id: r for r in conn.execute(
+            select(c.id, c.session_id, c.run_id, targets.c.name, sessions.c.scenario,
+                   c.index, c.turn_index, c.tool, c.command, c.decision, c.primary_code,
+                   c.next_action, c.source_decision)
+            .select_from(tool_calls.join(sessions, sessions.c.id == c.session_id)
+                         .join(targets, targets.c.id == c.target_id))
+            .where(c.id.in_(ids))).all()}
+    return Page(tuple(CallListRow(*rows[i]) for i in ids), total, limit, offset)
 
 
 # helpers

@@ -94,7 +94,7 @@ def test_calls_come_denied_first_and_filter(filled):
     store, f = filled
     page = list_calls(store.engine, CallFilter(run_id=f.run_id))
     assert [r.decision for r in page.rows] == ["deny"] * 3 + ["allow"] * 3
-    assert [r.primary_code for r in page.rows[:3]] == ["AE301", "AE301", "AE304"]
+    assert [r.primary_code for r in page.rows[:3]] == ["AE304", "AE301", "AE301"]  # newest first
     ae301 = list_calls(store.engine, CallFilter(run_id=f.run_id, code="AE301",
                                                 target="careful"))
     assert [(r.session_id, r.index) for r in ae301.rows] == [(f.ids["careful/pipe/0"], 0)]
