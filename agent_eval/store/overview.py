@@ -61,11 +61,14 @@ def run_overview(engine: Engine, run_id: int) -> RunOverview:
                                  else_=0)),
                    func.sum(s.n_calls))
             .where(s.run_id == run_id).group_by(s.target_id, s.status)).all()
-        code_rows = conn.execute(
-            select(c.target_id, c.primary_code, c.next_action, func.count())
-            .select_from(tool_calls).join(sessions, s.id == c.session_id)
-            .where(c.run_id == run_id, c.primary_code.is_not(None), ok)
-            .group_by(c.target_id, c.primary_code, c.next_action)).all()
+        denied = denied_calls([run_id])
+        code_rows = _minus_faulted(
+            conn.execute(select(c.target_id, c.primary_code, c.next_action, func.count())
+                         .where(*denied)
+                         .group_by(c.target_id, c.primary_code, c.next_action)).all(),
+            conn.execute(select(c.target_id, c.primary_code, c.next_action, func.count())
+                         .where(*faulted_calls([run_id]))
+                         .group_by(c.target_id, c.primary_code, c.next_action)).all())
         failed = case((s.status != "completed", 1),
                       (and_(s.handshake_required > 0, ~s.handshake_completed), 1), else_=0)
         scenario_rows = conn.execute(
@@ -73,11 +76,12 @@ def run_overview(engine: Engine, run_id: int) -> RunOverview:
                    func.sum(case((s.status == "completed", 1), else_=0)), func.sum(failed),
                    func.sum(s.n_calls))
             .where(s.run_id == run_id, ok).group_by(s.target_id, s.scenario)).all()
+        per_session = (select(c.session_id, func.count().label("n")).where(*denied)
+                       .group_by(c.session_id).subquery())
         scenario_errors = conn.execute(
-            select(c.target_id, s.scenario, func.count())
-            .select_from(tool_calls).join(sessions, s.id == c.session_id)
-            .where(c.run_id == run_id, c.primary_code.is_not(None), ok)
-            .group_by(c.target_id, s.scenario)).all()
+            select(s.target_id, s.scenario, func.sum(per_session.c.n))
+            .select_from(per_session).join(sessions, s.id == per_session.c.session_id)
+            .where(ok).group_by(s.target_id, s.scenario)).all()
     tallies = {name: _Tally() for name in names.values()}
     for target_id, status, n, hs_n, hs_k, n_calls in status_rows:
         t = tallies[names[target_id]]
@@ -130,16 +134,44 @@ def label_trend(engine: Engine, label: str, limit: int = 20) -> list[TrendPoint]
                    func.sum(case((and_(s.handshake_required > 0, s.handshake_completed), 1),
                                  else_=0)))
             .where(s.run_id.in_(ids), s.status != "error").group_by(s.run_id, s.target_id)).all()
-        denied = dict(((r, t), n) for r, t, n in conn.execute(
-            select(c.run_id, c.target_id, func.count()).select_from(tool_calls)
-            .join(sessions, s.id == c.session_id)
-            .where(c.run_id.in_(ids), c.primary_code.is_not(None), s.status != "error")
-            .group_by(c.run_id, c.target_id)).all())
+        denied = dict(((r, t), n) for r, t, n, _ in _minus_faulted(
+            conn.execute(select(c.run_id, c.target_id, func.count()).where(*denied_calls(ids))
+                         .group_by(c.run_id, c.target_id)).all(),
+            conn.execute(select(c.run_id, c.target_id, func.count())
+                         .where(*faulted_calls(ids))
+                         .group_by(c.run_id, c.target_id)).all(), keep_key=True))
     per_run: dict[int, dict[str, tuple[int, int, int, int]]] = defaultdict(dict)
     for run_id, target_id, n_calls, hs_n, hs_k in hs:
         per_run[run_id][names[target_id]] = (int(n_calls or 0), denied.get((run_id, target_id), 0),
                                              int(hs_n or 0), int(hs_k or 0))
     return [TrendPoint(r.id, r.created_at, per_run.get(r.id, {})) for r in reversed(recent)]
+
+
+def denied_calls(run_ids: list[int]) -> list:
+    """The denied calls of the runs, as a range of ``ix_tool_calls_run_decision``.  The
+    ``session_id > 0`` bound (always true) makes that index the tightest match for
+    SQLite's planner, which has no statistics in a store nobody ANALYZEd."""
+    c = tool_calls.c
+    return [c.run_id.in_(run_ids), c.decision == "deny", c.session_id > 0]
+
+
+def faulted_calls(run_ids: list[int]) -> list:
+    """The denied calls of the runs' error sessions, reached from those few sessions."""
+    c, s = tool_calls.c, sessions.c
+    return [c.session_id.in_(select(s.id).where(s.run_id.in_(run_ids), s.status == "error")),
+            c.decision == "deny"]
+
+
+def _minus_faulted(rows, faulted, *, keep_key: bool = False) -> list[tuple]:
+    """Counts ``(*key, n)`` minus the same keys' counts in error sessions; zeros dropped.
+    Counting all then subtracting the few faulted sessions keeps the big query a plain
+    range of one index."""
+    counts: dict[tuple, int] = {}
+    for *key, n in rows:
+        counts[tuple(key)] = counts.get(tuple(key), 0) + n
+    for *key, n in faulted:
+        counts[tuple(key)] -= n
+    return [(*key, n, None) if keep_key else (*key, n) for key, n in counts.items() if n > 0]
 
 
 class _Tally:

@@ -38,6 +38,7 @@ from sqlalchemy import (
 from agent_eval.errors import ConfigError
 from agent_eval.metrics.stats import wilson_interval
 from agent_eval.store.database import write_transaction
+from agent_eval.store.overview import denied_calls, faulted_calls
 from agent_eval.store.schema import findings, runs, sessions, targets, tool_calls
 
 PAGE_SIZE = 50
@@ -262,13 +263,9 @@ def _run_call_counts(conn, ids: list[int]) -> tuple[dict[int, int], dict[int, in
         select(s.run_id, func.sum(s.n_calls)).where(s.run_id.in_(ids), s.status != "error")
         .group_by(s.run_id)).all()}
     errors = dict(conn.execute(
-        select(c.run_id, func.count()).where(c.run_id.in_(ids), c.decision == "deny")
-        .group_by(c.run_id)).all())
+        select(c.run_id, func.count()).where(*denied_calls(ids)).group_by(c.run_id)).all())
     for run_id, n in conn.execute(
-        select(c.run_id, func.count()).select_from(sessions)
-        .join(tool_calls, c.session_id == s.id)
-        .where(s.run_id.in_(ids), s.status == "error", c.decision == "deny")
-        .group_by(c.run_id)).all():
+        select(c.run_id, func.count()).where(*faulted_calls(ids)).group_by(c.run_id)).all():
         errors[run_id] -= n
     return calls, errors
 
@@ -323,7 +320,7 @@ def _denied_sessions(f):
     c = tool_calls.c
     where = [c.decision == "deny"]
     if f.run_id is not None:
-        where.append(c.run_id == f.run_id)
+        where = denied_calls([f.run_id])
     if getattr(f, "code", None):
         where.append(c.primary_code == f.code)
     return select(c.session_id).where(*where)
