@@ -466,7 +466,7 @@ def _call_where(f: CallFilter) -> tuple[list, bool]:
 
 def list_calls(engine: Engine, f: CallFilter, *, sort: str = "failed",
                limit: int = PAGE_SIZE, offset: int = 0) -> Page:
-    """Tool calls matching ``f``, denied first by default (newest first within each).
+    """Tool calls matching ``f``, denied first by default (each part oldest first).
 
     Two steps, as for sessions: the page's ids in ``ix_tool_calls_run_decision`` order,
     then their rows.
@@ -478,18 +478,21 @@ def list_calls(engine: Engine, f: CallFilter, *, sort: str = "failed",
     c = tool_calls.c
     where, joined = _call_where(f)
     order = {
-        "failed": (c.decision.desc(), c.session_id.desc(), c.id.desc()),  # "deny" > "allow"
+        "failed": (c.session_id, c.id),  # within each verdict, see _failed_first
         "id": (c.id,),
         "-id": (c.id.desc(),),
         "code": (c.primary_code, c.id),
         "session": (c.session_id, c.index),
     }[sort]
     source = tool_calls.join(sessions, sessions.c.id == c.session_id) if joined else tool_calls
+    ids_of = select(c.id).select_from(source).where(*where).order_by(*order)
     with engine.connect() as conn:
         total = conn.execute(select(func.count()).select_from(source).where(*where)
                              ).scalar_one()
-        ids = list(conn.execute(select(c.id).select_from(source).where(*where)
-                                .order_by(*order).limit(limit).offset(offset)).scalars())
+        if sort == "failed":
+            ids = _failed_first(conn, ids_of, limit, offset)
+        else:
+            ids = list(conn.execute(ids_of.limit(limit).offset(offset)).scalars())
         rows = {r.id: r for r in conn.execute(
             select(c.id, c.session_id, c.run_id, targets.c.name, sessions.c.scenario,
                    c.index, c.turn_index, c.tool, c.command, c.decision, c.primary_code,
@@ -498,6 +501,22 @@ def list_calls(engine: Engine, f: CallFilter, *, sort: str = "failed",
                          .join(targets, targets.c.id == c.target_id))
             .where(c.id.in_(ids))).all()}
     return Page(tuple(CallListRow(*rows[i]) for i in ids), total, limit, offset)
+
+
+def _failed_first(conn, ids_of, limit: int, offset: int) -> list[int]:
+    """The page of denied-then-allowed calls, each part in (session, id) order.  Two
+    ordered ranges of ``ix_tool_calls_run_decision`` rather than one sort of the run."""
+    c = tool_calls.c
+    denied = ids_of.where(c.decision == "deny", c.session_id > 0)
+    n_denied = conn.execute(select(func.count()).select_from(denied.subquery())).scalar_one()
+    ids: list[int] = []
+    if offset < n_denied:
+        ids = list(conn.execute(denied.limit(limit).offset(offset)).scalars())
+    if len(ids) < limit:
+        rest = ids_of.where(c.decision != "deny", c.session_id > 0)
+        ids += conn.execute(rest.limit(limit - len(ids))
+                            .offset(max(0, offset - n_denied))).scalars()
+    return ids
 
 
 # helpers

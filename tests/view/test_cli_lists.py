@@ -61,7 +61,7 @@ def test_calls_of_a_target_and_class(filled):
     args = ("calls", "latest", "--target", "sloppy", "--decision", "deny")
     rows = json.loads(run_cli(store, *args, "--json"))
     assert [(r["primary_code"], r["next_action"]) for r in rows] == [
-        ("AE304", "abandon"), ("AE301", "retry-denied")]  # denied first, newest first
+        ("AE301", "retry-denied"), ("AE304", "abandon")]
     assert table_ids(run_cli(store, *args)) == [r["id"] for r in rows]
 
 

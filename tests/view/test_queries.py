@@ -94,7 +94,7 @@ def test_calls_come_denied_first_and_filter(filled):
     store, f = filled
     page = list_calls(store.engine, CallFilter(run_id=f.run_id))
     assert [r.decision for r in page.rows] == ["deny"] * 3 + ["allow"] * 3
-    assert [r.primary_code for r in page.rows[:3]] == ["AE304", "AE301", "AE301"]  # newest first
+    assert [r.primary_code for r in page.rows[:3]] == ["AE301", "AE301", "AE304"]
     ae301 = list_calls(store.engine, CallFilter(run_id=f.run_id, code="AE301",
                                                 target="careful"))
     assert [(r.session_id, r.index) for r in ae301.rows] == [(f.ids["careful/pipe/0"], 0)]
@@ -143,3 +143,13 @@ def test_prune_keeps_newer_and_running_runs(filled):
     store.set_run_status(f.run_id, "running")
     assert prune_runs(store.engine, tomorrow) == [f.old_run_id]
     assert [r.id for r in list_runs(store.engine).rows] == [f.run_id]
+
+
+def test_failed_first_calls_page_across_the_denied_allowed_boundary(filled):
+    store, f = filled
+    everything = list_calls(store.engine, CallFilter(run_id=f.run_id), limit=10).rows
+    pages = [list_calls(store.engine, CallFilter(run_id=f.run_id), limit=2, offset=o).rows
+             for o in (0, 2, 4)]
+    assert [r.id for p in pages for r in p] == [r.id for r in everything]
+    assert [r.decision for r in pages[1]] == ["deny", "allow"]
+    assert [r.id for r in everything[:3]] == sorted(r.id for r in everything[:3])
