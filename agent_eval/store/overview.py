@@ -48,7 +48,8 @@ class RunOverview:
     scenarios: dict[str, dict[str, ScenarioTally]]  # scenario -> target -> tally
 
 
-def run_overview(engine: Engine, run_id: int) -> RunOverview:
+def run_overview(engine: Engine, run_id: int, *, scenarios: bool = True) -> RunOverview:
+    """The run's tallies per target; per scenario too unless ``scenarios`` is False."""
     s, c = sessions.c, tool_calls.c
     ok = s.status != "error"
     with engine.connect() as conn:
@@ -71,14 +72,14 @@ def run_overview(engine: Engine, run_id: int) -> RunOverview:
                          .group_by(c.target_id, c.primary_code, c.next_action)).all())
         failed = case((s.status != "completed", 1),
                       (and_(s.handshake_required > 0, ~s.handshake_completed), 1), else_=0)
-        scenario_rows = conn.execute(
+        scenario_rows = [] if not scenarios else conn.execute(
             select(s.target_id, s.scenario, func.count(),
                    func.sum(case((s.status == "completed", 1), else_=0)), func.sum(failed),
                    func.sum(s.n_calls))
             .where(s.run_id == run_id, ok).group_by(s.target_id, s.scenario)).all()
         per_session = (select(c.session_id, func.count().label("n")).where(*denied)
                        .group_by(c.session_id).subquery())
-        scenario_errors = conn.execute(
+        scenario_errors = [] if not scenarios else conn.execute(
             select(s.target_id, s.scenario, func.sum(per_session.c.n))
             .select_from(per_session).join(sessions, s.id == per_session.c.session_id)
             .where(ok).group_by(s.target_id, s.scenario)).all()
@@ -134,12 +135,12 @@ def label_trend(engine: Engine, label: str, limit: int = 20) -> list[TrendPoint]
                    func.sum(case((and_(s.handshake_required > 0, s.handshake_completed), 1),
                                  else_=0)))
             .where(s.run_id.in_(ids), s.status != "error").group_by(s.run_id, s.target_id)).all()
-        denied = dict(((r, t), n) for r, t, n, _ in _minus_faulted(
-            conn.execute(select(c.run_id, c.target_id, func.count()).where(*denied_calls(ids))
-                         .group_by(c.run_id, c.target_id)).all(),
-            conn.execute(select(c.run_id, c.target_id, func.count())
-                         .where(*faulted_calls(ids))
-                         .group_by(c.run_id, c.target_id)).all(), keep_key=True))
+        per_session = (select(c.session_id, func.count().label("n"))
+                       .where(*denied_calls(ids)).group_by(c.session_id).subquery())
+        denied = {(r, t): int(n or 0) for r, t, n in conn.execute(  # index-only, then sessions
+            select(s.run_id, s.target_id, func.sum(per_session.c.n))
+            .select_from(per_session).join(sessions, s.id == per_session.c.session_id)
+            .where(s.status != "error").group_by(s.run_id, s.target_id)).all()}
     per_run: dict[int, dict[str, tuple[int, int, int, int]]] = defaultdict(dict)
     for run_id, target_id, n_calls, hs_n, hs_k in hs:
         per_run[run_id][names[target_id]] = (int(n_calls or 0), denied.get((run_id, target_id), 0),

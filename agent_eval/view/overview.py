@@ -247,7 +247,7 @@ def build_compare_page(engine: Engine, a_id: int, b_id: int) -> ComparePage:
         info = get_run(engine, run_id)
         heads.append(RunHead(info.id, info.label, info.kind, info.status, info.created_at,
                              info.finished_at))
-        overviews.append(run_overview(engine, run_id))
+        overviews.append(run_overview(engine, run_id, scenarios=False))
     ov_a, ov_b = overviews
     rows = []
     for name in [n for n in ov_a.targets if n in ov_b.tallies]:
