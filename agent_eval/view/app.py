@@ -92,10 +92,9 @@ def make_app(engine: Engine) -> web.Application:
     return app
 
 
-def serve(engine: Engine, *, host: str = "127.0.0.1", port: int = 8700, print=print) -> None:
+def serve(engine: Engine, *, host: str = "127.0.0.1", port: int = 8700) -> None:
     """Serve until Ctrl-C."""
-    web.run_app(make_app(engine), host=host, port=port, print=None,
-                handle_signals=True)
+    web.run_app(make_app(engine), host=host, port=port, print=None, handle_signals=True)
 
 
 @web.middleware
