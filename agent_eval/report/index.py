@@ -47,6 +47,7 @@ from agent_eval.report.agreement import (
 )
 from agent_eval.report.breakdown import BreakdownRow, breakdown_rows
 from agent_eval.report.charts import class_chart, error_chart
+from agent_eval.report.lists import class_file, list_href, scenario_file
 from agent_eval.report.pages import SessionLink, handshake_text, rule_href, session_href
 from agent_eval.report.throughput import RunThroughput
 from agent_eval.store import RunInfo
@@ -80,6 +81,7 @@ class ClassRow:
     name: str | None
     href: str | None
     cells: tuple[str, ...]  # one per column: errors/100 [95% CI]
+    links: tuple[str | None, ...] = ()  # per column: the list of that column's calls
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +96,20 @@ class SessionItem:
     handshake: str
     is_child: bool
     error: str | None
+    handshake_open: bool = False
+
+    @property
+    def failed(self) -> bool:
+        """Did not complete, left its handshake open, or holds a denied call."""
+        return self.link.status != "completed" or self.denials > 0 or self.handshake_open
+
+    @property
+    def status_text(self) -> str:
+        """``completed with 3 denials`` rather than a bare ``completed``."""
+        if self.denials and self.link.status != "error":
+            plural = "s" if self.denials > 1 else ""
+            return f"{self.link.status} with {self.denials} denial{plural}"
+        return self.link.status or ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +151,12 @@ class IndexPage:
     @property
     def clustered_head(self) -> tuple[str, ...]:
         return CLUSTERED_HEAD
+    failed: tuple[SessionItem, ...] = ()  # the first FAILED_ON_INDEX failed sessions
+    failed_total: int = 0
+    scenario_links: dict[str, str] = dataclasses.field(default_factory=dict)  # -> list page
 
+
+FAILED_ON_INDEX = 50
 
 TARGET_HEAD = ("target", "sessions", "messages", "tool calls", "errors",
                "errors/100 [95% CI]", "handshake completion", "error sessions")  # fmt: skip
@@ -218,9 +239,13 @@ def build_index_page(
                                      s.handshake_completed, s.handshake_missed_step),
             is_child=s.parent_id is not None,
             error=s.error,
+            handshake_open=s.handshake_required > 0 and not s.handshake_completed,
         )
         for s in sessions
     )
+    items = tuple(sorted(items, key=lambda i: not i.failed))  # failed first, stable
+    failed = tuple(i for i in items if i.failed)
+    scenarios = sorted({s.scenario for s in sessions})
     return IndexPage(
         title=_title(runs),
         runs=tuple(_run_view(r) for r in runs),
@@ -229,6 +254,9 @@ def build_index_page(
         repeats=repeats,
         target_rows=tuple(_target_row(name, s) for name, s in summaries.items()),
         class_rows=_class_rows(summaries),
+        failed=failed[:FAILED_ON_INDEX],
+        failed_total=len(failed),
+        scenario_links={name: list_href(scenario_file(n)) for n, name in enumerate(scenarios)},
         handshake_rows=tuple(_handshake_row(n, s) for n, s in summaries.items()),
         recovery_rows=tuple(_recovery_row(n, s) for n, s in summaries.items()),
         exit_rows=tuple(_exit_row(n, s) for n, s in summaries.items()),
@@ -309,6 +337,10 @@ def _class_rows(summaries: dict[str, GroupSummary]) -> tuple[ClassRow, ...]:
             name=rule.name if rule else None,
             href=rule_href(code, from_dir=None),
             cells=tuple(rate_text(cells.get(col)) for col in summaries),
+            links=tuple(
+                list_href(class_file(code), n) if code != TOTAL and (r := cells.get(col))
+                and r.k else (list_href("failed.html", n) if code == TOTAL else None)
+                for n, col in enumerate(summaries)),
         ))
     return tuple(rows)
 

@@ -23,6 +23,8 @@ from agent_eval.transcript import CallRecord, Decision, ExitState, NextAction, T
 
 RULES_DIR = "rules"
 SESSIONS_DIR = "sessions"
+LISTS_DIR = "lists"
+SESSIONS_PER_FILE = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +104,7 @@ class TurnView:
 
 @dataclass(frozen=True, slots=True)
 class SessionPage:
-    """One session's drill-down page (``sessions/<id>.html``)."""
+    """One session's drill-down (a section of ``sessions/<first>-<last>.html``)."""
 
     id: int
     run_id: int
@@ -179,9 +181,23 @@ def output_label(decision: Decision, source: str) -> str:
     return "denial the model saw" if decision == "deny" else "output the model saw"
 
 
+def session_file(session_id: int) -> str:
+    """The file holding a session's page: sessions are batched ``SESSIONS_PER_FILE`` to a
+    file by id (``sessions/1200-1299.html``), so a report stays a few hundred files
+    whatever the run's size."""
+    low = int(session_id) // SESSIONS_PER_FILE * SESSIONS_PER_FILE
+    return f"{low}-{low + SESSIONS_PER_FILE - 1}.html"
+
+
 def session_href(session_id: int, *, from_dir: str | None) -> str:
-    """Where a session page lives, relative to the page linking to it."""
-    name = f"{int(session_id)}.html"
+    """Where a session's page is, relative to the page linking to it."""
+    name = f"{session_file(session_id)}#s{int(session_id)}"
+    return name if from_dir == SESSIONS_DIR else f"{SESSIONS_DIR}/{name}"
+
+
+def call_href(session_id: int, index: int, *, from_dir: str | None) -> str:
+    """Where one call of a session is shown (the anchor inside the session's file)."""
+    name = f"{session_file(session_id)}#s{int(session_id)}-call-{int(index)}"
     return name if from_dir == SESSIONS_DIR else f"{SESSIONS_DIR}/{name}"
 
 

@@ -53,6 +53,7 @@ def environment() -> Environment:
         completions_head=throughput.COMPLETIONS_HEAD,
         work_head=throughput.WORK_HEAD,
         rule_codes=tuple(RULES),
+        rule_text={code: f"{rule.summary} {rule.why}" for code, rule in RULES.items()},
     )
     return env
 
@@ -67,3 +68,13 @@ def render_session(page: SessionPage) -> str:
 
 def render_rule(page: RulePage) -> str:
     return environment().get_template("rule.html").render(page=page)
+
+
+def render_session_batch(pages: list[SessionPage]) -> str:
+    """One ``sessions/<first>-<last>.html``: a section per session."""
+    return environment().get_template("session_batch.html").render(
+        pages=pages, first=pages[0].id, last=pages[-1].id)
+
+
+def render_list(page) -> str:
+    return environment().get_template("static_list.html").render(page=page)

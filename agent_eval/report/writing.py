@@ -4,11 +4,13 @@ Order of work, so a 10,000-session run stays fast and flat in memory:
 
 1. session rows (small) are read once and named by column;
 2. calls and turns stream once through ``summarize`` (the index, summaries, junit);
-3. full sessions stream once (four queries in all, ``Store.iter_sessions``), each page rendered and
-   written, then dropped;
+3. full sessions stream once (four queries in all, ``Store.iter_sessions``), rendered a
+   hundred to a file (``sessions/<first>-<last>.html``), each batch written, then dropped;
 4. server samples inside each run's window (the "Server throughput" section; calls are
    streamed a second time only for a run that has samples);
-5. rule pages, the index and the summary files.
+5. rule pages, the pre-filtered lists (``lists/``), the index and the summary files.
+
+So a report is a few hundred files whatever the run's size.
 
 File names come from integers the store assigned and from registry codes, never from
 anything the model wrote.
@@ -23,13 +25,27 @@ from agent_eval.errors import ConfigError
 from agent_eval.policy import RULES
 from agent_eval.report.ci_files import junit_xml, summary_json, summary_markdown
 from agent_eval.report.index import CallTally, build_index_page, column_namer, session_links
+from agent_eval.report.lists import (
+    class_file,
+    class_lists,
+    failed_list,
+    scenario_file,
+    scenario_lists,
+)
 from agent_eval.report.pages import (
+    LISTS_DIR,
     RULES_DIR,
     SESSIONS_DIR,
     build_rule_page,
     build_session_page,
+    session_file,
 )
-from agent_eval.report.render import render_index, render_rule, render_session
+from agent_eval.report.render import (
+    render_index,
+    render_list,
+    render_rule,
+    render_session_batch,
+)
 from agent_eval.report.throughput import read_run_throughput
 
 
@@ -52,6 +68,7 @@ def write_report(store, run_ids: list[int], out_root: Path) -> Path:
     try:
         (out / SESSIONS_DIR).mkdir(parents=True, exist_ok=True)
         (out / RULES_DIR).mkdir(parents=True, exist_ok=True)
+        (out / LISTS_DIR).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"cannot create the report folder ({exc.strerror}): pass --out DIR "
                           "with a writable folder", path=str(out), field="--out") from None
@@ -68,12 +85,18 @@ def write_report(store, run_ids: list[int], out_root: Path) -> Path:
     page = dataclasses.replace(page, server=server)
 
     links = session_links(sessions, from_dir=SESSIONS_DIR)
-    for stored in store.iter_sessions(run_ids):
+    batch: list = []
+    for stored in store.iter_sessions(run_ids):  # id order: one file per id range
+        if batch and session_file(stored.id) != session_file(batch[-1].id):
+            _write_batch(out, batch)
+            batch = []
         session_page = build_session_page(stored, links)
-        session_page = dataclasses.replace(session_page, target=links[stored.id].target)
-        _write(out / SESSIONS_DIR / f"{int(stored.id)}.html", render_session(session_page))
+        batch.append(dataclasses.replace(session_page, target=links[stored.id].target))
+    if batch:
+        _write_batch(out, batch)
     for rule in RULES.values():
         _write(out / RULES_DIR / f"{rule.code}.html", render_rule(build_rule_page(rule)))
+    _write_lists(out, page, sessions, tally)
 
     denials = dict(tally.denials)
     _write(out / "summary.md", summary_markdown(page))
@@ -87,3 +110,21 @@ def write_report(store, run_ids: list[int], out_root: Path) -> Path:
 def _write(path: Path, text: str) -> None:
     # a lone surrogate from a broken import becomes "?" rather than stopping the report
     path.write_text(text, encoding="utf-8", errors="replace")
+
+
+def _write_batch(out: Path, pages: list) -> None:
+    _write(out / SESSIONS_DIR / session_file(pages[0].id), render_session_batch(pages))
+
+
+def _write_lists(out: Path, page, sessions, tally: CallTally) -> None:
+    """``lists/``: failed sessions, one list per class found and one per scenario."""
+    column_of = {s.id: s.target for s in sessions if s.status != "error"}
+    lists = {"failed.html": failed_list(page.sessions, page.columns)}
+    for code, listed in class_lists(tally.denied, column_of, page.columns).items():
+        lists[class_file(code)] = listed
+    scenarios = sorted({s.scenario for s in sessions})
+    for n, (_, listed) in enumerate(scenario_lists(page.sessions, scenarios,
+                                                   page.columns).items()):
+        lists[scenario_file(n)] = listed
+    for name, listed in lists.items():
+        _write(out / LISTS_DIR / name, render_list(listed))

@@ -178,6 +178,7 @@ tool_calls = Table(
     Column("child_session_id", Integer, ForeignKey("sessions.id", ondelete="SET NULL")),
     Index("ix_tool_calls_breakdown", "run_id", "target_id", "primary_code", "decision"),
     Index("ix_tool_calls_session", "session_id", "index"),
+    Index("ix_tool_calls_run_decision", "run_id", "decision", "session_id", "id"),
 )
 
 findings = Table(

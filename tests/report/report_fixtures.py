@@ -133,3 +133,18 @@ class Tables(HTMLParser):
     def handle_data(self, data):
         if self._cell and self._rows:
             self._rows[-1][-1] += data
+
+
+def session_section(report: Path, session_id: int) -> str:
+    """The HTML of one session's section inside its batch file (``sessions/a-b.html``)."""
+    from agent_eval.report.pages import session_file
+
+    html = (report / "sessions" / session_file(session_id)).read_text(encoding="utf-8")
+    start = html.index(f'<section class="session" id="s{int(session_id)}">')
+    return html[start: html.index("</section>", start)]
+
+
+def section_at(report: Path, href: str) -> str:
+    """The session section an index link (``sessions/0-99.html#s12``) points at."""
+    _, anchor = href.split("#", 1)
+    return session_section(report, int(anchor[1:].split("-")[0]))

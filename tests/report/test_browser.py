@@ -15,6 +15,7 @@ import pytest
 from report_fixtures import IMG_BREAKOUT, SCRIPT_TAG
 
 from agent_eval.report import write_report
+from agent_eval.report.pages import session_file
 from agent_eval.sim import PROFILES
 from agent_eval.store import open_store
 
@@ -41,6 +42,7 @@ class DomTable(HTMLParser):
     def __init__(self, table_id: str):
         super().__init__()
         self.table_id, self.rows, self.spans, self.hrefs = table_id, [], [], []
+        self.table_hrefs: list[str] = []
         self.tags: list[tuple[str, dict]] = []
         self._in_table = self._in_cell = self._in_span = False
 
@@ -49,6 +51,8 @@ class DomTable(HTMLParser):
         self.tags.append((tag, attrs))
         if tag == "a" and "href" in attrs:
             self.hrefs.append(attrs["href"])
+            if self._in_table:
+                self.table_hrefs.append(attrs["href"])
         if tag == "table":
             self._in_table = attrs.get("id") == self.table_id
         elif self._in_table and tag == "tr":
@@ -77,7 +81,8 @@ class DomTable(HTMLParser):
 
 def dom(tmp_path: Path, page: Path, table_id: str = "") -> DomTable:
     parsed = DomTable(table_id)
-    parsed.feed(chromium(tmp_path, "--dump-dom", page.resolve().as_uri()))
+    parsed.text = chromium(tmp_path, "--dump-dom", page.resolve().as_uri())
+    parsed.feed(parsed.text)
     return parsed
 
 
@@ -98,18 +103,20 @@ def test_class_table_has_a_row_per_class_and_a_column_per_profile(demo_report, t
 
 def test_session_link_opens_a_page_with_the_underlined_span(demo_report, tmp_path):
     index = dom(tmp_path, demo_report, "session-table")
-    links = [h for h in index.hrefs if h.startswith("sessions/")]
+    links = [h for h in index.table_hrefs if h.startswith("sessions/")]
     assert len(links) == len(index.rows) - 1
     denied = [row for row in index.rows[1:] if row[6] not in ("0", "")]
     first = next(h for h, row in zip(links, index.rows[1:], strict=True) if row in denied)
-    page = dom(tmp_path, demo_report.parent / first)
+    file, anchor = first.split("#")
+    page = dom(tmp_path, demo_report.parent / file)
+    assert f'id="{anchor}"' in page.text  # the batch file holds the session's section
     assert page.spans and all(span.strip() for span in page.spans)
     assert any(h.startswith("../rules/AE") for h in page.hrefs)
 
 
 def test_hostile_transcript_renders_as_text_and_runs_no_script(hostile_report, hostile_store,
                                                                tmp_path):
-    page = hostile_report / "sessions" / f"{hostile_store.ids['careful/xss/0']}.html"
+    page = hostile_report / "sessions" / session_file(hostile_store.ids["careful/xss/0"])
     text = chromium(tmp_path, "--dump-dom", page.resolve().as_uri())
     parsed = DomTable("")
     parsed.feed(text)

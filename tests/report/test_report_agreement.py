@@ -15,11 +15,20 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from real_corpora import OPENCODE, need
-from report_fixtures import ALLOWED, PIPED, Tables, judged_call, session
+from report_fixtures import (
+    ALLOWED,
+    PIPED,
+    Tables,
+    judged_call,
+    section_at,
+    session,
+    session_section,
+)
 
 from agent_eval.cli import main
 from agent_eval.report import write_report
 from agent_eval.report.agreement import MAX_DISAGREEMENTS
+from agent_eval.report.pages import call_href
 from agent_eval.store import open_store
 
 REJECTED = "The user rejected permission to use this specific tool call."
@@ -102,27 +111,27 @@ def calls_of(html: str) -> list[str]:
 )
 def test_session_page_shows_the_source_verdict_beside_ours(mixed, index, expected):
     _, ids, report = mixed
-    block = calls_of(page(report, f"sessions/{ids['opencode/ses_1']}.html"))[index]
+    block = calls_of(session_section(report, ids['opencode/ses_1']))[index]
     assert expected in block
     assert ("disagrees" in block) == (index in (0, 1))
 
 
 def test_live_session_page_has_no_source_verdict(mixed):
     _, ids, report = mixed
-    html = page(report, f"sessions/{ids['careful/pipes/0']}.html")
+    html = session_section(report, ids['careful/pipes/0'])
     assert 'class="source-verdict' not in html and "disagrees</strong>" not in html
 
 
 def test_imported_output_is_labelled_as_what_the_source_recorded(mixed):
     _, ids, report = mixed
-    blocks = calls_of(page(report, f"sessions/{ids['opencode/ses_1']}.html"))
+    blocks = calls_of(session_section(report, ids['opencode/ses_1']))
     assert all("output the source recorded (" in b for b in blocks)
     assert not any("denial the model saw" in b for b in blocks)
 
 
 def test_live_denial_is_labelled_as_the_denial_the_model_saw(mixed):
     _, ids, report = mixed
-    [block] = calls_of(page(report, f"sessions/{ids['careful/pipes/0']}.html"))
+    [block] = calls_of(session_section(report, ids['careful/pipes/0']))
     assert "denial the model saw (6 characters)" in block
 
 
@@ -163,8 +172,8 @@ def test_index_lists_each_disagreement_with_a_link_to_the_call(mixed):
         [str(sid), "opencode", "0", "bash", PIPED, "deny AE301", "allow"],
         [str(sid), "opencode", "1", "bash", ALLOWED, "allow", "deny"],
     ]
-    assert f"sessions/{sid}.html#call-0" in tables.hrefs
-    assert f"sessions/{sid}.html#call-1" in tables.hrefs
+    assert call_href(sid, 0, from_dir=None) in tables.hrefs
+    assert call_href(sid, 1, from_dir=None) in tables.hrefs
 
 
 def test_disagreement_list_stops_at_its_cap_while_counts_cover_all(tmp_path):
@@ -230,8 +239,8 @@ def test_opencode_import_reports_agreement_with_opencode_permissions(opencode_re
 
 def test_opencode_session_labels_the_real_output_and_the_permission_error(opencode_report):
     index = Tables(page(opencode_report, "index.html"))
-    first = next(h for h in index.hrefs if h.startswith("sessions/")).split("#")[0]
-    blocks = calls_of(page(opencode_report, first))
+    first = next(h for h in index.hrefs if h.startswith("sessions/"))
+    blocks = calls_of(section_at(opencode_report, first))
     assert "output the source recorded" in blocks[0] and "total 24" in blocks[0]
     assert "disagrees" in blocks[0]
     assert "The user has specified a rule which prevents you" in blocks[2]

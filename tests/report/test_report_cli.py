@@ -20,7 +20,7 @@ def test_report_writes_the_latest_run_and_prints_the_index_path(hostile_store, t
     assert result.output.strip() == str(index)
     assert index.is_file()
     assert {p.name for p in index.parent.iterdir()} == {
-        "index.html", "sessions", "rules", "summary.md", "summary.json", "junit.xml"}
+        "index.html", "sessions", "rules", "lists", "summary.md", "summary.json", "junit.xml"}
 
 
 def test_report_prints_the_tables_before_the_path(hostile_store, tmp_path):

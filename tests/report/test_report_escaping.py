@@ -6,14 +6,14 @@ from html import escape
 from html.parser import HTMLParser
 
 import pytest
-from report_fixtures import IMG_BREAKOUT, PIPED, SCRIPT_TAG
+from report_fixtures import IMG_BREAKOUT, PIPED, SCRIPT_TAG, session_section
 
 ESCAPED_SCRIPT = "&lt;script&gt;alert(1)&lt;/script&gt;"
 ESCAPED_IMG = "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;"
 
 
 def _session_html(report, fx, key="careful/xss/0") -> str:
-    return (report / "sessions" / f"{fx.ids[key]}.html").read_text(encoding="utf-8")
+    return session_section(report, fx.ids[key])
 
 
 @pytest.mark.parametrize("raw", [SCRIPT_TAG, "<img src=x onerror", "<script"], ids=str)

@@ -54,7 +54,7 @@ def test_parent_links_to_child_and_child_back_to_parent(hostile_store):
     assert [c.id for c in parent.children] == [child_id]
     assert parent.turns[1].calls[0].child.id == child_id
     assert child.parent.id == parent.id
-    assert child.parent.href == f"{parent.id}.html"
+    assert child.parent.href == f"0-99.html#s{parent.id}"  # its batch file, same folder
 
 
 def test_system_prompt_and_task_come_from_the_messages(hostile_store):

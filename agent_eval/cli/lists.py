@@ -1,0 +1,157 @@
+"""``agent-eval sessions`` and ``agent-eval calls``: the viewer's lists, in the terminal.
+
+Both share the query layer (``agent_eval/store/queries.py``) with ``agent-eval view``, so
+a filter gives the same rows here, in ``--json`` and in the browser.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from agent_eval.cli import main
+from agent_eval.cli.db import db_option
+
+SESSION_HEAD = ("id", "target", "scenario", "repeat", "status", "calls", "denials",
+                "handshake", "tags")  # fmt: skip
+CALL_HEAD = ("id", "session", "target", "scenario", "#", "tool", "decision", "class",
+             "next", "command")  # fmt: skip
+COMMAND_CHARS = 80
+
+
+def _filters(func):
+    options = [
+        click.option("--target", help="Only this target."),
+        click.option("--scenario", help="Only this scenario."),
+        click.option("--tag", help="Only sessions carrying this tag."),
+        click.option("--class", "code", metavar="CODE",
+                     help="Only denied calls of this primary class (e.g. AE301)."),
+        click.option("--status", type=click.Choice(["completed", "stalled", "abandoned",
+                                                    "error"]), help="Session exit state."),
+        click.option("--decision", type=click.Choice(["allow", "deny"]), help="Call verdict."),
+        click.option("--failed", is_flag=True, help="Only failed sessions / denied calls."),
+        click.option("--disagree", is_flag=True,
+                     help="Only where the source harness's verdict differs from ours."),
+        click.option("--search", metavar="TEXT", help="Text the command contains."),
+        click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True,
+                     help="Rows per page."),
+        click.option("--offset", type=click.IntRange(0), default=0, help="Skip this many rows."),
+        click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON."),
+        db_option,
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+@main.command()
+@click.argument("run_ref", metavar="RUN")
+@_filters
+@click.option("--sort", type=click.Choice(["failed", "id", "-id", "denials", "scenario",
+                                           "handshake"]), default="failed", show_default=True,
+              help="Order: failed first, by id, most denials, scenario, open handshake first.")
+def sessions(run_ref, sort, limit, offset, as_json, db, **filters) -> None:
+    """List a run's sessions, failed first: status, denials, handshake.
+
+    Example:
+
+        agent-eval sessions latest --failed --class AE301 --target careful --json
+
+    A session is failed when it did not complete, left its handshake open, or holds a
+    denied call.  --class keeps sessions holding a denied call of that class.  The
+    status says `completed with N denials` when it did.  Open one with `agent-eval show
+    ID`.  Exit codes: 0 listed, 2 bad run or option.
+    """
+    from agent_eval.store import open_store
+    from agent_eval.store.queries import SessionFilter, filter_from, list_sessions
+
+    with open_store(db) as store:
+        run = store.resolve_run(run_ref)
+        f = filter_from(SessionFilter, {**filters, "run_id": run.id})
+        page = list_sessions(store.engine, f, sort=sort, limit=limit, offset=offset)
+    if as_json:
+        click.echo(json.dumps([r.as_json() for r in page.rows], indent=2))
+        return
+    table = Table(title=_title("Sessions", run.id, page))
+    for col in SESSION_HEAD:
+        table.add_column(col, justify="right" if col in ("id", "repeat", "calls", "denials")
+                         else "left")
+    for r in page.rows:
+        table.add_row(str(r.id), Text(r.target), Text(r.scenario), str(r.repeat),
+                      Text(r.status_text, style="red" if r.failed else "green"), str(r.calls),
+                      str(r.denials), handshake_cell(r), Text(", ".join(r.tags)))
+    _console().print(table)
+
+
+@main.command()
+@click.argument("run_ref", metavar="RUN")
+@_filters
+@click.option("--next", "next_action",
+              type=click.Choice(["pivot", "retry-denied", "repeat", "abandon"]),
+              help="Only denied calls followed by this reaction.")
+@click.option("--session", "session_id", type=int, help="Only this session's calls.")
+@click.option("--sort", type=click.Choice(["failed", "id", "-id", "code", "session"]),
+              default="failed", show_default=True,
+              help="Order: denied first, by id, by class, by session and position.")
+def calls(run_ref, sort, limit, offset, as_json, db, **filters) -> None:
+    """List a run's tool calls, denied first: verdict, class, what came next, command.
+
+    Example:
+
+        agent-eval calls latest --class AE301 --target careful --json
+
+    --search finds calls whose command contains TEXT (matched literally).  Commands are
+    shown with control characters escaped and cut at 80 characters (--json gives them
+    whole).  Exit codes: 0 listed, 2 bad run or option.
+    """
+    from agent_eval.store import open_store
+    from agent_eval.store.queries import CallFilter, filter_from, list_calls
+
+    with open_store(db) as store:
+        run = store.resolve_run(run_ref)
+        f = filter_from(CallFilter, {**filters, "run_id": run.id})
+        page = list_calls(store.engine, f, sort=sort, limit=limit, offset=offset)
+    if as_json:
+        click.echo(json.dumps([r.as_json() for r in page.rows], indent=2))
+        return
+    table = Table(title=_title("Calls", run.id, page))
+    for col in CALL_HEAD:
+        table.add_column(col, justify="right" if col in ("id", "session", "#") else "left")
+    for r in page.rows:
+        table.add_row(str(r.id), str(r.session_id), Text(r.target), Text(r.scenario),
+                      str(r.index), Text(r.tool),
+                      Text(r.decision, style="red" if r.decision == "deny" else "green"),
+                      r.primary_code or "", r.next_action or "",
+                      Text(terminal_safe(r.command or "", COMMAND_CHARS)))
+    _console().print(table)
+
+
+def handshake_cell(r) -> str:
+    if not r.handshake_required:
+        return "—"
+    return f"{r.handshake_done}/{r.handshake_required}" + (" done" if r.handshake_completed
+                                                            else " open")
+
+
+def terminal_safe(text: str, limit: int | None = None) -> str:
+    """Control characters (ESC, CR, …) shown as escapes, so a stored command cannot move
+    the cursor or recolour the terminal; cut to ``limit`` characters."""
+    safe = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+    if limit is not None and len(safe) > limit:
+        safe = safe[: limit - 1] + "…"
+    return safe
+
+
+def _title(what: str, run_id: int, page) -> str:
+    if not page.rows:
+        return f"{what} of run {run_id}: none match"
+    return f"{what} of run {run_id}: {page.offset + 1}–{page.offset + len(page.rows)} of {page.total}"
+
+
+def _console() -> Console:
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)

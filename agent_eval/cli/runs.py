@@ -1,0 +1,138 @@
+"""``agent-eval runs``: list the stored runs, delete one, prune old ones."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime, timedelta
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from agent_eval.cli import main
+from agent_eval.cli.db import db_option
+
+RUN_HEAD = ("id", "label", "kind", "status", "targets", "sessions", "calls",
+            "errors/100 [95% CI]", "started", "duration")  # fmt: skip
+
+
+@main.group(invoke_without_command=True)
+@click.option("--label", help="Only runs with this label.")
+@click.option("--kind", type=click.Choice(["live", "import", "rescore"]), help="Only this kind.")
+@click.option("--status", type=click.Choice(["running", "finished", "interrupted", "failed"]),
+              help="Only runs in this state.")
+@click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True,
+              help="Runs per page.")
+@click.option("--offset", type=click.IntRange(0), default=0, help="Skip this many runs.")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+@db_option
+@click.pass_context
+def runs(ctx, label, kind, status, limit, offset, as_json, db) -> None:
+    """List the stored runs, newest first; `runs delete` and `runs prune` remove runs.
+
+    Example:
+
+        agent-eval runs --label nightly --json
+
+    Columns: id, label, kind, status, targets, sessions, calls, errors per 100 tool calls
+    with its Wilson 95% interval (error sessions left out), start time (UTC) and
+    duration.  --json prints the same rows as a JSON list.  Exit codes: 0 listed,
+    2 bad option or --db.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from agent_eval.store import open_store
+    from agent_eval.store.queries import list_runs
+
+    with open_store(db) as store:
+        page = list_runs(store.engine, label=label, kind=kind, status=status, limit=limit,
+                         offset=offset)
+    if as_json:
+        click.echo(json.dumps([r.as_json() for r in page.rows], indent=2))
+        return
+    table = Table(title=f"Runs {page.offset + 1}–{page.offset + len(page.rows)} of {page.total}")
+    for col in RUN_HEAD:
+        table.add_column(col, justify="right" if col in ("id", "sessions", "calls") else "left")
+    for r in page.rows:
+        table.add_row(*run_cells(r))
+    _console().print(table)
+
+
+def run_cells(r) -> tuple[str, ...]:
+    """A run's row as text, in ``RUN_HEAD`` order (shared with the viewer)."""
+    if r.per100 is None:
+        rate = "–"
+    else:
+        lo, hi = r.interval
+        rate = f"{r.per100:.2f} [{lo:.1f}–{hi:.1f}]"
+    return (str(r.id), r.label or "", r.kind, r.status, ", ".join(r.targets), str(r.sessions),
+            str(r.calls), rate, r.started.strftime("%Y-%m-%d %H:%M"),
+            format_duration(r.duration_s))
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+@runs.command("delete")
+@click.argument("run_ref", metavar="RUN")
+@click.option("--yes", is_flag=True, help="Delete without asking.")
+@db_option
+def delete_cmd(run_ref: str, yes: bool, db: str | None) -> None:
+    """Delete one run and every session, call and finding stored under it.
+
+    Example:
+
+        agent-eval runs delete 12 --yes
+
+    RUN is an id, `latest` or `label:NAME`.  Asks first unless --yes.  Exit codes:
+    0 deleted (or not confirmed), 2 no such run.
+    """
+    from agent_eval.store import open_store
+    from agent_eval.store.queries import delete_run
+
+    with open_store(db) as store:
+        run = store.resolve_run(run_ref)
+        if not yes and not click.confirm(f"Delete run {run.id} ({run.label or 'no label'})?"):
+            click.echo("nothing deleted")
+            return
+        n = delete_run(store.engine, run.id)
+    click.echo(f"deleted run {run.id} ({n} sessions)")
+
+
+@runs.command("prune")
+@click.option("--older-than", "days", type=click.IntRange(0), required=True, metavar="DAYS",
+              help="Delete runs started more than DAYS days ago.")
+@click.option("--yes", is_flag=True, help="Delete; without it only list what would go.")
+@db_option
+def prune_cmd(days: int, yes: bool, db: str | None) -> None:
+    """Delete the runs started more than DAYS days ago (running ones are kept).
+
+    Example:
+
+        agent-eval runs prune --older-than 30 --yes
+
+    Without --yes it only prints the runs it would delete.  Exit codes: 0 done, 2 bad
+    option or --db.
+    """
+    from agent_eval.store import open_store
+    from agent_eval.store.queries import prune_runs
+
+    before = datetime.now(UTC) - timedelta(days=days)
+    with open_store(db) as store:
+        ids = prune_runs(store.engine, before, dry_run=not yes)
+    listed = ", ".join(map(str, ids)) or "none"
+    click.echo(f"deleted runs: {listed}" if yes else
+               f"would delete runs: {listed} (add --yes to delete)")
+
+
+def _console() -> Console:
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)

@@ -1,0 +1,551 @@
+"""Paged, filtered lists of runs, sessions and calls: the one query layer behind
+``agent-eval runs``, ``sessions``, ``calls`` and every page of ``agent-eval view``.
+
+Promises:
+
+- every list is one SQL query with bound parameters and a LIMIT/OFFSET page, plus one
+  COUNT for the total; nothing reads a whole table into memory;
+- a filter value a user typed is only ever a bound parameter (``LIKE`` patterns are
+  escaped, so ``%`` and ``_`` match themselves);
+- the same filter gives the same rows in the terminal, in ``--json`` and in the viewer;
+- SQLite and PostgreSQL answer alike (tags are matched on the JSON text both store).
+
+"Failed first" is the default order: a session is failed when it did not complete, did
+not finish its handshake, or holds a denied call; a call when it was denied.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime
+
+from sqlalchemy import (
+    Engine,
+    String,
+    and_,
+    case,
+    cast,
+    delete,
+    exists,
+    false,
+    func,
+    not_,
+    or_,
+    select,
+)
+
+from agent_eval.errors import ConfigError
+from agent_eval.metrics.stats import wilson_interval
+from agent_eval.store.database import write_transaction
+from agent_eval.store.overview import denied_calls, faulted_calls
+from agent_eval.store.schema import findings, runs, sessions, targets, tool_calls
+
+PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+SESSION_SORTS = ("failed", "id", "-id", "denials", "scenario", "handshake")
+CALL_SORTS = ("failed", "id", "-id", "code", "session")
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a list: its rows, the total the filter matches, and where it sits."""
+
+    rows: tuple
+    total: int
+    limit: int
+    offset: int
+
+    @property
+    def has_next(self) -> bool:
+        return self.offset + len(self.rows) < self.total
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    """One line of ``agent-eval runs``.  ``calls``/``errors`` leave out error sessions."""
+
+    id: int
+    label: str | None
+    kind: str
+    status: str
+    targets: tuple[str, ...]
+    sessions: int
+    calls: int
+    errors: int
+    started: datetime
+    finished: datetime | None
+
+    @property
+    def per100(self) -> float | None:
+        return 100 * self.errors / self.calls if self.calls else None
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        if not self.calls:
+            return None
+        lo, hi = wilson_interval(self.errors, self.calls)
+        return 100 * lo, 100 * hi
+
+    @property
+    def duration_s(self) -> float | None:
+        return (self.finished - self.started).total_seconds() if self.finished else None
+
+    def as_json(self) -> dict:
+        out = asdict(self)
+        out.update(targets=list(self.targets), started=self.started.isoformat(),
+                   finished=self.finished.isoformat() if self.finished else None,
+                   errors_per100=_round(self.per100), duration_s=_round(self.duration_s))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFilter:
+    """What ``sessions`` and the viewer's session list select.  ``None`` is no filter.
+
+    ``code``: sessions holding a denied call of that primary class; ``decision``
+    ``deny``/``allow``: holding at least one such call; ``failed``: see the module doc;
+    ``handshake``: only sessions that have a handshake; ``disagree``: holding a call the
+    source harness judged otherwise; ``search``: a substring of a call's command.
+    """
+
+    run_id: int | None = None
+    target: str | None = None
+    scenario: str | None = None
+    tag: str | None = None
+    code: str | None = None
+    status: str | None = None
+    decision: str | None = None
+    failed: bool = False
+    handshake: bool = False
+    disagree: bool = False
+    search: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionListRow:
+    id: int
+    run_id: int
+    target: str
+    scenario: str
+    repeat: int
+    status: str
+    calls: int
+    denials: int
+    handshake_required: int
+    handshake_done: int
+    handshake_completed: bool
+    parent_id: int | None
+    tags: tuple[str, ...] = field(default_factory=tuple)
+    error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return (self.status != "completed" or self.denials > 0
+                or (self.handshake_required > 0 and not self.handshake_completed))
+
+    @property
+    def status_text(self) -> str:
+        """``completed with 3 denials`` rather than a bare ``completed``."""
+        if self.denials and self.status != "error":
+            return f"{self.status} with {self.denials} denial{'s' if self.denials > 1 else ''}"
+        return self.status
+
+    def as_json(self) -> dict:
+        out = asdict(self)
+        out.update(tags=list(self.tags), failed=self.failed, status_text=self.status_text)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class CallFilter:
+    """What ``calls`` and the viewer's call list select; as :class:`SessionFilter`, plus
+    ``next_action`` (what the session did after a denial) and ``session_id``."""
+
+    run_id: int | None = None
+    target: str | None = None
+    scenario: str | None = None
+    tag: str | None = None
+    code: str | None = None
+    status: str | None = None
+    decision: str | None = None
+    failed: bool = False
+    disagree: bool = False
+    search: str | None = None
+    next_action: str | None = None
+    session_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CallListRow:
+    id: int
+    session_id: int
+    run_id: int
+    target: str
+    scenario: str
+    index: int
+    turn_index: int
+    tool: str
+    command: str | None
+    decision: str
+    primary_code: str | None
+    next_action: str | None
+    source_decision: str | None
+
+    @property
+    def disagrees(self) -> bool:
+        return self.source_decision is not None and self.source_decision != self.decision
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+
+def filter_from(cls, values: dict):
+    """A filter record from loose values (query string, CLI options): unknown keys are
+    ignored, empty strings are no filter, ids are integers or a ConfigError."""
+    kwargs = {}
+    for f in fields(cls):
+        raw = values.get(f.name)
+        if raw is None or raw == "":
+            continue
+        if f.type == "bool":
+            kwargs[f.name] = raw in (True, "1", "true", "yes", "on")
+        elif f.type == "int | None":
+            try:
+                kwargs[f.name] = int(raw)
+            except (TypeError, ValueError):
+                raise ConfigError(f"{f.name} must be a whole number, not {raw!r}",
+                                  field=f.name) from None
+        else:
+            kwargs[f.name] = str(raw)
+    return cls(**kwargs)
+
+
+# runs
+
+
+def list_runs(engine: Engine, *, label: str | None = None, kind: str | None = None,
+              status: str | None = None, limit: int = PAGE_SIZE, offset: int = 0) -> Page:
+    """Runs newest first, with their targets, sessions, calls and denied calls."""
+    limit, offset = _page(limit, offset)
+    r = runs.c
+    where = [cond for cond in (
+        r.label == label if label else None,
+        r.kind == kind if kind else None,
+        r.status == status if status else None,
+    ) if cond is not None]
+    with engine.connect() as conn:
+        total = conn.execute(select(func.count()).select_from(runs).where(*where)).scalar_one()
+        rows = conn.execute(
+            select(runs).where(*where).order_by(r.id.desc()).limit(limit).offset(offset)
+        ).all()
+        ids = [row.id for row in rows]
+        names = _grouped(conn.execute(
+            select(targets.c.run_id, targets.c.name).where(targets.c.run_id.in_(ids))
+            .order_by(targets.c.id)).all())
+        n_sessions = dict(conn.execute(
+            select(sessions.c.run_id, func.count()).where(sessions.c.run_id.in_(ids))
+            .group_by(sessions.c.run_id)).all())
+        calls, errors = _run_call_counts(conn, ids)
+    return Page(tuple(
+        RunRow(id=row.id, label=row.label, kind=row.kind, status=row.status,
+               targets=tuple(names.get(row.id, ())), sessions=n_sessions.get(row.id, 0),
+               calls=calls.get(row.id, 0), errors=errors.get(row.id, 0),
+               started=row.created_at, finished=row.finished_at)
+        for row in rows), total, limit, offset)
+
+
+def _run_call_counts(conn, ids: list[int]) -> tuple[dict[int, int], dict[int, int]]:
+    """Calls and denied calls per run, calls of error sessions left out: calls summed from
+    the sessions, denied calls a range of ``ix_tool_calls_run_decision``."""
+    s, c = sessions.c, tool_calls.c
+    calls = {run_id: int(n or 0) for run_id, n in conn.execute(
+        select(s.run_id, func.sum(s.n_calls)).where(s.run_id.in_(ids), s.status != "error")
+        .group_by(s.run_id)).all()}
+    errors = dict(conn.execute(
+        select(c.run_id, func.count()).where(*denied_calls(ids)).group_by(c.run_id)).all())
+    for run_id, n in conn.execute(
+        select(c.run_id, func.count()).where(*faulted_calls(ids)).group_by(c.run_id)).all():
+        errors[run_id] -= n
+    return calls, errors
+
+
+def delete_run(engine: Engine, run_id: int) -> int:
+    """Delete one run and everything stored under it; the number of sessions it held."""
+    with write_transaction(engine) as conn:
+        if conn.execute(select(runs.c.id).where(runs.c.id == run_id)).first() is None:
+            raise ConfigError(f"no run with id {run_id} in this store: see `agent-eval runs`",
+                              field="RUN")
+        return _delete_runs(conn, [run_id])
+
+
+def prune_runs(engine: Engine, before: datetime, *, dry_run: bool = False) -> list[int]:
+    """Delete every run started before ``before`` that is not running; their ids."""
+    query = select(runs.c.id).where(runs.c.created_at < before, runs.c.status != "running")
+    with write_transaction(engine) as conn:
+        ids = list(conn.execute(query.order_by(runs.c.id)).scalars())
+        if ids and not dry_run:
+            _delete_runs(conn, ids)
+    return ids
+
+
+def _delete_runs(conn, ids: list[int]) -> int:
+    """Children first, so it works without ON DELETE CASCADE (SQLite's foreign keys off)."""
+    call_ids = select(tool_calls.c.id).where(tool_calls.c.run_id.in_(ids))
+    session_ids = select(sessions.c.id).where(sessions.c.run_id.in_(ids))
+    from agent_eval.store.schema import turns
+
+    conn.execute(delete(findings).where(findings.c.tool_call_id.in_(call_ids)))
+    conn.execute(delete(tool_calls).where(tool_calls.c.run_id.in_(ids)))
+    conn.execute(delete(turns).where(turns.c.session_id.in_(session_ids)))
+    # children of sessions in other runs would dangle: unlink them first
+    conn.execute(sessions.update().where(sessions.c.parent_id.in_(session_ids),
+                                         sessions.c.run_id.not_in(ids)).values(parent_id=None))
+    conn.execute(tool_calls.update().where(tool_calls.c.child_session_id.in_(session_ids))
+                 .values(child_session_id=None))
+    conn.execute(sessions.update().where(sessions.c.run_id.in_(ids)).values(parent_id=None))
+    n = conn.execute(delete(sessions).where(sessions.c.run_id.in_(ids))).rowcount
+    conn.execute(delete(targets).where(targets.c.run_id.in_(ids)))
+    conn.execute(runs.update().where(runs.c.parent_run_id.in_(ids)).values(parent_run_id=None))
+    conn.execute(delete(runs).where(runs.c.id.in_(ids)))
+    return n
+
+
+# sessions
+
+
+def _denied_sessions(f):
+    """Ids of the sessions holding a denied call (of class ``code`` when given): a range of
+    ``ix_tool_calls_run_decision`` when the run is known."""
+    c = tool_calls.c
+    where = [c.decision == "deny"]
+    if f.run_id is not None:
+        where = denied_calls([f.run_id])
+    if getattr(f, "code", None):
+        where.append(c.primary_code == f.code)
+    return select(c.session_id).where(*where)
+
+
+def _session_failed(f):
+    s = sessions.c
+    return or_(s.status != "completed", and_(s.handshake_required > 0, not_(s.handshake_completed)),
+               s.id.in_(_denied_sessions(SessionFilter(run_id=f.run_id))))
+
+
+def _target_ids(name: str, run_id: int | None):
+    where = [targets.c.name == name]
+    if run_id is not None:
+        where.append(targets.c.run_id == run_id)
+    return select(targets.c.id).where(*where)
+
+
+def _session_where(f: SessionFilter) -> list:
+    s = sessions.c
+    c = tool_calls.c
+    where: list = []
+    if f.run_id is not None:
+        where.append(s.run_id == f.run_id)
+    if f.target:
+        where.append(s.target_id.in_(_target_ids(f.target, f.run_id)))
+    if f.scenario:
+        where.append(s.scenario == f.scenario)
+    if f.tag:
+        where.append(_tag_match(s.tags, f.tag))
+    if f.status:
+        where.append(s.status == f.status)
+    if f.handshake:
+        where.append(s.handshake_required > 0)
+    if f.code:
+        where.append(s.id.in_(_denied_sessions(f)))
+    if f.decision == "deny":
+        where.append(s.id.in_(_denied_sessions(SessionFilter(run_id=f.run_id))))
+    elif f.decision:
+        where.append(exists().where(c.session_id == s.id, c.decision == f.decision))
+    if f.disagree:
+        where.append(exists().where(c.session_id == s.id, c.source_decision.is_not(None),
+                                    c.source_decision != c.decision))
+    if f.search:
+        where.append(exists().where(c.session_id == s.id, _contains(c.command, f.search)))
+    return where
+
+
+def list_sessions(engine: Engine, f: SessionFilter, *, sort: str = "failed",
+                  limit: int = PAGE_SIZE, offset: int = 0) -> Page:
+    """Sessions matching ``f``, failed first by default (then by id).
+
+    Two steps, so a page costs the same at any size: the page's ids (one ordered query),
+    then those sessions' rows and denial counts.
+    """
+    limit, offset = _page(limit, offset)
+    if sort not in SESSION_SORTS:
+        raise ConfigError(f"unknown sort {sort!r}: use one of {', '.join(SESSION_SORTS)}",
+                          field="sort")
+    s, c = sessions.c, tool_calls.c
+    where = _session_where(f)
+    failed = _session_failed(f)
+    if f.failed:
+        where.append(failed)
+    denials = (select(func.count()).where(c.session_id == s.id, c.decision == "deny")
+               .correlate(sessions).scalar_subquery())
+    order = {
+        "failed": (case((failed, 0), else_=1), s.id),
+        "id": (s.id,),
+        "-id": (s.id.desc(),),
+        "denials": (denials.desc(), s.id),
+        "scenario": (s.scenario, s.id),
+        "handshake": (case((s.handshake_completed, 1), else_=0), s.id),
+    }[sort]
+    with engine.connect() as conn:
+        total = conn.execute(select(func.count()).select_from(sessions).where(*where)
+                             ).scalar_one()
+        ids = list(conn.execute(select(s.id).where(*where).order_by(*order).limit(limit)
+                                .offset(offset)).scalars())
+        rows = {r.id: r for r in conn.execute(
+            select(s.id, s.run_id, targets.c.name, s.scenario, s.repeat, s.status, s.n_calls,
+                   s.handshake_required, s.handshake_done, s.handshake_completed, s.parent_id,
+                   s.tags, s.error)
+            .join(targets, targets.c.id == s.target_id).where(s.id.in_(ids))).all()}
+        counts = dict(conn.execute(
+            select(c.session_id, func.count()).where(c.session_id.in_(ids), c.decision == "deny")
+            .group_by(c.session_id)).all())
+    return Page(tuple(
+        SessionListRow(id=r.id, run_id=r.run_id, target=r.name, scenario=r.scenario,
+                       repeat=r.repeat, status=r.status, calls=r.n_calls,
+                       denials=counts.get(r.id, 0), handshake_required=r.handshake_required,
+                       handshake_done=r.handshake_done,
+                       handshake_completed=bool(r.handshake_completed), parent_id=r.parent_id,
+                       tags=tuple(r.tags or ()), error=r.error)
+        for r in (rows[i] for i in ids)), total, limit, offset)
+
+
+def neighbour_sessions(engine: Engine, f: SessionFilter, session_id: int
+                       ) -> tuple[int | None, int | None]:
+    """The failed sessions just before and after ``session_id`` under ``f`` (id order)."""
+    s = sessions.c
+    where = [*_session_where(f), _session_failed(f)]
+    base = select(s.id)
+    with engine.connect() as conn:
+        prev = conn.execute(base.where(*where, s.id < session_id).order_by(s.id.desc())
+                            .limit(1)).scalar()
+        nxt = conn.execute(base.where(*where, s.id > session_id).order_by(s.id)
+                           .limit(1)).scalar()
+    return prev, nxt
+
+
+# calls
+
+
+def _call_where(f: CallFilter) -> tuple[list, bool]:
+    """The conditions, and whether they need the sessions table joined."""
+    c = tool_calls.c
+    s = sessions.c
+    where: list = []
+    for column, value in ((c.run_id, f.run_id), (c.session_id, f.session_id),
+                          (c.primary_code, f.code), (c.decision, f.decision),
+                          (c.next_action, f.next_action)):
+        if value is not None:
+            where.append(column == value)
+    if f.target:
+        where.append(c.target_id.in_(_target_ids(f.target, f.run_id)))
+    if f.failed:
+        where.append(c.decision == "deny")
+    if f.disagree:
+        where.append(and_(c.source_decision.is_not(None), c.source_decision != c.decision))
+    if f.search:
+        where.append(_contains(c.command, f.search))
+    joined = False
+    for column, value in ((s.scenario, f.scenario), (s.status, f.status)):
+        if value is not None:
+            where.append(column == value)
+            joined = True
+    if f.tag:
+        where.append(_tag_match(s.tags, f.tag))
+        joined = True
+    return where, joined
+
+
+def list_calls(engine: Engine, f: CallFilter, *, sort: str = "failed",
+               limit: int = PAGE_SIZE, offset: int = 0) -> Page:
+    """Tool calls matching ``f``, denied first by default (each part oldest first).
+
+    Two steps, as for sessions: the page's ids in ``ix_tool_calls_run_decision`` order,
+    then their rows.
+    """
+    limit, offset = _page(limit, offset)
+    if sort not in CALL_SORTS:
+        raise ConfigError(f"unknown sort {sort!r}: use one of {', '.join(CALL_SORTS)}",
+                          field="sort")
+    c = tool_calls.c
+    where, joined = _call_where(f)
+    order = {
+        "failed": (c.session_id, c.id),  # within each verdict, see _failed_first
+        "id": (c.id,),
+        "-id": (c.id.desc(),),
+        "code": (c.primary_code, c.id),
+        "session": (c.session_id, c.index),
+    }[sort]
+    source = tool_calls.join(sessions, sessions.c.id == c.session_id) if joined else tool_calls
+    ids_of = select(c.id).select_from(source).where(*where).order_by(*order)
+    with engine.connect() as conn:
+        total = conn.execute(select(func.count()).select_from(source).where(*where)
+                             ).scalar_one()
+        if sort == "failed":
+            ids = _failed_first(conn, ids_of, limit, offset)
+        else:
+            ids = list(conn.execute(ids_of.limit(limit).offset(offset)).scalars())
+        rows = {r.id: r for r in conn.execute(
+            select(c.id, c.session_id, c.run_id, targets.c.name, sessions.c.scenario,
+                   c.index, c.turn_index, c.tool, c.command, c.decision, c.primary_code,
+                   c.next_action, c.source_decision)
+            .select_from(tool_calls.join(sessions, sessions.c.id == c.session_id)
+                         .join(targets, targets.c.id == c.target_id))
+            .where(c.id.in_(ids))).all()}
+    return Page(tuple(CallListRow(*rows[i]) for i in ids), total, limit, offset)
+
+
+def _failed_first(conn, ids_of, limit: int, offset: int) -> list[int]:
+    """The page of denied-then-allowed calls, each part in (session, id) order.  Two
+    ordered ranges of ``ix_tool_calls_run_decision`` rather than one sort of the run."""
+    c = tool_calls.c
+    denied = ids_of.where(c.decision == "deny", c.session_id > 0)
+    n_denied = conn.execute(select(func.count()).select_from(denied.subquery())).scalar_one()
+    ids: list[int] = []
+    if offset < n_denied:
+        ids = list(conn.execute(denied.limit(limit).offset(offset)).scalars())
+    if len(ids) < limit:
+        rest = ids_of.where(c.decision != "deny", c.session_id > 0)
+        ids += conn.execute(rest.limit(limit - len(ids))
+                            .offset(max(0, offset - n_denied))).scalars()
+    return ids
+
+
+# helpers
+
+
+def _tag_match(column, tag: str):
+    """The tag as a JSON string element inside the stored list's text (both dialects keep
+    ``json.dumps`` output), LIKE-escaped."""
+    return cast(column, String).like(f"%{_escape_like(json.dumps(tag))}%", escape="\\")
+
+
+def _contains(column, text: str):
+    return column.like(f"%{_escape_like(text)}%", escape="\\") if text else false()
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _page(limit: int, offset: int) -> tuple[int, int]:
+    return max(1, min(int(limit), MAX_PAGE_SIZE)), max(0, int(offset))
+
+
+def _grouped(pairs) -> dict:
+    out: dict = {}
+    for key, value in pairs:
+        out.setdefault(key, []).append(value)
+    return out
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)

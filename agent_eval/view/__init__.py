@@ -1,0 +1,14 @@
+"""``agent-eval view``: a local web app over the store, every page one paged SQL query.
+
+    >>> app = make_app(open_store("runs.db"))                    # doctest: +SKIP
+
+Module map: ``links`` (URLs with their filters), ``overview`` (runs, run and compare
+page contexts), ``lists`` (calls, sessions and session page contexts), ``trend`` (the
+nightly trend as inline SVG), ``app`` (aiohttp routes, read-only engine, serving).
+Pages render with the report's jinja2 templates (autoescape on) plus the ones under
+``view/templates``; no script, no CDN, nothing but HTML and inline CSS and SVG.
+"""
+
+from agent_eval.view.app import make_app, serve
+
+__all__ = ["make_app", "serve"]

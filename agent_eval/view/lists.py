@@ -1,0 +1,178 @@
+"""Page contexts of the calls and sessions lists and of one session.
+
+Filters travel in the URL (field names of ``SessionFilter``/``CallFilter``), so any list
+can be pasted into a bug report; the session page keeps them, so "next failed" walks the
+same list the reader came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from sqlalchemy import Engine
+
+from agent_eval.errors import ConfigError
+from agent_eval.report.pages import SessionLink, SessionPage, build_session_page
+from agent_eval.store.queries import (
+    CALL_SORTS,
+    SESSION_SORTS,
+    CallFilter,
+    Page,
+    SessionFilter,
+    filter_from,
+    list_calls,
+    list_sessions,
+    neighbour_sessions,
+)
+from agent_eval.store.runs import get_run
+from agent_eval.store.sessions import load_session
+from agent_eval.view.links import query, run_href, session_href
+from agent_eval.view.overview import Cell
+
+NESTED_DEPTH = 3
+COMMAND_CHARS = 160
+
+
+@dataclass(frozen=True, slots=True)
+class ListPage:
+    """A calls or sessions list: the filter form's values, head, rows, pager, sort links."""
+
+    kind: str  # "calls" or "sessions"
+    filters: dict[str, str]
+    sort: str
+    sorts: tuple[tuple[str, str], ...]  # (name, href)
+    head: tuple[str, ...]
+    rows: tuple[tuple[Cell, ...], ...]
+    failed: tuple[bool, ...]  # per row: draw it as failed
+    page: Page
+    prev_href: str | None
+    next_href: str | None
+    run_href: str | None
+    live: bool
+
+
+CALLS_HEAD = ("call", "session", "target", "scenario", "#", "tool", "decision", "class",
+              "next", "source verdict", "command")  # fmt: skip
+SESSIONS_HEAD = ("session", "target", "scenario", "repeat", "status", "calls", "denials",
+                 "handshake", "tags")  # fmt: skip
+
+
+def build_calls_page(engine: Engine, params: dict[str, str], sort: str, offset: int,
+                     limit: int = 50) -> ListPage:
+    f = filter_from(CallFilter, params)
+    page = list_calls(engine, f, sort=sort, limit=limit, offset=offset)
+    rows, failed = [], []
+    for r in page.rows:
+        command = r.command if r.command is not None else ""
+        if len(command) > COMMAND_CHARS:
+            command = command[:COMMAND_CHARS - 1] + "…"
+        to_call = session_href(r.session_id, _session_filters(params), call=r.index)
+        rows.append((
+            Cell(str(r.id), to_call), Cell(str(r.session_id), to_call), Cell(r.target),
+            Cell(r.scenario), Cell(str(r.index)), Cell(r.tool), Cell(r.decision),
+            Cell(r.primary_code or "", f"/rules/{r.primary_code}.html"
+                 if r.primary_code and r.primary_code.startswith("AE") else None),
+            Cell(r.next_action or ""),
+            Cell((r.source_decision or "") + (" (disagrees)" if r.disagrees else "")),
+            Cell(command, to_call)))
+        failed.append(r.decision == "deny")
+    return _list_page(engine, "calls", params, sort, CALL_SORTS, CALLS_HEAD, rows, failed, page)
+
+
+def build_sessions_page(engine: Engine, params: dict[str, str], sort: str, offset: int,
+                        limit: int = 50) -> ListPage:
+    f = filter_from(SessionFilter, params)
+    page = list_sessions(engine, f, sort=sort, limit=limit, offset=offset)
+    rows, failed = [], []
+    for r in page.rows:
+        href = session_href(r.id, _session_filters(params))
+        hs = ("—" if not r.handshake_required else
+              f"{r.handshake_done}/{r.handshake_required}"
+              + (" done" if r.handshake_completed else " open"))
+        rows.append((Cell(str(r.id), href), Cell(r.target), Cell(r.scenario),
+                     Cell(str(r.repeat)), Cell(r.status_text, href), Cell(str(r.calls)),
+                     Cell(str(r.denials)), Cell(hs), Cell(", ".join(r.tags))))
+        failed.append(r.failed)
+    return _list_page(engine, "sessions", params, sort, SESSION_SORTS, SESSIONS_HEAD, rows,
+                      failed, page)
+
+
+def _list_page(engine, kind, params, sort, sorts, head, rows, failed, page) -> ListPage:
+    base = f"/{kind}"
+    run_id = params.get("run_id")
+    live = False
+    if run_id and str(run_id).isdigit():
+        try:
+            live = get_run(engine, int(run_id)).status == "running"
+        except ConfigError:
+            live = False
+    return ListPage(
+        kind=kind, filters=dict(params), sort=sort,
+        sorts=tuple((s, base + query(**params, sort=s)) for s in sorts),
+        head=head, rows=tuple(rows), failed=tuple(failed), page=page,
+        prev_href=(base + query(**params, sort=sort, offset=max(0, page.offset - page.limit)
+                                or None)) if page.offset else None,
+        next_href=(base + query(**params, sort=sort, offset=page.offset + page.limit)
+                   if page.has_next else None),
+        run_href=run_href(int(run_id)) if run_id and str(run_id).isdigit() else None,
+        live=live)
+
+
+def _session_filters(params: dict[str, str]) -> dict[str, str]:
+    """The filters a session page keeps for prev/next (session-level meaning)."""
+    keep = {k: v for k, v in params.items() if k not in ("session_id", "next_action")}
+    return keep
+
+
+@dataclass(frozen=True, slots=True)
+class SessionView:
+    """The report's session page, plus where the reader came from and is going."""
+
+    page: SessionPage
+    nested: dict[int, SessionPage]
+    prev_href: str | None
+    next_href: str | None
+    list_href: str
+    run_href: str
+    filters: dict[str, str]
+    live: bool
+
+
+def build_session_view(engine: Engine, session_id: int, params: dict[str, str]) -> SessionView:
+    stored = load_session(engine, session_id)
+    page = build_session_page(stored, _view_links(stored))
+    page = dataclasses.replace(page, index_href=run_href(page.run_id))
+    nested: dict[int, SessionPage] = {}
+    _nest(engine, page, nested, NESTED_DEPTH)
+    filters = _session_filters(params)
+    f = filter_from(SessionFilter, {"run_id": page.run_id, **filters})
+    prev_id, next_id = neighbour_sessions(engine, f, session_id)
+    live = get_run(engine, page.run_id).status == "running"
+    return SessionView(
+        page=page, nested=nested,
+        prev_href=session_href(prev_id, filters) if prev_id is not None else None,
+        next_href=session_href(next_id, filters) if next_id is not None else None,
+        list_href="/sessions" + query(**{"run_id": page.run_id, **filters}),
+        run_href=run_href(page.run_id), filters=filters, live=live)
+
+
+def _nest(engine: Engine, page: SessionPage, nested: dict[int, SessionPage], depth: int):
+    if depth <= 0:
+        return
+    for child in page.children:
+        if child.id in nested:
+            continue
+        try:
+            stored = load_session(engine, child.id)
+            child_page = build_session_page(stored, _view_links(stored))
+        except ConfigError:
+            continue
+        nested[child.id] = child_page
+        _nest(engine, child_page, nested, depth - 1)
+
+
+def _view_links(stored) -> dict[int, SessionLink]:
+    """Links to the parent and children as the viewer serves them (by id)."""
+    ids = [i for i in (stored.parent_id, *stored.child_ids) if i is not None]
+    return {i: SessionLink(i, f"session {i}", "", "", None, session_href(i)) for i in ids}

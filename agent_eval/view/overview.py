@@ -1,0 +1,289 @@
+"""Page contexts of the runs list, one run, and two runs compared (SQL aggregates only).
+
+Every number a page shows is a :class:`Cell` whose ``href`` opens the calls or sessions
+behind it, pre-filtered, so a reader goes from a rate to the transcripts in one click.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from markupsafe import Markup
+from sqlalchemy import Engine, select
+
+from agent_eval.metrics.stats import compare_rates, wilson_interval
+from agent_eval.policy import RULES, get_rule
+from agent_eval.store.overview import RunOverview, label_trend, run_overview
+from agent_eval.store.queries import Page, list_runs
+from agent_eval.store.runs import get_run
+from agent_eval.store.schema import runs as runs_table
+from agent_eval.transcript import EXIT_STATES, NEXT_ACTIONS
+from agent_eval.view.links import (
+    calls_href,
+    compare_href,
+    query,
+    run_href,
+    sessions_href,
+)
+from agent_eval.view.trend import trend_chart
+
+TREND_RUNS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    text: str
+    href: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunHead:
+    id: int
+    label: str | None
+    kind: str
+    status: str
+    started: datetime
+    finished: datetime | None
+
+    @property
+    def live(self) -> bool:
+        return self.status == "running"
+
+
+@dataclass(frozen=True, slots=True)
+class RunsPage:
+    rows: tuple[tuple[Cell, ...], ...]
+    page: Page
+    filters: dict[str, str]
+    trends: tuple[tuple[str, Markup], ...]  # (label, svg)
+    prev_href: str | None
+    next_href: str | None
+    live: bool
+
+
+RUNS_HEAD = ("id", "label", "kind", "status", "targets", "sessions", "calls",
+             "errors/100 [95% CI]", "started", "duration")  # fmt: skip
+
+
+def build_runs_page(engine: Engine, filters: dict[str, str], offset: int = 0,
+                    limit: int = 50) -> RunsPage:
+    from agent_eval.cli.runs import run_cells
+
+    page = list_runs(engine, label=filters.get("label"), kind=filters.get("kind"),
+                     status=filters.get("status"), limit=limit, offset=offset)
+    rows = []
+    for r in page.rows:
+        cells = [Cell(t) for t in run_cells(r)]
+        cells[0] = Cell(str(r.id), run_href(r.id))
+        cells[5] = Cell(cells[5].text, sessions_href(run_id=r.id))
+        cells[6] = Cell(cells[6].text, calls_href(run_id=r.id))
+        cells[7] = Cell(cells[7].text, calls_href(run_id=r.id, decision="deny"))
+        rows.append(tuple(cells))
+    labels = list(dict.fromkeys(r.label for r in page.rows if r.label))
+    trends = tuple((label, trend_chart(label, label_trend(engine, label, TREND_RUNS)))
+                   for label in labels[:5])
+    return RunsPage(tuple(rows), page, filters, trends,
+                    _pager(filters, page, -1), _pager(filters, page, +1),
+                    any(r.status == "running" for r in page.rows))
+
+
+@dataclass(frozen=True, slots=True)
+class RunPage:
+    run: RunHead
+    columns: tuple[str, ...]
+    target_head: tuple[str, ...]
+    target_rows: tuple[tuple[Cell, ...], ...]
+    class_rows: tuple[tuple[Cell, ...], ...]
+    scenario_rows: tuple[tuple[Cell, ...], ...]
+    recovery_rows: tuple[tuple[Cell, ...], ...]
+    exit_rows: tuple[tuple[Cell, ...], ...]
+    failed_href: str
+    calls_href: str
+    previous_href: str | None  # compare with the previous run of the same label
+
+
+TARGET_HEAD = ("target", "sessions", "tool calls", "errors", "errors/100 [95% CI]",
+               "handshake completed", "error sessions")  # fmt: skip
+
+
+def build_run_page(engine: Engine, run_id: int) -> RunPage:
+    info = get_run(engine, run_id)
+    ov = run_overview(engine, run_id)
+    run = RunHead(info.id, info.label, info.kind, info.status, info.created_at,
+                  info.finished_at)
+    return RunPage(
+        run=run, columns=ov.targets, target_head=TARGET_HEAD,
+        target_rows=_target_rows(run_id, ov), class_rows=_class_rows(run_id, ov),
+        scenario_rows=_scenario_rows(run_id, ov), recovery_rows=_recovery_rows(run_id, ov),
+        exit_rows=_exit_rows(run_id, ov),
+        failed_href=sessions_href(run_id=run_id, failed=True),
+        calls_href=calls_href(run_id=run_id),
+        previous_href=_previous(engine, info),
+    )
+
+
+def rate_text(k: int, n: int, *, interval: bool = True) -> str:
+    if not n:
+        return "–"
+    text = f"{100 * k / n:.2f}"
+    if interval:
+        lo, hi = wilson_interval(k, n)
+        text += f" [{100 * lo:.1f}–{100 * hi:.1f}]"
+    return text
+
+
+def _target_rows(run_id: int, ov: RunOverview) -> tuple[tuple[Cell, ...], ...]:
+    rows = []
+    for name, t in ov.tallies.items():
+        f = {"run_id": run_id, "target": name}
+        rows.append((
+            Cell(name),
+            Cell(str(t.sessions), sessions_href(**f)),
+            Cell(str(t.calls), calls_href(**f)),
+            Cell(str(t.errors), calls_href(**f, decision="deny")),
+            Cell(rate_text(t.errors, t.calls), calls_href(**f, decision="deny")),
+            Cell(f"{t.handshake_completed}/{t.handshake_sessions}" if t.handshake_sessions
+                 else "–", sessions_href(**f, handshake=True, sort="handshake")),
+            Cell(str(t.error_sessions), sessions_href(**f, status="error")),
+        ))
+    return tuple(rows)
+
+
+def _class_rows(run_id: int, ov: RunOverview) -> tuple[tuple[Cell, ...], ...]:
+    found = {code for t in ov.tallies.values() for code in t.by_code}
+    rows = []
+    for code in [c for c in RULES if c in found] + sorted(found - set(RULES)):
+        rule = get_rule(code)
+        head = Cell(f"{code} {rule.name}" if rule else code, f"/rules/{code}.html" if rule
+                    else None)
+        cells = [head]
+        for name, t in ov.tallies.items():
+            k = t.by_code.get(code, 0)
+            cells.append(Cell(f"{rate_text(k, t.calls, interval=False)} ({k})",
+                              calls_href(run_id=run_id, target=name, code=code) if k else None))
+        rows.append(tuple(cells))
+    total = [Cell("total")]
+    for name, t in ov.tallies.items():
+        total.append(Cell(f"{rate_text(t.errors, t.calls, interval=False)} ({t.errors})",
+                          calls_href(run_id=run_id, target=name, decision="deny")))
+    rows.append(tuple(total))
+    return tuple(rows)
+
+
+def _scenario_rows(run_id: int, ov: RunOverview) -> tuple[tuple[Cell, ...], ...]:
+    rows = []
+    for scenario, by_target in ov.scenarios.items():
+        cells = [Cell(scenario, sessions_href(run_id=run_id, scenario=scenario))]
+        for name in ov.targets:
+            s = by_target.get(name)
+            if s is None:
+                cells.append(Cell("–"))
+                continue
+            text = (f"{rate_text(s.errors, s.calls, interval=False)} · "
+                    f"{s.completed}/{s.sessions}")
+            cells.append(Cell(text, sessions_href(run_id=run_id, target=name,
+                                                  scenario=scenario)))
+        rows.append(tuple(cells))
+    return tuple(rows)
+
+
+def _recovery_rows(run_id: int, ov: RunOverview) -> tuple[tuple[Cell, ...], ...]:
+    rows = []
+    for name, t in ov.tallies.items():
+        cells = [Cell(name), Cell(str(t.errors), calls_href(run_id=run_id, target=name,
+                                                             decision="deny"))]
+        for action in NEXT_ACTIONS:
+            k = t.by_next.get(action, 0)
+            share = f"{100 * k / t.errors:.0f}% ({k})" if t.errors else "–"
+            cells.append(Cell(share, calls_href(run_id=run_id, target=name, next_action=action)
+                              if k else None))
+        rows.append(tuple(cells))
+    return tuple(rows)
+
+
+def _exit_rows(run_id: int, ov: RunOverview) -> tuple[tuple[Cell, ...], ...]:
+    rows = []
+    for name, t in ov.tallies.items():
+        cells = [Cell(name)]
+        for state in EXIT_STATES:
+            k = t.by_status.get(state, 0)
+            cells.append(Cell(str(k), sessions_href(run_id=run_id, target=name, status=state)
+                              if k else None))
+        rows.append(tuple(cells))
+    return tuple(rows)
+
+
+def _previous(engine: Engine, info) -> str | None:
+    if not info.label:
+        return None
+    with engine.connect() as conn:
+        prev = conn.execute(select(runs_table.c.id).where(
+            runs_table.c.label == info.label, runs_table.c.id < info.id)
+            .order_by(runs_table.c.id.desc()).limit(1)).scalar()
+    return compare_href(prev, info.id) if prev is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class ComparePage:
+    a: RunHead
+    b: RunHead
+    head: tuple[str, ...]
+    rows: tuple[tuple[Cell, ...], ...]
+    only_a: tuple[str, ...]
+    only_b: tuple[str, ...]
+
+
+COMPARE_HEAD = ("target", "failure class", "run A: errors/100 (calls)",
+                "run B: errors/100 (calls)", "B − A [95% CI]", "p (z-test)", "moved")
+
+
+def build_compare_page(engine: Engine, a_id: int, b_id: int) -> ComparePage:
+    """Per common target and class: both rates, the difference, the p-value, links to
+    each side's calls of that class."""
+    heads = []
+    overviews = []
+    for run_id in (a_id, b_id):
+        info = get_run(engine, run_id)
+        heads.append(RunHead(info.id, info.label, info.kind, info.status, info.created_at,
+                             info.finished_at))
+        overviews.append(run_overview(engine, run_id, scenarios=False))
+    ov_a, ov_b = overviews
+    rows = []
+    for name in [n for n in ov_a.targets if n in ov_b.tallies]:
+        ta, tb = ov_a.tallies[name], ov_b.tallies[name]
+        codes = [c for c in RULES if c in ta.by_code or c in tb.by_code]
+        for code, ka, kb in [("total", ta.errors, tb.errors),
+                             *((c, ta.by_code.get(c, 0), tb.by_code.get(c, 0)) for c in codes)]:
+            f = {"decision": "deny"} if code == "total" else {"code": code}
+            rows.append(_compare_row(name, code, (a_id, ka, ta.calls), (b_id, kb, tb.calls), f))
+    return ComparePage(heads[0], heads[1], COMPARE_HEAD, tuple(rows),
+                       tuple(n for n in ov_a.targets if n not in ov_b.tallies),
+                       tuple(n for n in ov_b.targets if n not in ov_a.tallies))
+
+
+def _compare_row(name, code, a, b, f) -> tuple[Cell, ...]:
+    (a_id, ka, na), (b_id, kb, nb) = a, b
+    if na and nb:
+        cmp = compare_rates(ka, na, kb, nb)
+        diff = (f"{cmp.diff100:+.2f} [{cmp.lo100:+.1f}, {cmp.hi100:+.1f}]"
+                if cmp.diff100 is not None else "–")
+        p = f"{cmp.p_value:.3g}"
+        moved = "significant" if cmp.significant else ""
+    else:
+        diff, p, moved = "–", "–", ""
+    return (Cell(name), Cell(code),
+            Cell(f"{rate_text(ka, na, interval=False)} ({ka})",
+                 calls_href(run_id=a_id, target=name, **f) if ka else None),
+            Cell(f"{rate_text(kb, nb, interval=False)} ({kb})",
+                 calls_href(run_id=b_id, target=name, **f) if kb else None),
+            Cell(diff), Cell(p), Cell(moved))
+
+
+def _pager(filters: dict, page: Page, step: int) -> str | None:
+    if step < 0 and page.offset == 0:
+        return None
+    if step > 0 and not page.has_next:
+        return None
+    offset = max(0, page.offset + step * page.limit)
+    return "/" + query(**filters, offset=offset or None)

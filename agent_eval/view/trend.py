@@ -1,0 +1,61 @@
+"""The nightly trend: errors per 100 calls and handshake completion per target over a
+label's last runs, as one inline SVG (no script).  Every text in it is escaped here."""
+
+from __future__ import annotations
+
+from markupsafe import Markup, escape
+
+from agent_eval.report.charts import PALETTE
+from agent_eval.store.overview import TrendPoint
+
+W, H, LEFT, TOP, PANEL = 560, 150, 44, 22, 110
+
+
+def trend_chart(label: str, points: list[TrendPoint]) -> Markup:
+    """Two panels side by side: errors/100 (left) and handshake completion % (right); one
+    line per target, one point per run, oldest left."""
+    names = list(dict.fromkeys(n for p in points for n in p.by_target))
+    colour = {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
+    errors = {n: [(i, 100 * v[1] / v[0]) for i, p in enumerate(points)
+                  if (v := p.by_target.get(n)) and v[0]] for n in names}
+    handshake = {n: [(i, 100 * v[3] / v[2]) for i, p in enumerate(points)
+                     if (v := p.by_target.get(n)) and v[2]] for n in names}
+    top = max([y for line in errors.values() for _, y in line] + [1.0])
+    width = 2 * (W // 2) + 10
+    parts = [f'<svg class="chart trend" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+             f'height="{H + 20 + 16 * ((len(names) + 3) // 4)}" role="img" '
+             f'aria-label="trend of {escape(label)}">',
+             f'<title>Trend of “{escape(label)}” over its last {len(points)} runs</title>']
+    parts += _panel(0, "errors/100", errors, top, colour, len(points))
+    parts += _panel(W // 2 + 10, "handshake completed %", handshake, 100.0, colour, len(points))
+    for i, name in enumerate(names):
+        x, y = 8 + (i % 4) * 140, H + 14 + 16 * (i // 4)
+        parts.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{colour[name]}"/>'
+                     f'<text class="legend" x="{x + 14}" y="{y}">{escape(name)}</text>')
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def _panel(x0: int, title: str, lines: dict, top: float, colour: dict, n: int) -> list[str]:
+    inner = W // 2 - LEFT - 10
+    out = [f'<text x="{x0 + LEFT}" y="14">{escape(title)}</text>',
+           f'<line class="grid" x1="{x0 + LEFT}" y1="{TOP + PANEL}" x2="{x0 + LEFT + inner}" '
+           f'y2="{TOP + PANEL}"/>',
+           f'<text class="tick" x="{x0 + LEFT - 4}" y="{TOP + 4}" text-anchor="end">'
+           f'{top:.0f}</text>',
+           f'<text class="tick" x="{x0 + LEFT - 4}" y="{TOP + PANEL}" text-anchor="end">0</text>']
+
+    def xy(i: int, v: float) -> tuple[float, float]:
+        x = x0 + LEFT + (inner * i / (n - 1) if n > 1 else inner / 2)
+        return x, TOP + PANEL - PANEL * min(v, top) / top
+
+    for name, points in lines.items():
+        coords = [xy(i, v) for i, v in points]
+        if len(coords) > 1:
+            path = " ".join(f"{x:.1f},{y:.1f}" for x, y in coords)
+            out.append(f'<polyline fill="none" stroke="{colour[name]}" stroke-width="1.8" '
+                       f'points="{path}"/>')
+        for (x, y), (_, v) in zip(coords, points, strict=True):
+            out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.6" fill="{colour[name]}">'
+                       f'<title>{escape(name)}: {v:.1f}</title></circle>')
+    return out

@@ -1,0 +1,97 @@
+"""`agent-eval runs`, `sessions` and `calls`: the printed table and --json hold the same
+rows, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+from view_fixtures import ESC
+
+from agent_eval.cli import main
+
+
+def run_cli(store, *args: str, input: str | None = None):
+    url = store.engine.url.render_as_string(hide_password=False)
+    result = CliRunner().invoke(main, [*args, "--db", url], input=input)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def table_ids(output: str) -> list[int]:
+    """The first column of the rich table's body rows."""
+    ids = []
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.strip("│ ").split("│")]
+        if line.startswith("│") and cells[0].isdigit():
+            ids.append(int(cells[0]))
+    return ids
+
+
+def test_runs_prints_and_json_the_same_rows(filled):
+    store, f = filled
+    rows = json.loads(run_cli(store, "runs", "--json"))
+    assert [r["id"] for r in rows] == [f.run_id, f.old_run_id]
+    assert rows[0]["targets"] == ["careful", "sloppy"]
+    assert (rows[0]["sessions"], rows[0]["calls"], rows[0]["errors"]) == (5, 6, 3)
+    text = run_cli(store, "runs")
+    assert table_ids(text) == [f.run_id, f.old_run_id]
+    assert "50.00 [" in text and "careful, sloppy" in text
+
+
+def test_runs_never_print_a_stored_key(filled):
+    store, _ = filled
+    assert "sk-secret" not in run_cli(store, "runs", "--json") + run_cli(store, "runs")
+
+
+def test_sessions_failed_of_a_class_prints_and_json_the_same_rows(filled):
+    store, f = filled
+    args = ("sessions", str(f.run_id), "--failed", "--class", "AE301")
+    rows = json.loads(run_cli(store, *args, "--json"))
+    expected = [f.ids["careful/pipe/0"], f.ids["sloppy/pipe/0"]]
+    assert [r["id"] for r in rows] == expected
+    assert rows[0]["status_text"] == "completed with 1 denial"
+    text = run_cli(store, *args)
+    assert table_ids(text) == expected
+    assert "abandoned with 2 denials" in text
+
+
+def test_calls_of_a_target_and_class(filled):
+    store, f = filled
+    args = ("calls", "latest", "--target", "sloppy", "--decision", "deny")
+    rows = json.loads(run_cli(store, *args, "--json"))
+    assert [(r["primary_code"], r["next_action"]) for r in rows] == [
+        ("AE301", "retry-denied"), ("AE304", "abandon")]
+    assert table_ids(run_cli(store, *args)) == [r["id"] for r in rows]
+
+
+def test_calls_print_control_characters_escaped(tmp_path):
+    from view_fixtures import judged, record
+
+    from agent_eval.store import open_store
+
+    db = str(tmp_path / "esc.db")
+    with open_store(db) as store:
+        run = store.create_run(label=None, kind="live", suite=None, config={}, fingerprint={})
+        store.add_target(run, name="t", model="m", base_url="u", settings={})
+        store.record_session(run, record("t/esc/0", [judged(0, 0, f"ls {ESC}")]))
+    out = CliRunner().invoke(main, ["calls", "latest", "--db", db]).output
+    assert "\x1b" not in out and "\\x1b[31mRED" in out
+
+
+def test_runs_delete_asks_and_prune_lists_without_yes(filled):
+    store, f = filled
+    assert "nothing deleted" in run_cli(store, "runs", "delete", str(f.old_run_id), input="n\n")
+    assert f"would delete runs: {f.old_run_id}, {f.run_id}" in run_cli(
+        store, "runs", "prune", "--older-than", "0")
+    assert f"deleted run {f.old_run_id} (1 sessions)" in run_cli(
+        store, "runs", "delete", str(f.old_run_id), "--yes")
+    assert [r["id"] for r in json.loads(run_cli(store, "runs", "--json"))] == [f.run_id]
+    assert f"deleted runs: {f.run_id}" in run_cli(store, "runs", "prune", "--older-than", "0",
+                                                  "--yes")
+
+
+def test_bad_run_is_one_error_line(tmp_path):
+    result = CliRunner().invoke(main, ["sessions", "99", "--db", str(tmp_path / "x.db")])
+    assert result.exit_code == 2
+    assert result.output == "Error: run: no run with id 99 in this store: check --db and the run id\n"

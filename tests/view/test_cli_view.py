@@ -1,0 +1,33 @@
+"""`agent-eval view` binds loopback by default and says so when told otherwise."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from agent_eval.cli import main
+
+
+def run_view(monkeypatch, tmp_path, *args: str):
+    served = {}
+
+    def fake_serve(engine, *, host, port):
+        served.update(host=host, port=port, dialect=engine.dialect.name)
+
+    monkeypatch.setattr("agent_eval.view.serve", fake_serve)
+    result = CliRunner().invoke(main, ["view", "--db", str(tmp_path / "v.db"), *args])
+    assert result.exit_code == 0, result.output
+    return served, result
+
+
+def test_view_binds_loopback_by_default(monkeypatch, tmp_path):
+    served, result = run_view(monkeypatch, tmp_path)
+    assert served == {"host": "127.0.0.1", "port": 8700, "dialect": "sqlite"}
+    assert result.output.startswith("agent-eval view: http://127.0.0.1:8700/ over sqlite:")
+    assert "warning" not in result.output
+
+
+def test_view_on_another_address_warns(monkeypatch, tmp_path):
+    served, result = run_view(monkeypatch, tmp_path, "--host", "0.0.0.0", "--port", "9000")
+    assert served["host"] == "0.0.0.0" and served["port"] == 9000
+    assert ("warning: listening on 0.0.0.0, not loopback: anyone who can reach this machine "
+            "on port 9000 can read every stored transcript") in result.output

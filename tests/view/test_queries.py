@@ -1,0 +1,155 @@
+"""The list queries behind `runs`, `sessions`, `calls` and the viewer, on SQLite and
+PostgreSQL, with the counts of view_fixtures.py asserted."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import func, select
+
+from agent_eval.errors import ConfigError
+from agent_eval.store.queries import (
+    CallFilter,
+    SessionFilter,
+    delete_run,
+    filter_from,
+    list_calls,
+    list_runs,
+    list_sessions,
+    neighbour_sessions,
+    prune_runs,
+)
+from agent_eval.store.schema import findings, sessions, tool_calls
+
+
+def test_runs_are_listed_newest_first_with_counts(filled):
+    store, f = filled
+    page = list_runs(store.engine)
+    assert [r.id for r in page.rows] == [f.run_id, f.old_run_id] and page.total == 2
+    run = page.rows[0]
+    assert run.targets == ("careful", "sloppy")
+    assert (run.sessions, run.calls, run.errors) == (5, 6, 3)  # the fault holds no call
+    assert run.per100 == pytest.approx(50.0)
+    assert run.duration_s is not None and run.duration_s >= 0
+    assert run.as_json()["errors_per100"] == 50.0
+
+
+def test_runs_filter_by_status_and_label(filled):
+    store, f = filled
+    assert [r.id for r in list_runs(store.engine, status="failed").rows] == [f.old_run_id]
+    assert list_runs(store.engine, label="other").total == 0
+    assert [r.id for r in list_runs(store.engine, limit=1, offset=1).rows] == [f.old_run_id]
+
+
+def test_sessions_come_failed_first(filled):
+    store, f = filled
+    page = list_sessions(store.engine, SessionFilter(run_id=f.run_id))
+    ids = f.ids
+    assert [r.id for r in page.rows] == [ids["careful/pipe/0"], ids["sloppy/pipe/0"],
+                                         ids["sloppy/fault/0"], ids["careful/pipe/0/child"],
+                                         ids["careful/clean/0"]]
+    first = page.rows[0]
+    assert (first.denials, first.status_text, first.failed) == (
+        1, "completed with 1 denial", True)
+    assert page.rows[1].status_text == "abandoned with 2 denials"
+
+
+@pytest.mark.parametrize(("filters", "keys"), [
+    ({"failed": True}, ["careful/pipe/0", "sloppy/pipe/0", "sloppy/fault/0"]),
+    ({"code": "AE301", "target": "sloppy"}, ["sloppy/pipe/0"]),
+    ({"code": "AE304"}, ["sloppy/pipe/0"]),
+    ({"scenario": "evaluator-step"}, ["careful/pipe/0/child"]),
+    ({"tag": "db"}, ["sloppy/pipe/0"]),
+    ({"tag": "ral"}, []),  # a tag matches whole, not as a substring
+    ({"status": "error"}, ["sloppy/fault/0"]),
+    ({"handshake": True}, ["careful/pipe/0", "sloppy/pipe/0"]),
+    ({"search": "&& ls"}, ["sloppy/pipe/0"]),
+    ({"search": "%"}, []),  # LIKE wildcards match themselves
+    ({"decision": "deny", "target": "careful"}, ["careful/pipe/0"]),
+], ids=lambda v: str(v))
+def test_session_filters(filled, filters, keys):
+    store, f = filled
+    page = list_sessions(store.engine, SessionFilter(run_id=f.run_id, **filters), sort="id")
+    assert [r.id for r in page.rows] == sorted(f.ids[k] for k in keys)
+    assert page.total == len(keys)
+
+
+def test_handshake_sort_puts_incomplete_first(filled):
+    store, f = filled
+    page = list_sessions(store.engine, SessionFilter(run_id=f.run_id, handshake=True),
+                         sort="handshake")
+    assert [r.id for r in page.rows] == [f.ids["sloppy/pipe/0"], f.ids["careful/pipe/0"]]
+
+
+def test_sessions_paginate(filled):
+    store, f = filled
+    first = list_sessions(store.engine, SessionFilter(run_id=f.run_id), limit=2)
+    second = list_sessions(store.engine, SessionFilter(run_id=f.run_id), limit=2, offset=2)
+    assert first.total == second.total == 5 and first.has_next
+    assert not {r.id for r in first.rows} & {r.id for r in second.rows}
+
+
+def test_calls_come_denied_first_and_filter(filled):
+    store, f = filled
+    page = list_calls(store.engine, CallFilter(run_id=f.run_id))
+    assert [r.decision for r in page.rows] == ["deny"] * 3 + ["allow"] * 3
+    assert [r.primary_code for r in page.rows[:3]] == ["AE301", "AE301", "AE304"]
+    ae301 = list_calls(store.engine, CallFilter(run_id=f.run_id, code="AE301",
+                                                target="careful"))
+    assert [(r.session_id, r.index) for r in ae301.rows] == [(f.ids["careful/pipe/0"], 0)]
+    assert ae301.rows[0].next_action == "pivot"
+    nxt = list_calls(store.engine, CallFilter(run_id=f.run_id, next_action="retry-denied"))
+    assert [r.primary_code for r in nxt.rows] == ["AE301"]
+    assert list_calls(store.engine, CallFilter(run_id=f.run_id, search="head -5")).total == 2
+
+
+def test_neighbours_are_failed_sessions_of_the_same_filter(filled):
+    store, f = filled
+    ids = f.ids
+    everything = SessionFilter(run_id=f.run_id)
+    assert neighbour_sessions(store.engine, everything, ids["careful/pipe/0"]) == (
+        None, ids["sloppy/pipe/0"])
+    assert neighbour_sessions(store.engine, everything, ids["sloppy/pipe/0"]) == (
+        ids["careful/pipe/0"], ids["sloppy/fault/0"])
+    only_ae301 = SessionFilter(run_id=f.run_id, code="AE301")
+    assert neighbour_sessions(store.engine, only_ae301, ids["sloppy/pipe/0"]) == (
+        ids["careful/pipe/0"], None)
+
+
+def test_filter_from_loose_values():
+    f = filter_from(SessionFilter, {"run_id": "3", "failed": "1", "target": "", "x": "y"})
+    assert f == SessionFilter(run_id=3, failed=True)
+    with pytest.raises(ConfigError, match="run_id must be a whole number"):
+        filter_from(SessionFilter, {"run_id": "1; DROP TABLE runs"})
+
+
+def test_delete_run_removes_everything_under_it(filled):
+    store, f = filled
+    assert delete_run(store.engine, f.run_id) == 5
+    with store.engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(sessions)).scalar() == 1
+        assert conn.execute(select(func.count()).select_from(tool_calls)).scalar() == 1
+        assert conn.execute(select(func.count()).select_from(findings)).scalar() == 0
+    with pytest.raises(ConfigError, match="no run with id"):
+        delete_run(store.engine, f.run_id)
+
+
+def test_prune_keeps_newer_and_running_runs(filled):
+    store, f = filled
+    tomorrow = datetime.now(UTC) + timedelta(days=1)
+    assert prune_runs(store.engine, tomorrow, dry_run=True) == [f.old_run_id, f.run_id]
+    assert prune_runs(store.engine, datetime.now(UTC) - timedelta(days=1)) == []
+    store.set_run_status(f.run_id, "running")
+    assert prune_runs(store.engine, tomorrow) == [f.old_run_id]
+    assert [r.id for r in list_runs(store.engine).rows] == [f.run_id]
+
+
+def test_failed_first_calls_page_across_the_denied_allowed_boundary(filled):
+    store, f = filled
+    everything = list_calls(store.engine, CallFilter(run_id=f.run_id), limit=10).rows
+    pages = [list_calls(store.engine, CallFilter(run_id=f.run_id), limit=2, offset=o).rows
+             for o in (0, 2, 4)]
+    assert [r.id for p in pages for r in p] == [r.id for r in everything]
+    assert [r.decision for r in pages[1]] == ["deny", "allow"]
+    assert [r.id for r in everything[:3]] == sorted(r.id for r in everything[:3])

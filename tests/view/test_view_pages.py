@@ -1,0 +1,200 @@
+"""`agent-eval view` over real HTTP, on SQLite and PostgreSQL: every number links to the
+rows behind it, lists filter and page in the URL, the session page walks failed sessions,
+and nothing a model wrote runs, links or moves the cursor."""
+
+from __future__ import annotations
+
+import re
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
+from html.parser import HTMLParser
+
+import pytest
+from sqlalchemy import insert
+from view_fixtures import ESC, JS_LINK, SCRIPT_TAG
+
+from agent_eval.store.schema import runs
+from agent_eval.view.app import run_view_in_thread
+
+
+class Page(HTMLParser):
+    """Tables by id as rows of (text, href) cells; every href; ids of elements."""
+
+    def __init__(self, html: str):
+        super().__init__()
+        self.html, self.tables, self.hrefs, self.ids = html, {}, [], {}
+        self._rows = None
+        self._cell = False
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if "id" in attrs:
+            self.ids[attrs["id"]] = attrs
+        if tag == "a" and "href" in attrs:
+            self.hrefs.append(attrs["href"])
+            if self._cell:
+                text, _ = self._rows[-1][-1]
+                self._rows[-1][-1] = (text, attrs["href"])
+        if tag == "table":
+            self._rows = self.tables.setdefault(attrs.get("id") or "", [])
+        elif tag == "tr" and self._rows is not None:
+            self._rows.append([])
+        elif tag in ("td", "th") and self._rows is not None:
+            self._cell = True
+            self._rows[-1].append(("", None))
+
+    def handle_endtag(self, tag):
+        if tag == "table":
+            self._rows = None
+        elif tag in ("td", "th"):
+            self._cell = False
+
+    def handle_data(self, data):
+        if self._cell and self._rows:
+            text, href = self._rows[-1][-1]
+            self._rows[-1][-1] = (text + data, href)
+
+    def cell(self, table: str, row_head: str, column: str):
+        rows = self.tables[table]
+        col = [t for t, _ in rows[0]].index(column)
+        return next(r[col] for r in rows[1:] if r[0][0] == row_head)
+
+
+@pytest.fixture
+def viewer(filled):
+    store, f = filled
+    with run_view_in_thread(store.engine) as base:
+        def get(path: str, status: int = 200) -> Page:
+            try:
+                with urllib.request.urlopen(base + path, timeout=30) as resp:
+                    code, body, headers = resp.status, resp.read().decode(), resp.headers
+            except urllib.error.HTTPError as exc:
+                code, body, headers = exc.code, exc.read().decode(), exc.headers
+            assert code == status, body
+            assert "script-src" not in headers["Content-Security-Policy"]
+            assert headers["Content-Security-Policy"].startswith("default-src 'none'")
+            return Page(body)
+        yield get, store, f
+
+
+def test_runs_page_lists_runs_newest_first_with_links(viewer):
+    get, _, f = viewer
+    page = get("/")
+    rows = page.tables["runs-table"][1:]
+    assert [r[0] for r in rows] == [(str(f.run_id), f"/runs/{f.run_id}"),
+                                    (str(f.old_run_id), f"/runs/{f.old_run_id}")]
+    assert rows[0][5] == ("5", f"/sessions?run_id={f.run_id}")
+    assert rows[0][7][0].startswith("50.00 [")
+    assert "<svg" in page.html and "Trend of “nightly”" in page.html
+    assert [r[0][0] for r in get("/?status=failed").tables["runs-table"][1:]] == [
+        str(f.old_run_id)]
+
+
+def test_run_page_numbers_link_to_the_rows_behind_them(viewer):
+    get, _, f = viewer
+    page = get(f"/runs/{f.run_id}")
+    r = f.run_id
+    assert page.cell("class-table", "AE301 pipe-to-filter", "careful") == (
+        "25.00 (1)", f"/calls?run_id={r}&target=careful&code=AE301")
+    assert page.cell("class-table", "AE304 shell-chain", "sloppy") == (
+        "50.00 (1)", f"/calls?run_id={r}&target=sloppy&code=AE304")
+    assert page.cell("class-table", "AE304 shell-chain", "careful") == ("0.00 (0)", None)
+    assert page.cell("target-table", "sloppy", "handshake completed") == (
+        "0/1", f"/sessions?run_id={r}&target=sloppy&handshake=1&sort=handshake")
+    assert page.cell("target-table", "sloppy", "error sessions") == (
+        "1", f"/sessions?run_id={r}&target=sloppy&status=error")
+    assert page.cell("scenario-table", "pipe", "sloppy") == (
+        "100.00 · 0/1", f"/sessions?run_id={r}&target=sloppy&scenario=pipe")
+    assert page.cell("recovery-table", "sloppy", "retry-denied") == (
+        "50% (1)", f"/calls?run_id={r}&target=sloppy&next_action=retry-denied")
+    assert f"/compare?a={f.old_run_id}&b={r}" in page.hrefs
+
+
+def test_class_cell_then_first_call_reaches_the_transcript(viewer):
+    get, _, f = viewer
+    run_page = get(f"/runs/{f.run_id}")
+    _, calls_href = run_page.cell("class-table", "AE301 pipe-to-filter", "sloppy")
+    calls = get(calls_href)
+    first = calls.tables["calls-table"][1]
+    assert [first[6][0], first[7][0]] == ["deny", "AE301"]
+    session = get(first[0][1])
+    assert re.search(r'<u class="span">\| head -5</u>', session.html)
+    assert "AE301 pipe-to-filter:</strong> Output piped into another program" in session.html
+    assert f"/sessions/{f.ids['sloppy/pipe/0']}.html" in first[0][1]
+
+
+def test_sessions_list_failed_first_filtered_and_paged(viewer):
+    get, _, f = viewer
+    page = get(f"/sessions?run_id={f.run_id}")
+    ids = [int(r[0][0]) for r in page.tables["sessions-table"][1:]]
+    assert ids[:3] == [f.ids["careful/pipe/0"], f.ids["sloppy/pipe/0"], f.ids["sloppy/fault/0"]]
+    assert page.tables["sessions-table"][1][4][0] == "completed with 1 denial"
+    one = get(f"/sessions?run_id={f.run_id}&scenario=evaluator-step")
+    assert [int(r[0][0]) for r in one.tables["sessions-table"][1:]] == [
+        f.ids["careful/pipe/0/child"]]
+    calls = get(f"/calls?run_id={f.run_id}&sort=id&offset=5")
+    assert len(calls.tables["calls-table"]) == 2 and "prev-page" in calls.ids
+
+
+def test_session_page_steps_through_failed_sessions_of_the_same_list(viewer):
+    get, _, f = viewer
+    ids = f.ids
+    page = get(f"/sessions/{ids['careful/pipe/0']}.html?run_id={f.run_id}&code=AE301")
+    assert page.ids["next-failed"]["href"] == (
+        f"/sessions/{ids['sloppy/pipe/0']}.html?run_id={f.run_id}&code=AE301")
+    assert "prev-failed" not in page.ids
+    assert 'class="child-session"' in page.html  # the child nested under its call
+    assert "child session" in page.html
+
+
+def test_compare_links_each_side_to_its_calls(viewer):
+    get, _, f = viewer
+    page = get(f"/compare?a={f.old_run_id}&b={f.run_id}")
+    rows = page.tables["compare-table"]
+    total = next(r for r in rows[1:] if r[0][0] == "careful" and r[1][0] == "total")
+    assert total[3] == ("25.00 (1)", f"/calls?run_id={f.run_id}&target=careful&decision=deny")
+    assert total[2] == ("0.00 (0)", None)
+
+
+def test_hostile_transcript_renders_as_text(viewer):
+    get, _, f = viewer
+    page = get(f"/sessions/{f.ids['careful/pipe/0']}.html")
+    assert SCRIPT_TAG not in page.html and "&lt;script&gt;alert(1)&lt;/script&gt;" in page.html
+    assert not [h for h in page.hrefs if "javascript" in h.lower()]
+    assert JS_LINK in page.html  # shown, as text
+    assert "\x1b" not in page.html and "␛[31mRED␛[0m" in page.html
+    assert ESC not in get(f"/sessions/{f.ids['sloppy/fault/0']}.html").html
+
+
+def test_no_stored_key_on_any_page(viewer):
+    get, _, f = viewer
+    for path in ("/", f"/runs/{f.old_run_id}", f"/sessions?run_id={f.old_run_id}",
+                 f"/calls?run_id={f.old_run_id}"):
+        assert "sk-secret" not in get(path).html
+
+
+def test_typed_filters_are_bound_parameters(viewer):
+    get, store, f = viewer
+    page = get(f"/calls?run_id={f.run_id}&search=%27%3B+DROP+TABLE+runs%3B+--")
+    assert len(page.tables["calls-table"]) == 1
+    assert "none match" in page.html
+    assert len(get("/").tables["runs-table"]) == 3
+
+
+def test_bad_values_are_a_page_not_a_traceback(viewer):
+    get, _, f = viewer
+    assert "run_id must be a whole number" in get("/sessions?run_id=1%20OR%201=1", 400).html
+    assert "unknown sort" in get(f"/calls?run_id={f.run_id}&sort=evil", 400).html
+    assert "no session with id 999999" in get("/sessions/999999.html", 404).html
+    assert "no run with id 424242" in get("/runs/424242", 404).html
+    get("/rules/AE999.html", 404)
+
+
+def test_the_viewer_cannot_write(viewer):
+    _, store, _ = viewer
+    with pytest.raises(Exception, match="(?i)read.only|readonly|attempt to write"):
+        with store.engine.begin() as conn:
+            conn.execute(insert(runs).values(kind="live", status="running", config={},
+                                             fingerprint={}, created_at=datetime.now(UTC)))
