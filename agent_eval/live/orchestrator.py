@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from agent_eval.errors import HarnessFault
+from agent_eval.live.shaping import made_up_call_id
 from agent_eval.policy import Verdict, check_call, render_denial
 from agent_eval.scenario import LoadedScenario, Suite, instantiate
 from agent_eval.transcript import (
@@ -136,7 +137,7 @@ async def run_session(
             status, record.error = "error", str(exc)
             break
         record.turns.append(_turn_record(turn_index, reply, started))
-        assistant = _assistant_message(reply)
+        assistant = _assistant_message(reply, turn_index)
         messages.append(assistant)
         if not reply.tool_calls:
             if reply.markup:
@@ -254,11 +255,16 @@ def _text_call(index: int, turn_index: int, reply: Any) -> CallRecord:
     )
 
 
-def _assistant_message(reply: Any) -> dict[str, Any]:
-    msg: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
+def _assistant_message(reply: Any, turn_index: int) -> dict[str, Any]:
+    """The reply as the transcript keeps it: ``content`` is a string (``""`` beside tool
+    calls, never ``null``), ids are the server's or made up unique, reasoning rides along
+    as ``reasoning_content`` (the client sends it back only when the target asks)."""
+    msg: dict[str, Any] = {"role": "assistant", "content": reply.content or ""}
+    if getattr(reply, "reasoning", ""):
+        msg["reasoning_content"] = reply.reasoning
     if reply.tool_calls:
         msg["tool_calls"] = [
-            {"id": tc.id or f"call_{i}", "type": "function",
+            {"id": tc.id or made_up_call_id(turn_index, i), "type": "function",
              "function": {"name": tc.name, "arguments": tc.arguments}}
             for i, tc in enumerate(reply.tool_calls)
         ]
