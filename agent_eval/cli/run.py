@@ -35,6 +35,10 @@ def _sampling_options(f):
                      help="Seconds before a request counts as a server fault."),
         click.option("--api-key-env", metavar="VAR",
                      help="Environment variable holding the API key (never stored)."),
+        click.option("--tool-choice", metavar="auto|none|required|TOOL", default="auto",
+                     show_default=True,
+                     help="tool_choice sent with the tools: a mode, or the name of the tool "
+                          "the model must call (base models); docs/servers.md."),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -72,8 +76,13 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
     stops answering altogether, the remaining sessions are left for `--resume RUN`.
     Ctrl-C stops cleanly; finished sessions are kept and `--resume RUN` finishes the run.
 
+    A request the server refuses the same way each time (a 4xx, or a 500 repeated word
+    for word) is not retried blindly; when a target's first 3 sessions all fail with the
+    same refusal, that target stops with one line quoting the server and the likely fix.
+
     Exit codes: 0 done (error sessions included), 2 bad option or file, 3 model server
-    unreachable at the start or gone mid-run (run left `interrupted`), 130 Ctrl-C.
+    unreachable at the start or gone mid-run (run left `interrupted`), a target stopped
+    on a refused request, or a target that produced no judged tool call; 130 Ctrl-C.
     """
     from agent_eval.live.client import load_run_config
     from agent_eval.live.run import load_run_plan, plan_run
@@ -146,11 +155,35 @@ def _play(store, run_id, items, suite_obj, targets, *, probe: bool) -> None:
     status = "interrupted" if tally.left else "finished"
     store.set_run_status(run_id, status)
     print_run_tables(store, [run_id], console)
+    if _report_unmeasured(tally, console):
+        console.print(f"Run {run_id} stored in {store.url}; after the fix, finish it with: "
+                      f"agent-eval run --resume {run_id}" if tally.left else
+                      f"Run {run_id} stored in {store.url}.", markup=False)
+        sys.exit(EXIT_FAULT)
     if tally.left:
         console.print(f"[red]{tally.left} sessions not played: the model server stopped "
                       f"answering.[/] Finish later with: agent-eval run --resume {run_id}")
         sys.exit(EXIT_FAULT)
     console.print(f"Run {run_id} finished: {tally.done} sessions stored in {store.url}.")
+
+
+def _report_unmeasured(tally, console: Console) -> bool:
+    """One line per target that measured nothing (stopped on a request the server refuses,
+    or no tool call judged at all); True when there was one: the run must not exit 0."""
+    lines = []
+    for name, t in tally.targets.items():
+        if t.stopped:
+            lines.append(f"Error: {t.stopped}")
+        elif t.calls == 0 and (t.sessions or t.error_sessions):
+            why = (f"{t.error_sessions} of {t.sessions + t.error_sessions} sessions ended in "
+                   f"error (first: {t.first_error})" if t.error_sessions else
+                   f"the model answered in text in all {t.sessions} sessions")
+            lines.append(f"Error: target {name!r} produced no judged tool call, so nothing was "
+                         f"measured: {why}. Check the server's tool-call parser and the "
+                         f"target's tool_choice (docs/servers.md).")
+    for line in lines:
+        click.echo(line, err=True)
+    return bool(lines)
 
 
 def print_run_tables(store, run_ids: list[int], console: Console) -> None:
@@ -182,8 +215,20 @@ def _target_from_options(name, base_url, model, concurrency, knobs):
         name=name, base_url=base_url, model=model, api_key_env=knobs.get("api_key_env"),
         sampling=sampling, chat_template_kwargs=ctk, max_tokens=knobs.get("max_tokens"),
         stream=knobs.get("stream", False), timeout_s=knobs.get("timeout_s", 120.0),
-        concurrency=concurrency,
+        concurrency=concurrency, tool_choice=_tool_choice(knobs.get("tool_choice") or "auto"),
     )
+
+
+def _tool_choice(value: str) -> str:
+    from pydantic import TypeAdapter, ValidationError
+
+    from agent_eval.live.targets import ToolChoiceSetting
+
+    try:
+        return TypeAdapter(ToolChoiceSetting).validate_python(value)
+    except ValidationError as exc:
+        raise ConfigError(exc.errors()[0]["msg"].removeprefix("Value error, "),
+                          field="--tool-choice") from None
 
 
 def _replace(target, **changes):
