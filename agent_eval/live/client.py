@@ -77,6 +77,9 @@ _MARKUP: tuple[tuple[str, str | None], ...] = (
     ("<function_calls>", "</function_calls>"),
     ("<|python_tag|>", "<|eom_id|>"),  # Llama 3.x
     ("[TOOL_CALLS]", None),  # Mistral
+    # A shell block in a reply that has no parsed tool call: the command the model meant to
+    # run (models served without a tool parser, or chat templates without tools).
+    ("```bash", "```"), ("```shell", "```"), ("```sh\n", "```"), ("```console", "```"),
 )
 _OPENERS = re.compile("|".join(re.escape(o) for o, _ in _MARKUP))
 _CLOSER = dict(_MARKUP)

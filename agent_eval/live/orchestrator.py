@@ -43,6 +43,10 @@ from agent_eval.transcript import (
 
 MAX_CHILD_DEPTH = 3
 TEXT_CALL_TOOL = "(reply text)"  # tool name recorded for tool-call markup left in the text
+TEXT_CALL_MESSAGE = (
+    "tool call written as text that no tool-call parser extracted: counted against the "
+    "model/server setup (start the server with its tool-call parser, e.g. vLLM "
+    "--enable-auto-tool-choice --tool-call-parser, llama-server --jinja; docs/servers.md)")
 
 
 class ChatModel(Protocol):
@@ -242,15 +246,11 @@ def _command_text(name: str, arguments: str, scenario: LoadedScenario) -> str | 
 
 def _text_call(index: int, turn_index: int, reply: Any) -> CallRecord:
     """Tool-call markup the server did not parse (AE104): counted as one erroneous call."""
-    from agent_eval.policy import get_rule
-
     start, end = reply.markup[0]
-    rule = get_rule("AE104")
     return CallRecord(
         index=index, turn_index=turn_index, tool=TEXT_CALL_TOOL, arguments="",
         decision="deny", primary="AE104", command=reply.content,
-        findings=[FindingRecord("AE104", rule.summary if rule else "tool call written as text",
-                                start, end)],
+        findings=[FindingRecord("AE104", TEXT_CALL_MESSAGE, start, end)],
         output="(no tool call was parsed; the harness ended the turn)",
     )
 
