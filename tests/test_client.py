@@ -431,7 +431,7 @@ async def test_500_repeated_word_for_word_is_rejected_after_one_retry_not_all():
             with pytest.raises(RequestRejected) as info:
                 await client.complete(MESSAGES, None)
     assert len(server.seen) == 2
-    assert str(info.value).startswith("request rejected: server error 500, the same answer on 2 attempts")
+    assert str(info.value).startswith("request rejected: server error 500 (the same answer on 2 attempts)")
     assert info.value.status == 500 and "Input should be a valid string" in info.value.server_message
 
 
@@ -458,7 +458,7 @@ async def test_client_errors_are_not_retried_and_carry_the_server_message(status
         async with client_for(server, retries=3) as client:
             with pytest.raises(HarnessFault) as info:
                 await client.complete(MESSAGES, None)
-    assert str(info.value) == f"request rejected: server refused the request ({status}) after 1 attempt: {message}"
+    assert str(info.value) == f"request rejected: server refused the request ({status}) (after 1 attempt): {message}"
     assert isinstance(info.value, RequestRejected) and info.value.server_message == message
     assert not isinstance(info.value, ServerUnreachable)
     assert len(server.seen) == 1

@@ -176,11 +176,11 @@ def _report_unmeasured(tally, console: Console) -> bool:
             lines.append(f"Error: {t.stopped}")
         elif t.calls == 0 and (t.sessions or t.error_sessions):
             why = (f"{t.error_sessions} of {t.sessions + t.error_sessions} sessions ended in "
-                   f"error (first: {t.first_error})" if t.error_sessions else
-                   f"the model answered in text in all {t.sessions} sessions")
+                   f"error; the first: {t.first_error}" if t.error_sessions else
+                   f"the model answered in text in all {t.sessions} sessions. Check the "
+                   "server's tool-call parser and the target's tool_choice (docs/servers.md)")
             lines.append(f"Error: target {name!r} produced no judged tool call, so nothing was "
-                         f"measured: {why}. Check the server's tool-call parser and the "
-                         f"target's tool_choice (docs/servers.md).")
+                         f"measured: {why}.")
     for line in lines:
         click.echo(line, err=True)
     return bool(lines)

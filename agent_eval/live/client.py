@@ -202,9 +202,9 @@ def _deterministic(fault: Fault, previous: Fault | None) -> bool:
 
 def _rejected(fault: Fault, attempts: int) -> RequestRejected:
     if fault.status is not None and fault.status >= 500:
-        how = f"{fault.reason}, the same answer on {attempts} attempts"
+        how = f"{fault.reason} (the same answer on {attempts} attempts)"
     else:
-        how = f"{fault.reason} after {attempts} attempt{'s' if attempts > 1 else ''}"
+        how = f"{fault.reason} (after {attempts} attempt{'s' if attempts > 1 else ''})"
     return RequestRejected(f"{REJECTED}{how}: {fault.detail}", status=fault.status or 0,
                            server_message=fault.detail)
 

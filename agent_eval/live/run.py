@@ -23,6 +23,7 @@ all once the server is back instead of them being burned as error sessions.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,9 +137,13 @@ def stop_line(target: str, sessions: int, error: str) -> str:
             f"Likely fix: {likely_fix(said)}.")
 
 
+_ATTEMPTS = re.compile(r" \((?:after|the same answer on) \d+ attempts?\)")
+
+
 def _rejection(record: SessionRecord) -> str | None:
+    """The session's refusal with the attempt count left out, so refusals compare equal."""
     if record.status == "error" and (record.error or "").startswith(REJECTED):
-        return record.error
+        return _ATTEMPTS.sub("", record.error or "")
     return None
 
 
