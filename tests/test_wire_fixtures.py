@@ -160,3 +160,38 @@ def test_text_tool_call_is_ae104_against_the_setup_and_show_says_so(name, tmp_pa
     assert shown.exit_code == 0, shown.output
     text = " ".join(shown.output.split())
     assert "AE104" in text and "model/server setup" in text
+
+
+def test_recorded_llama_cpp_python_500_on_null_content_is_rejected_after_one_retry():
+    """The body llama-cpp-python 0.3.36 really sent (issue 10): not retried 4 times."""
+    from agent_eval.errors import RequestRejected
+    from agent_eval.live.run import likely_fix
+
+    raw = (WIRE / "llama-cpp-python-null-content-500.json").read_bytes()
+
+    async def go():
+        seen: list[dict] = []
+
+        async def chat(request: web.Request) -> web.Response:
+            seen.append(await request.json())
+            return web.Response(body=raw, status=500, content_type="application/json")
+
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", chat)
+        runner = web.AppRunner(app, handle_signals=False)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        url = f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+        try:
+            target = Target(name="t", base_url=url, model="m", retries=3)
+            async with ModelClient(target, backoff_s=0.001) as client:
+                with pytest.raises(RequestRejected) as info:
+                    await client.complete([{"role": "user", "content": "x"}], None)
+        finally:
+            await runner.cleanup()
+        return info.value, seen
+
+    rejected, seen = asyncio.run(go())
+    assert len(seen) == 2 and rejected.status == 500
+    assert rejected.server_message.startswith("7 validation errors")
+    assert "conversation's shape" in likely_fix(rejected.server_message)
