@@ -74,7 +74,11 @@ def llama_servers(tmp_path_factory) -> Iterator[dict[str, str]]:
     logs = tmp_path_factory.mktemp("llama")
     procs: list[subprocess.Popen] = []
     urls: dict[str, str] = {}
+    # chatml-function-calling ignores max_tokens while it writes a tool call under
+    # `auto` (it passes max_tokens=None), so only the context bounds a run-away call:
+    # keep it just above the bundled prompts (~1,600 tokens) and their short replies.
     env = dict(os.environ, AGENT_EVAL_LLAMA_VENV=str(VENV))
+    env.setdefault("AGENT_EVAL_LLAMA_CTX", "2560")
     try:
         for model in ("smollm2", "gemma3"):
             port = _free_port()
