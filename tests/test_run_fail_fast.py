@@ -138,3 +138,32 @@ def test_likely_fix_names_the_launch_flag_for_known_refusals():
         '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set')
     assert "--max-model-len" in likely_fix("This model's maximum context length is 4096 tokens")
     assert "/v1/models" in likely_fix("The model `qwen` does not exist.")
+
+
+def test_tool_choice_naming_a_tool_the_suite_does_not_offer_is_a_config_error(tmp_path):
+    seen: list[dict] = []
+    with serve_in_thread(llama_like_app(strict_refusal, seen)) as url:
+        result = run(url, tmp_path / "d.db", suite_of(tmp_path, SCENARIOS[:1]),
+                     "--tool-choice", "read")
+    assert result.exit_code == 2, result.output
+    [line] = [ln for ln in result.stderr.splitlines() if ln.startswith("Error:")]
+    assert "tool_choice: target 'm' forces the tool 'read'" in line and "(bash)" in line
+    assert not any(body.get("messages") for body in seen)  # nothing was played
+
+
+def test_tool_choice_by_name_is_sent_in_the_named_form(tmp_path):
+    seen: list[dict] = []
+    with serve_in_thread(llama_like_app(strict_refusal, seen)) as url:
+        result = run(url, tmp_path / "e.db", suite_of(tmp_path, SCENARIOS[:1]),
+                     "--tool-choice", "bash")
+    assert result.exit_code == 0, result.output
+    assert seen and all(body["tool_choice"] == {"type": "function", "function": {"name": "bash"}}
+                        for body in seen)
+
+
+def test_bad_tool_choice_option_is_one_error_line(tmp_path):
+    result = run("http://127.0.0.1:1/v1", tmp_path / "f.db", suite_of(tmp_path, SCENARIOS[:1]),
+                 "--tool-choice", "always on")
+    assert result.exit_code == 2, result.output
+    [line] = [ln for ln in result.stderr.splitlines() if ln.startswith("Error:")]
+    assert line.startswith("Error: --tool-choice: 'always on' is not a tool choice")

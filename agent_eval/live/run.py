@@ -33,6 +33,7 @@ from agent_eval import __version__
 from agent_eval.errors import ConfigError, HarnessFault
 from agent_eval.live.client import REJECTED, ModelClient, Target, target_from_settings
 from agent_eval.live.orchestrator import run_session
+from agent_eval.live.targets import TOOL_CHOICE_MODES
 from agent_eval.policy import ENGINE_VERSION
 from agent_eval.scenario import LoadedScenario, Suite, load_suite
 from agent_eval.store import Store
@@ -202,6 +203,8 @@ def start_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
         raise ConfigError(f"target names must be unique, got {names}", field="targets")
+    for t in targets:
+        _check_named_tool_choice(t, suite)
     run_id = store.create_run(
         label=label, kind="live", suite=str(suite.path),
         config=run_config(suite, targets, repeats),
@@ -211,6 +214,21 @@ def start_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *
         store.add_target(run_id, name=t.name, model=t.model, base_url=t.base_url,
                          settings=t.settings())
     return run_id
+
+
+def _check_named_tool_choice(target: Target, suite: Suite) -> None:
+    """A tool_choice naming a tool must name one every scenario offers, or every request
+    of the scenarios that lack it is refused (or forced into a tool they do not have)."""
+    choice = target.tool_choice
+    if choice is None or choice in TOOL_CHOICE_MODES:
+        return
+    for sc in suite.scenarios.values():
+        offered = [*sc.spec.tools, *(t.name for t in sc.spec.extra_tools)]
+        if choice not in offered:
+            raise ConfigError(
+                f"target {target.name!r} forces the tool {choice!r}, which scenario "
+                f"{sc.name!r} does not offer ({', '.join(offered)}); give auto, none, "
+                f"required or a tool every scenario offers", field="tool_choice")
 
 
 def load_run_plan(store: Store, run_ref: str | int) -> tuple[int, Suite, list[Target], int]:
