@@ -10,7 +10,11 @@ session exit states). Exceptions are for the operator and for the world around t
         │                          that is unreachable, crashed, hung or answered garbage.
         │                          Recorded on the session as status="error" and excluded
         │                          from every model rate.  Exit code 3 at the CLI.
-        └── ServerUnreachable      no server answered at the base URL at all.
+        ├── ServerUnreachable      no server answered at the base URL at all.
+        └── RequestRejected        the server refuses this request the same way every
+                                   time (a 4xx, or a 5xx repeated word for word):
+                                   retrying cannot help; the request or the server's
+                                   launch flags must change.
 
 This module imports nothing from the package, so every stage (``policy/`` included)
 may raise these.
@@ -51,3 +55,13 @@ class HarnessFault(AgentEvalError):
 
 class ServerUnreachable(HarnessFault):
     """Nothing answered at the model server's base URL."""
+
+
+class RequestRejected(HarnessFault):
+    """The server refused the request deterministically.  ``status`` is the HTTP status,
+    ``server_message`` the server's own words (for the one line that stops a target)."""
+
+    def __init__(self, message: str, *, status: int, server_message: str):
+        self.status = status
+        self.server_message = server_message
+        super().__init__(message)

@@ -20,8 +20,9 @@ from aiohttp import web
 from hypothesis import given
 from hypothesis import strategies as st
 from multidict import CIMultiDict
+from real_corpora import need
 
-from agent_eval.errors import ConfigError, HarnessFault, ServerUnreachable
+from agent_eval.errors import ConfigError, HarnessFault, RequestRejected, ServerUnreachable
 from agent_eval.live.client import (
     SEED_HEADER,
     ModelClient,
@@ -33,8 +34,6 @@ from agent_eval.live.client import (
     load_targets,
     target_from_settings,
 )
-
-CORPORA = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpora"
 
 Answer = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -409,11 +408,40 @@ async def test_retryable_status_twice_then_success(status):
 
 
 @run_async
-async def test_server_error_that_persists_is_a_harness_fault_after_all_retries():
-    async with serve(error_json(500, "engine dead")) as server:
+async def test_server_error_whose_body_changes_is_a_harness_fault_after_all_retries():
+    async with serve(error_json(500, "engine dead (1)"), error_json(500, "engine dead (2)"),
+                     error_json(500, "engine dead (3)")) as server:
         async with client_for(server, retries=2) as client:
-            with pytest.raises(HarnessFault, match="server error 500 after 3 attempts: engine dead"):
+            with pytest.raises(HarnessFault, match=r"server error 500 after 3 attempts: engine dead \(3\)"):
                 await client.complete(MESSAGES, None)
+    assert len(server.seen) == 3
+
+
+# llama-cpp-python 0.3's answer to an assistant turn with `content: null` (issue 10).
+LLAMA_NULL_CONTENT_500 = error_json(
+    500, "[{'type': 'string_type', 'loc': ('body', 'messages', 2, 'typed-dict', 'content'), "
+         "'msg': 'Input should be a valid string', 'input': None}]")
+
+
+@run_async
+async def test_500_repeated_word_for_word_is_rejected_after_one_retry_not_all():
+    async with serve(LLAMA_NULL_CONTENT_500) as server:
+        async with client_for(server, retries=3) as client:
+            with pytest.raises(RequestRejected) as info:
+                await client.complete(MESSAGES, None)
+    assert len(server.seen) == 2
+    assert str(info.value).startswith("request rejected: server error 500 (the same answer on 2 attempts)")
+    assert info.value.status == 500 and "Input should be a valid string" in info.value.server_message
+
+
+@pytest.mark.parametrize("status", [503, 502], ids=["503-loading", "502-proxy"])
+@run_async
+async def test_busy_status_repeated_word_for_word_keeps_its_retries(status):
+    async with serve(error_json(status, "Loading model")) as server:
+        async with client_for(server, retries=2) as client:
+            with pytest.raises(HarnessFault) as info:
+                await client.complete(MESSAGES, None)
+    assert not isinstance(info.value, RequestRejected)
     assert len(server.seen) == 3
 
 
@@ -429,7 +457,8 @@ async def test_client_errors_are_not_retried_and_carry_the_server_message(status
         async with client_for(server, retries=3) as client:
             with pytest.raises(HarnessFault) as info:
                 await client.complete(MESSAGES, None)
-    assert str(info.value) == f"server refused the request ({status}) after 1 attempt: {message}"
+    assert str(info.value) == f"request rejected: server refused the request ({status}) (after 1 attempt): {message}"
+    assert isinstance(info.value, RequestRejected) and info.value.server_message == message
     assert not isinstance(info.value, ServerUnreachable)
     assert len(server.seen) == 1
 
@@ -592,17 +621,20 @@ def test_markup_spans_are_sorted_disjoint_and_inside_the_text(text):
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
 
 
-def test_real_format_error_replies_carry_no_tool_call_markup():
-    corpus = CORPORA / "real-tool-calls.jsonl"
-    if not corpus.exists():
-        pytest.skip(f"corpus not found at {corpus} (see /work/shared/corpora/README.md)")
+def test_real_format_error_replies_carry_only_fenced_shell_markup():
+    corpus = need("real-tool-calls.jsonl")
     replies = []
     with corpus.open(encoding="utf-8") as fh:
         for line in fh:
             if '"__format_error__"' in line:
                 replies.append(json.loads(line)["command"] or "")
     assert len(replies) >= 100
-    assert [r[:80] for r in replies if find_tool_markup(r)] == []
+    # mini-swe-agent speaks a text protocol: its replies hold fenced bash blocks, which a
+    # live run (tools offered, no call parsed) counts as AE104 on purpose.  Its prose
+    # never trips a server's tool-call marker.
+    marked = [r[s:e][:40] for r in replies for s, e in find_tool_markup(r)]
+    assert marked, "the fenced shell blocks of a text-protocol agent are found"
+    assert [m for m in marked if not m.startswith("```")] == []
 
 
 # ---- targets file ---------------------------------------------------------------------
@@ -674,7 +706,7 @@ BAD_CONFIGS = {
     "no-targets": ("label: x\n", "targets", "missing"),
     "wrong-type": ("targets:\n  - {name: a, base_url: 'http://h/v1', model: m, concurrency: many}",
                    "targets.0.concurrency", "integer"),
-    "bad-tool-choice": ("targets:\n  - {name: a, base_url: 'http://h/v1', model: m, tool_choice: always}",
+    "bad-tool-choice": ("targets:\n  - {name: a, base_url: 'http://h/v1', model: m, tool_choice: 'always on'}",
                         "targets.0.tool_choice", "auto"),
 }
 

@@ -1,9 +1,9 @@
 """A faulty model server never counts against the model.
 
 ``agent-eval run`` against the simulator with each fault knob turned up: the run still
-finishes (exit 0: the server keeps answering ``/v1/models``, so every failed session is
-stored as an ``error`` session with its reason), and the per-target rates are computed
-over the other sessions only.  Malformed tool-call arguments are the model's mistake
+stores every failed session as an ``error`` session with its reason (the server keeps
+answering ``/v1/models``), exits 3 with one line when nothing at all was measured, and
+the per-target rates are computed over the other sessions only.  Malformed tool-call arguments are the model's mistake
 (AE102), not a fault.  Latency knobs show up in the stored turn timings.
 """
 
@@ -74,7 +74,10 @@ FAULTS = [
 def test_every_failing_session_is_stored_as_error_with_its_reason(
         tmp_path, small_suite, faults, options, reason):
     result, run_id = run_against(faults, tmp_path / "s.db", small_suite, *options)
-    assert result.exit_code == 0, result.output
+    # nothing was measured: never exit 0 with an empty table (issue 10), one Error line
+    assert result.exit_code == 3, result.output
+    [line] = [ln for ln in result.stderr.splitlines() if ln.startswith("Error:")]
+    assert "'disciplined'" in line and reason in line
     with open_store(str(tmp_path / "s.db")) as store:
         sessions = list(store.session_rows([run_id]))
         assert store.get_run(run_id).status == "finished"
@@ -165,7 +168,10 @@ HOSTILE_FAULTS = [
 def test_hostile_answers_end_their_sessions_as_server_faults_and_the_run_finishes(
         tmp_path, small_suite, faults, options, reason):
     result, run_id = run_against(faults, tmp_path / "s.db", small_suite, *options)
-    assert result.exit_code == 0, result.output
+    # every session is a server fault, so nothing was measured: exit 3 with the reason
+    # (issue #10 item 5), never 0 with an empty table; the run itself is whole
+    assert result.exit_code == 3, result.output
+    assert "produced no judged tool call" in result.output and reason in result.output
     with open_store(str(tmp_path / "s.db")) as store:
         sessions = list(store.session_rows([run_id]))
         summary = summarize_runs(store, [run_id])["disciplined"]

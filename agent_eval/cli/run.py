@@ -46,6 +46,10 @@ def _sampling_options(f):
                      help="Bytes one reply may have on the wire; more is a server fault."),
         click.option("--api-key-env", metavar="VAR",
                      help="Environment variable holding the API key (never stored)."),
+        click.option("--tool-choice", metavar="auto|none|required|TOOL", default="auto",
+                     show_default=True,
+                     help="tool_choice sent with the tools: a mode, or the name of the tool "
+                          "the model must call (base models); docs/servers.md."),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -122,9 +126,14 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
     One process plays a run at a time: a second `--resume` of a run still being played
     is refused with the pid and host playing it (exit 2); a killed runner's claim lapses.
 
+    A request the server refuses the same way each time (a 4xx, or a 500 repeated word
+    for word) is not retried blindly; when a target's first 3 sessions all fail with the
+    same refusal, that target stops with one line quoting the server and the likely fix.
+
     Exit codes: 0 done (error sessions included), 2 bad option or file, or the run is
     being played by another process, 3 model server unreachable at the start or gone
-    mid-run (run left `interrupted`), 130 Ctrl-C.
+    mid-run (run left `interrupted`), a target stopped on a refused request, or a target
+    that produced no judged tool call; 130 Ctrl-C.
     """
     from agent_eval.live.client import load_run_config
     from agent_eval.live.run import load_run_plan, plan_run
@@ -187,6 +196,11 @@ def _play(store, run_id, items, suite_obj, targets, *, probe: bool,
         _print_json(store, run_id, status, tally.done)
     else:
         print_run_tables(store, [run_id], console)
+    if _report_unmeasured(tally, console):
+        console.print(f"Run {run_id} stored in {store.url}; after the fix, finish it with: "
+                      f"agent-eval run --resume {run_id}" if tally.left else
+                      f"Run {run_id} stored in {store.url}.", markup=False)
+        sys.exit(EXIT_FAULT)
     if tally.left:
         console.print(f"[red]{tally.left} sessions not played: the model server stopped "
                       f"answering.[/] Finish later with: agent-eval run --resume {run_id}")
@@ -229,6 +243,25 @@ def _print_json(store, run_id: int, status: str, stored: int) -> None:
                            "targets": tables_json(summarize_runs(store, [run_id]))}, indent=2))
 
 
+def _report_unmeasured(tally, console: Console) -> bool:
+    """One line per target that measured nothing (stopped on a request the server refuses,
+    or no tool call judged at all); True when there was one: the run must not exit 0."""
+    lines = []
+    for name, t in tally.targets.items():
+        if t.stopped:
+            lines.append(f"Error: {t.stopped}")
+        elif t.calls == 0 and (t.sessions or t.error_sessions):
+            why = (f"{t.error_sessions} of {t.sessions + t.error_sessions} sessions ended in "
+                   f"error; the first: {t.first_error}" if t.error_sessions else
+                   f"the model answered in text in all {t.sessions} sessions. Check the "
+                   "server's tool-call parser and the target's tool_choice (docs/servers.md)")
+            lines.append(f"Error: target {name!r} produced no judged tool call, so nothing was "
+                         f"measured: {why}.")
+    for line in lines:
+        click.echo(line, err=True)
+    return bool(lines)
+
+
 def print_run_tables(store, run_ids: list[int], console: Console) -> None:
     """The per-target table and the class breakdown, as docs/design.md draws them."""
     from agent_eval.cli.tables import render_class_table, render_target_table, summarize_runs
@@ -260,7 +293,20 @@ def _target_from_options(name, base_url, model, concurrency, knobs):
         stream=knobs.get("stream", False), timeout_s=knobs.get("timeout_s", 120.0),
         concurrency=concurrency, deadline_s=knobs.get("deadline_s", DEFAULT_DEADLINE_S),
         max_reply_bytes=knobs.get("max_reply_bytes", DEFAULT_MAX_REPLY_BYTES),
+        tool_choice=_tool_choice(knobs.get("tool_choice") or "auto"),
     )
+
+
+def _tool_choice(value: str) -> str:
+    from pydantic import TypeAdapter, ValidationError
+
+    from agent_eval.live.targets import ToolChoiceSetting
+
+    try:
+        return TypeAdapter(ToolChoiceSetting).validate_python(value)
+    except ValidationError as exc:
+        raise ConfigError(exc.errors()[0]["msg"].removeprefix("Value error, "),
+                          field="--tool-choice") from None
 
 
 def _replace(target, **changes):

@@ -13,7 +13,12 @@ Retries are ours (the SDK runs with ``max_retries=0``), decided by :func:`classi
     not retried   any other 4xx (context too long, model not found, bad request), other 5xx,
                   a reply past the target's ``deadline_s`` (an endless stream) or past its
                   ``max_reply_bytes``: both are the server's fault, and a retry would
-                  burn the same time and memory again
+                  burn the same time and memory again;
+                  and a 500 whose body is word for word the previous attempt's
+                  (a request the server cannot take, as llama-cpp-python's 500 on
+                  ``content: null``): these raise ``RequestRejected``, whose message
+                  starts with :data:`REJECTED`, so the run can stop a target whose
+                  first sessions all hit the same one.
 
 Hostile bytes never escape as a crash: bytes that are not UTF-8 are replaced by U+FFFD
 before any decoder sees them (the reply is kept and judged), and a body nested too deep
@@ -38,7 +43,7 @@ from typing import Any, Literal
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from agent_eval.errors import ConfigError, HarnessFault, ServerUnreachable
+from agent_eval.errors import ConfigError, HarnessFault, RequestRejected, ServerUnreachable
 from agent_eval.live.guard import (
     DeadlinePassed,
     GuardedTransport,
@@ -46,6 +51,7 @@ from agent_eval.live.guard import (
     hostile_cause,
     within_deadline,
 )
+from agent_eval.live.shaping import shape_messages
 from agent_eval.live.targets import (
     RunConfig,
     Sampling,
@@ -54,6 +60,7 @@ from agent_eval.live.targets import (
     load_run_config,
     load_targets,
     target_from_settings,
+    tool_choice_field,
 )
 
 try:  # the openai SDK ships its HTTP stack as ``httpx2`` from 3.x on
@@ -62,12 +69,13 @@ except ImportError:  # pragma: no cover - older SDKs use httpx itself
     import httpx  # type: ignore[no-redef]
 
 __all__ = [  # targets are re-exported: they are what a client is made from
-    "SEED_HEADER", "Fault", "ModelClient", "Reply", "RunConfig", "Sampling", "Target",
+    "REJECTED", "SEED_HEADER", "Fault", "ModelClient", "Reply", "RunConfig", "Sampling", "Target",
     "ToolCallOut", "ToolChoice", "classify_fault", "find_tool_markup", "load_run_config",
     "load_targets", "target_from_settings",
 ]
 
 SEED_HEADER = "X-Agent-Eval-Seed"
+REJECTED = "request rejected: "  # how a RequestRejected message (and the session error) starts
 
 # Tool-call markup that servers emit when their parser did not take the call out of the
 # text: an opening marker and, when the format has one, its closing marker.
@@ -83,6 +91,9 @@ _MARKUP: tuple[tuple[str, str | None], ...] = (
     ("<function_calls>", "</function_calls>"),
     ("<|python_tag|>", "<|eom_id|>"),  # Llama 3.x
     ("[TOOL_CALLS]", None),  # Mistral
+    # A shell block in a reply that has no parsed tool call: the command the model meant to
+    # run (models served without a tool parser, or chat templates without tools).
+    ("```bash", "```"), ("```shell", "```"), ("```sh\n", "```"), ("```console", "```"),
 )
 _OPENERS = re.compile("|".join(re.escape(o) for o, _ in _MARKUP))
 _CLOSER = dict(_MARKUP)
@@ -150,6 +161,7 @@ class Fault:
     detail: str
     retry: bool
     retry_after_s: float | None = None
+    status: int | None = None
 
 
 class _GarbledReply(Exception):
@@ -183,8 +195,10 @@ def classify_fault(exc: BaseException, timeout_s: float) -> Fault:
             after = _retry_after(exc.response.headers.get("retry-after"))
             return Fault("status", "rate limited (429)", detail, True, after)
         if code >= 500:
-            return Fault("status", f"server error {code}", detail, code in _RETRIED_STATUS)
-        return Fault("status", f"server refused the request ({code})", detail, False)
+            return Fault("status", f"server error {code}", detail, code in _RETRIED_STATUS,
+                         status=code)
+        return Fault("status", f"server refused the request ({code})", detail, False,
+                     status=code)
     if isinstance(exc, openai.APIError):  # an error event inside a stream
         return Fault("garbled", "stream error", exc.message, True)
     if isinstance(exc, json.JSONDecodeError):
@@ -192,6 +206,31 @@ def classify_fault(exc: BaseException, timeout_s: float) -> Fault:
     if isinstance(exc, _GarbledReply):
         return Fault("garbled", "garbled reply", str(exc), True)
     return Fault("client", "client error", f"{type(exc).__name__}: {exc}", False)
+
+
+# 429/503 repeat while a server is busy or loading, 502/504 while a proxy's backend
+# restarts: those keep their retries.  A 500 repeated word for word is the request's.
+_SAME_ANSWER_RETRIES = frozenset({500})
+
+
+def _deterministic(fault: Fault, previous: Fault | None) -> bool:
+    """A refusal retrying cannot change: any 4xx but 429, or a 5xx repeated word for word."""
+    code = fault.status
+    if code is None or code == 429:
+        return False
+    if code < 500:
+        return True
+    return (code in _SAME_ANSWER_RETRIES and previous is not None
+            and (previous.status, previous.detail) == (code, fault.detail))
+
+
+def _rejected(fault: Fault, attempts: int) -> RequestRejected:
+    if fault.status is not None and fault.status >= 500:
+        how = f"{fault.reason} (the same answer on {attempts} attempts)"
+    else:
+        how = f"{fault.reason} (after {attempts} attempt{'s' if attempts > 1 else ''})"
+    return RequestRejected(f"{REJECTED}{how}: {fault.detail}", status=fault.status or 0,
+                           server_message=fault.detail)
 
 
 def _server_message(exc: openai.APIStatusError) -> str:
@@ -276,12 +315,16 @@ class ModelClient:
         self, messages: list[dict], tools: list[dict] | None = None, *,
         seed_key: str | None = None,
     ) -> Reply:
-        """One completion, retried on server faults.  A Reply or a ``HarnessFault``."""
-        request = dict(self._request, messages=messages)
+        """One completion, retried on server faults.  A Reply or a ``HarnessFault``.
+
+        ``messages`` go out shaped the way every major server accepts them
+        (``shaping.shape_messages``); the caller's list is not changed."""
+        shaped = shape_messages(messages, send_reasoning=self.target.send_reasoning)
+        request = dict(self._request, messages=shaped)
         if tools:
             request["tools"] = tools
             if self.target.tool_choice is not None:
-                request["tool_choice"] = self.target.tool_choice
+                request["tool_choice"] = tool_choice_field(self.target.tool_choice)
         if seed_key is not None:
             request["extra_headers"] = {SEED_HEADER: seed_key}
         once = self._stream_once if self.target.stream else self._complete_once
@@ -305,12 +348,16 @@ class ModelClient:
         timeouts (a models listing has nothing else to fail on)."""
         attempts = self.target.retries + 1
         kinds: set[str] = set()
+        previous: Fault | None = None
         for n in range(1, attempts + 1):
             try:
                 return await once()
             except _CAUGHT as exc:
                 fault = classify_fault(exc, self.target.timeout_s)
                 kinds.add(fault.kind)
+                if _deterministic(fault, previous):
+                    raise _rejected(fault, n) from exc
+                previous = fault
                 if fault.retry and n < attempts:
                     delay = self.backoff_s * 2 ** (n - 1) * (0.5 + random.random())
                     await asyncio.sleep(max(delay, fault.retry_after_s or 0.0))

@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from agent_eval.errors import HarnessFault
+from agent_eval.live.shaping import made_up_call_id
 from agent_eval.policy import Verdict, check_call, render_denial
 from agent_eval.scenario import LoadedScenario, Suite, instantiate
 from agent_eval.transcript import (
@@ -42,6 +43,10 @@ from agent_eval.transcript import (
 
 MAX_CHILD_DEPTH = 3
 TEXT_CALL_TOOL = "(reply text)"  # tool name recorded for tool-call markup left in the text
+TEXT_CALL_MESSAGE = (
+    "tool call written as text that no tool-call parser extracted: counted against the "
+    "model/server setup (start the server with its tool-call parser, e.g. vLLM "
+    "--enable-auto-tool-choice --tool-call-parser, llama-server --jinja; docs/servers.md)")
 
 
 class ChatModel(Protocol):
@@ -136,7 +141,7 @@ async def run_session(
             status, record.error = "error", str(exc)
             break
         record.turns.append(_turn_record(turn_index, reply, started))
-        assistant = _assistant_message(reply)
+        assistant = _assistant_message(reply, turn_index)
         messages.append(assistant)
         if not reply.tool_calls:
             if reply.markup:
@@ -241,24 +246,25 @@ def _command_text(name: str, arguments: str, scenario: LoadedScenario) -> str | 
 
 def _text_call(index: int, turn_index: int, reply: Any) -> CallRecord:
     """Tool-call markup the server did not parse (AE104): counted as one erroneous call."""
-    from agent_eval.policy import get_rule
-
     start, end = reply.markup[0]
-    rule = get_rule("AE104")
     return CallRecord(
         index=index, turn_index=turn_index, tool=TEXT_CALL_TOOL, arguments="",
         decision="deny", primary="AE104", command=reply.content,
-        findings=[FindingRecord("AE104", rule.summary if rule else "tool call written as text",
-                                start, end)],
+        findings=[FindingRecord("AE104", TEXT_CALL_MESSAGE, start, end)],
         output="(no tool call was parsed; the harness ended the turn)",
     )
 
 
-def _assistant_message(reply: Any) -> dict[str, Any]:
-    msg: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
+def _assistant_message(reply: Any, turn_index: int) -> dict[str, Any]:
+    """The reply as the transcript keeps it: ``content`` is a string (``""`` beside tool
+    calls, never ``null``), ids are the server's or made up unique, reasoning rides along
+    as ``reasoning_content`` (the client sends it back only when the target asks)."""
+    msg: dict[str, Any] = {"role": "assistant", "content": reply.content or ""}
+    if getattr(reply, "reasoning", ""):
+        msg["reasoning_content"] = reply.reasoning
     if reply.tool_calls:
         msg["tool_calls"] = [
-            {"id": tc.id or f"call_{i}", "type": "function",
+            {"id": tc.id or made_up_call_id(turn_index, i), "type": "function",
              "function": {"name": tc.name, "arguments": tc.arguments}}
             for i, tc in enumerate(reply.tool_calls)
         ]

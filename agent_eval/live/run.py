@@ -6,6 +6,12 @@ transaction as soon as it ends, so nothing finished is ever held only in memory.
 interrupted run (Ctrl-C, a dead server) keeps every finished session; ``resume_run``
 plays only the sessions whose keys are not stored yet.
 
+A request the server refuses the same way every time is not the model's fault either,
+and playing on would only store a run of identical ``error`` sessions: when a target's
+first sessions (:data:`FIRST_SESSIONS`) all fail with the same rejection
+(``client.REJECTED``), the target stops, its other sessions are left unplayed and
+``TargetTally.stopped`` holds one line quoting the server and the likely fix.
+
 A server that dies is not the model's fault: after every session that ended ``error``,
 or spawned a child that did, the target's server is probed (``/v1/models``) before the
 session is stored.  If the server still
@@ -18,6 +24,7 @@ all once the server is back instead of them being burned as error sessions.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +32,9 @@ from typing import Any
 
 from agent_eval import __version__
 from agent_eval.errors import ConfigError, HarnessFault
-from agent_eval.live.client import ModelClient, Target, target_from_settings
+from agent_eval.live.client import REJECTED, ModelClient, Target, target_from_settings
 from agent_eval.live.orchestrator import run_session
+from agent_eval.live.targets import TOOL_CHOICE_MODES
 from agent_eval.policy import ENGINE_VERSION
 from agent_eval.scenario import LoadedScenario, Suite, load_suite
 from agent_eval.scenario.select import select_scenarios
@@ -51,7 +59,9 @@ class TargetTally:
     error_sessions: int = 0
     calls: int = 0
     errors: int = 0
-    left: int = 0  # planned but not played (server gone, interrupted)
+    left: int = 0  # planned but not played (server gone, interrupted, target stopped)
+    stopped: str | None = None  # why the target was stopped early (one line)
+    first_error: str | None = None  # the first error session's reason
 
 
 @dataclass
@@ -81,6 +91,7 @@ class RunTally:
             tally = self.targets.setdefault(rec.target, TargetTally())
             if rec.status == "error":
                 tally.error_sessions += rec.parent_key is None
+                tally.first_error = tally.first_error or rec.error
                 continue
             tally.sessions += rec.parent_key is None
             tally.calls += len(rec.calls)
@@ -88,6 +99,55 @@ class RunTally:
 
 
 ClientFactory = Callable[[Target], Any]
+
+FIRST_SESSIONS = 3  # a target whose first sessions all hit one request rejection stops
+
+# (words in the server's message, likely fix); the first match wins.  Lower case.
+_FIXES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("enable-auto-tool-choice", "tool-call-parser", "tool choice", "tool_choice"),
+     "start vLLM with --enable-auto-tool-choice --tool-call-parser PARSER, or set the "
+     "target's tool_choice to what the server supports (docs/servers.md)"),
+    (("context length", "context window", "n_ctx", "maximum context", "too long", "exceed"),
+     "lower --max-tokens, or start the server with a longer context (llama.cpp -c, "
+     "vLLM --max-model-len)"),
+    (("does not exist", "model not found", "no such model", "unknown model"),
+     "give --model as the server's /v1/models lists it"),
+    (("jinja", "template"),
+     "the chat template failed: start llama-server with --jinja, or give the server a "
+     "chat template that supports tools"),
+    (("unauthorized", "api key", "authentication", "forbidden"),
+     "set --api-key-env to the variable that holds the server's key"),
+    (("content", "tool_calls", "messages"),
+     "the server refuses the conversation's shape; docs/servers.md lists what each server "
+     "accepts (report the message if agent-eval is up to date)"),
+)
+
+
+def likely_fix(server_message: str) -> str:
+    """The most likely fix for a request the server refuses, from its message (pure)."""
+    text = server_message.lower()
+    for words, fix in _FIXES:
+        if any(w in text for w in words):
+            return fix
+    return "check the server's launch flags for tool calling (docs/servers.md)"
+
+
+def stop_line(target: str, sessions: int, error: str) -> str:
+    """One line: why the target stopped, in the server's words, and what to do."""
+    said = "".join(c if c.isprintable() else repr(c)[1:-1] for c in error.removeprefix(REJECTED))
+    return (f"target {target!r} stopped: its first {sessions} session"
+            f"{'s' if sessions > 1 else ''} all failed the same way, {said} "
+            f"Likely fix: {likely_fix(said)}.")
+
+
+_ATTEMPTS = re.compile(r" \((?:after|the same answer on) \d+ attempts?\)")
+
+
+def _rejection(record: SessionRecord) -> str | None:
+    """The session's refusal with the attempt count left out, so refusals compare equal."""
+    if record.status == "error" and (record.error or "").startswith(REJECTED):
+        return _ATTEMPTS.sub("", record.error or "")
+    return None
 
 
 def plan_run(suite: Suite, targets: list[Target], repeats: int,
@@ -147,6 +207,8 @@ def start_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
         raise ConfigError(f"target names must be unique, got {names}", field="targets")
+    for t in targets:
+        _check_named_tool_choice(t, suite)
     run_id = store.create_run(
         label=label, kind="live", suite=str(suite.path),
         config=run_config(suite, targets, repeats),
@@ -156,6 +218,21 @@ def start_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *
         store.add_target(run_id, name=t.name, model=t.model, base_url=t.base_url,
                          settings=t.settings())
     return run_id
+
+
+def _check_named_tool_choice(target: Target, suite: Suite) -> None:
+    """A tool_choice naming a tool must name one every scenario offers, or every request
+    of the scenarios that lack it is refused (or forced into a tool they do not have)."""
+    choice = target.tool_choice
+    if choice is None or choice in TOOL_CHOICE_MODES:
+        return
+    for sc in suite.scenarios.values():
+        offered = [*sc.spec.tools, *(t.name for t in sc.spec.extra_tools)]
+        if choice not in offered:
+            raise ConfigError(
+                f"target {target.name!r} forces the tool {choice!r}, which scenario "
+                f"{sc.name!r} does not offer ({', '.join(offered)}); give auto, none, "
+                f"required or a tool every scenario offers", field="tool_choice")
 
 
 def load_run_plan(store: Store, run_ref: str | int) -> tuple[int, Suite, list[Target], int]:
@@ -214,10 +291,12 @@ async def _play_target(store: Store, run_id: int, items: list[WorkItem], suite: 
     for item in items:
         queue.put_nowait(item)
     server_gone = False
+    first: list[str | None] = []  # the rejection (or None) of each of the first sessions
+    n_first = min(FIRST_SESSIONS, len(items))
 
     async def worker() -> None:
         nonlocal server_gone
-        while not server_gone:
+        while not server_gone and tally.targets[target.name].stopped is None:
             try:
                 item = queue.get_nowait()
             except asyncio.QueueEmpty:
@@ -232,6 +311,10 @@ async def _play_target(store: Store, run_id: int, items: list[WorkItem], suite: 
                 return
             store.record_sessions(run_id, records)
             tally.add(records)
+            if len(first) < n_first:
+                first.append(_rejection(records[0]))
+                if len(first) == n_first and first[0] and first.count(first[0]) == n_first:
+                    tally.targets[target.name].stopped = stop_line(target.name, n_first, first[0])
             if on_session:
                 on_session(tally, records)
 

@@ -10,16 +10,31 @@ file is refused.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import AfterValidator, ConfigDict, Field, TypeAdapter, ValidationError
 
 from agent_eval.errors import ConfigError
 from agent_eval.policy.allowlist import read_yaml_mapping
 
 ToolChoice = Literal["auto", "none", "required"]
+# ``tool_choice`` on a target: one of the modes, or the name of the one function the model
+# must call (sent as ``{"type": "function", "function": {"name": ...}}``).
+TOOL_CHOICE_MODES: tuple[str, ...] = ("auto", "none", "required")
+_FUNCTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}")
+
+
+def _check_tool_choice(value: str) -> str:
+    if value in TOOL_CHOICE_MODES or _FUNCTION_NAME.fullmatch(value):
+        return value
+    raise ValueError(f"{value!r} is not a tool choice; give auto, none, required or the "
+                     "name of a tool the scenarios offer (e.g. bash)")
+
+
+ToolChoiceSetting = Annotated[str, AfterValidator(_check_tool_choice)]
 
 DEFAULT_DEADLINE_S = 600.0
 """Longest one request may take in all, streamed or not (README, "Hostile output")."""
@@ -67,6 +82,11 @@ _VLLM_SAMPLING = frozenset({"top_k", "min_p", "repetition_penalty"})
 class Target:
     """A model endpoint and its knobs.  ``api_key_env`` names the variable, never the key.
 
+    ``tool_choice`` is ``auto`` (the default), ``none``, ``required`` or a function name;
+    ``None`` sends no ``tool_choice`` at all (docs/servers.md says which server needs
+    which).  ``send_reasoning`` sends the model's reasoning back in later turns (as
+    ``reasoning_content``); off by default because most templates drop it.
+
     ``timeout_s`` is the longest the client waits for the server to answer (or to send the
     next streamed chunk); ``concurrency`` sizes the connection pool, so it also caps how
     many requests this target serves at once.  ``deadline_s`` caps one request in all
@@ -83,7 +103,8 @@ class Target:
     sampling: Sampling = Sampling()
     chat_template_kwargs: dict[str, Any] | None = None
     max_tokens: Annotated[int | None, Field(gt=0)] = None
-    tool_choice: ToolChoice | None = "auto"
+    tool_choice: ToolChoiceSetting | None = "auto"
+    send_reasoning: bool = False
     stream: bool = False
     timeout_s: Annotated[float, Field(gt=0)] = 120.0
     retries: Annotated[int, Field(ge=0, le=20)] = 3
@@ -154,6 +175,14 @@ def target_from_settings(settings: dict[str, Any]) -> Target:
     """Rebuild a target from :meth:`Target.settings` (a stored run, for ``--resume``).
     A settings dict that does not describe a target raises ``ValueError``."""
     return TypeAdapter(Target).validate_python(settings)
+
+
+def tool_choice_field(setting: str) -> str | dict[str, Any]:
+    """The request's ``tool_choice`` for a target's setting: a mode as is, a function name
+    as the named form every OpenAI-compatible server takes."""
+    if setting in TOOL_CHOICE_MODES:
+        return setting
+    return {"type": "function", "function": {"name": setting}}
 
 
 def load_targets(path: str | Path) -> list[Target]:

