@@ -116,6 +116,10 @@ def test_a_wheel_install_runs_the_demo_from_an_unrelated_folder(wheel, tmp_path)
     assert '"properties"' in agent_eval("schema", "scenario")
     assert "allow" in agent_eval("check", "--allowlist", ralf, "uv run scripts/lights.py status")
     agent_eval("check", "--allowlist", ralf, "ls | head", code=1)
+    # the README writes the bundled files as they sit in a clone; they work from anywhere
+    assert "deny AE301" in agent_eval("check", "--allowlist", "allowlists/ralf.yaml",
+                                      'ls scripts/ | grep -E "search|web"', code=1)
+    assert "no problem" in agent_eval("validate", "scenarios/ralf")
     assert "disciplined" in agent_eval("show", "latest", *db)
     assert agent_eval("export", "latest", *db).count("\n") > 10
     assert "PASS" in agent_eval("gate", "--run", "latest", "--max-error-rate", "100", *db)

@@ -82,7 +82,9 @@ def import_(fmt: str, path: Path | None, allowlist_path: Path | None, model: str
         raise ConfigError("--allowlist FILE is required to judge imported calls", field="--allowlist")
     from agent_eval.importers.recording import record_import
     from agent_eval.policy import load_allowlist
+    from agent_eval.scenario.bundled import find_allowlist
 
+    allowlist_path = find_allowlist(allowlist_path)
     allowlist = load_allowlist(allowlist_path)
     warnings = _SkipWarnings()
     try:

@@ -143,7 +143,9 @@ def check(allowlist_path: Path, tool: str, batch: str | None, fmt: str | None,
 
     Example: agent-eval check --allowlist allowlists/ralf.yaml 'ls | head'
     """
-    allowlist = load_allowlist(allowlist_path)
+    from agent_eval.scenario.bundled import find_allowlist
+
+    allowlist = load_allowlist(find_allowlist(allowlist_path))
     judge = check_read if tool == "read" else check_command
     if batch is None:
         if text is None:

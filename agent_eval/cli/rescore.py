@@ -27,8 +27,10 @@ def rescore(run: str, allowlist_path: Path, label: str | None, db: str | None) -
     """
     from agent_eval.importers.rescore import rescore as rescore_stored
     from agent_eval.policy import load_allowlist
+    from agent_eval.scenario.bundled import find_allowlist
     from agent_eval.store import open_store
 
+    allowlist_path = find_allowlist(allowlist_path)
     allowlist = load_allowlist(allowlist_path)
     with open_store(db) as store:
         old = store.resolve_run(run)

@@ -163,7 +163,9 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
                               field="run")
         targets = [_target_from_options(target_name or model, base_url, model,
                                         concurrency or 4, knobs)]
-    suite_obj = _select(load_suite(suite or _bundled_suite()), selection)
+    from agent_eval.scenario.bundled import find_suite
+
+    suite_obj = _select(load_suite(find_suite(suite) if suite else _bundled_suite()), selection)
     _start_and_play(store, suite_obj, targets, repeats or 1, label, as_json)
 
 

@@ -46,8 +46,10 @@ def validate(suite: Path, as_json: bool) -> None:
 
     Exit codes: 0 no problem, 1 problems found (one `file:line: field: message` each).
     """
+    from agent_eval.scenario.bundled import find_suite
     from agent_eval.scenario.lint import lint_suite
 
+    suite = find_suite(suite)
     problems = lint_suite(suite)
     count = len([p for p in suite.glob("*.yaml") if p.name != "suite.yaml"]) if suite.is_dir() else 0
     if as_json:

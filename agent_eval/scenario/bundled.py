@@ -48,3 +48,34 @@ def bundled_allowlist(name: str) -> Path:
             path=str(path),
         )
     return path
+
+
+def find_allowlist(path: str | Path) -> Path:
+    """``path`` itself when it exists; otherwise the bundled allow-list it names, so the
+    README's ``--allowlist allowlists/ralf.yaml`` (or just ``ralf``) works from any folder
+    after a wheel install.  An unknown name comes back unchanged, for the loader's error.
+
+    >>> find_allowlist("allowlists/ralf.yaml").name
+    'ralf.yaml'
+    """
+    return _existing_or_bundled(Path(path), "allowlists", ".yaml", is_dir=False)
+
+
+def find_suite(path: str | Path) -> Path:
+    """``path`` itself when it exists; otherwise the bundled suite it names
+    (``scenarios/ralf`` or ``ralf``)."""
+    return _existing_or_bundled(Path(path), "scenarios", "", is_dir=True)
+
+
+def _existing_or_bundled(path: Path, folder: str, suffix: str, *, is_dir: bool) -> Path:
+    if path.exists():
+        return path
+    parts = path.parts
+    if len(parts) == 2 and parts[0] == folder:
+        parts = parts[1:]
+    if len(parts) != 1:
+        return path
+    name = parts[0].removesuffix(suffix) if suffix else parts[0]
+    bundled = data_dir() / folder / f"{name}{suffix}"
+    found = bundled.is_dir() if is_dir else bundled.is_file()
+    return bundled if found else path
