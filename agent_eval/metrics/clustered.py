@@ -28,7 +28,7 @@ from typing import Literal
 
 from scipy import stats as sps
 
-from agent_eval.metrics.repeats import _root_of
+from agent_eval.metrics.repeats import _root_of, split_sessions
 from agent_eval.metrics.stats import ALPHA
 from agent_eval.transcript import CallRow, SessionRow
 
@@ -209,7 +209,7 @@ def session_units(sessions: Iterable[SessionRow], calls: Iterable[CallRow]) -> l
     """One :class:`Unit` per non-error top-level session, child sessions folded into their
     root (a subagent's calls belong to the repeat that spawned it).  Holds sessions only;
     calls are streamed."""
-    parent, roots, faulted = _sessions(sessions)
+    parent, roots, faulted = split_sessions(sessions)
     tallies: dict[int, list] = {sid: [0, 0, Counter()] for sid in roots}
     for c in calls:
         tally = _tally_of(c.session_id, parent, faulted, tallies)
@@ -226,7 +226,7 @@ def units_from_counts(sessions: Iterable[SessionRow], calls: Mapping[int, int],
                       denied: Iterable[CallRow]) -> list[Unit]:
     """:func:`session_units` from counts already taken: tool calls per session id and the
     denied calls (the report's ``CallTally``), so the calls are not read twice."""
-    parent, roots, faulted = _sessions(sessions)
+    parent, roots, faulted = split_sessions(sessions)
     tallies: dict[int, list] = {sid: [0, 0, Counter()] for sid in roots}
     for sid, n in calls.items():
         tally = _tally_of(sid, parent, faulted, tallies)
@@ -238,19 +238,6 @@ def units_from_counts(sessions: Iterable[SessionRow], calls: Mapping[int, int],
             tally[1] += 1
             tally[2][c.primary or "unclassified"] += 1
     return _units(roots, tallies)
-
-
-def _sessions(sessions: Iterable[SessionRow]):
-    parent: dict[int, int | None] = {}
-    roots: dict[int, SessionRow] = {}
-    faulted: set[int] = set()
-    for s in sessions:
-        parent[s.id] = s.parent_id
-        if s.status == "error":
-            faulted.add(s.id)
-        elif s.parent_id is None:
-            roots[s.id] = s
-    return parent, roots, faulted
 
 
 def _tally_of(sid: int, parent, faulted, tallies) -> list | None:

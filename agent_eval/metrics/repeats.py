@@ -149,15 +149,7 @@ def _outcomes_by(
 ) -> dict[K, tuple[bool, ...]]:
     """Pass/fail of every non-error top-level session, grouped by ``key(session)`` and
     ordered by repeat.  Holds sessions, never calls."""
-    parent: dict[int, int | None] = {}
-    roots: dict[int, SessionRow] = {}
-    faulted: set[int] = set()
-    for s in sessions:
-        parent[s.id] = s.parent_id
-        if s.status == "error":
-            faulted.add(s.id)
-        elif s.parent_id is None:
-            roots[s.id] = s
+    parent, roots, faulted = split_sessions(sessions)
     denied_roots: set[int] = set()
     for c in calls:
         if c.decision == "deny" and c.session_id in parent and c.session_id not in faulted:
@@ -175,3 +167,20 @@ def _root_of(session_id: int, parent: dict[int, int | None]) -> int:
         seen.add(session_id)
         session_id = up
     return session_id
+
+
+def split_sessions(
+    sessions: Iterable[SessionRow],
+) -> tuple[dict[int, int | None], dict[int, SessionRow], set[int]]:
+    """``(parent of every session, non-error top-level sessions by id, error session ids)``:
+    the one pass that every per-session metric starts from."""
+    parent: dict[int, int | None] = {}
+    roots: dict[int, SessionRow] = {}
+    faulted: set[int] = set()
+    for s in sessions:
+        parent[s.id] = s.parent_id
+        if s.status == "error":
+            faulted.add(s.id)
+        elif s.parent_id is None:
+            roots[s.id] = s
+    return parent, roots, faulted
