@@ -14,6 +14,7 @@ from sqlalchemy import Engine, select
 
 from agent_eval.metrics.stats import compare_rates, wilson_interval
 from agent_eval.policy import RULES, get_rule
+from agent_eval.report.lists import ListCell as Cell  # one linked-cell record for report and view
 from agent_eval.store.overview import RunOverview, label_trend, run_overview
 from agent_eval.store.queries import Page, list_runs
 from agent_eval.store.runs import get_run
@@ -29,12 +30,6 @@ from agent_eval.view.links import (
 from agent_eval.view.trend import trend_chart
 
 TREND_RUNS = 20
-
-
-@dataclass(frozen=True, slots=True)
-class Cell:
-    text: str
-    href: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
