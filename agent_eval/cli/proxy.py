@@ -77,9 +77,11 @@ def proxy(upstream: str, allowlist_path: str, port: int, host: str, label: str,
         db=db, allowlist_path=allowlist_path, upstream=upstream, label=label,
         idle_s=idle_timeout, journal=journal, protocols_path=protocols_path,
         otel_endpoint=otel_endpoint))
+    from agent_eval.proxy.loop import run
+
     recorder.start()
     try:
-        asyncio.run(_serve(recorder, upstream, host, port, db_url))
+        run(_serve(recorder, upstream, host, port, db_url))
     except KeyboardInterrupt:
         pass
     finally:

@@ -124,7 +124,8 @@ class Relay:
     async def show_status(self, request: web.Request) -> web.Response:
         body = {"relayed": self.stats.relayed, "dropped": self.stats.dropped,
                 "upstream_errors": self.stats.upstream_errors,
-                "client_aborts": self.stats.client_aborts}
+                "client_aborts": self.stats.client_aborts,
+                "loop": type(asyncio.get_running_loop()).__module__.partition(".")[0]}
         if self.status is not None:
             body.update(self.status())
         return web.json_response(body)

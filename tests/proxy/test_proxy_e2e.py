@@ -13,6 +13,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import httpx2 as httpx
 import pytest
 
 from agent_eval.sim import run_sim_in_thread
@@ -77,8 +78,11 @@ def test_proxied_runs_store_the_runs_sessions_calls_and_verdicts(tmp_path):
             whole = cli("run", "--base-url", proxy.base_url, "--label", "whole", *flags)
             streamed = cli("run", "--base-url", proxy.base_url, "--label", "streamed",
                            "--stream", *flags)
+            status = httpx.get(proxy.base_url.removesuffix("/v1") + "/_agent_eval/status",
+                               timeout=10).json()
         finally:
             summary = proxy.stop()
+    assert status["loop"] == "uvloop"  # the command's relay runs on uvloop (proxy/loop.py)
     assert whole.returncode == 0, whole.stdout + whole.stderr
     assert streamed.returncode == 0, streamed.stdout + streamed.stderr
     assert "0 turns not recorded" in summary
