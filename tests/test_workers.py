@@ -155,6 +155,28 @@ def test_a_planned_run_is_played_by_a_worker_and_marked_finished(tmp_path):
         assert len(store.finished_keys(run_id)) >= 3  # the three, and any children
 
 
+def test_resuming_a_planned_run_plays_its_work_items_here_and_leaves_none(tmp_path):
+    """`run --resume` of a run planned for workers is one more worker: every work item is
+    marked done, so a worker started afterwards finds nothing and stores nothing."""
+    db = str(tmp_path / "runs.db")
+    runner = CliRunner()
+    with run_sim_in_thread("disciplined", suite=RALF) as base_url:
+        planned = runner.invoke(main, plan_args(db, base_url, RALF, "--limit", "3"))
+        run_id = json.loads(planned.output)["run"]
+        resumed = runner.invoke(main, ["run", "--resume", str(run_id), "--db", db, "--json"])
+        late = runner.invoke(main, ["worker", str(run_id), "--db", db, "--json"])
+    assert resumed.exit_code == 0, resumed.output
+    summary = json.loads(resumed.output[resumed.output.index("{"):])
+    assert (summary["status"], summary["sessions_stored"]) == ("finished", 3)
+    assert "playing them here as one more worker" in resumed.output
+    assert late.exit_code == 0, late.output
+    assert (json.loads(late.output)["stored"], json.loads(late.output)["done"]) == (0, 3)
+    with open_store(db) as store:
+        progress = store.work_progress(run_id)
+        assert (progress.planned, progress.done, progress.duplicates) == (3, 3, 0)
+        assert store.get_run(run_id).status == "finished"
+
+
 def test_a_worker_whose_suite_differs_from_the_planners_is_refused(tmp_path):
     shutil.copytree(RALF, tmp_path / "scenarios" / "ralf")
     shutil.copytree(REPO / "allowlists", tmp_path / "allowlists")

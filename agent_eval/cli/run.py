@@ -158,6 +158,9 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
                           "(agent-eval worker RUN)", field="--plan-only")
     if resume:
         run_id, suite_obj, targets, reps = load_run_plan(store, resume)
+        if store.has_work_items(run_id):
+            _resume_planned(store, run_id, suite_obj, targets, as_json)
+            return
         with store.lease(run_id):  # before planning: a second --resume is refused, naming us
             items = plan_run(suite_obj, targets, reps, store.finished_keys(run_id))
             _console(stderr=as_json).print(f"Resuming run {run_id}: {len(items)} sessions left.")
@@ -184,6 +187,30 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
         _plan(store, suite_obj, targets, repeats or 1, label, as_json)
         return
     _start_and_play(store, suite_obj, targets, repeats or 1, label, as_json)
+
+
+def _resume_planned(store, run_id, suite_obj, targets, as_json) -> None:
+    """Finish a run planned for workers as one more worker on this machine would: its
+    work items are claimed and marked done, so workers that join later find nothing left
+    and nothing is played twice."""
+    from agent_eval.live.workers import join_run, work_run
+
+    left = store.work_progress(run_id)
+    _console(stderr=as_json).print(
+        f"Resuming run {run_id} (planned for workers): {left.planned - left.done} of "
+        f"{left.planned} sessions left; playing them here as one more worker.")
+    asyncio.run(join_run(store, run_id, suite_obj, targets))
+    tally = asyncio.run(work_run(store, run_id, suite_obj, targets,
+                                 concurrency=max(t.concurrency for t in targets)))
+    status = store.get_run(run_id).status
+    if as_json:
+        _print_json(store, run_id, status, tally.stored)
+    else:
+        print_run_tables(store, [run_id], _console())
+    if tally.server_gone:
+        click.echo(f"Error: the server of target {tally.server_gone!r} stopped answering; "
+                   f"finish later with: agent-eval run --resume {run_id}", err=True)
+        sys.exit(EXIT_FAULT)
 
 
 def _plan(store, suite_obj, targets, repeats, label, as_json) -> None:
