@@ -122,6 +122,35 @@ def test_a_refusal_repeated_by_the_first_sessions_stops_the_target_with_one_line
     assert f"agent-eval run --resume {info.id}" in result.stdout
 
 
+def test_a_worker_whose_first_sessions_are_refused_alike_stops_with_one_line(tmp_path):
+    """Workers apply the same rule as `run`: the first sessions refused alike stop this
+    worker (exit 3, one line), and what it did not play stays open for a later worker."""
+    seen: list[dict] = []
+
+    def refuse_tool_turns(messages):
+        return (500, TEMPLATE_500) if any(m["role"] == "tool" for m in messages) else None
+
+    db = str(tmp_path / "w.db")
+    with serve_in_thread(llama_like_app(on_messages(refuse_tool_turns), seen)) as url:
+        planned = CliRunner().invoke(main, [
+            "run", "--plan-only", "--suite", str(suite_of(tmp_path)), "--db", db,
+            "--base-url", url, "--model", "m", "--name", "llama", "--json"])
+        run_id = json.loads(planned.output)["run"]
+        worked = CliRunner().invoke(main, ["worker", str(run_id), "--db", db,
+                                           "--concurrency", "1"])
+    assert worked.exit_code == EXIT_FAULT, worked.output
+    errors = [line for line in worked.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, worked.stderr
+    assert f"target 'llama' stopped: its first {FIRST_SESSIONS} sessions" in errors[0]
+    assert TEMPLATE_500 in errors[0] and "--jinja" in errors[0]
+    with open_store(db) as store:
+        progress = store.work_progress(run_id)
+        assert (progress.planned, progress.done) == (len(SCENARIOS), FIRST_SESSIONS)
+        assert store.get_run(run_id).status != "finished"
+        statuses = {s.status for s in store.session_rows([run_id])}
+    assert statuses == {"error"}
+
+
 def test_a_target_with_no_judged_call_never_exits_0(tmp_path):
     async def chat(request: web.Request) -> web.Response:
         return web.json_response({

@@ -207,6 +207,9 @@ def _resume_planned(store, run_id, suite_obj, targets, as_json) -> None:
         _print_json(store, run_id, status, tally.stored)
     else:
         print_run_tables(store, [run_id], _console())
+    if tally.stopped:
+        click.echo(f"Error: {tally.stopped}", err=True)
+        sys.exit(EXIT_FAULT)
     if tally.server_gone:
         click.echo(f"Error: the server of target {tally.server_gone!r} stopped answering; "
                    f"finish later with: agent-eval run --resume {run_id}", err=True)

@@ -47,7 +47,9 @@ def worker(run_ref, concurrency, lease_s, suite, as_json, db) -> None:
 
     Exit codes: 0 the run has no session left, 2 bad option, an unplanned run or a
     different fingerprint, 3 a model server or the database stopped answering (this
-    worker's unplayed sessions are given back to the others).
+    worker's unplayed sessions are given back to the others), or the worker's first
+    sessions of a target were all refused the same way by the server (one line quoting
+    it and the likely fix).
     """
     from agent_eval.live.run import load_run_plan
     from agent_eval.live.workers import join_run, work_run
@@ -67,6 +69,7 @@ def worker(run_ref, concurrency, lease_s, suite, as_json, db) -> None:
             "run": run_id, "worker": tally.worker, "stored": tally.stored,
             "duplicates": tally.duplicates, "released": tally.released,
             "marked_finished": tally.marked_finished, "server_gone": tally.server_gone,
+            "stopped": tally.stopped,
             "planned": progress.planned, "done": progress.done,
             "run_duplicates": progress.duplicates}))
     else:
@@ -74,6 +77,10 @@ def worker(run_ref, concurrency, lease_s, suite, as_json, db) -> None:
                    f"{tally.duplicates} duplicates; run {run_id}: {progress.done} of "
                    f"{progress.planned} sessions done"
                    + (" (this worker marked it finished)." if tally.marked_finished else "."))
+    if tally.stopped:
+        click.echo(f"Error: {tally.stopped} This worker stopped; its unplayed sessions stay "
+                   f"open for a worker started after the fix.", err=True)
+        sys.exit(EXIT_FAULT)
     if tally.server_gone:
         click.echo(f"Error: the server of target {tally.server_gone!r} stopped answering; "
                    f"this worker gave its sessions back. Start a worker again once the "

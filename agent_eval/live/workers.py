@@ -7,9 +7,12 @@ coordination is in the database (store/work.py): a claim is one ``SELECT … FOR
 SKIP LOCKED``, a heartbeat thread renews the leases of the items in flight, and a
 session is stored together with its item's ``done`` mark, exactly once.
 
-A worker stops early only when a target's server stops answering: the unplayed item is
+A worker stops early when a target's server stops answering: the unplayed item is
 given back at once for another worker (or a later one), and ``WorkerTally.server_gone``
-names the target.  Database hiccups (a PostgreSQL restart, a dropped connection) are
+names the target.  It also stops, as ``run`` does, when its first sessions of a target
+(:data:`~agent_eval.live.run.FIRST_SESSIONS`) were all refused the same way by the
+server: ``WorkerTally.stopped`` holds the one line quoting the server and the likely
+fix, and the items it has not played stay open for a worker started after the fix.  Database hiccups (a PostgreSQL restart, a dropped connection) are
 retried for :data:`DB_RETRY_S` seconds before the worker gives up.
 """
 
@@ -31,12 +34,15 @@ from agent_eval.errors import ConfigError, HarnessFault
 from agent_eval.live.client import ModelClient, Target
 from agent_eval.live.orchestrator import run_session
 from agent_eval.live.run import (
+    FIRST_SESSIONS,
     ClientFactory,
     WorkItem,
     _answers,
     _any_error,
+    _rejection,
     plan_run,
     run_fingerprint,
+    stop_line,
 )
 from agent_eval.scenario import Suite
 from agent_eval.store import Store
@@ -63,6 +69,7 @@ class WorkerTally:
     released: int = 0
     marked_finished: bool = False
     server_gone: str | None = None  # the target whose server stopped answering
+    stopped: str | None = None  # one line: a target's first sessions all refused alike
 
 
 def plan_work(store: Store, run_id: int, suite: Suite, targets: list[Target],
@@ -124,6 +131,7 @@ async def work_run(store: Store, run_id: int, suite: Suite, targets: list[Target
     by_name = {t.name: t for t in targets}
     clients = {t.name: client_factory(t) for t in targets}
     held: set[int] = set()
+    first: dict[str, list[str | None]] = {t.name: [] for t in targets}
     lock = threading.Lock()
     stop = threading.Event()
 
@@ -140,7 +148,7 @@ async def work_run(store: Store, run_id: int, suite: Suite, targets: list[Target
         return await asyncio.to_thread(_retrying, fn, *args)
 
     async def slot() -> None:
-        while tally.server_gone is None:
+        while tally.server_gone is None and tally.stopped is None:
             item = await db(work_store.claim_work_item, engine, run_id, token,
                             tally.worker, lease_s)
             if item is None:
@@ -178,6 +186,11 @@ async def work_run(store: Store, run_id: int, suite: Suite, targets: list[Target
             tally.stored += 1
         else:
             tally.duplicates += 1
+        seen = first[target.name]
+        if len(seen) < FIRST_SESSIONS:
+            seen.append(_rejection(records[0]))
+            if len(seen) == FIRST_SESSIONS and seen[0] and seen.count(seen[0]) == len(seen):
+                tally.stopped = tally.stopped or stop_line(target.name, len(seen), seen[0])
         if on_item:
             on_item(tally)
 
@@ -189,7 +202,7 @@ async def work_run(store: Store, run_id: int, suite: Suite, targets: list[Target
         stop.set()
         for client in clients.values():
             await client.aclose()
-    if tally.server_gone is None:
+    if tally.server_gone is None and tally.stopped is None:
         tally.marked_finished = await db(work_store.finish_run_if_done, engine, run_id)
     return tally
 
