@@ -5,7 +5,11 @@ and the proxy (``agent-eval proxy`` recording into a temporary SQLite store) eac
 their own process; this script is the client.  For concurrency 1 and 64, streamed and
 not, the same requests go to the simulator directly and through the proxy; the table
 shows the median latency and time to first byte of each, what the proxy adds, and the
-throughput ratio (proxy / direct).  Then many requests through the proxy, and the
+throughput ratio (proxy / direct).  Each client worker first makes one untimed request
+(its kept-alive connection), then the workers start with phases spread over one request's
+time, as independent agents' requests arrive (against a fixed-latency server, workers all
+started at once would stay in lockstep and every request would arrive in bursts of 64).
+``--rounds N`` alternates direct and proxy N times per row and pools them.  Then many requests through the proxy, and the
 proxy's resident memory after them; then client aborts mid-stream and the proxy's open
 file descriptors after them (a leak would grow them).
 
@@ -76,18 +80,47 @@ async def load(url: str, stream: bool, n: int, concurrency: int) -> dict:
         queue.put_nowait(reqs[i % len(reqs)])
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
-        async def worker() -> None:
+        async def worker(phase: float) -> None:
+            await asyncio.sleep(phase)
             while not queue.empty():
                 body = queue.get_nowait()
                 latency, ttft = await one(session, url, body)
                 latencies.append(latency)
                 ttfts.append(ttft)
 
+        # one untimed request per worker first: the connections a long-running client
+        # keeps alive are open before timing starts, on both sides alike
+        warm = await asyncio.gather(*(one(session, url, reqs[i % len(reqs)])
+                                      for i in range(concurrency)))
+        # the workers' phases spread evenly over one request's time, as independent
+        # agents' requests are; all starting at once against a fixed-latency server would
+        # keep them in lockstep, every request arriving in one burst of `concurrency`
+        period = statistics.median(latency for latency, _ in warm)
         began = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        await asyncio.gather(*(worker(i * period / concurrency) for i in range(concurrency)))
         wall = time.perf_counter() - began
     return {"latency": statistics.median(latencies), "ttft": statistics.median(ttfts),
-            "throughput": n / wall}
+            "throughput": n / wall, "latencies": latencies, "ttfts": ttfts, "wall": wall}
+
+
+def rounds(direct_url: str, proxy_url: str, stream: bool, n: int, concurrency: int,
+           times: int) -> tuple[dict, dict]:
+    """``times`` rounds of direct then proxy, pooled: drift in the machine's load (other
+    processes, CPU frequency) falls on both sides alike instead of on one run each."""
+    pooled = {"direct": {"latencies": [], "ttfts": [], "wall": 0.0, "n": 0},
+              "proxy": {"latencies": [], "ttfts": [], "wall": 0.0, "n": 0}}
+    for _ in range(times):
+        for side, url in (("direct", direct_url), ("proxy", proxy_url)):
+            got = asyncio.run(load(url, stream, n, concurrency))
+            acc = pooled[side]
+            acc["latencies"] += got["latencies"]
+            acc["ttfts"] += got["ttfts"]
+            acc["wall"] += got["wall"]
+            acc["n"] += n
+    return tuple({"latency": statistics.median(a["latencies"]),
+                  "ttft": statistics.median(a["ttfts"]),
+                  "throughput": a["n"] / a["wall"]}
+                 for a in (pooled["direct"], pooled["proxy"]))
 
 
 async def aborts(url: str, n: int) -> None:
@@ -131,6 +164,10 @@ def main() -> None:
     parser.add_argument("--ttft", type=float, default=0.02)
     parser.add_argument("--rss-requests", type=int, default=10_000)
     parser.add_argument("--aborts", type=int, default=1_000)
+    parser.add_argument("--concurrency", default="1,64",
+                        help="comma-separated concurrencies, one pair of rows each")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="alternate direct and proxy this many times per row, pooled")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
     sim, upstream = start("sim-server", "--port", "0", "--latency", str(args.latency),
@@ -142,16 +179,16 @@ def main() -> None:
     try:
         asyncio.run(load(through, False, 32, 8))  # warm-up: connections, imports
         print(f"sim latency {args.latency * 1000:.0f} ms, ttft {args.ttft * 1000:.0f} ms, "
-              f"{args.requests} requests per row; times are medians in ms; load average "
+              f"{args.requests} requests per row in {args.rounds} alternating round(s); times are medians in ms; load average "
               f"{' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
         print("| concurrency | stream | direct latency | proxy latency | added | direct TTFB "
               "| proxy TTFB | added | throughput ratio |")
         print("|---|---|---|---|---|---|---|---|---|")
-        for concurrency in (1, 64):
+        for concurrency in map(int, args.concurrency.split(",")):
             n = args.requests if concurrency > 1 else max(64, args.requests // 4)
             for stream in (False, True):
-                d = asyncio.run(load(upstream, stream, n, concurrency))
-                p = asyncio.run(load(through, stream, n, concurrency))
+                d, p = rounds(upstream, through, stream, max(1, n // args.rounds),
+                              concurrency, args.rounds)
                 print(f"| {concurrency} | {'yes' if stream else 'no'} "
                       f"| {d['latency'] * 1e3:.2f} | {p['latency'] * 1e3:.2f} "
                       f"| {(p['latency'] - d['latency']) * 1e3:+.2f} "
