@@ -77,7 +77,9 @@ class ContextExceeded(RequestRejected):
     are the window and the prompt in tokens, when the server's words give them."""
 
     def __init__(self, message: str, *, status: int, server_message: str,
-                 context: int | None = None, prompt: int | None = None):
+                 context: int | None = None, prompt: int | None = None,
+                 writing: bool = False):
         self.context = context
         self.prompt = prompt
+        self.writing = writing  # the reply being written filled it, not the prompt
         super().__init__(message, status=status, server_message=server_message)

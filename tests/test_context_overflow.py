@@ -17,7 +17,7 @@ from test_run_fail_fast import llama_like_app, suite_of
 
 from agent_eval.cli import EXIT_FAULT, main
 from agent_eval.live.context import ContextOverflow, context_overflow
-from agent_eval.live.orchestrator import CONTEXT_FULL
+from agent_eval.live.orchestrator import CONTEXT_FULL, CONTEXT_FULL_WRITING
 from agent_eval.store import open_store
 
 LLAMA_CPP_PYTHON = ("This model's maximum context length is 2560 tokens. However, you "
@@ -32,6 +32,9 @@ VLLM_MAX_TOKENS = ("'max_tokens' or 'max_completion_tokens' is too large: 8000. 
 VLLM_PROMPT = ("This model's maximum context length is 1536 tokens. However, your request has "
                "4176 input tokens. Please reduce the length of the input messages.")
 LLAMA_SERVER = "request (4476 tokens) exceeds the available context size (4096 tokens)"
+# llama-cpp-python 0.3.36's 500 when SmolLM2 135M (a 49,152-token vocabulary) wrote a
+# run-away tool call to the end of its 2,432-token window (the interop run, docs/servers.md)
+LLAMA_CPP_PYTHON_FULL = "could not broadcast input array from shape (49152,) into shape (0,)"
 
 
 @pytest.mark.parametrize(("message", "expected"), [
@@ -42,8 +45,9 @@ LLAMA_SERVER = "request (4476 tokens) exceeds the available context size (4096 t
     (LLAMA_SERVER, ContextOverflow(4096, 4476)),
     ("Requested tokens (2601) exceed context window of 2560", ContextOverflow(2560, 2601)),
     ("the request exceeds the available context size, try increasing it", ContextOverflow()),
+    (LLAMA_CPP_PYTHON_FULL, ContextOverflow(writing=True)),
 ], ids=["llama-cpp-python", "vllm-old", "vllm-max-tokens", "vllm-prompt", "llama-server",
-        "llama-cpp-python-raw", "llama-server-old"])
+        "llama-cpp-python-raw", "llama-server-old", "llama-cpp-python-window-full"])
 def test_each_servers_wording_is_read_with_its_numbers(message, expected):
     assert context_overflow(message) == expected
 
@@ -52,6 +56,8 @@ def test_each_servers_wording_is_read_with_its_numbers(message, expected):
     "Invalid assistant message: role='assistant' content=None",
     "The model `gemma3` does not exist",
     "max_tokens must be at least 1, got -186.",
+    "could not broadcast input array from shape (49152,) into shape (3,)",
+    "operands could not be broadcast together with shapes (2,) (3,)",
 ])
 def test_other_refusals_are_not_overflows(message):
     assert context_overflow(message) is None
@@ -98,6 +104,48 @@ def test_a_conversation_that_outgrows_the_window_ends_stalled_with_the_servers_w
     shown = CliRunner().invoke(main, ["show", str(sessions[0].id), "--db", str(tmp_path / "a.db")])
     assert shown.exit_code == 0, shown.output
     assert "ended: context window full" in shown.output and "error:" not in shown.output
+
+
+def test_llama_cpp_pythons_500_for_a_full_window_ends_the_session_stalled_unretried(tmp_path):
+    """The 500 llama-cpp-python answers when the model's own run-away reply filled the
+    window (its ``internal_server_error`` body, word for word): the session ends
+    ``stalled`` with the server's words, not ``error``, and the 500 is sent once (a full
+    window does not empty itself on a retry)."""
+    seen: list[dict] = []
+
+    def refuse(body):
+        if any(m["role"] == "tool" for m in body["messages"]):
+            return 500, {"message": LLAMA_CPP_PYTHON_FULL, "type": "internal_server_error",
+                         "param": None, "code": None}
+        return None
+
+    with serve_in_thread(llama_like_app(refuse, seen)) as url:
+        result = play(url, tmp_path)
+    assert result.exit_code == 0, result.output
+    sessions, calls = stored(tmp_path)
+    assert [(s.status, s.error) for s in sessions] == [
+        ("stalled", CONTEXT_FULL_WRITING + LLAMA_CPP_PYTHON_FULL)] * 2
+    assert len(calls) == 2 and all(c.decision == "allow" for c in calls)
+    assert len(seen) == 4  # two turns a session: the 500 was not retried
+    assert "2 sessions ended stalled when the server's context window was full" in result.stderr
+
+
+def test_a_first_reply_that_fills_the_window_is_the_models_run_away_not_the_setup(tmp_path):
+    """On the first turn too: the prompt fitted (the server was writing), so the session
+    ends ``stalled``, no call judged, and the target is not stopped as misconfigured."""
+    def refuse(body):
+        return 500, {"message": LLAMA_CPP_PYTHON_FULL, "type": "internal_server_error",
+                     "param": None, "code": None}
+
+    seen: list[dict] = []
+    with serve_in_thread(llama_like_app(refuse, seen)) as url:
+        result = play(url, tmp_path)
+    sessions, calls = stored(tmp_path)
+    assert [(s.status, s.error) for s in sessions] == [
+        ("stalled", CONTEXT_FULL_WRITING + LLAMA_CPP_PYTHON_FULL)] * 2
+    assert calls == [] and len(seen) == 2
+    assert "stopped" not in result.output + result.stderr
+    assert result.exit_code == EXIT_FAULT  # still: no judged call never exits 0
 
 
 def test_a_reply_budget_past_the_window_is_cut_to_the_room_left(tmp_path):

@@ -225,12 +225,13 @@ _SAME_ANSWER_RETRIES = frozenset({500})
 
 
 def _deterministic(fault: Fault, previous: Fault | None) -> bool:
-    """A refusal retrying cannot change: any 4xx but 429, or a 5xx repeated word for word."""
+    """A refusal retrying cannot change: any 4xx but 429, a context overflow whatever its
+    status (llama-cpp-python reports one as a 500), or a 5xx repeated word for word."""
     code = fault.status
     if code is None or code == 429:
         return False
-    if code < 500:
-        return True
+    if code < 500 or context_overflow(fault.detail) is not None:
+        return True  # a full context does not empty itself on a retry
     return (code in _SAME_ANSWER_RETRIES and previous is not None
             and (previous.status, previous.detail) == (code, fault.detail))
 
@@ -244,7 +245,8 @@ def _rejected(fault: Fault, attempts: int) -> RequestRejected:
     overflow = context_overflow(fault.detail)
     if overflow is not None:
         return ContextExceeded(message, status=fault.status or 0, server_message=fault.detail,
-                               context=overflow.context, prompt=overflow.prompt)
+                               context=overflow.context, prompt=overflow.prompt,
+                               writing=overflow.writing)
     return RequestRejected(message, status=fault.status or 0, server_message=fault.detail)
 
 

@@ -7,6 +7,8 @@ the client can do what a user expects:
 - the prompt fits but the reply budget does not (vLLM counts ``max_tokens`` against the
   window): send the request again once with ``max_tokens`` cut to the room left, as the
   server itself does when ``max_tokens`` is not given;
+- the reply the model was writing filled the window (llama-cpp-python's 500 below): the
+  model's own run-away, so the session ends ``stalled`` on any turn;
 - the prompt alone does not fit: the conversation outgrew the window.  On a later turn
   that ends the session ``stalled`` (the context is a limit, like the turns) with the
   server's words stored; on the first turn nothing the model did can be the cause, so it
@@ -37,6 +39,12 @@ _WORDINGS: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.I | re.S) for p 
     # llama-cpp-python's own ValueError, when a proxy passes it through unformatted
     r"requested tokens \((?P<prompt>\d+)\) exceed context window of (?P<ctx>\d+)",
     r"maximum context length is (?P<ctx>\d+) tokens",
+    # llama-cpp-python 0.3.36 when a reply it writes reaches the very end of the window:
+    # ``Llama.eval`` stores one token's logits (a row of the vocabulary's size) where no
+    # row is left, numpy says so, and the server answers 500 with numpy's words (the
+    # ``internal_server_error`` of llama_cpp/server/errors.py).  "into shape (0,)" is
+    # exactly "no room left in the context"; any other broadcast error is not this.
+    r"(?P<writing>could not broadcast input array from shape \(\d+,\) into shape \(0,\))",
     r"context_length_exceeded|exceed_context_size_error|exceeds the available context size"
     r"|context length exceeded|exceeds? (?:the )?context window",
 ))
@@ -45,10 +53,13 @@ _WORDINGS: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.I | re.S) for p 
 @dataclass(frozen=True)
 class ContextOverflow:
     """What the server said about its window: ``context`` and ``prompt`` in tokens, each
-    ``None`` when its wording does not give it."""
+    ``None`` when its wording does not give it.  ``writing``: the prompt fitted and the
+    reply being written filled the window (the model's own run-away), rather than the
+    request not fitting before a token was written."""
 
     context: int | None = None
     prompt: int | None = None
+    writing: bool = False
 
     @property
     def room(self) -> int | None:
@@ -68,5 +79,6 @@ def context_overflow(message: str) -> ContextOverflow | None:
         return ContextOverflow(
             context=int(found["ctx"]) if found.get("ctx") else None,
             prompt=int(found["prompt"]) if found.get("prompt") else None,
+            writing=bool(found.get("writing")),
         )
     return None

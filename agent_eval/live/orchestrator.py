@@ -20,7 +20,9 @@ The session ends when
   too long for its context ends the session ``stalled`` (or ``completed`` if the task had
   closed), with the server's words as the stored reason (:data:`CONTEXT_FULL`); the
   conversation, not a fault, outgrew the window.  A first turn that does not fit is the
-  server's setup (its context is shorter than the task) and stays ``error``;
+  server's setup (its context is shorter than the task) and stays ``error``; a reply the
+  model wrote until the window was full ends ``stalled`` on any turn
+  (:data:`CONTEXT_FULL_WRITING`): the prompt fitted, the run-away is the model's;
 - the model server fails past the client's retries: ``error``, with the reason.  Error
   sessions are excluded from every model rate.
 """
@@ -49,6 +51,8 @@ from agent_eval.transcript import (
 MAX_CHILD_DEPTH = 3
 # how the stored reason of a session the server's context window ended starts
 CONTEXT_FULL = "context window full, the server refused the next turn: "
+# ... and of one whose model wrote a reply that filled the window (on any turn)
+CONTEXT_FULL_WRITING = "context window full, the model's reply filled it: "
 TEXT_CALL_TOOL = "(reply text)"  # tool name recorded for tool-call markup left in the text
 TEXT_CALL_MESSAGE = (
     "tool call written as text that no tool-call parser extracted: counted against the "
@@ -145,7 +149,10 @@ async def run_session(
         try:
             reply = await model.complete(messages, tools, seed_key=seed_key)
         except ContextExceeded as exc:
-            if turn_index == 0:  # the task alone does not fit: the server's setup
+            if exc.writing:  # the model's own reply ran to the end of the window
+                status = "stalled"
+                record.error = f"{CONTEXT_FULL_WRITING}{exc.server_message}"
+            elif turn_index == 0:  # the task alone does not fit: the server's setup
                 status, record.error = "error", str(exc)
             else:  # the conversation outgrew the window: a limit, like the turns
                 status = "stalled"

@@ -33,7 +33,7 @@ from typing import Any
 from agent_eval import __version__
 from agent_eval.errors import ConfigError, HarnessFault
 from agent_eval.live.client import REJECTED, ModelClient, Target, target_from_settings
-from agent_eval.live.orchestrator import CONTEXT_FULL, run_session
+from agent_eval.live.orchestrator import CONTEXT_FULL, CONTEXT_FULL_WRITING, run_session
 from agent_eval.live.targets import TOOL_CHOICE_MODES
 from agent_eval.policy import ENGINE_VERSION
 from agent_eval.scenario import LoadedScenario, Suite, load_suite
@@ -95,7 +95,8 @@ class RunTally:
                 tally.first_error = tally.first_error or rec.error
                 continue
             tally.sessions += rec.parent_key is None
-            tally.context_full += (rec.error or "").startswith(CONTEXT_FULL)
+            tally.context_full += (rec.error or "").startswith((CONTEXT_FULL,
+                                                                CONTEXT_FULL_WRITING))
             tally.calls += len(rec.calls)
             tally.errors += sum(c.decision == "deny" for c in rec.calls)
 

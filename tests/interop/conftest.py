@@ -86,8 +86,9 @@ def llama_servers(tmp_path_factory) -> Iterator[dict[str, str]]:
     # (the context is a limit), not `error`.  Gemma 3 plays a named tool choice, which
     # keeps max_tokens, so its window has room for the tool results of turn 2.
     # A run-away that reaches the very end of the window makes llama-cpp-python 0.3.36
-    # answer 500 ("could not broadcast input array ...", docs/servers.md), with or without
-    # its RAM prompt cache, which stays off.
+    # answer 500 ("could not broadcast input array ... into shape (0,)", docs/servers.md),
+    # with or without its RAM prompt cache, which stays off; agent-eval reads that 500 as
+    # the context overflow it is, so the session ends stalled, not error.
     env = dict(os.environ, AGENT_EVAL_LLAMA_VENV=str(VENV))
     try:
         for model in ("smollm2", "gemma3"):
