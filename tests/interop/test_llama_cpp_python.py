@@ -102,11 +102,13 @@ def test_bundled_scenarios_against_real_llama_cpp_python_models(played):
     assert errors == [], errors  # no server refused a request, nothing failed on our side
     assert {s.status for s in sessions} <= {"completed", "stalled", "abandoned"}
     # the only server words kept: a later turn outgrew the window (a run-away call under
-    # `auto` or a long tool result), which ends the session `stalled` like a turn limit
-    overflowed = [s for s in sessions if s.error]
-    assert all(s.status == "stalled" and s.n_turns >= 1 and context_overflow(s.error)
-               for s in overflowed), [(s.target, s.scenario, s.status, s.n_turns, s.error)
-                                      for s in overflowed]
+    # `auto` or a long tool result), or a reply the model wrote filled it (llama-cpp-python's
+    # 500 "could not broadcast ... into shape (0,)", on any turn); either ends the session
+    # `stalled` like a turn limit
+    overflowed = [(s, context_overflow(s.error or "")) for s in sessions if s.error]
+    assert all(s.status == "stalled" and seen is not None and (s.n_turns >= 1 or seen.writing)
+               for s, seen in overflowed), [(s.target, s.scenario, s.status, s.n_turns, s.error)
+                                            for s, _ in overflowed]
     assert all(c.decision in ("allow", "deny") for c in calls)
     judged = {by_target[c.session_id] for c in calls}
     assert "gemma3" in judged  # the named tool choice yields a call in every session
