@@ -364,3 +364,39 @@ def test_codex_0_92_shell_command_is_the_command_string():
     assert [c.turn_index for c in session.calls] == [1, 2, 3, 4]
     assert session.calls[0].output.startswith("Exit code: 0\nWall time: 0.1 seconds\nOutput:\n_bmad\n")
     assert all(c.source_decision == "allow" for c in session.calls)
+
+
+SHOW_CASES = [
+    # (format, file, the task line, how a command's line begins, its verdict line): one real file per format
+    ("codex", CODEX_0125, "task: show tools", "$ sed -n '1,180p'",
+     "deny  exec_command  AE307 disallowed-program  source: allow  DISAGREES"),
+    ("mini-swe-agent", "mini-swe-agent/local-1ce8e917.traj.json", None, "$ echo 'hello world'",
+     "deny  bash  AE307 disallowed-program"),
+    ("swe-agent", "swe-agent/function_calling_simple.traj", None, "$ find_file missing_colon.py",
+     "deny  swe-agent-shell  AE307 disallowed-program"),
+    ("openhands", "openhands/wrong_initial_state@9aeabc4d.json", "task: Please rename game_2048.py to 2048.py",
+     "$ mv /workspace/game_2048.py /workspace/2048.py",
+     "deny  execute_bash  AE307 disallowed-program  source: allow  DISAGREES"),
+    ("claude-code", "claude-code/claude_with_rejection.jsonl", "task: Help me refactor the database module",
+     "$ /home/testuser/rejection-project/src/db.py",
+     "deny  Read  AE320 blocked-read-path  source: allow  DISAGREES"),
+]
+
+
+@pytest.mark.parametrize(("fmt", "rel", "task", "command", "verdict"), SHOW_CASES, ids=[c[0] for c in SHOW_CASES])
+def test_show_prints_an_imported_session_of_each_format_like_a_live_one(tmp_path, fmt, rel, task, command, verdict):
+    """Issue #11: ``show`` on an imported session gives the header, the task the user
+    typed (not the client's injected instructions), each command and both verdicts."""
+    db = str(tmp_path / "s.db")
+    runner = CliRunner()
+    imported = runner.invoke(main, ["import", fmt, str(CLIENTS / rel), "--allowlist", RALF, "--db", db])
+    assert imported.exit_code == 0, imported.output
+    [session] = read_sessions(fmt, CLIENTS / rel)
+    result = runner.invoke(main, ["show", "1", "--db", db])
+    assert result.exit_code == 0, result.output
+    lines = [line.strip("│ ").rstrip() for line in result.output.splitlines()]
+    assert f"calls {len(session.calls)}" in result.output
+    if task is not None:
+        assert task in lines
+    assert any(line.startswith(command) for line in lines)
+    assert verdict in lines
