@@ -29,6 +29,7 @@ CODEX_092_SEARCH = "codex/rollout-2026-01-30T14-16-50-019c0f0c-9c5d-7081-99a9-f4
 TF = "/home/edouard/test-framework"
 MINI_227 = "mini-swe-agent/2.2.7-pr814/sqlfluff__sqlfluff-2419.traj.json"
 MINI_CONSTRUCTED = CLIENTS.parent / "constructed" / "mini-swe-agent-2.2.8-toolcall.traj.json"
+CODEX_089_CONSTRUCTED = CLIENTS.parent / "constructed" / "codex-0.89-shapes.jsonl"
 
 # (format, file under tests/fixtures/clients, hand-counted calls, the commands in order:
 #  the shell command or read path, None for other tools)
@@ -180,34 +181,11 @@ def test_claude_code_subagent_session_is_stored_as_a_child_of_its_session(store)
     assert rows[CLAUDE_CHILD].parent_id == rows[CLAUDE_SID].id
 
 
-def test_codex_0_89_shapes_exec_command_local_shell_and_rejection(tmp_path):
-    lines = [
-        {"timestamp": "2026-01-25T15:19:05.030Z", "type": "session_meta",
-         "payload": {"id": "019bf5bc", "cli_version": "0.89.0", "originator": "codex_cli_rs"}},
-        {"timestamp": "2026-01-25T15:19:05.031Z", "type": "turn_context", "payload": {"model": "gpt-5.2-codex"}},
-        {"timestamp": "2026-01-25T15:19:06Z", "type": "response_item", "payload": {
-            "type": "function_call", "name": "exec_command", "call_id": "c1",
-            "arguments": json.dumps({"cmd": "rg -n TODO src", "workdir": "/w"})}},
-        {"timestamp": "2026-01-25T15:19:07Z", "type": "response_item", "payload": {
-            "type": "function_call_output", "call_id": "c1", "output": "src/a.py:3: TODO"}},
-        {"timestamp": "2026-01-25T15:19:08Z", "type": "response_item", "payload": {
-            "type": "local_shell_call", "call_id": "c2", "status": "completed",
-            "action": {"type": "exec", "command": ["bash", "-lc", "ls -la | head -3"]}}},
-        {"timestamp": "2026-01-25T15:19:09Z", "type": "response_item", "payload": {
-            "type": "function_call_output", "call_id": "c2", "output": "exec command rejected by user"}},
-        {"timestamp": "2026-01-25T15:19:10Z", "type": "response_item", "payload": {
-            "type": "function_call", "name": "shell", "call_id": "c3",
-            "arguments": json.dumps({"command": ["git", "commit", "-m", "fix it"]})}},
-        {"timestamp": "2026-01-25T15:19:11Z", "type": "response_item", "payload": {
-            "type": "function_call_output", "call_id": "c3",
-            "output": json.dumps({"output": "1 file changed", "metadata": {"exit_code": 0}})}},
-        {"timestamp": "2026-01-25T15:19:12Z", "type": "response_item", "payload": {
-            "type": "custom_tool_call", "name": "apply_patch", "call_id": "c4", "input": "*** Begin Patch"}},
-        {"timestamp": "2026-01-25T15:19:13Z", "type": "response_item", "payload": {
-            "type": "custom_tool_call_output", "call_id": "c4", "output": "Done"}},
-    ]
-    path = tmp_path / "rollout-2026-01-25T16-19-05-019bf5bc.jsonl"
-    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+def test_codex_0_89_shapes_exec_command_local_shell_and_rejection():
+    """Constructed file (tests/fixtures/constructed/README.md): a ``local_shell_call`` argv
+    and a command the user rejected, in the 0.89 rollout shape; the real 0.89 rollouts
+    found (no licence, MANIFEST) hold neither."""
+    path = CODEX_089_CONSTRUCTED
     assert guess_format(path) == "codex"
     [session] = read_sessions("codex", path)
     assert (session.id, session.model, session.status) == ("019bf5bc", "gpt-5.2-codex", "completed")
