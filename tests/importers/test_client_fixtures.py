@@ -31,6 +31,14 @@ MINI_227 = "mini-swe-agent/2.2.7-pr814/sqlfluff__sqlfluff-2419.traj.json"
 MINI_CONSTRUCTED = CLIENTS.parent / "constructed" / "mini-swe-agent-2.2.8-toolcall.traj.json"
 CODEX_089_CONSTRUCTED = CLIENTS.parent / "constructed" / "codex-0.89-shapes.jsonl"
 
+SWE_GPT4 = ("swe-agent/gpt4__swe-agent-test-repo__default_from_url__t-0.00__p-0.95__c-3.00__install-1/"
+            "6e44b9__sweagenttestrepo-1c2844.traj")
+MARSHMALLOW_EDIT = ('edit 1:1\nfrom marshmallow.fields import TimeDelta\nfrom datetime import timedelta\n\n'
+                    'td_field = TimeDelta(precision="milliseconds")\n\nobj = dict()\n'
+                    'obj["td_field"] = timedelta(milliseconds=345)\n\nprint(td_field.serialize("td_field", obj))\n'
+                    'end_of_edit')
+ROUND = "return int(round(value.total_seconds() / base_unit.total_seconds()))  # round to nearest int"
+
 # (format, file under tests/fixtures/clients, hand-counted calls, the commands in order:
 #  the shell command or read path, None for other tools)
 CASES = [
@@ -42,12 +50,15 @@ CASES = [
      ["echo 'hello world'", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]),
     ("mini-swe-agent", MINI_227, 41, None),
     ("swe-agent", "swe-agent/v0.7.0-networking_1.traj", 4, None),
+    ("swe-agent", "swe-agent/v0.1.0-marshmallow-code__marshmallow-1867.traj", 11,
+     ["create reproduce.py", MARSHMALLOW_EDIT, "python reproduce.py", "ls -F", 'find_file "fields.py" src',
+      "open src/marshmallow/fields.py 1474", f"edit 1475:1475\n{ROUND}\nend_of_edit",
+      f"edit 1475:1475\n        {ROUND}\nend_of_edit", "python reproduce.py", "rm reproduce.py", "submit"]),
     ("swe-agent", "swe-agent/function_calling_simple.traj", 5,
      ["find_file missing_colon.py", 'open "tests/missing_colon.py"',
       "edit 'def division(a: float, b: float) -> float' 'def division(a: float, b: float) -> float:'",
       "python tests/missing_colon.py", "submit"]),
-    ("swe-agent", "swe-agent/gpt4__swe-agent-test-repo__default_from_url__t-0.00__p-0.95__c-3.00__install-1/"
-     "6e44b9__sweagenttestrepo-1c2844.traj", 5, None),
+    ("swe-agent", SWE_GPT4, 5, None),
     ("claude-code", "claude-code/claude_with_rejection.jsonl", 4, None),
     ("claude-code", "claude-code/2.1.38-spotter/tool_heavy.jsonl", 6,
      ["mix phx.server", "tail -5 /tmp/claude-1000/-home-marco-projects-spotter/tasks/bae407b.output",
@@ -131,7 +142,7 @@ def test_mini_swe_agent_2_tool_calls_keep_ids_outputs_and_format_errors():
 
 
 def test_swe_agent_model_comes_from_the_replay_config_or_the_run_folder(tmp_path):
-    [session] = read_sessions("swe-agent", CLIENTS / CASES[7][1])
+    [session] = read_sessions("swe-agent", CLIENTS / SWE_GPT4)
     assert session.model == "gpt-4o"  # replay_config.agent.model.name
     folder = tmp_path / "gpt4__swe-bench-dev-easy_first_only__default__t-0.00__p-0.95__c-3.00__install-1"
     folder.mkdir()
@@ -242,10 +253,10 @@ def test_import_auto_reads_a_mixed_folder_and_reports_each_format(tmp_path):
     result = CliRunner().invoke(main, ["import", str(CLIENTS), "--allowlist", RALF, "--db", str(tmp_path / "s.db")])
     assert result.exit_code == 0, result.output
     total = sum(c[2] for c in CASES) + 24  # + the Claude Code 2.1.39 session and its subagent
-    assert result.stdout.splitlines()[0].startswith(f"run 1: imported 22 sessions, {total} calls")
+    assert result.stdout.splitlines()[0].startswith(f"run 1: imported 23 sessions, {total} calls")
     assert ("  formats found: claude-code: 4 sessions, 34 calls, codex: 6 sessions, 21 calls, "
             "mini-swe-agent: 5 sessions, 65 calls, openhands: 4 sessions, 11 calls, "
-            "swe-agent: 3 sessions, 14 calls") in result.stdout.splitlines()
+            "swe-agent: 4 sessions, 25 calls") in result.stdout.splitlines()
     assert "Traceback" not in result.output
 
 
