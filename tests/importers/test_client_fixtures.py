@@ -31,6 +31,7 @@ MINI_227 = "mini-swe-agent/2.2.7-pr814/sqlfluff__sqlfluff-2419.traj.json"
 MINI_CONSTRUCTED = CLIENTS.parent / "constructed" / "mini-swe-agent-2.2.8-toolcall.traj.json"
 CODEX_089_CONSTRUCTED = CLIENTS.parent / "constructed" / "codex-0.89-shapes.jsonl"
 
+OH_V1 = "openhands/v1.49.1-sdk/5db134a6233f4ff9b88fc4f3e1e07c66"
 SWE_GPT4 = ("swe-agent/gpt4__swe-agent-test-repo__default_from_url__t-0.00__p-0.95__c-3.00__install-1/"
             "6e44b9__sweagenttestrepo-1c2844.traj")
 MARSHMALLOW_EDIT = ('edit 1:1\nfrom marshmallow.fields import TimeDelta\nfrom datetime import timedelta\n\n'
@@ -81,6 +82,7 @@ CASES = [
      ["/workspace", "mv /workspace/game_2048.py /workspace/2048.py", "/workspace", None]),
     ("openhands", "openhands/basic_gui_mode@21402a75.json", 4,
      ["mkdir -p /workspace/todo-app", None, None, "cd /workspace/todo-app && python3 -m http.server 8000"]),
+    ("openhands", OH_V1, 5, ["echo hello > notes.txt", "/fixture/workspace/notes.txt", "notes.txt", None, None]),
 ]
 
 
@@ -237,6 +239,24 @@ def test_openhands_verdicts_tools_and_model():
     assert [c.source_decision for c in session.calls] == ["allow", "allow", "allow", None]
 
 
+def test_openhands_v1_conversation_folder_reads_calls_task_and_model_where_the_sdk_wrote_them():
+    """Real SDK 1.49.1 conversation folder (software-agent-sdk test fixture, scripted LLM):
+    the arguments are the model's ``tool_call.arguments`` (an MCP tool's too), a
+    ``file_editor`` ``view`` is a read of its path, the user's ``MessageEvent`` is the task,
+    the model is ``base_state.json``'s, and the call of an unknown tool (answered by an
+    ``AgentErrorEvent``) is a call with no verdict of OpenHands."""
+    [session] = read_sessions("openhands", CLIENTS / OH_V1)
+    assert (session.id, session.model, session.status) == ("5db134a6233f4ff9b88fc4f3e1e07c66", "test-model", "completed")
+    assert [(c.tool, c.kind, c.source_decision) for c in session.calls] == [
+        ("terminal", "bash", "allow"), ("file_editor", "read", "allow"), ("read_file", "read", "allow"),
+        ("no_such_tool", "other", None), ("finish", "other", "allow")]
+    assert [json.loads(c.arguments) for c in session.calls][1:4] == [
+        {"command": "view", "path": "/fixture/workspace/notes.txt"}, {"path": "notes.txt"}, {}]
+    assert session.calls[1].output.startswith("Here's the result of running `cat -n` on /fixture/workspace/notes.txt")
+    assert session.calls[3].source_reason.startswith("tool error in openhands: Tool 'no_such_tool' not found.")
+    assert [m for m in session.messages if m["role"] == "user"] == [{"role": "user", "content": "hello"}]
+
+
 def test_openhands_rejected_action_is_the_source_deny(tmp_path):
     events = [
         {"id": 1, "source": "agent", "action": "run", "args": {"command": "rm -rf /", "confirmation_state": "rejected"},
@@ -253,9 +273,9 @@ def test_import_auto_reads_a_mixed_folder_and_reports_each_format(tmp_path):
     result = CliRunner().invoke(main, ["import", str(CLIENTS), "--allowlist", RALF, "--db", str(tmp_path / "s.db")])
     assert result.exit_code == 0, result.output
     total = sum(c[2] for c in CASES) + 24  # + the Claude Code 2.1.39 session and its subagent
-    assert result.stdout.splitlines()[0].startswith(f"run 1: imported 23 sessions, {total} calls")
+    assert result.stdout.splitlines()[0].startswith(f"run 1: imported 24 sessions, {total} calls")
     assert ("  formats found: claude-code: 4 sessions, 34 calls, codex: 6 sessions, 21 calls, "
-            "mini-swe-agent: 5 sessions, 65 calls, openhands: 4 sessions, 11 calls, "
+            "mini-swe-agent: 5 sessions, 65 calls, openhands: 5 sessions, 16 calls, "
             "swe-agent: 4 sessions, 25 calls") in result.stdout.splitlines()
     assert "Traceback" not in result.output
 
@@ -266,6 +286,9 @@ def test_named_format_on_a_mixed_folder_reads_only_its_files_and_names_the_other
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("run 1: imported 6 sessions, 21 calls")
     assert "looks like mini-swe-agent, not codex; skipped" in result.stderr
+    # an OpenHands conversation folder is one unit: passed over whole, base_state.json not misread
+    assert f"{CLIENTS / OH_V1}: folder looks like openhands, not codex; skipped" in result.stderr
+    assert "base_state.json" not in result.stderr
 
 
 def test_bare_list_read_as_openai_is_refused_naming_mini_swe_agent(tmp_path):
