@@ -45,6 +45,7 @@ from agent_eval.importers.source import (
     from_iso,
     iter_jsonl,
     text_of,
+    warn_skipped,
 )
 from agent_eval.transcript import TurnRecord
 
@@ -76,9 +77,21 @@ def read_sessions(
 def read_file(path: Path, *, model: str | None, on_skip: SkipReporter | None = None) -> ImportedSession:
     """The one session of a rollout file."""
     builder = _Rollout(path.stem)
-    for _, obj in iter_jsonl(path, on_skip=on_skip):
+    broken = 0
+    objects = 0
+
+    def count_skip(file: Path, line: int, reason: str) -> None:
+        nonlocal broken
+        broken += 1
+        (on_skip or warn_skipped)(file, line, reason)
+
+    for _, obj in iter_jsonl(path, on_skip=count_skip):
         if isinstance(obj, dict):
+            objects += 1
             builder.add(obj)
+    if not objects and broken:
+        raise ConfigError(f"not a Codex rollout: none of its {broken} lines is a JSON object "
+                          "(a pretty-printed JSON document?); pick its FORMAT or use auto", path=str(path))
     return builder.finish(model)
 
 

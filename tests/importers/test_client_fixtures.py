@@ -412,3 +412,16 @@ def test_show_prints_an_imported_session_of_each_format_like_a_live_one(tmp_path
         assert task in lines
     assert any(line.startswith(command) for line in lines)
     assert verdict in lines
+
+
+def test_codex_reader_refuses_a_json_document_that_is_not_a_rollout(tmp_path):
+    """A pretty-printed JSON file (an OpenHands base_state.json) has no JSONL line: before,
+    ``import codex`` stored an empty session with 88 broken lines skipped."""
+    path = CLIENTS / OH_V1 / "base_state.json"
+    result = CliRunner().invoke(main, ["import", "codex", str(path), "--allowlist", RALF,
+                                       "--db", str(tmp_path / "s.db")])
+    assert result.exit_code == 2, result.output
+    [line] = [x for x in result.stderr.splitlines() if x.startswith("Error:")]
+    assert line == (f"Error: {path}: not a Codex rollout: none of its 88 lines is a JSON object "
+                    "(a pretty-printed JSON document?); pick its FORMAT or use auto")
+    assert "run 1" not in result.stdout
