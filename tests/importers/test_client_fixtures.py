@@ -389,13 +389,14 @@ SHOW_CASES = [
     ("openhands", "openhands/wrong_initial_state@9aeabc4d.json", "task: Please rename game_2048.py to 2048.py",
      "$ mv /workspace/game_2048.py /workspace/2048.py",
      "deny  execute_bash  AE307 disallowed-program  source: allow  DISAGREES"),
+    ("openhands", OH_V1, "task: hello", "$ echo hello > notes.txt", "deny  terminal  AE303 output-redirect  source: allow  DISAGREES"),
     ("claude-code", "claude-code/claude_with_rejection.jsonl", "task: Help me refactor the database module",
      "$ /home/testuser/rejection-project/src/db.py",
      "deny  Read  AE320 blocked-read-path  source: allow  DISAGREES"),
 ]
 
 
-@pytest.mark.parametrize(("fmt", "rel", "task", "command", "verdict"), SHOW_CASES, ids=[c[0] for c in SHOW_CASES])
+@pytest.mark.parametrize(("fmt", "rel", "task", "command", "verdict"), SHOW_CASES, ids=[c[1] for c in SHOW_CASES])
 def test_show_prints_an_imported_session_of_each_format_like_a_live_one(tmp_path, fmt, rel, task, command, verdict):
     """Issue #11: ``show`` on an imported session gives the header, the task the user
     typed (not the client's injected instructions), each command and both verdicts."""
