@@ -59,21 +59,39 @@ def read_tagged(
         if on_file is not None:
             on_file(path, _size(path))
         return
-    files = folder_files(path)
-    if not files:
+    wholes = whole_folders(path)
+    files = [f for f in folder_files(path) if not any(w in f.parents for w in wholes)]
+    if not files and not wholes:
         raise ConfigError(f"no transcript files ({', '.join('*' + s for s in SUFFIXES)}) in this folder",
                           path=str(path))
-    for file in files:
-        yield from _read_one(readers, fmt, file, model=model, report=report, on_skip=on_skip)
+    for item in sorted([*files, *wholes], key=transcript_order):
+        yield from _read_one(readers, fmt, item, model=model, report=report, on_skip=on_skip,
+                             guess=wholes.get(item))
         if on_file is not None:
-            on_file(file, _size(file))
+            on_file(item, _size(item))
+
+
+def whole_folders(folder: Path) -> dict[Path, str]:
+    """The sub-folders of ``folder`` read as one thing (an OpenHands conversation and its
+    ``events/``, an OpenCode storage), outermost only, with their format; their files are
+    not read one by one."""
+    found: dict[Path, str] = {}
+    for sub in sorted(p for p in folder.rglob("*") if p.is_dir()):
+        if any(w in sub.parents for w in found):
+            continue
+        kind = guess_whole_folder(sub)
+        if kind is not None:
+            found[sub] = kind
+    return found
 
 
 def _read_one(readers: dict, fmt: str | None, file: Path, *, model: str | None,
-              report: SkipReporter, on_skip: SkipReporter | None) -> Iterator[tuple[str, ImportedSession]]:
-    guess = guess_format(file)
+              report: SkipReporter, on_skip: SkipReporter | None,
+              guess: str | None = None) -> Iterator[tuple[str, ImportedSession]]:
+    guess = guess or guess_format(file)
     if fmt is not None and guess not in (None, fmt):
-        report(file, 0, f"file looks like {guess}, not {fmt}; skipped (import it as {guess}, or use auto)")
+        what = "folder" if file.is_dir() else "file"
+        report(file, 0, f"{what} looks like {guess}, not {fmt}; skipped (import it as {guess}, or use auto)")
         return
     use = fmt or guess
     if use is None:

@@ -45,6 +45,7 @@ from agent_eval.importers.source import (
     from_iso,
     iter_jsonl,
     text_of,
+    warn_skipped,
 )
 from agent_eval.transcript import TurnRecord
 
@@ -52,6 +53,9 @@ SHELL_FUNCTIONS = frozenset({"shell", "shell_command", "exec_command", "containe
 CALL_TYPES = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output", "local_shell_call_output"})
 SHELLS = frozenset({"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/bin/zsh", "/usr/bin/bash"})
+INJECTED = ("<permissions instructions>", "# AGENTS.md instructions for", "<environment_context>",
+            "<user_instructions>")
+"""How the user-role messages Codex writes itself begin (its instructions and context, not a prompt)."""
 REJECTED = re.compile(r"rejected by (the )?user|declined|not approved|approval (was )?denied", re.IGNORECASE)
 
 
@@ -73,9 +77,21 @@ def read_sessions(
 def read_file(path: Path, *, model: str | None, on_skip: SkipReporter | None = None) -> ImportedSession:
     """The one session of a rollout file."""
     builder = _Rollout(path.stem)
-    for _, obj in iter_jsonl(path, on_skip=on_skip):
+    broken = 0
+    objects = 0
+
+    def count_skip(file: Path, line: int, reason: str) -> None:
+        nonlocal broken
+        broken += 1
+        (on_skip or warn_skipped)(file, line, reason)
+
+    for _, obj in iter_jsonl(path, on_skip=count_skip):
         if isinstance(obj, dict):
+            objects += 1
             builder.add(obj)
+    if not objects and broken:
+        raise ConfigError(f"not a Codex rollout: none of its {broken} lines is a JSON object "
+                          "(a pretty-printed JSON document?); pick its FORMAT or use auto", path=str(path))
     return builder.finish(model)
 
 
@@ -199,8 +215,7 @@ class _Rollout:
                 self._turn().content += text
             else:
                 self.in_turn = False
-            s.messages.append({"role": "user" if item.get("role") == "developer" else item.get("role"),
-                               "content": text})
+            s.messages.append({"role": message_role(item.get("role"), text), "content": text})
         elif itype == "reasoning":
             summary = item.get("summary")
             self._turn().reasoning += text_of(summary) if isinstance(summary, list) else ""
@@ -232,3 +247,12 @@ class _Rollout:
         elif s.calls and s.calls[-1].source_decision is None:
             s.status, s.error = "error", "rollout ends before the output of its last call"
         return s
+
+
+def message_role(role: Any, text: str) -> Any:
+    """The role to store: Codex's ``developer`` messages and the instructions and context it
+    sends as ``user`` (AGENTS.md, ``<environment_context>``) are ``system``, so the session's
+    task is the first prompt the user typed."""
+    if role == "developer" or (role == "user" and text.lstrip().startswith(INJECTED)):
+        return "system"
+    return role

@@ -2,7 +2,11 @@
 ``--save-trajectory-path`` and the UI download write it, 0.2x to 0.5x), the event files
 of a stored conversation (``sessions/<id>/events/<n>.json``; PATH is that ``events``
 folder or the session folder), or JSONL with one event a line.  Events of the V1
-software-agent SDK (``"kind": "ActionEvent"`` / ``"ObservationEvent"``) are read too.
+software-agent SDK (``"kind": "ActionEvent"`` / ``"ObservationEvent"``, a conversation
+folder ``<id>/events/event-NNNNN-<uuid>.json`` beside ``base_state.json``) are read too:
+a call's arguments are the ``tool_call.arguments`` the model sent, a ``file_editor``
+``view`` is a read of its path, a user ``MessageEvent`` is a user message, and the model
+is ``base_state.json``'s ``agent.llm.model``.
 
 Each action the agent emitted as a tool call is one call (``message`` and ``system``
 events and state changes are not calls): the tool name is the function the model called
@@ -43,6 +47,8 @@ from agent_eval.transcript import Decision, TurnRecord
 NOT_CALLS = frozenset({"message", "system", "change_agent_state", "recall", "null", "condensation",
                        "condensation_request", "mcp_list"})
 KIND_OF_ACTION = {"run": "bash", "read": "read"}
+EDITORS = frozenset({"file_editor", "str_replace_editor"})
+"""V1 editor tools: a ``view`` command is a read of its ``path``."""
 
 
 def read_sessions(
@@ -56,7 +62,9 @@ def read_sessions(
         if not files:
             raise ConfigError("no OpenHands event files (events/*.json) in this folder", path=str(path))
         events = [load_json_document(f) for f in files]
-        sid = (path if events_dir != path else path.parent).name
+        conversation = path if events_dir != path else path.parent
+        sid = conversation.name
+        model = model or _base_state_model(conversation / "base_state.json")
     else:
         text = read_text(path)
         if looks_like_jsonl(text):
@@ -140,14 +148,48 @@ def verdict(confirmation: Any, observation: dict[str, Any] | None) -> tuple[Deci
 def _v1_call(event: dict[str, Any], turn: int, outputs: dict[Any, dict[str, Any]]) -> ImportedCall:
     action = event.get("action") if isinstance(event.get("action"), dict) else {}
     tool = str(event.get("tool_name") or action.get("kind") or "")
-    args = {k: v for k, v in action.items() if k != "kind"}
-    kind, text = classify_call("bash" if tool in ("execute_bash", "terminal", "bash") else tool, args)
+    args = _v1_arguments(event, action)
+    if tool in EDITORS and args.get("command") == "view":
+        kind, text = classify_call("view", args)
+    else:
+        kind, text = classify_call("bash" if tool in ("execute_bash", "terminal", "bash") else tool, args)
     call_id = _key(event.get("tool_call_id"))
     observation = outputs.get(call_id)
     decision, reason = verdict(None, observation)
     return ImportedCall(tool=tool, arguments=json.dumps(args, ensure_ascii=False), turn_index=turn,
                         kind=kind, text=text, call_id=str(call_id) if call_id else None,
                         output=_content(observation), source_decision=decision, source_reason=reason)
+
+
+def _v1_arguments(event: dict[str, Any], action: dict[str, Any]) -> dict[str, Any]:
+    """The arguments the model sent (``tool_call.arguments``), else the action's fields
+    (an MCP tool's are under ``data``)."""
+    call = event.get("tool_call") if isinstance(event.get("tool_call"), dict) else {}
+    raw = call.get("arguments")
+    if isinstance(raw, str):
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            return parsed
+    if action.get("kind") == "MCPToolAction" and isinstance(action.get("data"), dict):
+        return dict(action["data"])
+    return {k: v for k, v in action.items() if k != "kind"}
+
+
+def _base_state_model(path: Path) -> str | None:
+    """The model a V1 conversation's ``base_state.json`` names (``agent.llm.model``)."""
+    if not path.is_file():
+        return None
+    try:
+        state = json.loads(read_text(path))
+    except (OSError, ValueError):
+        return None
+    agent = state.get("agent") if isinstance(state, dict) else None
+    llm = agent.get("llm") if isinstance(agent, dict) else None
+    name = llm.get("model") if isinstance(llm, dict) else None
+    return name if isinstance(name, str) and name else None
 
 
 def _observations(events: list[dict[str, Any]]) -> dict[Any, dict[str, Any]]:
@@ -196,6 +238,11 @@ def _state(session: ImportedSession, event: dict[str, Any]) -> None:
 
 
 def _message(session: ImportedSession, event: dict[str, Any]) -> None:
+    if event.get("kind") == "MessageEvent" and isinstance(event.get("llm_message"), dict):
+        message = event["llm_message"]
+        role = "assistant" if message.get("role") == "assistant" or event.get("source") == "agent" else "user"
+        session.messages.append({"role": role, "content": text_of(message.get("content"))})
+        return
     if event.get("action") != "message":
         return
     role = "assistant" if event.get("source") == "agent" else "user"

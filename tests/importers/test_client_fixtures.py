@@ -29,6 +29,16 @@ CODEX_092_SEARCH = "codex/rollout-2026-01-30T14-16-50-019c0f0c-9c5d-7081-99a9-f4
 TF = "/home/edouard/test-framework"
 MINI_227 = "mini-swe-agent/2.2.7-pr814/sqlfluff__sqlfluff-2419.traj.json"
 MINI_CONSTRUCTED = CLIENTS.parent / "constructed" / "mini-swe-agent-2.2.8-toolcall.traj.json"
+CODEX_089_CONSTRUCTED = CLIENTS.parent / "constructed" / "codex-0.89-shapes.jsonl"
+
+OH_V1 = "openhands/v1.49.1-sdk/5db134a6233f4ff9b88fc4f3e1e07c66"
+SWE_GPT4 = ("swe-agent/gpt4__swe-agent-test-repo__default_from_url__t-0.00__p-0.95__c-3.00__install-1/"
+            "6e44b9__sweagenttestrepo-1c2844.traj")
+MARSHMALLOW_EDIT = ('edit 1:1\nfrom marshmallow.fields import TimeDelta\nfrom datetime import timedelta\n\n'
+                    'td_field = TimeDelta(precision="milliseconds")\n\nobj = dict()\n'
+                    'obj["td_field"] = timedelta(milliseconds=345)\n\nprint(td_field.serialize("td_field", obj))\n'
+                    'end_of_edit')
+ROUND = "return int(round(value.total_seconds() / base_unit.total_seconds()))  # round to nearest int"
 
 # (format, file under tests/fixtures/clients, hand-counted calls, the commands in order:
 #  the shell command or read path, None for other tools)
@@ -41,12 +51,15 @@ CASES = [
      ["echo 'hello world'", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]),
     ("mini-swe-agent", MINI_227, 41, None),
     ("swe-agent", "swe-agent/v0.7.0-networking_1.traj", 4, None),
+    ("swe-agent", "swe-agent/v0.1.0-marshmallow-code__marshmallow-1867.traj", 11,
+     ["create reproduce.py", MARSHMALLOW_EDIT, "python reproduce.py", "ls -F", 'find_file "fields.py" src',
+      "open src/marshmallow/fields.py 1474", f"edit 1475:1475\n{ROUND}\nend_of_edit",
+      f"edit 1475:1475\n        {ROUND}\nend_of_edit", "python reproduce.py", "rm reproduce.py", "submit"]),
     ("swe-agent", "swe-agent/function_calling_simple.traj", 5,
      ["find_file missing_colon.py", 'open "tests/missing_colon.py"',
       "edit 'def division(a: float, b: float) -> float' 'def division(a: float, b: float) -> float:'",
       "python tests/missing_colon.py", "submit"]),
-    ("swe-agent", "swe-agent/gpt4__swe-agent-test-repo__default_from_url__t-0.00__p-0.95__c-3.00__install-1/"
-     "6e44b9__sweagenttestrepo-1c2844.traj", 5, None),
+    ("swe-agent", SWE_GPT4, 5, None),
     ("claude-code", "claude-code/claude_with_rejection.jsonl", 4, None),
     ("claude-code", "claude-code/2.1.38-spotter/tool_heavy.jsonl", 6,
      ["mix phx.server", "tail -5 /tmp/claude-1000/-home-marco-projects-spotter/tasks/bae407b.output",
@@ -69,6 +82,7 @@ CASES = [
      ["/workspace", "mv /workspace/game_2048.py /workspace/2048.py", "/workspace", None]),
     ("openhands", "openhands/basic_gui_mode@21402a75.json", 4,
      ["mkdir -p /workspace/todo-app", None, None, "cd /workspace/todo-app && python3 -m http.server 8000"]),
+    ("openhands", OH_V1, 5, ["echo hello > notes.txt", "/fixture/workspace/notes.txt", "notes.txt", None, None]),
 ]
 
 
@@ -130,7 +144,7 @@ def test_mini_swe_agent_2_tool_calls_keep_ids_outputs_and_format_errors():
 
 
 def test_swe_agent_model_comes_from_the_replay_config_or_the_run_folder(tmp_path):
-    [session] = read_sessions("swe-agent", CLIENTS / CASES[7][1])
+    [session] = read_sessions("swe-agent", CLIENTS / SWE_GPT4)
     assert session.model == "gpt-4o"  # replay_config.agent.model.name
     folder = tmp_path / "gpt4__swe-bench-dev-easy_first_only__default__t-0.00__p-0.95__c-3.00__install-1"
     folder.mkdir()
@@ -180,34 +194,11 @@ def test_claude_code_subagent_session_is_stored_as_a_child_of_its_session(store)
     assert rows[CLAUDE_CHILD].parent_id == rows[CLAUDE_SID].id
 
 
-def test_codex_0_89_shapes_exec_command_local_shell_and_rejection(tmp_path):
-    lines = [
-        {"timestamp": "2026-01-25T15:19:05.030Z", "type": "session_meta",
-         "payload": {"id": "019bf5bc", "cli_version": "0.89.0", "originator": "codex_cli_rs"}},
-        {"timestamp": "2026-01-25T15:19:05.031Z", "type": "turn_context", "payload": {"model": "gpt-5.2-codex"}},
-        {"timestamp": "2026-01-25T15:19:06Z", "type": "response_item", "payload": {
-            "type": "function_call", "name": "exec_command", "call_id": "c1",
-            "arguments": json.dumps({"cmd": "rg -n TODO src", "workdir": "/w"})}},
-        {"timestamp": "2026-01-25T15:19:07Z", "type": "response_item", "payload": {
-            "type": "function_call_output", "call_id": "c1", "output": "src/a.py:3: TODO"}},
-        {"timestamp": "2026-01-25T15:19:08Z", "type": "response_item", "payload": {
-            "type": "local_shell_call", "call_id": "c2", "status": "completed",
-            "action": {"type": "exec", "command": ["bash", "-lc", "ls -la | head -3"]}}},
-        {"timestamp": "2026-01-25T15:19:09Z", "type": "response_item", "payload": {
-            "type": "function_call_output", "call_id": "c2", "output": "exec command rejected by user"}},
-        {"timestamp": "2026-01-25T15:19:10Z", "type": "response_item", "payload": {
-            "type": "function_call", "name": "shell", "call_id": "c3",
-            "arguments": json.dumps({"command": ["git", "commit", "-m", "fix it"]})}},
-        {"timestamp": "2026-01-25T15:19:11Z", "type": "response_item", "payload": {
-            "type": "function_call_output", "call_id": "c3",
-            "output": json.dumps({"output": "1 file changed", "metadata": {"exit_code": 0}})}},
-        {"timestamp": "2026-01-25T15:19:12Z", "type": "response_item", "payload": {
-            "type": "custom_tool_call", "name": "apply_patch", "call_id": "c4", "input": "*** Begin Patch"}},
-        {"timestamp": "2026-01-25T15:19:13Z", "type": "response_item", "payload": {
-            "type": "custom_tool_call_output", "call_id": "c4", "output": "Done"}},
-    ]
-    path = tmp_path / "rollout-2026-01-25T16-19-05-019bf5bc.jsonl"
-    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+def test_codex_0_89_shapes_exec_command_local_shell_and_rejection():
+    """Constructed file (tests/fixtures/constructed/README.md): a ``local_shell_call`` argv
+    and a command the user rejected, in the 0.89 rollout shape; the real 0.89 rollouts
+    found (no licence, MANIFEST) hold neither."""
+    path = CODEX_089_CONSTRUCTED
     assert guess_format(path) == "codex"
     [session] = read_sessions("codex", path)
     assert (session.id, session.model, session.status) == ("019bf5bc", "gpt-5.2-codex", "completed")
@@ -248,6 +239,24 @@ def test_openhands_verdicts_tools_and_model():
     assert [c.source_decision for c in session.calls] == ["allow", "allow", "allow", None]
 
 
+def test_openhands_v1_conversation_folder_reads_calls_task_and_model_where_the_sdk_wrote_them():
+    """Real SDK 1.49.1 conversation folder (software-agent-sdk test fixture, scripted LLM):
+    the arguments are the model's ``tool_call.arguments`` (an MCP tool's too), a
+    ``file_editor`` ``view`` is a read of its path, the user's ``MessageEvent`` is the task,
+    the model is ``base_state.json``'s, and the call of an unknown tool (answered by an
+    ``AgentErrorEvent``) is a call with no verdict of OpenHands."""
+    [session] = read_sessions("openhands", CLIENTS / OH_V1)
+    assert (session.id, session.model, session.status) == ("5db134a6233f4ff9b88fc4f3e1e07c66", "test-model", "completed")
+    assert [(c.tool, c.kind, c.source_decision) for c in session.calls] == [
+        ("terminal", "bash", "allow"), ("file_editor", "read", "allow"), ("read_file", "read", "allow"),
+        ("no_such_tool", "other", None), ("finish", "other", "allow")]
+    assert [json.loads(c.arguments) for c in session.calls][1:4] == [
+        {"command": "view", "path": "/fixture/workspace/notes.txt"}, {"path": "notes.txt"}, {}]
+    assert session.calls[1].output.startswith("Here's the result of running `cat -n` on /fixture/workspace/notes.txt")
+    assert session.calls[3].source_reason.startswith("tool error in openhands: Tool 'no_such_tool' not found.")
+    assert [m for m in session.messages if m["role"] == "user"] == [{"role": "user", "content": "hello"}]
+
+
 def test_openhands_rejected_action_is_the_source_deny(tmp_path):
     events = [
         {"id": 1, "source": "agent", "action": "run", "args": {"command": "rm -rf /", "confirmation_state": "rejected"},
@@ -264,10 +273,10 @@ def test_import_auto_reads_a_mixed_folder_and_reports_each_format(tmp_path):
     result = CliRunner().invoke(main, ["import", str(CLIENTS), "--allowlist", RALF, "--db", str(tmp_path / "s.db")])
     assert result.exit_code == 0, result.output
     total = sum(c[2] for c in CASES) + 24  # + the Claude Code 2.1.39 session and its subagent
-    assert result.stdout.splitlines()[0].startswith(f"run 1: imported 22 sessions, {total} calls")
+    assert result.stdout.splitlines()[0].startswith(f"run 1: imported 24 sessions, {total} calls")
     assert ("  formats found: claude-code: 4 sessions, 34 calls, codex: 6 sessions, 21 calls, "
-            "mini-swe-agent: 5 sessions, 65 calls, openhands: 4 sessions, 11 calls, "
-            "swe-agent: 3 sessions, 14 calls") in result.stdout.splitlines()
+            "mini-swe-agent: 5 sessions, 65 calls, openhands: 5 sessions, 16 calls, "
+            "swe-agent: 4 sessions, 25 calls") in result.stdout.splitlines()
     assert "Traceback" not in result.output
 
 
@@ -277,6 +286,9 @@ def test_named_format_on_a_mixed_folder_reads_only_its_files_and_names_the_other
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("run 1: imported 6 sessions, 21 calls")
     assert "looks like mini-swe-agent, not codex; skipped" in result.stderr
+    # an OpenHands conversation folder is one unit: passed over whole, base_state.json not misread
+    assert f"{CLIENTS / OH_V1}: folder looks like openhands, not codex; skipped" in result.stderr
+    assert "base_state.json" not in result.stderr
 
 
 def test_bare_list_read_as_openai_is_refused_naming_mini_swe_agent(tmp_path):
@@ -364,3 +376,53 @@ def test_codex_0_92_shell_command_is_the_command_string():
     assert [c.turn_index for c in session.calls] == [1, 2, 3, 4]
     assert session.calls[0].output.startswith("Exit code: 0\nWall time: 0.1 seconds\nOutput:\n_bmad\n")
     assert all(c.source_decision == "allow" for c in session.calls)
+
+
+SHOW_CASES = [
+    # (format, file, the task line, how a command's line begins, its verdict line): one real file per format
+    ("codex", CODEX_0125, "task: show tools", "$ sed -n '1,180p'",
+     "deny  exec_command  AE307 disallowed-program  source: allow  DISAGREES"),
+    ("mini-swe-agent", "mini-swe-agent/local-1ce8e917.traj.json", None, "$ echo 'hello world'",
+     "deny  bash  AE307 disallowed-program"),
+    ("swe-agent", "swe-agent/function_calling_simple.traj", None, "$ find_file missing_colon.py",
+     "deny  swe-agent-shell  AE307 disallowed-program"),
+    ("openhands", "openhands/wrong_initial_state@9aeabc4d.json", "task: Please rename game_2048.py to 2048.py",
+     "$ mv /workspace/game_2048.py /workspace/2048.py",
+     "deny  execute_bash  AE307 disallowed-program  source: allow  DISAGREES"),
+    ("openhands", OH_V1, "task: hello", "$ echo hello > notes.txt", "deny  terminal  AE303 output-redirect  source: allow  DISAGREES"),
+    ("claude-code", "claude-code/claude_with_rejection.jsonl", "task: Help me refactor the database module",
+     "$ /home/testuser/rejection-project/src/db.py",
+     "deny  Read  AE320 blocked-read-path  source: allow  DISAGREES"),
+]
+
+
+@pytest.mark.parametrize(("fmt", "rel", "task", "command", "verdict"), SHOW_CASES, ids=[c[1] for c in SHOW_CASES])
+def test_show_prints_an_imported_session_of_each_format_like_a_live_one(tmp_path, fmt, rel, task, command, verdict):
+    """Issue #11: ``show`` on an imported session gives the header, the task the user
+    typed (not the client's injected instructions), each command and both verdicts."""
+    db = str(tmp_path / "s.db")
+    runner = CliRunner()
+    imported = runner.invoke(main, ["import", fmt, str(CLIENTS / rel), "--allowlist", RALF, "--db", db])
+    assert imported.exit_code == 0, imported.output
+    [session] = read_sessions(fmt, CLIENTS / rel)
+    result = runner.invoke(main, ["show", "1", "--db", db])
+    assert result.exit_code == 0, result.output
+    lines = [line.strip("│ ").rstrip() for line in result.output.splitlines()]
+    assert f"calls {len(session.calls)}" in result.output
+    if task is not None:
+        assert task in lines
+    assert any(line.startswith(command) for line in lines)
+    assert verdict in lines
+
+
+def test_codex_reader_refuses_a_json_document_that_is_not_a_rollout(tmp_path):
+    """A pretty-printed JSON file (an OpenHands base_state.json) has no JSONL line: before,
+    ``import codex`` stored an empty session with 88 broken lines skipped."""
+    path = CLIENTS / OH_V1 / "base_state.json"
+    result = CliRunner().invoke(main, ["import", "codex", str(path), "--allowlist", RALF,
+                                       "--db", str(tmp_path / "s.db")])
+    assert result.exit_code == 2, result.output
+    [line] = [x for x in result.stderr.splitlines() if x.startswith("Error:")]
+    assert line == (f"Error: {path}: not a Codex rollout: none of its 88 lines is a JSON object "
+                    "(a pretty-printed JSON document?); pick its FORMAT or use auto")
+    assert "run 1" not in result.stdout
