@@ -6,13 +6,23 @@ live run stores the request it really sent is in tests/test_run_e2e.py.
 
 from __future__ import annotations
 
+from datetime import date, timedelta
+
 import pytest
 from sqlalchemy import func, select
 
+from agent_eval.live.replay import SKIPS, plan_replay
+
 from agent_eval.store.caps import STORED_TEXT_CHARS
-from agent_eval.store.requests import join_request, load_requests, split_request
+from agent_eval.store.requests import (
+    join_request,
+    load_requests,
+    prune_blobs,
+    save_blobs,
+    split_request,
+)
 from agent_eval.store.schema import request_blobs
-from agent_eval.transcript import SessionRecord, TurnRecord
+from agent_eval.transcript import CallRecord, SessionRecord, TurnRecord
 
 SYSTEM = {"role": "system", "content": "You are a RALF worker. " * 2000}  # ~46 kB, shared
 TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {
@@ -86,3 +96,58 @@ def test_two_writers_storing_the_same_prompt_do_not_collide(store, run_id):
     store.record_sessions(run_id, [session("a", request("x"))])
     store.record_sessions(run_id, [session("b", request("x"))])
     assert blob_count(store) == 3  # system, user, tools: the second write skipped them
+
+
+# retention: each blob keeps the last day it was used; prune_blobs deletes the unseen ones
+
+def seen_on(store) -> dict[str, date]:
+    with store.engine.connect() as conn:
+        return dict(conn.execute(select(request_blobs.c.hash, request_blobs.c.seen_on)).all())
+
+
+def save(store, blobs: dict[str, str], day: date) -> None:
+    with store.engine.begin() as conn:
+        save_blobs(conn, blobs, today=day)
+
+
+def test_a_blob_used_again_on_a_later_day_is_marked_seen_that_day_and_not_before(store):
+    day = date(2026, 11, 1)
+    save(store, {"a" * 64: "system", "b" * 64: "task"}, day)
+    save(store, {"a" * 64: "system"}, day + timedelta(days=3))
+    save(store, {"a" * 64: "system"}, day + timedelta(days=2))  # a late writer: no step back
+    assert seen_on(store) == {"a" * 64: day + timedelta(days=3), "b" * 64: day}
+
+
+def test_pruning_deletes_only_the_texts_unseen_for_the_kept_days(store):
+    day = date(2026, 11, 20)
+    save(store, {"o" * 64: "old"}, day - timedelta(days=7))
+    save(store, {"e" * 64: "edge"}, day - timedelta(days=6))
+    save(store, {"n" * 64: "new"}, day)
+    with store.engine.begin() as conn:
+        assert prune_blobs(conn, 7, today=day) == 1  # today and the six days before are kept
+    assert set(seen_on(store)) == {"e" * 64, "n" * 64}
+    with store.engine.begin() as conn, pytest.raises(ValueError, match="at least 1"):
+        prune_blobs(conn, 0, today=day)
+
+
+def test_a_turn_whose_texts_were_pruned_reads_as_without_a_request_and_replay_names_why(
+        store, run_id):
+    shared, alone = request("task"), request("task", "an old detail")
+    record = session("a", shared, alone)
+    record.calls = [CallRecord(index=i, turn_index=i, tool="bash", arguments="{}",
+                               decision="allow") for i in (0, 1)]
+    sid, = store.record_sessions(run_id, [record])
+    with store.engine.begin() as conn:  # the old detail was last used long ago
+        conn.execute(request_blobs.update()
+                     .where(request_blobs.c.body.contains("an old detail"))
+                     .values(seen_on=date(2020, 1, 1)))
+    assert store.prune_requests(30) == 1
+    loaded = store.load_session(sid).record.turns
+    assert loaded[0].request == shared and loaded[1].request is None
+    refs = store.request_refs(run_id)[sid]
+    assert "pruned" not in refs[0] and refs[1]["pruned"] is True
+    plan = plan_replay(store.session_rows([run_id]), store.call_rows([run_id]),
+                       store.request_refs(run_id))
+    assert [c.turn for c in plan.contexts] == [0]
+    assert plan.skipped == {"pruned": 1}
+    assert "retention" in SKIPS["pruned"]

@@ -33,10 +33,14 @@ from agent_eval.errors import ConfigError
               help="Also export each turn and tool call as OpenTelemetry spans (GenAI "
                    "conventions) to this OTLP/HTTP traces URL, e.g. "
                    "http://127.0.0.1:4318/v1/traces. Needs: pip install 'agent-eval[otel]'.")
+@click.option("--keep-requests-days", type=click.IntRange(min=0), default=0,
+              show_default=True, metavar="DAYS",
+              help="Delete stored prompt texts (kept for replay) that no turn used in this "
+                   "many days, at start and hourly; 0 keeps them for ever.")
 @db_option
 def proxy(upstream: str, allowlist_path: str, port: int, host: str, label: str,
           idle_timeout: float, journal: str, protocols_path: str | None,
-          otel_endpoint: str | None, db: str | None) -> None:
+          otel_endpoint: str | None, keep_requests_days: int, db: str | None) -> None:
     """Relay an agent stack's traffic to its model server unchanged; judge every tool call.
 
     Point the stack's base URL at the proxy and change nothing else.  Every request and
@@ -52,6 +56,9 @@ def proxy(upstream: str, allowlist_path: str, port: int, host: str, label: str,
     Judging and storing run in a second process, so the relay's process only relays.
     With --otel-endpoint, every stored turn and tool call is also sent as a span
     (`chat MODEL`, `execute_tool TOOL`, the verdict as `agent_eval.decision`).
+    Each prompt text is stored once however many turns repeat it; --keep-requests-days N
+    also deletes the texts unused for N days (the store's, not only this run's: turns
+    older than that can then no longer be replayed, and replay says so).
     Status: GET /_agent_eval/status.  Stop with Ctrl-C (open sessions are written then).
     Exit codes: 0 stopped, 2 bad option, file or --db.
     """
@@ -76,7 +83,7 @@ def proxy(upstream: str, allowlist_path: str, port: int, host: str, label: str,
     recorder = RecorderProcess(RecorderConfig(
         db=db, allowlist_path=allowlist_path, upstream=upstream, label=label,
         idle_s=idle_timeout, journal=journal, protocols_path=protocols_path,
-        otel_endpoint=otel_endpoint))
+        otel_endpoint=otel_endpoint, keep_requests_days=keep_requests_days))
     from agent_eval.proxy.loop import run
 
     recorder.start()

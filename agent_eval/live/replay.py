@@ -68,6 +68,8 @@ SKIPS: dict[Skip, str] = {
               "no longer the exact context)",
     "no tools": "kept a request without its tools (a turn is never replayed without the "
                 "tools it had)",
+    "pruned": "kept a request whose texts the store's retention setting has since deleted "
+              "(--keep-requests-days)",
 }
 
 
@@ -123,7 +125,8 @@ def plan_replay(sessions: Iterable[SessionRow], calls: Iterable[CallRow],
     skipped: Counter[Skip] = Counter()
     for session_id, turn in tool_turns:
         ref = refs.get(session_id, {}).get(turn)
-        why = ("no request" if ref is None else "capped" if ref.get("capped")
+        why = ("no request" if ref is None else "pruned" if ref.get("pruned")
+               else "capped" if ref.get("capped")
                else "no tools" if "tools" not in ref else None)
         if why is not None:
             skipped[why] += 1

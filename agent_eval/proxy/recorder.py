@@ -47,6 +47,7 @@ class RecorderStats:
     stored_turns: int = 0
     journaled_sessions: int = 0
     lost_turns: int = 0  # exchanges the queue dropped + turns the journal could not take
+    pruned_request_texts: int = 0  # request texts deleted by the retention setting
     store_errors: int = 0
     last_store_error: str | None = None
 
@@ -60,7 +61,11 @@ class Recorder:
                  journal: str | Path = "agent-eval-proxy.journal",
                  journal_max_bytes: int = 1024 * 1024 * 1024, retry_s: float = 5.0,
                  tick_s: float = 0.5, protocols: Protocols | None = None,
-                 protocols_path: str | None = None) -> None:
+                 protocols_path: str | None = None, keep_requests_days: int = 0,
+                 prune_every_s: float = 3600.0) -> None:
+        """``keep_requests_days``: delete the stored request texts (the prompts kept for
+        ``replay``) that no turn used in that many days, at start and every
+        ``prune_every_s`` seconds; 0 keeps them for ever."""
         self.store = store
         self.protocols_path = protocols_path
         self.allowlist = allowlist
@@ -79,6 +84,9 @@ class Recorder:
         self._thread = threading.Thread(target=self._work, name="agent-eval-proxy-writer",
                                         daemon=True)
         self._last_retry = self._last_expiry = 0.0
+        self.keep_requests_days = keep_requests_days
+        self.prune_every_s = prune_every_s
+        self._last_prune: float | None = None
 
     # the event loop's side
 
@@ -97,7 +105,8 @@ class Recorder:
                 "stored_sessions": s.stored_sessions, "stored_turns": s.stored_turns,
                 "journaled_sessions": s.journaled_sessions, "lost_turns": s.lost_turns,
                 "unparseable_requests": self.sessions.unparseable,
-                "queued": self.queue.qsize(), "store_errors": s.store_errors}
+                "queued": self.queue.qsize(), "store_errors": s.store_errors,
+                "pruned_request_texts": s.pruned_request_texts}
 
     def start(self) -> None:
         self._ensure_run()
@@ -131,10 +140,25 @@ class Recorder:
             if self.journal.exists() and now - self._last_retry >= self.retry_s:
                 self._last_retry = now
                 self._replay_journal()
+            self._prune(now)
         self._write(self.sessions.close_all())
         self._replay_journal()
         if self.run_id is not None and not self.journal.exists():
             self._safely(lambda: self.store.set_run_status(self.run_id, "finished"))
+
+    def _prune(self, now: float) -> None:
+        """Apply the retention setting at start and then every ``prune_every_s``; a store
+        that is down is tried again at the next turn of the loop."""
+        if self.keep_requests_days <= 0 or (
+                self._last_prune is not None and now - self._last_prune < self.prune_every_s):
+            return
+
+        def prune() -> None:
+            self.stats.pruned_request_texts += self.store.prune_requests(
+                self.keep_requests_days)
+
+        if self._safely(prune):
+            self._last_prune = now
 
     def _ensure_run(self) -> bool:
         if self.run_id is not None:

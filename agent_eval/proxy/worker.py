@@ -35,7 +35,7 @@ from typing import Any
 from agent_eval.proxy.relay import Exchange
 
 STATS = ("run_id", "open_sessions", "stored_sessions", "stored_turns", "journaled_sessions",
-         "lost_turns", "unparseable_requests", "store_errors")
+         "lost_turns", "unparseable_requests", "store_errors", "pruned_request_texts")
 """The recorder's counters the child publishes (``Recorder.status`` keys)."""
 _NONE = -1  # run_id not known yet (the store was down when the run was to be created)
 _PUBLISH_S = 0.25
@@ -55,6 +55,7 @@ class RecorderConfig:
     journal: str = "agent-eval-proxy.journal"
     protocols_path: str | None = None
     otel_endpoint: str | None = None
+    keep_requests_days: int = 0
 
 
 class RecorderProcess:
@@ -203,4 +204,5 @@ def build_recorder(config: RecorderConfig):
     return Recorder(store, load_allowlist(config.allowlist_path), upstream=config.upstream,
                     label=config.label, allowlist_path=config.allowlist_path,
                     idle_s=config.idle_s, journal=config.journal, protocols=protocols,
-                    protocols_path=config.protocols_path)
+                    protocols_path=config.protocols_path,
+                    keep_requests_days=config.keep_requests_days)

@@ -198,6 +198,14 @@ class Store:
         with self.engine.connect() as conn:
             return run_request_refs(conn, run_id)
 
+    def prune_requests(self, keep_days: int) -> int:
+        """Delete the stored request texts no turn used in the last ``keep_days`` days;
+        how many were deleted (store/requests.py: ``prune_blobs``)."""
+        from agent_eval.store.requests import prune_blobs
+
+        with self.engine.begin() as conn:
+            return prune_blobs(conn, keep_days)
+
     def load_requests(self, session_id: int) -> dict:
         """Turn index → ``StoredRequest`` (the exact body, and whether it was capped)."""
         from agent_eval.store.requests import load_requests

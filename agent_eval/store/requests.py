@@ -10,8 +10,10 @@ fields as they were.  The same system prompt across a night of sessions is one r
 
 Texts over the store's cap (``caps.py``) are capped here too, so a runaway reply cannot
 fill the disk through this door either; such a request is marked ``capped`` and replay
-refuses it rather than send a context the model never saw.  Pure except ``save_blobs``
-and ``load_requests``.
+refuses it rather than send a context the model never saw.  Each blob also keeps the day
+it was last used (``seen_on``), so a retention setting (``prune_blobs``; the proxy's
+``--keep-requests-days``) can bound the table over weeks of traffic.  Pure except
+``save_blobs``, ``prune_blobs`` and the loaders.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
+from datetime import UTC, date, datetime, timedelta
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, delete, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from agent_eval.store.caps import STORED_TEXT_CHARS, cap_message
@@ -83,17 +86,24 @@ def join_request(ref: dict[str, Any], blobs: dict[str, str]) -> dict[str, Any]:
     return request
 
 
-def save_blobs(conn: Connection, blobs: dict[str, str]) -> None:
-    """Insert the blobs not stored yet.  Two writers storing the same prompt at once are
-    fine: a hash already there is skipped, not an error."""
+def save_blobs(conn: Connection, blobs: dict[str, str], today: date | None = None) -> None:
+    """Insert the blobs not stored yet and mark every one of them seen ``today`` (UTC by
+    default).  A blob already there is only rewritten when it was last seen on an earlier
+    day, so a shared 50k-token prompt costs one small update a day, not one a turn.  Two
+    writers storing the same prompt at once are fine: a hash already there is not an
+    error."""
     if not blobs:
         return
-    rows = [{"hash": h, "body": text} for h, text in blobs.items()]
+    today = today or datetime.now(UTC).date()
+    rows = [{"hash": h, "body": text, "seen_on": today} for h, text in blobs.items()]
     dialect = conn.dialect.name
-    if dialect == "postgresql":
-        stmt = postgresql.insert(request_blobs).on_conflict_do_nothing(index_elements=["hash"])
-    elif dialect == "sqlite":
-        stmt = sqlite.insert(request_blobs).on_conflict_do_nothing(index_elements=["hash"])
+    if dialect in ("postgresql", "sqlite"):
+        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        stmt = insert(request_blobs)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["hash"], set_={"seen_on": stmt.excluded.seen_on},
+            where=or_(request_blobs.c.seen_on.is_(None),
+                      request_blobs.c.seen_on < stmt.excluded.seen_on))
     else:  # pragma: no cover - the store supports SQLite and PostgreSQL only
         have = set(conn.execute(select(request_blobs.c.hash)
                                 .where(request_blobs.c.hash.in_(list(blobs)))).scalars())
@@ -101,6 +111,19 @@ def save_blobs(conn: Connection, blobs: dict[str, str]) -> None:
         stmt = request_blobs.insert()
     for start in range(0, len(rows), 500):
         conn.execute(stmt, rows[start:start + 500])
+
+
+def prune_blobs(conn: Connection, keep_days: int, today: date | None = None) -> int:
+    """Delete the blobs no turn stored or used in the last ``keep_days`` days (today
+    counts as one); the number deleted.  Every turn stored within that window keeps its
+    whole request; an older turn may lose it, and then reads as pruned
+    (``load_requests`` leaves it out, ``run_request_refs`` marks it) instead of failing."""
+    if keep_days < 1:
+        raise ValueError("keep_days must be at least 1")
+    today = today or datetime.now(UTC).date()
+    cutoff = today - timedelta(days=keep_days - 1)
+    return conn.execute(
+        delete(request_blobs).where(request_blobs.c.seen_on < cutoff)).rowcount or 0
 
 
 def load_blobs(conn: Connection, hashes: Iterable[str]) -> dict[str, str]:
@@ -130,20 +153,23 @@ class StoredRequest:
 
 def load_requests(conn: Connection, session_id: int) -> dict[int, StoredRequest]:
     """Each turn's request (turn index → request) for one session; turns stored without
-    one (imports, sessions stored before requests were kept) are absent."""
+    one (imports, sessions stored before requests were kept) are absent, and so are turns
+    whose texts the retention setting pruned (``prune_blobs``)."""
     rows = conn.execute(
         select(turns.c.index, turns.c.request).where(turns.c.session_id == session_id)
     ).all()
     refs = {index: ref for index, ref in rows if ref}  # JSON null or SQL NULL: none kept
     blobs = load_blobs(conn, (h for ref in refs.values() for h in ref_hashes(ref)))
     return {index: StoredRequest(join_request(ref, blobs), bool(ref.get("capped")))
-            for index, ref in refs.items()}
+            for index, ref in refs.items() if all(h in blobs for h in ref_hashes(ref))}
 
 
 def run_request_refs(conn: Connection, run_id: int) -> dict[int, dict[int, dict[str, Any]]]:
     """Every stored request reference of a run (session id → turn index → reference),
     without the blobs: small, so ``replay`` can plan a night of traffic (which turns kept
-    their request, which are capped, which lack tools) before loading any prompt."""
+    their request, which are capped, which lack tools) before loading any prompt.  A
+    reference some of whose texts were pruned by the retention setting comes back with
+    ``"pruned": True``."""
     rows = conn.execute(
         select(turns.c.session_id, turns.c.index, turns.c.request)
         .join(sessions, sessions.c.id == turns.c.session_id)
@@ -153,4 +179,15 @@ def run_request_refs(conn: Connection, run_id: int) -> dict[int, dict[int, dict[
     for session_id, index, ref in rows:
         if ref:  # JSON null or SQL NULL: none kept
             refs.setdefault(session_id, {})[index] = ref
+    wanted = sorted({h for turns_ in refs.values() for ref in turns_.values()
+                     for h in ref_hashes(ref)})
+    have: set[str] = set()
+    for start in range(0, len(wanted), 500):
+        have.update(conn.execute(select(request_blobs.c.hash).where(
+            request_blobs.c.hash.in_(wanted[start:start + 500]))).scalars())
+    if len(have) < len(wanted):
+        for turns_ in refs.values():
+            for index, ref in turns_.items():
+                if not all(h in have for h in ref_hashes(ref)):
+                    turns_[index] = {**ref, "pruned": True}
     return refs

@@ -17,6 +17,7 @@ from sqlalchemy import (
     JSON,
     Boolean,
     Column,
+    Date,
     DateTime,
     Float,
     ForeignKey,
@@ -171,6 +172,9 @@ request_blobs = Table(
     # one message (or tool list) of a request, stored once by the SHA-256 of its JSON text
     Column("hash", String(64), primary_key=True),
     Column("body", ModelText, nullable=False),
+    # the last day a turn stored or used this text again (retention: prune_blobs)
+    Column("seen_on", Date),
+    Index("ix_request_blobs_seen_on", "seen_on"),
 )
 
 tool_calls = Table(

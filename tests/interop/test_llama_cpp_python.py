@@ -212,3 +212,53 @@ def test_a_plain_openai_sdk_loop_through_the_proxy_in_front_of_real_llama_cpp_py
         == direct[0][1]
     assert "sk-never-stored" not in db.read_bytes().decode("utf-8", "replace")
     assert json.dumps(session.turns[0].request["tools"]) == json.dumps(tools)
+
+
+def test_agent_eval_run_through_the_proxy_in_front_of_real_llama_cpp_python(
+        llama_servers, short_suite, tmp_path):
+    """Issue 16 against a real server with the project's own runner as the client: one
+    bundled scenario played by ``agent-eval run`` through ``agent-eval proxy`` in front of
+    real Gemma 3; the proxy's stored calls and verdicts are the run's own, call for call."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    db = tmp_path / "proxied.db"
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "agent_eval", "proxy", "--upstream", llama_servers["gemma3"],
+         "--allowlist", str(REPO / "allowlists" / "ralf.yaml"), "--port", "0", "--db",
+         str(db), "--journal", str(tmp_path / "journal"), "--label", "llama-proxy"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, COLUMNS="160"))
+    base = proxy.stdout.readline().strip()
+    assert base.startswith("http://"), proxy.stderr.read()
+    config = tmp_path / "targets.yaml"
+    config.write_text(
+        "targets:\n"
+        f"  - {{name: gemma3, base_url: '{base}', model: gemma3, tool_choice: bash, "
+        "max_tokens: 32, concurrency: 1, timeout_s: 900, retries: 0, "
+        "sampling: {temperature: 0, seed: 7}}\n")
+    try:
+        result = CliRunner().invoke(main, ["run", "--config", str(config), "--suite",
+                                           str(short_suite), "--db", str(db), "--label",
+                                           "through-proxy", "--scenario=lights-dim-office"])
+    finally:
+        proxy.send_signal(signal.SIGINT)
+        _, err = proxy.communicate(timeout=120)
+    assert result.exit_code == 0, result.output
+    assert proxy.returncode == 0, err
+    assert "0 turns not recorded" in err
+
+    def calls(store, run_id: int) -> list[tuple]:
+        return [(c.tool, c.arguments, c.decision, c.primary)
+                for s in store.iter_sessions([run_id]) for c in s.record.calls]
+
+    with open_store(str(db)) as store:
+        live = store.resolve_run("label:through-proxy")
+        recorded = store.resolve_run("label:llama-proxy")
+        [row] = store.session_rows([live.id])
+        assert row.status != "error"
+        played_calls = calls(store, live.id)
+        assert played_calls and calls(store, recorded.id) == played_calls
+        assert recorded.kind == "proxy"

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from datetime import date
 from pathlib import Path
 
 import httpx2 as httpx
@@ -18,6 +19,7 @@ import pytest
 
 from agent_eval.sim import run_sim_in_thread
 from agent_eval.store import open_store
+from agent_eval.store.requests import save_blobs
 
 pytestmark = pytest.mark.e2e
 
@@ -72,8 +74,11 @@ def test_proxied_runs_store_the_runs_sessions_calls_and_verdicts(tmp_path):
     db = str(tmp_path / "runs.db")
     flags = ["--suite", str(SUITE), "--repeats", "2", "--concurrency", "4", "--db", db,
              "--model", "sim-piper", *(f"--scenario={g}" for g in SCENARIOS)]
+    with open_store(db) as store, store.engine.begin() as conn:  # a prompt unused since 2020
+        save_blobs(conn, {"0" * 64: '{"role":"system","content":"old"}'}, today=date(2020, 1, 1))
     with run_sim_in_thread("piper", suite=SUITE) as upstream:
-        proxy = ProxyProcess(upstream, db, tmp_path / "journal", "proxied")
+        proxy = ProxyProcess(upstream, db, tmp_path / "journal", "proxied",
+                             extra=("--keep-requests-days", "30"))
         try:
             whole = cli("run", "--base-url", proxy.base_url, "--label", "whole", *flags)
             streamed = cli("run", "--base-url", proxy.base_url, "--label", "streamed",
@@ -83,6 +88,7 @@ def test_proxied_runs_store_the_runs_sessions_calls_and_verdicts(tmp_path):
         finally:
             summary = proxy.stop()
     assert status["loop"] == "uvloop"  # the command's relay runs on uvloop (proxy/loop.py)
+    assert status["pruned_request_texts"] == 1  # --keep-requests-days: only the 2020 text
     assert whole.returncode == 0, whole.stdout + whole.stderr
     assert streamed.returncode == 0, streamed.stdout + streamed.stderr
     assert "0 turns not recorded" in summary

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import pytest
 from proxyplay import ALLOWLIST
+from sqlalchemy import select
 
 from agent_eval.policy import load_allowlist
 from agent_eval.proxy import Exchange, Recorder
 from agent_eval.proxy.recorder import record_from_json, record_to_json
 from agent_eval.proxy.sessions import Sessions
+from agent_eval.store.requests import save_blobs
+from agent_eval.store.schema import request_blobs
 
 SYSTEM = {"role": "system", "content": "You are the research subagent."}
 TASK = {"role": "user", "content": "Open attempts for stage S2."}
@@ -232,3 +235,33 @@ def test_with_protocols_a_proxied_session_stores_how_far_its_closing_sequence_go
     other.take(exchange([{"role": "system", "content": "You are the writer."}, TASK], first), 0.0)
     [unrelated] = other.close_all()
     assert unrelated.handshake.required == 0
+
+
+def test_the_retention_setting_deletes_prompt_texts_unused_for_that_many_days(store, tmp_path):
+    with store.engine.begin() as conn:  # a prompt text last used by a turn in 2020
+        save_blobs(conn, {"0" * 64: '{"role":"system","content":"old"}'}, today=date(2020, 1, 1))
+    recorder = Recorder(store, load_allowlist(ALLOWLIST), upstream="http://up/v1",
+                        journal=tmp_path / "j", tick_s=0.01, keep_requests_days=30)
+    recorder.start()
+    recorder.submit(exchange([SYSTEM, TASK], completion(GOOD)))
+    recorder.stop()
+    with store.engine.connect() as conn:
+        kept = set(conn.execute(select(request_blobs.c.hash)).scalars())
+    assert "0" * 64 not in kept and len(kept) == 3  # this traffic's system, task and tools
+    assert recorder.status()["pruned_request_texts"] == 1
+    run = store.resolve_run("latest")
+    sid, = [r.id for r in store.session_rows([run.id])]
+    assert store.load_session(sid).record.turns[0].request["messages"] == [SYSTEM, TASK]
+
+
+def test_without_a_retention_setting_no_prompt_text_is_ever_deleted(store, tmp_path):
+    with store.engine.begin() as conn:
+        save_blobs(conn, {"0" * 64: '{"role":"system","content":"old"}'}, today=date(2020, 1, 1))
+    recorder = Recorder(store, load_allowlist(ALLOWLIST), upstream="http://up/v1",
+                        journal=tmp_path / "j", tick_s=0.01)
+    recorder.start()
+    recorder.submit(exchange([SYSTEM, TASK], completion(GOOD)))
+    recorder.stop()
+    with store.engine.connect() as conn:
+        assert "0" * 64 in set(conn.execute(select(request_blobs.c.hash)).scalars())
+    assert recorder.status()["pruned_request_texts"] == 0

@@ -222,7 +222,7 @@ def test_a_client_disconnect_closes_the_upstream_request(tmp_path, store):
         with httpx.stream("POST", proxy.base_url + "/chat/completions",
                           json=dict(BODY, stream=True), timeout=10) as resp:
             next(resp.iter_raw())
-        assert closed.wait(10)  # the time it takes is measured in benchmarks/bench_proxy.py
+        assert closed.wait(10)  # how fast: bench_proxy.py --close-aborts (BENCHMARKS.md)
     [row] = store.session_rows([store.resolve_run("latest").id])
     session = store.load_session(row.id)
     assert "reply:client-abort" in session.record.tags and session.record.calls == []
