@@ -81,8 +81,8 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
                         "label yet; regression checks skipped")
         current = summarize_runs(store, [run.id])
         baseline = summarize_runs(store, [baseline_run.id]) if baseline_run else None
-        units = run_units(store, run.id)
-        baseline_units = run_units(store, baseline_run.id) if baseline_run else None
+        units = store.cluster_stats([run.id], classes=bool(classes))
+        baseline_units = store.cluster_stats([baseline_run.id]) if baseline_run else None
     try:
         result = evaluate_gate(
             current, max_error_rate=max_error_rate, max_class=classes,

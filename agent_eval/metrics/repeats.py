@@ -158,7 +158,22 @@ def _outcomes_by(
     for sid, s in roots.items():
         passed = s.status == "completed" and sid not in denied_roots
         grouped.setdefault(key(s), []).append((s.repeat, passed))
-    return {k: tuple(p for _, p in sorted(v, key=lambda item: item[0])) for k, v in grouped.items()}
+    return {k: _in_repeat_order(v) for k, v in grouped.items()}
+
+
+def _in_repeat_order(outcomes: list[tuple[int, bool]]) -> tuple[bool, ...]:
+    return tuple(p for _, p in sorted(outcomes, key=lambda item: item[0]))
+
+
+def repeats_from_outcomes(
+    outcomes: Iterable[tuple[str, str, int, bool]],
+) -> dict[tuple[str, str], RepeatStats]:
+    """``repeat_stats`` from ``(target, scenario, repeat, passed)`` per top-level, non-error
+    session in session order (``store.session_outcomes``: passed computed in SQL)."""
+    grouped: dict[tuple[str, str], list[tuple[int, bool]]] = {}
+    for target, scenario, repeat, passed in outcomes:
+        grouped.setdefault((target, scenario), []).append((repeat, passed))
+    return {key: RepeatStats(*key, _in_repeat_order(v)) for key, v in grouped.items()}
 
 
 def _root_of(session_id: int, parent: dict[int, int | None]) -> int:

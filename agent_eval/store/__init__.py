@@ -91,7 +91,8 @@ class Store:
       ``load_session`` (the full transcript), ``iter_sessions``;
     - rows for metrics and reports [reads], streamed: ``session_rows``, ``call_rows``,
       ``turn_rows``; aggregates computed in SQL: ``class_breakdown``, ``session_counts``,
-      ``summarize``, ``session_units``, ``unit_sessions``, ``denied_calls`` [aggregates];
+      ``summarize``, ``session_units``, ``unit_sessions``, ``denied_calls`` [aggregates],
+      ``cluster_stats``, ``session_outcomes`` [cluster_stats];
     - server logs [server_logs]: ``add_server_samples``, ``server_samples``,
       ``add_server_requests``, ``server_requests``.
 
@@ -245,6 +246,21 @@ class Store:
         from agent_eval.store.aggregates import units_sql
 
         return units_sql(self.engine, run_ids, sessions)
+
+    def cluster_stats(self, run_ids: Iterable[int], *, by: str = "target",
+                      classes: bool = False, outcomes=None):
+        """Per target (or ``"all"``) the sums behind every clustered and paired statistic
+        (``metrics.sufficient.TargetStats``), by GROUP BY per (target, scenario)."""
+        from agent_eval.store.cluster_stats import cluster_stats
+
+        return cluster_stats(self.engine, run_ids, by=by, classes=classes,  # type: ignore[arg-type]
+                             outcomes=outcomes)
+
+    def session_outcomes(self, run_ids: Iterable[int]):
+        """``(target, scenario, repeat, passed)`` of every top-level, non-error session."""
+        from agent_eval.store.cluster_stats import session_outcomes
+
+        return session_outcomes(self.engine, run_ids)
 
     def unit_sessions(self, run_ids: Iterable[int]):
         """The runs' sessions with only the fields per-session statistics read (id, parent,
