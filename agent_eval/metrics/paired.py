@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 
 from agent_eval.metrics.clustered import Unit, t_quantile
 from agent_eval.metrics.lazy import np, sps
@@ -135,7 +136,7 @@ class PairedComparison:
 def scenario_cells(units: Iterable[Unit] | TargetStats) -> dict[str, ScenarioCell]:
     """Pool units (sessions) per scenario."""
     return {name: ScenarioCell(s.errors.n, s.errors.k,
-                               tuple(p for _, p in s.outcomes or ()), s.errors)
+                               tuple(map(itemgetter(1), s.outcomes or ())), s.errors)
             for name, s in as_stats(units).scenarios.items()}
 
 

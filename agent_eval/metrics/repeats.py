@@ -10,9 +10,10 @@ their parent's repeat, not repeats of their own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from math import comb
+from operator import itemgetter
 from typing import Literal, TypeVar
 
 from agent_eval.metrics.stats import Rate
@@ -166,14 +167,11 @@ def _in_repeat_order(outcomes: list[tuple[int, bool]]) -> tuple[bool, ...]:
 
 
 def repeats_from_outcomes(
-    outcomes: Iterable[tuple[str, str, int, bool]],
+    outcomes: Mapping[tuple[str, str], Sequence[tuple[int, bool]]],
 ) -> dict[tuple[str, str], RepeatStats]:
-    """``repeat_stats`` from ``(target, scenario, repeat, passed)`` per top-level, non-error
-    session in session order (``store.session_outcomes``: passed computed in SQL)."""
-    grouped: dict[tuple[str, str], list[tuple[int, bool]]] = {}
-    for target, scenario, repeat, passed in outcomes:
-        grouped.setdefault((target, scenario), []).append((repeat, passed))
-    return {key: RepeatStats(*key, _in_repeat_order(v)) for key, v in grouped.items()}
+    """``repeat_stats`` from each (target, scenario)'s ``(repeat, passed)`` in repeat order
+    (``store.session_outcomes``: passed computed in SQL)."""
+    return {key: RepeatStats(*key, tuple(map(itemgetter(1), v))) for key, v in outcomes.items()}
 
 
 def _root_of(session_id: int, parent: dict[int, int | None]) -> int:

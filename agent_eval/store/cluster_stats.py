@@ -11,7 +11,7 @@ PostgreSQL alike), so a run of 125,000 sessions is judged from a few hundred row
   left-joined to the run's non-error sessions and summed per (target, scenario);
 * per class, the same with denied calls grouped per (session, primary class);
 * ``session_outcomes`` (``compare`` only: pass rates, McNemar, flipped scenarios) is one
-  query of plain ``(target, scenario, repeat, passed)`` tuples, no ORM rows.
+  ordered query of plain ``(target, scenario, repeat, passed)`` tuples, no ORM rows.
 
 A run with child sessions (subagents folded into their root) is summed from its units
 (``aggregates.units_sql``) instead: the root of a session is not a GROUP BY key.
@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import cache
+from itertools import groupby
+from operator import itemgetter
 from typing import Literal
 
 from sqlalchemy import Engine, and_, case, func, select
@@ -38,12 +40,12 @@ from agent_eval.store.overview import denied_calls
 from agent_eval.store.schema import sessions, targets, tool_calls
 
 StatsBy = Literal["target", "all"]
-Outcome = tuple[str, str, int, bool]
-"""``(target, scenario, repeat, passed)`` of one top-level, non-error session."""
+Outcomes = dict[tuple[str, str], tuple[tuple[int, bool], ...]]
+"""``(target, scenario) -> ((repeat, passed), ...)`` in repeat order: ``session_outcomes``."""
 
 
 def cluster_stats(engine: Engine, run_ids: Iterable[int], *, by: StatsBy = "target",
-                  classes: bool = False, outcomes: list[Outcome] | None = None
+                  classes: bool = False, outcomes: Outcomes | None = None
                   ) -> dict[str, TargetStats]:
     """Per target name (or ``"all"``, the run pooled) the sums of its sessions per
     scenario, scenarios in the order of their first session (as ``session_units``).
@@ -56,17 +58,13 @@ def cluster_stats(engine: Engine, run_ids: Iterable[int], *, by: StatsBy = "targ
         if _nested(conn, ids):
             grouped = {"all": units()} if by == "all" else units_by_target(units())
             return {name: stats_from_units(us) for name, us in grouped.items()}
-        names = dict(conn.execute(select(targets.c.id, targets.c.name)
-                                  .where(targets.c.run_id.in_(ids))).all())
+        names = _names(conn, ids)
         cells = _error_sums(conn, ids)
         per_class = _class_sums(conn, ids) if classes else {}
-    repeats: dict[tuple[int | str, str], list[tuple[int, bool]]] = {}
-    for target, scenario, repeat, passed in outcomes or ():
-        repeats.setdefault((target, scenario), []).append((repeat, passed))
     out: dict[str, dict[str, ScenarioStats]] = {}
     for (target_id, scenario), (count, errors) in cells.items():
         name = names[target_id]
-        found = None if outcomes is None else tuple(sorted(repeats.get((name, scenario), ())))
+        found = None if outcomes is None else tuple(sorted(outcomes.get((name, scenario), ())))
         kinds = {code: Sums(errors.g, k, errors.n, kk, kn, errors.nn)
                  for code, (k, kk, kn) in per_class.get((target_id, scenario), {}).items()}
         stats = ScenarioStats(count, errors, kinds, found)
@@ -144,20 +142,31 @@ def _class_sums(conn, ids: list[int]) -> dict[tuple[int, str], dict[str, tuple[i
     return out
 
 
-def session_outcomes(engine: Engine, run_ids: Iterable[int]) -> list[Outcome]:
-    """``(target, scenario, repeat, passed)`` of every top-level, non-error session in
-    ``session_rows`` order: passed = completed and no call denied (``metrics.repeats``)."""
+def session_outcomes(engine: Engine, run_ids: Iterable[int]) -> Outcomes:
+    """``(target, scenario) -> ((repeat, passed), ...)`` over the top-level, non-error
+    sessions, in repeat order (ties in storage order), keys by target then scenario:
+    passed = completed and no call denied (``metrics.repeats``).  One ordered query of
+    plain tuples, grouped as they come."""
     ids = list(run_ids)
     s = sessions.c
     d = _per_session_denied(ids)
     with engine.connect() as conn:
         if _nested(conn, ids):
-            return [(u.target, u.scenario, u.repeat, bool(u.passed)) for u in _units(engine, ids)]
+            out: dict[tuple[str, str], list[tuple[int, bool]]] = {}
+            for u in _units(engine, ids):
+                out.setdefault((u.target, u.scenario), []).append((u.repeat, bool(u.passed)))
+            return {key: tuple(sorted(v, key=itemgetter(0))) for key, v in out.items()}
+        names = _names(conn, ids)
         rows = conn.execute(
-            select(targets.c.name, s.scenario, s.repeat,
+            select(s.target_id, s.scenario, s.repeat,
                    case((and_(s.status == "completed", d.c.k.is_(None)), 1), else_=0))
-            .select_from(sessions).join(targets, targets.c.id == s.target_id)
-            .outerjoin(d, d.c.session_id == s.id)
+            .select_from(sessions).outerjoin(d, d.c.session_id == s.id)
             .where(s.run_id.in_(ids), s.status != "error", s.parent_id.is_(None))
-            .order_by(s.target_id, s.id)).all()
-    return [(target, scenario, repeat, passed == 1) for target, scenario, repeat, passed in rows]
+            .order_by(s.target_id, s.scenario, s.repeat, s.id)).all()
+    return {(names[target], scenario): tuple((r[2], r[3] == 1) for r in group)
+            for (target, scenario), group in groupby(rows, key=itemgetter(0, 1))}
+
+
+def _names(conn, ids: list[int]) -> dict[int, str]:
+    return dict(conn.execute(select(targets.c.id, targets.c.name)
+                             .where(targets.c.run_id.in_(ids))).all())

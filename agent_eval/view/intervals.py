@@ -23,8 +23,8 @@ from agent_eval.metrics.clustered import (
     Unit,
     summarize_clustered,
 )
-from agent_eval.metrics.sufficient import TargetStats, as_stats
 from agent_eval.metrics.stats import wilson_interval
+from agent_eval.metrics.sufficient import TargetStats, as_stats
 from agent_eval.policy import RULES, get_rule
 from agent_eval.report.lists import ListCell as Cell
 
