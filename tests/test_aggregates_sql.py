@@ -133,3 +133,21 @@ def test_units_and_repeats_match_the_python_pass(store):
 def test_tag_grouping_is_refused(store):
     with pytest.raises(ValueError, match="not tag"):
         summarize_sql(store.engine, [1], by="tag")
+
+
+@pytest.mark.parametrize("detail", ["actions", "rates"])
+def test_less_detail_keeps_every_rate(store, detail):
+    """``gate`` (``rates``) and ``compare`` (``actions``) skip the passes for figures they
+    do not print; every rate they do print is the full summary's."""
+    ids = _fill(store, seed=4)
+    full = summarize_sql(store.engine, ids, columns=True, with_turns=False)
+    less = summarize_sql(store.engine, ids, columns=True, with_turns=False, detail=detail)
+    assert list(less) == list(full)
+    for name, a in full.items():
+        b = less[name]
+        assert (b.errors, b.classes, b.calls, b.sessions, b.error_sessions,
+                b.handshake.completed) == (a.errors, a.classes, a.calls, a.sessions,
+                                           a.error_sessions, a.handshake.completed)
+        if detail == "actions":
+            assert b.recovery.actions == a.recovery.actions
+            assert b.recovery.denials == a.recovery.denials

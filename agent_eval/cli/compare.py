@@ -70,7 +70,8 @@ def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
         for info in (info_a, info_b):
             ids = [info.id]
             summaries = (summarize(store.session_rows(ids), store.call_rows(ids), by=by)
-                         if by == "tag" else store.summarize(ids, by, with_turns=False))
+                         if by == "tag" else store.summarize(ids, by, with_turns=False,
+                                                         detail="actions"))
             outcomes = store.session_outcomes(ids)  # read once: repeats and pass rates
             sides.append((summaries, repeats_from_outcomes(outcomes)))
             units.append(side_units(store, info.id, by, outcomes))

@@ -233,12 +233,12 @@ class Store:
         return reads.session_counts(self.engine, run_ids)
 
     def summarize(self, run_ids: Iterable[int], by: str = "target", *, columns: bool = False,
-                  with_turns: bool = True):
+                  with_turns: bool = True, detail: str = "all"):
         """``metrics.summarize`` of the runs by GROUP BY in the database (aggregates)."""
         from agent_eval.store.aggregates import summarize_sql
 
         return summarize_sql(self.engine, run_ids, by=by, columns=columns,  # type: ignore[arg-type]
-                             with_turns=with_turns)
+                             with_turns=with_turns, detail=detail)
 
     def session_units(self, run_ids: Iterable[int], sessions=None):
         """``metrics.clustered.session_units`` of the runs from per-session GROUP BYs;

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from sqlalchemy import Engine, Text, and_, case, cast, func, literal, select
 
@@ -31,14 +31,21 @@ from agent_eval.metrics.clustered import Unit, _tally_of, _units, split_sessions
 from agent_eval.metrics.summary import GroupBy, GroupSummary, _Tally
 from agent_eval.store.schema import sessions, targets, tool_calls, turns
 
+Detail = Literal["all", "actions", "rates"]
+"""``all``: every figure; ``actions``: no burned turns and no missed handshake steps
+(``compare`` prints neither); ``rates``: also no next action after a denial (``gate``
+reads only the error, class and handshake rates)."""
+
 
 def summarize_sql(engine: Engine, run_ids: Iterable[int], *, by: GroupBy = "target",
                   columns: bool = False, all_classes: bool = False,
-                  with_turns: bool = True) -> dict[str, GroupSummary]:
+                  with_turns: bool = True, detail: Detail = "all") -> dict[str, GroupSummary]:
     """What ``metrics.summarize(session_rows, call_rows, turn_rows, by=by)`` returns for the
     runs, computed by GROUP BY queries.  ``columns`` names target groups as the report's
     columns (``name · run N`` when there are several runs: ``cli.tables.summarize_runs``).
-    ``with_turns=False`` leaves the replies out, as ``summarize`` without ``turn_rows``.
+    ``with_turns=False`` leaves the replies out, as ``summarize`` without ``turn_rows``;
+    ``detail`` leaves out what a caller does not print (:data:`Detail`), each a pass over
+    the run's sessions or denied calls.
     ``by="tag"`` is not supported here (a session counts in each of its JSON tags)."""
     ids = list(run_ids)
     if by == "tag":
@@ -47,9 +54,10 @@ def summarize_sql(engine: Engine, run_ids: Iterable[int], *, by: GroupBy = "targ
     with engine.connect() as conn:
         names = _group_namer(conn, ids, by, columns)
         skey = _session_key(by)
-        tallies = _session_tallies(conn, ids, skey, names)
+        tallies = _session_tallies(conn, ids, skey, names, missed=detail == "all")
         live = s.status != "error"
-        for key, decision, code, action, n in _call_counts(conn, ids, by):
+        for key, decision, code, action, n in _call_counts(conn, ids, by,
+                                                           actions=detail != "rates"):
             tally = tallies[names(key)]
             tally.calls += n
             if decision == "deny":
@@ -63,7 +71,7 @@ def summarize_sql(engine: Engine, run_ids: Iterable[int], *, by: GroupBy = "targ
         every = (select(func.count()).select_from(tool_calls)
                  .where(c.session_id == per_turn.c.session_id,
                         c.turn_index == per_turn.c.turn_index).scalar_subquery())
-        burned = conn.execute(
+        burned = [] if detail != "all" else conn.execute(
             select(skey, func.count()).select_from(per_turn)
             .join(sessions, s.id == per_turn.c.session_id)
             .where(live, per_turn.c.n == every).group_by(skey)).all()
@@ -91,7 +99,8 @@ def _group_namer(conn, ids: list[int], by: GroupBy, columns: bool):
     return str
 
 
-def _session_tallies(conn, ids: list[int], key, names) -> dict[str, _Tally]:
+def _session_tallies(conn, ids: list[int], key, names, *, missed: bool = True
+                     ) -> dict[str, _Tally]:
     """Every group's session figures, groups in the order their first session comes in
     ``session_rows`` (targets in the order added, then storage order)."""
     s = sessions.c
@@ -127,21 +136,25 @@ def _session_tallies(conn, ids: list[int], key, names) -> dict[str, _Tally]:
             tally.first_start = start
         if end is not None and (tally.last_finish is None or end > tally.last_finish):
             tally.last_finish = end
-    missed = conn.execute(
+    if not missed:
+        return tallies
+    missed_steps = conn.execute(
         select(key, s.handshake_missed_step, func.count())
         .where(s.run_id.in_(ids), s.status != "error", s.handshake_required > 0,
                s.handshake_completed.is_(False), s.handshake_missed_step.is_not(None),
                s.handshake_missed_step != "")
         .group_by(key, s.handshake_missed_step)).all()
-    for key_value, step, n in missed:
+    for key_value, step, n in missed_steps:
         tallies[names(key_value)].hs_missed[step] += n
     return tallies
 
 
-def _call_counts(conn, ids: list[int], by: GroupBy) -> list[tuple]:
+def _call_counts(conn, ids: list[int], by: GroupBy, *, actions: bool = True) -> list[tuple]:
     """``(key, decision, primary, next_action, calls)`` outside error sessions: all calls
     on the covering breakdown index (no next action needed for allowed calls), denied
-    calls with their next action, minus the calls of the few error sessions."""
+    calls with their next action, minus the calls of the few error sessions.  Without
+    ``actions`` every next action is ``None`` and the denied calls come from the
+    breakdown index too."""
     c, s = tool_calls.c, sessions.c
     call_key = {"target": c.target_id, "run": c.run_id, "all": literal("all")}.get(by)
     out: Counter = Counter()
@@ -154,11 +167,11 @@ def _call_counts(conn, ids: list[int], by: GroupBy) -> list[tuple]:
         return [(*k, n) for *k, n in rows]
     allowed = conn.execute(
         select(call_key, c.decision, c.primary_code, func.count())
-        .where(c.run_id.in_(ids), c.decision != "deny")
+        .where(c.run_id.in_(ids), *(() if not actions else (c.decision != "deny",)))
         .group_by(call_key, c.decision, c.primary_code)).all()
     for key, decision, code, n in allowed:
         out[(key, decision, code, None)] += n
-    denied = conn.execute(
+    denied = [] if not actions else conn.execute(
         select(call_key, c.primary_code, c.next_action, func.count())
         .where(c.run_id.in_(ids), c.decision == "deny", c.session_id > 0)
         .group_by(call_key, c.primary_code, c.next_action)).all()
@@ -170,7 +183,7 @@ def _call_counts(conn, ids: list[int], by: GroupBy) -> list[tuple]:
         .where(s.run_id.in_(ids), s.status == "error")
         .group_by(call_key, c.decision, c.primary_code, c.next_action)).all()
     for key, decision, code, action, n in faulted:
-        out[(key, decision, code, action if decision == "deny" else None)] -= n
+        out[(key, decision, code, action if decision == "deny" and actions else None)] -= n
     return [(*k, n) for k, n in out.items() if n > 0]
 
 
