@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import cache
-from itertools import groupby
 from operator import itemgetter
 from typing import Literal
 
@@ -145,8 +144,9 @@ def _class_sums(conn, ids: list[int]) -> dict[tuple[int, str], dict[str, tuple[i
 def session_outcomes(engine: Engine, run_ids: Iterable[int]) -> Outcomes:
     """``(target, scenario) -> ((repeat, passed), ...)`` over the top-level, non-error
     sessions, in repeat order (ties in storage order), keys by target then scenario:
-    passed = completed and no call denied (``metrics.repeats``).  One ordered query of
-    plain tuples, grouped as they come."""
+    passed = completed and no call denied (``metrics.repeats``).  One query of plain
+    tuples in storage order (an integer sort: the database sorting by scenario names
+    spilled to disk on PostgreSQL), grouped and put in repeat order here."""
     ids = list(run_ids)
     s = sessions.c
     d = _per_session_denied(ids)
@@ -162,9 +162,12 @@ def session_outcomes(engine: Engine, run_ids: Iterable[int]) -> Outcomes:
                    case((and_(s.status == "completed", d.c.k.is_(None)), 1), else_=0))
             .select_from(sessions).outerjoin(d, d.c.session_id == s.id)
             .where(s.run_id.in_(ids), s.status != "error", s.parent_id.is_(None))
-            .order_by(s.target_id, s.scenario, s.repeat, s.id)).all()
-    return {(names[target], scenario): tuple((r[2], r[3] == 1) for r in group)
-            for (target, scenario), group in groupby(rows, key=itemgetter(0, 1))}
+            .order_by(s.id)).all()
+    grouped: dict[tuple[int, str], list[tuple[int, bool]]] = {}
+    for target, scenario, repeat, passed in rows:  # sorting by id only: no string sort
+        grouped.setdefault((target, scenario), []).append((repeat, passed == 1))
+    return {(names[target], scenario): tuple(sorted(v, key=itemgetter(0)))
+            for (target, scenario), v in sorted(grouped.items(), key=itemgetter(0))}
 
 
 def _names(conn, ids: list[int]) -> dict[int, str]:
