@@ -18,6 +18,7 @@ import pytest
 
 from agent_eval.metrics import repeat_stats, summarize
 from agent_eval.metrics.clustered import session_units
+from agent_eval.metrics.repeats import repeats_from_outcomes
 from agent_eval.report.index import column_namer
 from agent_eval.store.aggregates import summarize_sql
 from agent_eval.transcript import (
@@ -126,7 +127,7 @@ def test_units_and_repeats_match_the_python_pass(store):
         expected = session_units(store.session_rows([run_id]), store.call_rows([run_id]))
         assert store.session_units([run_id]) == expected
         assert any(u.errors for u in expected)
-        assert (repeat_stats(store.unit_sessions([run_id]), store.denied_calls([run_id]))
+        assert (repeats_from_outcomes(store.session_outcomes([run_id]))
                 == repeat_stats(store.session_rows([run_id]), store.call_rows([run_id])))
 
 

@@ -10,8 +10,10 @@ handful of GROUP BY queries (SQLAlchemy Core, SQLite and PostgreSQL alike), so `
   few faulted sessions (the breakdown's method, ``reads.class_breakdown``);
 * denied calls (next action, burned turns, per-session classes) are one range of
   ``ix_tool_calls_run_decision``;
-* the clustered intervals get their per-session call counts from one GROUP BY per
-  session (sessions themselves are read without their transcripts).
+* the per-session units (``power``, tag strata) get their call counts from each
+  session's stored count and one GROUP BY per session (sessions themselves are read
+  without their transcripts); ``gate`` and ``compare`` read sums per scenario instead
+  (``store.cluster_stats``).
 
 Floating sums (mean handshake share, mean decode speed) may differ from the Python pass
 in the last bit, because the database adds in its own order; every count is identical.
@@ -291,8 +293,7 @@ def unit_sessions(engine: Engine, run_ids: Iterable[int]) -> list[UnitSession]:
             for sid, parent, status, target, scenario, repeat, tags, n_calls in rows]
 
 
-def units_sql(engine: Engine, run_ids: Iterable[int],
-              rows: list[UnitSession] | None = None) -> list[Unit]:
+def units_sql(engine: Engine, run_ids: Iterable[int]) -> list[Unit]:
     """``session_units(session_rows, call_rows)`` from the sessions' stored call counts and
     one GROUP BY of denied calls per (session, class): no call row leaves the database.
 
@@ -302,8 +303,7 @@ def units_sql(engine: Engine, run_ids: Iterable[int],
     """
     ids = list(run_ids)
     c = tool_calls.c
-    if rows is None:  # a caller that already read them (compare's repeats) passes them
-        rows = unit_sessions(engine, ids)
+    rows = unit_sessions(engine, ids)
     calls = [(row.id, row.n_calls) for row in rows]
     with engine.connect() as conn:
         denied = conn.execute(
@@ -324,22 +324,3 @@ def units_sql(engine: Engine, run_ids: Iterable[int],
             key = code or "unclassified"
             tally[2][key] = tally[2].get(key, 0) + n
     return _units(roots, tallies)  # type: ignore[arg-type]
-
-
-class DeniedCall(NamedTuple):
-    """The two fields ``repeat_stats`` reads from a call, for denied calls only."""
-
-    session_id: int
-    decision: str
-
-
-def denied_calls(engine: Engine, run_ids: Iterable[int]) -> list[DeniedCall]:
-    """The runs' denied calls as (session, "deny"), one range of
-    ``ix_tool_calls_run_decision``: all that pass/fail per session needs, since
-    ``repeat_stats`` ignores allowed calls."""
-    c = tool_calls.c
-    with engine.connect() as conn:
-        rows = conn.execute(select(c.session_id).distinct()
-                            .where(c.run_id.in_(list(run_ids)), c.decision == "deny",
-                                   c.session_id > 0)).all()
-    return [DeniedCall(sid, "deny") for (sid,) in rows]
