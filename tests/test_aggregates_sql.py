@@ -18,6 +18,7 @@ import pytest
 
 from agent_eval.metrics import repeat_stats, summarize
 from agent_eval.metrics.clustered import session_units
+from agent_eval.metrics.repeats import repeats_from_outcomes
 from agent_eval.report.index import column_namer
 from agent_eval.store.aggregates import summarize_sql
 from agent_eval.transcript import (
@@ -126,10 +127,28 @@ def test_units_and_repeats_match_the_python_pass(store):
         expected = session_units(store.session_rows([run_id]), store.call_rows([run_id]))
         assert store.session_units([run_id]) == expected
         assert any(u.errors for u in expected)
-        assert (repeat_stats(store.unit_sessions([run_id]), store.denied_calls([run_id]))
+        assert (repeats_from_outcomes(store.session_outcomes([run_id]))
                 == repeat_stats(store.session_rows([run_id]), store.call_rows([run_id])))
 
 
 def test_tag_grouping_is_refused(store):
     with pytest.raises(ValueError, match="not tag"):
         summarize_sql(store.engine, [1], by="tag")
+
+
+@pytest.mark.parametrize("detail", ["actions", "rates"])
+def test_less_detail_keeps_every_rate(store, detail):
+    """``gate`` (``rates``) and ``compare`` (``actions``) skip the passes for figures they
+    do not print; every rate they do print is the full summary's."""
+    ids = _fill(store, seed=4)
+    full = summarize_sql(store.engine, ids, columns=True, with_turns=False)
+    less = summarize_sql(store.engine, ids, columns=True, with_turns=False, detail=detail)
+    assert list(less) == list(full)
+    for name, a in full.items():
+        b = less[name]
+        assert (b.errors, b.classes, b.calls, b.sessions, b.error_sessions,
+                b.handshake.completed) == (a.errors, a.classes, a.calls, a.sessions,
+                                           a.error_sessions, a.handshake.completed)
+        if detail == "actions":
+            assert b.recovery.actions == a.recovery.actions
+            assert b.recovery.denials == a.recovery.denials

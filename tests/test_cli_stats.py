@@ -143,8 +143,8 @@ def test_compare_and_gate_post_stratify_a_changed_suite_on_its_tags(db):
     add_mixed_run(db, "nightly", a)
     add_mixed_run(db, "pr", b)
     with open_store(db) as store:
-        expected = compare_poststratified(side_units(store, 1, "target")["qwen"],
-                                          side_units(store, 2, "target")["qwen"])
+        expected = compare_poststratified(side_units(store, 1, "target")["qwen"].load_units(),
+                                          side_units(store, 2, "target")["qwen"].load_units())
     out = cli(db, "compare", "1", "2").stdout
     assert ("re-weighted to the shared tag mix (hard 38%, easy 62%) covering 100% of a's "
             "calls and 100% of b's; 0 strata left out") in out

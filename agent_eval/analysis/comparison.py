@@ -43,6 +43,7 @@ from agent_eval.metrics.clustered import (
     units_rate,
 )
 from agent_eval.metrics.paired import PairedComparison, compare_paired, paired_lines
+from agent_eval.metrics.sufficient import TargetStats, as_stats
 from agent_eval.transcript import NEXT_ACTIONS, CallRow, NextAction, SessionRow
 
 CompareBy = Literal["target", "all"]
@@ -110,12 +111,14 @@ class UnitAnalysis:
                 "too small to compare them fairly")
 
 
-def analyse_units(units_a: Mapping[str, Sequence[Unit]], units_b: Mapping[str, Sequence[Unit]],
+def analyse_units(units_a: Mapping[str, Sequence[Unit] | TargetStats],
+                  units_b: Mapping[str, Sequence[Unit] | TargetStats],
                   groups: Iterable[str]) -> dict[str, UnitAnalysis]:
-    """Session-level analysis of each common group (units grouped as the summaries)."""
+    """Session-level analysis of each common group (units grouped as the summaries, or
+    their sums per scenario: ``store.cluster_stats``)."""
     out = {}
     for name in groups:
-        a, b = list(units_a.get(name, ())), list(units_b.get(name, ()))
+        a, b = as_stats(units_a.get(name, ())), as_stats(units_b.get(name, ()))
         out[name] = UnitAnalysis(units_rate(a), units_rate(b), compare_paired(a, b),
                                  compare_independent(a, b))
     return out

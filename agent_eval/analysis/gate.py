@@ -43,9 +43,11 @@ from typing import Literal
 from agent_eval.metrics import GroupSummary, Rate, RateComparison, compare_rates
 from agent_eval.metrics.clustered import Unit, interval_text, units_rate
 from agent_eval.metrics.regression import regression_from_units
+from agent_eval.metrics.sufficient import TargetStats
 
-Units = Mapping[str, Sequence[Unit]]
-"""Per-target session units (``agent_eval.metrics.clustered.session_units``)."""
+Units = Mapping[str, Sequence[Unit] | TargetStats]
+"""Per-target session units (``agent_eval.metrics.clustered.session_units``) or their sums
+per scenario (``store.cluster_stats``, what the CLI passes)."""
 
 CheckKind = Literal["sessions", "error-rate", "class-rate", "handshake", "regression"]
 """``sessions``: the run has something to judge; ``error-rate``: ``max_error_rate``;
@@ -140,7 +142,7 @@ def evaluate_gate(
     return GateResult(checks)
 
 
-def _with_clustered(check: GateCheck, units: Sequence[Unit] | None,
+def _with_clustered(check: GateCheck, units: Sequence[Unit] | TargetStats | None,
                     code: str | None) -> GateCheck:
     """Add the clustered interval beside Wilson's: the bar is judged on the point
     estimate either way; the clustered interval says how far to trust it."""
@@ -207,8 +209,8 @@ def _handshake_check(target: str, summary: GroupSummary, minimum: float) -> Gate
 
 
 def _regression_check(target: str, summary: GroupSummary, base: GroupSummary | None,
-                      limit: float, units: Sequence[Unit] | None = None,
-                      base_units: Sequence[Unit] | None = None) -> GateCheck:
+                      limit: float, units: Sequence[Unit] | TargetStats | None = None,
+                      base_units: Sequence[Unit] | TargetStats | None = None) -> GateCheck:
     name = f"regression vs baseline <= {_num(limit)}"
     if base is None or base.calls == 0:
         why = "absent from the baseline" if base is None else "without tool calls in the baseline"

@@ -60,7 +60,8 @@ def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
         render_comparison_text,
         rescore_moves,
     )
-    from agent_eval.metrics import repeat_stats, summarize
+    from agent_eval.metrics import summarize
+    from agent_eval.metrics.repeats import repeats_from_outcomes
     from agent_eval.store import open_store
 
     with open_store(db) as store:
@@ -69,11 +70,11 @@ def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
         for info in (info_a, info_b):
             ids = [info.id]
             summaries = (summarize(store.session_rows(ids), store.call_rows(ids), by=by)
-                         if by == "tag" else store.summarize(ids, by, with_turns=False))
-            rows = store.unit_sessions(ids)  # read once: repeats and units
-            repeats = repeat_stats(rows, store.denied_calls(ids))
-            sides.append((summaries, repeats))
-            units.append(side_units(store, info.id, by, rows))
+                         if by == "tag" else store.summarize(ids, by, with_turns=False,
+                                                         detail="actions"))
+            outcomes = store.session_outcomes(ids)  # read once: repeats and pass rates
+            sides.append((summaries, repeats_from_outcomes(outcomes)))
+            units.append(side_units(store, info.id, by, outcomes))
         paired = _replay_pairs(store, info_a, info_b)
         moved = None
         if _is_rescore_pair(info_a, info_b):
@@ -117,15 +118,13 @@ def jsonable(value):
     return str(value)
 
 
-def side_units(store, run_id: int, by: str, sessions=None):
-    """One run's session units grouped as ``compare`` groups them (target, or ``all``);
-    ``sessions``: the run's ``store.unit_sessions`` when already read."""
-    from agent_eval.metrics.clustered import units_by_target
-
-    units = store.session_units([run_id], sessions)
-    if by == "all":
-        return {"all": units}
-    return units_by_target(units)
+def side_units(store, run_id: int, by: str, outcomes=None):
+    """One run's sums of session clusters (``metrics.sufficient.TargetStats``) grouped as
+    ``compare`` groups them (target, or ``all``), by GROUP BY per (target, scenario);
+    ``outcomes``: the run's ``store.session_outcomes`` (else read here)."""
+    if outcomes is None:
+        outcomes = store.session_outcomes([run_id])
+    return store.cluster_stats([run_id], by=by, outcomes=outcomes)
 
 
 def with_unit_analysis(result, units_a, units_b):

@@ -61,7 +61,6 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     in a server fault are left out of every rate.  Prints each check with its numbers.
     """
     from agent_eval.analysis.gate import evaluate_gate, render_gate_markdown, render_gate_text
-    from agent_eval.cli.tables import summarize_runs
     from agent_eval.store import open_store
 
     classes = parse_max_class(max_class)
@@ -79,10 +78,10 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
             if baseline_run is None:
                 note = (f"baseline {baseline_ref}: no run other than run {run.id} has that "
                         "label yet; regression checks skipped")
-        current = summarize_runs(store, [run.id])
-        baseline = summarize_runs(store, [baseline_run.id]) if baseline_run else None
-        units = run_units(store, run.id)
-        baseline_units = run_units(store, baseline_run.id) if baseline_run else None
+        current = rates(store, run.id)
+        baseline = rates(store, baseline_run.id) if baseline_run else None
+        units = store.cluster_stats([run.id], classes=bool(classes))
+        baseline_units = store.cluster_stats([baseline_run.id]) if baseline_run else None
     try:
         result = evaluate_gate(
             current, max_error_rate=max_error_rate, max_class=classes,
@@ -167,6 +166,12 @@ def resolve_baseline(store, ref: str, current_id: int):
         if len(runs) < limit:
             return None
         limit *= 10
+
+
+def rates(store, run_id: int):
+    """Per-target summaries of one run with only the figures the gate judges (error,
+    class and handshake rates: ``store.summarize``'s ``detail="rates"``, no replies)."""
+    return store.summarize([run_id], "target", with_turns=False, detail="rates")
 
 
 def run_units(store, run_id: int):

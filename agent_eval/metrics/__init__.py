@@ -21,11 +21,13 @@ Public surface::
     compare_paired(units_a, units_b) -> PairedComparison             # shared scenarios
     compare_independent(units_a, units_b) -> ClusteredDiff
     regression_from_units(base, current, limit) -> Regression        # the gate's rule
+      (in these five, ``units`` may be their sums per scenario: ``sufficient.TargetStats``)
     plan_power(units, detect) -> PowerPlan                           # agent-eval power
 
 Modules split along the data: ``stats`` (numbers), ``classes`` (failure-class order),
 ``summary`` (per-group aggregation), ``repeats`` (pass^k, flips), ``compare`` (a vs b),
-``clustered`` (sessions as clusters), ``paired`` (scenario by scenario, mix matching),
+``clustered`` (sessions as clusters), ``sufficient`` (the per-scenario sums those
+statistics are computed from), ``paired`` (scenario by scenario, mix matching),
 ``regression`` (the gate's baseline rule), ``power`` (run planning); docs/statistics.md.
 """
 

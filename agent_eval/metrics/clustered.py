@@ -29,6 +29,7 @@ from typing import Literal
 from agent_eval.metrics.lazy import sps
 from agent_eval.metrics.repeats import _root_of, split_sessions
 from agent_eval.metrics.stats import ALPHA
+from agent_eval.metrics.sufficient import Sums, TargetStats, as_stats, pooled_variance, total
 from agent_eval.transcript import CallRow, SessionRow
 
 ClusterBy = Literal["session", "scenario"]
@@ -125,34 +126,19 @@ def ratio_variance(pairs: Sequence[tuple[float, float]], strata: Sequence[str] |
     and each stratum gets its own ``G_h/(G_h−1)``; strata holding a single cluster are
     pooled into one, and if that still leaves a lone cluster the strata are dropped.
     Returns ``(variance, clusters, strata_used)``; a variance of 0 with fewer than two
-    clusters means "not estimable".
+    clusters means "not estimable".  Computed from each stratum's sums
+    (``agent_eval.metrics.sufficient.pooled_variance``).
     """
-    total_n = sum(n for _, n in pairs)
-    g = len(pairs)
-    if g < 2 or total_n <= 0:
-        return (0.0, g, 1)
-    p = sum(k for k, _ in pairs) / total_n
-    z = [(k - p * n) / total_n for k, n in pairs]
-    groups = _strata_groups(strata, g) if strata is not None else [list(range(g))]
-    var = 0.0
-    for members in groups:
-        gh = len(members)
-        mean = sum(z[i] for i in members) / gh
-        var += gh / (gh - 1) * sum((z[i] - mean) ** 2 for i in members)
-    return (var, g, len(groups))
+    return pooled_variance(_strata_sums(pairs, strata))
 
 
-def _strata_groups(strata: Sequence[str], g: int) -> list[list[int]]:
-    by: dict[str, list[int]] = {}
-    for i, label in enumerate(strata):
-        by.setdefault(label, []).append(i)
-    groups = [m for m in by.values() if len(m) >= 2]
-    lone = [m[0] for m in by.values() if len(m) == 1]
-    if len(lone) >= 2:
-        groups.append(lone)
-    elif lone:
-        return [list(range(g))]  # a lone cluster cannot be centred: drop the strata
-    return groups
+def _strata_sums(pairs: Sequence[tuple[int, int]], strata: Sequence[str] | None) -> list[Sums]:
+    if strata is None:
+        return [Sums.of(pairs)]
+    by: dict[str, list[tuple[int, int]]] = {}
+    for pair, label in zip(pairs, strata, strict=True):
+        by.setdefault(label, []).append(pair)
+    return [Sums.of(members) for members in by.values()]
 
 
 def clustered_rate(pairs: Sequence[tuple[int, int]], *, strata: Sequence[str] | None = None,
@@ -163,15 +149,21 @@ def clustered_rate(pairs: Sequence[tuple[int, int]], *, strata: Sequence[str] | 
     variance 2·(0.05² + 0.05²) = 0.01 against the binomial 0.09/20 = 0.0045, so
     deff ≈ 2.22, n_eff = 9 and the interval is Wilson(0.9, 9) with t(1) = 12.71.
     """
-    k = sum(c for c, _ in pairs)
-    n = sum(m for _, m in pairs)
-    g = sum(1 for _, m in pairs if m > 0)
+    kept = [i for i, (_, m) in enumerate(pairs) if m > 0]
+    return sums_rate(_strata_sums([pairs[i] for i in kept],
+                                  None if strata is None else [strata[i] for i in kept]),
+                     by=by, alpha=alpha)
+
+
+def sums_rate(strata: Sequence[Sums], *, by: ClusterBy = "session",
+              alpha: float = ALPHA) -> ClusteredRate:
+    """The clustered interval of ``Σk / Σn`` from each stratum's sums over its clusters
+    with calls (one stratum: unstratified)."""
+    whole = total(strata)
+    k, n = whole.k, whole.n
     if n == 0:
-        return ClusteredRate(k, n, g, 0, by, None, None, None, None, 0)
-    kept = [(c, m) for c, m in pairs if m > 0]
-    kept_strata = None if strata is None else [s for s, (_, m) in zip(strata, pairs, strict=True)
-                                                if m > 0]
-    var, g, h = ratio_variance(kept, kept_strata)
+        return ClusteredRate(k, n, whole.g, 0, by, None, None, None, None, 0)
+    var, g, h = pooled_variance(strata)
     p = k / n
     if g < 2:
         return ClusteredRate(k, n, g, h, by, 100 * p, None, None, None, 0)
@@ -182,28 +174,20 @@ def clustered_rate(pairs: Sequence[tuple[int, int]], *, strata: Sequence[str] | 
     return ClusteredRate(k, n, g, h, by, 100 * p, 100 * lo, 100 * hi, deff, df)
 
 
-def units_rate(units: Iterable[Unit], *, code: str | None = None, by: ClusterBy = "session",
-               alpha: float = ALPHA) -> ClusteredRate:
-    """Errors (or class ``code``) per 100 calls over ``units``, clustered ``by``.
+def units_rate(units: Iterable[Unit] | TargetStats, *, code: str | None = None,
+               by: ClusterBy = "session", alpha: float = ALPHA) -> ClusteredRate:
+    """Errors (or class ``code``) per 100 calls over ``units`` (or their sums), clustered
+    ``by``.
 
     ``session``: each unit is a cluster, stratified by scenario (a fixed suite: the claim
     is about these tasks).  ``scenario``: units of a scenario form one cluster (the claim
     is across tasks, so the tasks are the sample).
     """
-    units = list(units)
-
-    def count(u: Unit) -> int:
-        return u.errors if code is None else u.classes.get(code, 0)
-
+    per = [s.sums(code) for s in as_stats(units).scenarios.values()]
     if by == "scenario":
-        per: dict[str, list[int]] = {}
-        for u in units:
-            kn = per.setdefault(u.scenario, [0, 0])
-            kn[0] += count(u)
-            kn[1] += u.calls
-        return clustered_rate([(a, b) for a, b in per.values()], by="scenario", alpha=alpha)
-    return clustered_rate([(count(u), u.calls) for u in units],
-                          strata=[u.scenario for u in units], by="session", alpha=alpha)
+        return sums_rate([Sums.of((s.k, s.n) for s in per if s.n > 0)], by="scenario",
+                         alpha=alpha)
+    return sums_rate(per, by="session", alpha=alpha)
 
 
 def session_units(sessions: Iterable[SessionRow], calls: Iterable[CallRow]) -> list[Unit]:
@@ -265,10 +249,12 @@ class ClusteredSummary:
     classes: dict[str, ClusteredRate]
 
 
-def summarize_clustered(units: Sequence[Unit], codes: Iterable[str] = ()) -> ClusteredSummary:
+def summarize_clustered(units: Sequence[Unit] | TargetStats,
+                        codes: Iterable[str] = ()) -> ClusteredSummary:
     """Clustered errors/100, across-task errors/100 and a rate per class in ``codes``."""
-    return ClusteredSummary(units_rate(units), units_rate(units, by="scenario"),
-                            {code: units_rate(units, code=code) for code in codes})
+    stats = as_stats(units)
+    return ClusteredSummary(units_rate(stats), units_rate(stats, by="scenario"),
+                            {code: units_rate(stats, code=code) for code in codes})
 
 
 def units_by_target(units: Iterable[Unit]) -> dict[str, list[Unit]]:
@@ -312,7 +298,8 @@ class ClusteredDiff:
         return self.p_value < self.alpha
 
 
-def compare_independent(units_a: Iterable[Unit], units_b: Iterable[Unit], *,
+def compare_independent(units_a: Iterable[Unit] | TargetStats,
+                        units_b: Iterable[Unit] | TargetStats, *,
                         alpha: float = ALPHA) -> ClusteredDiff:
     """Errors/100 of b against a, treating the runs as independent samples of sessions.
 
@@ -323,9 +310,9 @@ def compare_independent(units_a: Iterable[Unit], units_b: Iterable[Unit], *,
     """
     sides = []
     for units in (units_a, units_b):
-        pairs = [(u.errors, u.calls) for u in units if u.calls > 0]
-        var, g, _ = ratio_variance(pairs)
-        sides.append((sum(k for k, _ in pairs), sum(m for _, m in pairs), var, g))
+        whole = as_stats(units).errors
+        var, g, _ = pooled_variance([whole])
+        sides.append((whole.k, whole.n, var, g))
     (ka, na, va, ga), (kb, nb, vb, gb) = sides
     pa, pb = (ka / na if na else None), (kb / nb if nb else None)
     if na and nb:  # never narrower than independent calls (deff >= 1), at the pooled rate

@@ -28,11 +28,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 
-from agent_eval.metrics.clustered import Unit, ratio_variance, t_quantile
+from agent_eval.metrics.clustered import Unit, t_quantile
 from agent_eval.metrics.lazy import np, sps
 from agent_eval.metrics.stats import ALPHA
 from agent_eval.metrics.stratified import StratifiedDiff, compare_poststratified, stratified_lines
+from agent_eval.metrics.sufficient import Sums, TargetStats, as_stats, pooled_variance
 
 MIN_SHARED_SCENARIOS = 3
 MIN_SHARED_SHARE = 0.5
@@ -52,7 +54,7 @@ class ScenarioCell:
     calls: int
     errors: int
     outcomes: tuple[bool, ...]  # by repeat number
-    sessions: tuple[tuple[int, int], ...] = ()  # (errors, calls) per session
+    sessions: Sums = Sums()  # of (errors, calls) over the sessions with calls
 
     @property
     def rate(self) -> float:
@@ -131,19 +133,11 @@ class PairedComparison:
     stratified: StratifiedDiff | None = None
 
 
-def scenario_cells(units: Iterable[Unit]) -> dict[str, ScenarioCell]:
+def scenario_cells(units: Iterable[Unit] | TargetStats) -> dict[str, ScenarioCell]:
     """Pool units (sessions) per scenario."""
-    acc: dict[str, list] = {}
-    for u in units:
-        cell = acc.setdefault(u.scenario, [0, 0, [], []])
-        cell[0] += u.calls
-        cell[1] += u.errors
-        if u.passed is not None:
-            cell[2].append((u.repeat, u.passed))
-        if u.calls:
-            cell[3].append((u.errors, u.calls))
-    return {s: ScenarioCell(c, e, tuple(p for _, p in sorted(o)), tuple(kn))
-            for s, (c, e, o, kn) in acc.items()}
+    return {name: ScenarioCell(s.errors.n, s.errors.k,
+                               tuple(map(itemgetter(1), s.outcomes or ())), s.errors)
+            for name, s in as_stats(units).scenarios.items()}
 
 
 def match_mix(a: dict[str, ScenarioCell], b: dict[str, ScenarioCell], *,
@@ -231,15 +225,19 @@ def mcnemar_exact(pairs: Iterable[tuple[bool, bool]]) -> McNemar:
     return McNemar(n, a_only, b_only, p)
 
 
-def compare_paired(units_a: Iterable[Unit], units_b: Iterable[Unit], *, alpha: float = ALPHA,
-                   min_scenarios: int = MIN_SHARED_SCENARIOS,
+def compare_paired(units_a: Iterable[Unit] | TargetStats, units_b: Iterable[Unit] | TargetStats,
+                   *, alpha: float = ALPHA, min_scenarios: int = MIN_SHARED_SCENARIOS,
                    min_share: float = MIN_SHARED_SHARE) -> PairedComparison:
-    """Paired comparison of run b against run a (each a target's units)."""
-    units_a, units_b = list(units_a), list(units_b)
-    a, b = scenario_cells(units_a), scenario_cells(units_b)
+    """Paired comparison of run b against run a (each a target's units, or their sums).
+
+    Sums read without outcomes (``ScenarioStats.outcomes`` None, the gate's) give no pass
+    rate and no McNemar test; a refused mix reads the sessions for the tag strata."""
+    stats_a, stats_b = as_stats(units_a), as_stats(units_b)
+    a, b = scenario_cells(stats_a), scenario_cells(stats_b)
     mix = match_mix(a, b, min_scenarios=min_scenarios, min_share=min_share)
     if mix.refused:
         stratified = None
+        units_a, units_b = stats_a.load_units(), stats_b.load_units()
         if any(u.tags for u in (*units_a, *units_b)):  # untagged runs: one stratum, no mix
             stratified = compare_poststratified(units_a, units_b, alpha=alpha,
                                                 min_share=min_share)
@@ -250,7 +248,8 @@ def compare_paired(units_a: Iterable[Unit], units_b: Iterable[Unit], *, alpha: f
                                weights, alpha=alpha, within=_within(a, b, shared),
                                floor=[_binomial(a[s].errors + b[s].errors, a[s].calls,
                                                 b[s].calls) for s in shared])
-    with_repeats = [s for s in shared if a[s].outcomes and b[s].outcomes]
+    with_repeats = [s for s in shared if a[s].outcomes and b[s].outcomes] \
+        if stats_a.has_outcomes and stats_b.has_outcomes else []
     passes = mcnemar = None
     if len(with_repeats) >= 2:
         passes = paired_difference([a[s].pass_share for s in with_repeats],
@@ -270,9 +269,9 @@ def _within(a: dict[str, ScenarioCell], b: dict[str, ScenarioCell],
     sessions as clusters), and its Welch–Satterthwaite degrees of freedom (rounded down);
     ``None`` unless every shared
     scenario has at least two sessions with calls on each side."""
-    if any(len(a[s].sessions) < 2 or len(b[s].sessions) < 2 for s in shared):
+    if any(a[s].sessions.g < 2 or b[s].sessions.g < 2 for s in shared):
         return None
-    parts = [(ratio_variance(cell.sessions)[0], len(cell.sessions) - 1, a[s].calls + b[s].calls)
+    parts = [(pooled_variance([cell.sessions])[0], cell.sessions.g - 1, a[s].calls + b[s].calls)
              for s in shared for cell in (a[s], b[s])]
     variances = [parts[i][0] + parts[i + 1][0] for i in range(0, len(parts), 2)]
     # Welch–Satterthwaite: a few noisy scenarios dominating the sum leave few df

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from agent_eval.metrics.clustered import Unit, compare_independent, detectable_rise
 from agent_eval.metrics.paired import WITHIN_METHOD, PairedComparison, compare_paired
 from agent_eval.metrics.stats import ALPHA
+from agent_eval.metrics.sufficient import TargetStats, as_stats
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +41,11 @@ class Regression:
     paired: PairedComparison | None
 
 
-def regression_from_units(baseline: Sequence[Unit], current: Sequence[Unit], limit: float,
+def regression_from_units(baseline: Sequence[Unit] | TargetStats,
+                          current: Sequence[Unit] | TargetStats, limit: float,
                           *, alpha: float = ALPHA) -> Regression:
-    """Judge ``current`` against ``baseline`` (one target's units each)."""
+    """Judge ``current`` against ``baseline`` (one target's units, or their sums, each)."""
+    baseline, current = as_stats(baseline), as_stats(current)
     pa, pb = _rate(baseline), _rate(current)
     counts = (f"errors/100 {100 * pa[0] / pa[1]:.2f} ({pa[0]}/{pa[1]}) -> "
               f"{100 * pb[0] / pb[1]:.2f} ({pb[0]}/{pb[1]})")
@@ -87,7 +90,6 @@ def regression_from_units(baseline: Sequence[Unit], current: Sequence[Unit], lim
     return Regression(diff, lo, hi, regressed, mde, method, detail, paired)
 
 
-def _rate(units: Sequence[Unit]) -> tuple[int, int]:
-    k = sum(u.errors for u in units)
-    n = sum(u.calls for u in units)
-    return k, n or 1
+def _rate(stats: TargetStats) -> tuple[int, int]:
+    whole = stats.errors
+    return whole.k, whole.n or 1

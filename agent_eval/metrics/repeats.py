@@ -10,9 +10,10 @@ their parent's repeat, not repeats of their own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from math import comb
+from operator import itemgetter
 from typing import Literal, TypeVar
 
 from agent_eval.metrics.stats import Rate
@@ -158,7 +159,19 @@ def _outcomes_by(
     for sid, s in roots.items():
         passed = s.status == "completed" and sid not in denied_roots
         grouped.setdefault(key(s), []).append((s.repeat, passed))
-    return {k: tuple(p for _, p in sorted(v, key=lambda item: item[0])) for k, v in grouped.items()}
+    return {k: _in_repeat_order(v) for k, v in grouped.items()}
+
+
+def _in_repeat_order(outcomes: list[tuple[int, bool]]) -> tuple[bool, ...]:
+    return tuple(p for _, p in sorted(outcomes, key=lambda item: item[0]))
+
+
+def repeats_from_outcomes(
+    outcomes: Mapping[tuple[str, str], Sequence[tuple[int, bool]]],
+) -> dict[tuple[str, str], RepeatStats]:
+    """``repeat_stats`` from each (target, scenario)'s ``(repeat, passed)`` in repeat order
+    (``store.session_outcomes``: passed computed in SQL)."""
+    return {key: RepeatStats(*key, tuple(map(itemgetter(1), v))) for key, v in outcomes.items()}
 
 
 def _root_of(session_id: int, parent: dict[int, int | None]) -> int:

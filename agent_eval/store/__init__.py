@@ -91,7 +91,8 @@ class Store:
       ``load_session`` (the full transcript), ``iter_sessions``;
     - rows for metrics and reports [reads], streamed: ``session_rows``, ``call_rows``,
       ``turn_rows``; aggregates computed in SQL: ``class_breakdown``, ``session_counts``,
-      ``summarize``, ``session_units``, ``unit_sessions``, ``denied_calls`` [aggregates];
+      ``summarize``, ``session_units`` [aggregates],
+      ``cluster_stats``, ``session_outcomes`` [cluster_stats];
     - server logs [server_logs]: ``add_server_samples``, ``server_samples``,
       ``add_server_requests``, ``server_requests``.
 
@@ -240,33 +241,34 @@ class Store:
         return reads.session_counts(self.engine, run_ids)
 
     def summarize(self, run_ids: Iterable[int], by: str = "target", *, columns: bool = False,
-                  with_turns: bool = True):
+                  with_turns: bool = True, detail: str = "all"):
         """``metrics.summarize`` of the runs by GROUP BY in the database (aggregates)."""
         from agent_eval.store.aggregates import summarize_sql
 
         return summarize_sql(self.engine, run_ids, by=by, columns=columns,  # type: ignore[arg-type]
-                             with_turns=with_turns)
+                             with_turns=with_turns, detail=detail)
 
-    def session_units(self, run_ids: Iterable[int], sessions=None):
-        """``metrics.clustered.session_units`` of the runs from per-session GROUP BYs;
-        ``sessions``: the runs' ``unit_sessions`` when the caller already has them."""
+    def session_units(self, run_ids: Iterable[int]):
+        """``metrics.clustered.session_units`` of the runs from per-session GROUP BYs (the
+        per-session statistics: power planning, tag strata)."""
         from agent_eval.store.aggregates import units_sql
 
-        return units_sql(self.engine, run_ids, sessions)
+        return units_sql(self.engine, run_ids)
 
-    def unit_sessions(self, run_ids: Iterable[int]):
-        """The runs' sessions with only the fields per-session statistics read (id, parent,
-        status, target, scenario, repeat, tags), in ``session_rows`` order."""
-        from agent_eval.store.aggregates import unit_sessions
+    def cluster_stats(self, run_ids: Iterable[int], *, by: str = "target",
+                      classes: bool = False, outcomes=None):
+        """Per target (or ``"all"``) the sums behind every clustered and paired statistic
+        (``metrics.sufficient.TargetStats``), by GROUP BY per (target, scenario)."""
+        from agent_eval.store.cluster_stats import cluster_stats
 
-        return unit_sessions(self.engine, run_ids)
+        return cluster_stats(self.engine, run_ids, by=by, classes=classes,  # type: ignore[arg-type]
+                             outcomes=outcomes)
 
-    def denied_calls(self, run_ids: Iterable[int]):
-        """One (session id, "deny") per session holding a denied call: what ``repeat_stats``
-        needs of the calls."""
-        from agent_eval.store.aggregates import denied_calls
+    def session_outcomes(self, run_ids: Iterable[int]):
+        """``(target, scenario, repeat, passed)`` of every top-level, non-error session."""
+        from agent_eval.store.cluster_stats import session_outcomes
 
-        return denied_calls(self.engine, run_ids)
+        return session_outcomes(self.engine, run_ids)
 
     # server logs
 

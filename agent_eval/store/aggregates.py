@@ -10,8 +10,10 @@ handful of GROUP BY queries (SQLAlchemy Core, SQLite and PostgreSQL alike), so `
   few faulted sessions (the breakdown's method, ``reads.class_breakdown``);
 * denied calls (next action, burned turns, per-session classes) are one range of
   ``ix_tool_calls_run_decision``;
-* the clustered intervals get their per-session call counts from one GROUP BY per
-  session (sessions themselves are read without their transcripts).
+* the per-session units (``power``, tag strata) get their call counts from each
+  session's stored count and one GROUP BY per session (sessions themselves are read
+  without their transcripts); ``gate`` and ``compare`` read sums per scenario instead
+  (``store.cluster_stats``).
 
 Floating sums (mean handshake share, mean decode speed) may differ from the Python pass
 in the last bit, because the database adds in its own order; every count is identical.
@@ -22,7 +24,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from sqlalchemy import Engine, Text, and_, case, cast, func, literal, select
 
@@ -31,25 +33,31 @@ from agent_eval.metrics.clustered import Unit, _tally_of, _units, split_sessions
 from agent_eval.metrics.summary import GroupBy, GroupSummary, _Tally
 from agent_eval.store.schema import sessions, targets, tool_calls, turns
 
+Detail = Literal["all", "actions", "rates"]
+"""``all``: every figure; ``actions``: no burned turns and no missed handshake steps
+(``compare`` prints neither); ``rates``: also no next action after a denial (``gate``
+reads only the error, class and handshake rates)."""
+
 
 def summarize_sql(engine: Engine, run_ids: Iterable[int], *, by: GroupBy = "target",
                   columns: bool = False, all_classes: bool = False,
-                  with_turns: bool = True) -> dict[str, GroupSummary]:
+                  with_turns: bool = True, detail: Detail = "all") -> dict[str, GroupSummary]:
     """What ``metrics.summarize(session_rows, call_rows, turn_rows, by=by)`` returns for the
     runs, computed by GROUP BY queries.  ``columns`` names target groups as the report's
     columns (``name · run N`` when there are several runs: ``cli.tables.summarize_runs``).
-    ``with_turns=False`` leaves the replies out, as ``summarize`` without ``turn_rows``.
+    ``with_turns=False`` leaves the replies out, as ``summarize`` without ``turn_rows``;
+    ``detail`` leaves out what a caller does not print (:data:`Detail`), each a pass over
+    the run's sessions or denied calls.
     ``by="tag"`` is not supported here (a session counts in each of its JSON tags)."""
     ids = list(run_ids)
     if by == "tag":
         raise ValueError("summarize_sql groups by target, scenario, run or all, not tag")
-    s, c = sessions.c, tool_calls.c
     with engine.connect() as conn:
         names = _group_namer(conn, ids, by, columns)
         skey = _session_key(by)
-        tallies = _session_tallies(conn, ids, skey, names)
-        live = s.status != "error"
-        for key, decision, code, action, n in _call_counts(conn, ids, by):
+        tallies = _session_tallies(conn, ids, skey, names, missed=detail == "all")
+        for key, decision, code, action, n in _call_counts(conn, ids, by,
+                                                           actions=detail != "rates"):
             tally = tallies[names(key)]
             tally.calls += n
             if decision == "deny":
@@ -57,21 +65,48 @@ def summarize_sql(engine: Engine, run_ids: Iterable[int], *, by: GroupBy = "targ
                 tally.classes[code or UNCLASSIFIED] += n
                 if action is not None:
                     tally.actions[action] += n
-        per_turn = (select(c.session_id, c.turn_index, func.count().label("n"))
-                    .where(c.run_id.in_(ids), c.decision == "deny", c.session_id > 0)
-                    .group_by(c.session_id, c.turn_index).subquery())
-        every = (select(func.count()).select_from(tool_calls)
-                 .where(c.session_id == per_turn.c.session_id,
-                        c.turn_index == per_turn.c.turn_index).scalar_subquery())
-        burned = conn.execute(
-            select(skey, func.count()).select_from(per_turn)
-            .join(sessions, s.id == per_turn.c.session_id)
-            .where(live, per_turn.c.n == every).group_by(skey)).all()
-        for key, n in burned:
-            tallies[names(key)].turns_burned += n
+        if detail == "all":
+            for key, n in _burned_turns(conn, ids, by, skey):
+                tallies[names(key)].turns_burned += n
         if with_turns:
             _turn_figures(conn, ids, skey, names, tallies)
     return {key: tally.freeze(key, all_classes) for key, tally in tallies.items()}
+
+
+def _burned_turns(conn, ids: list[int], by: GroupBy, skey) -> list[tuple[Any, int]]:
+    """``(key, replies whose calls were all denied)`` outside error sessions: the denied
+    calls grouped per reply, each group's size checked against all the reply's calls on
+    ``ix_tool_calls_session_turn``; grouped by the calls' own target or run (no lookup of
+    a session per reply: 90,000 of them took 1.4 s on PostgreSQL), minus the replies of
+    the few error sessions, read from those sessions.  By scenario, only the session
+    knows the key."""
+    c, s = tool_calls.c, sessions.c
+    per_turn = (select(c.session_id, c.turn_index, c.target_id, c.run_id,
+                       func.count().label("n"))
+                .where(c.run_id.in_(ids), c.decision == "deny", c.session_id > 0)
+                .group_by(c.session_id, c.turn_index, c.target_id, c.run_id).subquery())
+    every = (select(func.count()).select_from(tool_calls)
+             .where(c.session_id == per_turn.c.session_id,
+                    c.turn_index == per_turn.c.turn_index).scalar_subquery())
+    turn_key = {"target": per_turn.c.target_id, "run": per_turn.c.run_id,
+                "all": literal("all")}.get(by)
+    if turn_key is None:
+        return conn.execute(
+            select(skey, func.count()).select_from(per_turn)
+            .join(sessions, s.id == per_turn.c.session_id)
+            .where(s.status != "error", per_turn.c.n == every).group_by(skey)).all()
+    out: Counter = Counter(dict(conn.execute(
+        select(turn_key, func.count()).select_from(per_turn)
+        .where(per_turn.c.n == every).group_by(turn_key)).all()))
+    faulted = (select(skey.label("key"), c.session_id, c.turn_index)
+               .select_from(sessions).join(tool_calls, c.session_id == s.id)
+               .where(s.run_id.in_(ids), s.status == "error")
+               .group_by(skey, c.session_id, c.turn_index)
+               .having(func.sum(case((c.decision == "deny", 1), else_=0)) == func.count())
+               .subquery())
+    for key, n in conn.execute(select(faulted.c.key, func.count()).group_by(faulted.c.key)):
+        out[key] -= n
+    return [(key, n) for key, n in out.items() if n > 0]
 
 
 def _session_key(by: GroupBy) -> Any:
@@ -91,7 +126,8 @@ def _group_namer(conn, ids: list[int], by: GroupBy, columns: bool):
     return str
 
 
-def _session_tallies(conn, ids: list[int], key, names) -> dict[str, _Tally]:
+def _session_tallies(conn, ids: list[int], key, names, *, missed: bool = True
+                     ) -> dict[str, _Tally]:
     """Every group's session figures, groups in the order their first session comes in
     ``session_rows`` (targets in the order added, then storage order)."""
     s = sessions.c
@@ -127,21 +163,25 @@ def _session_tallies(conn, ids: list[int], key, names) -> dict[str, _Tally]:
             tally.first_start = start
         if end is not None and (tally.last_finish is None or end > tally.last_finish):
             tally.last_finish = end
-    missed = conn.execute(
+    if not missed:
+        return tallies
+    missed_steps = conn.execute(
         select(key, s.handshake_missed_step, func.count())
         .where(s.run_id.in_(ids), s.status != "error", s.handshake_required > 0,
                s.handshake_completed.is_(False), s.handshake_missed_step.is_not(None),
                s.handshake_missed_step != "")
         .group_by(key, s.handshake_missed_step)).all()
-    for key_value, step, n in missed:
+    for key_value, step, n in missed_steps:
         tallies[names(key_value)].hs_missed[step] += n
     return tallies
 
 
-def _call_counts(conn, ids: list[int], by: GroupBy) -> list[tuple]:
+def _call_counts(conn, ids: list[int], by: GroupBy, *, actions: bool = True) -> list[tuple]:
     """``(key, decision, primary, next_action, calls)`` outside error sessions: all calls
     on the covering breakdown index (no next action needed for allowed calls), denied
-    calls with their next action, minus the calls of the few error sessions."""
+    calls with their next action, minus the calls of the few error sessions.  Without
+    ``actions`` every next action is ``None`` and the denied calls come from the
+    breakdown index too."""
     c, s = tool_calls.c, sessions.c
     call_key = {"target": c.target_id, "run": c.run_id, "all": literal("all")}.get(by)
     out: Counter = Counter()
@@ -154,11 +194,11 @@ def _call_counts(conn, ids: list[int], by: GroupBy) -> list[tuple]:
         return [(*k, n) for *k, n in rows]
     allowed = conn.execute(
         select(call_key, c.decision, c.primary_code, func.count())
-        .where(c.run_id.in_(ids), c.decision != "deny")
+        .where(c.run_id.in_(ids), *(() if not actions else (c.decision != "deny",)))
         .group_by(call_key, c.decision, c.primary_code)).all()
     for key, decision, code, n in allowed:
         out[(key, decision, code, None)] += n
-    denied = conn.execute(
+    denied = [] if not actions else conn.execute(
         select(call_key, c.primary_code, c.next_action, func.count())
         .where(c.run_id.in_(ids), c.decision == "deny", c.session_id > 0)
         .group_by(call_key, c.primary_code, c.next_action)).all()
@@ -170,7 +210,7 @@ def _call_counts(conn, ids: list[int], by: GroupBy) -> list[tuple]:
         .where(s.run_id.in_(ids), s.status == "error")
         .group_by(call_key, c.decision, c.primary_code, c.next_action)).all()
     for key, decision, code, action, n in faulted:
-        out[(key, decision, code, action if decision == "deny" else None)] -= n
+        out[(key, decision, code, action if decision == "deny" and actions else None)] -= n
     return [(*k, n) for k, n in out.items() if n > 0]
 
 
@@ -253,8 +293,7 @@ def unit_sessions(engine: Engine, run_ids: Iterable[int]) -> list[UnitSession]:
             for sid, parent, status, target, scenario, repeat, tags, n_calls in rows]
 
 
-def units_sql(engine: Engine, run_ids: Iterable[int],
-              rows: list[UnitSession] | None = None) -> list[Unit]:
+def units_sql(engine: Engine, run_ids: Iterable[int]) -> list[Unit]:
     """``session_units(session_rows, call_rows)`` from the sessions' stored call counts and
     one GROUP BY of denied calls per (session, class): no call row leaves the database.
 
@@ -264,8 +303,7 @@ def units_sql(engine: Engine, run_ids: Iterable[int],
     """
     ids = list(run_ids)
     c = tool_calls.c
-    if rows is None:  # a caller that already read them (compare's repeats) passes them
-        rows = unit_sessions(engine, ids)
+    rows = unit_sessions(engine, ids)
     calls = [(row.id, row.n_calls) for row in rows]
     with engine.connect() as conn:
         denied = conn.execute(
@@ -286,22 +324,3 @@ def units_sql(engine: Engine, run_ids: Iterable[int],
             key = code or "unclassified"
             tally[2][key] = tally[2].get(key, 0) + n
     return _units(roots, tallies)  # type: ignore[arg-type]
-
-
-class DeniedCall(NamedTuple):
-    """The two fields ``repeat_stats`` reads from a call, for denied calls only."""
-
-    session_id: int
-    decision: str
-
-
-def denied_calls(engine: Engine, run_ids: Iterable[int]) -> list[DeniedCall]:
-    """The runs' denied calls as (session, "deny"), one range of
-    ``ix_tool_calls_run_decision``: all that pass/fail per session needs, since
-    ``repeat_stats`` ignores allowed calls."""
-    c = tool_calls.c
-    with engine.connect() as conn:
-        rows = conn.execute(select(c.session_id).distinct()
-                            .where(c.run_id.in_(list(run_ids)), c.decision == "deny",
-                                   c.session_id > 0)).all()
-    return [DeniedCall(sid, "deny") for (sid,) in rows]

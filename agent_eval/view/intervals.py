@@ -6,12 +6,13 @@ per failure class; the compare page shows, per common target, the same session-l
 analysis `agent-eval compare` prints (paired over shared scenarios, post-stratified to the
 shared tag mix, or independent), each with its method named.  The numbers come from the
 library functions the CLI calls (``summarize_clustered``, ``analyse_units``) over the same
-session units (``session_units``), so a page and the CLI never disagree.
+session units (``session_units``), summed per scenario in SQL (``store.cluster_stats``) as
+the CLI sums them, so a page and the CLI never disagree.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Engine
@@ -21,10 +22,9 @@ from agent_eval.metrics.clustered import (
     ClusteredRate,
     Unit,
     summarize_clustered,
-    units_by_target,
-    units_from_counts,
 )
 from agent_eval.metrics.stats import wilson_interval
+from agent_eval.metrics.sufficient import TargetStats, as_stats
 from agent_eval.policy import RULES, get_rule
 from agent_eval.report.lists import ListCell as Cell
 
@@ -43,34 +43,27 @@ class ClusteredView:
     method: str = CLUSTERED_METHOD
 
 
-def run_units(engine: Engine, run_id: int) -> dict[str, list[Unit]]:
-    """Per-target session units of one run: the same units ``session_units`` gives the CLI
-    (children folded into their root, faulted sessions left out), from each session's
-    stored call count and the run's denied calls only, so a page never streams every call.
+def run_units(engine: Engine, run_id: int, *, classes: bool = False,
+              outcomes: bool = False) -> dict[str, TargetStats]:
+    """Per-target sums of one run's session clusters: what ``session_units`` gives the CLI
+    (children folded into their root, faulted sessions left out), summed per scenario in
+    SQL (``store.cluster_stats``), so a page never builds an object per session.
+    ``classes``: also per failure class (the run page); ``outcomes``: each session's pass
+    (the compare page's pass rates and McNemar test, as ``agent-eval compare``)."""
+    from agent_eval.store.cluster_stats import cluster_stats, session_outcomes
 
-    The denied calls are one range of ``ix_tool_calls_run_decision`` (``denied_calls``,
-    as the run page's aggregates read them).
-    """
-    from sqlalchemy import select
-
-    from agent_eval.store.overview import denied_calls
-    from agent_eval.store.reads import session_rows
-    from agent_eval.store.schema import tool_calls
-
-    sessions = list(session_rows(engine, [run_id]))
-    c = tool_calls.c
-    with engine.connect() as conn:
-        denied = conn.execute(select(c.session_id, c.primary_code.label("primary"))
-                              .where(*denied_calls([run_id]))).all()
-    return units_by_target(units_from_counts(sessions, {s.id: s.n_calls for s in sessions},
-                                             denied))
+    found = session_outcomes(engine, [run_id]) if outcomes else None
+    return cluster_stats(engine, [run_id], classes=classes, outcomes=found)
 
 
-def clustered_view(units: dict[str, list[Unit]], targets: Sequence[str]) -> ClusteredView:
+def clustered_view(units: Mapping[str, Sequence[Unit] | TargetStats],
+                   targets: Sequence[str]) -> ClusteredView:
     """Rows for every target (in page order) from ``summarize_clustered``."""
-    found = {code for us in units.values() for u in us for code in u.classes}
+    units = {name: as_stats(us) for name, us in units.items()}
+    found = {code for stats in units.values() for s in stats.scenarios.values()
+             for code in s.classes}
     codes = [c for c in RULES if c in found] + sorted(found - set(RULES))
-    summaries = {name: summarize_clustered(units.get(name, []), codes) for name in targets}
+    summaries = {name: summarize_clustered(units.get(name, ()), codes) for name in targets}
     rows = []
     for name, s in summaries.items():
         e, across = s.errors, s.across_tasks
@@ -107,7 +100,8 @@ class TargetAnalysis:
     lines: tuple[str, ...]
 
 
-def compare_analysis(units_a: dict[str, list[Unit]], units_b: dict[str, list[Unit]],
+def compare_analysis(units_a: Mapping[str, Sequence[Unit] | TargetStats],
+                     units_b: Mapping[str, Sequence[Unit] | TargetStats],
                      targets: Sequence[str]) -> tuple[TargetAnalysis, ...]:
     """The session-level analysis of each common target (``analyse_units``)."""
     from agent_eval.analysis.comparison import analyse_units, unit_lines

@@ -129,7 +129,7 @@ def build_run_page(engine: Engine, run_id: int, intervals: bool = False) -> RunP
         failed_href=sessions_href(run_id=run_id, failed=True),
         calls_href=calls_href(run_id=run_id),
         previous_href=_previous(engine, info),
-        clustered=clustered_view(run_units(engine, run_id), ov.targets) if inline else None,
+        clustered=clustered_view(run_units(engine, run_id, classes=True), ov.targets) if inline else None,
         clustered_href=None if inline else f"/runs/{run_id}?intervals=1",
     )
 
@@ -310,7 +310,8 @@ def build_compare_page(engine: Engine, a_id: int, b_id: int,
             rows.append(_compare_row(name, code, (a_id, ka, ta.calls), (b_id, kb, tb.calls), f))
     common = [n for n in ov_a.targets if n in ov_b.tallies]
     inline = analysis or _sessions(ov_a) + _sessions(ov_b) <= INLINE_SESSIONS
-    lines = compare_analysis(run_units(engine, a_id), run_units(engine, b_id), common) \
+    lines = compare_analysis(run_units(engine, a_id, outcomes=True),
+                             run_units(engine, b_id, outcomes=True), common) \
         if inline else ()
     return ComparePage(heads[0], heads[1], COMPARE_HEAD, tuple(rows),
                        tuple(n for n in ov_a.targets if n not in ov_b.tallies),

@@ -1,0 +1,166 @@
+"""Sufficient statistics of session clusters: every clustered and paired figure of a run
+from a few sums per scenario, so a million-call run is judged without a Python object per
+session (issue #13).
+
+A cluster is a top-level session with ``k`` denied calls (of all classes, or of one) out
+of ``n`` calls.  The ratio estimator ``p = Σk / Σn`` and its linearised CR1 variance
+(``agent_eval.metrics.clustered``) need, per stratum, only the number of clusters with
+calls ``G`` and the integer sums ``Σk, Σn, Σk², Σkn, Σn²``: with ``z_i = (k_i − p n_i)/N``,
+
+    Σ_i (z_i − z̄)² = (Σk² − 2pΣkn + p²Σn² − (Σk − pΣn)² / G) / N².
+
+The sums are exact integers (SQL ``SUM``s, ``agent_eval.store.cluster_stats``, or Python
+ints, :func:`stats_from_units`) and the variance is evaluated in exact rational arithmetic
+(``fractions.Fraction``) and rounded once, so the one-pass form loses nothing to
+cancellation; tests check it against the per-cluster definition and statsmodels.
+
+Pure; no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent_eval.metrics.clustered import Unit
+
+
+@dataclass(frozen=True, slots=True)
+class Sums:
+    """``G`` clusters and their ``Σk, Σn, Σk², Σkn, Σn²``; sums add stratum to stratum."""
+
+    g: int = 0
+    k: int = 0
+    n: int = 0
+    kk: int = 0
+    kn: int = 0
+    nn: int = 0
+
+    def __add__(self, other: Sums) -> Sums:
+        return Sums(self.g + other.g, self.k + other.k, self.n + other.n, self.kk + other.kk,
+                    self.kn + other.kn, self.nn + other.nn)
+
+    @classmethod
+    def of(cls, pairs: Iterable[tuple[int, int]]) -> Sums:
+        """The sums of clusters ``(k, n)``, every pair counted (callers drop ``n = 0``)."""
+        g = k = n = kk = kn = nn = 0
+        for a, b in pairs:
+            g += 1
+            k += a
+            n += b
+            kk += a * a
+            kn += a * b
+            nn += b * b
+        return cls(g, k, n, kk, kn, nn)
+
+
+def total(parts: Iterable[Sums]) -> Sums:
+    return sum(parts, Sums())
+
+
+def pooled_variance(strata: Iterable[Sums]) -> tuple[float, int, int]:
+    """``clustered.ratio_variance`` from each stratum's sums: residuals centred within each
+    stratum with its own ``G_h/(G_h−1)``; strata of a single cluster pooled into one, and
+    the strata dropped when that still leaves a lone cluster.  ``(variance, clusters,
+    strata used)``; a variance of 0 with fewer than two clusters means "not estimable"."""
+    kept = [s for s in strata if s.g]
+    whole = total(kept)
+    if whole.g < 2 or whole.n <= 0:
+        return (0.0, whole.g, 1)
+    groups = [s for s in kept if s.g >= 2]
+    lone = [s for s in kept if s.g == 1]
+    if len(lone) >= 2:
+        groups.append(total(lone))
+    elif lone:
+        groups = [whole]  # a lone cluster cannot be centred: drop the strata
+    p = Fraction(whole.k) / Fraction(whole.n)
+    var = Fraction(0)
+    for s in groups:
+        dev = s.kk - 2 * p * s.kn + p * p * s.nn - (s.k - p * s.n) ** 2 / s.g
+        var += Fraction(s.g, s.g - 1) * dev
+    return (float(var / Fraction(whole.n) ** 2), whole.g, len(groups))
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioStats:
+    """One scenario's top-level, non-error sessions of a target (or of a pooled run).
+
+    ``errors``: the sums of (denied calls, calls) over its sessions with calls; ``classes``
+    the same with ``k`` the calls denied in one primary class (``G``, ``Σn``, ``Σn²`` as
+    in ``errors``; a class absent here counts 0); ``outcomes``: ``(repeat, passed)`` of
+    every session, sorted, or ``None`` when not read (the gate needs no pass rates)."""
+
+    sessions: int
+    errors: Sums
+    classes: dict[str, Sums] = field(default_factory=dict)
+    outcomes: tuple[tuple[int, bool], ...] | None = None
+
+    def sums(self, code: str | None = None) -> Sums:
+        """The sums of errors, or of class ``code``."""
+        if code is None:
+            return self.errors
+        e = self.errors
+        return self.classes.get(code) or Sums(e.g, 0, e.n, 0, 0, e.nn)
+
+
+@dataclass(frozen=True, slots=True)
+class TargetStats:
+    """One target's (or pooled run's) scenarios, in first-seen order.
+
+    ``load_units`` gives the per-session units, read only by the one method that needs
+    every session: the post-stratified comparison on tags (statsmodels WLS), when the
+    scenario mixes of two runs are too different to pair."""
+
+    scenarios: dict[str, ScenarioStats]
+    load_units: Callable[[], Sequence[Unit]] = tuple
+
+    @property
+    def errors(self) -> Sums:
+        return total(s.errors for s in self.scenarios.values())
+
+    @property
+    def has_outcomes(self) -> bool:
+        return all(s.outcomes is not None for s in self.scenarios.values())
+
+
+def stats_from_units(units: Iterable[Unit]) -> TargetStats:
+    """The sums of ``units`` per scenario (what ``store.cluster_stats`` reads in SQL)."""
+    units = list(units)
+    acc: dict[str, tuple[list, dict[str, list[int]], list]] = {}
+    for u in units:
+        pairs, classes, outcomes = acc.setdefault(u.scenario, ([], {}, []))
+        if u.passed is not None:
+            outcomes.append((u.repeat, u.passed))
+        pairs.append((u.errors, u.calls))
+        if u.calls <= 0:
+            continue
+        for code, k in u.classes.items():
+            c = classes.setdefault(code, [0, 0, 0])
+            c[0] += k
+            c[1] += k * k
+            c[2] += k * u.calls
+    out = {}
+    for scenario, (pairs, classes, outcomes) in acc.items():
+        e = Sums.of((k, n) for k, n in pairs if n > 0)
+        out[scenario] = ScenarioStats(
+            len(pairs), e, {code: Sums(e.g, k, e.n, kk, kn, e.nn)
+                            for code, (k, kk, kn) in classes.items()},
+            tuple(sorted(outcomes)))
+    return TargetStats(out, lambda: units)
+
+
+def as_stats(units: Iterable[Unit] | TargetStats) -> TargetStats:
+    """``units`` as sums (unchanged when already :class:`TargetStats`)."""
+    return units if isinstance(units, TargetStats) else stats_from_units(units)
+
+
+
+def merge_stats(a: ScenarioStats, b: ScenarioStats) -> ScenarioStats:
+    """One scenario's sessions of two targets pooled (``compare --by all``)."""
+    classes = {code: a.sums(code) + b.sums(code) for code in sorted({*a.classes, *b.classes})}
+    outcomes = (None if a.outcomes is None or b.outcomes is None
+                else tuple(sorted(a.outcomes + b.outcomes)))
+    return ScenarioStats(a.sessions + b.sessions, a.errors + b.errors, classes, outcomes)
