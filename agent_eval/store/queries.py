@@ -30,16 +30,26 @@ from sqlalchemy import (
     exists,
     false,
     func,
+    literal_column,
     not_,
     or_,
     select,
+    table,
 )
+from sqlalchemy import column as column_of
 
 from agent_eval.errors import ConfigError
 from agent_eval.metrics.stats import wilson_interval
 from agent_eval.store.database import write_transaction
 from agent_eval.store.overview import denied_calls, faulted_calls
-from agent_eval.store.schema import findings, runs, sessions, targets, tool_calls
+from agent_eval.store.schema import (
+    SEARCH_TABLE,
+    findings,
+    runs,
+    sessions,
+    targets,
+    tool_calls,
+)
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
@@ -339,7 +349,7 @@ def _target_ids(name: str, run_id: int | None):
     return select(targets.c.id).where(*where)
 
 
-def _session_where(f: SessionFilter) -> list:
+def _session_where(f: SessionFilter, search_index: bool = False) -> list:
     s = sessions.c
     c = tool_calls.c
     where: list = []
@@ -365,7 +375,10 @@ def _session_where(f: SessionFilter) -> list:
         where.append(exists().where(c.session_id == s.id, c.source_decision.is_not(None),
                                     c.source_decision != c.decision))
     if f.search:
-        where.append(exists().where(c.session_id == s.id, _contains(c.command, f.search)))
+        found = [_contains(c.command, f.search, search_index)]
+        if f.run_id is not None:
+            found.append(_run_of(_trigram_search(f.search, search_index)) == f.run_id)
+        where.append(s.id.in_(select(c.session_id).where(*found)))
     return where
 
 
@@ -381,7 +394,7 @@ def list_sessions(engine: Engine, f: SessionFilter, *, sort: str = "failed",
         raise ConfigError(f"unknown sort {sort!r}: use one of {', '.join(SESSION_SORTS)}",
                           field="sort")
     s, c = sessions.c, tool_calls.c
-    where = _session_where(f)
+    where = _session_where(f, bool(f.search) and search_index_exists(engine))
     failed = _session_failed(f)
     if f.failed:
         where.append(failed)
@@ -422,7 +435,8 @@ def neighbour_sessions(engine: Engine, f: SessionFilter, session_id: int
                        ) -> tuple[int | None, int | None]:
     """The failed sessions just before and after ``session_id`` under ``f`` (id order)."""
     s = sessions.c
-    where = [*_session_where(f), _session_failed(f)]
+    where = [*_session_where(f, bool(f.search) and search_index_exists(engine)),
+             _session_failed(f)]
     base = select(s.id)
     with engine.connect() as conn:
         prev = conn.execute(base.where(*where, s.id < session_id).order_by(s.id.desc())
@@ -435,12 +449,14 @@ def neighbour_sessions(engine: Engine, f: SessionFilter, session_id: int
 # calls
 
 
-def _call_where(f: CallFilter) -> tuple[list, bool]:
-    """The conditions, and whether they need the sessions table joined."""
+def _call_where(f: CallFilter, search_index: bool = False) -> tuple[list, bool]:
+    """The conditions, and whether they need the sessions table joined.  ``search_index``:
+    the SQLite trigram table exists (see :func:`_contains`)."""
     c = tool_calls.c
     s = sessions.c
     where: list = []
-    for column, value in ((c.run_id, f.run_id), (c.session_id, f.session_id),
+    indexed = bool(f.search) and _trigram_search(f.search, search_index)
+    for column, value in ((_run_of(indexed), f.run_id), (c.session_id, f.session_id),
                           (c.primary_code, f.code), (c.decision, f.decision),
                           (c.next_action, f.next_action)):
         if value is not None:
@@ -452,7 +468,7 @@ def _call_where(f: CallFilter) -> tuple[list, bool]:
     if f.disagree:
         where.append(and_(c.source_decision.is_not(None), c.source_decision != c.decision))
     if f.search:
-        where.append(_contains(c.command, f.search))
+        where.append(_contains(c.command, f.search, search_index))
     joined = False
     for column, value in ((s.scenario, f.scenario), (s.status, f.status)):
         if value is not None:
@@ -476,7 +492,7 @@ def list_calls(engine: Engine, f: CallFilter, *, sort: str = "failed",
         raise ConfigError(f"unknown sort {sort!r}: use one of {', '.join(CALL_SORTS)}",
                           field="sort")
     c = tool_calls.c
-    where, joined = _call_where(f)
+    where, joined = _call_where(f, bool(f.search) and search_index_exists(engine))
     order = {
         "failed": (c.session_id, c.id),  # within each verdict, see _failed_first
         "id": (c.id,),
@@ -528,8 +544,44 @@ def _tag_match(column, tag: str):
     return cast(column, String).like(f"%{_escape_like(json.dumps(tag))}%", escape="\\")
 
 
-def _contains(column, text: str):
-    return column.like(f"%{_escape_like(text)}%", escape="\\") if text else false()
+def _contains(column, text: str, search_index: bool = False):
+    """``column LIKE '%text%'`` with the text escaped.  With the SQLite trigram table
+    (``search_index``) the calls whose command holds ``text`` as a phrase of trigrams come
+    from that table first: FTS5 folds case at least as widely as SQLite's ASCII-only LIKE,
+    so they are a superset, and the LIKE kept on them makes the rows exactly LIKE's.
+    Under 3 characters (no trigram) or with a NUL the LIKE scans alone."""
+    if not text:
+        return false()
+    like = column.like(f"%{_escape_like(text)}%", escape="\\")
+    if not _trigram_search(text, search_index):
+        return like
+    phrase = '"' + text.replace('"', '""') + '"'
+    index = table(SEARCH_TABLE, column_of("rowid"), column_of("command"))
+    return and_(tool_calls.c.id.in_(select(index.c.rowid).where(
+        index.c.command.op("MATCH")(phrase))), like)
+
+
+def _trigram_search(text: str, search_index: bool) -> bool:
+    return search_index and len(text) >= 3 and "\x00" not in text
+
+
+def _run_of(trigram_search: bool):
+    """The calls' run column to filter on.  Under a trigram search it is ``run_id + 0``,
+    which no index serves: SQLite, with no statistics, would otherwise walk the whole
+    run in ``ix_tool_calls_run_decision`` and probe the matches, rather than read the few
+    matches and check their run."""
+    c = tool_calls.c
+    return c.run_id + 0 if trigram_search else c.run_id
+
+
+def search_index_exists(engine: Engine) -> bool:
+    """Whether the store has the SQLite trigram table (PostgreSQL's ``pg_trgm`` index
+    needs no word: its planner uses it for the same LIKE)."""
+    if engine.dialect.name != "sqlite":
+        return False
+    with engine.connect() as conn:
+        return conn.execute(select(literal_column("1")).select_from(table("sqlite_master"))
+                            .where(literal_column("name") == SEARCH_TABLE)).first() is not None
 
 
 def _escape_like(text: str) -> str:

@@ -1,0 +1,141 @@
+"""The command search (``calls --search``, ``sessions --search``, the viewer's search box):
+the rows are exactly those of ``command LIKE '%text%'`` with the text taken literally,
+whether the trigram index answers (SQLite FTS5, PostgreSQL pg_trgm) or a scan does."""
+
+from __future__ import annotations
+
+import pytest
+from alembic import command as alembic_command
+from sqlalchemy import text
+from view_fixtures import judged, record
+
+from agent_eval.store import database
+from agent_eval.store.queries import (
+    CallFilter,
+    SessionFilter,
+    delete_run,
+    list_calls,
+    list_sessions,
+    search_index_exists,
+)
+from agent_eval.store.schema import SEARCH_INDEX, SEARCH_TABLE
+
+COMMANDS = [
+    "uv run scripts/db_query.py --sql \"SELECT 1\" | head -5",
+    "uv run scripts/db_query.py --sql \"select 1\" | HEAD -5",
+    "echo 100% done",
+    "echo 100 percent done",
+    "grep file_name notes.txt",
+    "grep fileXname notes.txt",
+    "echo 'it''s quoted' \"and double\"",
+    "cat C:\\temp\\x.txt",
+    "echo Élan élan",
+    "printf 'a_b%c'",
+    "ls",
+]
+SEARCHES = [
+    "head -5", "HEAD", "Head -5", "100%", "%", "0% d", "file_name", "_", "e_n",
+    "'it''s", "\"and double\"", "\"", "C:\\temp", "\\", "élan", "Élan", "ÉLAN", "a_b%c",
+    "ls", "no such text anywhere", "sql \"select", "uv run",
+]
+
+
+def like_matches(dialect: str, command: str, needle: str) -> bool:
+    """LIKE '%needle%' with the needle escaped: SQLite folds ASCII letters only,
+    PostgreSQL folds nothing."""
+    if dialect == "sqlite":
+        fold = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
+        return needle.translate(fold) in command.translate(fold)
+    return needle in command
+
+
+@pytest.fixture
+def searched(store):
+    run_id = store.create_run(label="search", kind="live", suite="s", config={},
+                              fingerprint={})
+    store.add_target(run_id, name="t", model="m", base_url="http://127.0.0.1:1/v1",
+                     settings={})
+    other = store.create_run(label="other", kind="live", suite="s", config={}, fingerprint={})
+    store.add_target(other, name="t", model="m", base_url="http://127.0.0.1:1/v1",
+                     settings={})
+    sessions = {}
+    for i, cmd in enumerate(COMMANDS):
+        sessions[cmd] = store.record_session(run_id, record(f"t/s{i}/0", [judged(0, 0, cmd)]))
+    store.record_session(other, record("t/s0/0", [judged(0, 0, COMMANDS[0])]))
+    return store, run_id, sessions
+
+
+@pytest.mark.parametrize("needle", SEARCHES)
+def test_search_finds_exactly_what_like_finds(searched, needle):
+    store, run_id, sessions = searched
+    dialect = store.engine.dialect.name
+    expected = sorted(sessions[c] for c in COMMANDS if like_matches(dialect, c, needle))
+
+    calls = list_calls(store.engine, CallFilter(run_id=run_id, search=needle), sort="id")
+    found = list_sessions(store.engine, SessionFilter(run_id=run_id, search=needle), sort="id")
+
+    assert sorted(r.session_id for r in calls.rows) == expected
+    assert calls.total == len(expected)
+    assert [r.id for r in found.rows] == expected
+
+
+def test_the_search_covers_every_run_without_a_run_filter(searched):
+    store, _, _ = searched
+    dialect = store.engine.dialect.name
+    in_both = [*COMMANDS, COMMANDS[0]]  # the other run holds the first command again
+    assert list_calls(store.engine, CallFilter(search="| head -5")).total == sum(
+        like_matches(dialect, c, "| head -5") for c in in_both)
+
+
+def test_sqlite_reads_the_matches_from_the_trigram_table(searched, tmp_path):
+    store, run_id, _ = searched
+    if store.engine.dialect.name != "sqlite":
+        pytest.skip("SQLite's FTS5 table")
+    assert search_index_exists(store.engine)
+    plans = []
+    from sqlalchemy import event
+
+    @event.listens_for(store.engine, "before_cursor_execute")
+    def _plan(conn, cursor, statement, params, context, executemany):
+        if statement.startswith("SELECT count(*)") and SEARCH_TABLE in statement:
+            plans.append(" ".join(r[-1] for r in cursor.connection.execute(
+                "EXPLAIN QUERY PLAN " + statement, params)))
+
+    list_calls(store.engine, CallFilter(run_id=run_id, search="head -5"))
+    assert plans and all(f"SCAN {SEARCH_TABLE} VIRTUAL TABLE" in p for p in plans)
+    assert all("ix_tool_calls_run_decision" not in p for p in plans)
+
+
+def test_deleted_calls_leave_the_trigram_index(searched):
+    store, run_id, _ = searched
+    delete_run(store.engine, run_id)
+    assert list_calls(store.engine, CallFilter(search="head -5")).total == 1
+    if store.engine.dialect.name == "sqlite":
+        with store.engine.begin() as conn:  # raises if the index disagrees with the table
+            conn.execute(text(f"INSERT INTO {SEARCH_TABLE}({SEARCH_TABLE}, rank) "
+                              "VALUES ('integrity-check', 1)"))
+
+
+def test_the_migration_indexes_calls_stored_before_it_and_drops_cleanly(searched):
+    store, run_id, _ = searched
+    engine = store.engine
+    for target in ("aggregate_indexes", "head"):
+        with engine.connect() as conn:
+            with conn.begin():
+                config = database._alembic_config(conn)
+                if target == "head":
+                    alembic_command.upgrade(config, target)
+                else:
+                    alembic_command.downgrade(config, target)
+        with engine.connect() as conn:
+            if engine.dialect.name == "sqlite":
+                present = conn.execute(text("SELECT count(*) FROM sqlite_master WHERE name = "
+                                            ":n"), {"n": SEARCH_TABLE}).scalar()
+            else:
+                present = conn.execute(text("SELECT count(*) FROM pg_indexes WHERE indexname "
+                                            "= :n"), {"n": SEARCH_INDEX}).scalar()
+        assert present == (target == "head")
+        assert search_index_exists(engine) == (target == "head" and
+                                               engine.dialect.name == "sqlite")
+        page = list_calls(engine, CallFilter(run_id=run_id, search="head -5"), sort="id")
+        assert page.total == (1 if engine.dialect.name == "postgresql" else 2)
