@@ -135,12 +135,10 @@ def label_trend(engine: Engine, label: str, limit: int = 20) -> list[TrendPoint]
                    func.sum(case((and_(s.handshake_required > 0, s.handshake_completed), 1),
                                  else_=0)))
             .where(s.run_id.in_(ids), s.status != "error").group_by(s.run_id, s.target_id)).all()
-        per_session = (select(c.session_id, func.count().label("n"))
-                       .where(*denied_calls(ids)).group_by(c.session_id).subquery())
-        denied = {(r, t): int(n or 0) for r, t, n in conn.execute(  # index-only, then sessions
-            select(s.run_id, s.target_id, func.sum(per_session.c.n))
-            .select_from(per_session).join(sessions, s.id == per_session.c.session_id)
-            .where(s.status != "error").group_by(s.run_id, s.target_id)).all()}
+        by_target = select(c.run_id, c.target_id, func.count()).group_by(c.run_id, c.target_id)
+        denied = {(r, t): n for r, t, n in _minus_faulted(  # index-only, less error sessions
+            conn.execute(by_target.where(*denied_calls(ids))).all(),
+            conn.execute(by_target.where(*faulted_calls(ids))).all())}
     per_run: dict[int, dict[str, tuple[int, int, int, int]]] = defaultdict(dict)
     for run_id, target_id, n_calls, hs_n, hs_k in hs:
         per_run[run_id][names[target_id]] = (int(n_calls or 0), denied.get((run_id, target_id), 0),

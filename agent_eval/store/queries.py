@@ -396,12 +396,12 @@ def list_sessions(engine: Engine, f: SessionFilter, *, sort: str = "failed",
     s, c = sessions.c, tool_calls.c
     where = _session_where(f, bool(f.search) and search_index_exists(engine))
     failed = _session_failed(f)
-    if f.failed:
+    if f.failed and not (f.code or f.decision == "deny"):  # those sessions all failed
         where.append(failed)
     denials = (select(func.count()).where(c.session_id == s.id, c.decision == "deny")
                .correlate(sessions).scalar_subquery())
     order = {
-        "failed": (case((failed, 0), else_=1), s.id),
+        "failed": (s.id,) if f.failed else (case((failed, 0), else_=1), s.id),
         "id": (s.id,),
         "-id": (s.id.desc(),),
         "denials": (denials.desc(), s.id),
