@@ -67,12 +67,26 @@ def test_sessions_come_failed_first(filled):
     ({"search": "&& ls"}, ["sloppy/pipe/0"]),
     ({"search": "%"}, []),  # LIKE wildcards match themselves
     ({"decision": "deny", "target": "careful"}, ["careful/pipe/0"]),
+    ({"failed": True, "code": "AE301"}, ["careful/pipe/0", "sloppy/pipe/0"]),
+    ({"failed": True, "decision": "deny"}, ["careful/pipe/0", "sloppy/pipe/0"]),
+    ({"failed": True, "decision": "allow"}, ["careful/pipe/0"]),
 ], ids=lambda v: str(v))
 def test_session_filters(filled, filters, keys):
     store, f = filled
     page = list_sessions(store.engine, SessionFilter(run_id=f.run_id, **filters), sort="id")
     assert [r.id for r in page.rows] == sorted(f.ids[k] for k in keys)
     assert page.total == len(keys)
+
+
+@pytest.mark.parametrize("extra", [{}, {"code": "AE301"}, {"decision": "deny"}], ids=str)
+def test_failed_sessions_in_failed_first_order_are_in_id_order(filled, extra):
+    store, f = filled
+    failed_first = list_sessions(store.engine, SessionFilter(run_id=f.run_id, failed=True,
+                                                             **extra))
+    by_id = list_sessions(store.engine, SessionFilter(run_id=f.run_id, failed=True, **extra),
+                          sort="id")
+    assert [r.id for r in failed_first.rows] == [r.id for r in by_id.rows]
+    assert len(by_id.rows) == (3 if not extra else 2)
 
 
 def test_handshake_sort_puts_incomplete_first(filled):
