@@ -75,14 +75,8 @@ def run_overview(engine: Engine, run_id: int, *, scenarios: bool = True) -> RunO
         scenario_rows = [] if not scenarios else conn.execute(
             select(s.target_id, s.scenario, func.count(),
                    func.sum(case((s.status == "completed", 1), else_=0)), func.sum(failed),
-                   func.sum(s.n_calls))
+                   func.sum(s.n_calls), func.sum(s.n_denied))
             .where(s.run_id == run_id, ok).group_by(s.target_id, s.scenario)).all()
-        per_session = (select(c.session_id, func.count().label("n")).where(*denied)
-                       .group_by(c.session_id).subquery())
-        scenario_errors = [] if not scenarios else conn.execute(
-            select(s.target_id, s.scenario, func.sum(per_session.c.n))
-            .select_from(per_session).join(sessions, s.id == per_session.c.session_id)
-            .where(ok).group_by(s.target_id, s.scenario)).all()
     tallies = {name: _Tally() for name in names.values()}
     for target_id, status, n, hs_n, hs_k, n_calls in status_rows:
         t = tallies[names[target_id]]
@@ -100,14 +94,11 @@ def run_overview(engine: Engine, run_id: int, *, scenarios: bool = True) -> RunO
         t.by_code[code] = t.by_code.get(code, 0) + n
         if next_action:
             t.by_next[next_action] = t.by_next.get(next_action, 0) + n
-    errors = {(names[tid], scen): n for tid, scen, n in scenario_errors}
     scenarios: dict[str, dict[str, ScenarioTally]] = defaultdict(dict)
-    for target_id, scenario, n, completed, n_failed, n_calls in sorted(
+    for target_id, scenario, n, completed, n_failed, n_calls, n_denied in sorted(
             scenario_rows, key=lambda r: (r[1], r[0])):
-        name = names[target_id]
-        scenarios[scenario][name] = ScenarioTally(
-            n, int(completed or 0), int(n_failed or 0), int(n_calls or 0),
-            errors.get((name, scenario), 0))
+        scenarios[scenario][names[target_id]] = ScenarioTally(
+            n, int(completed or 0), int(n_failed or 0), int(n_calls or 0), int(n_denied or 0))
     return RunOverview(tuple(names.values()), {k: v.freeze() for k, v in tallies.items()},
                        dict(scenarios))
 
@@ -122,7 +113,7 @@ class TrendPoint:
 def label_trend(engine: Engine, label: str, limit: int = 20) -> list[TrendPoint]:
     """The last ``limit`` runs with ``label``, oldest first, per target: calls, denied
     calls, sessions with a handshake and those that completed it."""
-    s, c = sessions.c, tool_calls.c
+    s = sessions.c
     with engine.connect() as conn:
         recent = conn.execute(select(runs.c.id, runs.c.created_at).where(runs.c.label == label)
                               .order_by(runs.c.id.desc()).limit(limit)).all()
@@ -130,18 +121,14 @@ def label_trend(engine: Engine, label: str, limit: int = 20) -> list[TrendPoint]
         names = dict(conn.execute(select(targets.c.id, targets.c.name)
                                   .where(targets.c.run_id.in_(ids))).all())
         hs = conn.execute(
-            select(s.run_id, s.target_id, func.sum(s.n_calls),
+            select(s.run_id, s.target_id, func.sum(s.n_calls), func.sum(s.n_denied),
                    func.sum(case((s.handshake_required > 0, 1), else_=0)),
                    func.sum(case((and_(s.handshake_required > 0, s.handshake_completed), 1),
                                  else_=0)))
             .where(s.run_id.in_(ids), s.status != "error").group_by(s.run_id, s.target_id)).all()
-        by_target = select(c.run_id, c.target_id, func.count()).group_by(c.run_id, c.target_id)
-        denied = {(r, t): n for r, t, n in _minus_faulted(  # index-only, less error sessions
-            conn.execute(by_target.where(*denied_calls(ids))).all(),
-            conn.execute(by_target.where(*faulted_calls(ids))).all())}
     per_run: dict[int, dict[str, tuple[int, int, int, int]]] = defaultdict(dict)
-    for run_id, target_id, n_calls, hs_n, hs_k in hs:
-        per_run[run_id][names[target_id]] = (int(n_calls or 0), denied.get((run_id, target_id), 0),
+    for run_id, target_id, n_calls, n_denied, hs_n, hs_k in hs:
+        per_run[run_id][names[target_id]] = (int(n_calls or 0), int(n_denied or 0),
                                              int(hs_n or 0), int(hs_k or 0))
     return [TrendPoint(r.id, r.created_at, per_run.get(r.id, {})) for r in reversed(recent)]
 

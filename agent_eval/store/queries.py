@@ -41,7 +41,7 @@ from sqlalchemy import column as column_of
 from agent_eval.errors import ConfigError
 from agent_eval.metrics.stats import wilson_interval
 from agent_eval.store.database import write_transaction
-from agent_eval.store.overview import denied_calls, faulted_calls
+from agent_eval.store.overview import denied_calls
 from agent_eval.store.schema import (
     SEARCH_TABLE,
     findings,
@@ -253,31 +253,25 @@ def list_runs(engine: Engine, *, label: str | None = None, kind: str | None = No
         names = _grouped(conn.execute(
             select(targets.c.run_id, targets.c.name).where(targets.c.run_id.in_(ids))
             .order_by(targets.c.id)).all())
-        n_sessions = dict(conn.execute(
-            select(sessions.c.run_id, func.count()).where(sessions.c.run_id.in_(ids))
-            .group_by(sessions.c.run_id)).all())
-        calls, errors = _run_call_counts(conn, ids)
+        s = sessions.c
+        live = s.status != "error"
+        counts = {run_id: (n, int(calls or 0), int(errors or 0)) for run_id, n, calls, errors
+                  in conn.execute(select(s.run_id, func.count(),
+                                         func.sum(case((live, s.n_calls), else_=0)),
+                                         func.sum(case((live, s.n_denied), else_=0)))
+                                  .where(s.run_id.in_(ids)).group_by(s.run_id)).all()}
     return Page(tuple(
         RunRow(id=row.id, label=row.label, kind=row.kind, status=row.status,
-               targets=tuple(names.get(row.id, ())), sessions=n_sessions.get(row.id, 0),
-               calls=calls.get(row.id, 0), errors=errors.get(row.id, 0),
+               targets=tuple(names.get(row.id, ())), **_run_counts(counts.get(row.id)),
                started=row.created_at, finished=row.finished_at)
         for row in rows), total, limit, offset)
 
 
-def _run_call_counts(conn, ids: list[int]) -> tuple[dict[int, int], dict[int, int]]:
-    """Calls and denied calls per run, calls of error sessions left out: calls summed from
-    the sessions, denied calls a range of ``ix_tool_calls_run_decision``."""
-    s, c = sessions.c, tool_calls.c
-    calls = {run_id: int(n or 0) for run_id, n in conn.execute(
-        select(s.run_id, func.sum(s.n_calls)).where(s.run_id.in_(ids), s.status != "error")
-        .group_by(s.run_id)).all()}
-    errors = dict(conn.execute(
-        select(c.run_id, func.count()).where(*denied_calls(ids)).group_by(c.run_id)).all())
-    for run_id, n in conn.execute(
-        select(c.run_id, func.count()).where(*faulted_calls(ids)).group_by(c.run_id)).all():
-        errors[run_id] -= n
-    return calls, errors
+def _run_counts(counts: tuple[int, int, int] | None) -> dict[str, int]:
+    """Sessions, and calls and denied calls outside error sessions, summed from the
+    sessions' ``n_calls`` and ``n_denied`` (one range of ``ix_sessions_run_target_status``)."""
+    n, calls, errors = counts or (0, 0, 0)
+    return {"sessions": n, "calls": calls, "errors": errors}
 
 
 def delete_run(engine: Engine, run_id: int) -> int:
@@ -336,10 +330,10 @@ def _denied_sessions(f):
     return select(c.session_id).where(*where)
 
 
-def _session_failed(f):
+def _session_failed():
     s = sessions.c
     return or_(s.status != "completed", and_(s.handshake_required > 0, not_(s.handshake_completed)),
-               s.id.in_(_denied_sessions(SessionFilter(run_id=f.run_id))))
+               s.n_denied > 0)
 
 
 def _target_ids(name: str, run_id: int | None):
@@ -368,7 +362,7 @@ def _session_where(f: SessionFilter, search_index: bool = False) -> list:
     if f.code:
         where.append(s.id.in_(_denied_sessions(f)))
     if f.decision == "deny":
-        where.append(s.id.in_(_denied_sessions(SessionFilter(run_id=f.run_id))))
+        where.append(s.n_denied > 0)
     elif f.decision:
         where.append(exists().where(c.session_id == s.id, c.decision == f.decision))
     if f.disagree:
@@ -393,13 +387,12 @@ def list_sessions(engine: Engine, f: SessionFilter, *, sort: str = "failed",
     if sort not in SESSION_SORTS:
         raise ConfigError(f"unknown sort {sort!r}: use one of {', '.join(SESSION_SORTS)}",
                           field="sort")
-    s, c = sessions.c, tool_calls.c
+    s = sessions.c
     where = _session_where(f, bool(f.search) and search_index_exists(engine))
-    failed = _session_failed(f)
+    failed = _session_failed()
     if f.failed and not (f.code or f.decision == "deny"):  # those sessions all failed
         where.append(failed)
-    denials = (select(func.count()).where(c.session_id == s.id, c.decision == "deny")
-               .correlate(sessions).scalar_subquery())
+    denials = s.n_denied
     order = {
         "failed": (s.id,) if f.failed else (case((failed, 0), else_=1), s.id),
         "id": (s.id,),
@@ -415,16 +408,13 @@ def list_sessions(engine: Engine, f: SessionFilter, *, sort: str = "failed",
                                 .offset(offset)).scalars())
         rows = {r.id: r for r in conn.execute(
             select(s.id, s.run_id, targets.c.name, s.scenario, s.repeat, s.status, s.n_calls,
-                   s.handshake_required, s.handshake_done, s.handshake_completed, s.parent_id,
-                   s.tags, s.error)
+                   s.n_denied, s.handshake_required, s.handshake_done, s.handshake_completed,
+                   s.parent_id, s.tags, s.error)
             .join(targets, targets.c.id == s.target_id).where(s.id.in_(ids))).all()}
-        counts = dict(conn.execute(
-            select(c.session_id, func.count()).where(c.session_id.in_(ids), c.decision == "deny")
-            .group_by(c.session_id)).all())
     return Page(tuple(
         SessionListRow(id=r.id, run_id=r.run_id, target=r.name, scenario=r.scenario,
                        repeat=r.repeat, status=r.status, calls=r.n_calls,
-                       denials=counts.get(r.id, 0), handshake_required=r.handshake_required,
+                       denials=r.n_denied, handshake_required=r.handshake_required,
                        handshake_done=r.handshake_done,
                        handshake_completed=bool(r.handshake_completed), parent_id=r.parent_id,
                        tags=tuple(r.tags or ()), error=r.error)
@@ -436,7 +426,7 @@ def neighbour_sessions(engine: Engine, f: SessionFilter, session_id: int
     """The failed sessions just before and after ``session_id`` under ``f`` (id order)."""
     s = sessions.c
     where = [*_session_where(f, bool(f.search) and search_index_exists(engine)),
-             _session_failed(f)]
+             _session_failed()]
     base = select(s.id)
     with engine.connect() as conn:
         prev = conn.execute(base.where(*where, s.id < session_id).order_by(s.id.desc())

@@ -144,6 +144,9 @@ sessions = Table(
     Column("n_turns", Integer, nullable=False),
     Column("n_messages", Integer, nullable=False),
     Column("n_calls", Integer, nullable=False),
+    # its denied calls, written with them (migration viewer_speed): the run pages' error
+    # counts per scenario and the failed-first lists read it instead of the calls
+    Column("n_denied", Integer, nullable=False, server_default="0"),
     Column("messages", JSON, nullable=False),
     Column("source", String(100), nullable=False),
     Column("schema_version", Integer, nullable=False),
@@ -152,7 +155,7 @@ sessions = Table(
     UniqueConstraint("run_id", "key", name="uq_sessions_run_key"),
     # covering the run pages' GROUP BYs (migration viewer_speed)
     Index("ix_sessions_run_target_status", "run_id", "target_id", "status", "scenario",
-          "handshake_required", "handshake_completed", "n_calls"),
+          "handshake_required", "handshake_completed", "n_calls", "n_denied"),
     Index("ix_sessions_parent", "parent_id"),
 )
 

@@ -116,7 +116,7 @@ def test_deleted_calls_leave_the_trigram_index(searched):
                               "VALUES ('integrity-check', 1)"))
 
 
-def test_the_migration_indexes_calls_stored_before_it_and_drops_cleanly(searched):
+def test_the_migration_indexes_calls_and_counts_denials_stored_before_it(searched):
     store, run_id, _ = searched
     engine = store.engine
     for target in ("aggregate_indexes", "head"):
@@ -139,3 +139,11 @@ def test_the_migration_indexes_calls_stored_before_it_and_drops_cleanly(searched
                                                engine.dialect.name == "sqlite")
         page = list_calls(engine, CallFilter(run_id=run_id, search="head -5"), sort="id")
         assert page.total == (1 if engine.dialect.name == "postgresql" else 2)
+    # sessions stored before the migration get their denied calls counted by it
+    denied = list_calls(engine, CallFilter(run_id=run_id, decision="deny"), limit=500)
+    by_session = {}
+    for call in denied.rows:
+        by_session[call.session_id] = by_session.get(call.session_id, 0) + 1
+    listed = list_sessions(engine, SessionFilter(run_id=run_id), sort="id", limit=500)
+    assert {r.id: r.denials for r in listed.rows if r.denials} == by_session
+    assert len(by_session) >= 5

@@ -5,6 +5,10 @@ Revises: aggregate_indexes
 
 Issue 15: every ``agent-eval view`` page under 300 ms over a million calls.
 
+* ``sessions.n_denied``: the session's denied calls, written with them (so right for a
+  run still going: a session and its calls are stored in one transaction), filled here
+  for the sessions already stored.  The run pages sum it per target and scenario, and
+  the failed-first lists test it, instead of counting a million calls per page.
 * ``ix_tool_calls_run_decision`` also holds ``target_id``, ``primary_code`` and
   ``next_action``, and ``ix_sessions_run_target_status`` also the scenario, handshake
   and call count, so the run, runs and failed-sessions pages read index ranges only
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import sys
 
+import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.exc import DBAPIError
 
@@ -37,7 +42,7 @@ CALLS_BEFORE = ["run_id", "decision", "session_id", "id"]
 CALLS_AFTER = [*CALLS_BEFORE, "target_id", "primary_code", "next_action"]
 SESSIONS_BEFORE = ["run_id", "target_id", "status"]
 SESSIONS_AFTER = [*SESSIONS_BEFORE, "scenario", "handshake_required", "handshake_completed",
-                  "n_calls"]
+                  "n_calls", "n_denied"]
 
 SQLITE_SEARCH = (
     f"CREATE VIRTUAL TABLE {SEARCH_TABLE} USING fts5(command, content='tool_calls', "
@@ -62,6 +67,11 @@ SEARCH_FALLBACK = ("the command search will scan a run's commands (the same resu
 
 
 def upgrade() -> None:
+    op.add_column("sessions", sa.Column("n_denied", sa.Integer, nullable=False,
+                                        server_default="0"))
+    op.execute("UPDATE sessions SET n_denied = (SELECT count(*) FROM tool_calls "
+               "WHERE tool_calls.session_id = sessions.id AND tool_calls.decision = 'deny') "
+               "WHERE id IN (SELECT session_id FROM tool_calls WHERE decision = 'deny')")
     _replace_indexes(CALLS_AFTER, SESSIONS_AFTER)
     if op.get_bind().dialect.name == "sqlite":
         _sqlite_search()
@@ -78,6 +88,7 @@ def downgrade() -> None:
     else:
         op.execute(f"DROP INDEX IF EXISTS {SEARCH_INDEX}")
     _replace_indexes(CALLS_BEFORE, SESSIONS_BEFORE)
+    op.drop_column("sessions", "n_denied")
 
 
 def _replace_indexes(calls: list[str], sessions: list[str]) -> None:
