@@ -9,7 +9,7 @@ every count here, as from every model rate.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from datetime import datetime
 
 from sqlalchemy import Engine, and_, case, func, select
@@ -72,11 +72,13 @@ def run_overview(engine: Engine, run_id: int, *, scenarios: bool = True) -> RunO
                          .group_by(c.target_id, c.primary_code, c.next_action)).all())
         failed = case((s.status != "completed", 1),
                       (and_(s.handshake_required > 0, ~s.handshake_completed), 1), else_=0)
+        # grouped in ix_sessions_run_target_status's order (status too, summed below):
+        # no sort of the run's sessions
         scenario_rows = [] if not scenarios else conn.execute(
             select(s.target_id, s.scenario, func.count(),
                    func.sum(case((s.status == "completed", 1), else_=0)), func.sum(failed),
                    func.sum(s.n_calls), func.sum(s.n_denied))
-            .where(s.run_id == run_id, ok).group_by(s.target_id, s.scenario)).all()
+            .where(s.run_id == run_id, ok).group_by(s.target_id, s.status, s.scenario)).all()
     tallies = {name: _Tally() for name in names.values()}
     for target_id, status, n, hs_n, hs_k, n_calls in status_rows:
         t = tallies[names[target_id]]
@@ -95,10 +97,10 @@ def run_overview(engine: Engine, run_id: int, *, scenarios: bool = True) -> RunO
         if next_action:
             t.by_next[next_action] = t.by_next.get(next_action, 0) + n
     scenarios: dict[str, dict[str, ScenarioTally]] = defaultdict(dict)
-    for target_id, scenario, n, completed, n_failed, n_calls, n_denied in sorted(
-            scenario_rows, key=lambda r: (r[1], r[0])):
+    for target_id, scenario, *sums in sorted(scenario_rows, key=lambda r: (r[1], r[0])):
+        tally = scenarios[scenario].get(names[target_id], ScenarioTally())
         scenarios[scenario][names[target_id]] = ScenarioTally(
-            n, int(completed or 0), int(n_failed or 0), int(n_calls or 0), int(n_denied or 0))
+            *(a + int(b or 0) for a, b in zip(astuple(tally), sums, strict=True)))
     return RunOverview(tuple(names.values()), {k: v.freeze() for k, v in tallies.items()},
                        dict(scenarios))
 
@@ -144,7 +146,8 @@ def denied_calls(run_ids: list[int]) -> list:
 def faulted_calls(run_ids: list[int]) -> list:
     """The denied calls of the runs' error sessions, reached from those few sessions."""
     c, s = tool_calls.c, sessions.c
-    return [c.session_id.in_(select(s.id).where(s.run_id.in_(run_ids), s.status == "error")),
+    return [c.session_id.in_(select(s.id).where(s.run_id.in_(run_ids), s.status == "error",
+                                                s.n_denied > 0)),
             c.decision == "deny"]
 
 
