@@ -147,3 +147,4 @@ def test_the_migration_indexes_calls_and_counts_denials_stored_before_it(searche
     listed = list_sessions(engine, SessionFilter(run_id=run_id), sort="id", limit=500)
     assert {r.id: r.denials for r in listed.rows if r.denials} == by_session
     assert len(by_session) >= 5
+
