@@ -148,3 +148,44 @@ def test_the_migration_indexes_calls_and_counts_denials_stored_before_it(searche
     assert {r.id: r.denials for r in listed.rows if r.denials} == by_session
     assert len(by_session) >= 5
 
+
+
+@pytest.mark.postgres
+def test_postgresql_without_pg_trgm_rights_upgrades_with_a_warning_and_scans(pg_url, capsys):
+    """A role that may create tables but not extensions: the upgrade reaches head, says why
+    the index is missing and how to add it, and the search still finds the right rows."""
+    import secrets
+
+    import psycopg
+    from sqlalchemy import make_url
+
+    from agent_eval.store import open_store
+
+    server = make_url(pg_url)
+    admin_url = f"postgresql://postgres@{server.host}:{server.port}/test"
+    name = f"agent_eval_nopriv_{secrets.token_hex(4)}"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'CREATE ROLE "{name}" LOGIN')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        with psycopg.connect(admin_url.rsplit("/", 1)[0] + f"/{name}",
+                             autocommit=True) as owner:
+            owner.execute(f'GRANT CREATE ON SCHEMA public TO "{name}"')
+        url = f"postgresql+psycopg://{name}@{server.host}:{server.port}/{name}"
+        assert database.upgrade(url) == database.head_revision()
+        warning = capsys.readouterr().err
+        assert warning.startswith("Warning: cannot create the pg_trgm index (permission denied")
+        assert f"CREATE INDEX {SEARCH_INDEX} ON tool_calls USING gin" in warning
+        with open_store(url) as store:
+            run_id = store.create_run(label="s", kind="live", suite="s", config={},
+                                      fingerprint={})
+            store.add_target(run_id, name="t", model="m", base_url="http://127.0.0.1:1/v1",
+                             settings={})
+            for i, cmd in enumerate(COMMANDS):
+                store.record_session(run_id, record(f"t/s{i}/0", [judged(0, 0, cmd)]))
+            page = list_calls(store.engine, CallFilter(run_id=run_id, search="100%"))
+            assert [r.command for r in page.rows] == ["echo 100% done"]
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            admin.execute(f'DROP ROLE IF EXISTS "{name}"')
