@@ -388,7 +388,7 @@ def list_sessions(engine: Engine, f: SessionFilter, *, sort: str = "failed",
         raise ConfigError(f"unknown sort {sort!r}: use one of {', '.join(SESSION_SORTS)}",
                           field="sort")
     s = sessions.c
-    where = _session_where(f, bool(f.search) and search_index_exists(engine))
+    where = _session_where(f, _searches_index(engine, f))
     failed = _session_failed()
     if f.failed and not (f.code or f.decision == "deny"):  # those sessions all failed
         where.append(failed)
@@ -425,7 +425,7 @@ def neighbour_sessions(engine: Engine, f: SessionFilter, session_id: int
                        ) -> tuple[int | None, int | None]:
     """The failed sessions just before and after ``session_id`` under ``f`` (id order)."""
     s = sessions.c
-    where = [*_session_where(f, bool(f.search) and search_index_exists(engine)),
+    where = [*_session_where(f, _searches_index(engine, f)),
              _session_failed()]
     base = select(s.id)
     with engine.connect() as conn:
@@ -482,7 +482,7 @@ def list_calls(engine: Engine, f: CallFilter, *, sort: str = "failed",
         raise ConfigError(f"unknown sort {sort!r}: use one of {', '.join(CALL_SORTS)}",
                           field="sort")
     c = tool_calls.c
-    where, joined = _call_where(f, bool(f.search) and search_index_exists(engine))
+    where, joined = _call_where(f, _searches_index(engine, f))
     order = {
         "failed": (c.session_id, c.id),  # within each verdict, see _failed_first
         "id": (c.id,),
@@ -562,6 +562,10 @@ def _run_of(trigram_search: bool):
     matches and check their run."""
     c = tool_calls.c
     return c.run_id + 0 if trigram_search else c.run_id
+
+
+def _searches_index(engine: Engine, f) -> bool:
+    return bool(f.search) and search_index_exists(engine)
 
 
 def search_index_exists(engine: Engine) -> bool:
