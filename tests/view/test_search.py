@@ -9,7 +9,7 @@ from alembic import command as alembic_command
 from sqlalchemy import text
 from view_fixtures import judged, record
 
-from agent_eval.store import database
+from agent_eval.store import database, queries
 from agent_eval.store.queries import (
     CallFilter,
     SessionFilter,
@@ -65,8 +65,10 @@ def searched(store):
     return store, run_id, sessions
 
 
+@pytest.mark.parametrize("probe", [50_000, 1], ids=["trigram-table", "too-common-so-scan"])
 @pytest.mark.parametrize("needle", SEARCHES)
-def test_search_finds_exactly_what_like_finds(searched, needle):
+def test_search_finds_exactly_what_like_finds(searched, needle, probe, monkeypatch):
+    monkeypatch.setattr(queries, "TRIGRAM_PROBE", probe)
     store, run_id, sessions = searched
     dialect = store.engine.dialect.name
     expected = sorted(sessions[c] for c in COMMANDS if like_matches(dialect, c, needle))
