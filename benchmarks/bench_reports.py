@@ -157,7 +157,10 @@ def _bulk_insert(store, session_rows: list[dict], call_rows: list[tuple]) -> Non
         with store.engine.begin() as conn:  # explicit ids do not move the sequence
             conn.execute(text("SELECT setval(pg_get_serial_sequence('sessions', 'id'), "
                               "(SELECT MAX(id) FROM sessions))"))
-            conn.execute(text("ANALYZE"))
+        # as autovacuum leaves a store after a load: statistics, and the visibility map
+        # that lets covering indexes answer without reading the table
+        with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text("VACUUM ANALYZE"))
         return
     with store.engine.begin() as conn:
         for i in range(0, len(call_rows), chunk):
