@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from agent_eval.store.schema import metadata
+from agent_eval.store.schema import is_modelled, metadata
 
 connection = context.config.attributes.get("connection")
 if connection is None:
@@ -20,6 +20,7 @@ context.configure(
     target_metadata=metadata,
     render_as_batch=connection.dialect.name == "sqlite",
     transactional_ddl=True,
+    include_name=is_modelled,
 )
 with context.begin_transaction():
     context.run_migrations()

@@ -155,6 +155,21 @@ def upgrade(url: str | None) -> str:
     return head_revision()
 
 
+def build_search_index(url: str | None) -> str | None:
+    """Build SQLite's trigram table of the calls' commands (``store/search_index.py``);
+    None when it is ready, else why not.  PostgreSQL's index comes with the migrations."""
+    engine = connect(resolve_db_url(url))
+    try:
+        if engine.dialect.name != "sqlite":
+            return None
+        from agent_eval.store.search_index import build_sqlite_search
+
+        with engine.begin() as conn:
+            return build_sqlite_search(conn)
+    finally:
+        engine.dispose()
+
+
 def _upgrade_engine(engine: Engine) -> None:
     """Migrate to head, after refusing a database that is not an agent-eval store (a
     foreign one, garbage, or one from a newer agent-eval).  Any database error on the way

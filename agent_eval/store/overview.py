@@ -9,7 +9,7 @@ every count here, as from every model rate.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from datetime import datetime
 
 from sqlalchemy import Engine, and_, case, func, select
@@ -72,17 +72,13 @@ def run_overview(engine: Engine, run_id: int, *, scenarios: bool = True) -> RunO
                          .group_by(c.target_id, c.primary_code, c.next_action)).all())
         failed = case((s.status != "completed", 1),
                       (and_(s.handshake_required > 0, ~s.handshake_completed), 1), else_=0)
+        # grouped in ix_sessions_run_target_status's order (status too, summed below):
+        # no sort of the run's sessions
         scenario_rows = [] if not scenarios else conn.execute(
             select(s.target_id, s.scenario, func.count(),
                    func.sum(case((s.status == "completed", 1), else_=0)), func.sum(failed),
-                   func.sum(s.n_calls))
-            .where(s.run_id == run_id, ok).group_by(s.target_id, s.scenario)).all()
-        per_session = (select(c.session_id, func.count().label("n")).where(*denied)
-                       .group_by(c.session_id).subquery())
-        scenario_errors = [] if not scenarios else conn.execute(
-            select(s.target_id, s.scenario, func.sum(per_session.c.n))
-            .select_from(per_session).join(sessions, s.id == per_session.c.session_id)
-            .where(ok).group_by(s.target_id, s.scenario)).all()
+                   func.sum(s.n_calls), func.sum(s.n_denied))
+            .where(s.run_id == run_id, ok).group_by(s.target_id, s.status, s.scenario)).all()
     tallies = {name: _Tally() for name in names.values()}
     for target_id, status, n, hs_n, hs_k, n_calls in status_rows:
         t = tallies[names[target_id]]
@@ -100,14 +96,11 @@ def run_overview(engine: Engine, run_id: int, *, scenarios: bool = True) -> RunO
         t.by_code[code] = t.by_code.get(code, 0) + n
         if next_action:
             t.by_next[next_action] = t.by_next.get(next_action, 0) + n
-    errors = {(names[tid], scen): n for tid, scen, n in scenario_errors}
     scenarios: dict[str, dict[str, ScenarioTally]] = defaultdict(dict)
-    for target_id, scenario, n, completed, n_failed, n_calls in sorted(
-            scenario_rows, key=lambda r: (r[1], r[0])):
-        name = names[target_id]
-        scenarios[scenario][name] = ScenarioTally(
-            n, int(completed or 0), int(n_failed or 0), int(n_calls or 0),
-            errors.get((name, scenario), 0))
+    for target_id, scenario, *sums in sorted(scenario_rows, key=lambda r: (r[1], r[0])):
+        tally = scenarios[scenario].get(names[target_id], ScenarioTally())
+        scenarios[scenario][names[target_id]] = ScenarioTally(
+            *(a + int(b or 0) for a, b in zip(astuple(tally), sums, strict=True)))
     return RunOverview(tuple(names.values()), {k: v.freeze() for k, v in tallies.items()},
                        dict(scenarios))
 
@@ -122,7 +115,7 @@ class TrendPoint:
 def label_trend(engine: Engine, label: str, limit: int = 20) -> list[TrendPoint]:
     """The last ``limit`` runs with ``label``, oldest first, per target: calls, denied
     calls, sessions with a handshake and those that completed it."""
-    s, c = sessions.c, tool_calls.c
+    s = sessions.c
     with engine.connect() as conn:
         recent = conn.execute(select(runs.c.id, runs.c.created_at).where(runs.c.label == label)
                               .order_by(runs.c.id.desc()).limit(limit)).all()
@@ -130,20 +123,14 @@ def label_trend(engine: Engine, label: str, limit: int = 20) -> list[TrendPoint]
         names = dict(conn.execute(select(targets.c.id, targets.c.name)
                                   .where(targets.c.run_id.in_(ids))).all())
         hs = conn.execute(
-            select(s.run_id, s.target_id, func.sum(s.n_calls),
+            select(s.run_id, s.target_id, func.sum(s.n_calls), func.sum(s.n_denied),
                    func.sum(case((s.handshake_required > 0, 1), else_=0)),
                    func.sum(case((and_(s.handshake_required > 0, s.handshake_completed), 1),
                                  else_=0)))
             .where(s.run_id.in_(ids), s.status != "error").group_by(s.run_id, s.target_id)).all()
-        per_session = (select(c.session_id, func.count().label("n"))
-                       .where(*denied_calls(ids)).group_by(c.session_id).subquery())
-        denied = {(r, t): int(n or 0) for r, t, n in conn.execute(  # index-only, then sessions
-            select(s.run_id, s.target_id, func.sum(per_session.c.n))
-            .select_from(per_session).join(sessions, s.id == per_session.c.session_id)
-            .where(s.status != "error").group_by(s.run_id, s.target_id)).all()}
     per_run: dict[int, dict[str, tuple[int, int, int, int]]] = defaultdict(dict)
-    for run_id, target_id, n_calls, hs_n, hs_k in hs:
-        per_run[run_id][names[target_id]] = (int(n_calls or 0), denied.get((run_id, target_id), 0),
+    for run_id, target_id, n_calls, n_denied, hs_n, hs_k in hs:
+        per_run[run_id][names[target_id]] = (int(n_calls or 0), int(n_denied or 0),
                                              int(hs_n or 0), int(hs_k or 0))
     return [TrendPoint(r.id, r.created_at, per_run.get(r.id, {})) for r in reversed(recent)]
 
@@ -159,7 +146,8 @@ def denied_calls(run_ids: list[int]) -> list:
 def faulted_calls(run_ids: list[int]) -> list:
     """The denied calls of the runs' error sessions, reached from those few sessions."""
     c, s = tool_calls.c, sessions.c
-    return [c.session_id.in_(select(s.id).where(s.run_id.in_(run_ids), s.status == "error")),
+    return [c.session_id.in_(select(s.id).where(s.run_id.in_(run_ids), s.status == "error",
+                                                s.n_denied > 0)),
             c.decision == "deny"]
 
 

@@ -30,16 +30,26 @@ from sqlalchemy import (
     exists,
     false,
     func,
+    literal_column,
     not_,
     or_,
     select,
+    table,
 )
+from sqlalchemy import column as column_of
 
 from agent_eval.errors import ConfigError
 from agent_eval.metrics.stats import wilson_interval
 from agent_eval.store.database import write_transaction
-from agent_eval.store.overview import denied_calls, faulted_calls
-from agent_eval.store.schema import findings, runs, sessions, targets, tool_calls
+from agent_eval.store.overview import denied_calls
+from agent_eval.store.schema import (
+    SEARCH_TABLE,
+    findings,
+    runs,
+    sessions,
+    targets,
+    tool_calls,
+)
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
@@ -243,31 +253,25 @@ def list_runs(engine: Engine, *, label: str | None = None, kind: str | None = No
         names = _grouped(conn.execute(
             select(targets.c.run_id, targets.c.name).where(targets.c.run_id.in_(ids))
             .order_by(targets.c.id)).all())
-        n_sessions = dict(conn.execute(
-            select(sessions.c.run_id, func.count()).where(sessions.c.run_id.in_(ids))
-            .group_by(sessions.c.run_id)).all())
-        calls, errors = _run_call_counts(conn, ids)
+        s = sessions.c
+        live = s.status != "error"
+        counts = {run_id: (n, int(calls or 0), int(errors or 0)) for run_id, n, calls, errors
+                  in conn.execute(select(s.run_id, func.count(),
+                                         func.sum(case((live, s.n_calls), else_=0)),
+                                         func.sum(case((live, s.n_denied), else_=0)))
+                                  .where(s.run_id.in_(ids)).group_by(s.run_id)).all()}
     return Page(tuple(
         RunRow(id=row.id, label=row.label, kind=row.kind, status=row.status,
-               targets=tuple(names.get(row.id, ())), sessions=n_sessions.get(row.id, 0),
-               calls=calls.get(row.id, 0), errors=errors.get(row.id, 0),
+               targets=tuple(names.get(row.id, ())), **_run_counts(counts.get(row.id)),
                started=row.created_at, finished=row.finished_at)
         for row in rows), total, limit, offset)
 
 
-def _run_call_counts(conn, ids: list[int]) -> tuple[dict[int, int], dict[int, int]]:
-    """Calls and denied calls per run, calls of error sessions left out: calls summed from
-    the sessions, denied calls a range of ``ix_tool_calls_run_decision``."""
-    s, c = sessions.c, tool_calls.c
-    calls = {run_id: int(n or 0) for run_id, n in conn.execute(
-        select(s.run_id, func.sum(s.n_calls)).where(s.run_id.in_(ids), s.status != "error")
-        .group_by(s.run_id)).all()}
-    errors = dict(conn.execute(
-        select(c.run_id, func.count()).where(*denied_calls(ids)).group_by(c.run_id)).all())
-    for run_id, n in conn.execute(
-        select(c.run_id, func.count()).where(*faulted_calls(ids)).group_by(c.run_id)).all():
-        errors[run_id] -= n
-    return calls, errors
+def _run_counts(counts: tuple[int, int, int] | None) -> dict[str, int]:
+    """Sessions, and calls and denied calls outside error sessions, summed from the
+    sessions' ``n_calls`` and ``n_denied`` (one range of ``ix_sessions_run_target_status``)."""
+    n, calls, errors = counts or (0, 0, 0)
+    return {"sessions": n, "calls": calls, "errors": errors}
 
 
 def delete_run(engine: Engine, run_id: int) -> int:
@@ -326,10 +330,10 @@ def _denied_sessions(f):
     return select(c.session_id).where(*where)
 
 
-def _session_failed(f):
+def _session_failed():
     s = sessions.c
     return or_(s.status != "completed", and_(s.handshake_required > 0, not_(s.handshake_completed)),
-               s.id.in_(_denied_sessions(SessionFilter(run_id=f.run_id))))
+               s.n_denied > 0)
 
 
 def _target_ids(name: str, run_id: int | None):
@@ -339,7 +343,7 @@ def _target_ids(name: str, run_id: int | None):
     return select(targets.c.id).where(*where)
 
 
-def _session_where(f: SessionFilter) -> list:
+def _session_where(f: SessionFilter, search_index: bool = False) -> list:
     s = sessions.c
     c = tool_calls.c
     where: list = []
@@ -358,14 +362,17 @@ def _session_where(f: SessionFilter) -> list:
     if f.code:
         where.append(s.id.in_(_denied_sessions(f)))
     if f.decision == "deny":
-        where.append(s.id.in_(_denied_sessions(SessionFilter(run_id=f.run_id))))
+        where.append(s.n_denied > 0)
     elif f.decision:
         where.append(exists().where(c.session_id == s.id, c.decision == f.decision))
     if f.disagree:
         where.append(exists().where(c.session_id == s.id, c.source_decision.is_not(None),
                                     c.source_decision != c.decision))
     if f.search:
-        where.append(exists().where(c.session_id == s.id, _contains(c.command, f.search)))
+        found = [_contains(c.command, f.search, search_index)]
+        if f.run_id is not None:
+            found.append(_run_of(_trigram_search(f.search, search_index)) == f.run_id)
+        where.append(s.id.in_(select(c.session_id).where(*found)))
     return where
 
 
@@ -380,15 +387,14 @@ def list_sessions(engine: Engine, f: SessionFilter, *, sort: str = "failed",
     if sort not in SESSION_SORTS:
         raise ConfigError(f"unknown sort {sort!r}: use one of {', '.join(SESSION_SORTS)}",
                           field="sort")
-    s, c = sessions.c, tool_calls.c
-    where = _session_where(f)
-    failed = _session_failed(f)
-    if f.failed:
+    s = sessions.c
+    where = _session_where(f, _searches_index(engine, f))
+    failed = _session_failed()
+    if f.failed and not (f.code or f.decision == "deny"):  # those sessions all failed
         where.append(failed)
-    denials = (select(func.count()).where(c.session_id == s.id, c.decision == "deny")
-               .correlate(sessions).scalar_subquery())
+    denials = s.n_denied
     order = {
-        "failed": (case((failed, 0), else_=1), s.id),
+        "failed": (s.id,) if f.failed else (case((failed, 0), else_=1), s.id),
         "id": (s.id,),
         "-id": (s.id.desc(),),
         "denials": (denials.desc(), s.id),
@@ -402,16 +408,13 @@ def list_sessions(engine: Engine, f: SessionFilter, *, sort: str = "failed",
                                 .offset(offset)).scalars())
         rows = {r.id: r for r in conn.execute(
             select(s.id, s.run_id, targets.c.name, s.scenario, s.repeat, s.status, s.n_calls,
-                   s.handshake_required, s.handshake_done, s.handshake_completed, s.parent_id,
-                   s.tags, s.error)
+                   s.n_denied, s.handshake_required, s.handshake_done, s.handshake_completed,
+                   s.parent_id, s.tags, s.error)
             .join(targets, targets.c.id == s.target_id).where(s.id.in_(ids))).all()}
-        counts = dict(conn.execute(
-            select(c.session_id, func.count()).where(c.session_id.in_(ids), c.decision == "deny")
-            .group_by(c.session_id)).all())
     return Page(tuple(
         SessionListRow(id=r.id, run_id=r.run_id, target=r.name, scenario=r.scenario,
                        repeat=r.repeat, status=r.status, calls=r.n_calls,
-                       denials=counts.get(r.id, 0), handshake_required=r.handshake_required,
+                       denials=r.n_denied, handshake_required=r.handshake_required,
                        handshake_done=r.handshake_done,
                        handshake_completed=bool(r.handshake_completed), parent_id=r.parent_id,
                        tags=tuple(r.tags or ()), error=r.error)
@@ -422,7 +425,8 @@ def neighbour_sessions(engine: Engine, f: SessionFilter, session_id: int
                        ) -> tuple[int | None, int | None]:
     """The failed sessions just before and after ``session_id`` under ``f`` (id order)."""
     s = sessions.c
-    where = [*_session_where(f), _session_failed(f)]
+    where = [*_session_where(f, _searches_index(engine, f)),
+             _session_failed()]
     base = select(s.id)
     with engine.connect() as conn:
         prev = conn.execute(base.where(*where, s.id < session_id).order_by(s.id.desc())
@@ -435,12 +439,14 @@ def neighbour_sessions(engine: Engine, f: SessionFilter, session_id: int
 # calls
 
 
-def _call_where(f: CallFilter) -> tuple[list, bool]:
-    """The conditions, and whether they need the sessions table joined."""
+def _call_where(f: CallFilter, search_index: bool = False) -> tuple[list, bool]:
+    """The conditions, and whether they need the sessions table joined.  ``search_index``:
+    the SQLite trigram table exists (see :func:`_contains`)."""
     c = tool_calls.c
     s = sessions.c
     where: list = []
-    for column, value in ((c.run_id, f.run_id), (c.session_id, f.session_id),
+    indexed = bool(f.search) and _trigram_search(f.search, search_index)
+    for column, value in ((_run_of(indexed), f.run_id), (c.session_id, f.session_id),
                           (c.primary_code, f.code), (c.decision, f.decision),
                           (c.next_action, f.next_action)):
         if value is not None:
@@ -452,7 +458,7 @@ def _call_where(f: CallFilter) -> tuple[list, bool]:
     if f.disagree:
         where.append(and_(c.source_decision.is_not(None), c.source_decision != c.decision))
     if f.search:
-        where.append(_contains(c.command, f.search))
+        where.append(_contains(c.command, f.search, search_index))
     joined = False
     for column, value in ((s.scenario, f.scenario), (s.status, f.status)):
         if value is not None:
@@ -476,7 +482,7 @@ def list_calls(engine: Engine, f: CallFilter, *, sort: str = "failed",
         raise ConfigError(f"unknown sort {sort!r}: use one of {', '.join(CALL_SORTS)}",
                           field="sort")
     c = tool_calls.c
-    where, joined = _call_where(f)
+    where, joined = _call_where(f, _searches_index(engine, f))
     order = {
         "failed": (c.session_id, c.id),  # within each verdict, see _failed_first
         "id": (c.id,),
@@ -528,8 +534,65 @@ def _tag_match(column, tag: str):
     return cast(column, String).like(f"%{_escape_like(json.dumps(tag))}%", escape="\\")
 
 
-def _contains(column, text: str):
-    return column.like(f"%{_escape_like(text)}%", escape="\\") if text else false()
+def _contains(column, text: str, search_index: bool = False):
+    """``column LIKE '%text%'`` with the text escaped.  With the SQLite trigram table
+    (``search_index``) the calls whose command holds ``text`` as a phrase of trigrams come
+    from that table first: FTS5 folds case at least as widely as SQLite's ASCII-only LIKE,
+    so they are a superset, and the LIKE kept on them makes the rows exactly LIKE's.
+    Under 3 characters (no trigram) or with a NUL the LIKE scans alone."""
+    if not text:
+        return false()
+    like = column.like(f"%{_escape_like(text)}%", escape="\\")
+    if not _trigram_search(text, search_index):
+        return like
+    return and_(tool_calls.c.id.in_(_trigram_matches(text)), like)
+
+
+def _trigram_matches(text: str):
+    """The ids of the calls whose command holds ``text``, case folded, from the FTS5 table."""
+    phrase = '"' + text.replace('"', '""') + '"'
+    index = table(SEARCH_TABLE, column_of("rowid"), column_of("command"))
+    return select(index.c.rowid).where(index.c.command.op("MATCH")(phrase))
+
+
+def _trigram_search(text: str, search_index: bool) -> bool:
+    return search_index and len(text) >= 3 and "\x00" not in text
+
+
+def _run_of(trigram_search: bool):
+    """The calls' run column to filter on.  Under a trigram search it is ``run_id + 0``,
+    which no index serves: SQLite, with no statistics, would otherwise walk the whole
+    run in ``ix_tool_calls_run_decision`` and probe the matches, rather than read the few
+    matches and check their run."""
+    c = tool_calls.c
+    return c.run_id + 0 if trigram_search else c.run_id
+
+
+TRIGRAM_PROBE = 50_000
+"""A text the trigram table finds in this many commands or more (``uv run``) is searched
+by the scan instead: reading that many matches (1.2 s for 750,000 at a million calls)
+costs more than scanning a run's commands (0.3 s).  Counting up to here costs ~20 ms."""
+
+
+def _searches_index(engine: Engine, f) -> bool:
+    """Whether ``f``'s search reads the trigram table: it exists, the text has a trigram,
+    and fewer than :data:`TRIGRAM_PROBE` commands hold it."""
+    if not (f.search and _trigram_search(f.search, True) and search_index_exists(engine)):
+        return False
+    with engine.connect() as conn:
+        found = conn.execute(select(func.count()).select_from(
+            _trigram_matches(f.search).limit(TRIGRAM_PROBE).subquery())).scalar_one()
+    return found < TRIGRAM_PROBE
+
+
+def search_index_exists(engine: Engine) -> bool:
+    """Whether the store has the SQLite trigram table (PostgreSQL's ``pg_trgm`` index
+    needs no word: its planner uses it for the same LIKE)."""
+    if engine.dialect.name != "sqlite":
+        return False
+    with engine.connect() as conn:
+        return conn.execute(select(literal_column("1")).select_from(table("sqlite_master"))
+                            .where(literal_column("name") == SEARCH_TABLE)).first() is not None
 
 
 def _escape_like(text: str) -> str:

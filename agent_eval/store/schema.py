@@ -86,6 +86,18 @@ NUL_STAND_IN = "\u2400"
 
 metadata = MetaData()
 
+SEARCH_TABLE = "tool_calls_search"
+"""SQLite: the FTS5 trigram index of ``tool_calls.command`` (migration ``viewer_speed``),
+kept by triggers and read only by ``store.queries``; no Core table, as no code writes it."""
+SEARCH_INDEX = "ix_tool_calls_command_trgm"
+"""PostgreSQL: the ``pg_trgm`` GIN index of ``tool_calls.command``, used by ``LIKE``."""
+
+
+def is_modelled(name: str | None, type_: str, _parent_names=None) -> bool:
+    """False for the search index objects above (and FTS5's shadow tables), which the
+    migrations build outside ``metadata``: Alembic's ``include_name`` hook."""
+    return not (name or "").startswith((SEARCH_TABLE, SEARCH_INDEX))
+
 runs = Table(
     "runs",
     metadata,
@@ -133,13 +145,18 @@ sessions = Table(
     Column("n_turns", Integer, nullable=False),
     Column("n_messages", Integer, nullable=False),
     Column("n_calls", Integer, nullable=False),
+    # its denied calls, written with them (migration viewer_speed): the run pages' error
+    # counts per scenario and the failed-first lists read it instead of the calls
+    Column("n_denied", Integer, nullable=False, server_default="0"),
     Column("messages", JSON, nullable=False),
     Column("source", String(100), nullable=False),
     Column("schema_version", Integer, nullable=False),
     Column("started_at", UtcDateTime),
     Column("finished_at", UtcDateTime),
     UniqueConstraint("run_id", "key", name="uq_sessions_run_key"),
-    Index("ix_sessions_run_target_status", "run_id", "target_id", "status"),
+    # covering the run pages' GROUP BYs (migration viewer_speed)
+    Index("ix_sessions_run_target_status", "run_id", "target_id", "status", "scenario",
+          "handshake_required", "handshake_completed", "n_calls", "n_denied"),
     Index("ix_sessions_parent", "parent_id"),
 )
 
@@ -200,7 +217,8 @@ tool_calls = Table(
     Column("child_session_id", Integer, ForeignKey("sessions.id", ondelete="SET NULL")),
     Index("ix_tool_calls_breakdown", "run_id", "target_id", "primary_code", "decision"),
     Index("ix_tool_calls_session", "session_id", "index"),
-    Index("ix_tool_calls_run_decision", "run_id", "decision", "session_id", "id"),
+    Index("ix_tool_calls_run_decision", "run_id", "decision", "session_id", "id", "target_id",
+          "primary_code", "next_action"),  # a run's denied calls, read from the index alone
     Index("ix_tool_calls_session_turn", "session_id", "turn_index"),  # burned turns (aggregates)
 )
 

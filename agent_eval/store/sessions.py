@@ -285,6 +285,7 @@ def _session_values(run_id: int, target_id: int, r: SessionRecord) -> dict:
         # model messages, as docs/design.md counts them: replies, not prompts or tool results
         "n_messages": sum(1 for m in r.messages if m.get("role") == "assistant"),
         "n_calls": len(r.calls),
+        "n_denied": sum(1 for c in r.calls if c.decision == "deny"),
         "messages": r.messages,
         "source": r.source,
         "schema_version": r.schema_version,

@@ -7,8 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import func, select
+from view_fixtures import ALLOWED, PIPED, judged, record
 
 from agent_eval.errors import ConfigError
+from agent_eval.store.overview import run_overview
 from agent_eval.store.queries import (
     CallFilter,
     SessionFilter,
@@ -67,12 +69,26 @@ def test_sessions_come_failed_first(filled):
     ({"search": "&& ls"}, ["sloppy/pipe/0"]),
     ({"search": "%"}, []),  # LIKE wildcards match themselves
     ({"decision": "deny", "target": "careful"}, ["careful/pipe/0"]),
+    ({"failed": True, "code": "AE301"}, ["careful/pipe/0", "sloppy/pipe/0"]),
+    ({"failed": True, "decision": "deny"}, ["careful/pipe/0", "sloppy/pipe/0"]),
+    ({"failed": True, "decision": "allow"}, ["careful/pipe/0"]),
 ], ids=lambda v: str(v))
 def test_session_filters(filled, filters, keys):
     store, f = filled
     page = list_sessions(store.engine, SessionFilter(run_id=f.run_id, **filters), sort="id")
     assert [r.id for r in page.rows] == sorted(f.ids[k] for k in keys)
     assert page.total == len(keys)
+
+
+@pytest.mark.parametrize("extra", [{}, {"code": "AE301"}, {"decision": "deny"}], ids=str)
+def test_failed_sessions_in_failed_first_order_are_in_id_order(filled, extra):
+    store, f = filled
+    failed_first = list_sessions(store.engine, SessionFilter(run_id=f.run_id, failed=True,
+                                                             **extra))
+    by_id = list_sessions(store.engine, SessionFilter(run_id=f.run_id, failed=True, **extra),
+                          sort="id")
+    assert [r.id for r in failed_first.rows] == [r.id for r in by_id.rows]
+    assert len(by_id.rows) == (3 if not extra else 2)
 
 
 def test_handshake_sort_puts_incomplete_first(filled):
@@ -153,3 +169,22 @@ def test_failed_first_calls_page_across_the_denied_allowed_boundary(filled):
     assert [r.id for p in pages for r in p] == [r.id for r in everything]
     assert [r.decision for r in pages[1]] == ["deny", "allow"]
     assert [r.id for r in everything[:3]] == sorted(r.id for r in everything[:3])
+
+
+def test_a_scenario_tally_sums_its_sessions_of_every_status(store):
+    """The run page's per-scenario row adds up sessions that ended differently (they come
+    from the index grouped by status as well)."""
+    run_id = store.create_run(label="s", kind="live", suite="s", config={}, fingerprint={})
+    store.add_target(run_id, name="t", model="m", base_url="http://127.0.0.1:1/v1",
+                     settings={})
+    store.record_session(run_id, record("t/pipe/0", [judged(0, 0, PIPED),
+                                                      judged(1, 1, ALLOWED)]))
+    store.record_session(run_id, record("t/pipe/1", [judged(0, 0, PIPED)],
+                                        status="abandoned"))
+    store.record_session(run_id, record("t/pipe/2", [judged(0, 0, PIPED)], status="error"))
+    store.record_session(run_id, record("t/clean/0", [judged(0, 0, ALLOWED)]))
+
+    tally = run_overview(store.engine, run_id).scenarios["pipe"]["t"]
+
+    assert (tally.sessions, tally.completed, tally.failed, tally.calls, tally.errors) == (
+        2, 1, 1, 3, 2)

@@ -1,0 +1,242 @@
+"""The command search (``calls --search``, ``sessions --search``, the viewer's search box):
+the rows are exactly those of ``command LIKE '%text%'`` with the text taken literally,
+whether the trigram index answers (SQLite FTS5, PostgreSQL pg_trgm) or a scan does."""
+
+from __future__ import annotations
+
+import pytest
+from alembic import command as alembic_command
+from sqlalchemy import text
+from view_fixtures import judged, record
+
+from agent_eval.store import database, queries
+from agent_eval.store.queries import (
+    CallFilter,
+    SessionFilter,
+    delete_run,
+    list_calls,
+    list_sessions,
+    search_index_exists,
+)
+from agent_eval.store.schema import SEARCH_INDEX, SEARCH_TABLE
+from agent_eval.store.search_index import build_sqlite_search
+
+COMMANDS = [
+    "uv run scripts/db_query.py --sql \"SELECT 1\" | head -5",
+    "uv run scripts/db_query.py --sql \"select 1\" | HEAD -5",
+    "echo 100% done",
+    "echo 100 percent done",
+    "grep file_name notes.txt",
+    "grep fileXname notes.txt",
+    "echo 'it''s quoted' \"and double\"",
+    "cat C:\\temp\\x.txt",
+    "echo Élan élan",
+    "printf 'a_b%c'",
+    "ls",
+]
+SEARCHES = [
+    "head -5", "HEAD", "Head -5", "100%", "%", "0% d", "file_name", "_", "e_n",
+    "'it''s", "\"and double\"", "\"", "C:\\temp", "\\", "élan", "Élan", "ÉLAN", "a_b%c",
+    "ls", "no such text anywhere", "sql \"select", "uv run",
+]
+
+
+def like_matches(dialect: str, command: str, needle: str) -> bool:
+    """LIKE '%needle%' with the needle escaped: SQLite folds ASCII letters only,
+    PostgreSQL folds nothing."""
+    if dialect == "sqlite":
+        fold = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
+        return needle.translate(fold) in command.translate(fold)
+    return needle in command
+
+
+@pytest.fixture
+def searched(store):
+    run_id = store.create_run(label="search", kind="live", suite="s", config={},
+                              fingerprint={})
+    store.add_target(run_id, name="t", model="m", base_url="http://127.0.0.1:1/v1",
+                     settings={})
+    other = store.create_run(label="other", kind="live", suite="s", config={}, fingerprint={})
+    store.add_target(other, name="t", model="m", base_url="http://127.0.0.1:1/v1",
+                     settings={})
+    sessions = {}
+    for i, cmd in enumerate(COMMANDS):
+        sessions[cmd] = store.record_session(run_id, record(f"t/s{i}/0", [judged(0, 0, cmd)]))
+    store.record_session(other, record("t/s0/0", [judged(0, 0, COMMANDS[0])]))
+    if store.engine.dialect.name == "sqlite":  # opt-in there: db upgrade --search-index
+        with store.engine.begin() as conn:
+            assert build_sqlite_search(conn) is None
+    return store, run_id, sessions
+
+
+@pytest.mark.parametrize("probe", [50_000, 1], ids=["trigram-table", "too-common-so-scan"])
+@pytest.mark.parametrize("needle", SEARCHES)
+def test_search_finds_exactly_what_like_finds(searched, needle, probe, monkeypatch):
+    monkeypatch.setattr(queries, "TRIGRAM_PROBE", probe)
+    store, run_id, sessions = searched
+    dialect = store.engine.dialect.name
+    expected = sorted(sessions[c] for c in COMMANDS if like_matches(dialect, c, needle))
+
+    calls = list_calls(store.engine, CallFilter(run_id=run_id, search=needle), sort="id")
+    found = list_sessions(store.engine, SessionFilter(run_id=run_id, search=needle), sort="id")
+
+    assert sorted(r.session_id for r in calls.rows) == expected
+    assert calls.total == len(expected)
+    assert [r.id for r in found.rows] == expected
+
+
+def test_a_sqlite_store_scans_by_default_and_finds_the_same_rows(tmp_path):
+    from agent_eval.store import open_store
+
+    with open_store(str(tmp_path / "plain.db")) as store:
+        run_id = store.create_run(label="s", kind="live", suite="s", config={},
+                                  fingerprint={})
+        store.add_target(run_id, name="t", model="m", base_url="http://127.0.0.1:1/v1",
+                         settings={})
+        ids = {c: store.record_session(run_id, record(f"t/s{i}/0", [judged(0, 0, c)]))
+               for i, c in enumerate(COMMANDS)}
+        assert not search_index_exists(store.engine)  # no trigger slows the writes
+        for needle in SEARCHES:
+            page = list_sessions(store.engine, SessionFilter(run_id=run_id, search=needle),
+                                 sort="id")
+            assert [r.id for r in page.rows] == sorted(
+                ids[c] for c in COMMANDS if like_matches("sqlite", c, needle)), needle
+
+
+def test_db_upgrade_search_index_builds_the_table_and_later_calls_enter_it(tmp_path):
+    from click.testing import CliRunner
+
+    from agent_eval.cli import main
+    from agent_eval.store import open_store
+
+    db = str(tmp_path / "searched.db")
+    result = CliRunner().invoke(main, ["db", "upgrade", "--search-index", "--db", db])
+    assert result.exit_code == 0, result.output
+    assert "command search index: ready" in result.output
+    again = CliRunner().invoke(main, ["db", "upgrade", "--search-index", "--db", db])
+    assert again.exit_code == 0 and "ready" in again.output  # safe to run again
+    with open_store(db) as store:
+        assert search_index_exists(store.engine)
+        run_id = store.create_run(label="s", kind="live", suite="s", config={},
+                                  fingerprint={})
+        store.add_target(run_id, name="t", model="m", base_url="http://127.0.0.1:1/v1",
+                         settings={})
+        sid = store.record_session(run_id, record("t/s0/0", [judged(0, 0, COMMANDS[0])]))
+        with store.engine.connect() as conn:
+            indexed = conn.execute(text(f"SELECT rowid FROM {SEARCH_TABLE} WHERE command "
+                                        "MATCH '\"head -5\"'")).scalars().all()
+        page = list_calls(store.engine, CallFilter(run_id=run_id, search="head -5"))
+    assert len(indexed) == 1 and [r.session_id for r in page.rows] == [sid]
+
+
+def test_the_search_covers_every_run_without_a_run_filter(searched):
+    store, _, _ = searched
+    dialect = store.engine.dialect.name
+    in_both = [*COMMANDS, COMMANDS[0]]  # the other run holds the first command again
+    assert list_calls(store.engine, CallFilter(search="| head -5")).total == sum(
+        like_matches(dialect, c, "| head -5") for c in in_both)
+
+
+def test_sqlite_reads_the_matches_from_the_trigram_table(searched, tmp_path):
+    store, run_id, _ = searched
+    if store.engine.dialect.name != "sqlite":
+        pytest.skip("SQLite's FTS5 table")
+    assert search_index_exists(store.engine)
+    plans = []
+    from sqlalchemy import event
+
+    @event.listens_for(store.engine, "before_cursor_execute")
+    def _plan(conn, cursor, statement, params, context, executemany):
+        if statement.startswith("SELECT count(*)") and SEARCH_TABLE in statement:
+            plans.append(" ".join(r[-1] for r in cursor.connection.execute(
+                "EXPLAIN QUERY PLAN " + statement, params)))
+
+    list_calls(store.engine, CallFilter(run_id=run_id, search="head -5"))
+    assert plans and all(f"SCAN {SEARCH_TABLE} VIRTUAL TABLE" in p for p in plans)
+    assert all("ix_tool_calls_run_decision" not in p for p in plans)
+
+
+def test_deleted_calls_leave_the_trigram_index(searched):
+    store, run_id, _ = searched
+    delete_run(store.engine, run_id)
+    assert list_calls(store.engine, CallFilter(search="head -5")).total == 1
+    if store.engine.dialect.name == "sqlite":
+        with store.engine.begin() as conn:  # raises if the index disagrees with the table
+            conn.execute(text(f"INSERT INTO {SEARCH_TABLE}({SEARCH_TABLE}, rank) "
+                              "VALUES ('integrity-check', 1)"))
+
+
+def test_the_migration_indexes_calls_and_counts_denials_stored_before_it(searched):
+    store, run_id, _ = searched
+    engine = store.engine
+    for target in ("aggregate_indexes", "head"):
+        with engine.connect() as conn:
+            with conn.begin():
+                config = database._alembic_config(conn)
+                if target == "head":
+                    alembic_command.upgrade(config, target)
+                else:
+                    alembic_command.downgrade(config, target)
+        with engine.connect() as conn:
+            if engine.dialect.name == "sqlite":
+                present = conn.execute(text("SELECT count(*) FROM sqlite_master WHERE name = "
+                                            ":n"), {"n": SEARCH_TABLE}).scalar()
+            else:
+                present = conn.execute(text("SELECT count(*) FROM pg_indexes WHERE indexname "
+                                            "= :n"), {"n": SEARCH_INDEX}).scalar()
+        # PostgreSQL's index comes with the revision; SQLite's table only on request
+        # (the downgrade dropped the one the fixture built)
+        assert present == (target == "head" and engine.dialect.name == "postgresql")
+        assert not search_index_exists(engine)
+        page = list_calls(engine, CallFilter(run_id=run_id, search="head -5"), sort="id")
+        assert page.total == (1 if engine.dialect.name == "postgresql" else 2)
+    # sessions stored before the migration get their denied calls counted by it
+    denied = list_calls(engine, CallFilter(run_id=run_id, decision="deny"), limit=500)
+    by_session = {}
+    for call in denied.rows:
+        by_session[call.session_id] = by_session.get(call.session_id, 0) + 1
+    listed = list_sessions(engine, SessionFilter(run_id=run_id), sort="id", limit=500)
+    assert {r.id: r.denials for r in listed.rows if r.denials} == by_session
+    assert len(by_session) >= 5
+
+
+
+@pytest.mark.postgres
+def test_postgresql_without_pg_trgm_rights_upgrades_with_a_warning_and_scans(pg_url, capsys):
+    """A role that may create tables but not extensions: the upgrade reaches head, says why
+    the index is missing and how to add it, and the search still finds the right rows."""
+    import secrets
+
+    import psycopg
+    from sqlalchemy import make_url
+
+    from agent_eval.store import open_store
+
+    server = make_url(pg_url)
+    admin_url = f"postgresql://postgres@{server.host}:{server.port}/test"
+    name = f"agent_eval_nopriv_{secrets.token_hex(4)}"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'CREATE ROLE "{name}" LOGIN')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        with psycopg.connect(admin_url.rsplit("/", 1)[0] + f"/{name}",
+                             autocommit=True) as owner:
+            owner.execute(f'GRANT CREATE ON SCHEMA public TO "{name}"')
+        url = f"postgresql+psycopg://{name}@{server.host}:{server.port}/{name}"
+        assert database.upgrade(url) == database.head_revision()
+        warning = capsys.readouterr().err
+        assert warning.startswith("Warning: cannot create the pg_trgm index (permission denied")
+        assert f"CREATE INDEX {SEARCH_INDEX} ON tool_calls USING gin" in warning
+        with open_store(url) as store:
+            run_id = store.create_run(label="s", kind="live", suite="s", config={},
+                                      fingerprint={})
+            store.add_target(run_id, name="t", model="m", base_url="http://127.0.0.1:1/v1",
+                             settings={})
+            for i, cmd in enumerate(COMMANDS):
+                store.record_session(run_id, record(f"t/s{i}/0", [judged(0, 0, cmd)]))
+            page = list_calls(store.engine, CallFilter(run_id=run_id, search="100%"))
+            assert [r.command for r in page.rows] == ["echo 100% done"]
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            admin.execute(f'DROP ROLE IF EXISTS "{name}"')
