@@ -33,8 +33,8 @@ from agent_eval.report.index import column_namer, session_links
 from agent_eval.report.pages import (
     SESSIONS_DIR,
     SESSIONS_PER_FILE,
-    build_session_page,
     session_file,
+    transcript_page,
 )
 from agent_eval.report.render import render_session_batch
 
@@ -66,12 +66,13 @@ def write_session_files(store, run_ids: list[int], out: Path,
     rows = [dataclasses.replace(s, target=name_of(s)) for s in store.session_rows(run_ids)]
     links = session_links(rows, from_dir=SESSIONS_DIR)
     batch: list = []
-    for stored in store.iter_sessions(run_ids, id_range):  # id order: one file per id range
-        if batch and session_file(stored.id) != session_file(batch[-1].id):
+    for rows in store.iter_transcripts(run_ids, id_range):  # id order: one file per id range
+        sid = rows.session.id
+        if batch and session_file(sid) != session_file(batch[-1].id):
             _write_batch(out, batch)
             batch = []
-        page = build_session_page(stored, links)
-        batch.append(dataclasses.replace(page, target=links[stored.id].target))
+        page = transcript_page(rows, links)
+        batch.append(dataclasses.replace(page, target=links[sid].target))
     if batch:
         _write_batch(out, batch)
 
