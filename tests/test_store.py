@@ -272,6 +272,28 @@ def test_streamed_transcripts_hold_the_rows_of_the_sessions(store, run_id):
         m["role"] for m in parent.messages[:2]]
 
 
+def test_streams_of_a_run_leave_out_another_runs_sessions_between_its_own(store, run_id):
+    other = store.create_run(label="other", kind="live", suite="s", config={}, fingerprint={})
+    store.add_target(other, name="qwen-27b", model="m", base_url="http://127.0.0.1:8000/v1",
+                     settings={})
+    mine, theirs = [], []
+    for n in range(3):  # ids interleave: mine, theirs, mine, theirs, ...
+        mine += store.record_sessions(run_id, [session(f"m{n}", calls=[
+            denied(0, f"ls {n} | head", "AE301", start=5)])])
+        theirs += store.record_sessions(other, [session(f"t{n}", calls=[
+            allowed(0, f"uv run scripts/db_query.py --sql {n}")])])
+
+    rows = list(store.iter_transcripts([run_id]))
+    whole = list(store.iter_sessions([run_id]))
+
+    assert [r.session.id for r in rows] == [s.id for s in whole] == mine
+    assert [c.command for r in rows for c in r.calls] == ["ls 0 | head", "ls 1 | head",
+                                                           "ls 2 | head"]
+    assert [c.command for s in whole for c in s.record.calls] == ["ls 0 | head",
+                                                                  "ls 1 | head", "ls 2 | head"]
+    assert all(len(r.findings) == 1 for r in rows)
+
+
 @pytest.mark.parametrize(
     ("text", "roles"),
     [

@@ -1,14 +1,14 @@
 """Streaming every session of a run back in full (``Store.iter_sessions``).
 
 ``Store.load_session`` costs five queries per session: fine for ``agent-eval show``, far
-too slow for a report of 10,000 sessions.  Here four streamed queries (sessions, turns,
-calls, findings), each ordered by session id, are merged like a zip, so each session is
-rebuilt once, handed on and dropped: memory stays flat and the database sees four
-statements whatever the size of the run.  Both paths rebuild through ``rebuild_session``,
-so a session read either way is the same record.
+too slow for a report of 10,000 sessions.  Here a hundred sessions at a time are read
+with four queries (sessions, turns, calls, findings) over their id range, each served in
+order by an index, so each session is rebuilt once, handed on and dropped: memory stays
+flat and the database sees four statements per hundred sessions.  Both paths rebuild
+through ``rebuild_session``, so a session read either way is the same record.
 
-The report's session files need less than a whole record: ``stream_transcripts`` merges
-the same four queries over only the columns a transcript page shows, as rows
+The report's session files need less than a whole record: ``stream_transcripts`` runs
+the same queries over only the columns a transcript page shows, as rows
 (``Store.iter_transcripts``).
 """
 
@@ -20,13 +20,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import Engine, Select, Text, cast, select
+from sqlalchemy import Connection, Engine, Select, Text, cast, select
 
 from agent_eval.store.schema import findings, sessions, targets, tool_calls, turns
 from agent_eval.store.sessions import StoredSession, rebuild_session
 from agent_eval.transcript import FindingRecord
 
-STREAM_BATCH = 500
+CHUNK = 100  # sessions read per four queries
 
 
 def stream_sessions(engine: Engine, run_ids: Iterable[int],
@@ -193,62 +193,57 @@ def _merged(engine: Engine, ids: list[int], id_range: tuple[int, int] | None,
             row_types: tuple | None = None
             ) -> Iterator[tuple[Any, list, list, list, list[int]]]:
     """``(session row, its turn rows, call rows, finding rows, child ids)`` per session of
-    the runs, in id order: four streamed queries (the columns given, ``session_id`` among
-    each of the last three) merged on session id.  ``row_types``: a named tuple class per
-    query to hand rows out as, instead of SQLAlchemy rows."""
+    the runs, in id order.  The runs' session ids are read first, then ``CHUNK`` sessions
+    at a time four queries (the columns given, a ``session_id`` among each of the last
+    three) over that id range, each served in order by an index: sorting a whole run's
+    calls and turns (SQLite's temporary B-tree) cost more than reading them.  Rows of
+    another run inside a range are read but never handed out.  ``row_types``: a named
+    tuple class per query to hand rows out as, instead of SQLAlchemy rows."""
     children = _child_ids(engine, ids)
+    own = select(sessions.c.id).where(sessions.c.run_id.in_(ids)).order_by(sessions.c.id)
+    if id_range is not None:
+        own = own.where(sessions.c.id.between(int(id_range[0]), int(id_range[1])))
     session_q = (
         select(*session_cols)
         .join(targets, targets.c.id == sessions.c.target_id)
-        .where(sessions.c.run_id.in_(ids))
         .order_by(sessions.c.id)
     )
-    turn_q = (
-        select(*turn_cols)
-        .join(sessions, sessions.c.id == turns.c.session_id)
-        .where(sessions.c.run_id.in_(ids))
-        .order_by(turns.c.session_id, turns.c.index)
-    )
-    call_q = (
-        select(*call_cols)
-        .where(tool_calls.c.run_id.in_(ids))
-        .order_by(tool_calls.c.session_id, tool_calls.c.index)
-    )
+    turn_q = select(*turn_cols).order_by(turns.c.session_id, turns.c.index)
+    call_q = select(*call_cols).order_by(tool_calls.c.session_id, tool_calls.c.index)
     finding_q = (
         select(*finding_cols)
         .join(tool_calls, tool_calls.c.id == findings.c.tool_call_id)
-        .where(tool_calls.c.run_id.in_(ids))
         .order_by(tool_calls.c.session_id, findings.c.id)
     )
-    if id_range is not None:
-        first, last = int(id_range[0]), int(id_range[1])
-        session_q = session_q.where(sessions.c.id.between(first, last))
-        turn_q = turn_q.where(sessions.c.id.between(first, last))
-        call_q = call_q.where(tool_calls.c.session_id.between(first, last))
-        finding_q = finding_q.where(tool_calls.c.session_id.between(first, last))
     head_t, turn_t, call_t, finding_t = row_types or (None,) * 4
-    turn_groups = _grouped(_stream(engine, turn_q, turn_t))
-    call_groups = _grouped(_stream(engine, call_q, call_t))
-    finding_groups = _grouped(_stream(engine, finding_q, finding_t))
-    for row in _stream(engine, session_q, head_t):
-        yield (row, turn_groups.take(row.id), call_groups.take(row.id),
-               finding_groups.take(row.id), children.get(row.id, []))
+    with engine.connect() as conn:
+        session_ids = list(conn.execute(own).scalars())
+        for n in range(0, len(session_ids), CHUNK):
+            chunk = session_ids[n:n + CHUNK]
+            heads = _rows(conn, session_q.where(sessions.c.id.in_(chunk)), head_t)
+            first, last = chunk[0], chunk[-1]
+            turn_rows = _by_session(
+                conn, turn_q.where(turns.c.session_id.between(first, last)), turn_t)
+            call_rows = _by_session(
+                conn, call_q.where(tool_calls.c.session_id.between(first, last)), call_t)
+            finding_rows = _by_session(
+                conn, finding_q.where(tool_calls.c.session_id.between(first, last)), finding_t)
+            for row in heads:
+                yield (row, turn_rows.get(row.id, []), call_rows.get(row.id, []),
+                       finding_rows.get(row.id, []), children.get(row.id, []))
 
 
-class _grouped:
-    """Rows ordered by ``session_id``, handed out one session at a time (a merge join)."""
+def _rows(conn: Connection, query: Select, row_type) -> list:
+    rows = conn.execute(query).all()
+    return rows if row_type is None else list(map(row_type._make, rows))
 
-    def __init__(self, rows: Iterator):
-        self._rows = rows
-        self._head = next(rows, None)
 
-    def take(self, session_id: int) -> list:
-        out = []
-        while self._head is not None and self._head.session_id <= session_id:
-            if self._head.session_id == session_id:
-                out.append(self._head)
-            self._head = next(self._rows, None)
-        return out
+def _by_session(conn: Connection, query: Select, row_type) -> dict[int, list]:
+    """The rows of ``query`` (which has a ``session_id`` column) by session, in order."""
+    grouped: dict[int, list] = defaultdict(list)
+    for row in _rows(conn, query, row_type):
+        grouped[row.session_id].append(row)
+    return grouped
 
 
 def _child_ids(engine: Engine, run_ids: list[int]) -> dict[int, list[int]]:
@@ -275,10 +270,3 @@ def _keys(engine: Engine, run_ids: list[int]) -> dict[int, str]:
         )
         rows = conn.execute(select(sessions.c.id, sessions.c.key).where(sessions.c.id.in_(linked)))
         return {sid: key for sid, key in rows}
-
-
-def _stream(engine: Engine, query: Select, row_type=None) -> Iterator:
-    with engine.connect() as conn:
-        conn.execution_options(yield_per=STREAM_BATCH)
-        result = conn.execute(query)
-        yield from (result if row_type is None else map(row_type._make, result))
