@@ -39,8 +39,10 @@ from agent_eval.report.pages import (
 from agent_eval.report.render import render_session_batch
 
 # the worker's share of the session files: it also pays for starting an interpreter, and
-# this process first builds the index (about a third of a large report's work)
-WORKER_SHARE = 0.65
+# this process first builds the index, lists and summaries, about as much CPU as 80% of
+# the session files of a 10,000-session run (BENCHMARKS.md, "report of 10,000 sessions
+# (issue 15)")
+WORKER_SHARE = 0.85
 
 
 def spare_core() -> bool:
@@ -58,13 +60,16 @@ def write_text(path: Path, text: str) -> None:
 
 
 def write_session_files(store, run_ids: list[int], out: Path,
-                        id_range: tuple[int, int] | None = None) -> None:
+                        id_range: tuple[int, int] | None = None, sessions=None) -> None:
     """Stream every session of the runs (id order; only ``id_range`` when given, whole
     batch files) and write ``sessions/`` a hundred to a file, each batch rendered, written,
-    then dropped: flat memory whatever the run's size."""
-    name_of = column_namer(run_ids)
-    rows = [dataclasses.replace(s, target=name_of(s)) for s in store.session_rows(run_ids)]
-    links = session_links(rows, from_dir=SESSIONS_DIR)
+    then dropped: flat memory whatever the run's size.  ``sessions``: the runs' session
+    rows already named by column (``column_namer``), read here when not given."""
+    if sessions is None:
+        name_of = column_namer(run_ids)
+        sessions = [dataclasses.replace(s, target=name_of(s))
+                    for s in store.session_rows(run_ids)]
+    links = session_links(sessions, from_dir=SESSIONS_DIR)
     batch: list = []
     for rows in store.iter_transcripts(run_ids, id_range):  # id order: one file per id range
         sid = rows.session.id
@@ -96,15 +101,17 @@ class SessionFiles:
     """``with SessionFiles(store, run_ids, out, files, workers):`` writes ``sessions/``.
     ``workers``: None decides by ``spare_core``, 0 never starts a worker, 1 always does.
 
-    ``files`` are the batch file names the report will hold (``session_file``).  With
+    ``files`` are the batch file names the report will hold (``session_file``);
+    ``sessions`` the runs' session rows named by column, if this process has them.  With
     a worker, the worker takes the later ``WORKER_SHARE`` of the files as soon as the block
     is entered and this process writes the earlier ones on leaving it (after the index
     work inside the block), then waits for the worker; without, all on entering.
     """
 
     def __init__(self, store, run_ids: list[int], out: Path, files: set[str],
-                 workers: int | None = None) -> None:
+                 workers: int | None = None, sessions=None) -> None:
         self.store, self.run_ids, self.out = store, list(run_ids), Path(out)
+        self.sessions = sessions  # this process's named session rows, when already read
         url = store.engine.url
         in_memory = url.get_backend_name() == "sqlite" and url.database in (None, "",
                                                                              ":memory:")
@@ -127,13 +134,14 @@ class SessionFiles:
                 self._shutdown()
         if self._future is None:
             self._mine = None
-            write_session_files(self.store, self.run_ids, self.out)
+            write_session_files(self.store, self.run_ids, self.out, sessions=self.sessions)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
             if exc_type is None and self._future is not None:
-                write_session_files(self.store, self.run_ids, self.out, self._mine)
+                write_session_files(self.store, self.run_ids, self.out, self._mine,
+                                    self.sessions)
                 self._future.result()
         finally:
             self._shutdown()

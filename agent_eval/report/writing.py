@@ -81,7 +81,7 @@ def write_report(store, run_ids: list[int], out_root: Path, *, workers: int | No
     name_of = column_namer(run_ids)
     sessions = [dataclasses.replace(s, target=name_of(s)) for s in store.session_rows(run_ids)]
     files = {session_file(s.id) for s in sessions}
-    with SessionFiles(store, run_ids, out, files, workers):
+    with SessionFiles(store, run_ids, out, files, workers, sessions):
         # sessions/ is written by a worker process (report/batches.py) while this one
         # builds the index, the lists and the summaries
         tally = CallTally()
