@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent_eval.policy import RULES, Rule, get_rule
 from agent_eval.store import StoredSession
+from agent_eval.store.streaming import TranscriptHead
 from agent_eval.transcript import (
     CallRecord,
     Decision,
@@ -270,43 +271,33 @@ def build_session_page(stored: StoredSession, links: dict[int, SessionLink]) -> 
     ``links`` maps session ids to links for the parent and children (the report passes
     every session of the run; ``show`` may pass fewer: an unknown id links by id alone).
     """
-    record = stored.record
-    turns, calls, denials = _transcript_views(
-        record.turns, record.calls, lambda call: call.findings, dict(stored.child_links),
-        links, record.source)
-    return SessionPage(
-        id=stored.id,
-        run_id=stored.run_id,
-        key=record.key,
-        target=stored.target,
-        scenario=record.scenario,
-        repeat=record.repeat,
-        status=record.status,
-        error=record.error,
-        tags=tuple(record.tags),
-        source=record.source,
-        handshake_required=record.handshake.required,
-        handshake_done=record.handshake.done,
-        handshake_completed=record.handshake.completed,
-        handshake_missed_step=record.handshake.missed_step,
-        system_prompt=_first_message(record.messages, "system"),
-        task=_first_message(record.messages, "user"),
-        turns=turns,
-        parent=_link(stored.parent_id, links) if stored.parent_id is not None else None,
-        children=tuple(_link(cid, links) for cid in stored.child_ids),
-        calls=calls,
-        denials=denials,
-    )
+    record, hs = stored.record, stored.record.handshake
+    head = TranscriptHead(
+        stored.id, stored.run_id, stored.target, record.key, record.scenario, record.repeat,
+        record.status, record.error, record.tags, record.source, hs.required, hs.done,
+        hs.completed, hs.missed_step, stored.parent_id, "")
+    return _session_page(head, record.messages, record.turns, record.calls,
+                         lambda call: call.findings, dict(stored.child_links),
+                         stored.child_ids, links)
 
 
 def transcript_page(rows: SessionTranscript, links: dict[int, SessionLink]) -> SessionPage:
     """The same drill-down as :func:`build_session_page`, from a session's rows
     (``Store.iter_transcripts``, the report's session files) instead of its record."""
-    s = rows.session
-    turns, calls, denials = _transcript_views(
-        rows.turns, rows.calls, lambda call: rows.findings.get(call.id, ()),
-        {c.index: c.child_session_id for c in rows.calls if c.child_session_id is not None},
-        links, s.source)
+    child_of_call = {c.index: c.child_session_id for c in rows.calls
+                     if c.child_session_id is not None}
+    return _session_page(rows.session, rows.messages, rows.turns, rows.calls,
+                         lambda call: rows.findings.get(call.id, ()), child_of_call,
+                         rows.child_ids, links)
+
+
+def _session_page(s: TranscriptHead, messages: list, turns: Iterable, calls: Iterable,
+                  findings_of, child_of_call: dict[int, int], child_ids: Iterable[int],
+                  links: dict[int, SessionLink]) -> SessionPage:
+    """``turns`` and ``calls`` are records or rows with the same attribute names;
+    ``findings_of(call)`` gives a call's findings."""
+    turn_views, n_calls, denials = _transcript_views(turns, calls, findings_of, child_of_call,
+                                                     links, s.source)
     return SessionPage(
         id=s.id,
         run_id=s.run_id,
@@ -322,12 +313,12 @@ def transcript_page(rows: SessionTranscript, links: dict[int, SessionLink]) -> S
         handshake_done=s.handshake_done,
         handshake_completed=bool(s.handshake_completed),
         handshake_missed_step=s.handshake_missed_step,
-        system_prompt=_first_message(rows.messages, "system"),
-        task=_first_message(rows.messages, "user"),
-        turns=turns,
+        system_prompt=_first_message(messages, "system"),
+        task=_first_message(messages, "user"),
+        turns=turn_views,
         parent=_link(s.parent_id, links) if s.parent_id is not None else None,
-        children=tuple(_link(cid, links) for cid in rows.child_ids),
-        calls=calls,
+        children=tuple(_link(cid, links) for cid in child_ids),
+        calls=n_calls,
         denials=denials,
     )
 
@@ -336,8 +327,7 @@ def _transcript_views(turns: Iterable, calls: Iterable, findings_of, child_of_ca
                       links: dict[int, SessionLink], source: str
                       ) -> tuple[tuple[TurnView, ...], int, int]:
     """The turns as shown (each with its calls; calls of a turn not stored get a turn of
-    their own), the number of calls and of denials.  ``turns`` and ``calls`` are records
-    or rows with the same attribute names; ``findings_of(call)`` gives a call's findings."""
+    their own), the number of calls and of denials."""
     calls_by_turn: dict[int, list[CallView]] = {}
     n_calls = denials = 0
     for call in calls:
