@@ -1,8 +1,8 @@
 """The batched session files (``sessions/<first>-<last>.html``), written beside the index.
 
-Streaming every session back in full and rendering its transcript through Jinja2
-(autoescape on, as everywhere) is more than half the work of a large report, and it needs
-nothing the index needs.  So ``SessionFiles`` hands most of it to one worker process that
+Streaming every session back (the rows its page shows, ``Store.iter_transcripts``) and
+rendering its transcript through Jinja2 (autoescape on, as everywhere) is more than half
+the work of a large report, and it needs nothing the index needs.  So ``SessionFiles`` hands most of it to one worker process that
 opens the same database, streams its range of sessions, renders them a hundred to a file
 and writes them, while the main process builds the index, the lists and the summaries,
 then writes the remaining (earlier) session files itself.

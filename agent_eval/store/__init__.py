@@ -92,7 +92,7 @@ class Store:
       (an id, ``latest`` or ``label:NAME``), ``get_run``, ``list_runs``, ``run_targets``;
     - sessions [sessions]: ``record_sessions`` (one transaction per batch),
       ``record_session``, ``finished_keys`` (for ``--resume``), ``find_session``,
-      ``load_session`` (the full transcript), ``iter_sessions``;
+      ``load_session`` (the full transcript), ``iter_sessions``, ``iter_transcripts``;
     - rows for metrics and reports [reads], streamed: ``session_rows``, ``call_rows``,
       ``turn_rows``; aggregates computed in SQL: ``class_breakdown``, ``session_counts``,
       ``summarize``, ``session_units``, ``unit_sessions``, ``denied_calls`` [aggregates];
@@ -214,7 +214,7 @@ class Store:
     def iter_sessions(self, run_ids: Iterable[int], id_range: tuple[int, int] | None = None
                       ) -> Iterator[StoredSession]:
         """Every session of the runs rebuilt in full, in id order, streamed (four queries
-        whatever the run's size); for reports of big runs.  ``id_range``: only session ids
+        per hundred sessions); for bulk reads of big runs.  ``id_range``: only session ids
         ``first..last`` (inclusive), for a report split between processes."""
         from agent_eval.store.streaming import stream_sessions
 
