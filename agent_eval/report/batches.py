@@ -86,13 +86,14 @@ def _write_batch(out: Path, pages: list) -> None:
     write_text(Path(out) / SESSIONS_DIR / session_file(pages[0].id), render_session_batch(pages))
 
 
-def _write_in_worker(url, run_ids: list[int], out: Path, id_range: tuple[int, int]) -> None:
+def _write_in_worker(url, run_ids: list[int], out: Path, id_range: tuple[int, int],
+                     sessions) -> None:
     from agent_eval.store import Store
     from agent_eval.store.database import connect
 
     engine = connect(url)
     try:
-        write_session_files(Store(engine), run_ids, out, id_range)
+        write_session_files(Store(engine), run_ids, out, id_range, sessions)
     finally:
         engine.dispose()
 
@@ -128,8 +129,11 @@ class SessionFiles:
         if self.parallel:
             try:
                 self._pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"))
+                # the session rows go along (pickled) when this process has them: reading
+                # them again would cost the worker more than unpickling
                 self._future = self._pool.submit(_write_in_worker, self.store.engine.url,
-                                                 self.run_ids, self.out, self._theirs)
+                                                 self.run_ids, self.out, self._theirs,
+                                                 self.sessions)
             except (OSError, ValueError, NotImplementedError):  # no processes here: serial
                 self._shutdown()
         if self._future is None:
