@@ -113,7 +113,10 @@ class TurnView:
     prompt_tokens: int | None
     completion_tokens: int | None
 
-    burned: bool  # every call of this reply was denied: a whole prefill and generation wasted
+    @property
+    def burned(self) -> bool:
+        """Every call of this reply was denied: a whole prefill and generation wasted."""
+        return bool(self.calls) and all(c.decision == "deny" for c in self.calls)
 
     @property
     def summary(self) -> str:
@@ -414,7 +417,6 @@ def _turn_view(turn: TurnRecord, calls: list[CallView]) -> TurnView:
         ttft_s=turn.ttft_s,
         prompt_tokens=turn.prompt_tokens,
         completion_tokens=turn.completion_tokens,
-        burned=bool(calls) and all(c.decision == "deny" for c in calls),
     )
 
 

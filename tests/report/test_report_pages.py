@@ -80,8 +80,8 @@ def test_a_page_from_transcript_rows_equals_the_page_from_the_record(hostile_sto
 def test_a_turn_summary_names_the_parts_known():
     from agent_eval.report.pages import TurnView
 
-    full = TurnView(2, "", "", (), "stop", 1.844, 0.3, 32800, 120, False)
-    bare = TurnView(0, "", "", (), None, None, None, None, None, False)
+    full = TurnView(2, "", "", (), "stop", 1.844, 0.3, 32800, 120)
+    bare = TurnView(0, "", "", (), None, None, None, None, None)
     assert full.summary == "reply 2 · 1.84 s · TTFT 0.30 s · 32800 prompt / 120 completion tokens · stop"
     assert bare.summary == "reply 0"
 
