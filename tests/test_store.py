@@ -254,6 +254,72 @@ def test_streamed_sessions_equal_sessions_loaded_one_by_one(store, run_id):
     assert streamed == [store.load_session(i) for i in sorted(ids)]
 
 
+def test_streamed_transcripts_hold_the_rows_of_the_sessions(store, run_id):
+    parent = session("p", calls=[denied(0, "ls | head", "AE301", start=3)])
+    other = session("q", target="qwen-35b-moe")
+    ids = store.record_sessions(run_id, [parent, other])
+
+    rows = list(store.iter_transcripts([run_id]))
+    ranged = list(store.iter_transcripts([run_id], (max(ids), max(ids))))
+
+    assert [r.session.id for r in rows] == sorted(ids)
+    assert [r.session.id for r in ranged] == [max(ids)]
+    first = rows[0]
+    assert (first.session.key, first.session.target_name) == ("p", "qwen-27b")
+    assert [(c.index, c.decision, c.primary, c.command) for c in first.calls] == [
+        (0, "deny", "AE301", "ls | head")]
+    assert [(f.code, f.start) for f in first.findings[first.calls[0].id]] == [("AE301", 3)]
+    assert [m["role"] for m in first.messages] == [
+        m["role"] for m in parent.messages[:2]]
+
+
+def test_streams_of_a_run_leave_out_another_runs_sessions_between_its_own(store, run_id):
+    other = store.create_run(label="other", kind="live", suite="s", config={}, fingerprint={})
+    store.add_target(other, name="qwen-27b", model="m", base_url="http://127.0.0.1:8000/v1",
+                     settings={})
+    mine, theirs = [], []
+    for n in range(3):  # ids interleave: mine, theirs, mine, theirs, ...
+        mine += store.record_sessions(run_id, [session(f"m{n}", calls=[
+            denied(0, f"ls {n} | head", "AE301", start=5)])])
+        theirs += store.record_sessions(other, [session(f"t{n}", calls=[
+            allowed(0, f"uv run scripts/db_query.py --sql {n}")])])
+
+    rows = list(store.iter_transcripts([run_id]))
+    whole = list(store.iter_sessions([run_id]))
+
+    assert [r.session.id for r in rows] == [s.id for s in whole] == mine
+    assert [c.command for r in rows for c in r.calls] == ["ls 0 | head", "ls 1 | head",
+                                                           "ls 2 | head"]
+    assert [c.command for s in whole for c in s.record.calls] == ["ls 0 | head",
+                                                                  "ls 1 | head", "ls 2 | head"]
+    assert all(len(r.findings) == 1 for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("text", "roles"),
+    [
+        ('[{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, '
+         '{"role": "assistant", "content": "a"}]', ["system", "user"]),
+        ('[ {"role":"user","content":"u"} ,\n{"role":"system","content":[1]},{"x":1}]',
+         ["user", "system"]),
+        ('[{"role": "user", "content": "u"}, {"role": "tool", "content": "t"}]',
+         ["user", "tool"]),
+        ("[]", []),
+        ('{"role": "user"}', ["user"]),
+    ],
+    ids=["stops-after-both", "spaced-any-order", "no-system-whole-list", "empty", "not-a-list"],
+)
+def test_leading_messages_decodes_up_to_the_first_of_each_role(text, roles):
+    import json
+
+    from agent_eval.store.streaming import leading_messages
+
+    found = leading_messages(text, ("system", "user"))
+    assert [m.get("role") for m in found] == roles
+    whole = json.loads(text)
+    assert found == (whole[: len(found)] if isinstance(whole, list) else [whole])
+
+
 def test_a_child_may_link_to_a_parent_stored_earlier(store, run_id):
     parent_id = store.record_session(run_id, session("p"))
 

@@ -1,8 +1,8 @@
 """The batched session files (``sessions/<first>-<last>.html``), written beside the index.
 
-Streaming every session back in full and rendering its transcript through Jinja2
-(autoescape on, as everywhere) is more than half the work of a large report, and it needs
-nothing the index needs.  So ``SessionFiles`` hands most of it to one worker process that
+Streaming every session back (the rows its page shows, ``Store.iter_transcripts``) and
+rendering its transcript through Jinja2 (autoescape on, as everywhere) is more than half
+the work of a large report, and it needs nothing the index needs.  So ``SessionFiles`` hands most of it to one worker process that
 opens the same database, streams its range of sessions, renders them a hundred to a file
 and writes them, while the main process builds the index, the lists and the summaries,
 then writes the remaining (earlier) session files itself.
@@ -33,14 +33,16 @@ from agent_eval.report.index import column_namer, session_links
 from agent_eval.report.pages import (
     SESSIONS_DIR,
     SESSIONS_PER_FILE,
-    build_session_page,
     session_file,
+    transcript_page,
 )
 from agent_eval.report.render import render_session_batch
 
 # the worker's share of the session files: it also pays for starting an interpreter, and
-# this process first builds the index (about a third of a large report's work)
-WORKER_SHARE = 0.65
+# this process first builds the index, lists and summaries, about as much CPU as 80% of
+# the session files of a 10,000-session run (BENCHMARKS.md, "report of 10,000 sessions
+# (issue 15)")
+WORKER_SHARE = 0.85
 
 
 def spare_core() -> bool:
@@ -58,20 +60,24 @@ def write_text(path: Path, text: str) -> None:
 
 
 def write_session_files(store, run_ids: list[int], out: Path,
-                        id_range: tuple[int, int] | None = None) -> None:
+                        id_range: tuple[int, int] | None = None, sessions=None) -> None:
     """Stream every session of the runs (id order; only ``id_range`` when given, whole
     batch files) and write ``sessions/`` a hundred to a file, each batch rendered, written,
-    then dropped: flat memory whatever the run's size."""
-    name_of = column_namer(run_ids)
-    rows = [dataclasses.replace(s, target=name_of(s)) for s in store.session_rows(run_ids)]
-    links = session_links(rows, from_dir=SESSIONS_DIR)
+    then dropped: flat memory whatever the run's size.  ``sessions``: the runs' session
+    rows already named by column (``column_namer``), read here when not given."""
+    if sessions is None:
+        name_of = column_namer(run_ids)
+        sessions = [dataclasses.replace(s, target=name_of(s))
+                    for s in store.session_rows(run_ids)]
+    links = session_links(sessions, from_dir=SESSIONS_DIR)
     batch: list = []
-    for stored in store.iter_sessions(run_ids, id_range):  # id order: one file per id range
-        if batch and session_file(stored.id) != session_file(batch[-1].id):
+    for rows in store.iter_transcripts(run_ids, id_range):  # id order: one file per id range
+        sid = rows.session.id
+        if batch and session_file(sid) != session_file(batch[-1].id):
             _write_batch(out, batch)
             batch = []
-        page = build_session_page(stored, links)
-        batch.append(dataclasses.replace(page, target=links[stored.id].target))
+        page = transcript_page(rows, links)
+        batch.append(dataclasses.replace(page, target=links[sid].target))
     if batch:
         _write_batch(out, batch)
 
@@ -80,13 +86,14 @@ def _write_batch(out: Path, pages: list) -> None:
     write_text(Path(out) / SESSIONS_DIR / session_file(pages[0].id), render_session_batch(pages))
 
 
-def _write_in_worker(url, run_ids: list[int], out: Path, id_range: tuple[int, int]) -> None:
+def _write_in_worker(url, run_ids: list[int], out: Path, id_range: tuple[int, int],
+                     sessions) -> None:
     from agent_eval.store import Store
     from agent_eval.store.database import connect
 
     engine = connect(url)
     try:
-        write_session_files(Store(engine), run_ids, out, id_range)
+        write_session_files(Store(engine), run_ids, out, id_range, sessions)
     finally:
         engine.dispose()
 
@@ -95,15 +102,17 @@ class SessionFiles:
     """``with SessionFiles(store, run_ids, out, files, workers):`` writes ``sessions/``.
     ``workers``: None decides by ``spare_core``, 0 never starts a worker, 1 always does.
 
-    ``files`` are the batch file names the report will hold (``session_file``).  With
+    ``files`` are the batch file names the report will hold (``session_file``);
+    ``sessions`` the runs' session rows named by column, if this process has them.  With
     a worker, the worker takes the later ``WORKER_SHARE`` of the files as soon as the block
     is entered and this process writes the earlier ones on leaving it (after the index
     work inside the block), then waits for the worker; without, all on entering.
     """
 
     def __init__(self, store, run_ids: list[int], out: Path, files: set[str],
-                 workers: int | None = None) -> None:
+                 workers: int | None = None, sessions=None) -> None:
         self.store, self.run_ids, self.out = store, list(run_ids), Path(out)
+        self.sessions = sessions  # this process's named session rows, when already read
         url = store.engine.url
         in_memory = url.get_backend_name() == "sqlite" and url.database in (None, "",
                                                                              ":memory:")
@@ -120,19 +129,23 @@ class SessionFiles:
         if self.parallel:
             try:
                 self._pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"))
+                # the session rows go along (pickled) when this process has them: reading
+                # them again would cost the worker more than unpickling
                 self._future = self._pool.submit(_write_in_worker, self.store.engine.url,
-                                                 self.run_ids, self.out, self._theirs)
+                                                 self.run_ids, self.out, self._theirs,
+                                                 self.sessions)
             except (OSError, ValueError, NotImplementedError):  # no processes here: serial
                 self._shutdown()
         if self._future is None:
             self._mine = None
-            write_session_files(self.store, self.run_ids, self.out)
+            write_session_files(self.store, self.run_ids, self.out, sessions=self.sessions)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
             if exc_type is None and self._future is not None:
-                write_session_files(self.store, self.run_ids, self.out, self._mine)
+                write_session_files(self.store, self.run_ids, self.out, self._mine,
+                                    self.sessions)
                 self._future.result()
         finally:
             self._shutdown()

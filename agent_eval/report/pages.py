@@ -15,11 +15,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 from agent_eval.policy import RULES, Rule, get_rule
 from agent_eval.store import StoredSession
-from agent_eval.transcript import CallRecord, Decision, ExitState, NextAction, TurnRecord
+from agent_eval.store.streaming import TranscriptHead
+from agent_eval.transcript import (
+    CallRecord,
+    Decision,
+    ExitState,
+    FindingRecord,
+    NextAction,
+    TurnRecord,
+)
+
+if TYPE_CHECKING:
+    from agent_eval.store.streaming import SessionTranscript
 
 RULES_DIR = "rules"
 SESSIONS_DIR = "sessions"
@@ -79,6 +91,11 @@ class CallView:
     source_reason: str | None = None
 
     @property
+    def output_summary(self) -> str:
+        """``output the model saw (42 characters)``."""
+        return f"{self.output_label} ({len(self.output)} characters)"
+
+    @property
     def disagrees(self) -> bool:
         """The source harness recorded a verdict and it is not ours."""
         return self.source_decision is not None and self.source_decision != self.decision
@@ -100,6 +117,21 @@ class TurnView:
     def burned(self) -> bool:
         """Every call of this reply was denied: a whole prefill and generation wasted."""
         return bool(self.calls) and all(c.decision == "deny" for c in self.calls)
+
+    @property
+    def summary(self) -> str:
+        """``reply 2 · 1.84 s · TTFT 0.30 s · 32800 prompt / 120 completion tokens · stop``:
+        the parts known, one string (one escape instead of seven when rendered)."""
+        parts = [f"reply {self.index}"]
+        if self.latency_s is not None:
+            parts.append(f"{self.latency_s:.2f} s")
+        if self.ttft_s is not None:
+            parts.append(f"TTFT {self.ttft_s:.2f} s")
+        if self.prompt_tokens is not None:
+            parts.append(f"{self.prompt_tokens} prompt / {self.completion_tokens} completion tokens")
+        if self.finish_reason:
+            parts.append(self.finish_reason)
+        return " · ".join(parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,41 +274,77 @@ def build_session_page(stored: StoredSession, links: dict[int, SessionLink]) -> 
     ``links`` maps session ids to links for the parent and children (the report passes
     every session of the run; ``show`` may pass fewer: an unknown id links by id alone).
     """
-    record = stored.record
-    child_of_call = dict(stored.child_links)
+    record, hs = stored.record, stored.record.handshake
+    head = TranscriptHead(
+        stored.id, stored.run_id, stored.target, record.key, record.scenario, record.repeat,
+        record.status, record.error, record.tags, record.source, hs.required, hs.done,
+        hs.completed, hs.missed_step, stored.parent_id, "")
+    return _session_page(head, record.messages, record.turns, record.calls,
+                         lambda call: call.findings, dict(stored.child_links),
+                         stored.child_ids, links)
+
+
+def transcript_page(rows: SessionTranscript, links: dict[int, SessionLink]) -> SessionPage:
+    """The same drill-down as :func:`build_session_page`, from a session's rows
+    (``Store.iter_transcripts``, the report's session files) instead of its record."""
+    child_of_call = {c.index: c.child_session_id for c in rows.calls
+                     if c.child_session_id is not None}
+    return _session_page(rows.session, rows.messages, rows.turns, rows.calls,
+                         lambda call: rows.findings.get(call.id, ()), child_of_call,
+                         rows.child_ids, links)
+
+
+def _session_page(s: TranscriptHead, messages: list, turns: Iterable, calls: Iterable,
+                  findings_of, child_of_call: dict[int, int], child_ids: Iterable[int],
+                  links: dict[int, SessionLink]) -> SessionPage:
+    """``turns`` and ``calls`` are records or rows with the same attribute names;
+    ``findings_of(call)`` gives a call's findings."""
+    turn_views, n_calls, denials = _transcript_views(turns, calls, findings_of, child_of_call,
+                                                     links, s.source)
+    return SessionPage(
+        id=s.id,
+        run_id=s.run_id,
+        key=s.key,
+        target=s.target_name,
+        scenario=s.scenario,
+        repeat=s.repeat,
+        status=s.status,
+        error=s.error,
+        tags=tuple(s.tags),
+        source=s.source,
+        handshake_required=s.handshake_required,
+        handshake_done=s.handshake_done,
+        handshake_completed=bool(s.handshake_completed),
+        handshake_missed_step=s.handshake_missed_step,
+        system_prompt=_first_message(messages, "system"),
+        task=_first_message(messages, "user"),
+        turns=turn_views,
+        parent=_link(s.parent_id, links) if s.parent_id is not None else None,
+        children=tuple(_link(cid, links) for cid in child_ids),
+        calls=n_calls,
+        denials=denials,
+    )
+
+
+def _transcript_views(turns: Iterable, calls: Iterable, findings_of, child_of_call: dict,
+                      links: dict[int, SessionLink], source: str
+                      ) -> tuple[tuple[TurnView, ...], int, int]:
+    """The turns as shown (each with its calls; calls of a turn not stored get a turn of
+    their own), the number of calls and of denials."""
     calls_by_turn: dict[int, list[CallView]] = {}
-    for call in record.calls:
+    n_calls = denials = 0
+    for call in calls:
         child_id = child_of_call.get(call.index)
         child = _link(child_id, links) if child_id is not None else None
         calls_by_turn.setdefault(call.turn_index, []).append(
-            _call_view(call, child, record.source))
-    turns = [_turn_view(t, calls_by_turn.pop(t.index, [])) for t in record.turns]
-    for index, calls in sorted(calls_by_turn.items()):  # calls of a turn not stored
-        turns.append(_turn_view(TurnRecord(index=index), calls))
-    turns.sort(key=lambda t: t.index)
-    return SessionPage(
-        id=stored.id,
-        run_id=stored.run_id,
-        key=record.key,
-        target=stored.target,
-        scenario=record.scenario,
-        repeat=record.repeat,
-        status=record.status,
-        error=record.error,
-        tags=tuple(record.tags),
-        source=record.source,
-        handshake_required=record.handshake.required,
-        handshake_done=record.handshake.done,
-        handshake_completed=record.handshake.completed,
-        handshake_missed_step=record.handshake.missed_step,
-        system_prompt=_first_message(record.messages, "system"),
-        task=_first_message(record.messages, "user"),
-        turns=tuple(turns),
-        parent=_link(stored.parent_id, links) if stored.parent_id is not None else None,
-        children=tuple(_link(cid, links) for cid in stored.child_ids),
-        calls=len(record.calls),
-        denials=sum(1 for c in record.calls if c.decision == "deny"),
-    )
+            _call_view(call, findings_of(call), child, source))
+        n_calls += 1
+        denials += call.decision == "deny"
+    views = [_turn_view(t, calls_by_turn.pop(t.index, [])) for t in turns]
+    for index, shown in sorted(calls_by_turn.items()):  # calls of a turn not stored
+        views.append(_turn_view(TurnRecord(index=index), shown))
+    views.sort(key=lambda t: t.index)
+    return tuple(views), n_calls, denials
 
 
 def build_rule_page(rule: Rule) -> RulePage:
@@ -295,30 +363,32 @@ def build_rule_page(rule: Rule) -> RulePage:
     )
 
 
-def _call_view(call: CallRecord, child: SessionLink | None, source: str = "live") -> CallView:
+def _call_view(call: CallRecord, findings: Iterable[FindingRecord], child: SessionLink | None,
+               source: str = "live") -> CallView:
     shows_command = call.command is not None
     text = call.command if shows_command else call.arguments
-    spans = [(f.start, f.end) for f in call.findings] if shows_command else []
-    rule = get_rule(call.primary) if call.primary else None
+    findings = tuple(findings)
+    spans = [(f.start, f.end) for f in findings] if shows_command else []
+    primary_name, primary_href = _rule_link(call.primary)
     return CallView(
         index=call.index,
         tool=call.tool,
         decision=call.decision,
         primary=call.primary,
-        primary_name=rule.name if rule else None,
-        primary_href=rule_href(call.primary, from_dir=SESSIONS_DIR),
-        segments=mark_spans(text, spans),
+        primary_name=primary_name,
+        primary_href=primary_href,
+        segments=mark_spans(text, spans) if spans else (Segment(text),),
         arguments=call.arguments,
         shows_command=shows_command,
         findings=tuple(
             FindingView(
                 code=f.code,
-                name=(r.name if (r := get_rule(f.code)) else None),
+                name=_rule_link(f.code)[0],
                 message=f.message,
-                href=rule_href(f.code, from_dir=SESSIONS_DIR),
+                href=_rule_link(f.code)[1],
                 excerpt=text[max(0, f.start) : max(0, f.end)] if shows_command else "",
             )
-            for f in call.findings
+            for f in findings
         ),
         output=call.output,
         output_label=output_label(call.decision, source),
@@ -327,6 +397,13 @@ def _call_view(call: CallRecord, child: SessionLink | None, source: str = "live"
         source_decision=call.source_decision,
         source_reason=call.source_reason,
     )
+
+
+@lru_cache(maxsize=1024)
+def _rule_link(code: str | None) -> tuple[str | None, str | None]:
+    """A code's rule name and rule page (from a session file), looked up once per code."""
+    rule = get_rule(code) if code else None
+    return (rule.name if rule else None), rule_href(code, from_dir=SESSIONS_DIR)
 
 
 def _turn_view(turn: TurnRecord, calls: list[CallView]) -> TurnView:

@@ -3,9 +3,10 @@
 Order of work, so a 10,000-session run stays fast and flat in memory:
 
 1. session rows (small) are read once and named by column;
-2. full sessions stream once (four queries in all, ``Store.iter_sessions``), rendered a
-   hundred to a file (``sessions/<first>-<last>.html``), each batch written, then
-   dropped: in a worker process with its own connection (``report/batches.py``), while
+2. sessions stream once as the rows their pages show (four queries per hundred sessions,
+   ``Store.iter_transcripts``), rendered a hundred to a file
+   (``sessions/<first>-<last>.html``), each batch written, then dropped: mostly in a
+   worker process with its own connection (``report/batches.py``), while
 3. calls and turns stream once through ``summarize`` here (the index, summaries, junit);
 4. server samples inside each run's window (the "Server throughput" section; calls are
    streamed a second time only for a run that has samples);
@@ -81,7 +82,7 @@ def write_report(store, run_ids: list[int], out_root: Path, *, workers: int | No
     name_of = column_namer(run_ids)
     sessions = [dataclasses.replace(s, target=name_of(s)) for s in store.session_rows(run_ids)]
     files = {session_file(s.id) for s in sessions}
-    with SessionFiles(store, run_ids, out, files, workers):
+    with SessionFiles(store, run_ids, out, files, workers, sessions):
         # sessions/ is written by a worker process (report/batches.py) while this one
         # builds the index, the lists and the summaries
         tally = CallTally()

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 
@@ -49,6 +50,9 @@ from agent_eval.store.runs import RunInfo, RunKind, RunStatus, TargetInfo, scrub
 from agent_eval.store.schema import server_requests, server_samples
 from agent_eval.store.sessions import StoredSession
 from agent_eval.transcript import CallRow, SessionRecord, SessionRow, TurnRow
+
+if TYPE_CHECKING:
+    from agent_eval.store.streaming import SessionTranscript
 
 __all__ = [
     "RunInfo",
@@ -88,7 +92,7 @@ class Store:
       (an id, ``latest`` or ``label:NAME``), ``get_run``, ``list_runs``, ``run_targets``;
     - sessions [sessions]: ``record_sessions`` (one transaction per batch),
       ``record_session``, ``finished_keys`` (for ``--resume``), ``find_session``,
-      ``load_session`` (the full transcript), ``iter_sessions``;
+      ``load_session`` (the full transcript), ``iter_sessions``, ``iter_transcripts``;
     - rows for metrics and reports [reads], streamed: ``session_rows``, ``call_rows``,
       ``turn_rows``; aggregates computed in SQL: ``class_breakdown``, ``session_counts``,
       ``summarize``, ``session_units`` [aggregates],
@@ -219,11 +223,19 @@ class Store:
     def iter_sessions(self, run_ids: Iterable[int], id_range: tuple[int, int] | None = None
                       ) -> Iterator[StoredSession]:
         """Every session of the runs rebuilt in full, in id order, streamed (four queries
-        whatever the run's size); for reports of big runs.  ``id_range``: only session ids
+        per hundred sessions); for bulk reads of big runs.  ``id_range``: only session ids
         ``first..last`` (inclusive), for a report split between processes."""
         from agent_eval.store.streaming import stream_sessions
 
         return stream_sessions(self.engine, run_ids, id_range)
+
+    def iter_transcripts(self, run_ids: Iterable[int], id_range: tuple[int, int] | None = None
+                         ) -> Iterator[SessionTranscript]:
+        """Like ``iter_sessions``, but each session as the rows its drill-down shows
+        (``store/streaming.py: SessionTranscript``): the report's session files."""
+        from agent_eval.store.streaming import stream_transcripts
+
+        return stream_transcripts(self.engine, run_ids, id_range)
 
     def session_rows(self, run_ids: Iterable[int]) -> Iterator[SessionRow]:
         return reads.session_rows(self.engine, run_ids)

@@ -18,6 +18,7 @@ from agent_eval.store.schema import sessions, targets, tool_calls, turns
 from agent_eval.transcript import CallRow, SessionRow, TurnRow
 
 STREAM_BATCH = 2000
+_SESSION_ROW_COLUMNS = tuple(c for c in sessions.c if c.name != "messages")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,10 +40,12 @@ class SessionCounts:
 
 def session_rows(engine: Engine, run_ids: Iterable[int]) -> Iterator[SessionRow]:
     """Every session of the runs, target by target (in the order targets were added, so
-    report columns follow the run config), each target's sessions in storage order."""
+    report columns follow the run config), each target's sessions in storage order.
+    The transcript (``messages``, the largest column) is not read: decoding it took most
+    of a 10,000-session report's session rows."""
     ids = list(run_ids)
     query = (
-        select(sessions, targets.c.name.label("target_name"))
+        select(*_SESSION_ROW_COLUMNS, targets.c.name.label("target_name"))
         .join(targets, targets.c.id == sessions.c.target_id)
         .where(sessions.c.run_id.in_(ids))
         .order_by(sessions.c.target_id, sessions.c.id)  # targets in the order added

@@ -8,8 +8,14 @@ import pytest
 from report_fixtures import PIPED, fill_store
 
 from agent_eval.metrics import PRECEDENCE
-from agent_eval.report.index import build_index_page, column_namer
-from agent_eval.report.pages import Segment, build_session_page, mark_spans
+from agent_eval.report.index import build_index_page, column_namer, session_links
+from agent_eval.report.pages import (
+    SESSIONS_DIR,
+    Segment,
+    build_session_page,
+    mark_spans,
+    transcript_page,
+)
 from agent_eval.store import open_store
 
 
@@ -55,6 +61,29 @@ def test_parent_links_to_child_and_child_back_to_parent(hostile_store):
     assert parent.turns[1].calls[0].child.id == child_id
     assert child.parent.id == parent.id
     assert child.parent.href == f"0-99.html#s{parent.id}"  # its batch file, same folder
+
+
+def test_a_page_from_transcript_rows_equals_the_page_from_the_record(hostile_store):
+    """The report's session files read rows (``iter_transcripts``), ``show`` and the
+    viewer whole records: every session's page is the same either way."""
+    with open_store(hostile_store.db) as store:
+        run = [hostile_store.run_id]
+        links = session_links(store.session_rows(run), from_dir=SESSIONS_DIR)
+        from_rows = [transcript_page(rows, links) for rows in store.iter_transcripts(run)]
+        from_records = [build_session_page(s, links) for s in store.iter_sessions(run)]
+    assert len(from_rows) == len(hostile_store.ids)
+    assert from_rows == from_records
+    assert any(t.burned for page in from_rows for t in page.turns)
+    assert any(page.children for page in from_rows) and any(page.parent for page in from_rows)
+
+
+def test_a_turn_summary_names_the_parts_known():
+    from agent_eval.report.pages import TurnView
+
+    full = TurnView(2, "", "", (), "stop", 1.844, 0.3, 32800, 120)
+    bare = TurnView(0, "", "", (), None, None, None, None, None)
+    assert full.summary == "reply 2 · 1.84 s · TTFT 0.30 s · 32800 prompt / 120 completion tokens · stop"
+    assert bare.summary == "reply 0"
 
 
 def test_system_prompt_and_task_come_from_the_messages(hostile_store):
