@@ -45,6 +45,17 @@ def test_wilson_matches_scipy(k, n):
                                                                     abs=1e-12)
 
 
+@pytest.mark.parametrize("df", [1, 2, 3.5, 9, 40.25, 1e6, math.inf])
+@pytest.mark.parametrize("alpha", [0.05, 0.1, 0.01])
+def test_t_quantile_and_detectable_rise_equal_scipy_stats(df, alpha):
+    """t_quantile reads scipy.special (half scipy.stats's import time): the same numbers."""
+    expected = sps.norm.ppf(1 - alpha / 2) if math.isinf(df) else sps.t.ppf(1 - alpha / 2, df)
+    assert t_quantile(df, alpha) == expected
+    power = sps.norm.ppf(0.8) if math.isinf(df) else sps.t.ppf(0.8, df)
+    assert detectable_rise(2.0, df, alpha=alpha) == pytest.approx((expected + power) * 2.0,
+                                                                  rel=1e-15)
+
+
 @pytest.mark.parametrize(("a", "b"), [((9, 161), (19, 158)), ((9, 161), (13, 128)),
                                       ((0, 20), (2, 20)), ((40, 1000), (100, 1000))])
 def test_z_test_and_fisher_match_scipy(a, b):

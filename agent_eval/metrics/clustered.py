@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agent_eval.metrics.lazy import sps
+from agent_eval.metrics.lazy import special
 from agent_eval.metrics.repeats import _root_of, split_sessions
 from agent_eval.metrics.stats import ALPHA
 from agent_eval.metrics.sufficient import Sums, TargetStats, as_stats, pooled_variance, total
@@ -112,10 +112,11 @@ def wilson_float(k: float, n: float, z: float) -> tuple[float, float]:
 
 
 def t_quantile(df: float, alpha: float = ALPHA) -> float:
-    """Two-sided ``1 − alpha`` quantile of Student's t (the normal one for df = inf)."""
+    """Two-sided ``1 − alpha`` quantile of Student's t (the normal one for df = inf):
+    ``scipy.stats.t.ppf`` / ``norm.ppf``, through the scipy.special functions they call."""
     if math.isinf(df):
-        return float(sps.norm.ppf(1 - alpha / 2))
-    return float(sps.t.ppf(1 - alpha / 2, df))
+        return float(special.ndtri(1 - alpha / 2))
+    return float(special.stdtrit(df, 1 - alpha / 2))
 
 
 def ratio_variance(pairs: Sequence[tuple[float, float]], strata: Sequence[str] | None = None
@@ -329,7 +330,7 @@ def compare_independent(units_a: Iterable[Unit] | TargetStats,
                              1.0 if diff == 0 else 0.0, alpha)
     df = (va + vb) ** 2 / ((va**2 / (ga - 1) if va else 0) + (vb**2 / (gb - 1) if vb else 0))
     half = t_quantile(df, alpha) * se
-    p = float(2 * sps.t.sf(abs(diff) / se, df))
+    p = float(2 * special.stdtr(df, -abs(diff) / se))  # scipy.stats.t.sf
     return ClusteredDiff(100 * diff, 100 * (diff - half), 100 * (diff + half), 100 * se, df,
                          p, alpha)
 
@@ -340,5 +341,6 @@ def detectable_rise(se100: float | None, df: float, *, alpha: float = ALPHA,
     probability ``power``: ``(t_{1−α/2} + t_{power}) · SE`` on ``df`` degrees of freedom."""
     if se100 is None or not math.isfinite(se100) or df <= 0:
         return None
-    t_power = float(sps.norm.ppf(power)) if math.isinf(df) else float(sps.t.ppf(power, df))
+    t_power = (float(special.ndtri(power)) if math.isinf(df)
+               else float(special.stdtrit(df, power)))
     return (t_quantile(df, alpha) + t_power) * se100

@@ -28,4 +28,8 @@ class LazyModule:
 
 
 sps: Any = LazyModule("scipy.stats")
+special: Any = LazyModule("scipy.special")
+"""The t and normal quantiles and tails scipy.stats itself calls (``stdtrit``, ``stdtr``,
+``ndtri``): half scipy.stats's import time, for the reports and pages that only need
+an interval's quantile."""
 np: Any = LazyModule("numpy")
