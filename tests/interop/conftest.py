@@ -36,7 +36,7 @@ READY_S = 180.0
 # 2,000 tokens, research-tech-radar's 2,337 in the whole suite).
 WHOLE_SUITE = os.environ.get("AGENT_EVAL_INTEROP_SCENARIOS") == "all"
 CONTEXT = {"smollm2": 2432 if WHOLE_SUITE else 2304, "gemma3": 3072}
-NATIVE_CONTEXT = CONTEXT  # llama-server: see llama_native_servers
+NATIVE_CONTEXT = CONTEXT  # llama-server: the same windows for the same scenarios
 
 
 def _in_ci() -> bool:
