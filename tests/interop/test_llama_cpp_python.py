@@ -8,119 +8,33 @@ server answered 500 and every session ended ``error``.  Here bundled scenarios (
 CI, all 29 with ``AGENT_EVAL_INTEROP_SCENARIOS=all``) are played once per model, and every session must end as the model's own outcome: never
 ``error``, the calls judged, failure classes counted.
 
-Bounded for 2 CI cores, one per server: the scenario files are the bundled ones with only
-the limits lowered (2 turns, 2 tool calls a session), 32 tokens a reply, temperature 0,
-contexts just above the longest first request (conftest.CONTEXT).  A run-away call under
-``auto`` that fills the context ends its session ``stalled`` with the server's words (the
-context is a limit, like the turns), not ``error``.  The servers process each agent's
-~1,500-2,300-token system prompt once: the scenarios run in name order, one session at a
-time per server, so consecutive sessions of one agent share that prefix in the server's
-cache.
+The suite, its bounds and the checks are shared with the llama-server tests
+(``interop_play.py``).  A run-away call under ``auto`` that fills the context ends its
+session ``stalled`` with the server's words, not ``error``.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 from click.testing import CliRunner
+from interop_play import REPO, check_played, play, write_short_suite
 
 from agent_eval.cli import main
-from agent_eval.live.context import context_overflow
-from agent_eval.scenario import load_suite
 from agent_eval.store import open_store
 
 pytestmark = pytest.mark.interop
 
-REPO = Path(__file__).resolve().parents[2]
-RALF = REPO / "scenarios" / "ralf"
-ALL_SCENARIOS = sorted(sc.name for sc in load_suite(RALF).top_level())  # the 29 top-level
-# CI plays four that cover the shapes (a plain script call, a read, a closing handshake
-# that spawns an evaluator child, a calendar task): the whole suite costs about 15 CPU
-# minutes (docs/servers.md has the breakdown), over the CI budget on its own.
-# AGENT_EVAL_INTEROP_SCENARIOS=all plays all 29.
-CI_SCENARIOS = sorted(["lights-dim-office", "calendar-week-overview",
-                       "research-benchmark-data-missing", "read-runbook-restart"])
-SCENARIOS = (ALL_SCENARIOS if os.environ.get("AGENT_EVAL_INTEROP_SCENARIOS") == "all"
-             else CI_SCENARIOS)
-FILES = sorted(p.stem for p in RALF.glob("*.yaml") if p.stem != "suite")  # + child templates
-
 
 @pytest.fixture(scope="module")
-def short_suite(tmp_path_factory) -> Path:
-    """The bundled suite, every scenario kept, with the limits cut to 2 turns."""
-    folder = tmp_path_factory.mktemp("suite")
-    (folder / "suite.yaml").write_text(
-        (RALF / "suite.yaml").read_text()
-        .replace("../../allowlists/ralf.yaml", str(REPO / "allowlists" / "ralf.yaml"))
-        .replace("limits: {turns: 10, tool_calls: 16}", "limits: {turns: 2, tool_calls: 2}"))
-    for name in FILES:
-        text = (RALF / f"{name}.yaml").read_text()
-        lines = [ln for ln in text.splitlines() if not ln.startswith("limits:")]
-        (folder / f"{name}.yaml").write_text("\n".join(lines) + "\n")
-    return folder
-
-
-def targets_file(path: Path, urls: dict[str, str]) -> Path:
-    common = ("max_tokens: 32, concurrency: 1, timeout_s: 900, retries: 0, "
-              "sampling: {temperature: 0, seed: 7}")
-    path.write_text(
-        "targets:\n"
-        f"  - {{name: smollm2, base_url: '{urls['smollm2']}', model: smollm2, "
-        f"tool_choice: auto, {common}}}\n"
-        f"  - {{name: gemma3, base_url: '{urls['gemma3']}', model: gemma3, "
-        f"tool_choice: bash, {common}}}\n")
-    return path
-
-
-@pytest.fixture(scope="module")
-def played(llama_servers, short_suite, tmp_path_factory):
+def played(llama_servers, tmp_path_factory):
     """The run both tests read: (CLI result, store path)."""
-    tmp = tmp_path_factory.mktemp("interop")
-    db = tmp / "interop.db"
-    config = targets_file(tmp / "targets.yaml", llama_servers)
-    result = CliRunner().invoke(main, ["run", "--config", str(config), "--suite",
-                                       str(short_suite), "--db", str(db),
-                                       *(f"--scenario={name}" for name in SCENARIOS)])
-    return result, db
+    suite = write_short_suite(tmp_path_factory.mktemp("suite"))
+    return play(tmp_path_factory.mktemp("interop"), suite, llama_servers,
+                {"smollm2": "auto", "gemma3": "bash"})
 
 
 def test_bundled_scenarios_against_real_llama_cpp_python_models(played):
-    result, db = played
-    with open_store(str(db)) as store:
-        [run] = store.list_runs()
-        sessions = list(store.session_rows([run.id]))
-        calls = list(store.call_rows([run.id]))
-    roots = [s for s in sessions if s.parent_id is None]
-    by_target = {s.id: s.target for s in sessions}
-    per_target = {t: sorted(s.scenario for s in roots if s.target == t)
-                  for t in ("smollm2", "gemma3")}
-    assert per_target == {"smollm2": SCENARIOS, "gemma3": SCENARIOS}, (result.output,
-                                                                      result.exception)
-    errors = [(s.target, s.scenario, s.error) for s in sessions if s.status == "error"]
-    assert errors == [], errors  # no server refused a request, nothing failed on our side
-    assert {s.status for s in sessions} <= {"completed", "stalled", "abandoned"}
-    # the only server words kept: a later turn outgrew the window (a run-away call under
-    # `auto` or a long tool result), or a reply the model wrote filled it (llama-cpp-python's
-    # 500 "could not broadcast ... into shape (0,)", on any turn); either ends the session
-    # `stalled` like a turn limit
-    overflowed = [(s, context_overflow(s.error or "")) for s in sessions if s.error]
-    assert all(s.status == "stalled" and seen is not None and (s.n_turns >= 1 or seen.writing)
-               for s, seen in overflowed), [(s.target, s.scenario, s.status, s.n_turns, s.error)
-                                            for s, _ in overflowed]
-    assert all(c.decision in ("allow", "deny") for c in calls)
-    judged = {by_target[c.session_id] for c in calls}
-    assert "gemma3" in judged  # the named tool choice yields a call in every session
-    assert sum(by_target[c.session_id] == "gemma3" for c in calls) >= len(SCENARIOS)
-    classes = {c.primary for c in calls if c.decision == "deny"}
-    assert classes and all(code.startswith("AE") for code in classes), classes
-    # the closing table: one row per target, with the failure-class breakdown
-    assert "gemma3" in result.output and "smollm2" in result.output
-    assert any(code in result.output for code in classes), result.output
-    if result.exit_code != 0:  # only allowed: SmolLM2 answered every task in text
-        assert result.exit_code == 3, result.output
-        assert "target 'smollm2' produced no judged tool call" in result.stderr
+    check_played(*played, called="gemma3")
 
 
 def test_replay_sends_a_stored_context_to_real_llama_cpp_python(played, llama_servers):
