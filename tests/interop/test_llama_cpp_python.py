@@ -154,7 +154,7 @@ def test_a_plain_openai_sdk_loop_through_the_proxy_in_front_of_real_llama_cpp_py
 
 
 def test_agent_eval_run_through_the_proxy_in_front_of_real_llama_cpp_python(
-        llama_servers, short_suite, tmp_path):
+        llama_servers, tmp_path):
     """Issue 16 against a real server with the project's own runner as the client: one
     bundled scenario played by ``agent-eval run`` through ``agent-eval proxy`` in front of
     real Gemma 3; the proxy's stored calls and verdicts are the run's own, call for call."""
@@ -164,6 +164,8 @@ def test_agent_eval_run_through_the_proxy_in_front_of_real_llama_cpp_python(
     import sys
 
     db = tmp_path / "proxied.db"
+    (tmp_path / "suite").mkdir()
+    short_suite = write_short_suite(tmp_path / "suite")
     proxy = subprocess.Popen(
         [sys.executable, "-m", "agent_eval", "proxy", "--upstream", llama_servers["gemma3"],
          "--allowlist", str(REPO / "allowlists" / "ralf.yaml"), "--port", "0", "--db",
