@@ -13,7 +13,12 @@
 # (${AGENT_EVAL_LLAMA_VENV:-$HOME/.cache/agent-eval/llama-venv}); run that first.
 # Extra knobs: AGENT_EVAL_LLAMA_CTX (context, default 8192), AGENT_EVAL_LLAMA_THREADS
 # (default 1: two servers share a 2-core CI machine; used for prompt processing too, as
-# more OpenMP threads than free cores spin at every barrier).  See docs/servers.md.
+# more OpenMP threads than free cores spin at every barrier).  `--logits_all false`: the
+# server's default (true) computes and copies the logits of every prompt token, 2.5x the
+# prompt's CPU with Gemma 3's 262,144-token vocabulary, and only logprobs need them (not
+# served here).  Flash attention stays off: ~15% less prompt CPU, but it changed Gemma 3's
+# greedy reply to one request between a fresh prompt and a prefix-reused one.  See
+# docs/servers.md.
 #
 # Example:
 #   scripts/ci/llama.sh && scripts/serve-llama.sh smollm2 127.0.0.1 8081 &
@@ -32,4 +37,4 @@ py="$llama_venv/bin/python"
 exec "$py" -m llama_cpp.server --model "$gguf" --model_alias "$alias" \
     --host "$host" --port "$port" --chat_format chatml-function-calling \
     --n_ctx "${AGENT_EVAL_LLAMA_CTX:-8192}" --n_threads "${AGENT_EVAL_LLAMA_THREADS:-1}" \
-    --n_threads_batch "${AGENT_EVAL_LLAMA_THREADS:-1}"
+    --n_threads_batch "${AGENT_EVAL_LLAMA_THREADS:-1}" --logits_all false

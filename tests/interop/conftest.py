@@ -32,7 +32,7 @@ NATIVE_VENV = Path(os.environ.get("AGENT_EVAL_LLAMA_SERVER_VENV")
                    or Path.home() / ".cache" / "agent-eval" / "llama-server-venv")
 READY_S = 180.0
 # tokens of context per model (see llama_servers); AGENT_EVAL_LLAMA_CTX overrides both.
-# SmolLM2: just above the longest first request played (the four CI scenarios' are under
+# SmolLM2: just above the longest first request played (the CI scenarios' are under
 # 2,000 tokens, research-tech-radar's 2,337 in the whole suite).
 WHOLE_SUITE = os.environ.get("AGENT_EVAL_INTEROP_SCENARIOS") == "all"
 CONTEXT = {"smollm2": 2432 if WHOLE_SUITE else 2304, "gemma3": 3072}
