@@ -137,10 +137,10 @@ def test_the_search_covers_every_run_without_a_run_filter(searched):
         like_matches(dialect, c, "| head -5") for c in in_both)
 
 
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)  # SQLite's FTS5 table only
 def test_sqlite_reads_the_matches_from_the_trigram_table(searched, tmp_path):
     store, run_id, _ = searched
-    if store.engine.dialect.name != "sqlite":
-        pytest.skip("SQLite's FTS5 table")
+    assert store.engine.dialect.name == "sqlite"
     assert search_index_exists(store.engine)
     plans = []
     from sqlalchemy import event
