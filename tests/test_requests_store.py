@@ -12,7 +12,6 @@ import pytest
 from sqlalchemy import func, select
 
 from agent_eval.live.replay import SKIPS, plan_replay
-
 from agent_eval.store.caps import STORED_TEXT_CHARS
 from agent_eval.store.requests import (
     join_request,

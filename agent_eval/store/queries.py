@@ -30,7 +30,6 @@ from sqlalchemy import (
     exists,
     false,
     func,
-    literal_column,
     not_,
     or_,
     select,
@@ -50,6 +49,7 @@ from agent_eval.store.schema import (
     targets,
     tool_calls,
 )
+from agent_eval.store.search_index import has_sqlite_search
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
@@ -591,8 +591,7 @@ def search_index_exists(engine: Engine) -> bool:
     if engine.dialect.name != "sqlite":
         return False
     with engine.connect() as conn:
-        return conn.execute(select(literal_column("1")).select_from(table("sqlite_master"))
-                            .where(literal_column("name") == SEARCH_TABLE)).first() is not None
+        return has_sqlite_search(conn)
 
 
 def _escape_like(text: str) -> str:
