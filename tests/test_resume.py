@@ -34,6 +34,10 @@ REPO = Path(__file__).resolve().parents[1]
 RALF = REPO / "scenarios" / "ralf"
 PLANNED = {f"disciplined/{sc.name}/0" for sc in load_suite(RALF).top_level()}
 SLOW = Faults(latency_s=0.03)
+# The runner killed or interrupted in its own process plays against a slower simulator: at
+# 0.03 s a reply its whole run took ~2 s, and on a loaded machine it had finished before the
+# poll that saw 4 sessions stored could send the signal.
+SLOWER = Faults(latency_s=0.15)
 
 
 def stored_sessions(db: Path) -> list:
@@ -110,7 +114,7 @@ def sim_process():
     """``agent-eval sim-server`` in its own process, slowed down; yields its base URL."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "agent_eval", "sim-server", "--port", "0", "--suite", str(RALF),
-         "--latency", str(SLOW.latency_s)],
+         "--latency", str(SLOWER.latency_s)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO)
     try:
         yield proc.stdout.readline().strip()

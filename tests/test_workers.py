@@ -303,8 +303,9 @@ def test_workers_killed_paused_and_cut_off_still_store_every_planned_session_onc
         wait_for("the paused worker holds a session", lambda: held_by(store, run_id, paused.pid))
         paused.send_signal(signal.SIGSTOP)
         its_items = held_by(store, run_id, paused.pid)
-        wait_for("the paused worker's sessions reclaimed by others",
-                 lambda: not held_by(store, run_id, paused.pid) & its_items)
+        wait_for("the paused worker's sessions reclaimed by others",  # a lease, then a claim:
+                 lambda: not held_by(store, run_id, paused.pid) & its_items,  # slow at load 10
+                 deadline_s=180)
         paused.send_signal(signal.SIGCONT)
 
         outs = {}
