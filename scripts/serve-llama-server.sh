@@ -14,7 +14,10 @@
 # here, gets no tools at all: docs/servers.md) and one slot (-np 1: the whole context for
 # one conversation, the next request reuses its prefix).  Extra knobs: AGENT_EVAL_LLAMA_CTX (context, default
 # 8192), AGENT_EVAL_LLAMA_THREADS (default 1, for generation and prompt processing: two
-# servers share a 2-core CI machine).  See docs/servers.md.
+# servers share a 2-core CI machine), AGENT_EVAL_CHAT_TEMPLATE (a Jinja chat template file
+# passed as --chat-template-file instead of the GGUF's own; scripts/chat-templates/
+# chatml-tools.jinja renders tools in the Hermes / Qwen 2.5 format, which llama-server
+# parses into tool calls: the interop tests serve both models with it).  See docs/servers.md.
 #
 # Example:
 #   scripts/ci/llama-server.sh && scripts/serve-llama-server.sh gemma3 127.0.0.1 8082 &
@@ -34,6 +37,14 @@ source "$(dirname "$0")/llama-gguf.sh"
 llama_gguf "$model"
 
 threads=${AGENT_EVAL_LLAMA_THREADS:-1}
+template=()
+if [[ -n "${AGENT_EVAL_CHAT_TEMPLATE:-}" ]]; then
+    if [[ ! -f "$AGENT_EVAL_CHAT_TEMPLATE" ]]; then
+        echo "Error: AGENT_EVAL_CHAT_TEMPLATE=$AGENT_EVAL_CHAT_TEMPLATE is not a file" >&2
+        exit 2
+    fi
+    template=(--chat-template-file "$AGENT_EVAL_CHAT_TEMPLATE")
+fi
 exec "$server" --model "$gguf" --alias "$alias" --host "$host" --port "$port" --jinja \
-    --ctx-size "${AGENT_EVAL_LLAMA_CTX:-8192}" --parallel 1 \
+    "${template[@]}" --ctx-size "${AGENT_EVAL_LLAMA_CTX:-8192}" --parallel 1 \
     --threads "$threads" --threads-batch "$threads" --no-warmup

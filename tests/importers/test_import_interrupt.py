@@ -19,7 +19,7 @@ from agent_eval.store import open_store
 
 REPO = Path(__file__).resolve().parents[2]
 RALF = REPO / "allowlists" / "ralf.yaml"
-SESSIONS = 40_000
+SESSIONS = 250_000  # 40,000 were all in before the SIGINT landed at load 10
 
 
 def _line(i: int) -> str:
