@@ -152,7 +152,7 @@ def test_mcnemar_is_the_exact_binomial_on_discordant_pairs():
 
 
 def cells(spec: dict[str, int]) -> dict[str, ScenarioCell]:
-    return {s: ScenarioCell(calls, 0, ()) for s, calls in spec.items()}
+    return {s: ScenarioCell(calls, 0, None) for s, calls in spec.items()}
 
 
 def test_mix_matching_restricts_to_the_shared_mix_and_says_so():
