@@ -249,3 +249,13 @@ def test_session_units_fold_children_and_drop_faulted_sessions():
     got = {(u.calls, u.errors, u.passed, tuple(u.classes.items())) for u in
            session_units(sessions, calls)}
     assert got == {(2, 1, False, (("AE301", 1),)), (1, 0, True, ())}
+
+
+def test_a_comparison_without_fishers_p_keeps_every_other_figure():
+    import dataclasses
+
+    from agent_eval.metrics.stats import compare_rates
+
+    full, quick = compare_rates(9, 161, 19, 158), compare_rates(9, 161, 19, 158, exact=False)
+    assert math.isnan(quick.fisher_p) and 0 < full.fisher_p < 1
+    assert dataclasses.replace(quick, fisher_p=full.fisher_p) == full
