@@ -297,3 +297,32 @@ def test_squeezing_keeps_the_bits_of_the_occupied_repeats_in_order(seed):
     bits = rng.getrandbits(width) & occupied
     kept = [bits >> i & 1 for i in range(width) if occupied >> i & 1]
     assert _squeeze(bits, occupied) == sum(b << i for i, b in enumerate(kept))
+
+
+def test_grandchildren_fold_into_their_root_through_a_faulted_child(store):
+    """Three levels: a child that faulted leaves its own calls out but not its child's
+    (``session_units``: each session is judged by its own status); a faulted root takes
+    its whole tree out.  The recursive CTE gives what the units give."""
+    rng = random.Random(3)
+    run_id = store.create_run(label="tree", kind="live", suite="s", config={}, fingerprint={})
+    store.add_target(run_id, name="alpha", model="a", base_url="http://x/v1", settings={})
+    records = []
+    for i, (root_status, child_status) in enumerate(
+            [("completed", "completed"), ("completed", "error"), ("error", "completed"),
+             ("abandoned", "completed"), ("completed", "completed")]):
+        key = f"r{i}"
+        records.append(SessionRecord(key=key, target="alpha", scenario=f"s{i % 2}", repeat=i,
+                                     status=root_status, calls=_calls(rng, 4, 0.3)))
+        records.append(SessionRecord(key=key + "/c", target="alpha", scenario="child",
+                                     parent_key=key, status=child_status,
+                                     calls=_calls(rng, 3, 0.5)))
+        records.append(SessionRecord(key=key + "/c/g", target="alpha", scenario="grandchild",
+                                     parent_key=key + "/c", status="completed",
+                                     calls=_calls(rng, 2, 1.0 if i == 4 else 0.0)))
+    store.record_sessions(run_id, records)
+    units, by_target = _by_units(store, run_id)
+    assert len(units) == 4 and any(u.errors for u in units)
+    sql = cluster_stats(store.engine, [run_id], classes=True, passes=True)
+    assert sql["alpha"].scenarios == stats_from_units(by_target["alpha"]).scenarios
+    assert (repeats_from_outcomes(session_outcomes(store.engine, [run_id]))
+            == repeat_stats(store.session_rows([run_id]), store.call_rows([run_id])))

@@ -23,16 +23,19 @@ sessions is judged from a few hundred rows:
   about one row per 32 sessions leaves the database, and ``compare`` pairs two runs'
   sessions by position with integer operations on those bits.
 
-A run with child sessions (subagents folded into their root) is summed from its units
-(``aggregates.units_sql``) instead: the root of a session is not a GROUP BY key.
+A run with child sessions (subagents) is summed the same way over its roots, each with
+the calls and denials of its descendants folded in by a recursive CTE (``_clusters``):
+the same figures as ``metrics.clustered.session_units``, still without a row per session
+leaving the database.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cache
 from operator import itemgetter
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy import BigInteger, Engine, Integer, and_, case, cast, func, select, type_coerce
 
@@ -44,7 +47,6 @@ from agent_eval.metrics.sufficient import (
     Sums,
     TargetStats,
     merge_stats,
-    stats_from_units,
 )
 from agent_eval.store.overview import denied_calls
 from agent_eval.store.schema import sessions, targets, tool_calls
@@ -68,18 +70,16 @@ def cluster_stats(engine: Engine, run_ids: Iterable[int], *, by: StatsBy = "targ
     units = cache(lambda: _units(engine, ids))
     by_name = cache(lambda: units_by_target(units()))
     with engine.connect() as conn:
-        if _nested(conn, ids):
-            grouped = {"all": units()} if by == "all" else units_by_target(units())
-            return {name: stats_from_units(us) for name, us in grouped.items()}
+        clusters = _clusters(conn, ids)
         names = _names(conn, ids)
         # pooled groups (the run whole, or a name in several runs) sort their sessions by
         # repeat across targets: their positions are ranked, not read off the repeats
         pooled = passes and (by == "all" or len(set(names.values())) < len(names))
-        cells = _cells(conn, ids, passes and not pooled)
-        per_class = _class_sums(conn, ids) if classes else {}
+        cells = _cells(conn, clusters, passes and not pooled)
+        per_class = _class_sums(conn, ids, clusters) if classes else {}
         ranked = None
         if pooled or (passes and any(p is None for *_, p in cells.values())):
-            ranked = _ranked_passes(conn, ids, by)
+            ranked = _ranked_passes(conn, clusters, by)
     out: dict[str, dict[str, ScenarioStats]] = {}
     for (target_id, scenario), (count, errors, found) in cells.items():
         name = names[target_id]
@@ -105,6 +105,49 @@ def _units(engine: Engine, ids: list[int]) -> list[Unit]:
     return units_sql(engine, ids)
 
 
+@dataclass(frozen=True, slots=True)
+class _Clusters:
+    """The clusters the sums are taken over: the runs' top-level non-error sessions, each
+    with its calls and denials.  ``source`` has the columns ``id, target_id, scenario,
+    repeat, status, n_calls, n_denied`` (rows kept by ``where``); ``tree`` maps every
+    session of a cluster (``id``) to it (``root``), or is ``None`` when each session is
+    its own cluster (no child sessions: the sessions table itself)."""
+
+    source: Any
+    where: tuple
+    tree: Any = None
+
+    @property
+    def c(self):
+        return self.source.c
+
+
+def _clusters(conn, ids: list[int]) -> _Clusters:
+    """The sessions themselves; or, when the runs hold child sessions (subagents), each
+    root with the calls and denials of its descendants that did not fault folded in (as
+    ``metrics.clustered.session_units``): the descendants by a recursive CTE from the
+    roots down, so a child whose parent is missing or in a cycle reaches no root."""
+    s = sessions.c
+    if not _nested(conn, ids):
+        return _Clusters(sessions, (s.run_id.in_(ids), s.status != "error"))
+    tree = (select(s.id.label("id"), s.id.label("root"))
+            .where(s.run_id.in_(ids), s.parent_id.is_(None), s.status != "error")
+            .cte("tree", recursive=True))
+    child = sessions.alias("child")
+    tree = tree.union_all(select(child.c.id, tree.c.root)
+                          .where(child.c.parent_id == tree.c.id, child.c.run_id.in_(ids)))
+    member = sessions.alias("member")
+    folded = (select(tree.c.root.label("id"), func.sum(member.c.n_calls).label("n_calls"),
+                     func.sum(member.c.n_denied).label("n_denied"))
+              .select_from(tree).join(member, member.c.id == tree.c.id)
+              .where(member.c.status != "error").group_by(tree.c.root).subquery())
+    root = sessions.alias("root")
+    units = (select(root.c.id, root.c.target_id, root.c.scenario, root.c.repeat,
+                    root.c.status, folded.c.n_calls, folded.c.n_denied)
+             .select_from(root).join(folded, folded.c.id == root.c.id).subquery("units"))
+    return _Clusters(units, (), tree)
+
+
 def _nested(conn, ids: list[int]) -> bool:
     """Whether the runs hold child sessions: a range of ``ix_sessions_parent`` (``+ 0``
     keeps SQLite's planner from reading every session of the run instead)."""
@@ -113,10 +156,9 @@ def _nested(conn, ids: list[int]) -> bool:
                         .limit(1)).first() is not None
 
 
-def _passed():
-    """A session's outcome as 0/1 (``metrics.repeats``): completed, no call denied."""
-    s = sessions.c
-    return case((and_(s.status == "completed", s.n_denied == 0), 1), else_=0)
+def _passed(c):
+    """A cluster's outcome as 0/1 (``metrics.repeats``): completed, no call denied."""
+    return case((and_(c.status == "completed", c.n_denied == 0), 1), else_=0)
 
 
 def _bit(value, position):
@@ -126,29 +168,29 @@ def _bit(value, position):
     return cast(value, BigInteger).op("<<")(shift)
 
 
-def _cells(conn, ids: list[int], passes: bool
+def _cells(conn, clusters: _Clusters, passes: bool
            ) -> dict[tuple[int, str], tuple[int, Sums, Passes | None]]:
     """(target id, scenario) -> (sessions, sums over the sessions with calls, outcomes or
-    ``None``), in the order of each pair's first session, over the top-level non-error
-    sessions (the caller checked that the runs hold no child session).
+    ``None``), in the order of each pair's first session.
 
-    Without ``passes``, one range of ``ix_sessions_run_target_status`` grouped in its
-    order (by status too, summed here: no sort).  With them, grouped per block of
-    repeats; a scenario whose repeats are not distinct gets ``None`` (the caller ranks
-    it: ``_ranked_passes``)."""
-    s = sessions.c
+    Without ``passes`` (and without child sessions), one range of
+    ``ix_sessions_run_target_status`` grouped in its order (by status too, summed here:
+    no sort).  With them, grouped per block of repeats; a scenario whose repeats are not
+    distinct gets ``None`` (the caller ranks it: ``_ranked_passes``)."""
+    s = clusters.c
     n, k = s.n_calls, s.n_denied
     sums = (func.min(s.id), func.count(), func.sum(case((n > 0, 1), else_=0)), func.sum(n),
             func.sum(n * n), func.sum(k), func.sum(k * k), func.sum(k * n))
-    live = (s.run_id.in_(ids), s.status != "error")
+    query = select(s.target_id, s.scenario, *sums).select_from(clusters.source)
     if passes:
         block = s.repeat // BLOCK
-        extra = (func.min(s.repeat), func.max(s.repeat), func.sum(_bit(1, s.repeat)),
-                 func.sum(_bit(_passed(), s.repeat)), block)
-        rows = conn.execute(select(s.target_id, s.scenario, *sums, *extra).where(*live)
-                            .group_by(s.target_id, s.scenario, block)).all()
+        rows = conn.execute(
+            query.add_columns(func.min(s.repeat), func.max(s.repeat),
+                              func.sum(_bit(1, s.repeat)), func.sum(_bit(_passed(s), s.repeat)),
+                              block)
+            .where(*clusters.where).group_by(s.target_id, s.scenario, block)).all()
     else:
-        rows = conn.execute(select(s.target_id, s.scenario, *sums).where(*live)
+        rows = conn.execute(query.where(*clusters.where)
                             .group_by(s.target_id, s.status, s.scenario)).all()
     acc: dict[tuple[int, str], list] = {}
     for target, scenario, first, count, *totals in rows:
@@ -194,19 +236,19 @@ def _squeeze(bits: int, occupied: int) -> int:
     return out
 
 
-def _ranked_passes(conn, ids: list[int], by: StatsBy) -> dict[tuple[str, str], Passes]:
+def _ranked_passes(conn, clusters: _Clusters, by: StatsBy) -> dict[tuple[str, str], Passes]:
     """(group, scenario) -> outcomes, each session's position its ``row_number()`` in
     (repeat, passed) order within the group (a target name, or ``"all"``) and scenario;
     bits summed per block of positions."""
-    s, t = sessions.c, targets.c
+    s, t = clusters.c, targets.c
     group = [t.name] if by == "target" else []
-    passed = _passed()
+    passed = _passed(s)
     position = (func.row_number().over(partition_by=[*group, s.scenario],
                                        order_by=[s.repeat, passed]) - 1)
     ranked = (select(*(c.label("g") for c in group), s.scenario, passed.label("p"),
                      position.label("pos"))
-              .select_from(sessions).join(targets, t.id == s.target_id)
-              .where(s.run_id.in_(ids), s.status != "error").subquery())
+              .select_from(clusters.source).join(targets, t.id == s.target_id)
+              .where(*clusters.where).subquery())
     r = ranked.c
     keys = [r.g] if by == "target" else []
     pos = type_coerce(r.pos, Integer)
@@ -227,18 +269,26 @@ def _per_session_denied(ids: list[int], *by):
             .group_by(c.session_id, *by).subquery())
 
 
-def _class_sums(conn, ids: list[int]) -> dict[tuple[int, str], dict[str, tuple[int, int, int]]]:
-    """(target id, scenario) -> class -> ``(Σk, Σk², Σkn)``, ``k`` the session's calls
-    denied in the class (sessions without any add nothing)."""
-    s, c = sessions.c, tool_calls.c
+def _class_sums(conn, ids: list[int], clusters: _Clusters
+                ) -> dict[tuple[int, str], dict[str, tuple[int, int, int]]]:
+    """(target id, scenario) -> class -> ``(Σk, Σk², Σkn)``, ``k`` the cluster's calls
+    denied in the class (clusters without any add nothing)."""
+    c = tool_calls.c
     code = func.coalesce(func.nullif(c.primary_code, ""), UNCLASSIFIED).label("code")
     d = _per_session_denied(ids, code)
+    if clusters.tree is not None:  # each session's denials added to its cluster's
+        tree, member = clusters.tree, sessions.alias("member")
+        d = (select(tree.c.root.label("session_id"), d.c.code, func.sum(d.c.k).label("k"))
+             .select_from(d).join(tree, tree.c.id == d.c.session_id)
+             .join(member, member.c.id == d.c.session_id).where(member.c.status != "error")
+             .group_by(tree.c.root, d.c.code).subquery())
+    s = clusters.c
     k, n = d.c.k, s.n_calls
     rows = conn.execute(
         select(s.target_id, s.scenario, d.c.code, func.sum(k), func.sum(k * k),
                func.sum(k * n))
-        .select_from(d).join(sessions, s.id == d.c.session_id)
-        .where(s.status != "error", s.parent_id.is_(None), n > 0)
+        .select_from(d).join(clusters.source, s.id == d.c.session_id)
+        .where(s.status != "error", n > 0)
         .group_by(s.target_id, s.scenario, d.c.code)).all()
     out: dict[tuple[int, str], dict[str, tuple[int, int, int]]] = {}
     for target, scenario, name, sk, skk, skn in rows:
@@ -258,20 +308,14 @@ def session_outcomes(engine: Engine, run_ids: Iterable[int],
     wanted = None if scenarios is None else sorted(set(scenarios))
     if wanted == []:
         return {}
-    s = sessions.c
     with engine.connect() as conn:
-        if _nested(conn, ids):
-            out: dict[tuple[str, str], list[tuple[int, bool]]] = {}
-            for u in _units(engine, ids):
-                if wanted is None or u.scenario in wanted:
-                    out.setdefault((u.target, u.scenario), []).append((u.repeat,
-                                                                       bool(u.passed)))
-            return {key: tuple(sorted(v, key=itemgetter(0))) for key, v in out.items()}
+        clusters = _clusters(conn, ids)
+        s = clusters.c
         names = _names(conn, ids)
         rows = conn.execute(
-            select(s.target_id, s.scenario, s.repeat, _passed())
-            .where(s.run_id.in_(ids), s.status != "error",
-                   *(() if wanted is None else (s.scenario.in_(wanted),)))
+            select(s.target_id, s.scenario, s.repeat, _passed(s))
+            .select_from(clusters.source)
+            .where(*clusters.where, *(() if wanted is None else (s.scenario.in_(wanted),)))
             .order_by(s.id)).all()
     grouped: dict[tuple[int, str], list[tuple[int, bool]]] = {}
     for target, scenario, repeat, passed in rows:  # sorting by id only: no string sort
