@@ -26,7 +26,8 @@ sessions is judged from a few hundred rows:
 A run with child sessions (subagents) is summed the same way over its roots, each with
 the calls and denials of its descendants folded in by a recursive CTE (``_clusters``):
 the same figures as ``metrics.clustered.session_units``, still without a row per session
-leaving the database.
+leaving the database; only its sums per class (``gate --max-class``, the viewer's run
+page) are still taken from the units.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from agent_eval.metrics.sufficient import (
     Sums,
     TargetStats,
     merge_stats,
+    stats_from_units,
 )
 from agent_eval.store.overview import denied_calls
 from agent_eval.store.schema import sessions, targets, tool_calls
@@ -71,6 +73,11 @@ def cluster_stats(engine: Engine, run_ids: Iterable[int], *, by: StatsBy = "targ
     by_name = cache(lambda: units_by_target(units()))
     with engine.connect() as conn:
         clusters = _clusters(conn, ids)
+        if classes and clusters.tree is not None:
+            # per class through the tree, PostgreSQL's planner (no estimate for a
+            # recursive CTE) nested-looped for minutes at 125,000 sessions: units instead
+            grouped = {"all": units()} if by == "all" else units_by_target(units())
+            return {name: stats_from_units(us) for name, us in grouped.items()}
         names = _names(conn, ids)
         # pooled groups (the run whole, or a name in several runs) sort their sessions by
         # repeat across targets: their positions are ranked, not read off the repeats
@@ -271,17 +278,11 @@ def _per_session_denied(ids: list[int], *by):
 
 def _class_sums(conn, ids: list[int], clusters: _Clusters
                 ) -> dict[tuple[int, str], dict[str, tuple[int, int, int]]]:
-    """(target id, scenario) -> class -> ``(Σk, Σk², Σkn)``, ``k`` the cluster's calls
-    denied in the class (clusters without any add nothing)."""
+    """(target id, scenario) -> class -> ``(Σk, Σk², Σkn)``, ``k`` the session's calls
+    denied in the class (sessions without any add nothing; no child sessions)."""
     c = tool_calls.c
     code = func.coalesce(func.nullif(c.primary_code, ""), UNCLASSIFIED).label("code")
     d = _per_session_denied(ids, code)
-    if clusters.tree is not None:  # each session's denials added to its cluster's
-        tree, member = clusters.tree, sessions.alias("member")
-        d = (select(tree.c.root.label("session_id"), d.c.code, func.sum(d.c.k).label("k"))
-             .select_from(d).join(tree, tree.c.id == d.c.session_id)
-             .join(member, member.c.id == d.c.session_id).where(member.c.status != "error")
-             .group_by(tree.c.root, d.c.code).subquery())
     s = clusters.c
     k, n = d.c.k, s.n_calls
     rows = conn.execute(
