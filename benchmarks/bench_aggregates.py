@@ -10,10 +10,14 @@ new PostgreSQL database dropped afterwards.  Timed, best and median of ``--repea
 * *summary*: ``cli.tables.summarize_runs`` (the per-target table of ``report --format``,
   ``run`` and ``gate``), now ``store.summarize``, GROUP BY in the database;
 * *sums*: what the clustered and paired statistics read, summed per (target, scenario)
-  in SQL (``store.cluster_stats``, issue #13 item 3; it replaced *units*);
-* *outcomes*: each session's (repeat, passed) for ``compare``'s pass rates, McNemar test
-  and flipped scenarios (``store.session_outcomes``);
-* *units* (``--old``): the per-session units the statistics were computed from before
+  in SQL (``store.cluster_stats``, issue #13 item 3; it replaced *units*): what ``gate``
+  reads per run;
+* *sums and passes*: the same with each scenario's outcomes as bits, for ``compare``'s
+  pass rates and McNemar test (``store.cluster_stats(passes=True)``): what ``compare``
+  reads per run (it replaced *sums* + *outcomes*, every session's (repeat, passed));
+* *outcomes* and *units* (``--old``): every session's (repeat, passed), which ``compare``
+  read per run before the bits (``store.session_outcomes``; now read for flipped
+  scenarios only), and the per-session units the statistics were computed from before
   (``store.session_units``);
 * *gate*: ``agent-eval gate --run R --max-error-rate 8 --baseline R`` in process (two
   summaries, two sets of sums, the paired regression check);
@@ -27,9 +31,11 @@ time of this process (the client's: PostgreSQL's own work is not in it).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,12 +81,13 @@ def bench_backend(label: str, url: str, args) -> list[dict]:
         jobs = {
             "summary": lambda: summarize_runs(store, ids),
             "sums": lambda: store.cluster_stats(ids),
-            "outcomes": lambda: store.session_outcomes(ids),
+            "sums and passes": lambda: store.cluster_stats(ids, passes=True),
             "gate": lambda: _cli(url, "gate", "--run", str(run_id), "--max-error-rate", "8",
                                  "--baseline", str(run_id)),
             "compare": lambda: _cli(url, "compare", str(run_id), str(run_id)),
         }
         if args.old:
+            jobs["outcomes (old)"] = lambda: store.session_outcomes(ids)
             jobs["units (old)"] = lambda: store.session_units(ids)
             jobs["summary, Python pass (old)"] = lambda: summarize(
                 store.session_rows(ids), store.call_rows(ids), store.turn_rows(ids))
@@ -93,6 +100,10 @@ def bench_backend(label: str, url: str, args) -> list[dict]:
     return rows
 
 
+def _load(avg: tuple[float, float, float]) -> str:
+    return " / ".join(f"{x:.2f}" for x in avg)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pg", metavar="URL", help="also measure PostgreSQL (admin URL)")
@@ -102,6 +113,7 @@ def main() -> int:
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
     rows = []
+    load_before = os.getloadavg()
     with sqlite_url() as url:
         rows += bench_backend("SQLite", url, args)
     if args.pg:
@@ -117,6 +129,8 @@ def main() -> int:
         for r in rows:
             print(f"{r['backend']:<11} {r['what']:<28} best {r['best']:.3f} s  "
                   f"median {r['median']:.3f} s  client CPU {r['cpu']:.3f} s")
+    print(f"\nload average (1, 5, 15 min) before {_load(load_before)}, after "
+          f"{_load(os.getloadavg())}; nproc={os.cpu_count()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
     met = all(r["best"] < GOAL_S for r in rows if r["what"] in ("summary", "gate", "compare"))
     return 0 if met else 1
 

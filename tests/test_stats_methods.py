@@ -152,7 +152,7 @@ def test_mcnemar_is_the_exact_binomial_on_discordant_pairs():
 
 
 def cells(spec: dict[str, int]) -> dict[str, ScenarioCell]:
-    return {s: ScenarioCell(calls, 0, ()) for s, calls in spec.items()}
+    return {s: ScenarioCell(calls, 0, None) for s, calls in spec.items()}
 
 
 def test_mix_matching_restricts_to_the_shared_mix_and_says_so():
@@ -249,3 +249,13 @@ def test_session_units_fold_children_and_drop_faulted_sessions():
     got = {(u.calls, u.errors, u.passed, tuple(u.classes.items())) for u in
            session_units(sessions, calls)}
     assert got == {(2, 1, False, (("AE301", 1),)), (1, 0, True, ())}
+
+
+def test_a_comparison_without_fishers_p_keeps_every_other_figure():
+    import dataclasses
+
+    from agent_eval.metrics.stats import compare_rates
+
+    full, quick = compare_rates(9, 161, 19, 158), compare_rates(9, 161, 19, 158, exact=False)
+    assert math.isnan(quick.fisher_p) and 0 < full.fisher_p < 1
+    assert dataclasses.replace(quick, fisher_p=full.fisher_p) == full

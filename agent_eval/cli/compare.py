@@ -66,22 +66,23 @@ def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
 
     with open_store(db) as store:
         info_a, info_b = store.resolve_run(run_a), store.resolve_run(run_b)
-        sides, units = [], []
+        summaries, units = [], []
         for info in (info_a, info_b):
             ids = [info.id]
-            summaries = (summarize(store.session_rows(ids), store.call_rows(ids), by=by)
-                         if by == "tag" else store.summarize(ids, by, with_turns=False,
-                                                         detail="actions"))
-            outcomes = store.session_outcomes(ids)  # read once: repeats and pass rates
-            sides.append((summaries, repeats_from_outcomes(outcomes)))
-            units.append(side_units(store, info.id, by, outcomes))
+            summaries.append(summarize(store.session_rows(ids), store.call_rows(ids), by=by)
+                             if by == "tag" else store.summarize(ids, by, with_turns=False,
+                                                                 detail="actions"))
+            units.append(side_units(store, info.id, by))
+        flippable = flip_candidates(*units)  # the P/F of each repeat, for these only
+        repeats = [repeats_from_outcomes(store.session_outcomes([info.id], flippable))
+                   for info in (info_a, info_b)]
         paired = _replay_pairs(store, info_a, info_b)
         moved = None
         if _is_rescore_pair(info_a, info_b):
             a, b = [info_a.id], [info_b.id]
             moved = rescore_moves(store.session_rows(a), store.call_rows(a),
                                   store.session_rows(b), store.call_rows(b))
-    result = compare_runs(sides[0][0], sides[1][0], sides[0][1], sides[1][1],
+    result = compare_runs(summaries[0], summaries[1], repeats[0], repeats[1],
                           label_a=_label(info_a), label_b=_label(info_b), by=by)
     if moved is not None:
         result = dataclasses.replace(result, rescore=moved)
@@ -118,13 +119,21 @@ def jsonable(value):
     return str(value)
 
 
-def side_units(store, run_id: int, by: str, outcomes=None):
-    """One run's sums of session clusters (``metrics.sufficient.TargetStats``) grouped as
-    ``compare`` groups them (target, or ``all``), by GROUP BY per (target, scenario);
-    ``outcomes``: the run's ``store.session_outcomes`` (else read here)."""
-    if outcomes is None:
-        outcomes = store.session_outcomes([run_id])
-    return store.cluster_stats([run_id], by=by, outcomes=outcomes)
+def side_units(store, run_id: int, by: str):
+    """One run's sums of session clusters and outcomes (``metrics.sufficient.TargetStats``)
+    grouped as ``compare`` groups them (target, or ``all``), by GROUP BY per (target,
+    scenario)."""
+    return store.cluster_stats([run_id], by=by, passes=True)
+
+
+def flip_candidates(units_a, units_b) -> set[str]:
+    """The scenarios whose outcome (every repeat passed) differs between the runs in some
+    group both hold: the only ones ``compare`` prints repeat by repeat."""
+    return {scenario for name in units_a.keys() & units_b.keys()
+            for scenario, a in units_a[name].scenarios.items()
+            if (b := units_b[name].scenarios.get(scenario)) is not None
+            and a.passes is not None and b.passes is not None and a.passes.n and b.passes.n
+            and a.passes.all_passed != b.passes.all_passed}
 
 
 def with_unit_analysis(result, units_a, units_b):

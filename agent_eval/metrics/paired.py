@@ -28,13 +28,19 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from operator import itemgetter
 
 from agent_eval.metrics.clustered import Unit, t_quantile
 from agent_eval.metrics.lazy import np, sps
 from agent_eval.metrics.stats import ALPHA
 from agent_eval.metrics.stratified import StratifiedDiff, compare_poststratified, stratified_lines
-from agent_eval.metrics.sufficient import Sums, TargetStats, as_stats, pooled_variance
+from agent_eval.metrics.sufficient import (
+    Passes,
+    Sums,
+    TargetStats,
+    as_stats,
+    pooled_variance,
+    repeat_pairs,
+)
 
 MIN_SHARED_SCENARIOS = 3
 MIN_SHARED_SHARE = 0.5
@@ -49,11 +55,11 @@ MCNEMAR_METHOD = "exact McNemar test on repeat pairs (scipy.stats.binomtest on d
 
 @dataclass(frozen=True, slots=True)
 class ScenarioCell:
-    """One scenario on one side: calls, errors and repeat outcomes."""
+    """One scenario on one side: calls, errors and repeat outcomes (``None``: not read)."""
 
     calls: int
     errors: int
-    outcomes: tuple[bool, ...]  # by repeat number
+    passes: Passes | None  # in (repeat, passed) order
     sessions: Sums = Sums()  # of (errors, calls) over the sessions with calls
 
     @property
@@ -62,7 +68,8 @@ class ScenarioCell:
 
     @property
     def pass_share(self) -> float:
-        return sum(self.outcomes) / len(self.outcomes) if self.outcomes else 0.0
+        p = self.passes
+        return p.passed / p.n if p is not None and p.n else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,8 +142,7 @@ class PairedComparison:
 
 def scenario_cells(units: Iterable[Unit] | TargetStats) -> dict[str, ScenarioCell]:
     """Pool units (sessions) per scenario."""
-    return {name: ScenarioCell(s.errors.n, s.errors.k,
-                               tuple(map(itemgetter(1), s.outcomes or ())), s.errors)
+    return {name: ScenarioCell(s.errors.n, s.errors.k, s.passes, s.errors)
             for name, s in as_stats(units).scenarios.items()}
 
 
@@ -220,6 +226,12 @@ def mcnemar_exact(pairs: Iterable[tuple[bool, bool]]) -> McNemar:
         n += 1
         a_only += pa and not pb
         b_only += pb and not pa
+    return mcnemar_counts(n, a_only, b_only)
+
+
+def mcnemar_counts(n: int, a_only: int, b_only: int) -> McNemar:
+    """:func:`mcnemar_exact` from the counts of ``n`` pairs: only the discordant ones
+    (``a_only`` + ``b_only``) enter the test."""
     discordant = a_only + b_only
     p = 1.0 if discordant == 0 else float(sps.binomtest(b_only, discordant, 0.5).pvalue)
     return McNemar(n, a_only, b_only, p)
@@ -230,7 +242,7 @@ def compare_paired(units_a: Iterable[Unit] | TargetStats, units_b: Iterable[Unit
                    min_share: float = MIN_SHARED_SHARE) -> PairedComparison:
     """Paired comparison of run b against run a (each a target's units, or their sums).
 
-    Sums read without outcomes (``ScenarioStats.outcomes`` None, the gate's) give no pass
+    Sums read without outcomes (``ScenarioStats.passes`` None, the gate's) give no pass
     rate and no McNemar test; a refused mix reads the sessions for the tag strata."""
     stats_a, stats_b = as_stats(units_a), as_stats(units_b)
     a, b = scenario_cells(stats_a), scenario_cells(stats_b)
@@ -248,18 +260,18 @@ def compare_paired(units_a: Iterable[Unit] | TargetStats, units_b: Iterable[Unit
                                weights, alpha=alpha, within=_within(a, b, shared),
                                floor=[_binomial(a[s].errors + b[s].errors, a[s].calls,
                                                 b[s].calls) for s in shared])
-    with_repeats = [s for s in shared if a[s].outcomes and b[s].outcomes] \
-        if stats_a.has_outcomes and stats_b.has_outcomes else []
+    with_repeats = [s for s in shared if a[s].passes.n and b[s].passes.n] \
+        if stats_a.has_passes and stats_b.has_passes else []
     passes = mcnemar = None
     if len(with_repeats) >= 2:
+        pa, pb = [a[s].passes for s in with_repeats], [b[s].passes for s in with_repeats]
         passes = paired_difference([a[s].pass_share for s in with_repeats],
                                    [b[s].pass_share for s in with_repeats],
                                    [1.0] * len(with_repeats), alpha=alpha,
-                                   floor=[_binomial(sum(a[s].outcomes) + sum(b[s].outcomes),
-                                                    len(a[s].outcomes), len(b[s].outcomes))
-                                          for s in with_repeats])
-        mcnemar = mcnemar_exact(pair for s in with_repeats
-                                for pair in zip(a[s].outcomes, b[s].outcomes, strict=False))
+                                   floor=[_binomial(x.passed + y.passed, x.n, y.n)
+                                          for x, y in zip(pa, pb, strict=True)])
+        counts = [repeat_pairs(x, y) for x, y in zip(pa, pb, strict=True)]
+        mcnemar = mcnemar_counts(*(sum(c[i] for c in counts) for i in range(3)))
     return PairedComparison(mix, errors, passes, mcnemar)
 
 

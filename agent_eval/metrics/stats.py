@@ -75,7 +75,8 @@ class RateComparison:
 
     ``significant`` is decided by the test named in ``test`` (the pooled two-proportion
     z-test, two-sided, no continuity correction) at ``alpha``.  ``fisher_p`` is the exact
-    two-sided Fisher p-value, shown next to it because counts here are small.
+    two-sided Fisher p-value, shown next to it because counts here are small (NaN when
+    the caller did not ask for it: ``compare_rates(..., exact=False)``).
     """
 
     a: Rate
@@ -91,12 +92,15 @@ class RateComparison:
     test: str = Z_TEST
 
 
-def compare_rates(k1: int, n1: int, k2: int, n2: int, *, alpha: float = ALPHA) -> RateComparison:
+def compare_rates(k1: int, n1: int, k2: int, n2: int, *, alpha: float = ALPHA,
+                  exact: bool = True) -> RateComparison:
     """Compare ``k1/n1`` (a, the baseline) with ``k2/n2`` (b).
 
     docs/design.md's numbers: 9/161 against 19/158 gives z ≈ 2.03, p ≈ 0.042 (significant);
     9/161 against 13/128 gives p ≈ 0.15 (not).  With an empty side there is nothing to
-    compare: the difference is ``None`` and both p-values are 1.0.
+    compare: the difference is ``None`` and both p-values are 1.0.  ``exact=False``
+    leaves Fisher's p out (NaN): it needs scipy.stats, a second to import, which a page
+    that does not show it (the viewer's compare table) should not pay.
     """
     a, b = Rate.of(k1, n1), Rate.of(k2, n2)
     if n1 == 0 or n2 == 0:
@@ -119,7 +123,7 @@ def compare_rates(k1: int, n1: int, k2: int, n2: int, *, alpha: float = ALPHA) -
         hi100=100 * (diff + Z95 * se_wald),
         z=z,
         p_value=p_value,
-        fisher_p=fisher_exact_p(k1, n1, k2, n2),
+        fisher_p=fisher_exact_p(k1, n1, k2, n2) if exact else math.nan,
         significant=p_value < alpha,
         alpha=alpha,
     )

@@ -14,6 +14,10 @@ ints, :func:`stats_from_units`) and the variance is evaluated in exact rational 
 (``fractions.Fraction``) and rounded once, so the one-pass form loses nothing to
 cancellation; tests check it against the per-cluster definition and statsmodels.
 
+Pass rates and the exact McNemar test pair repeat ``i`` of one run with repeat ``i`` of the
+other; a scenario's outcomes are kept as one integer of bits (:class:`Passes`), so even
+3,000 repeats of a scenario are one number, not 3,000 objects.
+
 Pure; no I/O.
 """
 
@@ -85,18 +89,58 @@ def pooled_variance(strata: Iterable[Sums]) -> tuple[float, int, int]:
 
 
 @dataclass(frozen=True, slots=True)
+class Passes:
+    """The outcomes of a scenario's ``n`` sessions (passed: completed and no call denied,
+    ``metrics.repeats``) in ``(repeat, passed)`` order: bit ``i`` of ``bits`` is set when
+    the ``i``-th passed.  Two runs' sessions are paired by that position (the exact McNemar
+    test: repeat ``i`` of a against repeat ``i`` of b, the longer run's extra repeats
+    unpaired)."""
+
+    n: int
+    bits: int
+
+    @property
+    def passed(self) -> int:
+        return self.bits.bit_count()
+
+    @property
+    def all_passed(self) -> bool:
+        return self.n > 0 and self.bits == (1 << self.n) - 1
+
+    @classmethod
+    def of(cls, outcomes: Iterable[tuple[int, bool]]) -> Passes:
+        """From ``(repeat, passed)`` pairs in any order."""
+        bits = n = 0
+        for n, (_, passed) in enumerate(sorted(outcomes), 1):
+            bits |= bool(passed) << (n - 1)
+        return cls(n, bits)
+
+    def outcomes(self) -> tuple[bool, ...]:
+        """Each session's outcome, in order."""
+        return tuple(bool(self.bits >> i & 1) for i in range(self.n))
+
+
+def repeat_pairs(a: Passes, b: Passes) -> tuple[int, int, int]:
+    """``(pairs, a passed where b failed, b passed where a failed)`` of position-paired
+    sessions (``zip(a, b)``: the extra sessions of the longer side are left out)."""
+    m = min(a.n, b.n)
+    mask = (1 << m) - 1
+    return m, (a.bits & ~b.bits & mask).bit_count(), (b.bits & ~a.bits & mask).bit_count()
+
+
+@dataclass(frozen=True, slots=True)
 class ScenarioStats:
     """One scenario's top-level, non-error sessions of a target (or of a pooled run).
 
     ``errors``: the sums of (denied calls, calls) over its sessions with calls; ``classes``
     the same with ``k`` the calls denied in one primary class (``G``, ``Σn``, ``Σn²`` as
-    in ``errors``; a class absent here counts 0); ``outcomes``: ``(repeat, passed)`` of
-    every session, sorted, or ``None`` when not read (the gate needs no pass rates)."""
+    in ``errors``; a class absent here counts 0); ``passes``: every session's outcome, or
+    ``None`` when not read (the gate needs no pass rates)."""
 
     sessions: int
     errors: Sums
     classes: dict[str, Sums] = field(default_factory=dict)
-    outcomes: tuple[tuple[int, bool], ...] | None = None
+    passes: Passes | None = None
 
     def sums(self, code: str | None = None) -> Sums:
         """The sums of errors, or of class ``code``."""
@@ -122,8 +166,8 @@ class TargetStats:
         return total(s.errors for s in self.scenarios.values())
 
     @property
-    def has_outcomes(self) -> bool:
-        return all(s.outcomes is not None for s in self.scenarios.values())
+    def has_passes(self) -> bool:
+        return all(s.passes is not None for s in self.scenarios.values())
 
 
 def stats_from_units(units: Iterable[Unit]) -> TargetStats:
@@ -148,7 +192,7 @@ def stats_from_units(units: Iterable[Unit]) -> TargetStats:
         out[scenario] = ScenarioStats(
             len(pairs), e, {code: Sums(e.g, k, e.n, kk, kn, e.nn)
                             for code, (k, kk, kn) in classes.items()},
-            tuple(sorted(outcomes)))
+            Passes.of(outcomes))
     return TargetStats(out, lambda: units)
 
 
@@ -157,10 +201,9 @@ def as_stats(units: Iterable[Unit] | TargetStats) -> TargetStats:
     return units if isinstance(units, TargetStats) else stats_from_units(units)
 
 
-
 def merge_stats(a: ScenarioStats, b: ScenarioStats) -> ScenarioStats:
-    """One scenario's sessions of two targets pooled (``compare --by all``)."""
+    """One scenario's sessions of two targets pooled (``compare --by all``), without their
+    passes: pooled, the sessions sort by repeat across targets, which the bits of each
+    target do not tell (``store.cluster_stats`` reads the pooled order itself)."""
     classes = {code: a.sums(code) + b.sums(code) for code in sorted({*a.classes, *b.classes})}
-    outcomes = (None if a.outcomes is None or b.outcomes is None
-                else tuple(sorted(a.outcomes + b.outcomes)))
-    return ScenarioStats(a.sessions + b.sessions, a.errors + b.errors, classes, outcomes)
+    return ScenarioStats(a.sessions + b.sessions, a.errors + b.errors, classes)

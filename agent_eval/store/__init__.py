@@ -268,19 +268,21 @@ class Store:
         return units_sql(self.engine, run_ids)
 
     def cluster_stats(self, run_ids: Iterable[int], *, by: str = "target",
-                      classes: bool = False, outcomes=None):
+                      classes: bool = False, passes: bool = False):
         """Per target (or ``"all"``) the sums behind every clustered and paired statistic
-        (``metrics.sufficient.TargetStats``), by GROUP BY per (target, scenario)."""
+        (``metrics.sufficient.TargetStats``), by GROUP BY per (target, scenario);
+        ``passes``: with each scenario's outcomes (pass rates, McNemar)."""
         from agent_eval.store.cluster_stats import cluster_stats
 
         return cluster_stats(self.engine, run_ids, by=by, classes=classes,  # type: ignore[arg-type]
-                             outcomes=outcomes)
+                             passes=passes)
 
-    def session_outcomes(self, run_ids: Iterable[int]):
-        """``(target, scenario, repeat, passed)`` of every top-level, non-error session."""
+    def session_outcomes(self, run_ids: Iterable[int], scenarios: Iterable[str] | None = None):
+        """``(target, scenario) -> ((repeat, passed), ...)`` of the top-level, non-error
+        sessions (of ``scenarios`` only, when given)."""
         from agent_eval.store.cluster_stats import session_outcomes
 
-        return session_outcomes(self.engine, run_ids)
+        return session_outcomes(self.engine, run_ids, scenarios)
 
     # server logs
 

@@ -34,9 +34,11 @@ from agent_eval.metrics.summary import GroupBy, GroupSummary, _Tally
 from agent_eval.store.schema import sessions, targets, tool_calls, turns
 
 Detail = Literal["all", "actions", "rates"]
-"""``all``: every figure; ``actions``: no burned turns and no missed handshake steps
-(``compare`` prints neither); ``rates``: also no next action after a denial (``gate``
-reads only the error, class and handshake rates)."""
+"""``all``: every figure; ``actions``: no burned turns, no missed handshake steps, and of
+the sessions only their exit states, calls and handshake completion (no messages, replies,
+mean handshake share or duration: ``compare`` prints none of them, and the rest is one
+range of the covering ``ix_sessions_run_target_status``); ``rates``: also no next action
+after a denial (``gate`` reads only the error, class and handshake rates)."""
 
 
 def summarize_sql(engine: Engine, run_ids: Iterable[int], *, by: GroupBy = "target",
@@ -55,7 +57,7 @@ def summarize_sql(engine: Engine, run_ids: Iterable[int], *, by: GroupBy = "targ
     with engine.connect() as conn:
         names = _group_namer(conn, ids, by, columns)
         skey = _session_key(by)
-        tallies = _session_tallies(conn, ids, skey, names, missed=detail == "all")
+        tallies = _session_tallies(conn, ids, skey, names, full=detail == "all")
         for key, decision, code, action, n in _call_counts(conn, ids, by,
                                                            actions=detail != "rates"):
             tally = tallies[names(key)]
@@ -126,28 +128,33 @@ def _group_namer(conn, ids: list[int], by: GroupBy, columns: bool):
     return str
 
 
-def _session_tallies(conn, ids: list[int], key, names, *, missed: bool = True
+def _session_tallies(conn, ids: list[int], key, names, *, full: bool = True
                      ) -> dict[str, _Tally]:
     """Every group's session figures, groups in the order their first session comes in
-    ``session_rows`` (targets in the order added, then storage order)."""
+    ``session_rows`` (targets in the order added, then storage order).  Without ``full``
+    only what ``ix_sessions_run_target_status`` covers: no messages, replies, mean
+    handshake share, duration or missed handshake steps (:data:`Detail`)."""
     s = sessions.c
     required = s.handshake_required > 0
     done = case((s.handshake_done < s.handshake_required, s.handshake_done),
                 else_=s.handshake_required)
+    extra = (func.sum(s.n_messages), func.sum(s.n_turns),
+             func.sum(case((required, done * 1.0 / s.handshake_required), else_=0.0)),
+             func.min(s.started_at), func.max(s.finished_at))
     rows = conn.execute(
         select(key, s.status, func.count(), func.min(s.target_id), func.min(s.id),
-               func.sum(s.n_messages), func.sum(s.n_turns),
                func.sum(case((required, 1), else_=0)),
                func.sum(case((and_(required, s.handshake_completed), 1), else_=0)),
-               func.sum(case((required, done * 1.0 / s.handshake_required), else_=0.0)),
-               func.min(s.started_at), func.max(s.finished_at))
+               *(extra if full else ()))
         .where(s.run_id.in_(ids)).group_by(key, s.status)).all()
+    if not full:
+        rows = [(*row, 0, 0, 0.0, None, None) for row in rows]
     first: dict[str, tuple[int, int]] = {}
     for key_value, _status, _n, target_id, sid, *_ in rows:
         name = names(key_value)
         first[name] = min(first.get(name, (target_id, sid)), (target_id, sid))
     tallies = {name: _Tally() for name in sorted(first, key=first.__getitem__)}
-    for key_value, status, n, _t, _s, messages, replies, hs_n, hs_ok, hs_share, start, end in rows:
+    for key_value, status, n, _t, _s, hs_n, hs_ok, messages, replies, hs_share, start, end in rows:
         tally = tallies[names(key_value)]
         tally.exit_states[status] += n
         if status == "error":
@@ -163,7 +170,7 @@ def _session_tallies(conn, ids: list[int], key, names, *, missed: bool = True
             tally.first_start = start
         if end is not None and (tally.last_finish is None or end > tally.last_finish):
             tally.last_finish = end
-    if not missed:
+    if not full:
         return tallies
     missed_steps = conn.execute(
         select(key, s.handshake_missed_step, func.count())

@@ -3,32 +3,47 @@
 ``gate``, ``compare`` and the viewer's compare page judge a run from its clustered and
 paired statistics (``agent_eval.metrics.sufficient``): per scenario, the number of
 top-level sessions with calls and the sums ``Σk, Σn, Σk², Σkn, Σn²`` of their denied
-calls ``k`` and calls ``n``.  Here those are GROUP BY queries (SQLAlchemy Core, SQLite and
-PostgreSQL alike), so a run of 125,000 sessions is judged from a few hundred rows:
+calls ``k`` and calls ``n``, and for ``compare`` every session's outcome.  Here those are
+GROUP BY queries (SQLAlchemy Core, SQLite and PostgreSQL alike), so a run of 125,000
+sessions is judged from a few hundred rows:
 
-* ``n`` is the session's stored ``n_calls`` (written with its calls, ``store.sessions``);
-  ``k`` one GROUP BY per session over the denied range of ``ix_tool_calls_run_decision``,
-  left-joined to the run's non-error sessions and summed per (target, scenario);
-* per class, the same with denied calls grouped per (session, primary class);
-* ``session_outcomes`` (``compare`` only: pass rates, McNemar, flipped scenarios) is one
-  ordered query of plain ``(target, scenario, repeat, passed)`` tuples, no ORM rows.
+* ``n`` and ``k`` are the session's stored ``n_calls`` and ``n_denied`` (written with its
+  calls, ``store.sessions``), so the sums are one range of the covering index
+  ``ix_sessions_run_target_status``, grouped in its own order: no call is read;
+* per class, the denied calls grouped per (session, primary class), summed per
+  (target, scenario);
+* the outcomes (``passes=True``; passed = completed and no call denied) come back as
+  bits: per (target, scenario) and block of 32 repeats, ``Σ passed·2^(repeat mod 32)``
+  beside the same sums.  When a scenario's repeats are distinct and consecutive (what a
+  run plays, faulted repeats left out) the sessions in (repeat, passed) order are the
+  occupied repeats in order, squeezed together into
+  :class:`~agent_eval.metrics.sufficient.Passes`; otherwise (a repeat played twice, a
+  negative one, several targets pooled) the position is a ``row_number()`` window and
+  the bits are summed per block of 32 positions.  Either way
+  about one row per 32 sessions leaves the database, and ``compare`` pairs two runs'
+  sessions by position with integer operations on those bits.
 
-A run with child sessions (subagents folded into their root) is summed from its units
-(``aggregates.units_sql``) instead: the root of a session is not a GROUP BY key.
+A run with child sessions (subagents) is summed the same way over its roots, each with
+the calls and denials of its descendants folded in by a recursive CTE (``_clusters``):
+the same figures as ``metrics.clustered.session_units``, still without a row per session
+leaving the database; only its sums per class (``gate --max-class``, the viewer's run
+page) are still taken from the units.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cache
 from operator import itemgetter
-from typing import Literal
+from typing import Any, Literal
 
-from sqlalchemy import Engine, and_, case, func, select
+from sqlalchemy import BigInteger, Engine, Integer, and_, case, cast, func, select, type_coerce
 
 from agent_eval.metrics.classes import UNCLASSIFIED
 from agent_eval.metrics.clustered import Unit, units_by_target
 from agent_eval.metrics.sufficient import (
+    Passes,
     ScenarioStats,
     Sums,
     TargetStats,
@@ -42,33 +57,49 @@ StatsBy = Literal["target", "all"]
 Outcomes = dict[tuple[str, str], tuple[tuple[int, bool], ...]]
 """``(target, scenario) -> ((repeat, passed), ...)`` in repeat order: ``session_outcomes``."""
 
+BLOCK = 32
+"""Repeats (or positions) per row of outcome bits: ``count × 2^31`` never overflows a
+64-bit SUM, however many sessions share a repeat."""
+
 
 def cluster_stats(engine: Engine, run_ids: Iterable[int], *, by: StatsBy = "target",
-                  classes: bool = False, outcomes: Outcomes | None = None
-                  ) -> dict[str, TargetStats]:
+                  classes: bool = False, passes: bool = False) -> dict[str, TargetStats]:
     """Per target name (or ``"all"``, the run pooled) the sums of its sessions per
     scenario, scenarios in the order of their first session (as ``session_units``).
-    ``classes`` also sums each primary class; ``outcomes`` (``session_outcomes``) fills
-    each scenario's repeat outcomes, else they stay ``None``."""
+    ``classes`` also sums each primary class; ``passes`` reads each scenario's outcomes
+    (``ScenarioStats.passes``), else they stay ``None``."""
     ids = list(run_ids)
     units = cache(lambda: _units(engine, ids))
     by_name = cache(lambda: units_by_target(units()))
     with engine.connect() as conn:
-        if _nested(conn, ids):
+        clusters = _clusters(conn, ids)
+        if classes and clusters.tree is not None:
+            # per class through the tree, PostgreSQL's planner (no estimate for a
+            # recursive CTE) nested-looped for minutes at 125,000 sessions: units instead
             grouped = {"all": units()} if by == "all" else units_by_target(units())
             return {name: stats_from_units(us) for name, us in grouped.items()}
         names = _names(conn, ids)
-        cells = _error_sums(conn, ids)
-        per_class = _class_sums(conn, ids) if classes else {}
+        # pooled groups (the run whole, or a name in several runs) sort their sessions by
+        # repeat across targets: their positions are ranked, not read off the repeats
+        pooled = passes and (by == "all" or len(set(names.values())) < len(names))
+        cells = _cells(conn, clusters, passes and not pooled)
+        per_class = _class_sums(conn, ids, clusters) if classes else {}
+        ranked = None
+        if pooled or (passes and any(p is None for *_, p in cells.values())):
+            ranked = _ranked_passes(conn, clusters, by)
     out: dict[str, dict[str, ScenarioStats]] = {}
-    for (target_id, scenario), (count, errors) in cells.items():
+    for (target_id, scenario), (count, errors, found) in cells.items():
         name = names[target_id]
-        found = None if outcomes is None else tuple(sorted(outcomes.get((name, scenario), ())))
         kinds = {code: Sums(errors.g, k, errors.n, kk, kn, errors.nn)
                  for code, (k, kk, kn) in per_class.get((target_id, scenario), {}).items()}
         stats = ScenarioStats(count, errors, kinds, found)
         group = out.setdefault("all" if by == "all" else name, {})
         group[scenario] = merge_stats(group[scenario], stats) if scenario in group else stats
+    if ranked is not None:
+        out = {group: {scenario: ScenarioStats(s.sessions, s.errors, s.classes,
+                                               ranked[(group, scenario)])
+                       for scenario, s in scenarios.items()}
+               for group, scenarios in out.items()}
     if by == "all":
         return {"all": TargetStats(out.get("all", {}), units)}
     return {name: TargetStats(scenarios, lambda name=name: by_name().get(name, []))
@@ -81,6 +112,49 @@ def _units(engine: Engine, ids: list[int]) -> list[Unit]:
     return units_sql(engine, ids)
 
 
+@dataclass(frozen=True, slots=True)
+class _Clusters:
+    """The clusters the sums are taken over: the runs' top-level non-error sessions, each
+    with its calls and denials.  ``source`` has the columns ``id, target_id, scenario,
+    repeat, status, n_calls, n_denied`` (rows kept by ``where``); ``tree`` maps every
+    session of a cluster (``id``) to it (``root``), or is ``None`` when each session is
+    its own cluster (no child sessions: the sessions table itself)."""
+
+    source: Any
+    where: tuple
+    tree: Any = None
+
+    @property
+    def c(self):
+        return self.source.c
+
+
+def _clusters(conn, ids: list[int]) -> _Clusters:
+    """The sessions themselves; or, when the runs hold child sessions (subagents), each
+    root with the calls and denials of its descendants that did not fault folded in (as
+    ``metrics.clustered.session_units``): the descendants by a recursive CTE from the
+    roots down, so a child whose parent is missing or in a cycle reaches no root."""
+    s = sessions.c
+    if not _nested(conn, ids):
+        return _Clusters(sessions, (s.run_id.in_(ids), s.status != "error"))
+    tree = (select(s.id.label("id"), s.id.label("root"))
+            .where(s.run_id.in_(ids), s.parent_id.is_(None), s.status != "error")
+            .cte("tree", recursive=True))
+    child = sessions.alias("child")
+    tree = tree.union_all(select(child.c.id, tree.c.root)
+                          .where(child.c.parent_id == tree.c.id, child.c.run_id.in_(ids)))
+    member = sessions.alias("member")
+    folded = (select(tree.c.root.label("id"), func.sum(member.c.n_calls).label("n_calls"),
+                     func.sum(member.c.n_denied).label("n_denied"))
+              .select_from(tree).join(member, member.c.id == tree.c.id)
+              .where(member.c.status != "error").group_by(tree.c.root).subquery())
+    root = sessions.alias("root")
+    units = (select(root.c.id, root.c.target_id, root.c.scenario, root.c.repeat,
+                    root.c.status, folded.c.n_calls, folded.c.n_denied)
+             .select_from(root).join(folded, folded.c.id == root.c.id).subquery("units"))
+    return _Clusters(units, (), tree)
+
+
 def _nested(conn, ids: list[int]) -> bool:
     """Whether the runs hold child sessions: a range of ``ix_sessions_parent`` (``+ 0``
     keeps SQLite's planner from reading every session of the run instead)."""
@@ -89,51 +163,133 @@ def _nested(conn, ids: list[int]) -> bool:
                         .limit(1)).first() is not None
 
 
+def _passed(c):
+    """A cluster's outcome as 0/1 (``metrics.repeats``): completed, no call denied."""
+    return case((and_(c.status == "completed", c.n_denied == 0), 1), else_=0)
+
+
+def _bit(value, position):
+    """``value · 2^(position mod BLOCK)`` as a 64-bit integer; a negative position (a
+    negative repeat: such a scenario is ranked instead) counts as bit 0."""
+    shift = cast(case((position >= 0, position % BLOCK), else_=0), Integer)
+    return cast(value, BigInteger).op("<<")(shift)
+
+
+def _cells(conn, clusters: _Clusters, passes: bool
+           ) -> dict[tuple[int, str], tuple[int, Sums, Passes | None]]:
+    """(target id, scenario) -> (sessions, sums over the sessions with calls, outcomes or
+    ``None``), in the order of each pair's first session.
+
+    Without ``passes`` (and without child sessions), one range of
+    ``ix_sessions_run_target_status`` grouped in its order (by status too, summed here:
+    no sort).  With them, grouped per block of repeats; a scenario whose repeats are not
+    distinct gets ``None`` (the caller ranks it: ``_ranked_passes``)."""
+    s = clusters.c
+    n, k = s.n_calls, s.n_denied
+    sums = (func.min(s.id), func.count(), func.sum(case((n > 0, 1), else_=0)), func.sum(n),
+            func.sum(n * n), func.sum(k), func.sum(k * k), func.sum(k * n))
+    query = select(s.target_id, s.scenario, *sums).select_from(clusters.source)
+    if passes:
+        block = s.repeat // BLOCK
+        rows = conn.execute(
+            query.add_columns(func.min(s.repeat), func.max(s.repeat),
+                              func.sum(_bit(1, s.repeat)), func.sum(_bit(_passed(s), s.repeat)),
+                              block)
+            .where(*clusters.where).group_by(s.target_id, s.scenario, block)).all()
+    else:
+        rows = conn.execute(query.where(*clusters.where)
+                            .group_by(s.target_id, s.status, s.scenario)).all()
+    acc: dict[tuple[int, str], list] = {}
+    for target, scenario, first, count, *totals in rows:
+        cell = acc.setdefault((target, scenario), [first, 0, [0] * 6, []])
+        cell[0] = min(cell[0], first)
+        cell[1] += count
+        for i in range(6):
+            cell[2][i] += int(totals[i] or 0)
+        if passes:
+            cell[3].append((count, *totals[6:]))
+    out = {}
+    for key, (_first, count, (g, sn, snn, sk, skk, skn), blocks) in sorted(
+            acc.items(), key=lambda item: (item[0][0], item[1][0])):
+        out[key] = (count, Sums(g, sk, sn, skk, skn, snn), _block_passes(blocks) if passes
+                    else None)
+    return out
+
+
+def _block_passes(blocks: list[tuple]) -> Passes | None:
+    """A scenario's outcomes from its blocks ``(sessions, lowest repeat, highest, Σ 2^bit,
+    Σ passed·2^bit, block)`` when its repeats are distinct (each block's bits then add
+    without a carry) and not negative: the sessions in repeat order are the set bits of
+    the occupied repeats, squeezed together over the repeats missing (faults, a run still
+    going); else ``None``."""
+    if min(b[1] for b in blocks) < 0 or any(int(b[3]).bit_count() != b[0] for b in blocks):
+        return None
+    occupied = sum(int(b[3]) << (BLOCK * int(b[5])) for b in blocks)
+    passed = sum(int(b[4]) << (BLOCK * int(b[5])) for b in blocks)
+    return Passes(occupied.bit_count(), _squeeze(passed, occupied))
+
+
+def _squeeze(bits: int, occupied: int) -> int:
+    """The bits of ``bits`` at the set positions of ``occupied``, packed from bit 0 (one
+    step per run of consecutive repeats, not per session)."""
+    out = width = 0
+    while occupied:
+        low = (occupied & -occupied).bit_length() - 1
+        rest = occupied >> low
+        run = (~rest & (rest + 1)).bit_length() - 1  # the run of ones starting at ``low``
+        out |= (bits >> low & ((1 << run) - 1)) << width
+        width += run
+        occupied &= ~(((1 << run) - 1) << low)
+    return out
+
+
+def _ranked_passes(conn, clusters: _Clusters, by: StatsBy) -> dict[tuple[str, str], Passes]:
+    """(group, scenario) -> outcomes, each session's position its ``row_number()`` in
+    (repeat, passed) order within the group (a target name, or ``"all"``) and scenario;
+    bits summed per block of positions."""
+    s, t = clusters.c, targets.c
+    group = [t.name] if by == "target" else []
+    passed = _passed(s)
+    position = (func.row_number().over(partition_by=[*group, s.scenario],
+                                       order_by=[s.repeat, passed]) - 1)
+    ranked = (select(*(c.label("g") for c in group), s.scenario, passed.label("p"),
+                     position.label("pos"))
+              .select_from(clusters.source).join(targets, t.id == s.target_id)
+              .where(*clusters.where).subquery())
+    r = ranked.c
+    keys = [r.g] if by == "target" else []
+    pos = type_coerce(r.pos, Integer)
+    block = pos // BLOCK
+    rows = conn.execute(select(*keys, r.scenario, func.count(), func.sum(_bit(r.p, pos)),
+                               block).group_by(*keys, r.scenario, block)).all()
+    acc: dict[tuple[str, str], list[int]] = {}
+    for *key, scenario, count, bits, index in rows:
+        cell = acc.setdefault((key[0] if key else "all", scenario), [0, 0])
+        cell[0] += count
+        cell[1] += int(bits) << (BLOCK * int(index))
+    return {key: Passes(n, bits) for key, (n, bits) in acc.items()}
+
+
 def _per_session_denied(ids: list[int], *by):
     c = tool_calls.c
     return (select(c.session_id, *by, func.count().label("k")).where(*denied_calls(ids))
             .group_by(c.session_id, *by).subquery())
 
 
-def _error_sums(conn, ids: list[int]) -> dict[tuple[int, str], tuple[int, Sums]]:
-    """(target id, scenario) -> (sessions, sums over the sessions with calls), in the order
-    of each pair's first session.  The sessions' counts and the sums of their denied
-    calls are two GROUP BYs: a session without a denied call adds nothing to the second,
-    which so reads only the few sessions that hold one."""
-    s = sessions.c
-    n = s.n_calls
-    live = (s.status != "error", s.parent_id.is_(None))
-    rows = conn.execute(
-        select(s.target_id, s.scenario, func.min(s.id), func.count(),
-               func.sum(case((n > 0, 1), else_=0)), func.sum(n), func.sum(n * n))
-        .where(s.run_id.in_(ids), *live).group_by(s.target_id, s.scenario)).all()
-    d = _per_session_denied(ids)
-    k = d.c.k
-    denied = {(target, scenario): (int(sk), int(skk), int(skn)) for target, scenario, sk, skk, skn
-              in conn.execute(
-                  select(s.target_id, s.scenario, func.sum(k), func.sum(k * k), func.sum(k * n))
-                  .select_from(d).join(sessions, s.id == d.c.session_id).where(*live, n > 0)
-                  .group_by(s.target_id, s.scenario)).all()}
-    rows.sort(key=lambda r: (r[0], r[2]))
-    out = {}
-    for target, scenario, _first, count, g, sn, snn in rows:
-        sk, skk, skn = denied.get((target, scenario), (0, 0, 0))
-        out[(target, scenario)] = (count, Sums(int(g), sk, int(sn or 0), skk, skn, int(snn or 0)))
-    return out
-
-
-def _class_sums(conn, ids: list[int]) -> dict[tuple[int, str], dict[str, tuple[int, int, int]]]:
+def _class_sums(conn, ids: list[int], clusters: _Clusters
+                ) -> dict[tuple[int, str], dict[str, tuple[int, int, int]]]:
     """(target id, scenario) -> class -> ``(Σk, Σk², Σkn)``, ``k`` the session's calls
-    denied in the class (sessions without any add nothing)."""
-    s, c = sessions.c, tool_calls.c
+    denied in the class (sessions without any add nothing; no child sessions)."""
+    c = tool_calls.c
     code = func.coalesce(func.nullif(c.primary_code, ""), UNCLASSIFIED).label("code")
     d = _per_session_denied(ids, code)
+    s = clusters.c
     k, n = d.c.k, s.n_calls
     rows = conn.execute(
         select(s.target_id, s.scenario, d.c.code, func.sum(k), func.sum(k * k),
                func.sum(k * n))
-        .select_from(d).join(sessions, s.id == d.c.session_id)
-        .where(s.status != "error", s.parent_id.is_(None), n > 0)
+        .select_from(d).join(clusters.source, s.id == d.c.session_id)
+        .where(s.status != "error", n > 0)
         .group_by(s.target_id, s.scenario, d.c.code)).all()
     out: dict[tuple[int, str], dict[str, tuple[int, int, int]]] = {}
     for target, scenario, name, sk, skk, skn in rows:
@@ -141,27 +297,26 @@ def _class_sums(conn, ids: list[int]) -> dict[tuple[int, str], dict[str, tuple[i
     return out
 
 
-def session_outcomes(engine: Engine, run_ids: Iterable[int]) -> Outcomes:
+def session_outcomes(engine: Engine, run_ids: Iterable[int],
+                     scenarios: Iterable[str] | None = None) -> Outcomes:
     """``(target, scenario) -> ((repeat, passed), ...)`` over the top-level, non-error
-    sessions, in repeat order (ties in storage order), keys by target then scenario:
-    passed = completed and no call denied (``metrics.repeats``).  One query of plain
-    tuples in storage order (an integer sort: the database sorting by scenario names
-    spilled to disk on PostgreSQL), grouped and put in repeat order here."""
+    sessions (of ``scenarios`` only, when given), in repeat order (ties in storage
+    order), keys by target then scenario: passed = completed and no call denied
+    (``metrics.repeats``).  One query of plain tuples in storage order (an integer sort:
+    the database sorting by scenario names spilled to disk on PostgreSQL), grouped and
+    put in repeat order here.  ``compare`` reads it for the flipped scenarios only."""
     ids = list(run_ids)
-    s = sessions.c
-    d = _per_session_denied(ids)
+    wanted = None if scenarios is None else sorted(set(scenarios))
+    if wanted == []:
+        return {}
     with engine.connect() as conn:
-        if _nested(conn, ids):
-            out: dict[tuple[str, str], list[tuple[int, bool]]] = {}
-            for u in _units(engine, ids):
-                out.setdefault((u.target, u.scenario), []).append((u.repeat, bool(u.passed)))
-            return {key: tuple(sorted(v, key=itemgetter(0))) for key, v in out.items()}
+        clusters = _clusters(conn, ids)
+        s = clusters.c
         names = _names(conn, ids)
         rows = conn.execute(
-            select(s.target_id, s.scenario, s.repeat,
-                   case((and_(s.status == "completed", d.c.k.is_(None)), 1), else_=0))
-            .select_from(sessions).outerjoin(d, d.c.session_id == s.id)
-            .where(s.run_id.in_(ids), s.status != "error", s.parent_id.is_(None))
+            select(s.target_id, s.scenario, s.repeat, _passed(s))
+            .select_from(clusters.source)
+            .where(*clusters.where, *(() if wanted is None else (s.scenario.in_(wanted),)))
             .order_by(s.id)).all()
     grouped: dict[tuple[int, str], list[tuple[int, bool]]] = {}
     for target, scenario, repeat, passed in rows:  # sorting by id only: no string sort

@@ -154,9 +154,10 @@ sessions = Table(
     Column("started_at", UtcDateTime),
     Column("finished_at", UtcDateTime),
     UniqueConstraint("run_id", "key", name="uq_sessions_run_key"),
-    # covering the run pages' GROUP BYs (migration viewer_speed)
+    # covering the run pages' GROUP BYs (migration viewer_speed) and the repeat outcomes
+    # compare pairs (migration session_repeats)
     Index("ix_sessions_run_target_status", "run_id", "target_id", "status", "scenario",
-          "handshake_required", "handshake_completed", "n_calls", "n_denied"),
+          "handshake_required", "handshake_completed", "n_calls", "n_denied", "repeat"),
     Index("ix_sessions_parent", "parent_id"),
 )
 

@@ -50,10 +50,9 @@ def run_units(engine: Engine, run_id: int, *, classes: bool = False,
     SQL (``store.cluster_stats``), so a page never builds an object per session.
     ``classes``: also per failure class (the run page); ``outcomes``: each session's pass
     (the compare page's pass rates and McNemar test, as ``agent-eval compare``)."""
-    from agent_eval.store.cluster_stats import cluster_stats, session_outcomes
+    from agent_eval.store.cluster_stats import cluster_stats
 
-    found = session_outcomes(engine, [run_id]) if outcomes else None
-    return cluster_stats(engine, [run_id], classes=classes, outcomes=found)
+    return cluster_stats(engine, [run_id], classes=classes, passes=outcomes)
 
 
 def clustered_view(units: Mapping[str, Sequence[Unit] | TargetStats],

@@ -257,3 +257,24 @@ def test_a_big_run_links_to_its_intervals_instead_of_reading_every_session(viewe
     compare = get(f"/compare?a={f.old_run_id}&b={f.run_id}")
     href = compare.ids["analysis-link"]["href"]
     assert "analysis-1" not in compare.ids and "analysis-1" in get(href.replace("&amp;", "&")).ids
+
+
+def test_a_big_compare_page_does_not_import_scipy_stats(viewer):
+    """Its table shows the z-test only, so its first request does not pay the second
+    that importing scipy.stats (Fisher's exact test) takes; the rows are unchanged."""
+    import subprocess
+    import sys
+
+    _, store, f = viewer
+    code = (
+        "import sys\n"
+        "from agent_eval.store import open_store\n"
+        "from agent_eval.view import overview\n"
+        "overview.INLINE_SESSIONS = 0\n"
+        f"with open_store({store.url!r}) as store:\n"
+        f"    page = overview.build_compare_page(store.engine, {f.old_run_id}, {f.run_id})\n"
+        "print(len(page.rows), 'scipy.stats' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    rows = len(overview.build_compare_page(store.engine, f.old_run_id, f.run_id).rows)
+    assert rows > 0 and done.stdout.split() == [str(rows), "False"]
