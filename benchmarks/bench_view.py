@@ -111,6 +111,7 @@ def pages(run_id: int, other: int, session_id: int) -> dict[str, str]:
         "sessions of a scenario": f"/sessions?run_id={r}&scenario=scenario-7",
         "sessions by handshake": f"/sessions?run_id={r}&handshake=1&sort=handshake",
         "session": f"/sessions/{session_id}.html?run_id={r}&failed=1",
+        "session, under a search": f"/sessions/{session_id}.html?run_id={r}&search={COMMON_TEXT}",
         "compare": f"/compare?a={other}&b={r}",
     }
 

@@ -426,12 +426,18 @@ def list_sessions(engine: Engine, f: SessionFilter, *, sort: str = "failed",
 
 def neighbour_sessions(engine: Engine, f: SessionFilter, session_id: int
                        ) -> tuple[int | None, int | None]:
-    """The failed sessions just before and after ``session_id`` under ``f`` (id order)."""
+    """The failed sessions just before and after ``session_id`` under ``f`` (id order).
+    Two index walks that stop at the first session found; under a search, whose text
+    match scans the run however soon a session is found, one pass for both."""
     s = sessions.c
     where = [*_session_where(f, _searches_index(engine, f)),
              _session_failed()]
     base = select(s.id)
     with engine.connect() as conn:
+        if f.search:
+            return tuple(conn.execute(
+                select(func.max(case((s.id < session_id, s.id))),
+                       func.min(case((s.id > session_id, s.id)))).where(*where)).one())
         prev = conn.execute(base.where(*where, s.id < session_id).order_by(s.id.desc())
                             .limit(1)).scalar()
         nxt = conn.execute(base.where(*where, s.id > session_id).order_by(s.id)

@@ -16,6 +16,7 @@ from agent_eval.store.queries import (
     delete_run,
     list_calls,
     list_sessions,
+    neighbour_sessions,
     search_index_exists,
 )
 from agent_eval.store.schema import SEARCH_INDEX, SEARCH_SCAN_INDEX, SEARCH_TABLE
@@ -383,3 +384,22 @@ def test_the_search_scan_migration_adds_and_removes_the_sqlite_index(store):
             assert _index_exists(conn, SEARCH_SCAN_INDEX) == present
         page = list_calls(store.engine, CallFilter(run_id=run_id, search="| head"))
         assert [r.command for r in page.rows] == [COMMANDS[0]]
+
+
+@pytest.mark.parametrize("needle", ["uv run", "e", "no such text anywhere"])
+def test_next_and_previous_failed_session_under_a_search(paired, needle):
+    """The session page's prev/next failed session under a search (one pass over the
+    matches) are the failed matching sessions just before and after, as without one."""
+    store, run_id = paired
+    engine = store.engine
+    searched = SessionFilter(run_id=run_id, search=needle)
+    failed = [r.id for r in list_sessions(engine, searched, sort="id", limit=500).rows
+              if r.failed]
+    every = [r.id for r in list_sessions(engine, SessionFilter(run_id=run_id), sort="id",
+                                         limit=500).rows]
+    assert needle == "no such text anywhere" or failed
+    for sid in every:
+        before = [i for i in failed if i < sid]
+        after = [i for i in failed if i > sid]
+        assert neighbour_sessions(engine, searched, sid) == (
+            before[-1] if before else None, after[0] if after else None)
