@@ -30,6 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -90,8 +91,12 @@ DENIED = [
 # --- the million-call run ------------------------------------------------------------------
 
 
-def load_big_run(store, n_calls: int, seed: int = 7) -> tuple[int, int]:
-    """Bulk-insert a run of ``n_calls`` tool calls; its id and the calls outside faults."""
+def load_big_run(store, n_calls: int, seed: int = 7,
+                  texts: Sequence[tuple[str, str]] | None = None) -> tuple[int, int]:
+    """Bulk-insert a run of ``n_calls`` tool calls; its id and the calls outside faults.
+    ``texts``: (command, output) pairs drawn at random for the calls (as a shell tool
+    stores them: the command, its JSON arguments and the output); without, the calls
+    have no command, arguments ``{}`` and no output."""
     rng = random.Random(seed)
     run_id = store.create_run(label="bench-1m", kind="live", suite="synthetic", config={},
                               fingerprint={})
@@ -117,9 +122,11 @@ def load_big_run(store, n_calls: int, seed: int = 7) -> tuple[int, int]:
             "schema_version": 1, "started_at": T0, "finished_at": T0 + timedelta(seconds=40),
         })
         for j, code in enumerate(codes):
-            call_rows.append((sid, run_id, target_ids[name], j, j, "bash", "{}",
+            command, output = rng.choice(texts) if texts else (None, "")
+            arguments = json.dumps({"command": command}) if texts else "{}"
+            call_rows.append((sid, run_id, target_ids[name], j, j, "bash", arguments,
                               "deny" if code else "allow", code,
-                              "pivot" if code else None, ""))
+                              "pivot" if code else None, output, command))
         live_calls += 0 if faulted else CALLS_PER_SESSION
     _bulk_insert(store, session_rows, call_rows)
     store.set_run_status(run_id, "finished")
@@ -136,7 +143,7 @@ def _draw(rng: random.Random, mix: dict[str, float]) -> str | None:
 
 
 CALL_COLUMNS = ("session_id", "run_id", "target_id", "index", "turn_index", "tool", "arguments",
-                "decision", "primary_code", "next_action", "output")
+                "decision", "primary_code", "next_action", "output", "command")
 
 
 def _bulk_insert(store, session_rows: list[dict], call_rows: list[tuple]) -> None:

@@ -6,6 +6,15 @@ on a free loopback port and requests each page ``--repeat`` times over HTTP, as 
 would.  Goal: every page's median under 300 ms and p95 under 1 s, on SQLite and (with
 ``--pg``) PostgreSQL.
 
+Every generated call carries a real shell command, so the command search measures
+something: drawn from ``../shared/corpora/shell-corpus.txt`` (49,499 one-line commands)
+and ``agent-multiline-commands.jsonl`` (1,632 heredocs and scripts), each stored with a
+real tool output from ``real-tool-calls.jsonl`` (first 300 characters) and its JSON
+arguments, as a shell call is stored.  Without the corpora (they are not part of the
+repository) a generator makes commands of the same shape, and says so.  The searched
+texts are ``head`` (in ~4.5% of the commands: a page of matches is near) and
+``git log`` (~0.1%: the whole run is searched for a page).
+
     $ .venv/bin/python benchmarks/bench_view.py [--pg postgresql+psycopg://postgres@127.0.0.1:5432/test]
         [--calls 1000000] [--repeat 20] [--markdown]
 """
@@ -13,14 +22,18 @@ would.  Goal: every page's median under 300 ms and p95 under 1 s, on SQLite and 
 from __future__ import annotations
 
 import argparse
+import json
+import random
 import statistics
 import sys
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_reports import (  # noqa: E402
+    ROOT,
     _cpu_model,
     load_big_run,
     postgres_url,
@@ -31,6 +44,55 @@ from agent_eval.store import open_store  # noqa: E402
 from agent_eval.view.app import run_view_in_thread  # noqa: E402
 
 MEDIAN_GOAL_S, P95_GOAL_S = 0.3, 1.0
+CORPORA = next((p for p in (ROOT / ".." / "shared" / "corpora",
+                            ROOT / ".." / ".." / "shared" / "corpora") if p.is_dir()),
+               ROOT / ".." / "shared" / "corpora")
+COMMON_TEXT, RARE_TEXT = "head", "git log"
+
+
+def call_texts() -> list[tuple[str, str]]:
+    """(command, output) pairs for the generated calls: the real corpora's, or made up."""
+    shell, multiline = CORPORA / "shell-corpus.txt", CORPORA / "agent-multiline-commands.jsonl"
+    records = CORPORA / "real-tool-calls.jsonl"
+    if not (shell.is_file() and multiline.is_file() and records.is_file()):
+        print(f"no corpora at {CORPORA}: generated commands instead", file=sys.stderr)
+        return generated_texts()
+    commands = [line for line in shell.read_text(encoding="utf-8").splitlines() if line]
+    commands += [json.loads(line) for line in multiline.open(encoding="utf-8") if line.strip()]
+    outputs = [str(json.loads(line).get("result_excerpt") or "")
+               for line in records.open(encoding="utf-8") if line.strip()]
+    rng = random.Random(11)
+    return [(command, rng.choice(outputs)) for command in commands]
+
+
+def generated_texts(n: int = 50_000) -> list[tuple[str, str]]:
+    """Commands shaped like the corpus's (a program, flags, paths, pipes, now and then a
+    heredoc), with ``head`` in ~4% and ``git log`` in ~0.1% of them, and short outputs."""
+    rng = random.Random(11)
+    programs = ["ls -la", "cat", "grep -rn", "find . -name", "sed -i 's/a/b/'", "python",
+                "pytest -q", "cd /testbed &&", "tail -n 20", "wc -l", "awk '{print $1}'",
+                "sort -u", "chmod 644", "cp -r", "rm -f", "tar -czf out.tgz", "docker ps",
+                "curl -s", "pip install", "make"]
+    words = ["src", "tests", "main.py", "setup.cfg", "README.md", "config", "utils",
+             "models", "views.py", "/var/log/syslog", "*.txt", "data.csv", "build", "lib"]
+    out = []
+    for _ in range(n):
+        x = rng.random()
+        if x < 0.001:
+            command = f"git log --oneline -n {rng.randint(1, 50)} -- {rng.choice(words)}"
+        elif x < 0.045:
+            command = f"{rng.choice(programs)} {rng.choice(words)} | head -n {rng.randint(1, 99)}"
+        elif x < 0.08:
+            body = "\n".join(f"{rng.choice(words)} = {rng.randint(0, 999)}" for _ in range(12))
+            command = f"cd /testbed && cat > {rng.choice(words)} << 'EOF'\n{body}\nEOF"
+        else:
+            command = " ".join([rng.choice(programs)]
+                               + rng.sample(words, rng.randint(1, 3)))
+            if rng.random() < 0.05:
+                command += f" | {rng.choice(programs)}"
+        output = " ".join(rng.choices(words, k=rng.randint(0, 30)))
+        out.append((command, output))
+    return out
 
 
 def pages(run_id: int, other: int, session_id: int) -> dict[str, str]:
@@ -41,12 +103,15 @@ def pages(run_id: int, other: int, session_id: int) -> dict[str, str]:
         "calls (failed first)": f"/calls?run_id={r}",
         "calls of a class": f"/calls?run_id={r}&target=qwen3.6-35b-a3b&code=AE301",
         "calls, page 200": f"/calls?run_id={r}&offset=10000",
-        "calls, text search": f"/calls?run_id={r}&search=head",
+        "calls, text search": f"/calls?run_id={r}&search={COMMON_TEXT}",
+        "calls, rare text search": f"/calls?run_id={r}&search={quote(RARE_TEXT)}",
+        "sessions, text search": f"/sessions?run_id={r}&search={COMMON_TEXT}",
         "sessions (failed first)": f"/sessions?run_id={r}",
         "sessions failed of a class": f"/sessions?run_id={r}&failed=1&code=AE301",
         "sessions of a scenario": f"/sessions?run_id={r}&scenario=scenario-7",
         "sessions by handshake": f"/sessions?run_id={r}&handshake=1&sort=handshake",
         "session": f"/sessions/{session_id}.html?run_id={r}&failed=1",
+        "session, under a search": f"/sessions/{session_id}.html?run_id={r}&search={COMMON_TEXT}",
         "compare": f"/compare?a={other}&b={r}",
     }
 
@@ -74,8 +139,9 @@ def p95(times: list[float]) -> float:
 def bench_backend(label: str, url: str, args) -> dict[str, list[float]]:
     with open_store(url) as store:
         print(f"{label}: generating {args.calls:,} calls ...", file=sys.stderr)
-        other, _ = load_big_run(store, args.calls // 10, seed=3)
-        run_id, _ = load_big_run(store, args.calls)
+        texts = call_texts()
+        other, _ = load_big_run(store, args.calls // 10, seed=3, texts=texts)
+        run_id, _ = load_big_run(store, args.calls, texts=texts)
         from agent_eval.store.queries import SessionFilter, list_sessions
         middle = list_sessions(store.engine, SessionFilter(run_id=run_id), sort="id",
                                limit=1, offset=args.calls // 16).rows[0].id

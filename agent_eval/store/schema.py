@@ -91,12 +91,16 @@ SEARCH_TABLE = "tool_calls_search"
 kept by triggers and read only by ``store.queries``; no Core table, as no code writes it."""
 SEARCH_INDEX = "ix_tool_calls_command_trgm"
 """PostgreSQL: the ``pg_trgm`` GIN index of ``tool_calls.command``, used by ``LIKE``."""
+SEARCH_SCAN_INDEX = "ix_tool_calls_run_command"
+SEARCH_SCAN_COLUMNS = ("run_id", "decision", "session_id", "id", "command")
+"""SQLite: the covering index the command search scans instead of the calls' wide rows
+(migration ``search_scan``); not in ``metadata``, as PostgreSQL does not have it."""
 
 
 def is_modelled(name: str | None, type_: str, _parent_names=None) -> bool:
     """False for the search index objects above (and FTS5's shadow tables), which the
     migrations build outside ``metadata``: Alembic's ``include_name`` hook."""
-    return not (name or "").startswith((SEARCH_TABLE, SEARCH_INDEX))
+    return not (name or "").startswith((SEARCH_TABLE, SEARCH_INDEX, SEARCH_SCAN_INDEX))
 
 runs = Table(
     "runs",

@@ -6,8 +6,10 @@ The viewer's command search (``calls?search=``, ``sessions?search=``, ``--search
 same job needs an FTS5 table (tokenizer ``trigram``) kept in step with ``tool_calls`` by
 triggers, and those triggers cost every stored call about 90 us of CPU: imports ran at
 4,450 instead of 7,250 calls per CPU second with it (BENCHMARKS.md).  So SQLite stores
-scan by default, which answers a search over a million calls in a few tenths of a second,
-and ``agent-eval db upgrade --search-index`` builds the table for a store that is searched
+scan by default: the migration ``search_scan`` gives the scan a narrow partial index of
+``(run_id, decision, session_id, id, command)`` to read instead of the calls' wide rows
+(~0.15 s of CPU over a million calls, an index entry per stored call), and
+``agent-eval db upgrade --search-index`` builds the table for a store that is searched
 more than it is written.  ``store.queries`` reads the table when it is there; the rows
 found are the same either way.
 """

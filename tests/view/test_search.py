@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from alembic import command as alembic_command
 from sqlalchemy import text
-from view_fixtures import judged, record
+from view_fixtures import ALLOWED, judged, record
 
 from agent_eval.store import database, queries
 from agent_eval.store.queries import (
@@ -16,10 +16,12 @@ from agent_eval.store.queries import (
     delete_run,
     list_calls,
     list_sessions,
+    neighbour_sessions,
     search_index_exists,
 )
-from agent_eval.store.schema import SEARCH_INDEX, SEARCH_TABLE
+from agent_eval.store.schema import SEARCH_INDEX, SEARCH_SCAN_INDEX, SEARCH_TABLE
 from agent_eval.store.search_index import build_sqlite_search
+from agent_eval.transcript import CallRecord
 
 COMMANDS = [
     "uv run scripts/db_query.py --sql \"SELECT 1\" | head -5",
@@ -240,3 +242,164 @@ def test_postgresql_without_pg_trgm_rights_upgrades_with_a_warning_and_scans(pg_
         with psycopg.connect(admin_url, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             admin.execute(f'DROP ROLE IF EXISTS "{name}"')
+
+
+# --- the search with and without its fast structure (issue 15, search15) ------------------
+
+FAST_STRUCTURE = {"sqlite": SEARCH_SCAN_INDEX, "postgresql": SEARCH_INDEX}
+
+
+@pytest.fixture(params=["built", "dropped"])
+def paired(request, store):
+    """A run whose sessions hold two or three calls each (pairs of COMMANDS, allowed
+    ``uv run`` calls, a call with no command), so denied and allowed calls match alike, with the backend's default search
+    structure as the migrations leave it (SQLite: the covering index the scan reads;
+    PostgreSQL: the pg_trgm index), or with it dropped: the search must find the same."""
+    run_id = store.create_run(label="paired", kind="live", suite="s", config={},
+                              fingerprint={})
+    store.add_target(run_id, name="t", model="m", base_url="http://127.0.0.1:1/v1",
+                     settings={})
+    n = len(COMMANDS)
+    for i, cmd in enumerate(COMMANDS):
+        calls = [judged(0, 0, cmd), judged(1, 1, COMMANDS[(i + 3) % n])]
+        if i == 2:
+            calls.append(CallRecord(index=2, turn_index=2, tool="fetch", arguments="{}",
+                                    decision="allow", command=None))
+        if i in (4, 7):  # allowed by ralf.yaml, unlike the other `uv run`s here
+            calls.append(judged(2, 2, ALLOWED))
+        store.record_session(run_id, record(f"t/s{i}/0", calls))
+    name = FAST_STRUCTURE[store.engine.dialect.name]
+    with store.engine.connect() as conn:
+        assert _index_exists(conn, name)  # the migrations built it
+    if request.param == "dropped":
+        with store.engine.begin() as conn:
+            conn.execute(text(f"DROP INDEX {name}"))
+    yield store, run_id
+    if request.param == "dropped" and store.engine.dialect.name == "postgresql":
+        with store.engine.begin() as conn:  # the session's database outlives the test
+            conn.execute(text(f"CREATE INDEX {name} ON tool_calls "
+                              "USING gin (command gin_trgm_ops)"))
+
+
+def _index_exists(conn, name: str) -> bool:
+    if conn.dialect.name == "sqlite":
+        query = "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = :n"
+    else:
+        query = "SELECT count(*) FROM pg_indexes WHERE indexname = :n"
+    return conn.execute(text(query), {"n": name}).scalar() == 1
+
+
+def _pages(lister, engine, f, sort: str, size: int):
+    """Every row of ``f`` page by page, checking each page's total, and the page past the
+    end (empty, still with the total)."""
+    rows, offset, totals = [], 0, set()
+    while True:
+        page = lister(engine, f, sort=sort, limit=size, offset=offset)
+        totals.add(page.total)
+        if not page.rows:
+            break
+        rows += page.rows
+        offset += size
+    assert totals == {len(rows)}, totals
+    return rows
+
+
+@pytest.mark.parametrize("sort", ["failed", "id", "-id", "session"])
+@pytest.mark.parametrize("needle", ["head -5", "HEAD", "100%", "_", "uv run", "ls", "e",
+                                    "no such text anywhere", "sql \"select"])
+def test_the_search_pages_are_the_unsearched_lists_filtered(paired, needle, sort):
+    """Paging through a search (2 rows a page, every order, the failed-first split, the
+    page past the end) gives exactly the rows, in the order, of the list without the search
+    filtered by LIKE's rule; with the fast structure built or not."""
+    store, run_id = paired
+    engine, dialect = store.engine, store.engine.dialect.name
+    every_call = list_calls(engine, CallFilter(run_id=run_id), sort=sort, limit=500).rows
+    expected_calls = [r.id for r in every_call
+                      if r.command is not None and like_matches(dialect, r.command, needle)]
+    found = _pages(list_calls, engine, CallFilter(run_id=run_id, search=needle), sort, 2)
+    assert [r.id for r in found] == expected_calls
+
+    session_sort = {"session": "denials"}.get(sort, sort)
+    every_session = list_sessions(engine, SessionFilter(run_id=run_id), sort=session_sort,
+                                  limit=500).rows
+    holding = {r.session_id for r in every_call if r.id in set(expected_calls)}
+    found = _pages(list_sessions, engine, SessionFilter(run_id=run_id, search=needle),
+                   session_sort, 2)
+    assert [r.id for r in found] == [r.id for r in every_session if r.id in holding]
+
+
+def test_the_paired_store_mixes_denied_and_allowed_matches(paired):
+    """The test above means something: a text matches denied and allowed calls alike."""
+    store, run_id = paired
+    rows = list_calls(store.engine, CallFilter(run_id=run_id, search="uv run"), limit=500).rows
+    assert {r.decision for r in rows} == {"allow", "deny"}
+    assert [r.decision for r in rows] == sorted(r.decision for r in rows)[::-1]  # deny first
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)  # the SQLite covering index
+def test_sqlite_search_scans_the_covering_index_and_other_lists_do_not(store):
+    """Without the FTS5 table the search reads ix_tool_calls_run_command alone (not the
+    calls' rows); a list without a search keeps ix_tool_calls_run_decision."""
+    from sqlalchemy import event
+
+    run_id = store.create_run(label="p", kind="live", suite="s", config={}, fingerprint={})
+    store.add_target(run_id, name="t", model="m", base_url="http://127.0.0.1:1/v1",
+                     settings={})
+    for i, cmd in enumerate(COMMANDS):
+        store.record_session(run_id, record(f"t/s{i}/0", [judged(0, 0, cmd)]))
+    assert not search_index_exists(store.engine)
+    plans = []
+
+    @event.listens_for(store.engine, "before_cursor_execute")
+    def _plan(conn, cursor, statement, params, context, executemany):
+        if "FROM tool_calls" in statement:
+            plans.append((statement, " ".join(r[-1] for r in cursor.connection.execute(
+                "EXPLAIN QUERY PLAN " + statement, params))))
+
+    page = list_calls(store.engine, CallFilter(run_id=run_id, search="head -5"))
+    assert sorted(r.command for r in page.rows) == sorted(COMMANDS[:2])  # LIKE folds ASCII
+    searched = [p for s, p in plans if "LIKE" in s]
+    assert searched and all(f"COVERING INDEX {SEARCH_SCAN_INDEX}" in p for p in searched)
+    plans.clear()
+    list_calls(store.engine, CallFilter(run_id=run_id))
+    assert plans and all(SEARCH_SCAN_INDEX not in p for _, p in plans)
+
+
+def test_the_search_scan_migration_adds_and_removes_the_sqlite_index(store):
+    """Revision search_scan builds ix_tool_calls_run_command on SQLite only; its
+    downgrade removes it; upgrading again rebuilds it over the calls already stored."""
+    run_id = store.create_run(label="m", kind="live", suite="s", config={}, fingerprint={})
+    store.add_target(run_id, name="t", model="m", base_url="http://127.0.0.1:1/v1",
+                     settings={})
+    store.record_session(run_id, record("t/s0/0", [judged(0, 0, COMMANDS[0])]))
+    sqlite = store.engine.dialect.name == "sqlite"
+    for target, present in (("session_repeats", False), ("head", sqlite)):
+        with store.engine.connect() as conn, conn.begin():
+            config = database._alembic_config(conn)
+            if target == "head":
+                alembic_command.upgrade(config, target)
+            else:
+                alembic_command.downgrade(config, target)
+        with store.engine.connect() as conn:
+            assert _index_exists(conn, SEARCH_SCAN_INDEX) == present
+        page = list_calls(store.engine, CallFilter(run_id=run_id, search="| head"))
+        assert [r.command for r in page.rows] == [COMMANDS[0]]
+
+
+@pytest.mark.parametrize("needle", ["uv run", "e", "no such text anywhere"])
+def test_next_and_previous_failed_session_under_a_search(paired, needle):
+    """The session page's prev/next failed session under a search (one pass over the
+    matches) are the failed matching sessions just before and after, as without one."""
+    store, run_id = paired
+    engine = store.engine
+    searched = SessionFilter(run_id=run_id, search=needle)
+    failed = [r.id for r in list_sessions(engine, searched, sort="id", limit=500).rows
+              if r.failed]
+    every = [r.id for r in list_sessions(engine, SessionFilter(run_id=run_id), sort="id",
+                                         limit=500).rows]
+    assert needle == "no such text anywhere" or failed
+    for sid in every:
+        before = [i for i in failed if i < sid]
+        after = [i for i in failed if i > sid]
+        assert neighbour_sessions(engine, searched, sid) == (
+            before[-1] if before else None, after[0] if after else None)
