@@ -26,6 +26,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SERVE = REPO / "scripts" / "serve-llama.sh"
 SERVE_NATIVE = REPO / "scripts" / "serve-llama-server.sh"
+# llama-server gets a template that renders tools (the two GGUFs' own do not): it then lists
+# the tools in the prompt and builds its tool-call grammar (docs/servers.md)
+TOOLS_TEMPLATE = REPO / "scripts" / "chat-templates" / "chatml-tools.jinja"
 VENV = Path(os.environ.get("AGENT_EVAL_LLAMA_VENV")
             or Path.home() / ".cache" / "agent-eval" / "llama-venv")
 NATIVE_VENV = Path(os.environ.get("AGENT_EVAL_LLAMA_SERVER_VENV")
@@ -147,4 +150,5 @@ def llama_servers(tmp_path_factory) -> Iterator[dict[str, str]]:
 def llama_native_servers(tmp_path_factory) -> Iterator[dict[str, str]]:
     """llama.cpp's ``llama-server --jinja``: ``{"smollm2": url, "gemma3": url}``."""
     yield from _serve(SERVE_NATIVE, _missing_native(), tmp_path_factory.mktemp("llama-server"),
-                      NATIVE_CONTEXT, {"AGENT_EVAL_LLAMA_SERVER_VENV": str(NATIVE_VENV)})
+                      NATIVE_CONTEXT, {"AGENT_EVAL_LLAMA_SERVER_VENV": str(NATIVE_VENV),
+                                       "AGENT_EVAL_CHAT_TEMPLATE": str(TOOLS_TEMPLATE)})

@@ -8,8 +8,12 @@ choice is dropped with a warning and played as ``auto``).
 
 What this build does with these two models (docs/servers.md): neither GGUF's chat
 template renders tools (SmolLM2's is plain ChatML, Gemma 3's base GGUF has none and gets
-llama-server's ChatML fallback), and llama-server then drops ``tools`` and ``tool_choice``
-without a word: every answer is text, ``required`` included.  So this plays what it can:
+llama-server's ChatML fallback), and with those llama-server drops ``tools`` and
+``tool_choice`` without a word.  So both are served with ``scripts/chat-templates/
+chatml-tools.jinja`` (Qwen 2.5's Hermes-style template): llama-server then lists the tools
+in the prompt, detects the ``<tool_call>`` format ("chat format: peg-native") and builds a
+tool-call grammar, but under ``required`` that grammar still lets the model write text
+before ``<tool_call>``, and both small models spend their 32 tokens on text: no call.  So this plays what it can:
 every request agent-eval shapes is taken (no ``error`` session), the sessions end as the
 model's own outcome, and the run says that no call was judged instead of passing silently.
 """
