@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
 import socket
 from collections.abc import Iterator
 
 import pytest
+
+# A suite started in the background of a non-interactive shell (`bash -c '... &'`, nohup)
+# inherits SIGINT ignored, and so would every agent-eval process a test starts: Python keeps
+# an ignored SIGINT ignored, and the Ctrl-C tests (run, import, proxy) saw their SIGINT
+# dropped and the command run to exit 0.  Children get the default back from here (a handler
+# is reset to the default on exec, an ignored signal is not).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 PG_HOST, PG_PORT = "127.0.0.1", 5432
 PG_ADMIN_URL = f"postgresql://postgres@{PG_HOST}:{PG_PORT}/test"
