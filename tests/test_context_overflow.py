@@ -35,6 +35,13 @@ LLAMA_SERVER = "request (4476 tokens) exceeds the available context size (4096 t
 # llama-cpp-python 0.3.36's 500 when SmolLM2 135M (a 49,152-token vocabulary) wrote a
 # run-away tool call to the end of its 2,432-token window (the interop run, docs/servers.md)
 LLAMA_CPP_PYTHON_FULL = "could not broadcast input array from shape (49152,) into shape (0,)"
+# its 400 when chatml-function-calling wrote a call's arguments to the end of the window and
+# asked for the next step with them and a newline: one token over (the CI interop run of
+# the whole suite, SmolLM2 on research-tech-radar's first turn, 2026-11-24)
+LLAMA_CPP_PYTHON_RAN_AWAY = ("This model's maximum context length is 2816 tokens. However, you "
+                             "requested 2849 tokens (2817 in the messages, 32 in the "
+                             "completion). Please reduce the length of the messages or "
+                             "completion.")
 
 
 @pytest.mark.parametrize(("message", "expected"), [
@@ -46,8 +53,10 @@ LLAMA_CPP_PYTHON_FULL = "could not broadcast input array from shape (49152,) int
     ("Requested tokens (2601) exceed context window of 2560", ContextOverflow(2560, 2601)),
     ("the request exceeds the available context size, try increasing it", ContextOverflow()),
     (LLAMA_CPP_PYTHON_FULL, ContextOverflow(writing=True)),
+    (LLAMA_CPP_PYTHON_RAN_AWAY, ContextOverflow(2816, 2817, writing=True)),
 ], ids=["llama-cpp-python", "vllm-old", "vllm-max-tokens", "vllm-prompt", "llama-server",
-        "llama-cpp-python-raw", "llama-server-old", "llama-cpp-python-window-full"])
+        "llama-cpp-python-raw", "llama-server-old", "llama-cpp-python-window-full",
+        "llama-cpp-python-handler-ran-away"])
 def test_each_servers_wording_is_read_with_its_numbers(message, expected):
     assert context_overflow(message) == expected
 
@@ -130,11 +139,18 @@ def test_llama_cpp_pythons_500_for_a_full_window_ends_the_session_stalled_unretr
     assert "2 sessions ended stalled when the server's context window was full" in result.stderr
 
 
-def test_a_first_reply_that_fills_the_window_is_the_models_run_away_not_the_setup(tmp_path):
+@pytest.mark.parametrize(("code", "message"), [
+    (500, LLAMA_CPP_PYTHON_FULL), (400, LLAMA_CPP_PYTHON_RAN_AWAY)], ids=["500", "400"])
+def test_a_first_reply_that_fills_the_window_is_the_models_run_away_not_the_setup(
+        tmp_path, code, message):
     """On the first turn too: the prompt fitted (the server was writing), so the session
-    ends ``stalled``, no call judged, and the target is not stopped as misconfigured."""
+    ends ``stalled``, no call judged, and the target is not stopped as misconfigured.  Both
+    of llama-cpp-python's answers: the 500 when the reply reached the window's last row, the
+    400 one token over when its handler asked for the next step after a run-away call."""
     def refuse(body):
-        return 500, {"message": LLAMA_CPP_PYTHON_FULL, "type": "internal_server_error",
+        if code == 400:
+            return 400, llama_cpp_python_body(message)
+        return 500, {"message": message, "type": "internal_server_error",
                      "param": None, "code": None}
 
     seen: list[dict] = []
@@ -142,7 +158,7 @@ def test_a_first_reply_that_fills_the_window_is_the_models_run_away_not_the_setu
         result = play(url, tmp_path)
     sessions, calls = stored(tmp_path)
     assert [(s.status, s.error) for s in sessions] == [
-        ("stalled", CONTEXT_FULL_WRITING + LLAMA_CPP_PYTHON_FULL)] * 2
+        ("stalled", CONTEXT_FULL_WRITING + message)] * 2
     assert calls == [] and len(seen) == 2
     assert "stopped" not in result.output + result.stderr
     assert result.exit_code == EXIT_FAULT  # still: no judged call never exits 0

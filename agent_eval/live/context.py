@@ -69,6 +69,17 @@ class ContextOverflow:
         return self.context - self.prompt
 
 
+def _handler_ran_away(context: int | None, prompt: int | None) -> bool:
+    """llama-cpp-python's ``chatml-function-calling`` under ``auto`` writes a call's
+    arguments with ``max_tokens=None``, that is up to the very end of the window, then asks
+    for the next step with the arguments and a newline appended: that prompt is one token
+    over the window, and the server refuses it in the "N in the messages" wording with
+    exactly ``context + 1`` (2561 of 2560, 2817 of 2816 in the interop runs).  A request
+    agent-eval sent that was exactly one token too long reads the same and is taken as the
+    model's run-away too: one window size in thousands."""
+    return context is not None and prompt == context + 1
+
+
 def context_overflow(message: str) -> ContextOverflow | None:
     """The overflow a server's refusal describes, or ``None`` for any other refusal."""
     for pattern in _WORDINGS:
@@ -76,9 +87,10 @@ def context_overflow(message: str) -> ContextOverflow | None:
         if m is None:
             continue
         found = m.groupdict()
+        context = int(found["ctx"]) if found.get("ctx") else None
+        prompt = int(found["prompt"]) if found.get("prompt") else None
         return ContextOverflow(
-            context=int(found["ctx"]) if found.get("ctx") else None,
-            prompt=int(found["prompt"]) if found.get("prompt") else None,
-            writing=bool(found.get("writing")),
+            context=context, prompt=prompt,
+            writing=bool(found.get("writing")) or _handler_ran_away(context, prompt),
         )
     return None
