@@ -40,7 +40,8 @@ READY_S = 180.0
 # window up to a multiple of 256: 2432 is 2560).  Its 400 "2561 in the messages" there is
 # not that prompt: it is chatml-function-calling asking for its next step after a run-away
 # call filled the window, one token over (agent_eval/live/context.py reads it as that).
-WHOLE_SUITE = os.environ.get("AGENT_EVAL_INTEROP_SCENARIOS") == "all"
+# The llama-cpp-python test plays the whole suite unless AGENT_EVAL_INTEROP_SCENARIOS=ci.
+WHOLE_SUITE = os.environ.get("AGENT_EVAL_INTEROP_SCENARIOS") != "ci"
 CONTEXT = {"smollm2": 2432 if WHOLE_SUITE else 2304, "gemma3": 3072}
 NATIVE_CONTEXT = CONTEXT  # llama-server: the same windows for the same scenarios
 
