@@ -26,11 +26,11 @@ from agent_eval.store import open_store
 REPO = Path(__file__).resolve().parents[2]
 RALF = REPO / "scenarios" / "ralf"
 ALL_SCENARIOS = sorted(sc.name for sc in load_suite(RALF).top_level())  # the 29 top-level
-# CI plays four that cover the shapes (a plain script call, a read, a closing handshake
-# that spawns an evaluator child, a calendar task): the whole suite costs about 15 CPU
-# minutes (docs/servers.md has the breakdown), over the CI budget on its own.
-# AGENT_EVAL_INTEROP_SCENARIOS=all plays all 29.  (The llama-cpp-python test plays its own
-# 21 in CI since its server runs with --logits_all false: test_llama_cpp_python.py.)
+# The llama-server test plays four that cover the shapes (a plain script call, a read, a
+# closing handshake that spawns an evaluator child, a calendar task): with these models it
+# gets no tool call (docs/servers.md), so more scenarios would measure nothing more.
+# AGENT_EVAL_INTEROP_SCENARIOS=all plays all 29 there too.  (The llama-cpp-python test
+# plays the whole suite in CI: test_llama_cpp_python.py.)
 CI_SCENARIOS = sorted(["lights-dim-office", "calendar-week-overview",
                        "research-benchmark-data-missing", "read-runbook-restart"])
 SCENARIOS = (ALL_SCENARIOS if os.environ.get("AGENT_EVAL_INTEROP_SCENARIOS") == "all"
