@@ -28,7 +28,7 @@ from agent_eval.live.client import find_tool_markup
 from agent_eval.live.orchestrator import TEXT_CALL_MESSAGE, TEXT_CALL_TOOL, command_text
 from agent_eval.policy import AllowList, Verdict, check_call, render_denial
 from agent_eval.proxy.linking import Conversation, Linker, last_assistant
-from agent_eval.proxy.relay import Exchange
+from agent_eval.proxy.relay import CAPTURE_LIMIT, Exchange
 from agent_eval.proxy.replies import (
     ParsedReply,
     ReplyStatus,
@@ -80,7 +80,8 @@ class Sessions:
         self._verdicts: dict[tuple[str, str, tuple[str, ...] | None], Verdict] = {}
 
     def take(self, ex: Exchange, now: float) -> None:
-        request = parse_request(ex.request_body)
+        body = decode_body(ex.request_body, ex.request_encoding, CAPTURE_LIMIT)
+        request = parse_request(body) if body is not None else None
         if request is None:
             self.unparseable += 1
             return
@@ -240,9 +241,10 @@ def read_reply(ex: Exchange) -> tuple[ParsedReply | None, ReplyStatus]:
         return partial, ex.outcome
     if ex.status >= 400:
         return None, "upstream-error"
-    if not ex.captured_all:
+    body = decode_body(bytes(ex.response_body), ex.content_encoding, CAPTURE_LIMIT) \
+        if ex.captured_all else None
+    if body is None:  # over the capture limit, or a body we cannot inflate within it
         return None, "unparseable"
-    body = decode_body(bytes(ex.response_body), ex.content_encoding)
     reply = parse_reply(body, streamed="text/event-stream" in ex.content_type)
     return reply, reply.status
 

@@ -23,7 +23,8 @@ class Proxied:
 
 
 @contextmanager
-def proxy_in_thread(upstream: str, store, tmp_path: Path, **recorder_options) -> Iterator[Proxied]:
+def proxy_in_thread(upstream: str, store, tmp_path: Path, *, client_timeout_s: float = 60.0,
+                    **recorder_options) -> Iterator[Proxied]:
     """The proxy in front of ``upstream``, recording into ``store``; on exit it stops and
     the recorder has written (or journaled) every session."""
     recorder_options.setdefault("journal", tmp_path / "proxy.journal")
@@ -35,7 +36,8 @@ def proxy_in_thread(upstream: str, store, tmp_path: Path, **recorder_options) ->
 
     async def serve() -> None:
         try:
-            async with running_proxy(recorder, upstream) as server:
+            async with running_proxy(recorder, upstream,
+                                     client_timeout_s=client_timeout_s) as server:
                 found.append(server.base_url)
                 ready.set()
                 await stop.wait()
