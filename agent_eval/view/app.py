@@ -35,13 +35,14 @@ from agent_eval.policy import RULES
 from agent_eval.report.pages import build_rule_page
 from agent_eval.report.render import TEMPLATES as REPORT_TEMPLATES
 from agent_eval.report.render import environment as report_environment
+from agent_eval.store.schema import MAX_ID
 from agent_eval.view import lists, overview
 from agent_eval.view.links import filters_of
 
 TEMPLATES = Path(__file__).parent / "templates"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 WILDCARDS = ("0.0.0.0", "::", "")
-MAX_NUMBER = 2**31 - 1
+MAX_NUMBER = MAX_ID
 """The largest id or offset a URL may carry: ids are SQL ``INTEGER`` (32 bits on
 PostgreSQL), and no list has more rows than that."""
 REFRESH_S = 5
