@@ -197,8 +197,8 @@ class AllowList(_Model):
 MAX_ALIAS_NODES = 10_000
 """The most nodes YAML aliases (``*name``) may add to a file once expanded.  Anchors and
 aliases stay usable for what they are for (a flag block or a ``<<:`` merge repeated a
-few times); a file whose aliases nest (a "billion laughs": 762 bytes that expand to
-millions of nodes, 17 s and 313 MB to validate) is refused before anything is built."""
+few times); a file whose aliases nest (a "billion laughs": 762 bytes that expand to five
+million nodes, minutes and gigabytes to validate) is refused before anything is built."""
 
 
 def read_yaml_mapping(path: str | Path, *, what: str = "YAML file") -> dict:
