@@ -54,6 +54,7 @@ def hostile_db(tmp_path_factory) -> str:
     """Two runs whose label, targets, scenarios, session keys, tags, tools, commands,
     reasoning and error text each carry a terminal escape or console markup."""
     import json as _json
+    from datetime import UTC, datetime
 
     from agent_eval.policy import check_call, load_allowlist
     from agent_eval.store import open_store
@@ -86,7 +87,8 @@ def hostile_db(tmp_path_factory) -> str:
             status="completed", error=None, tags=["[/]", CLIPBOARD],
             messages=[{"role": "user", "content": f"task {CLEAR}"}],
             turns=[TurnRecord(index=0, content=f"reply {CLIPBOARD}", reasoning=f"think {C1}")],
-            calls=calls, source="import")
+            calls=calls, source="import", started_at=datetime(2025, 6, 9, 7, 0, tzinfo=UTC),
+            finished_at=datetime(2025, 6, 9, 7, 5, tzinfo=UTC))
 
     with open_store(db) as store:
         for label in (f"nightly {CLIPBOARD}[/x]", "[red]again"):
@@ -117,6 +119,9 @@ def _assert_shown_not_obeyed(output: str) -> None:
     pytest.param(["power", "--baseline", "1"], id="power"),
     pytest.param(["export", "1", "--format", "csv"], id="export-csv"),
     pytest.param(["runs", "delete", "1"], id="runs-delete-prompt"),
+    pytest.param(["perf", "--run", "1", "--out", "{tmp}"], id="perf"),
+    pytest.param(["rescore", "1", "--allowlist", str(REPO / "allowlists" / "permissive.yaml")],
+                 id="rescore"),
 ])
 def test_every_command_shows_hostile_names_escaped(hostile_db, tmp_path, args):
     from click.testing import CliRunner
