@@ -16,6 +16,15 @@ REPO = Path(__file__).resolve().parents[2]
 ALLOWLIST = REPO / "allowlists" / "ralf.yaml"
 
 
+def unused_port() -> int:
+    """A loopback port nothing listens on (bound, then released): an unreachable upstream."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @dataclass
 class Proxied:
     base_url: str

@@ -17,12 +17,13 @@ import textwrap
 import time
 import tracemalloc
 import zlib
+from pathlib import Path
 
 import httpx2 as httpx
 import pytest
 from aiohttp import web
 from loopback import serve_in_thread
-from proxyplay import ALLOWLIST, proxy_in_thread
+from proxyplay import ALLOWLIST, proxy_in_thread, unused_port
 
 from agent_eval.proxy.relay import CAPTURE_LIMIT, public_url
 from agent_eval.proxy.replies import decode_body
@@ -129,36 +130,21 @@ def test_a_bomb_through_the_proxy_reaches_the_client_whole_and_is_recorded_unpar
 CHILD = textwrap.dedent('''
     """A recorder whose store is down and whose journal hits RLIMIT_FSIZE (EFBIG)."""
     import json, resource, signal, sys, time
-    from datetime import UTC, datetime
+    db, journal, allowlist, limit, here = sys.argv[1:6]
+    sys.path[:0] = [here, here + "/.."]
     from agent_eval.policy import load_allowlist
-    from agent_eval.proxy import Exchange, Recorder
+    from agent_eval.proxy import Recorder
     from agent_eval.store import open_store
+    from test_recorder import SYSTEM, FlakyStore, completion, exchange
 
-    db, journal, allowlist, limit = sys.argv[1:5]
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # then write() fails with EFBIG
 
-    class Flaky:
-        def __init__(self, store): self.store, self.down = store, True
-        def __getattr__(self, name):
-            method = getattr(self.store, name)
-            def call(*args, **kwargs):
-                if self.down:
-                    raise ConnectionError("connection refused (store stopped)")
-                return method(*args, **kwargs)
-            return call
+    def exchange_of(i):  # a long task: a few sessions fill the journal's 12 KB
+        return exchange([SYSTEM, {"role": "user", "content": f"task {i}: " + "x" * 2000}],
+                        completion("uv run scripts/db_query.py --sql 'select 1'"))
 
-    def exchange(i):
-        body = json.dumps({"model": "qwen", "messages": [
-            {"role": "system", "content": "You are the research subagent."},
-            {"role": "user", "content": f"task {i}: " + "x" * 2000}]}).encode()
-        reply = json.dumps({"choices": [{"index": 0, "finish_reason": "stop", "message": {
-            "role": "assistant", "content": "done"}}]}).encode()
-        return Exchange(path="/v1/chat/completions", request_body=body, session_headers={},
-                        started_at=datetime.now(UTC), status=200,
-                        content_type="application/json", response_body=bytearray(reply),
-                        ttft_s=0.1, latency_s=0.2)
-
-    store = Flaky(open_store(db))
+    store = FlakyStore(open_store(db))
+    store.down = True
     resource.setrlimit(resource.RLIMIT_FSIZE, (int(limit), resource.RLIM_INFINITY))
     recorder = Recorder(store, load_allowlist(allowlist), upstream="http://up/v1",
                         journal=journal, idle_s=0.0, retry_s=3600.0, tick_s=0.01)
@@ -174,7 +160,7 @@ CHILD = textwrap.dedent('''
 
     for i in range(10):  # the store is down: each session goes to the journal, until full
         before = recorder.status()
-        recorder.submit(exchange(i))
+        recorder.submit(exchange_of(i))
         settle(lambda s: s["journaled_sessions"] + s["lost_turns"]
                == before["journaled_sessions"] + before["lost_turns"] + 1)
     down = recorder.status()
@@ -184,7 +170,7 @@ CHILD = textwrap.dedent('''
     store.down = False  # the store answers again: recording goes on
     for i in range(10, 13):
         before = recorder.status()
-        recorder.submit(exchange(i))
+        recorder.submit(exchange_of(i))
         settle(lambda s: s["stored_sessions"] == before["stored_sessions"] + 1)
     recorder.stop()
     print(json.dumps({"down": down, "alive": alive, "torn": torn, "end": recorder.status()}))
@@ -204,7 +190,8 @@ def test_a_journal_the_file_system_refuses_counts_every_lost_turn_and_recording_
         _empty_postgres(opened)
     journal = tmp_path / "proxy.journal"
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, pg_url, str(journal), str(ALLOWLIST), str(12 * 1024)],
+        [sys.executable, "-c", CHILD, pg_url, str(journal), str(ALLOWLIST), str(12 * 1024),
+         str(Path(__file__).parent)],
         capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
@@ -303,9 +290,7 @@ def test_a_client_that_never_finishes_its_body_gets_a_408_and_is_disconnected(tm
 # credentials in the upstream URL
 
 def test_upstream_credentials_are_never_shown_nor_stored(tmp_path, store):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = unused_port()
     upstream = f"http://agent:s3cret-pw@127.0.0.1:{port}/v1"
     with proxy_in_thread(upstream, store, tmp_path) as proxy:
         resp = httpx.post(proxy.base_url + "/chat/completions", json=REQUEST, timeout=30)
