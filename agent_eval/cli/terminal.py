@@ -24,7 +24,10 @@ Rich itself only strips bell, backspace, vertical tab, form feed and carriage re
 
 from __future__ import annotations
 
-from rich.text import Text
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # rich is imported when a table is drawn, not by every command
+    from rich.text import Text
 
 
 def _visible(ch: str) -> str:
@@ -52,6 +55,8 @@ def model_text(text: str | None, style: str = "", *, one_line: bool = True,
                limit: int | None = None) -> Text:
     """``text`` escaped (one line by default: a cell) as a rich ``Text``, never parsed
     as console markup; cut to ``limit`` characters of escaped text with ``…``."""
+    from rich.text import Text
+
     shown = escape_terminal(text or "", one_line=one_line)
     if limit is not None and len(shown) > limit:
         shown = shown[: limit - 1] + "…"

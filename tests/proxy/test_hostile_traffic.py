@@ -184,10 +184,6 @@ def test_a_journal_the_file_system_refuses_counts_every_lost_turn_and_recording_
     disk.  The store is PostgreSQL, whose files the limit does not touch."""
     from agent_eval.store import open_store
 
-    with open_store(pg_url) as opened:
-        from conftest import _empty_postgres
-
-        _empty_postgres(opened)
     journal = tmp_path / "proxy.journal"
     done = subprocess.run(
         [sys.executable, "-c", CHILD, pg_url, str(journal), str(ALLOWLIST), str(12 * 1024),
@@ -202,8 +198,8 @@ def test_a_journal_the_file_system_refuses_counts_every_lost_turn_and_recording_
     assert down["journaled_sessions"] + down["lost_turns"] == 10  # every turn accounted for
     assert end["stored_sessions"] == down["journaled_sessions"] + 3
     assert end["lost_turns"] == down["lost_turns"] and not journal.exists()
-    with open_store(pg_url) as opened:
-        assert len(stored_sessions(opened)) == end["stored_sessions"]
+    with open_store(pg_url) as opened:  # the session's database: other tests' runs beside
+        assert len(list(opened.session_rows([end["run_id"]]))) == end["stored_sessions"]
 
 
 # a lone surrogate
