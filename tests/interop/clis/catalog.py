@@ -113,20 +113,24 @@ def opencode(home: Path, base_url: str, prompt: str) -> Invocation:
                        "--model", f"capture/{MODEL}"], env, stdin=prompt)
 
 
-# --- Qwen Code ---------------------------------------------------------------------------
+# --- Qwen Code and Gemini CLI (Qwen Code began as a fork of Gemini CLI: same settings) ---
 
-def qwen_code(home: Path, base_url: str, prompt: str) -> Invocation:
-    settings = {
+def _settings(auth: str) -> str:
+    """settings.json with usage statistics, telemetry and update checks off."""
+    return json.dumps({
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
         "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
-        "security": {"auth": {"selectedType": "openai"}},
+        "security": {"auth": {"selectedType": auth}},
         "model": {"name": MODEL},
-    }
-    _write(home / ".qwen" / "settings.json", json.dumps(settings, indent=2))
+    }, indent=2)
+
+
+def qwen_code(home: Path, base_url: str, prompt: str) -> Invocation:
+    _write(home / ".qwen" / "settings.json", _settings("openai"))
     exe = PINNED["qwen-code"].path(INSIDE_CLIS)
     env = {"PATH": BASE_PATH, "OPENAI_BASE_URL": f"{base_url}/v1", "OPENAI_API_KEY": API_KEY,
-           "OPENAI_MODEL": MODEL, "QWEN_CODE_DISABLE_TELEMETRY": "1", "NO_BROWSER": "1",
+           "OPENAI_MODEL": MODEL, "NO_BROWSER": "1",
            "CI": "true"}
     return Invocation([exe, "--yolo", "--output-format", "stream-json", "--auth-type", "openai",
                        "--model", MODEL, prompt], env)
@@ -184,17 +188,8 @@ def claude_code(home: Path, base_url: str, prompt: str) -> Invocation:
                        "--dangerously-skip-permissions", "--model", MODEL, prompt], env)
 
 
-# --- Gemini CLI --------------------------------------------------------------------------
-
 def gemini_cli(home: Path, base_url: str, prompt: str) -> Invocation:
-    settings = {
-        "privacy": {"usageStatisticsEnabled": False},
-        "telemetry": {"enabled": False},
-        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
-        "security": {"auth": {"selectedType": "gemini-api-key"}},
-        "model": {"name": MODEL},
-    }
-    _write(home / ".gemini" / "settings.json", json.dumps(settings, indent=2))
+    _write(home / ".gemini" / "settings.json", _settings("gemini-api-key"))
     exe = PINNED["gemini-cli"].path(INSIDE_CLIS)
     env = {"PATH": BASE_PATH, "GEMINI_API_KEY": API_KEY, "GOOGLE_GEMINI_BASE_URL": base_url,
            "GEMINI_MODEL": MODEL, "GEMINI_CLI_NO_RELAUNCH": "true",

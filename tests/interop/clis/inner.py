@@ -71,9 +71,13 @@ def bind(fd: int, target: str, *, read_only: bool) -> None:
         mount("none", target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def pump(src: socket.socket, dst: socket.socket) -> None:
+def pump(src: socket.socket, dst: socket.socket, seen=None) -> None:
+    """Copy ``src`` to ``dst`` until EOF, then half-close ``dst``; ``seen(data)`` is called
+    with each piece first (the host side records with it)."""
     try:
         while data := src.recv(65536):
+            if seen is not None:
+                seen(data)
             dst.sendall(data)
     except OSError:
         pass

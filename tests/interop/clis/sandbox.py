@@ -42,6 +42,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .inner import pump
+
 CLI_USER = os.environ.get("AGENT_EVAL_CLI_USER", "agent-eval-cli")
 INSIDE_HOME = "/home/agent"
 INSIDE_CWD = f"{INSIDE_HOME}/project"
@@ -138,19 +140,12 @@ class Relay:
 
 def _pump(src: socket.socket, dst: socket.socket, into: bytearray,
           marks: list[tuple[int, float]] | None) -> None:
-    try:
-        while data := src.recv(65536):
-            if marks is not None:
-                marks.append((len(into), time.monotonic()))
-            into.extend(data)
-            dst.sendall(data)
-    except OSError:
-        pass
-    finally:
-        try:
-            dst.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
+    def seen(data: bytes) -> None:
+        if marks is not None:
+            marks.append((len(into), time.monotonic()))
+        into.extend(data)
+
+    pump(src, dst, seen)
 
 
 @dataclass(frozen=True)
