@@ -217,12 +217,11 @@ class CommandJudge:
 
     def judge_patterns(self, words: list[Word]) -> bool:
         """True when a ``patterns`` entry decided the command (allowed, or refused with a
-        finding); False leaves it to the disallowed-program finding.  Only literal words
-        reach here as allowed; an interpreter running inline code anywhere among them
+        finding); False leaves it to the disallowed-program finding.  A word that is not
+        a literal (an expansion) never makes a command allowed: the lexer reported it
+        already, and the verdict is a denial whatever matches here.  An interpreter running inline code anywhere among them
         (``uv run python -c ...`` under ``uv run *``) is a second program, not a word."""
         values = [w.value for w in words]
-        if not all(w.literal for w in words):
-            return False
         chosen, excepted = None, None
         for entry in self.allowlist.patterns:
             if match_words(entry.match, values):
@@ -231,6 +230,8 @@ class CommandJudge:
                     chosen = entry
                     break
                 excepted = excepted or (entry.match, exception)
+        if not all(w.literal for w in words):
+            return chosen is not None  # the lexer already reported each expansion
         if chosen is None:
             if excepted is None:
                 return False
