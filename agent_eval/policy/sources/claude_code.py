@@ -288,8 +288,8 @@ def _path_regex(pattern: str) -> re.Pattern[str]:
 
 def read_rule_matches(spec: str, path: str, *, workdir: str, home: str) -> bool:
     """A ``Read(spec)`` rule against an absolute, normalised ``path`` (gitignore rules:
-    ``//`` absolute, ``~/`` home, ``/`` the project root, else relative to the work
-    directory, and a pattern without ``/`` matches a name at any depth)."""
+    ``//`` absolute, ``~/`` home, ``/`` the project root, ``./`` the work directory; a
+    pattern with no ``/`` matches a name at any depth, as in ``.gitignore``)."""
     if spec in ("", "*", "**"):
         return True
     if spec.startswith("//"):
@@ -298,9 +298,11 @@ def read_rule_matches(spec: str, path: str, *, workdir: str, home: str) -> bool:
         full = home.rstrip("/") + spec[1:]
     elif spec.startswith("/"):
         full = workdir.rstrip("/") + spec
+    elif spec.startswith("./"):
+        full = workdir.rstrip("/") + "/" + spec[2:]
     else:
-        rel = spec[2:] if spec.startswith("./") else spec
-        full = workdir.rstrip("/") + "/" + ("**/" + rel if "/" not in rel.rstrip("/") else rel)
+        anywhere = "/" not in spec.rstrip("/")
+        full = workdir.rstrip("/") + "/" + ("**/" + spec if anywhere else spec)
     return _path_regex(full.rstrip("/")).fullmatch(path) is not None
 
 
@@ -311,7 +313,7 @@ def judge_read(agent: AgentPolicy, path: str, *, workdir: str, home: str) -> Har
         for rule in (r for r in agent.rules if r.permission == "Read" and r.action == action):
             if read_rule_matches(rule.pattern, target, workdir=workdir, home=home):
                 return HarnessVerdict(action, (rule,), reason=f"{target} matches {rule.label()}")
-    roots = [workdir, *(d if d.startswith("/") else posixpath.join(workdir, d)
+    roots = [workdir, *(posixpath.normpath(posixpath.join(workdir, d))
                         for d in agent.directories)]
     if any(target == r.rstrip("/") or target.startswith(r.rstrip("/") + "/") for r in roots):
         return HarnessVerdict("allow", (), reason=f"{target} is in a readable directory")

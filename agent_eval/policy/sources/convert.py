@@ -55,10 +55,19 @@ def _word_pattern(pattern: str, label: str, notes: list[str]) -> str | None:
         notes.append(f"{label}: quotes or backslashes in a pattern are compared with the "
                      "words after quote removal here, with the text as written by the CLI")
     words = text.split()
-    if any(("*" in w or "?" in w) and w != "*" for w in words[:-1]):
+    if any(_within_word(w, i == len(words) - 1) for i, w in enumerate(words)):
         notes.append(f"{label}: a `*` or `?` inside a word matches only within that word "
                      "here; the CLI's runs across blanks")
     return " ".join(words)
+
+
+def _within_word(word: str, last: bool) -> bool:
+    """A wildcard that the word pattern keeps inside one word (a lone ``*``, and a last
+    word's trailing ``*``, run over words as the CLI's do)."""
+    if word == "*":
+        return False
+    body = word[:-1] if last and word.endswith("*") else word
+    return "*" in body or "?" in body
 
 
 def _opencode_patterns(agent: AgentPolicy, notes: list[str]) -> list[dict[str, Any]]:
@@ -83,6 +92,8 @@ def _opencode_patterns(agent: AgentPolicy, notes: list[str]) -> list[dict[str, A
 
 
 def _claude_spec(spec: str) -> str:
+    """A Bash rule's specifier as a word pattern; a ``?`` (literal to Claude Code, a
+    wildcard in a word pattern) is refused by ``_word_pattern``'s caller."""
     if spec in ("", "*"):
         return "*"
     if spec.endswith(":*"):
@@ -102,6 +113,10 @@ def _claude_patterns(agent: AgentPolicy, notes: list[str]) -> list[dict[str, Any
         return []
     entries = []
     for rule in (r for r in bash if r.action == "allow"):
+        if "?" in rule.pattern:
+            notes.append(f"{rule.label()}: `?` is a literal character to Claude Code and a "
+                         "wildcard in a word pattern; left out")
+            continue
         match = _word_pattern(_claude_spec(rule.pattern), rule.label(), notes)
         if match is not None:
             entries.append({"match": match, "unless": list(blockers), "_rule": rule})
