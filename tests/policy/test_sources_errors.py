@@ -100,3 +100,23 @@ def test_a_huge_config_is_refused_before_reading(tmp_path):
     path = tmp_path / "opencode.json"
     path.write_text(json.dumps({"x": "a" * (5 * 1024 * 1024)}))
     assert "more than the" in one_error(run("policy", "audit", str(path)))
+
+
+def test_a_front_matter_alias_bomb_is_refused(tmp_path):
+    folder = tmp_path / ".opencode" / "agent"
+    folder.mkdir(parents=True)
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 12)]
+    (folder / "bomb.md").write_text("---\n" + "\n".join(lines) + "\n---\nbody\n")
+    (tmp_path / "opencode.json").write_text("{}")
+    line = one_error(run("policy", "audit", str(tmp_path / "opencode.json")))
+    assert "bomb.md" in line and "not valid YAML" in line
+
+
+def test_a_very_long_command_is_not_emulated_and_never_a_leak():
+    from agent_eval.policy.sources import load_policy_source
+    from agent_eval.policy.sources.judge import judge_command
+
+    agent = load_policy_source(FIXTURES / "opencode-seed" / "opencode.json").agent("email")
+    dual = judge_command(agent, "uv run scripts/email_search.py --q " + "x" * 70000 + " > o")
+    assert dual.harness.decision == "ask" and not dual.leak

@@ -18,6 +18,19 @@ import yaml
 from agent_eval.errors import ConfigError
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
+MAX_ALIASES = 64
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """A safe YAML loader that refuses more than ``MAX_ALIASES`` aliases (a front matter
+    of nested aliases expands to billions of nodes when anything walks it)."""
+
+    def compose_node(self, parent, index):  # type: ignore[override]
+        if self.check_event(yaml.AliasEvent):
+            self.aliases_seen = getattr(self, "aliases_seen", 0) + 1
+            if self.aliases_seen > MAX_ALIASES:
+                raise yaml.YAMLError(f"more than {MAX_ALIASES} aliases")
+        return super().compose_node(parent, index)
 
 
 class _DuplicateKey(ValueError):
@@ -127,7 +140,9 @@ def read_front_matter(path: Path, what: str) -> tuple[dict[str, Any], str]:
         raise ConfigError("front matter opened with --- is never closed; end it with a "
                           "--- line", path=str(path))
     try:
-        data = yaml.safe_load(head) if head.strip() else {}
+        data = yaml.load(head, Loader=_BoundedLoader) if head.strip() else {}  # noqa: S506
+    except RecursionError:
+        raise ConfigError("front matter nested too deeply to read", path=str(path)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 2}" if mark else ""

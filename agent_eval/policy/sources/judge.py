@@ -43,6 +43,7 @@ STRUCTURE = allowlist_from_dict({
 }, source="<strict structure>")
 """Any one program with plain words; every other shell construct refused."""
 
+MAX_EMULATED = 65536
 BASH_TOOLS = frozenset({"bash", "Bash", "shell", "shell_command", "exec_command", "local_shell"})
 READ_TOOLS = frozenset({"read", "Read", "view"})
 COMMAND_KEYS = ("command", "cmd")
@@ -64,7 +65,14 @@ class Setting:
 
 def harness_command(agent: AgentPolicy, command: str, setting: Setting,
                     *, quirks: bool = True) -> HarnessVerdict:
-    """The harness's verdict on a bash command (``quirks=False``: documented semantics)."""
+    """The harness's verdict on a bash command (``quirks=False``: documented semantics).
+
+    A command longer than ``MAX_EMULATED`` characters is not emulated (the matchers are
+    linear per rule, but not free): it is reported ``ask`` with that reason, so it can
+    never count as a leak."""
+    if len(command) > MAX_EMULATED:
+        return HarnessVerdict("ask", (), reason=f"longer than the {MAX_EMULATED} characters "
+                                                "the emulation reads")
     if agent.harness == "opencode":
         return opencode.judge_command(agent, command, workdir=setting.workdir)
     if agent.harness == "claude-code":
