@@ -166,9 +166,9 @@ def check(allowlist_path: Path, agent: str | None, tool: str, batch: str | None,
 
     Example: agent-eval check --allowlist allowlists/ralf.yaml 'ls | head'
     """
-    from agent_eval.policy.sources import resolve_policy
     from agent_eval.policy.sources import judge_command as dual_command
     from agent_eval.policy.sources import judge_read as dual_read
+    from agent_eval.policy.sources import resolve_policy
     from agent_eval.scenario.bundled import find_allowlist
 
     resolved = resolve_policy(find_allowlist(allowlist_path), agent)

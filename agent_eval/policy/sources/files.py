@@ -16,6 +16,8 @@ from typing import Any
 import yaml
 
 from agent_eval.errors import ConfigError
+from agent_eval.policy.engine import _DuplicateKey
+from agent_eval.policy.engine import _unique_object as _unique
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 MAX_ALIASES = 64
@@ -32,18 +34,6 @@ class _BoundedLoader(yaml.SafeLoader):
                 raise yaml.YAMLError(f"more than {MAX_ALIASES} aliases")
         return super().compose_node(parent, index)
 
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            raise _DuplicateKey(key)
-        obj[key] = value
-    return obj
 
 
 def read_text(path: Path, what: str) -> str:
