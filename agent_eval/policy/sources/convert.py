@@ -277,7 +277,7 @@ def convert_agent(agent: AgentPolicy, *, config_name: str, workdir: str = openco
     entries = _prune(builder(agent, notes))
     patterns = [{"match": e["match"], **({"unless": e["unless"]} if e["unless"] else {})}
                 for e in entries]
-    if agent.harness == "claude-code" and any(q for q in claude_code.QUIRKS):
+    if agent.harness == "claude-code":
         notes.append("the harness's quirks (docs/policies.md) are not part of the allow-list: "
                      "it allows only what the documented rules allow, read strictly")
     data = {
