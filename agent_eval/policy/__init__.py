@@ -12,7 +12,9 @@ Public surface::
 ``policy/`` imports nothing from the package except ``agent_eval.errors`` (a leaf).
 Module map: ``rules`` (the registry), ``lexer`` (quote-aware pre-scan) and ``syntax`` (its output), ``commands``
 (operators, wrappers, programs, runner form), ``arguments`` (script argument specs),
-``reads`` (read paths), ``engine`` (entry points, bashlex confirmation, cache).
+``wordpatterns`` (allow-list ``patterns``: a fixed prefix and plain words),
+``reads`` (read paths), ``engine`` (entry points, bashlex confirmation, cache), and
+``sources/`` (agent CLIs' own permission rules, per agent, judged twice; see its docstring).
 """
 
 from agent_eval.policy.allowlist import AllowList, allowlist_from_dict, load_allowlist

@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from agent_eval.errors import ConfigError
+from agent_eval.policy.wordpatterns import pattern_problem
 
 ValueType = Literal["str", "int", "float", "path", "json"]
 
@@ -122,6 +123,34 @@ class ReadPolicy(_Model):
     allow_absolute: bool = Field(False, description="Absolute paths may be read at all.")
 
 
+class CommandPattern(_Model):
+    """A command allowed by its words, read strictly (``policy/wordpatterns.py``): a
+    program with a fixed prefix followed by plain words, e.g. ``uv run scripts/x.py *``."""
+
+    match: str = Field(description="Words to match; `*` alone is any number of plain "
+                                   "words, `*`/`?` inside a word match within that word.")
+    unless: list[str] = Field(default_factory=list,
+                              description="Patterns excepted: a command matching one of "
+                                          "them is not allowed by this entry.")
+
+    @field_validator("match")
+    @classmethod
+    def _usable_match(cls, value: str) -> str:
+        problem = pattern_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("unless")
+    @classmethod
+    def _usable_unless(cls, values: list[str]) -> list[str]:
+        for value in values:
+            problem = pattern_problem(value)
+            if problem:
+                raise ValueError(f"{value!r}: {problem}")
+        return values
+
+
 class ToolSpec(_Model):
     """A tool the harness offers the model."""
 
@@ -167,6 +196,11 @@ class AllowList(_Model):
     programs: dict[str, CommandSpec] = Field(
         default_factory=dict, description="Plain programs allowed without the runner."
     )
+    patterns: list[CommandPattern] = Field(
+        default_factory=list,
+        description="Commands allowed by their words (a string is `{match: ...}`); "
+                    "consulted after `scripts` and `programs`.",
+    )
     read: ReadPolicy = Field(default_factory=ReadPolicy)
     tools: list[ToolSpec] = Field(
         default_factory=lambda: [
@@ -180,6 +214,13 @@ class AllowList(_Model):
         description="Returned to the model on a denial; may use {code} {name} {message}.",
     )
     strict: Strictness = Field(default_factory=Strictness)
+
+    @field_validator("patterns", mode="before")
+    @classmethod
+    def _pattern_strings(cls, value: object) -> object:
+        if isinstance(value, list):
+            return [{"match": item} if isinstance(item, str) else item for item in value]
+        return value
 
     @cached_property
     def fingerprint(self) -> str:
