@@ -103,19 +103,29 @@ _RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "AE102", "malformed-arguments",
-        "Tool-call arguments are not a JSON object, or one with a key given twice.",
+        "Tool-call arguments are not one JSON object every parser reads alike: not an "
+        "object, a key given twice, two keys one parser reads as one, too deep.",
         "The server passes the raw argument text through; if it is not a JSON object the "
         "harness cannot even read the command.  With a duplicate key parsers disagree on "
-        "which value wins (Python keeps the last, others the first), so what is judged "
-        "and what runs could differ.",
+        "which value wins (Python keeps the last, others the first); Go's encoding/json "
+        "matches `Command` to `command`, and C parsers such as cJSON cut a name at a NUL, "
+        "so what is judged and what runs could differ.  Nesting deeper than 16 levels and "
+        "NaN/Infinity are refused too.",
         (Example('{"command": "uv run', "call", "bash"), Example('["ls"]', "call", "bash"),
          Example('{"command":"rm -rf /","command":"uv run scripts/drafts.py list"}', "call",
-                 "bash")),
+                 "bash"),
+         Example('{"command": "uv run scripts/lights.py status", "Command": "rm -rf /"}',
+                 "call", "bash"),
+         Example('{"command": "uv run scripts/lights.py status", "command\\u0000x": "id"}',
+                 "call", "bash"),
+         Example('{"path": "notes/plan.md", "x": ' + "[" * 17 + "]" * 17 + "}", "call",
+                 "read")),
         (Example('{"path": "notes/plan.md"}', "call", "read"),),
         "call",
     ),
     Rule(
-        "AE103", "missing-argument", "A required argument is absent or not a string.",
+        "AE103", "missing-argument",
+        "A required argument is absent, or a declared one has the wrong type or value.",
         "The tool schema says which argument carries the command; a call without it "
         "(or with a number or list instead) cannot be run.",
         (Example('{"cmd": "uv run scripts/x.py"}', "call", "bash"),
@@ -133,6 +143,25 @@ _RULES: tuple[Rule, ...] = (
         "call", "preview",
     ),
     Rule(
+        "AE105", "undeclared-argument",
+        "The call carries an argument key its tool does not declare, or sets a switch "
+        "that must be absent or false.",
+        "A harness may act on every key it receives: a working directory, an environment, "
+        "a second command, `dangerouslyDisableSandbox`, `run_in_background`.  The engine "
+        "judges only what the tool spec declares, so a key it does not know is denied "
+        "rather than ignored.",
+        (Example('{"command": "uv run scripts/lights.py status", "cwd": "/"}', "call", "bash"),
+         Example('{"command": "uv run scripts/lights.py status", "env": {"PATH": "/tmp"}}',
+                 "call", "bash"),
+         Example('{"command": "uv run scripts/lights.py status", '
+                 '"dangerouslyDisableSandbox": true}', "call", "bash"),
+         Example('{"path": "notes/plan.md", "file_path": "notes/private/diary.md"}', "call",
+                 "read")),
+        (Example('{"command": "uv run scripts/lights.py status"}', "call", "bash"),
+         Example('{"path": "notes/plan.md"}', "call", "read")),
+        "call",
+    ),
+    Rule(
         "AE201", "unparseable-command",
         "The parser cannot build a tree or hits a construct it refuses; fail closed.",
         "What cannot be parsed cannot be proven to be an allowed form, so it is denied "
@@ -143,17 +172,34 @@ _RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "AE202", "invalid-bytes",
-        "NUL, control or invisible format characters (zero-width, bidi overrides), or "
-        "longer than the length cap.",
-        "Control bytes and invisible characters hide text from humans and parsers alike "
-        "(a right-to-left override makes a command read differently from what runs); "
-        "over-long commands are "
-        "never an allowed form and would make the judge slow.",
+        "Control, invisible or unassigned characters (by Unicode property), or longer "
+        "than the length cap.",
+        "Control bytes and invisible characters hide text from humans and parsers alike: "
+        "a right-to-left override makes a command read differently from what runs, tag "
+        "characters carry text a parent model reads and a human never sees, a filler or "
+        "a joiner makes `.env` look like another name.  Refused by Unicode property, in "
+        "commands, read paths and every key and string of a call: categories Cc (but TAB "
+        "and LF in commands and values), Cf, Cs, Co, Cn, Zl, Zp, every "
+        "Default_Ignorable_Code_Point (variation selectors, Hangul fillers) and a "
+        "combining mark with no base.  Ordinary non-ASCII text stays allowed.  Over-long "
+        "commands (or argument JSON over 6 x the cap + 4,096) are never an allowed form "
+        "and would make the judge slow.",
         _cmds("uv run scripts/fetch_context.py --agent a\x00b", "ls\x1b[2J",
               "uv run scripts/email_read.py --id 4\u202e2",
               "uv run scripts/email_read.py --id " + "9" * 16400,
-              "uv run scripts/email_read.py --id 42\r"),
-        _cmds("uv run scripts/email_read.py --id 42"),
+              "uv run scripts/email_read.py --id 42\r",
+              "uv run scripts/email_read.py --id 42\U000e0041\U000e0042",
+              "uv run scripts/embedding_search.py --query invoice\ufe0f",
+              "uv run scripts/embedding_search.py --query a\u3164b",
+              "uv run scripts/embedding_search.py --query '\u0301x'",
+              "uv run scripts/embedding_search.py --query \ud800")
+        + (Example("docs/.e\u206anv", "read"), Example("docs/.env\t", "read"),
+           Example('{"command": "uv run scripts/lights.py status", '
+                   '"n\\u00adote": "x"}', "call", "bash")),
+        _cmds("uv run scripts/email_read.py --id 42",
+              "uv run scripts/drafts.py create --to 'Zoë Müller' --subject 'Grüße' "
+              "--body '東京 → naïve café, 10 €'",
+              "uv run scripts/embedding_search.py --query 'nai\u0308ve'"),
         "parse",
     ),
     Rule(
@@ -350,7 +396,7 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in sorted(_RULES, key=lambda 
 _BY_NAME: dict[str, Rule] = {rule.name: rule for rule in _RULES}
 
 PRECEDENCE: tuple[str, ...] = (
-    "AE101", "AE102", "AE103", "AE104", "AE202", "AE201", "AE305", "AE308", "AE306",
+    "AE101", "AE102", "AE103", "AE104", "AE105", "AE202", "AE201", "AE305", "AE308", "AE306",
     "AE301", "AE304", "AE302", "AE303", "AE312", "AE313", "AE307", "AE309", "AE310",
     "AE311", "AE320",
 )
