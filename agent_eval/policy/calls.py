@@ -64,17 +64,10 @@ def _alias(key: str) -> str:
 
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     obj: dict[str, Any] = {}
-    seen: dict[str, str] = {}
     for key, value in pairs:
         if key in obj:
             raise _Refused(f"duplicate key {key!r} in the arguments; which one would run "
                            "is ambiguous")
-        alias = _alias(key)
-        if alias in seen:
-            raise _Refused(f"keys {seen[alias]!r} and {key!r} are one key to some JSON "
-                           "parsers (case, or a NUL in the name); which one would run is "
-                           "ambiguous")
-        seen[alias] = key
         obj[key] = value
     return obj
 
@@ -122,15 +115,16 @@ def _walk(args: dict[str, Any], skip: set[str]) -> Problem | None:
             return Problem("malformed-arguments", f"the arguments nest deeper than "
                            f"{MAX_DEPTH} levels", 0, 0)
         if isinstance(node, dict):
-            aliases: set[str] = set()
+            aliases: dict[str, str] = {}
             for key, value in node.items():
                 if not isinstance(key, str):
                     return Problem("malformed-arguments", f"key {key!r} is not a string", 0, 0)
                 alias = _alias(key)
                 if alias in aliases:
-                    return Problem("malformed-arguments", f"key {key!r} is one key with another "
-                                   "to some JSON parsers (case, or a NUL in the name)", 0, 0)
-                aliases.add(alias)
+                    return Problem("malformed-arguments", f"keys {aliases[alias]!r} and {key!r} "
+                                   "are one key to some JSON parsers (case, or a NUL in the "
+                                   "name); which one would run is ambiguous", 0, 0)
+                aliases[alias] = key
                 hidden = find_hidden(key)
                 if hidden is not None:
                     return Problem("invalid-bytes", f"{hidden[1]} {describe(key, hidden[0])} "

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from bisect import bisect_right
 from functools import lru_cache
 
 COMMAND_WHITESPACE = "\t\n"
@@ -69,15 +70,17 @@ _IGNORABLE_RANGES = (
     (0x180F, 0x180F), (0x2065, 0x2065), (0x3164, 0x3164), (0xFE00, 0xFE0F),
     (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0xE0000, 0xE0FFF),
 )
+_IGNORABLE_STARTS = tuple(low for low, _ in _IGNORABLE_RANGES)
 _MARK = "mark"
 
 
 @lru_cache(maxsize=4096)
-def _classify(ch: str) -> str | None:
+def classify(ch: str) -> str | None:
     """Why ``ch`` is refused wherever it stands, ``_MARK`` for a combining mark (refused
     only without a base), or None."""
     code = ord(ch)
-    if any(low <= code <= high for low, high in _IGNORABLE_RANGES):
+    at = bisect_right(_IGNORABLE_STARTS, code) - 1
+    if at >= 0 and code <= _IGNORABLE_RANGES[at][1]:
         return "default-ignorable (invisible) character"
     category = unicodedata.category(ch)
     why = _REFUSED_CATEGORIES.get(category)
@@ -101,7 +104,7 @@ def find_hidden(text: str, allowed: str = "") -> tuple[int, str] | None:
     refused: dict[str, str] = {}
     marks: set[str] = set()
     for ch in set(text):
-        why = _classify(ch)
+        why = classify(ch)
         if why == _MARK:
             marks.add(ch)
         elif why is not None and ch not in allowed:

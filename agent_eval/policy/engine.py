@@ -45,7 +45,7 @@ import bashlex
 
 from agent_eval.policy.allowlist import AllowList
 from agent_eval.policy.arguments import Problem
-from agent_eval.policy.characters import COMMAND_WHITESPACE, describe, find_hidden
+from agent_eval.policy.characters import COMMAND_WHITESPACE, classify, describe, find_hidden
 from agent_eval.policy.commands import CommandJudge
 from agent_eval.policy.continuations import join_continuations, to_original
 from agent_eval.policy.lexer import scan_command, split_plain
@@ -77,8 +77,10 @@ def _remember(key: tuple[str, str, str], verdict: Verdict) -> None:
 
 
 def clear_cache() -> None:
-    """Forget every cached verdict (benchmarks measure the uncached engine with it)."""
+    """Forget every cached verdict and character class (benchmarks measure the uncached
+    engine with it)."""
     _cache.clear()
+    classify.cache_clear()
 
 
 def verdict_of(problems: list[Problem], inner: Verdict | None = None, *,
