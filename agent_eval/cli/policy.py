@@ -24,6 +24,7 @@ from agent_eval.policy import (
     get_rule,
     load_allowlist,
 )
+from agent_eval.policy.characters import escape_hidden
 
 
 def _verdict_dict(text: str, verdict: Verdict) -> dict:
@@ -227,7 +228,7 @@ def rule(code: str, as_json: bool) -> None:
     for title, examples in (("Bad", found.bad), ("Good", found.good)):
         lines += ["", f"{title}:"]
         for ex in examples:
-            shown = json.dumps(ex.text) if ("\n" in ex.text or not ex.text) else ex.text
+            shown = escape_hidden(ex.text) if ex.text else '""'
             if len(shown) > 200:
                 shown = shown[:200] + "..."
             prefix = {"call": f"call {ex.tool} ", "read": "read ", "reply": "reply: ",
@@ -255,10 +256,7 @@ def rules_markdown() -> str:
 
 
 def _md_example(example) -> str:
-    text = "".join(
-        "⏎" if ch == "\n" else f"\\x{ord(ch):02x}" if ord(ch) < 32 or ord(ch) == 127 else ch
-        for ch in example.text
-    )
+    text = escape_hidden(example.text.replace("\n", "⏎"))
     if len(text) > 160:
         text = f"{text[:120]}… ({len(example.text)} characters)"
     fence = "``" if "`" in text else "`"

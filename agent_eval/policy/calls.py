@@ -10,8 +10,9 @@ How a call is judged (each step fails closed; the first step that denies decides
    JSON object; it may not give a key twice, nor two keys that another JSON parser
    would read as one (the same name in another case, as Go's ``encoding/json`` matches
    field names; a name cut at a NUL, as C parsers such as cJSON read it), nor nest
-   deeper than :data:`MAX_DEPTH` levels, nor use ``NaN``/``Infinity`` (not JSON).
-   Bytes must be UTF-8.
+   deeper than :data:`MAX_DEPTH` levels, nor use ``NaN``/``Infinity`` (not JSON), a
+   number too large for a double, or an integer other parsers round (beyond ±(2^53 - 1),
+   RFC 7493).  Bytes must be UTF-8.
 3. **Characters** (``invalid-bytes``): every key and every string at any depth is
    checked by ``characters.find_hidden`` (keys allow no control at all, strings TAB and
    LF).
@@ -28,6 +29,7 @@ Nothing here raises: an unexpected exception is a ``malformed-arguments`` denial
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from agent_eval.policy.allowlist import AllowList, ArgumentSpec, ToolSpec, accepts_type
@@ -39,6 +41,9 @@ from agent_eval.policy.verdict import Finding, Verdict
 MAX_DEPTH = 16
 """Deepest nesting of objects and arrays in the arguments (the top object is level 1).
 No declared key holds a nested value, so deeper text can only be an attack on a parser."""
+
+MAX_SAFE_INT = 2**53 - 1
+"""Integers beyond this (I-JSON, RFC 7493) are read as a rounded double by many parsers."""
 
 MAX_LISTED_KEYS = 20
 """At most this many undeclared keys are reported one by one (the call is denied anyway)."""
@@ -139,8 +144,12 @@ def _walk(args: dict[str, Any], skip: set[str]) -> Problem | None:
             if hidden is not None:
                 return Problem("invalid-bytes", f"{hidden[1]} {describe(node, hidden[0])} in "
                                f"the value of {where.rstrip('.') or 'a list'!r}", 0, 0)
-        elif isinstance(node, float) and node != node:
-            return Problem("malformed-arguments", "NaN is not JSON", 0, 0)
+        elif isinstance(node, float) and not math.isfinite(node):
+            return Problem("malformed-arguments", f"{node} is not a JSON number (a number too "
+                           "large for a double reads as infinity)", 0, 0)
+        elif isinstance(node, int) and not isinstance(node, bool) and abs(node) > MAX_SAFE_INT:
+            return Problem("malformed-arguments", f"integer {node} is outside ±(2^53 - 1): "
+                           "other JSON parsers read it as another number", 0, 0)
     return None
 
 

@@ -119,6 +119,22 @@ def find_hidden(text: str, allowed: str = "") -> tuple[int, str] | None:
     return None
 
 
+def escape_hidden(text: str) -> str:
+    """``text`` with every character :func:`find_hidden` could refuse (controls, TAB and
+    LF included; combining marks too) written as a Python escape, for docs and terminals
+    that must show what is there."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if code < 0x20 or code == 0x7F:
+            out.append(f"\\x{code:02x}")
+        elif code > 0x7F and classify(ch) is not None:
+            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 def describe(text: str, index: int) -> str:
     """``U+XXXX`` of the character at ``index``, for messages."""
     return f"U+{ord(text[index]):04X}"
