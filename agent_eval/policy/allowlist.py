@@ -311,6 +311,15 @@ class AllowList(_Model):
     )
     strict: Strictness = Field(default_factory=Strictness)
 
+    @field_validator("tools")
+    @classmethod
+    def _tool_names_are_unique(cls, tools: list[ToolSpec]) -> list[ToolSpec]:
+        names = [t.name for t in tools]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"tool {twice[0]!r} is listed twice; each name once")
+        return tools
+
     @cached_property
     def fingerprint(self) -> str:
         """A short stable hash of the policy's content, for run fingerprints and caches."""

@@ -190,3 +190,9 @@ def test_the_short_form_still_declares_the_command_key():
     assert tool.judged_key == "cmd"
     assert {k: (a.holds, a.required) for k, a in tool.arguments.items()} == {
         "cmd": ("command", True), "why": ("value", True)}
+
+
+def test_a_tool_listed_twice_is_a_config_error():
+    with pytest.raises(ConfigError, match="listed twice"):
+        allowlist_from_dict({"name": "x", "tools": [{"name": "bash", "kind": "bash"},
+                                                    {"name": "bash", "kind": "bash"}]})
