@@ -11,6 +11,7 @@ import difflib
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent_eval.policy.allowlist import CommandSpec, FlagSpec, PositionalSpec
@@ -110,6 +111,18 @@ def is_option(text: str, spec: CommandSpec) -> bool:
     return " " not in text
 
 
+def _getopt_value_is_option(text: str) -> bool:
+    """For a plain program (getopt, not argparse): a word after a flag that takes a value
+    is its value unless it looks like another flag (a number such as ``-5`` does not)."""
+    if not text.startswith("-") or text == "-":
+        return False
+    try:
+        float(text)
+    except ValueError:
+        return True
+    return False
+
+
 def _flag_index(spec: CommandSpec) -> dict[str, str]:
     index = {}
     for name, flag in spec.flags.items():
@@ -157,7 +170,8 @@ def _descend(spec: CommandSpec, words: list[Word], whole: tuple[int, int], owner
 
 
 def _take_flag(spec: CommandSpec, index: dict[str, str], owner: str, words: list[Word],
-               i: int, flags: dict[str, list[str]], problems: list[Problem]) -> int:
+               i: int, flags: dict[str, list[str]], problems: list[Problem],
+               option: Callable[[str], bool]) -> int:
     """``words[i - 1]`` is ``--name`` or ``--name=value``; record it and its value.
 
     Returns the index after the flag's value (when it takes one from the next word)."""
@@ -166,7 +180,7 @@ def _take_flag(spec: CommandSpec, index: dict[str, str], owner: str, words: list
     canonical = index.get(name)
     if canonical is None:
         problems.append(_unknown_flag(name, word, spec, owner, len(problems) < _HINTS))
-        if eq == "" and i < len(words) and not is_option(words[i].value, spec):
+        if eq == "" and i < len(words) and not option(words[i].value):
             return i + 1  # an unknown flag most likely took the next word as its value
         return i
     flag: FlagSpec = spec.flags[canonical]
@@ -185,7 +199,7 @@ def _take_flag(spec: CommandSpec, index: dict[str, str], owner: str, words: list
         return i
     if eq:
         value, value_word = inline, word
-    elif i < len(words) and not is_option(words[i].value, spec):
+    elif i < len(words) and not option(words[i].value):
         value, value_word = words[i].value, words[i]
         i += 1
     else:
@@ -213,11 +227,14 @@ def _missing(spec: CommandSpec, owner: str, flags: dict[str, list[str]],
 
 
 def match_arguments(script: str, spec: CommandSpec, words: list[Word],
-                    whole: tuple[int, int]) -> tuple[Invocation | None, list[Problem]]:
+                    whole: tuple[int, int], *, argparse_rules: bool = True,
+                    ) -> tuple[Invocation | None, list[Problem]]:
     """Fit ``words`` (everything after the script path) to ``spec``.
 
     Returns the invocation when the words fit exactly, else None and the problems.
     ``whole`` is the span of the whole command, used for "missing required ..." findings.
+    A script is read as argparse reads it (:func:`is_option`); a plain program
+    (``argparse_rules=False``) as getopt does: every word starting with ``-`` is a flag.
     """
     subpath: list[str] = []
     owner = script
@@ -232,6 +249,8 @@ def match_arguments(script: str, spec: CommandSpec, words: list[Word],
     positionals: list[str] = []
     pos_specs: list[PositionalSpec] = list(spec.positionals)
     options_done = False
+    value_is_option = ((lambda text: is_option(text, spec)) if argparse_rules
+                       else _getopt_value_is_option)
     i, n = len(subpath), len(words)
     while i < n:
         word = words[i]
@@ -242,8 +261,9 @@ def match_arguments(script: str, spec: CommandSpec, words: list[Word],
                                     "on Python 3.12 and older", word.start, word.end))
         elif not options_done and text == "--":
             options_done = True
-        elif not options_done and is_option(text, spec):
-            i = _take_flag(spec, index, owner, words, i, flags, problems)
+        elif not options_done and (is_option(text, spec) if argparse_rules
+                                   else text.startswith("-") and len(text) > 1):
+            i = _take_flag(spec, index, owner, words, i, flags, problems, value_is_option)
         elif not pos_specs:
             problems.append(Problem("invalid-argument",
                                     f"unexpected positional argument {text!r} for {owner}",

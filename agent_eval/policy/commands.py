@@ -125,7 +125,8 @@ class CommandJudge:
                 name = cmd.words[0].value
                 if name in self.allowlist.programs:
                     _, problems = match_arguments(name, self.allowlist.programs[name],
-                                                  cmd.words[1:], _span(cmd.words))
+                                                  cmd.words[1:], _span(cmd.words),
+                                                  argparse_rules=False)
                     self.extend(problems)
                 continue
             if cmd.words:
@@ -212,7 +213,8 @@ class CommandJudge:
             return
         if name in self.allowlist.programs:
             spec = self.allowlist.programs[name]
-            _, problems = match_arguments(name, spec, words[1:], _span(words))
+            _, problems = match_arguments(name, spec, words[1:], _span(words),
+                                          argparse_rules=False)
             self.extend(problems)
             return
         if "/" in name:

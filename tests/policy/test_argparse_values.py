@@ -71,10 +71,18 @@ def test_a_short_option_prefix_makes_a_value_with_a_space_an_option():
 
 
 def test_negative_numbers_are_options_when_a_flag_looks_like_one():
-    """permissive's ls declares -1, so argparse treats -5 as an (unknown) option."""
+    """A script declaring -1 makes argparse read -5 as an (unknown) option."""
+    spec = PERMISSIVE.programs["ls"]  # flags -l -a -la -1, read here as argparse would
+    assert is_option("-5", spec)
+    assert not is_option("-5", PERMISSIVE.programs["head"])  # no flag like a number
+
+
+def test_plain_programs_read_every_dash_word_as_a_flag_as_getopt_does():
+    """``ls`` and ``cat`` are not argparse scripts: ``-5`` is an option to them."""
     assert check_command("ls -1", PERMISSIVE).allowed
     assert check_command("ls -5", PERMISSIVE).primary == "AE310"
-    assert check_command("cat -5", PERMISSIVE).allowed  # cat declares no such flag
+    assert check_command("cat -5", PERMISSIVE).primary == "AE310"
+    assert check_command("ls | head -n -5", PERMISSIVE).allowed
 
 
 def test_flag_equals_double_dash_stores_nothing_on_older_pythons_and_is_denied():
