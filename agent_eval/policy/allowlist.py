@@ -216,9 +216,11 @@ class ToolSpec(_Model):
     @classmethod
     def _short_form(cls, data: object) -> object:
         if not isinstance(data, dict) or data.get("arguments") is not None:
-            if isinstance(data, dict) and (data.get("argument") or data.get("required")):
-                raise ValueError("give either `arguments` or the short form "
-                                 "`argument`/`required`, not both")
+            if isinstance(data, dict):  # both forms (a dumped tool has both): must agree
+                named = [data.get("argument"), *(data.get("required") or ())]
+                if any(n and n not in data["arguments"] for n in named):
+                    raise ValueError("`argument`/`required` name keys `arguments` does not "
+                                     "declare; give either `arguments` or the short form")
             return data
         role = _JUDGED_ROLE.get(data.get("kind"))  # type: ignore[arg-type]
         declared: dict[str, dict] = {}

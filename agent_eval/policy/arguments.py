@@ -80,8 +80,9 @@ def is_option(text: str, spec: CommandSpec) -> bool:
     """Whether argparse reads the word ``text`` as an option rather than a value.
 
     Follows CPython's ``ArgumentParser._parse_optional`` and ``_get_option_tuples``
-    (Lib/argparse.py; 3.11 to 3.14 read alike here, each step taking the union of
-    what the versions do):
+    (https://github.com/python/cpython/blob/main/Lib/argparse.py and the 3.11 file of
+    this interpreter; the versions differ in small ways, and each step takes the union of
+    what they read as an option):
 
     1. a word not starting with ``-``, and ``-`` alone, are values;
     2. a declared option string, or one before an ``=``, is an option;

@@ -243,7 +243,7 @@ _RULES: tuple[Rule, ...] = (
         "changes (`cd /path && ...`) that the allow-list never granted.",
         _cmds("pkill -f server || true", "cd /path && uv run scripts/lights.py status",
               "uv run scripts/lights.py status; uv run scripts/lights.py status",
-              "uv run scripts/lights.py status &"),
+              "uv run scripts/lights.py status &", "a;" * 8000),
         _OK,
         "allow-list",
     ),
@@ -273,7 +273,7 @@ _RULES: tuple[Rule, ...] = (
         "Only the runner and listed programs may start; `/bin/ls` and `\\ls` are the same "
         "program under another spelling and are denied too.",
         _cmds("curl -s 'https://example.com/api'", "ls scripts/", "/bin/ls", "\\ls",
-              "python scripts/db_query.py --sql x", "cd /tmp"),
+              "python scripts/db_query.py --sql x", "cd /tmp", ("x \\\n" * 4096)[:16384]),
         _OK,
         "allow-list",
     ),
@@ -307,12 +307,18 @@ _RULES: tuple[Rule, ...] = (
     Rule(
         "AE311", "invalid-argument",
         "A bad flag value or choice, a missing value or required flag, a stray positional.",
-        "The script would reject the call; the model used a real flag wrongly.",
+        "The script would reject the call; the model used a real flag wrongly.  Values are "
+        "read as argparse reads them: `-1e3` or `-inf` is an option to it (its "
+        "negative-number test is `^-\\d+$|^-\\d*\\.\\d+$`), `'- item one'` (a space "
+        "inside) is a value, and `--flag=--` stores nothing on Python 3.12 and older.",
         _cmds("uv run scripts/strategy_board.py --command search-videos",
               "uv run scripts/fetch_context.py --no-attach",
               "uv run scripts/db_query.py --sql x --limit many",
-              "uv run scripts/email_read.py --id 4 extra"),
-        _OK,
+              "uv run scripts/email_read.py --id 4 extra",
+              "uv run scripts/embedding_search.py --query -1e3",
+              "uv run scripts/embedding_search.py --query=--"),
+        _OK + _cmds("uv run scripts/embedding_search.py --query '- item one'",
+                    "uv run scripts/embedding_search.py --query '-spam invoice'"),
         "allow-list",
     ),
     Rule(
@@ -349,13 +355,20 @@ _RULES: tuple[Rule, ...] = (
         "Read tool outside the allowed roots, in a blocked directory, `..` escaping, or `~`.",
         "The read tool is limited to the harness's directories; external paths such as "
         "`/data/rendered/x.png` are blocked by design.  Blocked entries match as a file "
-        "system might read the path: any case, `\\` as a separator, `.env` with its "
-        "dotted variants.",
+        "system might read the path: any case (through every Unicode case mapping and "
+        "compatibility form: a dotless ı), `\\` as a separator, `.env` with its dotted "
+        "variants and editors' copies.  Spellings another reader opens as another file "
+        "are refused outright: percent-encoding, `:` (NTFS streams), `~` (8.3 short "
+        "names, backups), glob and shell characters.",
         (Example("/data/rendered/x.png", "read"), Example("../etc/passwd", "read"),
          Example("notes/private/diary.md", "read"), Example("~/notes/a.md", "read"),
          Example("src/main.py", "read"), Example("notes/Private/x", "read"),
          Example("docs/.ENV", "read"), Example("docs/.env.local", "read"),
-         Example("notes/private\\a", "read")),
+         Example("notes/private\\a", "read"), Example("docs/%2eenv", "read"),
+         Example("docs/%252eenv", "read"), Example("docs/.env::$DATA", "read"),
+         Example("notes/PRIVAT~1/diary.md", "read"), Example("notes/prıvate/diary.md", "read"),
+         Example("docs/*env", "read"), Example("notes/$(id)", "read"),
+         Example("docs/.env~", "read"), Example("docs/#.env#", "read")),
         (Example("notes/plan.md", "read"), Example("docs/../docs/guide.md", "read"),
          Example("notes/privateer.md", "read")),
         "allow-list",

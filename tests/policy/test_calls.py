@@ -171,7 +171,8 @@ def test_the_allowed_call_keeps_the_invocation_and_the_read_path():
      "a read tool has no `holds: command` key"),
     ({"name": "o", "arguments": {"c": {"holds": "command", "required": True}}},
      "only a bash tool"),
-    ({"name": "b", "kind": "bash", "argument": "command", "arguments": {}}, "not both"),
+    ({"name": "b", "kind": "bash", "argument": "command", "arguments": {}},
+     "give either `arguments` or the short form"),
     ({"name": "o", "arguments": {"n": {"type": "integer", "choices": ["x"]}}},
      "choice 'x' is not of type integer"),
     ({"name": "o", "arguments": {"n": {"holds": "absent", "required": True}}},
@@ -181,6 +182,13 @@ def test_a_tool_spec_that_contradicts_itself_is_a_config_error(tool, message):
     with pytest.raises(ConfigError, match="tools.0") as info:
         allowlist_from_dict({"name": "x", "tools": [tool]})
     assert message in str(info.value)
+
+
+def test_an_allow_list_dumped_and_loaded_again_is_the_same(tmp_path):
+    short = allowlist_from_dict({"name": "x", "tools": [
+        {"name": "bash", "kind": "bash", "argument": "command", "required": ["command"]}]})
+    assert allowlist_from_dict(short.model_dump()) == short
+    assert allowlist_from_dict(RALF.model_dump()) == RALF
 
 
 def test_the_short_form_still_declares_the_command_key():
