@@ -260,7 +260,7 @@ class Judge:
             return call.tool, call.arguments
         if call.text is None:
             return spec.name, call.arguments
-        argument = spec.argument or ("command" if call.kind == "bash" else "path")
+        argument = spec.judged_key or ("command" if call.kind == "bash" else "path")
         return spec.name, {argument: call.text}
 
     def verdict(self, tool: str, arguments: str | dict[str, str]) -> Verdict:

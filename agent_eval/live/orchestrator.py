@@ -265,7 +265,7 @@ def command_text(name: str, arguments: str, allowlist: AllowList) -> str | None:
         return None
     if not isinstance(args, dict):
         return None
-    value = args.get(tool.argument or ("command" if tool.kind == "bash" else "path"))
+    value = args.get(tool.judged_key)
     return value if isinstance(value, str) else None
 
 
