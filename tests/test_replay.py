@@ -21,6 +21,7 @@ from agent_eval.analysis.paired_replay import pair_replay
 from agent_eval.cli import main
 from agent_eval.live.client import ModelClient, Sampling, Target
 from agent_eval.live.orchestrator import run_session
+from agent_eval.live.recorder import RunRecorder
 from agent_eval.live.replay import (
     allowlist_source,
     execute_replay,
@@ -126,9 +127,11 @@ def replay_by_hand(store, run_id: int, candidate, *, repeats: int = 1,
     replay_id = start_replay(store, info, target, plan, label=None, server_models={},
                              sample=None, seed=0, repeats=repeats, allowlist=None,
                              allowlist_path=None)
-    asyncio.run(execute_replay(store, replay_id, plan, candidate,
-                               allowlist_for or allowlist_source(info), target="cand",
-                               repeats=repeats))
+    recorder = RunRecorder(store, replay_id)
+    with recorder.recording():
+        asyncio.run(execute_replay(recorder, plan, candidate,
+                                   allowlist_for or allowlist_source(info), target="cand",
+                                   repeats=repeats))
     return replay_id
 
 

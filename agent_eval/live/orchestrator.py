@@ -45,6 +45,7 @@ from agent_eval.transcript import (
     SessionRecord,
     TurnRecord,
     assign_next_actions,
+    share_messages,
 )
 
 MAX_CHILD_DEPTH = 3
@@ -159,7 +160,10 @@ async def run_session(
         except HarnessFault as exc:
             status, record.error = "error", str(exc)
             break
-        record.turns.append(turn_record(turn_index, reply, started))
+        turn = turn_record(turn_index, reply, started)
+        if record.turns and turn.request is not None:  # each message held (and stored) once
+            turn.request = share_messages(record.turns[-1].request, turn.request)
+        record.turns.append(turn)
         assistant = assistant_message(reply, turn_index)
         messages.append(assistant)
         if not reply.tool_calls:

@@ -54,6 +54,7 @@ from agent_eval import __version__
 from agent_eval.calls import CallRecorder, offered_tools
 from agent_eval.errors import ConfigError, HarnessFault, ServerUnreachable
 from agent_eval.live.orchestrator import assistant_message, text_call, turn_record
+from agent_eval.live.recorder import RunRecorder
 from agent_eval.policy import ENGINE_VERSION, AllowList, load_allowlist
 from agent_eval.store import RunInfo, Store
 from agent_eval.store.caps import STORED_TEXT_CHARS
@@ -321,14 +322,14 @@ def start_replay(store: Store, info: RunInfo, target: Any, plan: ReplayPlan, *,
     return run_id
 
 
-async def execute_replay(store: Store, run_id: int, plan: ReplayPlan, client: Any,
+async def execute_replay(recorder: RunRecorder, plan: ReplayPlan, client: Any,
                          allowlist_for: AllowListFor, *, target: str, repeats: int = 1,
                          concurrency: int = 4, foreign: bool = False,
                          on_context: Callable[[ReplayTally], None] | None = None
                          ) -> ReplayTally:
-    """Send every planned context (``repeats`` times each) and store each session's replies
-    in one transaction when its last context is answered.  ``client`` has ``resend`` (a
-    ``ModelClient``).  A server fault on one request is an ``error`` session, excluded from
+    """Send every planned context (``repeats`` times each) and hand each session's replies
+    to the recorder (started) when its last context is answered.  ``client`` has
+    ``resend`` (a ``ModelClient``).  A server fault on one request is an ``error`` session, excluded from
     every rate; a server that stops answering altogether stops the replay (``left``).
     ``foreign``: the contexts come from another harness (a proxy run, an import), whose
     tools the call recorder reads as it read the original calls (``calls.py``)."""
@@ -341,7 +342,7 @@ async def execute_replay(store: Store, run_id: int, plan: ReplayPlan, client: An
 
     async def play(group: list[Context]) -> list[SessionRecord] | None:
         nonlocal gone
-        requests = store.load_requests(group[0].session_id)
+        requests = recorder.store.load_requests(group[0].session_id)
         allowlist = allowlist_for(group[0].scenario)
         calls = recorders.setdefault(id(allowlist), CallRecorder(allowlist, foreign=foreign))
         records = []
@@ -371,7 +372,7 @@ async def execute_replay(store: Store, run_id: int, plan: ReplayPlan, client: An
             if records is None:
                 tally.left += len(group) * repeats
                 return
-            store.record_sessions(run_id, records)
+            await recorder.session(records)
             for record in records:
                 tally.add(record)
             if on_context:
@@ -381,6 +382,29 @@ async def execute_replay(store: Store, run_id: int, plan: ReplayPlan, client: An
     while not queue.empty():
         tally.left += len(queue.get_nowait()) * repeats
     return tally
+
+
+def play_replay(store: Store, run_id: int, plan: ReplayPlan, target: Any,
+                allowlist_for: AllowListFor, *, repeats: int = 1, foreign: bool = False,
+                on_context: Callable[[ReplayTally], None] | None = None,
+                client_factory: Callable[[Any], Any] | None = None) -> ReplayTally:
+    """Play the replay run ``run_id`` (recorded by :func:`start_replay`) against
+    ``target`` through the run recorder: it ends ``finished``, or ``interrupted`` when the
+    server went away or on Ctrl-C (``KeyboardInterrupt`` is raised after marking it)."""
+    from agent_eval.live.client import ModelClient
+
+    recorder = RunRecorder(store, run_id)
+    done: list[ReplayTally] = []
+
+    async def go() -> None:
+        async with (client_factory or ModelClient)(target) as client:
+            done.append(await execute_replay(
+                recorder, plan, client, allowlist_for, target=target.name, repeats=repeats,
+                concurrency=target.concurrency, foreign=foreign, on_context=on_context))
+
+    with recorder.recording(lambda: "interrupted" if done[0].left else "finished"):
+        asyncio.run(go())
+    return done[0]
 
 
 def _now() -> datetime:

@@ -47,6 +47,7 @@ from agent_eval.transcript import (
     SessionRecord,
     TurnRecord,
     assign_next_actions,
+    share_messages,
 )
 
 
@@ -118,7 +119,8 @@ class Sessions:
             cached_tokens=_int(_get(usage, "prompt_tokens_details", "cached_tokens")),
             latency_s=latency, ttft_s=ttft,
             decode_tps=completion / decode if completion and decode and decode > 0 else None,
-            started_at=ex.started_at, request=self._intern(state, request),
+            started_at=ex.started_at,
+            request=share_messages(state.turns[-1].request if state.turns else None, request),
         ))
         state.statuses.add(status)
         state.last_status = status
@@ -136,15 +138,6 @@ class Sessions:
                                                      call_id=call.id)[0])
         elif spans := find_tool_markup(reply.content):
             state.calls.append(text_call(len(state.calls), index, reply.content, spans[0]))
-
-    def _intern(self, state: SessionState, request: dict[str, Any]) -> dict[str, Any]:
-        """The request with each message it shares with the previous turn's request (equal
-        at the same position) being that turn's object: a session of n turns holds each
-        message once, not n times."""
-        previous = state.turns[-1].request["messages"] if state.turns else []
-        shared = [old if i < len(previous) and (old := previous[i]) == message else message
-                  for i, message in enumerate(request["messages"])]
-        return dict(request, messages=shared)
 
     def expire(self, now: float) -> list[SessionRecord]:
         """Sessions idle past the timeout, ready to store together: a subagent whose
