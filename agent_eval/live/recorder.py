@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from agent_eval import testhook
 from agent_eval.errors import ConfigError
 from agent_eval.store import Store
 from agent_eval.transcript import SessionRecord
@@ -82,6 +83,7 @@ class SessionWriter:
         self._waiting = 0
         self._lock = threading.Lock()
         self.error: BaseException | None = None
+        self.written = 0  # sessions this writer has written (or discarded as duplicates)
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
@@ -123,6 +125,8 @@ class SessionWriter:
                     self._write(batch)
                 except BaseException as exc:  # noqa: BLE001 - raised again by close()
                     self.error = exc
+                self.written += len(batch)
+                testhook.stored(self.written)
             with self._lock:
                 self._waiting -= len(batch)
 
@@ -163,6 +167,7 @@ class RunRecorder:
         writer.put(Handed(records, item))
         while writer.waiting > MAX_WAITING and writer.error is None:
             await asyncio.sleep(0.01)
+        await testhook.hold_async()
 
     def flush(self) -> None:
         """Store every session handed over (the writer stops; ``start`` opens a new one)."""
