@@ -1,10 +1,14 @@
 """Runs: targets × scenarios × repeats, played concurrently and streamed into the store.
 
-A run is planned from its config (suite, targets, repeats), recorded in the store before
-any session starts, and each finished session (with its children) is written in one
-transaction as soon as it ends, so nothing finished is ever held only in memory.  An
-interrupted run (Ctrl-C, a dead server) keeps every finished session; ``resume_run``
-plays only the sessions whose keys are not stored yet.
+A run is planned from its config (suite, targets, repeats) and recorded in the store
+before any session starts (:func:`start_run`).  :func:`play_run` plays it under its lease
+through the run recorder (``recorder.py``), which owns the run's status and hands each
+finished session (with its children) to the run's one writer thread: it is stored within
+a fraction of a second, batched with the sessions that ended meanwhile.  An interrupted
+run (Ctrl-C, a dead server) keeps every finished session; ``play_run(resume=True)``
+plays only the sessions whose keys are not stored yet.  :func:`play_items` is the one
+session-playing loop: ``run`` and ``--resume`` feed it a plan in memory
+(:class:`PlannedItems`), workers the items they claim from the store (``workers.py``).
 
 A request the server refuses the same way every time is not the model's fault either,
 and playing on would only store a run of identical ``error`` sessions: when a target's
