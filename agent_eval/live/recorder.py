@@ -14,9 +14,9 @@ recorder (UKGovernmentBEIS/inspect_ai, ``src/inspect_ai/log/_recorders/recorder.
 
 **One writer.**  Sessions are written by one writer thread per run, never one thread per
 session: :meth:`RunRecorder.session` hands a finished session over and returns, the
-writer takes every session handed over while it wrote the last batch (or within
-:data:`LINGER_S` of the first one), and writes them in one transaction (at most
-:data:`BATCH_SESSIONS` sessions).  Transactions cost the same whether they hold one
+writer wakes on the first session handed over, lets :data:`LINGER_S` pass (sessions
+handed over meanwhile do not wake it), and writes every session waiting in one
+transaction (at most :data:`BATCH_SESSIONS` sessions).  Transactions cost the same whether they hold one
 session or fifty, so this is most of what the harness spends per turn on the store
 (BENCHMARKS.md).  A session is handed over whole with its children, so a batch never
 holds part of a family; a batch the store refuses (a key stored already) is written again
@@ -37,7 +37,6 @@ import asyncio
 import contextlib
 import queue
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +83,7 @@ class SessionWriter:
         self._lock = threading.Lock()
         self.error: BaseException | None = None
         self.written = 0  # sessions this writer has written (or discarded as duplicates)
+        self._closing = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
@@ -98,6 +98,7 @@ class SessionWriter:
 
     def close(self) -> None:
         """Store everything handed over, then stop the thread; re-raise a write's error."""
+        self._closing.set()
         self._queue.put(None)
         self._thread.join()
         if self.error is not None:
@@ -106,14 +107,16 @@ class SessionWriter:
     def _loop(self) -> None:
         stop = False
         while not stop:
-            first = self._queue.get()
+            first = self._queue.get()  # idle: the next session wakes the writer
             if first is None:
                 return
+            # then the writer sleeps through the linger, woken only by close(): sessions
+            # handed over meanwhile cost the event loop a queue put, not a thread switch
+            self._closing.wait(LINGER_S)
             batch = [first]
-            deadline = time.monotonic() + LINGER_S
             while len(batch) < BATCH_SESSIONS:
                 try:
-                    handed = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                    handed = self._queue.get_nowait()
                 except queue.Empty:
                     break
                 if handed is None:
