@@ -16,9 +16,9 @@ recorder (UKGovernmentBEIS/inspect_ai, ``src/inspect_ai/log/_recorders/recorder.
 session: :meth:`RunRecorder.session` hands a finished session over and returns, the
 writer wakes on the first session handed over, lets :data:`LINGER_S` pass (sessions
 handed over meanwhile do not wake it), and writes every session waiting in one
-transaction (at most :data:`BATCH_SESSIONS` sessions).  Transactions cost the same whether they hold one
-session or fifty, so this is most of what the harness spends per turn on the store
-(BENCHMARKS.md).  A session is handed over whole with its children, so a batch never
+transaction (at most :data:`BATCH_SESSIONS` sessions).  A transaction costs about the
+same whether it holds one session or fifty, so this removes most of what the harness
+spent per turn on the store (BENCHMARKS.md, "The session write path").  A session is handed over whole with its children, so a batch never
 holds part of a family; a batch the store refuses (a key stored already) is written again
 session by session, so one refused session never takes the others with it.  Writes never
 block the event loop, and Ctrl-C lets the writer store everything handed over before the
@@ -137,6 +137,8 @@ class SessionWriter:
 class RunRecorder:
     """One run's life in the store: status, lease and the session writer."""
 
+    interrupted_status: str | None = "interrupted"  # what Ctrl-C leaves the run as
+
     def __init__(self, store: Store, run_id: int) -> None:
         self.store = store
         self.run_id = run_id
@@ -202,8 +204,6 @@ class RunRecorder:
                 self.finish("failed")
             raise
         self.finish(status())
-
-    interrupted_status: str | None = "interrupted"
 
     def _write(self, batch: list[Handed]) -> None:
         """Write a batch in one transaction; refused, again session by session."""

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -53,6 +53,7 @@ from typing import Any
 from agent_eval import __version__
 from agent_eval.calls import CallRecorder, offered_tools
 from agent_eval.errors import ConfigError, HarnessFault, ServerUnreachable
+from agent_eval.live.loop import play_items
 from agent_eval.live.orchestrator import assistant_message, text_call, turn_record
 from agent_eval.live.recorder import RunRecorder
 from agent_eval.policy import ENGINE_VERSION, AllowList, load_allowlist
@@ -327,21 +328,18 @@ async def execute_replay(recorder: RunRecorder, plan: ReplayPlan, client: Any,
                          concurrency: int = 4, foreign: bool = False,
                          on_context: Callable[[ReplayTally], None] | None = None
                          ) -> ReplayTally:
-    """Send every planned context (``repeats`` times each) and hand each session's replies
-    to the recorder (started) when its last context is answered.  ``client`` has
-    ``resend`` (a ``ModelClient``).  A server fault on one request is an ``error`` session, excluded from
-    every rate; a server that stops answering altogether stops the replay (``left``).
+    """Send every planned context (``repeats`` times each) through the one loop
+    (``loop.py``) and hand each session's replies to the recorder (started) when its last
+    context is answered.  ``client`` has ``resend`` (a ``ModelClient``).  A server fault
+    on one request is an ``error`` session, excluded from every rate; a server that stops
+    answering altogether stops the replay (``left``).
     ``foreign``: the contexts come from another harness (a proxy run, an import), whose
     tools the call recorder reads as it read the original calls (``calls.py``)."""
     tally = ReplayTally(planned=len(plan.contexts) * repeats)
     recorders: dict[int, CallRecorder] = {}
-    queue: asyncio.Queue[list[Context]] = asyncio.Queue()
-    for group in plan.sessions():
-        queue.put_nowait(group)
-    gone = False
+    source = ReplayItems(plan.sessions())
 
     async def play(group: list[Context]) -> list[SessionRecord] | None:
-        nonlocal gone
         requests = recorder.store.load_requests(group[0].session_id)
         allowlist = allowlist_for(group[0].scenario)
         calls = recorders.setdefault(id(allowlist), CallRecorder(allowlist, foreign=foreign))
@@ -353,7 +351,6 @@ async def execute_replay(recorder: RunRecorder, plan: ReplayPlan, client: Any,
                 try:
                     outcome: Any = await client.resend(body, seed_key=seed_key(ctx.key, repeat))
                 except ServerUnreachable:
-                    gone = True
                     return None
                 except HarnessFault as exc:
                     outcome = exc
@@ -362,26 +359,34 @@ async def execute_replay(recorder: RunRecorder, plan: ReplayPlan, client: Any,
                                              started))
         return records
 
-    async def worker() -> None:
-        while not gone:
-            try:
-                group = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
-            records = await play(group)
-            if records is None:
-                tally.left += len(group) * repeats
-                return
-            await recorder.session(records)
-            for record in records:
-                tally.add(record)
-            if on_context:
-                on_context(tally)
+    def after(_group: list[Context], records: list[SessionRecord]) -> bool:
+        for record in records:
+            tally.add(record)
+        if on_context:
+            on_context(tally)
+        return False
 
-    await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
-    while not queue.empty():
-        tally.left += len(queue.get_nowait()) * repeats
+    await play_items(source, recorder, {None: concurrency}, play, after)
+    tally.left += sum(len(group) for group in source.queue) * repeats
     return tally
+
+
+class ReplayItems:
+    """A replay's items: the planned contexts, a session's at a time (the loop's
+    ``ItemSource``).  A server gone stops the whole replay."""
+
+    def __init__(self, groups: list[list[Context]]) -> None:
+        self.queue: deque[list[Context]] = deque(groups)
+        self.stopped = False
+
+    async def take(self, lane: str | None) -> list[Context] | None:
+        return self.queue.popleft() if self.queue and not self.stopped else None
+
+    async def give_back(self, group: list[Context]) -> None:
+        self.queue.appendleft(group)
+
+    def stop(self, group: list[Context]) -> None:
+        self.stopped = True
 
 
 def play_replay(store: Store, run_id: int, plan: ReplayPlan, target: Any,

@@ -6,9 +6,10 @@ through the run recorder (``recorder.py``), which owns the run's status and hand
 finished session (with its children) to the run's one writer thread: it is stored within
 a fraction of a second, batched with the sessions that ended meanwhile.  An interrupted
 run (Ctrl-C, a dead server) keeps every finished session; ``play_run(resume=True)``
-plays only the sessions whose keys are not stored yet.  :func:`play_items` is the one
-session-playing loop: ``run`` and ``--resume`` feed it a plan in memory
-(:class:`PlannedItems`), workers the items they claim from the store (``workers.py``).
+plays only the sessions whose keys are not stored yet.  ``loop.play_items`` is the one
+session-playing loop (``loop.py``) with :func:`session_player`: ``run`` and
+``--resume`` feed it a plan in memory (:class:`PlannedItems`), workers the items they
+claim from the store (``workers.py``), ``replay`` its stored contexts.
 
 A request the server refuses the same way every time is not the model's fault either,
 and playing on would only store a run of identical ``error`` sessions: when a target's
@@ -30,14 +31,15 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from agent_eval import __version__
 from agent_eval.errors import ConfigError, HarnessFault
 from agent_eval.live.client import REJECTED, ModelClient, Target, target_from_settings
+from agent_eval.live.loop import play_items
 from agent_eval.live.orchestrator import CONTEXT_FULL, CONTEXT_FULL_WRITING, run_session
 from agent_eval.live.recorder import RunRecorder
 from agent_eval.live.targets import TOOL_CHOICE_MODES
@@ -295,21 +297,6 @@ def load_run_plan(store: Store, run_ref: str | int, suite_path: Path | None = No
     return info.id, suite, targets, repeats
 
 
-class ItemSource(Protocol):
-    """Where the session-playing loop takes its items: a run's plan in memory
-    (:class:`PlannedItems`) or a planned run's work items in the store (workers)."""
-
-    async def take(self, lane: str | None) -> WorkItem | None:
-        """The next item of ``lane`` (a target's name; None: any target), or None when
-        there is none left for it."""
-
-    async def give_back(self, item: WorkItem) -> None:
-        """An item that was not played (its server went away): left for later."""
-
-    def stop(self, target: str) -> None:
-        """Hand out no more items of ``target`` (the whole source, for a worker)."""
-
-
 class PlannedItems:
     """A run's items, in memory, one queue per target (``run``, ``--resume``)."""
 
@@ -328,41 +315,45 @@ class PlannedItems:
     async def give_back(self, item: WorkItem) -> None:
         self.queues[item.target.name].appendleft(item)
 
-    def stop(self, target: str) -> None:
-        self.stopped.add(target)
+    def stop(self, item: WorkItem) -> None:
+        self.stopped.add(item.target.name)
 
 
-async def play_items(source: ItemSource, recorder: RunRecorder, suite: Suite,
-                     clients: dict[str, Any], tally: RunTally, lanes: dict[str | None, int],
-                     on_session: Callable[[RunTally, list[SessionRecord]], None] | None = None
-                     ) -> None:
-    """The session-playing loop of ``run``, ``--resume`` and ``worker``: ``lanes[lane]``
-    slots per lane take items from ``source``, play each session, and hand it to the
-    recorder.  A session that ended ``error`` (or spawned a child that did) is only kept
-    while its server still answers: otherwise the item is given back, not stored, and its
-    target stops (``TargetTally.server_gone``); a target whose first sessions were all
-    refused the same way stops too (``TargetTally.stopped``).  Cancellation (Ctrl-C)
-    stops cleanly: sessions handed over are stored, sessions in flight are dropped."""
+def session_player(suite: Suite, clients: dict[str, Any], tally: RunTally
+                   ) -> Callable[[WorkItem], Awaitable[list[SessionRecord] | None]]:
+    """What playing a work item means for ``run``, ``--resume`` and ``worker``: its
+    scenario's session, with its children.  A session that ended ``error`` (or spawned a
+    child that did) is only kept while its server still answers ``/v1/models``;
+    otherwise None (the loop gives the item back) and the target is marked
+    ``server_gone``."""
 
-    async def slot(lane: str | None) -> None:
-        while (item := await source.take(lane)) is not None:
-            name = item.target.name
-            client = clients[name]
-            records = await run_session(item.scenario, client, target=name, suite=suite,
-                                        repeat=item.repeat, key=item.key)
-            target = tally.target(name)
-            if _any_error(records) and (target.server_gone or not await _answers(client)):
-                target.server_gone = True
-                await source.give_back(item)  # not stored: played again later
-                source.stop(name)
-                return
-            await recorder.session(records, item)
-            if tally.add(records):
-                source.stop(name)
-            if on_session:
-                on_session(tally, records)
+    async def play(item: WorkItem) -> list[SessionRecord] | None:
+        name = item.target.name
+        client = clients[name]
+        records = await run_session(item.scenario, client, target=name, suite=suite,
+                                    repeat=item.repeat, key=item.key)
+        target = tally.target(name)
+        if _any_error(records) and (target.server_gone or not await _answers(client)):
+            target.server_gone = True
+            return None
+        return records
 
-    await asyncio.gather(*(slot(lane) for lane, n in lanes.items() for _ in range(max(1, n))))
+    return play
+
+
+def session_counter(tally: RunTally,
+                    on_session: Callable[[RunTally, list[SessionRecord]], None] | None
+                    ) -> Callable[[WorkItem, list[SessionRecord]], bool]:
+    """Counts each stored session in ``tally`` (True: its target's first sessions were
+    all refused alike, it stops) and tells ``on_session``."""
+
+    def after(_item: WorkItem, records: list[SessionRecord]) -> bool:
+        stop = tally.add(records)
+        if on_session:
+            on_session(tally, records)
+        return stop
+
+    return after
 
 
 async def execute_run(recorder: RunRecorder, items: list[WorkItem], suite: Suite, *,
@@ -382,8 +373,8 @@ async def execute_run(recorder: RunRecorder, items: list[WorkItem], suite: Suite
         tally.target(name, len(queue))
     clients = {name: client_factory(t) for name, t in targets.items()}
     try:
-        await play_items(source, recorder, suite, clients, tally,
-                         {name: t.concurrency for name, t in targets.items()}, on_session)
+        await play_items(source, recorder, {name: t.concurrency for name, t in targets.items()},
+                         session_player(suite, clients, tally), session_counter(tally, on_session))
     finally:
         for name, queue in source.queues.items():
             tally.targets[name].left += len(queue)

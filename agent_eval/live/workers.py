@@ -33,6 +33,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from agent_eval.errors import ConfigError, HarnessFault
 from agent_eval.live.client import ModelClient, Target
+from agent_eval.live.loop import play_items
 from agent_eval.live.recorder import Handed, WorkerRecorder
 from agent_eval.live.run import (
     FIRST_SESSIONS,
@@ -40,8 +41,9 @@ from agent_eval.live.run import (
     RunTally,
     WorkItem,
     plan_run,
-    play_items,
     run_fingerprint,
+    session_counter,
+    session_player,
 )
 from agent_eval.scenario import Suite
 from agent_eval.store import Store
@@ -118,7 +120,7 @@ async def join_run(store: Store, run_id: int, suite: Suite, targets: list[Target
 
 class ClaimedItems:
     """A planned run's work items, claimed from the store one at a time (the worker's
-    :class:`~agent_eval.live.run.ItemSource`).  Items claimed are ``held`` until stored
+    :class:`~agent_eval.live.loop.ItemSource`).  Items claimed are ``held`` until stored
     or given back, and a heartbeat thread renews their leases meanwhile.  Stopping one
     target stops the worker: its unplayed items stay open for another."""
 
@@ -171,7 +173,7 @@ class ClaimedItems:
         self.done(item)
         self.tally.released += 1
 
-    def stop(self, target: str) -> None:
+    def stop(self, item: WorkItem) -> None:
         self.stopped = True
 
     @contextlib.contextmanager
@@ -205,7 +207,7 @@ async def work_run(store: Store, run_id: int, suite: Suite, targets: list[Target
     """Claim and play the run's items, ``concurrency`` at a time, until none is open;
     then try to mark the run finished.  Items held by a dead worker are claimed once
     their lease lapses, so a worker waits (polling) while others hold the last items.
-    The sessions are played by the loop ``run`` plays them with (``run.play_items``)."""
+    The sessions are played by the loop ``run`` plays them with (``loop.play_items``)."""
     tally = WorkerTally(worker=f"{socket.gethostname()}:{os.getpid()}")
     source = ClaimedItems(store, run_id, suite, targets, tally, lease_s=lease_s,
                           poll_s=poll_s if poll_s is not None else min(1.0, lease_s / 4))
@@ -227,11 +229,12 @@ async def work_run(store: Store, run_id: int, suite: Suite, targets: list[Target
         if on_item:
             on_item(tally)
 
+    play, after = session_player(suite, clients, played), session_counter(played, on_session)
+
     try:
         with source.heartbeat(), recorder.recording(
                 lambda: "finished" if not (played.server_gone or played.stopped) else None):
-            await play_items(source, recorder, suite, clients, played, {None: concurrency},
-                             on_session)
+            await play_items(source, recorder, {None: concurrency}, play, after)
     finally:
         for client in clients.values():
             await client.aclose()
