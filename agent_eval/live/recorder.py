@@ -182,12 +182,17 @@ class RunRecorder:
 
     def finish(self, status: str | None) -> None:
         """Store every session handed over, then set the run's ``status`` (None: leave
-        it).  The status is set even when the last write failed; that error is raised."""
+        it).  When a write failed, a run that would be ``finished`` is ``failed`` (some
+        session is not stored), and the write's error is raised."""
         try:
             self.flush()
-        finally:
+        except BaseException:
             if status is not None:
-                self.store.set_run_status(self.run_id, status)
+                self.store.set_run_status(self.run_id,
+                                          "failed" if status == "finished" else status)
+            raise
+        if status is not None:
+            self.store.set_run_status(self.run_id, status)
 
     @contextlib.contextmanager
     def recording(self, status: Callable[[], str] = lambda: "finished") -> Iterator[None]:
@@ -206,14 +211,21 @@ class RunRecorder:
         self.finish(status())
 
     def _write(self, batch: list[Handed]) -> None:
-        """Write a batch in one transaction; refused, again session by session."""
+        """Write a batch in one transaction; refused, again session by session, so every
+        session the store takes is stored (the first refusal is raised after)."""
         try:
             self.store.record_sessions(self.run_id, [r for h in batch for r in h.records])
         except ConfigError:
             if len(batch) == 1:
                 raise
+            refused: ConfigError | None = None
             for handed in batch:
-                self._write([handed])
+                try:
+                    self._write([handed])
+                except ConfigError as exc:
+                    refused = refused or exc
+            if refused is not None:
+                raise refused from None
             return
         self.counts.stored += len(batch)
 
