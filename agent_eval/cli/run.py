@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from pathlib import Path
@@ -188,26 +187,23 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
 
 
 def _start(store, suite_obj, targets, repeats, label) -> int:
-    """Probe every target's server (exit 3 when one is down) and record the run."""
-    from agent_eval.live.run import probe_targets, start_run
+    from agent_eval.live.run import record_new_run
 
-    return start_run(store, suite_obj, targets, repeats, label=label,
-                     server_models=asyncio.run(probe_targets(targets)))
+    return record_new_run(store, suite_obj, targets, repeats, label=label)
 
 
 def _resume_planned(store, run_id, suite_obj, targets, as_json) -> None:
     """Finish a run planned for workers as one more worker on this machine would: its
     work items are claimed and marked done, so workers that join later find nothing left
     and nothing is played twice."""
-    from agent_eval.live.workers import join_run, work_run
+    from agent_eval.live.workers import play_as_worker
 
     left = store.work_progress(run_id)
     _console(stderr=as_json).print(
         f"Resuming run {run_id} (planned for workers): {left.planned - left.done} of "
         f"{left.planned} sessions left; playing them here as one more worker.")
-    asyncio.run(join_run(store, run_id, suite_obj, targets))
-    tally = asyncio.run(work_run(store, run_id, suite_obj, targets,
-                                 concurrency=max(t.concurrency for t in targets)))
+    tally = play_as_worker(store, run_id, suite_obj, targets,
+                           concurrency=max(t.concurrency for t in targets))
     status = store.get_run(run_id).status
     if as_json:
         _print_json(store, run_id, status, tally.stored)

@@ -62,7 +62,6 @@ class Handed:
 
     records: list[SessionRecord]
     item: Any = None
-    outcome: str | None = None  # set by the writer: "stored" or "duplicate"
 
 
 @dataclass
@@ -112,7 +111,8 @@ class SessionWriter:
                 return
             # then the writer sleeps through the linger, woken only by close(): sessions
             # handed over meanwhile cost the event loop a queue put, not a thread switch
-            self._closing.wait(LINGER_S)
+            if self._waiting < BATCH_SESSIONS:  # a full batch waiting is written at once
+                self._closing.wait(LINGER_S)
             batch = [first]
             while len(batch) < BATCH_SESSIONS:
                 try:
@@ -257,8 +257,7 @@ class WorkerRecorder(RunRecorder):
 
     def _write(self, batch: list[Handed]) -> None:
         for handed in batch:
-            handed.outcome = self._complete(handed)
-            if handed.outcome == "stored":
+            if self._complete(handed) == "stored":
                 self.counts.stored += 1
             else:
                 self.counts.duplicates += 1

@@ -261,6 +261,14 @@ def start_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *
     return run_id
 
 
+def record_new_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *,
+                   label: str | None, client_factory: ClientFactory = ModelClient) -> int:
+    """Probe every target's server (``ServerUnreachable`` when one is down: nothing is
+    recorded) and record the new run (:func:`start_run`); returns its id."""
+    server_models = asyncio.run(probe_targets(targets, client_factory))
+    return start_run(store, suite, targets, repeats, label=label, server_models=server_models)
+
+
 def _check_named_tool_choice(target: Target, suite: Suite) -> None:
     """A tool_choice naming a tool must name one every scenario offers, or every request
     of the scenarios that lack it is refused (or forced into a tool they do not have)."""

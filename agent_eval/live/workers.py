@@ -244,6 +244,15 @@ async def work_run(store: Store, run_id: int, suite: Suite, targets: list[Target
     return tally
 
 
+def play_as_worker(store: Store, run_id: int, suite: Suite, targets: list[Target], *,
+                   concurrency: int = 4, lease_s: float = DEFAULT_LEASE_S) -> WorkerTally:
+    """Join the planned run ``run_id`` (:func:`join_run`: refused when this machine would
+    measure differently) and play its items as one more worker (:func:`work_run`)."""
+    asyncio.run(join_run(store, run_id, suite, targets))
+    return asyncio.run(work_run(store, run_id, suite, targets, concurrency=concurrency,
+                                lease_s=lease_s))
+
+
 async def _db(fn: Callable[..., T], *args: Any) -> T:
     return await asyncio.to_thread(_retrying, fn, *args)
 
