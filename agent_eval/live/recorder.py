@@ -195,7 +195,8 @@ class RunRecorder:
             self.store.set_run_status(self.run_id, status)
 
     @contextlib.contextmanager
-    def recording(self, status: Callable[[], str] = lambda: "finished") -> Iterator[None]:
+    def recording(self, status: Callable[[], str | None] = lambda: "finished"
+                  ) -> Iterator[None]:
         """``start``, then ``finish`` with ``status()`` when the block ends, ``interrupted``
         on Ctrl-C (resumable) or ``failed`` when a fault escapes it."""
         self.start()

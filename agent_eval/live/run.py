@@ -32,6 +32,7 @@ import asyncio
 import re
 from collections import deque
 from collections.abc import Awaitable, Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,7 +193,7 @@ def _rejection(record: SessionRecord) -> str | None:
 
 
 def plan_run(suite: Suite, targets: list[Target], repeats: int,
-             done: set[str] = frozenset()) -> list[WorkItem]:
+             done: AbstractSet[str] = frozenset()) -> list[WorkItem]:
     """Every (target, scenario, repeat) whose session is not stored yet, interleaved by
     repeat so an interrupted run has an even sample."""
     return [
