@@ -100,8 +100,12 @@ def _argument(spec: Any) -> str:
 
 
 def _parsed(arguments: str | dict[str, Any]) -> Any:
+    """The arguments as JSON, when they are a JSON object; None otherwise (a trajectory's
+    command text is not even tried: no exception raised per imported call)."""
     if isinstance(arguments, dict):
         return arguments
+    if not isinstance(arguments, str) or not arguments.lstrip().startswith("{"):
+        return None
     try:
         return json.loads(arguments)
     except (ValueError, TypeError, RecursionError):  # the engine reports it (AE102)
