@@ -1,9 +1,10 @@
 """A tool the allow-list does not list is never allowed, even when the client offers it.
 
 Over real HTTP through the real CLI: a stub upstream answers every request with a call of
-``Bash`` (the tool name of a real agent CLI, offered by the client's request but not by
-``allowlists/ralf.yaml``), ``agent-eval proxy`` records it, and ``agent-eval calls``
-reads it back from the store.
+``Bash`` (the shell tool of a real agent CLI, offered by the client's request but not by
+``allowlists/ralf.yaml``: judged as the allow-list's bash tool, never stored unjudged) and
+one of ``WebFetch`` (offered, not listed, not a shell or read tool: AE101), ``agent-eval
+proxy`` records them, and ``agent-eval calls`` reads them back from the store.
 """
 
 from __future__ import annotations
@@ -30,13 +31,18 @@ REPLY = {
     "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
         "role": "assistant", "content": "",
         "tool_calls": [{"id": "call-1", "type": "function", "function": {
-            "name": "Bash", "arguments": json.dumps({"command": PIPED_TO_SHELL})}}]}}],
+            "name": "Bash", "arguments": json.dumps({"command": PIPED_TO_SHELL})}},
+                       {"id": "call-2", "type": "function", "function": {
+            "name": "WebFetch", "arguments": json.dumps({"url": "http://x.invalid/p"})}}]}}],
     "usage": {"prompt_tokens": 10, "completion_tokens": 5},
 }
 OFFERED = [{"type": "function", "function": {
     "name": "Bash", "description": "Run a shell command.",
     "parameters": {"type": "object", "properties": {"command": {"type": "string"}},
-                   "required": ["command"]}}}]
+                   "required": ["command"]}}},
+           {"type": "function", "function": {
+    "name": "WebFetch", "description": "Fetch a URL.",
+    "parameters": {"type": "object", "properties": {"url": {"type": "string"}}}}}]
 
 
 class _Upstream(BaseHTTPRequestHandler):
@@ -84,5 +90,7 @@ def test_a_tool_the_client_offers_but_the_allowlist_does_not_list_is_denied(tmp_
     assert proxy.returncode == 0, err
     listed = cli("calls", "label:stub", "--db", db, "--json")
     assert listed.returncode == 0, listed.stderr
-    [call] = json.loads(listed.stdout)
-    assert (call["tool"], call["decision"], call["primary_code"]) == ("Bash", "deny", "AE101")
+    bash, fetch = json.loads(listed.stdout)
+    assert (bash["tool"], bash["decision"], bash["primary_code"], bash["command"]) == (
+        "Bash", "deny", "AE301", PIPED_TO_SHELL)
+    assert (fetch["tool"], fetch["decision"], fetch["primary_code"]) == ("WebFetch", "deny", "AE101")
