@@ -31,7 +31,7 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_FAULT = 0, 1, 2, 3
 COMMAND_MODULES = {
     "calls": "lists", "check": "policy", "compare": "compare", "db": "db", "demo": "run",
     "export": "export", "gate": "gate", "import": "imports", "init": "suite", "perf": "perf",
-    "power": "power", "proxy": "proxy", "replay": "replay", "report": "report",
+    "policy": "policies", "power": "power", "proxy": "proxy", "replay": "replay", "report": "report",
     "rescore": "rescore", "rule": "policy", "rules": "policy", "run": "run", "runs": "runs",
     "schema": "schema", "sessions": "lists", "show": "show", "sim-server": "sim",
     "validate": "suite", "view": "view", "worker": "workers",

@@ -22,8 +22,9 @@ from agent_eval.policy import (
     check_command,
     check_read,
     get_rule,
-    load_allowlist,
 )
+from agent_eval.policy.calls import DuplicateKey, unique_object
+from agent_eval.policy.characters import escape_hidden
 
 
 def _verdict_dict(text: str, verdict: Verdict) -> dict:
@@ -62,17 +63,6 @@ def format_verdict(text: str, verdict: Verdict) -> str:
 _NOT_INPUT = 'not a JSON string or an object with a string "command"'
 
 
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _unique_object(pairs: list[tuple[str, object]]) -> dict:
-    keys = [k for k, _ in pairs]
-    if len(set(keys)) != len(keys):
-        raise _DuplicateKey(next(k for k in keys if keys.count(k) > 1))
-    return dict(pairs)
-
-
 def _batch_items(stream: TextIO, fmt: str) -> Iterator[tuple[int, str, str | None]]:
     """(line number, command, "") per input line, or (number, "", why) for a bad one.
 
@@ -88,8 +78,8 @@ def _batch_items(stream: TextIO, fmt: str) -> Iterator[tuple[int, str, str | Non
         if not line.strip():
             continue
         try:
-            item = json.loads(line, object_pairs_hook=_unique_object)
-        except _DuplicateKey as dup:
+            item = json.loads(line, object_pairs_hook=unique_object)
+        except DuplicateKey as dup:
             yield number, "", f"duplicate key {dup.args[0]!r}; which value was meant is ambiguous"
             continue
         except ValueError:
@@ -115,9 +105,28 @@ def _open_batch(batch: str) -> tuple[TextIO, str]:
         raise ConfigError(f"cannot read batch file ({exc.strerror})", path=batch) from None
 
 
+def format_harness(dual) -> str:
+    """The harness's verdict beside the strict one, for a policy source."""
+    h = dual.harness
+    rules = ", ".join(r.label() for r in h.rules)
+    line = f"harness ({escape_terminal(h.reason)}): {h.decision}"
+    if rules:
+        line += f" by {escape_terminal(rules)}"
+    if h.quirk:
+        line += f" through the {h.quirk} quirk"
+    if dual.leak:
+        line += f"\nleak: the harness allows it, the strict reading denies it ({dual.leak_class})"
+    return line
+
+
 @main.command()
 @click.option("--allowlist", "allowlist_path", required=True,
-              type=click.Path(dir_okay=False, path_type=Path), help="Allow-list YAML file.")
+              type=click.Path(path_type=Path),
+              help="Allow-list YAML, or an agent CLI's rules: opencode.json, Claude Code "
+                   "settings.json, Codex .rules.")
+@click.option("--agent", default=None, metavar="NAME",
+              help="Which agent's rules of an agent CLI's configuration (default: its "
+                   "default agent).")
 @click.option("--tool", type=click.Choice(["bash", "read"]), default="bash", show_default=True,
               help="Judge TEXT as a bash command or as a read-tool path.")
 @click.option("--batch", "batch", default=None, metavar="PATH",
@@ -125,8 +134,8 @@ def _open_batch(batch: str) -> tuple[TextIO, str]:
 @click.option("--format", "fmt", type=click.Choice(["lines", "jsonl"]), default=None,
               help="Batch input format (default: jsonl for *.jsonl, else lines).")
 @click.argument("text", required=False)
-def check(allowlist_path: Path, tool: str, batch: str | None, fmt: str | None,
-          text: str | None) -> None:
+def check(allowlist_path: Path, agent: str | None, tool: str, batch: str | None,
+          fmt: str | None, text: str | None) -> None:
     """Judge a command (or read path) against an allow-list.
 
     Prints the verdict with a caret line under each finding; exits 0 when allowed,
@@ -141,17 +150,35 @@ def check(allowlist_path: Path, tool: str, batch: str | None, fmt: str | None,
     and gets exactly the library's verdict.  The output is ASCII JSON, one line per
     verdict whatever the command holds.
 
+    --allowlist also takes an agent CLI's own rules (opencode.json, Claude Code
+    settings.json, a Codex .rules file) with --agent NAME: the verdict is then the strict
+    reading of that agent's rules, and the CLI's own verdict is printed beside it (in
+    --batch, as "harness" and "leak").
+
     Example: agent-eval check --allowlist allowlists/ralf.yaml 'ls | head'
     """
+    from agent_eval.policy.sources import judge_command as dual_command
+    from agent_eval.policy.sources import judge_read as dual_read
+    from agent_eval.policy.sources import resolve_policy
     from agent_eval.scenario.bundled import find_allowlist
 
-    allowlist = load_allowlist(find_allowlist(allowlist_path))
-    judge = check_read if tool == "read" else check_command
+    resolved = resolve_policy(find_allowlist(allowlist_path), agent)
+    source_agent = resolved.agent
+
+    def judge(value: str):
+        if source_agent is None:
+            return (check_read if tool == "read" else check_command)(value, resolved.allowlist), None
+        dual = (dual_read if tool == "read" else dual_command)(source_agent, value,
+                                                               resolved.setting)
+        return dual.strict, dual
+
     if batch is None:
         if text is None:
             raise ConfigError("give TEXT to judge, or --batch PATH", field="check")
-        verdict = judge(text, allowlist)
+        verdict, dual = judge(text)
         click.echo(format_verdict(text, verdict))
+        if dual is not None:
+            click.echo(format_harness(dual))
         sys.exit(EXIT_OK if verdict.allowed else EXIT_FAIL)
     if text is not None:
         raise ConfigError("give either TEXT or --batch, not both", field="--batch")
@@ -166,9 +193,13 @@ def check(allowlist_path: Path, tool: str, batch: str | None, fmt: str | None,
                 click.echo(f"Error: {source}: line {number}: {problem}; line skipped", err=True)
                 click.echo(json.dumps({"line": number, "error": problem}))
                 continue
-            verdict = judge(command, allowlist)
+            verdict, dual = judge(command)
             counts[verdict.primary or "allow"] += 1
-            click.echo(json.dumps(_verdict_dict(command, verdict)))  # ASCII: one line, always
+            row = _verdict_dict(command, verdict)
+            if dual is not None:
+                row["harness"] = dual.harness.decision
+                row["leak"] = dual.leak
+            click.echo(json.dumps(row))  # ASCII: one line, always
     except UnicodeDecodeError as exc:
         raise ConfigError(f"not UTF-8 text ({exc.reason})", path=source) from None
     finally:
@@ -227,7 +258,7 @@ def rule(code: str, as_json: bool) -> None:
     for title, examples in (("Bad", found.bad), ("Good", found.good)):
         lines += ["", f"{title}:"]
         for ex in examples:
-            shown = json.dumps(ex.text) if ("\n" in ex.text or not ex.text) else ex.text
+            shown = escape_hidden(ex.text) if ex.text else '""'
             if len(shown) > 200:
                 shown = shown[:200] + "..."
             prefix = {"call": f"call {ex.tool} ", "read": "read ", "reply": "reply: ",
@@ -255,10 +286,7 @@ def rules_markdown() -> str:
 
 
 def _md_example(example) -> str:
-    text = "".join(
-        "⏎" if ch == "\n" else f"\\x{ord(ch):02x}" if ord(ch) < 32 or ord(ch) == 127 else ch
-        for ch in example.text
-    )
+    text = escape_hidden(example.text.replace("\n", "⏎"))
     if len(text) > 160:
         text = f"{text[:120]}… ({len(example.text)} characters)"
     fence = "``" if "`" in text else "`"

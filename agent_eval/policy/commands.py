@@ -20,8 +20,9 @@ import re
 
 from agent_eval.policy.allowlist import AllowList
 from agent_eval.policy.arguments import Problem, match_arguments
-from agent_eval.policy.syntax import Redirect, Scan, SimpleCommand, Word
+from agent_eval.policy.syntax import Redirect, Scan, SimpleCommand, Word, over_the_cap
 from agent_eval.policy.verdict import Invocation
+from agent_eval.policy.wordpatterns import match_words
 
 WRAPPERS = frozenset({
     "timeout", "env", "nohup", "nice", "time", "sudo", "doas", "xargs", "command", "exec",
@@ -95,10 +96,19 @@ class CommandJudge:
         self.allowlist = allowlist
         self.strict = allowlist.strict
         self.problems: list[Problem] = []
+        self.counts: dict[str, int] = {}
         self.invocation: Invocation | None = None
 
     def add(self, rule: str, message: str, start: int, end: int) -> None:
-        self.problems.append(Problem(rule, message, start, end))
+        capped = over_the_cap(self.counts, rule)
+        if capped is None:
+            self.problems.append(Problem(rule, message, start, end))
+        elif capped:
+            self.problems.append(Problem(rule, capped, start, end))
+
+    def extend(self, problems: list[Problem]) -> None:
+        for p in problems:
+            self.add(p.rule, p.message, p.start, p.end)
 
     def judge(self, scan: Scan) -> None:
         commands = scan.commands
@@ -116,8 +126,9 @@ class CommandJudge:
                 name = cmd.words[0].value
                 if name in self.allowlist.programs:
                     _, problems = match_arguments(name, self.allowlist.programs[name],
-                                                  cmd.words[1:], _span(cmd.words))
-                    self.problems.extend(problems)
+                                                  cmd.words[1:], _span(cmd.words),
+                                                  argparse_rules=False)
+                    self.extend(problems)
                 continue
             if cmd.words:
                 self.judge_words(cmd.words)
@@ -203,14 +214,49 @@ class CommandJudge:
             return
         if name in self.allowlist.programs:
             spec = self.allowlist.programs[name]
-            _, problems = match_arguments(name, spec, words[1:], _span(words))
-            self.problems.extend(problems)
+            _, problems = match_arguments(name, spec, words[1:], _span(words),
+                                          argparse_rules=False)
+            self.extend(problems)
+            return
+        if self.allowlist.patterns and self.judge_patterns(words):
             return
         if "/" in name:
             why = f"program {name} is not allowed (a path to a program is still a program)"
         else:
             why = f"program {name} is not allowed"
         self.add("disallowed-program", why, head.start, head.end)
+
+    def judge_patterns(self, words: list[Word]) -> bool:
+        """True when a ``patterns`` entry decided the command (allowed, or refused with a
+        finding); False leaves it to the disallowed-program finding.  A word that is not
+        a literal (an expansion) never makes a command allowed: the lexer reported it
+        already, and the verdict is a denial whatever matches here.  An interpreter running inline code anywhere among them
+        (``uv run python -c ...`` under ``uv run *``) is a second program, not a word."""
+        values = [w.value for w in words]
+        chosen, excepted = None, None
+        for entry in self.allowlist.patterns:
+            if match_words(entry.match, values):
+                exception = next((u for u in entry.unless if match_words(u, values)), None)
+                if exception is None:
+                    chosen = entry
+                    break
+                excepted = excepted or (entry.match, exception)
+        if not all(w.literal for w in words):
+            return chosen is not None  # the lexer already reported each expansion
+        if chosen is None:
+            if excepted is None:
+                return False
+            self.add("disallowed-program", f"{values[0]} matches `{excepted[0]}` but the "
+                     f"policy excepts `{excepted[1]}`", words[0].start, words[-1].end)
+            return True
+        for i in range(1, len(words)):
+            inline = _inline_flag(values[i], words[i + 1:]) if words[i].bare else None
+            if inline is not None or (values[i] == "eval" and words[i].bare):
+                end = inline.end if inline is not None else words[i].end
+                self.add("inline-code", f"{values[i]} runs inline code (a second program "
+                         f"inside the words of `{chosen.match}`)", words[i].start, end)
+                return True
+        return True
 
     def judge_runner(self, rest: list[Word], whole: tuple[int, int], runner_end: int) -> None:
         al = self.allowlist
@@ -233,7 +279,7 @@ class CommandJudge:
         if value.startswith(prefix) and value[len(prefix):] in al.scripts and target.literal:
             script = value[len(prefix):]
             invocation, problems = match_arguments(script, al.scripts[script], rest[1:], whole)
-            self.problems.extend(problems)
+            self.extend(problems)
             if invocation is not None and self.invocation is None:
                 self.invocation = invocation
             return

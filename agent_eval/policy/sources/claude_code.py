@@ -1,0 +1,334 @@
+"""Claude Code's permissions: ``settings.json`` rules and ``.claude/agents/*.md`` agents.
+
+Claude Code's source is not public, so the emulation follows its documentation
+(https://code.claude.com/docs/en/permissions and /docs/en/settings, /docs/en/sub-agents)
+and the behaviour reported in its public issue tracker, each report named where it is
+used.  What is read:
+
+- ``permissions.allow``, ``permissions.ask``, ``permissions.deny``: lists of rules
+  ``Tool`` or ``Tool(specifier)``; ``permissions.additionalDirectories``; and
+  ``permissions.defaultMode`` (``bypassPermissions`` lets unmatched calls through,
+  ``dontAsk`` refuses them; every other mode asks, which blocks an unattended stack).
+- agents in ``.claude/agents/*.md`` beside the settings (front matter ``name``,
+  ``description``, ``tools`` as a comma-separated list; the body is the prompt).  An
+  agent keeps the settings' rules and is offered only its ``tools``.
+
+Documented semantics emulated: rules are consulted deny first, then ask, then allow; the
+first list with a match decides.  A bare ``Bash`` (or ``Bash(*)``) matches every command;
+``Bash(prefix:*)`` (the legacy form) matches ``prefix`` and ``prefix`` followed by a
+blank and anything; a ``*`` anywhere else matches any characters, and a pattern ending in
+a blank and its only ``*`` also matches without the tail (``Bash(ls *)`` matches ``ls`` and
+``ls -la``, not ``lsof``); otherwise the command must equal the specifier.  A compound
+command is cut at ``&&``, ``||``, ``;``, ``|``, ``&`` and newlines and every part must be
+allowed ("Claude Code is aware of shell operators").  Before a part is matched its
+leading ``VAR=value`` assignments and the wrappers ``timeout time nice stdbuf nohup
+command builtin noglob`` (with their options) are removed (the list reported in
+https://github.com/anthropics/claude-code/issues/92542), and so are its redirections
+(changelog 1.0.123: ``Bash(python:*)`` matches ``python script.py > output.txt``).  A
+command with ``$(...)``, backticks or process substitution asks.  A write redirected into
+``.claude/``, ``.git/``, ``.vscode/`` or ``.idea/`` asks (the protected directories of the
+permission-modes page).  ``Read(path)`` rules use gitignore patterns (``//abs``,
+``~/home``, ``/project-root``, ``relative``); a read in the work directory or an
+additional directory needs no rule, any other read asks.
+
+Quirks (each reported against a released Claude Code, emulated unless turned off):
+
+``whole-command-prefix``
+    https://github.com/anthropics/claude-code/issues/4956 (1.0.x): an allow rule matched
+    the start of the whole compound command, so ``Bash(echo *)`` let
+    ``echo "test" && ls`` run without a prompt.
+``cd-chain``
+    https://github.com/anthropics/claude-code/issues/28784 (2.1.x): ``Bash(cd:*)`` let
+    ``cd /some/path && python3 script.py`` run; the later parts of a command that starts
+    with ``cd DIR &&`` were never judged (also
+    https://github.com/anthropics/claude-code/issues/59498, where their ``ask`` rules were
+    skipped).
+``inline-shell-unseen``
+    https://github.com/anthropics/claude-code/issues/43085: the script of ``bash -c '...'``
+    was not inspected, so ``bash -c 'echo ... >> .claude/file'`` wrote into a protected
+    directory with no prompt while the same ``echo ... >> .claude/file`` asked.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from pathlib import Path
+from typing import Any
+
+from agent_eval.errors import ConfigError
+from agent_eval.policy.sources.files import read_front_matter, read_json
+from agent_eval.policy.sources.model import AgentPolicy, HarnessVerdict, PolicySource, Rule
+from agent_eval.policy.sources.shellsplit import Piece, top_commands
+from agent_eval.policy.sources.wildcard import glob_match
+
+QUIRKS = ("whole-command-prefix", "cd-chain", "inline-shell-unseen")
+WRAPPERS = ("timeout", "time", "nice", "stdbuf", "nohup", "command", "builtin", "noglob")
+PROTECTED = (".claude", ".git", ".vscode", ".idea")
+READ_ONLY_TOOLS = ("Read", "Glob", "Grep", "LS", "NotebookRead", "TodoWrite")
+SHELLS = ("bash", "sh", "zsh", "dash")
+MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
+DEFAULT_AGENT = "main"
+_RULE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_\-]*)\s*(?:\((.*)\))?\s*", re.DOTALL)
+
+
+def _parse_rule(text: Any, action: str, path: str, field: str) -> Rule:
+    if not isinstance(text, str):
+        raise ConfigError("each rule must be a string such as Bash(git status:*)", path=path,
+                          field=field)
+    m = _RULE.fullmatch(text)
+    if m is None:
+        raise ConfigError(f"{text!r} is not a rule; write Tool or Tool(specifier)", path=path,
+                          field=field)
+    tool, spec = m.group(1), m.group(2)
+    return Rule(tool, "" if spec is None else spec, action, f"{field}: {text}")
+
+
+def _tools_list(value: Any, path: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise ConfigError("must be a comma-separated list of tool names", path=path,
+                          field="tools")
+    return tuple(i.strip().split("(", 1)[0] for i in items if i.strip())
+
+
+def load(path: Path) -> PolicySource:
+    """Read a Claude Code ``settings.json`` and the agents beside it."""
+    where = str(path)
+    config = read_json(path, "Claude Code settings.json")
+    permissions = config.get("permissions", {})
+    if not isinstance(permissions, dict):
+        raise ConfigError("must be an object with allow, ask and deny lists", path=where,
+                          field="permissions")
+    rules: list[Rule] = []
+    for action in ("deny", "ask", "allow"):
+        items = permissions.get(action, [])
+        if not isinstance(items, list):
+            raise ConfigError("must be a list of rules", path=where,
+                              field=f"permissions.{action}")
+        rules += [_parse_rule(item, action, where, f"permissions.{action}[{i}]")
+                  for i, item in enumerate(items)]
+    directories = permissions.get("additionalDirectories", [])
+    if not isinstance(directories, list) or not all(isinstance(d, str) for d in directories):
+        raise ConfigError("must be a list of folder paths", path=where,
+                          field="permissions.additionalDirectories")
+    mode = permissions.get("defaultMode", "default")
+    if mode not in MODES:
+        raise ConfigError(f"{mode!r} is not a mode; use one of {', '.join(MODES)}",
+                          path=where, field="permissions.defaultMode")
+    notes = (f"defaultMode {mode}",) if mode != "default" else ()
+    base = dict(harness="claude-code", rules=tuple(rules), directories=tuple(directories),
+                source=where)
+    base["mode"] = mode
+    agents = {DEFAULT_AGENT: AgentPolicy(name=DEFAULT_AGENT, **base)}
+    folder = path.parent / "agents" if path.parent.name == ".claude" else \
+        path.parent / ".claude" / "agents"
+    for file in sorted(folder.glob("*.md")) if folder.is_dir() else []:
+        front, body = read_front_matter(file, "Claude Code agent file")
+        name = front.get("name", file.stem)
+        if not isinstance(name, str) or not name:
+            raise ConfigError("must be the agent's name", path=str(file), field="name")
+        description = front.get("description", "")
+        agents[name] = AgentPolicy(name=name, prompt=body or None,
+                                   description=description if isinstance(description, str) else "",
+                                   tools=_tools_list(front.get("tools"), str(file)),
+                                   **{**base, "source": str(file)})
+    return PolicySource("claude-code", where, agents, DEFAULT_AGENT, notes)
+
+
+# -- matching ---------------------------------------------------------------------------
+
+
+def bash_rule_matches(spec: str, command: str) -> bool:
+    """Whether a ``Bash(spec)`` rule matches one command part (module docstring)."""
+    if spec in ("", "*"):
+        return True
+    if spec.endswith(":*"):
+        prefix = spec[:-2]
+        return command == prefix or command.startswith(prefix + " ")
+    if "*" in spec:
+        if spec.endswith(" *") and spec.count("*") == 1:
+            return command == spec[:-2] or glob_match(command, spec, question=False)
+        return glob_match(command, spec, question=False)
+    return command == spec
+
+
+def _strip(piece: Piece) -> list[str]:
+    """The part's words as written, without wrappers and their options."""
+    words = list(piece.raw_words)
+    while words and words[0] in WRAPPERS:
+        name = words.pop(0)
+        while words and words[0].startswith("-"):
+            flag = words.pop(0)
+            if name in ("timeout", "nice", "stdbuf") and flag in ("-s", "-k", "-n", "-o", "-e",
+                                                               "-i", "--signal",
+                                                               "--kill-after") and words:
+                words.pop(0)
+        if name == "timeout" and words:
+            words.pop(0)  # the duration
+    return words
+
+
+def _bash_rules(agent: AgentPolicy, action: str) -> list[Rule]:
+    return [r for r in agent.rules if r.permission == "Bash" and r.action == action]
+
+
+def _first_match(agent: AgentPolicy, action: str, text: str) -> Rule | None:
+    return next((r for r in _bash_rules(agent, action) if bash_rule_matches(r.pattern, text)),
+                None)
+
+
+def _protected_write(piece: Piece) -> str | None:
+    for op, target in piece.redirects:
+        if ">" not in op or op.endswith(">&"):
+            continue
+        clean = posixpath.normpath(target.strip("'\""))
+        first = clean.split("/", 1)[0]
+        if first in PROTECTED:
+            return target
+    return None
+
+
+def _inline_script(piece: Piece) -> str | None:
+    words = piece.words
+    if len(words) >= 3 and posixpath.basename(words[0]) in SHELLS and words[1] in ("-c", "-lc"):
+        return words[2]
+    return None
+
+
+def _protected_inside(script: str, depth: int) -> str | None:
+    """A protected write anywhere in ``script``, looking into nested ``bash -c`` too."""
+    for piece in top_commands(script)[0]:
+        target = _protected_write(piece)
+        if target is not None:
+            return target
+        inner = _inline_script(piece)
+        if inner is not None and depth < 4:
+            target = _protected_inside(inner, depth + 1)
+            if target is not None:
+                return target
+    return None
+
+
+def judge_command(agent: AgentPolicy, command: str, *, quirks: frozenset[str] = frozenset(QUIRKS)
+                  ) -> HarnessVerdict:
+    """Claude Code's Bash permission check for ``command`` (module docstring)."""
+    mode = agent.mode
+    pieces, scan = top_commands(command)
+    parts = [(p, " ".join(_strip(p))) for p in pieces if _strip(p)]
+    if "cd-chain" in quirks and len(parts) > 1 and parts[0][0].words[:1] == ["cd"] \
+            and (len(pieces) < 2 or pieces[1].join in ("&&", ";")):
+        parts = parts[:1]
+        quirk = "cd-chain"
+    else:
+        quirk = None
+    for action in ("deny", "ask"):
+        for _, text in parts:
+            rule = _first_match(agent, action, text)
+            if rule is not None:
+                return HarnessVerdict(action, (rule,), reason=f"{text!r} matches {rule.label()}")
+    for piece, _ in parts:
+        target = _protected_write(piece)
+        if target is not None:
+            return HarnessVerdict("ask", (), reason=f"writes into protected {target}")
+        script = _inline_script(piece)
+        if script is not None:
+            inside = _protected_inside(script, 0)
+            if inside is not None and "inline-shell-unseen" in quirks:
+                quirk = quirk or "inline-shell-unseen"
+            elif inside is not None:
+                return HarnessVerdict("ask", (), reason=f"writes into protected {inside}")
+    if any(e.rule == "command-substitution" for e in scan.events):
+        return HarnessVerdict("ask", (), reason="command substitution needs approval")
+    if "whole-command-prefix" in quirks and len(pieces) > 1 and quirk is None:
+        rule = _first_match(agent, "allow", command.strip())
+        if rule is not None:
+            return HarnessVerdict("allow", (rule,), quirk="whole-command-prefix",
+                                  reason=f"the whole command matches {rule.label()}")
+    used: list[Rule] = []
+    for _, text in parts:
+        rule = _first_match(agent, "allow", text)
+        if rule is None:
+            if mode == "bypassPermissions":
+                continue
+            action = "deny" if mode == "dontAsk" else "ask"
+            return HarnessVerdict(action, (), reason=f"no rule allows {text!r}")
+        if rule not in used:
+            used.append(rule)
+    return HarnessVerdict("allow", tuple(used), quirk=quirk,
+                          reason="every part allowed" if quirk is None else
+                          f"allowed through the {quirk} quirk")
+
+
+# -- reads ------------------------------------------------------------------------------
+
+
+def _path_regex(pattern: str) -> re.Pattern[str]:
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out) + "(?:/.*)?", re.DOTALL)
+
+
+def read_rule_matches(spec: str, path: str, *, workdir: str, home: str) -> bool:
+    """A ``Read(spec)`` rule against an absolute, normalised ``path`` (gitignore rules:
+    ``//`` absolute, ``~/`` home, ``/`` the project root, ``./`` the work directory; a
+    pattern with no ``/`` matches a name at any depth, as in ``.gitignore``)."""
+    if spec in ("", "*", "**"):
+        return True
+    if spec.startswith("//"):
+        full = spec[1:]
+    elif spec.startswith("~/"):
+        full = home.rstrip("/") + spec[1:]
+    elif spec.startswith("/"):
+        full = workdir.rstrip("/") + spec
+    elif spec.startswith("./"):
+        full = workdir.rstrip("/") + "/" + spec[2:]
+    else:
+        anywhere = "/" not in spec.rstrip("/")
+        full = workdir.rstrip("/") + "/" + ("**/" + spec if anywhere else spec)
+    return _path_regex(full.rstrip("/")).fullmatch(path) is not None
+
+
+def judge_read(agent: AgentPolicy, path: str, *, workdir: str, home: str) -> HarnessVerdict:
+    """Claude Code's Read tool: deny, ask, allow rules, then the work directory rule."""
+    target = posixpath.normpath(path if path.startswith("/") else posixpath.join(workdir, path))
+    for action in ("deny", "ask", "allow"):
+        for rule in (r for r in agent.rules if r.permission == "Read" and r.action == action):
+            if read_rule_matches(rule.pattern, target, workdir=workdir, home=home):
+                return HarnessVerdict(action, (rule,), reason=f"{target} matches {rule.label()}")
+    roots = [workdir, *(posixpath.normpath(posixpath.join(workdir, d))
+                        for d in agent.directories)]
+    if any(target == r.rstrip("/") or target.startswith(r.rstrip("/") + "/") for r in roots):
+        return HarnessVerdict("allow", (), reason=f"{target} is in a readable directory")
+    if agent.mode == "bypassPermissions":
+        return HarnessVerdict("allow", (), reason="bypassPermissions")
+    return HarnessVerdict("ask", (), reason=f"{target} is outside the work directory")
+
+
+def judge_tool(agent: AgentPolicy, tool: str) -> HarnessVerdict:
+    """Any other tool: a bare rule naming it, else read-only tools run and others ask."""
+    for action in ("deny", "ask", "allow"):
+        rule = next((r for r in agent.rules if r.permission == tool and r.action == action
+                     and r.pattern in ("", "*")), None)
+        if rule is not None:
+            return HarnessVerdict(action, (rule,), reason=f"{rule.label()}")
+    if tool in READ_ONLY_TOOLS or agent.mode == "bypassPermissions":
+        return HarnessVerdict("allow", (), reason=f"{tool} needs no approval")
+    return HarnessVerdict("ask", (), reason=f"{tool} asks for approval")

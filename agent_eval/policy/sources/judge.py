@@ -1,0 +1,193 @@
+"""Two verdicts per call: the harness's (its CLI's matcher, emulated) and the strict one.
+
+The **harness verdict** is what the agent CLI itself decides under the agent's rules,
+quirks included (``opencode.py``, ``claude_code.py``, ``codex.py``); ``ask`` blocks, as
+nobody answers a prompt in an unattended stack.
+
+The **strict verdict** reads the same rules the way agent-eval reads an allow-list: an
+allowed pattern admits only plain words where its wildcard is.  It is built from the
+engine itself, not from a second shell parser:
+
+1. the command is judged by the engine against an allow-list that allows any single
+   program with plain words (``patterns: ["*"]``, no runner): every chain, pipe,
+   redirection, substitution, expansion, glob, heredoc, wrapper and inline-code
+   interpreter is refused there with its AE class;
+2. what passes is one simple command of literal words; it is allowed only when the
+   harness's own rules allow exactly that command, with no quirk (else
+   ``disallowed-program``, naming the rule that refused it).
+
+A read path is judged the same way: the engine's path checks first (empty, ``~``,
+control characters, ``..`` escaping; an absolute path is checked as the relative path
+below ``/`` it names), then the harness's rules on the normalised path.
+
+A **leak** is a call the harness allowed that the strict reading denies
+(``DualVerdict.leak``); its class is the strict verdict's primary code.  Pure.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from agent_eval.policy.allowlist import allowlist_from_dict
+from agent_eval.policy.engine import check_command, check_read
+from agent_eval.policy.rules import code_for
+from agent_eval.policy.sources import claude_code, codex, opencode
+from agent_eval.policy.sources.model import AgentPolicy, DualVerdict, HarnessVerdict
+from agent_eval.policy.verdict import Finding, Verdict
+
+STRUCTURE = allowlist_from_dict({
+    "name": "strict-structure", "runner": [], "patterns": ["*"],
+    "read": {"roots": ["."]},
+}, source="<strict structure>")
+"""Any one program with plain words; every other shell construct refused."""
+
+MAX_EMULATED = 65536
+BASH_TOOLS = frozenset({"bash", "Bash", "shell", "shell_command", "exec_command", "local_shell"})
+READ_TOOLS = frozenset({"read", "Read", "view"})
+COMMAND_KEYS = ("command", "cmd")
+PATH_KEYS = ("filePath", "file_path", "path")
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """Where the emulated CLI runs: its work directory and the home directory ``~``
+    names, and the quirks emulated (None: every known quirk)."""
+
+    workdir: str = opencode.DEFAULT_WORKDIR
+    home: str = opencode.DEFAULT_HOME
+    quirks: frozenset[str] | None = None
+
+    def quirks_for(self) -> frozenset[str]:
+        return frozenset(claude_code.QUIRKS) if self.quirks is None else self.quirks
+
+
+def harness_command(agent: AgentPolicy, command: str, setting: Setting,
+                    *, quirks: bool = True) -> HarnessVerdict:
+    """The harness's verdict on a bash command (``quirks=False``: documented semantics).
+
+    A command longer than ``MAX_EMULATED`` characters is not emulated (the matchers are
+    linear per rule, but not free): it is reported ``ask`` with that reason, so it can
+    never count as a leak."""
+    if len(command) > MAX_EMULATED:
+        return HarnessVerdict("ask", (), reason=f"longer than the {MAX_EMULATED} characters "
+                                                "the emulation reads")
+    if agent.harness == "opencode":
+        return opencode.judge_command(agent, command, workdir=setting.workdir)
+    if agent.harness == "claude-code":
+        chosen = setting.quirks_for() if quirks else frozenset()
+        return claude_code.judge_command(agent, command, quirks=chosen)
+    return codex.judge_command(agent, command)
+
+
+def harness_read(agent: AgentPolicy, path: str, setting: Setting) -> HarnessVerdict:
+    """The harness's verdict on a read of ``path``."""
+    if agent.harness == "opencode":
+        return opencode.judge_read(agent, path, workdir=setting.workdir)
+    if agent.harness == "claude-code":
+        return claude_code.judge_read(agent, path, workdir=setting.workdir, home=setting.home)
+    return HarnessVerdict("deny", (), reason="Codex has no read tool (files are read "
+                                             "through the shell)")
+
+
+def harness_tool(agent: AgentPolicy, tool: str) -> HarnessVerdict:
+    if agent.tools is not None and tool not in agent.tools:
+        return HarnessVerdict("deny", (), reason=f"{tool} is not among agent "
+                                                 f"{agent.name}'s tools")
+    if agent.harness == "opencode":
+        return opencode.judge_tool(agent, tool)
+    if agent.harness == "claude-code":
+        return claude_code.judge_tool(agent, tool)
+    return HarnessVerdict("ask", (), reason=f"Codex rules govern commands, not tool {tool}")
+
+
+def _refused(rule: str, message: str, end: int) -> Verdict:
+    code = code_for(rule)
+    return Verdict("deny", code, (Finding(code, message, 0, end),))
+
+
+def strict_command(agent: AgentPolicy, command: str, setting: Setting) -> Verdict:
+    """agent-eval's strict verdict on a bash command under the agent's rules."""
+    verdict = check_command(command, STRUCTURE)
+    if not verdict.allowed:
+        return verdict
+    plain = harness_command(agent, command, setting, quirks=False)
+    if plain.allowed:
+        return verdict
+    return _refused("disallowed-program", f"not allowed by the {agent.harness} rules of "
+                    f"agent {agent.name}: {plain.reason}", len(command))
+
+
+def strict_read(agent: AgentPolicy, path: str, setting: Setting) -> Verdict:
+    """agent-eval's strict verdict on a read of ``path`` under the agent's rules."""
+    absolute = isinstance(path, str) and path.startswith("/")
+    shown = path.lstrip("/") or "." if absolute else path
+    verdict = check_read(shown, STRUCTURE)
+    if not verdict.allowed:
+        return verdict
+    normal = "/" + (verdict.path or "").lstrip("/") if absolute else (verdict.path or path)
+    decided = harness_read(agent, normal, setting)
+    if decided.allowed:
+        return Verdict("allow", path=normal)
+    return _refused("blocked-read-path", f"not readable under the {agent.harness} rules of "
+                    f"agent {agent.name}: {decided.reason}", len(path))
+
+
+def judge_command(agent: AgentPolicy, command: str, setting: Setting | None = None
+                  ) -> DualVerdict:
+    setting = setting or Setting()
+    return DualVerdict(harness_command(agent, command, setting),
+                       strict_command(agent, command, setting), "bash", command)
+
+
+def judge_read(agent: AgentPolicy, path: str, setting: Setting | None = None) -> DualVerdict:
+    setting = setting or Setting()
+    return DualVerdict(harness_read(agent, path, setting), strict_read(agent, path, setting),
+                       "read", path)
+
+
+def _arguments(arguments: str | dict[str, Any]) -> dict[str, Any] | None:
+    if isinstance(arguments, dict):
+        return arguments
+    try:
+        value = json.loads(arguments)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def judge_call(agent: AgentPolicy, tool: str, arguments: str | dict[str, Any],
+               setting: Setting | None = None) -> DualVerdict:
+    """Both verdicts for one tool call as the model emitted it."""
+    setting = setting or Setting()
+    args = _arguments(arguments)
+    if args is None:
+        refused = _refused("malformed-arguments", "the arguments are not a JSON object", 0)
+        return DualVerdict(HarnessVerdict("deny", (), reason="arguments not a JSON object"),
+                           refused, "other", "")
+    offered = agent.tools is None or tool in agent.tools
+    if tool in BASH_TOOLS and offered:
+        value = next((args[k] for k in COMMAND_KEYS if k in args), None)
+        if agent.harness == "codex" and isinstance(value, list) \
+                and all(isinstance(v, str) for v in value):
+            argvs, how = codex.shell_argv(value)
+            text = " ".join(value) if how == "argv" else value[2]
+            harness = codex.judge_argv(agent, argvs, how)
+            return DualVerdict(harness, strict_command(agent, text, setting), "bash", text)
+        if isinstance(value, str):
+            return judge_command(agent, value, setting)
+    if tool in READ_TOOLS and offered:
+        value = next((args[k] for k in PATH_KEYS if k in args), None)
+        if isinstance(value, str):
+            return judge_read(agent, value, setting)
+    if (tool in BASH_TOOLS or tool in READ_TOOLS) and offered:
+        refused = _refused("missing-argument", f"{tool} call without its command or path", 0)
+        return DualVerdict(HarnessVerdict("deny", (), reason="required argument missing"),
+                           refused, "other", "")
+    harness = harness_tool(agent, tool)
+    if harness.allowed:
+        return DualVerdict(harness, Verdict("allow"), "other", tool)
+    return DualVerdict(harness, _refused("unknown-tool", f"tool {tool!r} is not allowed for "
+                                         f"agent {agent.name}: {harness.reason}", 0),
+                       "other", tool)

@@ -1,0 +1,290 @@
+"""Real agent CLIs from npm (OpenCode, Qwen Code, Codex, Claude Code, Gemini CLI), each run
+confined by ``clis.sandbox`` and pointed at the current ``agent-eval proxy``.
+
+These CLIs EXECUTE what the model emits, so every one runs as the unprivileged
+``agent-eval-cli`` user in its own namespaces, reaching one loopback port; the first tests
+prove that confinement.  Then:
+
+- OpenCode and Qwen Code play a bundled scenario through the proxy in front of
+  ``agent-eval sim-server``: the CLI exits, every body is relayed byte for byte, and what the
+  proxy stores today is asserted as it is (see ``KNOWN GAP`` below: later work tightens those
+  assertions to "every executed shell call is stored with its command and verdict");
+- all five CLIs play a short scripted session (a shell call, a read, a subagent) through the
+  proxy in front of ``clis.upstream``, which speaks each CLI's own protocol: the calls are
+  executed, the subagent runs, the session files appear where docs/clients.md says, and the
+  relay is byte-identical.
+
+The CLIs come from ``scripts/ci/agent-clis.sh`` (installed here when missing).  Without root,
+``unshare`` or the npm registry these tests skip, saying why; with ``CI=true`` they fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+from clis.capture import Capture, capture
+from clis.catalog import CLIS, INSTALL
+from clis.sandbox import CLI_USER, Sandbox, unavailable
+from clis.upstream import CHILD_COMMAND, SHELL_COMMAND, SUBAGENT_MARK
+
+from agent_eval.scenario import load_suite
+from agent_eval.scenario.bundled import BUNDLED_SUITE_NAME, data_dir
+from agent_eval.store import open_store
+
+CLI_TIMEOUT_S = 110.0  # each CLI run; a whole test stays under ~2 minutes
+SCENARIO = "db-open-attempts"  # one reference call: a `uv run scripts/db_query.py ...`
+SESSION_FILES = {  # where each CLI keeps its sessions, under its HOME (docs/clients.md)
+    "opencode": ".local/share/opencode/opencode.db",
+    "qwen-code": ".qwen/projects/-home-agent-project/chats/*.jsonl",
+    "codex": ".codex/sessions/*/*/*/rollout-*.jsonl",
+    "claude-code": ".claude/projects/-home-agent-project/*.jsonl",
+    "gemini-cli": ".gemini/tmp/project/chats/session-*.jsonl",
+}
+SUBAGENT_FILES = {
+    "qwen-code": ".qwen/projects/-home-agent-project/subagents/*/agent-*.jsonl",
+    "codex": ".codex/sessions/*/*/*/rollout-*.jsonl",  # a second rollout: the child thread
+    "claude-code": ".claude/projects/-home-agent-project/*/subagents/agent-*.jsonl",
+    "gemini-cli": ".gemini/tmp/project/chats/*/*.jsonl",
+}
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
+
+
+def _skip(reason: str) -> None:
+    if _in_ci():
+        pytest.fail(f"CI=true but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def sandbox_ok() -> None:
+    reason = unavailable()
+    if reason:
+        _skip(reason)
+
+
+_installed: dict[str, str | None] = {}
+
+
+def _ensure_installed(name: str) -> None:
+    """Install the pinned CLI (and node) once when missing; skip when npm is unreachable."""
+    if name not in _installed:
+        if CLIS[name].pin.installed():
+            _installed[name] = None
+        else:
+            done = subprocess.run(["bash", str(INSTALL), name], capture_output=True, text=True,
+                                  timeout=900)
+            _installed[name] = None if done.returncode == 0 else (
+                f"{name} is not installed and scripts/ci/agent-clis.sh {name} failed "
+                f"(is the npm registry reachable?): {done.stderr.strip()[-400:]}")
+    if _installed[name]:
+        _skip(_installed[name])
+
+
+# --- the sandbox -------------------------------------------------------------------------
+
+PROBE = r"""
+import json, os, socket, subprocess
+out = {"uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(),
+       "home": os.environ["HOME"], "cwd": os.getcwd(), "env": sorted(os.environ)}
+def connect(host, port):
+    try:
+        with socket.create_connection((host, port), timeout=3) as s:
+            s.sendall(b"ping")
+            return "reached:" + s.recv(16).decode()
+    except OSError as exc:
+        return type(exc).__name__ + ":" + str(exc.errno)
+out["allowed"] = connect("127.0.0.1", PORT)
+out["other_port"] = connect("127.0.0.1", OTHER)
+out["other_port_v6"] = connect("::1", OTHER)
+out["postgres_tcp"] = connect("127.0.0.1", 5432)
+out["internet"] = connect("192.0.2.1", 443)  # TEST-NET-1: never routed anywhere
+try:
+    socket.getaddrinfo("registry.npmjs.org", 443)
+    out["dns"] = "resolved"
+except OSError:
+    out["dns"] = "failed"
+out["unix_sockets"] = [p for p in ("/run/postgresql/.s.PGSQL.5432",
+                                   "/var/run/postgresql/.s.PGSQL.5432",
+                                   "/run/mysqld/mysqld.sock") if os.path.exists(p)]
+out["work_listing"] = os.listdir("/work") if os.path.isdir("/work") else None
+out["root_readable"] = os.access("/root", os.R_OK)
+out["no_new_privs"] = open("/proc/self/status").read().split("NoNewPrivs:")[1].split()[0]
+out["write_outside"] = []
+for path in ("/etc/agent-eval-probe", "/usr/agent-eval-probe", "/opt/agent-clis/probe"):
+    try:
+        open(path, "w").close()
+        out["write_outside"].append(path)
+    except OSError:
+        pass
+out["sudo"] = subprocess.run(["sh", "-c", "command -v sudo >/dev/null && sudo -n true"],
+                             capture_output=True).returncode
+subprocess.Popen(["sleep", "600"], start_new_session=True)  # must not outlive the run
+print(json.dumps(out))
+"""
+
+
+def _echo_server() -> tuple[socket.socket, int]:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(16)
+                conn.sendall(b"pong")
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server, server.getsockname()[1]
+
+
+def test_a_sandboxed_program_reaches_its_one_port_and_nothing_else(sandbox_ok) -> None:
+    allowed, allowed_port = _echo_server()
+    other, other_port = _echo_server()  # a host service on another loopback port
+    try:
+        with Sandbox(allowed_port) as box:
+            probe = PROBE.replace("PORT", str(box.port)).replace("OTHER", str(other_port))
+            (box.home / "project" / "probe.py").write_text(probe)
+            outcome = box.run(["python3", "probe.py"], {"SECRET_FROM_HOST": "no"}, timeout=60)
+            assert outcome.returncode == 0, outcome.stderr
+            seen = json.loads(outcome.stdout)
+            uid = box.uid
+    finally:
+        allowed.close()
+        other.close()
+    assert seen["uid"] == uid != 0 and seen["gid"] != 0 and seen["groups"] == []
+    assert (seen["home"], seen["cwd"]) == ("/home/agent", "/home/agent/project")
+    assert seen["allowed"] == "reached:pong"
+    assert seen["other_port"].startswith("ConnectionRefusedError")
+    assert seen["other_port_v6"].startswith("ConnectionRefusedError")
+    assert seen["postgres_tcp"].startswith("ConnectionRefusedError")
+    assert seen["internet"] == "OSError:101"  # ENETUNREACH: no route out of the namespace
+    assert seen["dns"] == "failed"
+    assert seen["unix_sockets"] == [] and seen["work_listing"] == []
+    assert seen["root_readable"] is False and seen["no_new_privs"] == "1"
+    assert seen["write_outside"] == [] and seen["sudo"] != 0
+    assert "SECRET_FROM_HOST" in seen["env"] and "CI" not in seen["env"]  # only what is given
+    leftover = subprocess.run(["pgrep", "-u", CLI_USER], capture_output=True, text=True)
+    assert leftover.stdout == ""  # the pid namespace took the background `sleep` with it
+
+
+def test_a_sandboxed_program_is_killed_at_its_deadline(sandbox_ok) -> None:
+    with Sandbox(9) as box:
+        outcome = box.run(["sh", "-c", "sleep 300 & sleep 300"], {}, timeout=2)
+    assert outcome.timed_out
+    assert subprocess.run(["pgrep", "-u", CLI_USER], capture_output=True).returncode == 1
+
+
+# --- OpenCode and Qwen Code, through the proxy, in front of the simulator ----------------
+
+def _relayed_byte_for_byte(run: Capture) -> None:
+    pairs = run.relayed()
+    assert pairs, "the CLI sent nothing"
+    for mine, twin in pairs:
+        assert twin is not None, f"{mine.request.target}: no identical request reached the sim"
+        assert mine.response is not None and twin.response is not None
+        assert mine.response.status == twin.response.status == 200
+        assert mine.response.body == twin.response.body
+    assert len(run.upstream_exchanges()) == len(pairs)
+
+
+def _event_strings(stdout: str) -> set[str]:
+    """Every string value in the CLI's own JSON event stream (its commands among them)."""
+    found: set[str] = set()
+
+    def walk(value: object) -> None:
+        if isinstance(value, str):
+            found.add(value)
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    for line in stdout.splitlines():
+        if line.startswith("{"):
+            walk(json.loads(line))
+    return found
+
+
+def _stored_calls(work: Path, label: str) -> list[tuple[str, str | None, str]]:
+    with open_store(f"sqlite:///{work / 'proxy.db'}") as store:
+        run_id = store.resolve_run(f"label:{label}").id
+        return [(c.tool, c.command, c.decision) for s in store.iter_sessions([run_id])
+                for c in s.record.calls]
+
+
+@pytest.mark.parametrize("name", ["opencode", "qwen-code"])
+def test_cli_plays_a_bundled_scenario_through_the_proxy_to_the_simulator(
+        sandbox_ok, name: str, tmp_path: Path) -> None:
+    _ensure_installed(name)
+    suite = load_suite(data_dir() / "scenarios" / BUNDLED_SUITE_NAME)
+    scenario = suite.scenarios[SCENARIO].spec
+    first_command = scenario.reference[0].bash
+    with capture(name, upstream="sim", prompt=scenario.task.strip(), work=tmp_path,
+                 timeout=CLI_TIMEOUT_S) as run:
+        assert run.outcome.returncode == 0, run.outcome.stderr[-2000:]
+        _relayed_byte_for_byte(run)
+        assert all(x.request.target == "/v1/chat/completions" for x in run.client_exchanges())
+        executed = first_command in _event_strings(run.outcome.stdout)
+    stored = _stored_calls(tmp_path, f"cli-{name}")
+    if name == "opencode":
+        # OpenCode sends the task as its first user message, so the simulator plays the
+        # scenario: OpenCode runs the reference command (it fails in the sandbox: no uv),
+        # and the proxy stores it, judged, under OpenCode's own tool name `bash`
+        assert executed
+        assert ("bash", first_command, "allow") in stored
+    else:
+        # KNOWN GAP, for later work to tighten: Qwen Code wraps the task in its context
+        # and reminders, the simulator does not find the scenario inside and answers with
+        # text only, so nothing is executed and nothing judged yet.  Once the simulator
+        # finds a task inside a wrapped first message, Qwen Code must run `first_command`
+        # and the proxy must store it judged under `run_shell_command`, as for OpenCode.
+        assert not executed and stored == []
+
+
+# --- all five, through the proxy, in front of the scripted upstream ----------------------
+
+@pytest.mark.parametrize("name", sorted(CLIS))
+def test_cli_runs_shell_read_and_subagent_calls_through_the_proxy(
+        sandbox_ok, name: str, tmp_path: Path) -> None:
+    _ensure_installed(name)
+    with capture(name, work=tmp_path, timeout=CLI_TIMEOUT_S) as run:
+        assert run.outcome.returncode == 0, run.outcome.stderr[-2000:]
+        _relayed_byte_for_byte(run)
+        requests = [x.request.decoded_body().decode() for x in run.client_exchanges()]
+        files = {"sessions": sorted(run.home.glob(SESSION_FILES[name])),
+                 "children": sorted(run.home.glob(SUBAGENT_FILES.get(name, "none")))}
+    # the shell call ran: its output (the listing, which names notes.txt) went back
+    answered = [r for r in requests if "notes.txt" in r and "drwx" in r]
+    assert answered, f"no request carried the output of `{SHELL_COMMAND}`"
+    # the subagent ran its own shell call and sent its output back
+    child = [r for r in requests if SUBAGENT_MARK in r and "subagent shell call" in r
+             and CHILD_COMMAND in r]
+    assert child, "the subagent's shell call never came back"
+    assert files["sessions"], f"no session file at ~/{SESSION_FILES[name]}"
+    if name == "codex":
+        assert len(files["children"]) == 2  # the parent's rollout and the child's
+    elif name in SUBAGENT_FILES:
+        assert files["children"], f"no subagent file at ~/{SUBAGENT_FILES[name]}"
+    stored = _stored_calls(tmp_path, f"cli-{name}")
+    if CLIS[name].protocol == "chat":
+        assert stored, "the proxy stored no call of a Chat Completions CLI"
+    else:
+        # KNOWN GAP, for later work to tighten: the proxy records Chat Completions only;
+        # the Responses, Messages and Gemini exchanges were relayed and not recorded.
+        assert stored == []
