@@ -73,6 +73,7 @@ from agent_eval.transcript import (
     HandshakeResult,
     SessionRecord,
     assign_next_actions,
+    storable,
 )
 
 ImportFormat = Literal["openai", "opencode", "claude-code", "mini-swe-agent", "swe-agent", "call-records",
@@ -174,6 +175,8 @@ def import_sessions(
         if count:
             key = f"{key}#{count + 1}"
         record = judge.session(session, key=key, source=source)
+        if session.lone_surrogates:  # judged as it came (AE202); stored as U+FFFD
+            record = storable(record)
         if session.parent is not None and session.parent in seen:
             record.parent_key = session.parent
         yield record

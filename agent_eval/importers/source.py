@@ -19,9 +19,9 @@ Broken input is handled here once:
   one, :func:`guarded` turns that into a ``ConfigError`` naming the file and the line
   (an ``Error:`` line; the sessions read before it are kept);
 * every session leaves here well-typed (:func:`tidy`: numbers where the store keeps
-  numbers, text where it keeps text) and JSON text that escapes a lone surrogate
-  (``"\\ud800"``, text no UTF-8 store can hold) is read with U+FFFD in its place
-  (:func:`loads`).
+  numbers, text where it keeps text), and marked when its file escapes a lone surrogate
+  (``"\\ud800"``, text no UTF-8 store can hold: :func:`loads`), so it is stored with
+  U+FFFD in its place once judged.
 
 A session is built completely before it is yielded, so a consumer never sees half of one.
 """
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sys
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
@@ -50,7 +49,13 @@ from agent_eval.calls import (  # noqa: F401 - re-exported for the readers
     kind_of_tool,
 )
 from agent_eval.errors import ConfigError
-from agent_eval.transcript import EXIT_STATES, Decision, ExitState, TurnRecord
+from agent_eval.transcript import (
+    EXIT_STATES,
+    LONE_SURROGATE_ESCAPE,
+    Decision,
+    ExitState,
+    TurnRecord,
+)
 
 SkipReporter = Callable[[Path, int, str], None]
 """Called as ``on_skip(path, line, reason)`` for each input line a reader had to skip."""
@@ -58,6 +63,9 @@ SkipReporter = Callable[[Path, int, str], None]
 _RECORD: ContextVar[int | None] = ContextVar("agent_eval_import_record", default=None)
 """The line of the JSONL record a reader is reading (``iter_jsonl`` sets it), for the
 error :func:`guarded` raises should the reader fail on it; None in a JSON document."""
+
+_LONE_SURROGATES: ContextVar[bool] = ContextVar("agent_eval_import_surrogates", default=False)
+"""Whether the file being read escapes a lone surrogate somewhere (:func:`loads`)."""
 
 READER_FAULTS = (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError,
                  RecursionError)
@@ -109,6 +117,7 @@ class ImportedSession:
     parent: str | None = None
     skipped_calls: int = 0
     skipped_reasons: list[str] = field(default_factory=list)
+    lone_surrogates: bool = False  # its file escapes one: stored mended once judged
 
     def skip_call(self, reason: str) -> None:
         """Count one call of the file that could not be read, with why."""
@@ -139,27 +148,15 @@ def read_text(path: Path) -> str:
     return text
 
 
-_LONE_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def loads(text: str | bytes) -> Any:
-    """``json.loads``, with every lone surrogate replaced by U+FFFD.  JSON may escape one
-    (``"\\ud800"``) and the parser returns it as is: text that cannot be encoded as
-    UTF-8, which the store then refuses.  Only text holding such an escape is walked."""
+    """``json.loads``, noting when the JSON escapes a lone surrogate (``"\\ud800"``: text
+    that is not UTF-8, which no store can hold): the sessions read from this file then
+    leave :func:`guarded` marked, and are stored with U+FFFD in its place once judged
+    (``transcript.storable``; the engine judges the text as it came)."""
     value = json.loads(text)
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    return _mend(value) if _LONE_SURROGATE_ESCAPE.search(text) else value
-
-
-def _mend(value: Any) -> Any:
-    if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
-    if isinstance(value, list):
-        return [_mend(v) for v in value]
-    if isinstance(value, dict):
-        return {_mend(k): _mend(v) for k, v in value.items()}
+    raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    if LONE_SURROGATE_ESCAPE.search(raw):
+        _LONE_SURROGATES.set(True)
     return value
 
 
@@ -295,13 +292,12 @@ def from_iso(value: Any) -> datetime | None:
         return None
 
 
-
 def guarded(sessions: Iterator[ImportedSession], path: Path, fmt: str) -> Iterator[ImportedSession]:
     """A reader's sessions, each :func:`tidy`; a reader that raises on a record it did not
     expect (a string where an object belongs) becomes a ``ConfigError`` naming the file
     and the line of the record, so the import says one ``Error:`` line, keeps the whole
     sessions read before it and marks its run failed, instead of a traceback."""
-    token = _RECORD.set(None)
+    token, lone = _RECORD.set(None), _LONE_SURROGATES.set(False)
     try:
         while True:
             try:
@@ -316,9 +312,11 @@ def guarded(sessions: Iterator[ImportedSession], path: Path, fmt: str) -> Iterat
                     f"{where}a record the {fmt} reader cannot read ({type(exc).__name__}"
                     f"{': ' + detail if detail else ''}); fix or remove it and import again",
                     path=str(path)) from None
+            session.lone_surrogates = _LONE_SURROGATES.get()
             yield tidy(session)
     finally:
         _RECORD.reset(token)
+        _LONE_SURROGATES.reset(lone)
 
 
 _INT_MAX = 2**63 - 1
@@ -370,16 +368,15 @@ def tidy(session: ImportedSession) -> ImportedSession:
 
 
 def _text(value: Any) -> str:
-    """Text as stored: a string (a lone surrogate, parsed from a reader's own JSON such as
-    a call's arguments, as U+FFFD), or the JSON of anything else."""
-    if not isinstance(value, str):
-        if value is None:
-            return ""
-        try:
-            value = json.dumps(value, ensure_ascii=False)
-        except (TypeError, ValueError, RecursionError):
-            value = repr(value)
-    return _SURROGATE.sub("\ufffd", value) if not value.isascii() else value
+    """Text as stored: a string as it is, or the JSON of anything else."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return repr(value)
 
 
 def _maybe_text(value: Any) -> str | None:

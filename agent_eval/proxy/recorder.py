@@ -15,9 +15,10 @@ run it was recorded for.
 A journal that cannot be written (disk full, ``EFBIG`` past a file size limit) loses
 only the sessions of that write: they are counted in ``lost_turns`` and
 ``journal_errors``, the torn line is cut off again, and recording goes on (into the
-store when it answers).  Text the store cannot hold (a lone surrogate such as a reply's
-``"\\ud800"``, which is not UTF-8) is written with U+FFFD in its place rather than
-losing the session.  Nothing raised while recording stops the writer thread.
+store when it answers).  Text no store can hold (a lone surrogate such as a reply's
+``"\\ud800"``, which is not UTF-8) reaches it as U+FFFD (``sessions.py`` mends such
+records once their calls are judged; a store or journal refusing one anyway gets it
+mended), never losing the session.  Nothing raised while recording stops the writer thread.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import json
 import logging
 import os
 import queue
-import re
 import threading
 import time
 from datetime import datetime
@@ -44,6 +44,7 @@ from agent_eval.transcript import (
     HandshakeResult,
     SessionRecord,
     TurnRecord,
+    storable,
 )
 
 log = logging.getLogger("agent_eval.proxy")
@@ -230,8 +231,9 @@ class Recorder:
             # the store answered and refused these records: text it cannot hold is
             # mended once; anything else (a duplicate key after a crash mid-replay)
             # retrying cannot help
-            mended = mend_records(records)
-            if mended is None or not self._safely(lambda: write(mended)):
+            mended = [storable(r) for r in records]
+            unchanged = all(m is r for m, r in zip(mended, records, strict=True))
+            if unchanged or not self._safely(lambda: write(mended)):
                 self.stats.lost_turns += sum(len(r.turns) for r in records)
                 return True
         self.stats.stored_sessions += len(records)
@@ -263,8 +265,9 @@ class Recorder:
         payload = {"run_id": self.run_id, "records": [record_to_json(r) for r in records]}
         try:
             line = (json.dumps(payload, ensure_ascii=False) + "\n").encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate: not UTF-8, mended as the store does
-            line = (json.dumps(_mend(payload)[0], ensure_ascii=False) + "\n").encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (sessions.py mends them: a safety net)
+            payload["records"] = [record_to_json(storable(r)) for r in records]
+            line = (json.dumps(payload, ensure_ascii=False) + "\n").encode("utf-8")
         try:
             size = self.journal.stat().st_size if self.journal.exists() else 0
             if size + len(line) > self.journal_max_bytes:
@@ -332,32 +335,6 @@ def _write_all(fd: int, data: bytes, size: int) -> None:
     except OSError:
         os.ftruncate(fd, size)
         raise
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def mend_records(records: list[SessionRecord]) -> list[SessionRecord] | None:
-    """``records`` with every lone surrogate replaced by U+FFFD (JSON that escapes one,
-    ``"\\ud800"``, parses to text no UTF-8 store can hold), or None when none has one."""
-    data, changed = _mend([record_to_json(r) for r in records])
-    return [record_from_json(d) for d in data] if changed else None
-
-
-def _mend(value: Any) -> tuple[Any, bool]:
-    if isinstance(value, str):
-        text, n = _SURROGATE.subn("\ufffd", value)
-        return text, n > 0
-    if isinstance(value, list | dict):
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        out: Any = {} if isinstance(value, dict) else [None] * len(value)
-        changed = False
-        for key, item in items:
-            new_key, key_changed = _mend(key) if isinstance(key, str) else (key, False)
-            out[new_key], item_changed = _mend(item)
-            changed = changed or key_changed or item_changed
-        return out, changed
-    return value, False
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -23,6 +23,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agent_eval.transcript import LONE_SURROGATE_ESCAPE
+
 ReplyStatus = Literal["complete", "client-abort", "upstream-error", "truncated", "unparseable"]
 
 
@@ -44,6 +46,7 @@ class ParsedReply:
     finish_reason: str | None = None
     usage: dict[str, Any] = field(default_factory=dict)
     model: str | None = None
+    lone_surrogates: bool = False  # the body escapes one: its session is stored mended
 
     def message(self) -> dict[str, Any]:
         """The reply as an assistant message (for the stored transcript)."""
@@ -113,7 +116,9 @@ def _inflate(data: bytes, wbits: int, limit: int, *, members: bool = False) -> b
 
 def parse_reply(body: bytes, *, streamed: bool) -> ParsedReply:
     text = body.decode("utf-8", "replace")
-    return _parse_stream(text) if streamed else _parse_whole(text)
+    reply = _parse_stream(text) if streamed else _parse_whole(text)
+    reply.lone_surrogates = LONE_SURROGATE_ESCAPE.search(body) is not None
+    return reply
 
 
 def _parse_whole(text: str) -> ParsedReply:

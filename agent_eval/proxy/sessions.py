@@ -42,12 +42,14 @@ from agent_eval.proxy.replies import (
 from agent_eval.proxy.spawns import Spawns
 from agent_eval.scenario.protocols import Protocols, system_prompt_of
 from agent_eval.transcript import (
+    LONE_SURROGATE_ESCAPE,
     CallRecord,
     HandshakeResult,
     SessionRecord,
     TurnRecord,
     assign_next_actions,
     share_messages,
+    storable,
 )
 
 
@@ -64,6 +66,7 @@ class SessionState:
     last_status: ReplyStatus = "complete"
     finished_at: datetime | None = None
     parent_key: str | None = None  # the session whose call spawned this one (spawns.py)
+    lone_surrogates: bool = False  # some request or reply escapes one: stored mended
 
 
 class Sessions:
@@ -97,6 +100,8 @@ class Sessions:
         if link.new and (spawned := self.spawns.claim(messages)) is not None:
             state.parent_key, call = spawned
             call.child_key = conv.key
+        if LONE_SURROGATE_ESCAPE.search(body) or (reply is not None and reply.lone_surrogates):
+            state.lone_surrogates = True
         _fill_outputs(state, messages)
         first_call = len(state.calls)
         self._add_turn(state, ex, request, reply, status)
@@ -184,7 +189,7 @@ class Sessions:
             invocations = [self.calls.judge(c.tool, c.arguments).verdict.invocation
                            for c in state.calls if c.decision == "allow"]
             handshake = self.protocols.handshake(invocations, system_prompt_of(state.messages))
-        return SessionRecord(
+        record = SessionRecord(
             key=conv.key, target=state.target, scenario=f"system-{conv.system[:8]}",
             status="error" if failed else "completed",
             error=f"last reply: {state.last_status}" if failed else None,
@@ -194,6 +199,8 @@ class Sessions:
             started_at=state.started_at, finished_at=state.finished_at or datetime.now(UTC),
             source="proxy", parent_key=state.parent_key, handshake=handshake,
         )
+        # judged on the text as it came (a lone surrogate is AE202); stored as U+FFFD
+        return storable(record) if state.lone_surrogates else record
 
 
 def read_reply(ex: Exchange) -> tuple[ParsedReply | None, ReplyStatus]:

@@ -266,11 +266,21 @@ def test_numbers_past_64_bits_and_lists_for_text_are_stored_as_none_and_json(sto
     assert [t.finish_reason for t in turns] == ['["tool_calls"]', str(10**30)]
 
 
-def test_a_lone_surrogate_in_a_transcript_is_stored_as_u_fffd(store, tmp_path):
+@pytest.mark.parametrize("escaped", [False, True], ids=["in-arguments", "in-the-file"])
+def test_a_lone_surrogate_is_judged_as_it_came_and_stored_as_u_fffd(store, tmp_path, escaped):
+    """An allowed shape holding a lone surrogate is denied (AE202: not UTF-8), never
+    allowed as the U+FFFD it is stored as; the rest of the session is kept."""
+    session = openai_session("s", 'uv run scripts/db_query.py --sql "select \ud800"')
+    session["messages"][1]["content"] = "do it \udc00"
+    text = _lines(session)
+    if escaped:  # the command's escape once (a trajectory's action), not twice
+        text = text.replace("\\\\ud800", "\\ud800")
     path = tmp_path / "s.jsonl"
-    path.write_text(_lines(openai_session("s", "ls \ud800")))  # escaped in the arguments
-    assert "\\ud800" in path.read_text()
+    path.write_text(text)
     summary = record_import(store, "openai", path, ALLOWLIST)
     [row] = store.session_rows([summary.run_id])
-    [bash, _] = store.load_session(row.id).record.calls
-    assert bash.command == "ls \ufffd"
+    stored = store.load_session(row.id).record
+    bash = stored.calls[0]
+    assert (bash.decision, bash.primary) == ("deny", "AE202")
+    assert bash.command == 'uv run scripts/db_query.py --sql "select \ufffd"'
+    assert stored.messages[1]["content"] == "do it \ufffd"

@@ -204,11 +204,12 @@ def test_a_journal_the_file_system_refuses_counts_every_lost_turn_and_recording_
 
 # a lone surrogate
 
-LONE = '{"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant",' \
-       '"content":"bad \\ud800 text","tool_calls":[{"id":"call-1","type":"function",' \
-       '"function":{"name":"bash","arguments":"{\\"command\\": \\"ls \\\\udc00\\"}"}}]}}]}'
-"""A reply whose content holds ``\\ud800`` and whose call's command holds ``\\udc00``:
-valid JSON, text that is not UTF-8."""
+LONE = json.dumps({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+    "role": "assistant", "content": "bad \ud800 text", "tool_calls": [{
+        "id": "call-1", "type": "function", "function": {"name": "bash", "arguments": json.dumps(
+            {"command": "uv run scripts/db_query.py --sql 'select \udc00'"})}}]}}]})
+"""A reply whose content holds ``\\ud800`` and whose call, an allowed shape otherwise,
+holds ``\\udc00`` in its command: valid JSON, text that is not UTF-8."""
 
 
 def test_a_lone_surrogate_in_a_reply_keeps_its_session(tmp_path, store):
@@ -219,7 +220,8 @@ def test_a_lone_surrogate_in_a_reply_keeps_its_session(tmp_path, store):
     [record] = stored_sessions(store)
     assert record.turns[0].content == "bad \ufffd text"
     [call] = record.calls
-    assert call.command == "ls \ufffd" and call.decision == "deny"
+    assert call.command == "uv run scripts/db_query.py --sql 'select \ufffd'"
+    assert (call.decision, call.primary) == ("deny", "AE202")  # judged as it came
     assert proxy.recorder.status()["lost_turns"] == 0
 
 
