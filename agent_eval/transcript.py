@@ -27,6 +27,7 @@ stored transcript so later readers can migrate old ones.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -184,6 +185,19 @@ returns a lone one as it is, text that cannot be encoded as UTF-8 and that no st
 or terminal can hold.  Only records from bytes holding such an escape need
 :func:`storable`; the cheap search on the raw bytes says which."""
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def as_text(value: Any) -> str:
+    """A value as text: a string as it is, ``None`` as ``""``, anything else as its JSON
+    (its ``repr`` when not even that)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return repr(value)
 
 
 def storable(value: Any) -> Any:

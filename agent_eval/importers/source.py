@@ -55,6 +55,7 @@ from agent_eval.transcript import (
     Decision,
     ExitState,
     TurnRecord,
+    as_text,
 )
 
 SkipReporter = Callable[[Path, int, str], None]
@@ -329,7 +330,7 @@ def tidy(session: ImportedSession) -> ImportedSession:
     the vocabulary the default.  Readers copy values from files as they find them; this
     is where a list in ``finish_reason`` or ``10**30`` in ``prompt_tokens`` stops."""
     s = session
-    s.id, s.model = _text(s.id) or "session", _text(s.model) or "unknown"
+    s.id, s.model = as_text(s.id) or "session", as_text(s.model) or "unknown"
     s.title, s.error = _maybe_text(s.title), _maybe_text(s.error)
     s.parent = _maybe_text(s.parent)
     if s.status not in EXIT_STATES:
@@ -338,7 +339,7 @@ def tidy(session: ImportedSession) -> ImportedSession:
     s.finished_at = s.finished_at if isinstance(s.finished_at, datetime) else None
     s.messages = [m for m in s.messages if isinstance(m, dict)]
     for turn in s.turns:
-        turn.content, turn.reasoning = _text(turn.content), _text(turn.reasoning)
+        turn.content, turn.reasoning = as_text(turn.content), as_text(turn.reasoning)
         turn.finish_reason = _maybe_text(turn.finish_reason)
         for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens"):
             value = getattr(turn, name)
@@ -354,8 +355,8 @@ def tidy(session: ImportedSession) -> ImportedSession:
         if turn.request is not None and not isinstance(turn.request, dict):
             turn.request = None
     for call in s.calls:
-        call.tool, call.arguments, call.output = _text(call.tool), _text(call.arguments), \
-            _text(call.output)
+        call.tool, call.arguments, call.output = as_text(call.tool), as_text(call.arguments), \
+            as_text(call.output)
         call.text, call.call_id = _maybe_text(call.text), _maybe_text(call.call_id)
         call.source_reason = _maybe_text(call.source_reason)
         if call.source_decision not in ("allow", "deny"):
@@ -367,17 +368,5 @@ def tidy(session: ImportedSession) -> ImportedSession:
     return s
 
 
-def _text(value: Any) -> str:
-    """Text as stored: a string as it is, or the JSON of anything else."""
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return ""
-    try:
-        return json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError, RecursionError):
-        return repr(value)
-
-
 def _maybe_text(value: Any) -> str | None:
-    return None if value is None else _text(value)
+    return None if value is None else as_text(value)
