@@ -1,0 +1,67 @@
+"""The proxy records Codex (OpenAI Responses), Claude Code (Anthropic Messages) and Gemini
+CLI (Gemini) as it records Chat Completions: the real captured exchanges of each CLI
+(tests/fixtures/clis) fed to the recorder's session layer give the sessions, turns,
+judged calls and subagent links the CLI had."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_eval.proxy.sessions import Sessions
+from tests.proxy.cliwire import allowlist, exchanges
+
+SHELL = {"codex": "exec_command", "claude-code": "Bash", "gemini-cli": "run_shell_command"}
+PROTOCOL = {"codex": "responses", "claude-code": "messages", "gemini-cli": "gemini"}
+MAIN_CALLS = {
+    "codex": ["exec_command", "exec_command", "multi_agent_v1.spawn_agent",
+              "multi_agent_v1.wait_agent"],
+    "claude-code": ["Bash", "Read", "Agent"],
+    "gemini-cli": ["run_shell_command", "read_file", "invoke_agent"],
+}
+CHILD_CALLS = {"codex": ["exec_command"], "claude-code": ["Bash"],
+               "gemini-cli": ["run_shell_command", "complete_task"]}
+
+
+def record(cli: str):
+    sessions = Sessions(allowlist(), idle_s=60)
+    for n, ex in enumerate(exchanges(cli)):
+        sessions.take(ex, float(n))
+    return sessions, sessions.close_all()
+
+
+@pytest.mark.parametrize("cli", sorted(SHELL))
+def test_a_cli_session_is_recorded_as_the_cli_had_it(cli: str) -> None:
+    sessions, records = record(cli)
+    assert sessions.counts[PROTOCOL[cli]].recorded == len(exchanges(cli))
+    assert sessions.counts[PROTOCOL[cli]].not_recorded == 0
+    assert len(records) == 2, [r.key for r in records]
+    main = next(r for r in records if r.parent_key is None)
+    child = next(r for r in records if r.parent_key is not None)
+    assert child.parent_key == main.key
+    assert [c.tool for c in main.calls] == MAIN_CALLS[cli]
+    assert [c.tool for c in child.calls] == CHILD_CALLS[cli]
+    assert main.protocol == child.protocol == PROTOCOL[cli]
+    # the subagent call is linked to the child session it spawned
+    spawner = next(c for c in main.calls if c.tool == MAIN_CALLS[cli][2])
+    assert spawner.child_key == child.key
+    # every shell call judged with its command, as the CLI ran it
+    shell = [c for r in records for c in r.calls if c.tool == SHELL[cli]]
+    assert [c.command for c in shell][:1] == ["ls -la"]
+    assert shell[-1].command == "echo subagent shell call"
+    assert all(c.decision == "deny" and c.primary == "AE307" for c in shell)
+    # an allowed call's output is what the CLI sent back (a denied one keeps the denial)
+    assert spawner.decision == "allow" and spawner.output
+    assert main.calls[0].output.startswith("Permission denied by the allow-list (AE307")
+    # every turn completed, with usage and a finish reason in Chat Completions' words
+    turns = [t for r in records for t in r.turns]
+    assert {t.finish_reason for t in turns} <= {"tool_calls", "stop"}
+    assert all(t.prompt_tokens == 100 and t.completion_tokens == 20 for t in turns)
+    assert all(t.request is not None and t.request["messages"] for t in turns)
+
+
+def test_the_exit_line_counts_each_protocol() -> None:
+    from agent_eval.proxy.recorder import by_protocol, protocol_counts
+
+    sessions, _ = record("claude-code")
+    line = by_protocol(protocol_counts(sessions.counts))
+    assert line == "messages 7 recorded, 0 not"
