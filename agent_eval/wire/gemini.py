@@ -242,8 +242,8 @@ def parse_reply(text: str, *, streamed: bool) -> ParsedReply:
             return ParsedReply(status="unparseable")
         chunks = dicts(value) if isinstance(value, list) else (
             [value] if isinstance(value, dict) else [])  # a JSON array: the non-SSE stream
-    if not chunks:
-        return ParsedReply(status="unparseable")
+    if not chunks:  # a stream cut inside its first event is cut, not garbage
+        return ParsedReply(status="truncated" if streamed and "data:" in text else "unparseable")
     if any("error" in c and "candidates" not in c for c in chunks):
         return ParsedReply(status="upstream-error")
     return _fold(chunks)

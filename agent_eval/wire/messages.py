@@ -250,8 +250,8 @@ def _parse_stream(text: str) -> ParsedReply:
             ended = True
         elif kind == "error":
             return ParsedReply(status="upstream-error", model=string(message.get("model")) or None)
-    if not seen:
-        return ParsedReply(status="unparseable")
+    if not seen:  # a stream cut inside its first event is cut, not garbage
+        return ParsedReply(status="truncated" if "data:" in text else "unparseable")
     reply = _from_message(dict(message, content=[blocks[k] for k in blocks]), stop, usage)
     if not ended:
         reply.status = "truncated"

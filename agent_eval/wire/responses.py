@@ -332,7 +332,7 @@ def _parse_stream(text: str) -> ParsedReply:
             _fold_delta(items[key], kind, event)
     reply = _from_response({"output": [items[k] for k in order], "status": "in_progress",
                             "model": model, "id": response_id})
-    reply.status = "truncated" if seen else "unparseable"
+    reply.status = "truncated" if seen or "data:" in text else "unparseable"
     return reply
 
 

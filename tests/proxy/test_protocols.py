@@ -65,3 +65,31 @@ def test_the_exit_line_counts_each_protocol() -> None:
     sessions, _ = record("claude-code")
     line = by_protocol(protocol_counts(sessions.counts))
     assert line == "messages 7 recorded, 0 not"
+
+
+def _cut(cli: str, index: int, fraction: float):
+    exs = exchanges(cli)[:index + 1]
+    body = bytes(exs[index].response_body)
+    events = body.split(b"\n\n")
+    # keep whole events up to the one holding the call, then half of that one
+    at = next(i for i, e in enumerate(events)
+              if b"input_json_delta" in e or b"functionCall" in e
+              or b"function_call_arguments.delta" in e)
+    kept = b"\n\n".join(events[:at]) + (b"\n\n" if at else b"")
+    exs[index].response_body = bytearray(kept + events[at][:int(len(events[at]) * fraction)])
+    return exs
+
+
+@pytest.mark.parametrize("cli", sorted(SHELL))
+def test_a_stream_cut_mid_event_is_a_truncated_turn_and_nothing_is_lost(cli: str) -> None:
+    sessions = Sessions(allowlist(), idle_s=60)
+    for n, ex in enumerate(_cut(cli, 1, 0.5)):
+        sessions.take(ex, float(n))
+    [record] = sessions.close_all()
+    assert [t.finish_reason for t in record.turns] == ["tool_calls", "truncated"]
+    assert "reply:truncated" in record.tags
+    # the cut turn's call is not judged (never counted against the model) ...
+    assert [c.tool for c in record.calls] == [SHELL[cli]]
+    # ... and both requests are kept whole for replay
+    assert all(t.request is not None for t in record.turns)
+    assert record.status == "completed"
