@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from agent_eval import wire
 from agent_eval.live.client import find_tool_markup
 from agent_eval.live.orchestrator import TEXT_CALL_MESSAGE, TEXT_CALL_TOOL, command_text
 from agent_eval.policy import AllowList, Verdict, check_call, render_denial
-from agent_eval import wire
 from agent_eval.proxy.linking import (
     PARENT_HEADERS,
     Conversation,

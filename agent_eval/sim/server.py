@@ -37,10 +37,10 @@ from typing import Any
 
 from aiohttp import web
 
+from agent_eval import wire
 from agent_eval.errors import ConfigError
 from agent_eval.scenario import load_suite
 from agent_eval.scenario.bundled import BUNDLED_SUITE_NAME, data_dir
-from agent_eval import wire
 from agent_eval.sim import hostile
 from agent_eval.sim.behaviour import TaskIndex, index_tasks, plan_reply
 from agent_eval.sim.clients import adapt_calls, find_scenario

@@ -48,7 +48,6 @@ from agent_eval.wire.records import (
     arguments_text,
     chat_usage,
     dicts,
-    json_object,
     sse_objects,
     string,
 )

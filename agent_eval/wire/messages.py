@@ -49,7 +49,6 @@ from agent_eval.wire.records import (
     json_object,
     sse_objects,
     string,
-    text_of,
 )
 
 NAME = "messages"

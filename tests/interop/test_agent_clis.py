@@ -294,7 +294,7 @@ def test_cli_plays_a_bundled_scenario_through_the_proxy_to_the_simulator(
 def test_cli_runs_shell_read_and_subagent_calls_through_the_proxy(
         sandbox_ok, name: str, tmp_path: Path) -> None:
     _ensure_installed(name)
-    with capture(name, work=tmp_path, timeout=CLI_TIMEOUT_S) as run:
+    with capture(name, work=tmp_path, timeout=CLI_TIMEOUT_S, allowlist=CLI_ALLOWLIST) as run:
         assert run.outcome.returncode == 0, run.outcome.stderr[-2000:]
         _relayed_byte_for_byte(run)
         requests = [x.request.decoded_body().decode() for x in run.client_exchanges()]

@@ -4,7 +4,7 @@ CLIs' session headers pair with the prompt; a session's role ignores the working
 
 from __future__ import annotations
 
-from agent_eval.proxy.linking import Linker, normal_prompt, role_hash, message_digests
+from agent_eval.proxy.linking import Linker, message_digests, normal_prompt, role_hash
 from agent_eval.proxy.replies import ParsedReply
 
 DONE = ParsedReply(content="Done.", finish_reason="stop")
