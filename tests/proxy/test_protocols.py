@@ -93,3 +93,18 @@ def test_a_stream_cut_mid_event_is_a_truncated_turn_and_nothing_is_lost(cli: str
     # ... and both requests are kept whole for replay
     assert all(t.request is not None for t in record.turns)
     assert record.status == "completed"
+
+
+def test_a_request_its_protocol_cannot_read_is_relayed_and_counted_not_recorded() -> None:
+    from datetime import UTC, datetime
+
+    from agent_eval.proxy.relay import Exchange
+
+    sessions = Sessions(allowlist(), idle_s=60)
+    for path, body in (("/v1/responses", b'{"model": "m"}'), ("/v1/messages", b"not json"),
+                       ("/v1beta/models/m:generateContent", b'{"contents": 3}')):
+        sessions.take(Exchange(path=path, request_body=body, session_headers={},
+                               started_at=datetime.now(UTC), status=200), 0.0)
+    assert {name: (c.recorded, c.not_recorded) for name, c in sessions.counts.items()} == {
+        "chat": (0, 0), "responses": (0, 1), "messages": (0, 1), "gemini": (0, 1)}
+    assert sessions.close_all() == []
