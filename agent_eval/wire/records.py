@@ -156,11 +156,8 @@ def arguments_object(text: Any) -> Any:
     ``input``, Gemini's ``args``); text that is not a JSON object stays a string."""
     if not isinstance(text, str):
         return text
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        return text
-    return value if isinstance(value, dict) else text
+    value = json_object(text)
+    return text if value is None else value
 
 
 def string(value: Any) -> str:
