@@ -108,3 +108,44 @@ def test_a_request_its_protocol_cannot_read_is_relayed_and_counted_not_recorded(
     assert {name: (c.recorded, c.not_recorded) for name, c in sessions.counts.items()} == {
         "chat": (0, 0), "responses": (0, 1), "messages": (0, 1), "gemini": (0, 1)}
     assert sessions.close_all() == []
+
+
+def test_a_responses_request_naming_its_previous_response_continues_that_session() -> None:
+    """``previous_response_id``: the request carries only the new input (the server holds
+    the rest); the proxy links it to the session whose reply had that id and stores the
+    turn's request as the whole conversation, so replay needs no server-side state."""
+    import json
+    from datetime import UTC, datetime
+
+    from agent_eval.proxy.relay import Exchange
+    from agent_eval.wire import responses
+    from agent_eval.wire.records import ParsedCall, ParsedReply
+
+    def exchange(body: dict, reply: ParsedReply) -> Exchange:
+        events = responses.render_reply(reply, stream=True, created=0)
+        sse = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+        return Exchange(path="/v1/responses", request_body=json.dumps(body).encode(),
+                        session_headers={}, started_at=datetime.now(UTC), status=200,
+                        content_type="text/event-stream", response_body=bytearray(sse.encode()))
+
+    command = json.dumps({"command": "uv run scripts/db_query.py --sql 'SELECT 1'"})
+    tools = [{"type": "function", "name": "bash", "parameters": {"type": "object"}}]
+    first = ParsedReply(calls=[ParsedCall("call_1", "bash", command)], model="m",
+                        response_id="resp_A", finish_reason="tool_calls")
+    done = ParsedReply(content="Done.", model="m", response_id="resp_B", finish_reason="stop")
+    sessions = Sessions(allowlist(), idle_s=60)
+    sessions.take(exchange({"model": "m", "instructions": "You are the db agent.",
+                            "input": "List the open attempts.", "tools": tools,
+                            "store": True}, first), 0.0)
+    sessions.take(exchange({"model": "m", "previous_response_id": "resp_A", "store": True,
+                            "tools": tools, "input": [{"type": "function_call_output",
+                                                       "call_id": "call_1", "output": "[]"}]},
+                           done), 1.0)
+    [record] = sessions.close_all()
+    assert len(record.turns) == 2 and "link:response-id" in record.tags
+    whole = record.turns[1].request
+    assert "previous_response_id" not in whole
+    assert [m["role"] for m in whole["messages"]] == ["system", "user", "assistant", "tool"]
+    assert [(c.tool, c.command) for c in record.calls] == [
+        ("bash", "uv run scripts/db_query.py --sql 'SELECT 1'")]
+    assert record.calls[0].call_id == "call_1" and record.protocol == "responses"

@@ -7,6 +7,7 @@ recorded in (a second proxy, in front of the same simulator, counts what it rece
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 
 import pytest
@@ -58,8 +59,19 @@ def test_each_protocol_is_recorded_judged_and_replayed_in_its_own_protocol(tmp_p
         try:
             for protocol, stream in PLAYED.items():
                 play(proxy.base_url, protocol, stream)
+            status_url = proxy.base_url.removesuffix("/v1") + "/_agent_eval/status"
+            for _ in range(100):  # the recorder publishes its counts every 0.25 s
+                with urllib.request.urlopen(status_url, timeout=10) as answer:
+                    status = json.loads(answer.read())
+                if status["recorded_gemini"] == 2:
+                    break
+                time.sleep(0.1)
         finally:
             said = proxy.stop()
+        assert {k: v for k, v in status.items() if "recorded_" in k} == {
+            "recorded_chat": 0, "not_recorded_chat": 0, "recorded_responses": 2,
+            "not_recorded_responses": 0, "recorded_messages": 2, "not_recorded_messages": 0,
+            "recorded_gemini": 2, "not_recorded_gemini": 0}
         assert ("exchanges by protocol: responses 2 recorded, 0 not; messages 2 recorded, "
                 "0 not; gemini 2 recorded, 0 not") in said
         with open_store(db) as store:
