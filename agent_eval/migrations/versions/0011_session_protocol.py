@@ -28,5 +28,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("sessions") as batch:
-        batch.drop_column("protocol")
+    op.drop_column("sessions", "protocol")  # SQLite drops a column in place (3.35 on)
