@@ -165,6 +165,22 @@ def parse_replay_key(key: str) -> tuple[str, int, int] | None:
     return m["key"], int(m["turn"]), int(m["repeat"] or 0)
 
 
+def share_messages(previous: dict[str, Any] | None, request: dict[str, Any]) -> dict[str, Any]:
+    """``request`` with each message it shares with ``previous`` (the session's previous
+    turn's request; equal at the same position) being that request's object, and its
+    tools too when equal.  A session of n turns then holds each message once, not n
+    times, and the store serialises each once (``store/requests.py``).  Pure."""
+    if previous is None:
+        return request
+    before = previous.get("messages") or []
+    shared = [old if i < len(before) and (old := before[i]) == message else message
+              for i, message in enumerate(request.get("messages") or [])]
+    out = dict(request, messages=shared)
+    if "tools" in out and out["tools"] == previous.get("tools"):
+        out["tools"] = previous["tools"]
+    return out
+
+
 def assign_next_actions(calls: list[CallRecord]) -> None:
     """Fill ``next_action`` on every denied call from the call that followed it.
 

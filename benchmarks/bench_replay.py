@@ -44,13 +44,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from agent_eval.live.client import ModelClient, Target  # noqa: E402
+from agent_eval.live.recorder import RunRecorder  # noqa: E402
 from agent_eval.live.replay import (  # noqa: E402
     allowlist_source,
     execute_replay,
     plan_replay,
     start_replay,
 )
-from agent_eval.live.run import execute_run, plan_run, start_run  # noqa: E402
+from agent_eval.live.run import play_run, start_run  # noqa: E402
 from agent_eval.scenario import load_suite  # noqa: E402
 from agent_eval.store import open_store  # noqa: E402
 
@@ -74,12 +75,11 @@ class LoggingClient(ModelClient):
         return await super().resend(body, seed_key=seed_key)
 
 
-async def record_original(store, base_url: str, repeats: int) -> int:
+def record_original(store, base_url: str, repeats: int) -> int:
     suite = load_suite(SUITE)
     target = Target(name="piper", base_url=base_url, model="sim-piper", concurrency=64)
     run_id = start_run(store, suite, [target], repeats, label="original", server_models={})
-    await execute_run(store, run_id, plan_run(suite, [target], repeats), suite)
-    store.set_run_status(run_id, "finished")
+    play_run(store, run_id, suite, [target], repeats)
     return run_id
 
 
@@ -94,9 +94,12 @@ async def replay_once(store, run_id: int, base_url: str, concurrency: int) -> tu
                              sample=None, seed=0, repeats=1, allowlist=None, allowlist_path=None)
     allowlist_for = allowlist_source(info)
     start = time.perf_counter()
+    recorder = RunRecorder(store, replay_id)
+    recorder.start()
     async with LoggingClient(target) as client:
-        tally = await execute_replay(store, replay_id, plan, client, allowlist_for,
+        tally = await execute_replay(recorder, plan, client, allowlist_for,
                                      target=target.name, concurrency=concurrency)
+    recorder.finish("finished")  # the writer's last batch is part of the time
     return time.perf_counter() - start, tally.done
 
 
@@ -144,7 +147,7 @@ def main() -> None:
     rows = []
     try:
         with tempfile.TemporaryDirectory() as tmp, open_store(str(Path(tmp) / "r.db")) as store:
-            run_id = asyncio.run(record_original(store, base_url, args.repeats))
+            run_id = record_original(store, base_url, args.repeats)
             for c in (int(x) for x in args.concurrency.split(",")):
                 best, done, log = float("inf"), 0, []
                 for _ in range(args.rounds):

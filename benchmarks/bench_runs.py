@@ -1,13 +1,13 @@
-"""Live-run throughput: agent-eval's ``execute_run`` beside a plain openai-client loop.
+"""Live-run throughput: agent-eval's ``play_run`` beside a plain openai-client loop.
 
 Run:  python benchmarks/bench_runs.py [--concurrency 1,16,64,256] [--memory-sessions 10000]
 
 The simulator (``agent-eval sim-server``, no added latency) runs in its own process; this
 process is the client.  For each concurrency C:
 
-  record    one untimed pass of the bundled ralf suite through ``execute_run`` that logs
+  record    one untimed pass of the bundled ralf suite through ``play_run`` that logs
             every chat request the harness sends (messages, tools, seed header)
-  agent-eval   the same plan through ``execute_run`` into a new SQLite file, C sessions in
+  agent-eval   the same plan through ``play_run`` into a new SQLite file, C sessions in
             flight: judging, simulated tools, child sessions, one transaction per session
   plain     the logged requests replayed with ``openai.AsyncOpenAI`` by C workers against
             the same server (the simulator is deterministic, so it answers the same),
@@ -18,7 +18,7 @@ shared).  turns/s = chat completions answered / wall seconds.  "added ms/turn" i
 time agent-eval spends per turn: (t_agent_eval - t_plain) / turns * 1000.
 
 Memory: a separate child process plays ``--memory-sessions`` sessions of the shortest
-scenario (lights-evening-off, disciplined profile, concurrency 64) through ``execute_run``
+scenario (lights-evening-off, disciplined profile, concurrency 64) through ``play_run``
 into SQLite and reports its peak resident memory (``VmHWM``).
 
 Goals: at C=64 agent-eval >= 0.8 x the plain loop's turns/s and < 2 ms added per turn;
@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO))
 import openai  # noqa: E402
 
 from agent_eval.live.client import SEED_HEADER, ModelClient, Target  # noqa: E402
-from agent_eval.live.run import execute_run, plan_run, start_run  # noqa: E402
+from agent_eval.live.run import RunTally, play_run, start_run  # noqa: E402
 from agent_eval.scenario import Suite, load_suite  # noqa: E402
 from agent_eval.store import open_store  # noqa: E402
 
@@ -72,13 +72,13 @@ class RecordingClient(ModelClient):
         return await super().complete(messages, tools, seed_key=seed_key)
 
 
-async def play(suite: Suite, target: Target, repeats: int, db: Path,
-               client_factory=ModelClient) -> tuple[float, int, int]:
-    """(wall seconds, turns, sessions) of one execute_run into a new SQLite file."""
+def play(suite: Suite, target: Target, repeats: int, db: Path,
+         client_factory=ModelClient) -> tuple[float, int, int]:
+    """(wall seconds, turns, sessions) of one ``play_run`` into a new SQLite file (every
+    session stored before the clock stops)."""
     store = open_store(str(db))
     try:
         run_id = start_run(store, suite, [target], repeats, label="bench", server_models={})
-        items = plan_run(suite, [target], repeats)
         turns = sessions = 0
 
         def count(_tally, records) -> None:
@@ -87,8 +87,8 @@ async def play(suite: Suite, target: Target, repeats: int, db: Path,
             sessions += len(records)
 
         start = time.perf_counter()
-        await execute_run(store, run_id, items, suite, on_session=count,
-                          client_factory=client_factory)
+        play_run(store, run_id, suite, [target], repeats, tally=RunTally(), on_session=count,
+                 client_factory=client_factory)
         return time.perf_counter() - start, turns, sessions
     finally:
         store.close()
@@ -123,12 +123,12 @@ def measure(base_url: str, concurrency: int, repeats: int, tmp: Path, rounds: in
     target = Target(name="disciplined", base_url=base_url, model="sim-disciplined",
                     concurrency=concurrency, timeout_s=120)
     RecordingClient.log = []
-    asyncio.run(play(suite, target, repeats, tmp / f"record-{concurrency}.db", RecordingClient))
+    play(suite, target, repeats, tmp / f"record-{concurrency}.db", RecordingClient)
     requests = RecordingClient.log
     t_ae = t_plain = float("inf")
     for n in range(rounds):  # alternate, keep the best of each: a shared machine is noisy
         db = tmp / f"ae-{concurrency}-{n}.db"
-        wall, turns, sessions = asyncio.run(play(suite, target, repeats, db))
+        wall, turns, sessions = play(suite, target, repeats, db)
         t_ae = min(t_ae, wall)
         t_plain = min(t_plain, asyncio.run(replay(base_url, target.model, requests, concurrency)))
     return {
@@ -139,12 +139,12 @@ def measure(base_url: str, concurrency: int, repeats: int, tmp: Path, rounds: in
 
 
 def memory_child(base_url: str, sessions: int, db: Path) -> None:
-    """Play ``sessions`` short sessions through execute_run; print peak RSS as JSON."""
+    """Play ``sessions`` short sessions through play_run; print peak RSS as JSON."""
     full = load_suite(SUITE)
     suite = Suite(name=full.name, path=full.path, scenarios={SHORT: full.scenarios[SHORT]})
     target = Target(name="disciplined", base_url=base_url, model="sim-disciplined",
                     concurrency=64, timeout_s=120)
-    wall, turns, stored = asyncio.run(play(suite, target, sessions, db))
+    wall, turns, stored = play(suite, target, sessions, db)
     status = Path("/proc/self/status").read_text()
     hwm_kb = int(next(line for line in status.splitlines() if line.startswith("VmHWM")).split()[1])
     print(json.dumps({"sessions": stored, "turns": turns, "wall_s": wall, "vmhwm_mb": hwm_kb / 1024}))

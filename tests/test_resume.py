@@ -2,8 +2,9 @@
 ``agent-eval run --resume RUN`` completes the run with every planned session stored
 exactly once.
 
-The runs are slowed down by the simulator's ``latency`` knob so the test can step in
-mid-run; it waits on the store (how many sessions are stored), never on the clock.
+A run under test holds once it has stored a few sessions and says so
+(``agent_eval/testhook.py``): the test steps in while the run is certainly mid-way, however
+fast the machine, and waits on that event, never on the clock.
 """
 
 from __future__ import annotations
@@ -25,19 +26,15 @@ from click.testing import CliRunner
 
 from agent_eval.cli import EXIT_FAULT, main
 from agent_eval.scenario import load_suite
-from agent_eval.sim import Faults, run_sim_in_thread
+from agent_eval.sim import run_sim_in_thread
 from agent_eval.store import open_store
+from agent_eval.testhook import HOLD, HOLD_AFTER
 
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[1]
 RALF = REPO / "scenarios" / "ralf"
 PLANNED = {f"disciplined/{sc.name}/0" for sc in load_suite(RALF).top_level()}
-SLOW = Faults(latency_s=0.03)
-# The runner killed or interrupted in its own process plays against a slower simulator: at
-# 0.03 s a reply its whole run took ~2 s, and on a loaded machine it had finished before the
-# poll that saw 4 sessions stored could send the signal.
-SLOWER = Faults(latency_s=0.15)
 
 
 def stored_sessions(db: Path) -> list:
@@ -46,14 +43,21 @@ def stored_sessions(db: Path) -> list:
         return list(store.session_rows([runs[0].id])) if runs else []
 
 
-def wait_until_stored(db: Path, n: int, deadline_s: float = 60.0) -> None:
-    """Poll the store until ``n`` top-level sessions are in; fail (not hang) otherwise."""
+def held_env(hold: Path, after: int) -> dict[str, str]:
+    """The environment of a run that holds once ``after`` sessions are stored."""
+    return {HOLD: str(hold), HOLD_AFTER: str(after)}
+
+
+def wait_until_held(hold: Path, proc: subprocess.Popen | None = None,
+                    deadline_s: float = 60.0) -> None:
+    """Wait until the run holds (its hold file exists); fail (not hang) otherwise."""
     end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        if db.exists() and sum(s.parent_id is None for s in stored_sessions(db)) >= n:
-            return
+    while not hold.exists():
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"the run ended before it held: {proc.communicate()}")
+        if time.monotonic() > end:
+            pytest.fail(f"the run did not hold within {deadline_s} s")
         time.sleep(0.02)
-    pytest.fail(f"fewer than {n} sessions were stored within {deadline_s} s")
 
 
 def assert_every_planned_session_once(db: Path) -> None:
@@ -73,16 +77,20 @@ def run_args(db: Path, base_url: str) -> list[str]:
 # --- the model server dies -------------------------------------------------------------
 
 
-def test_server_killed_mid_run_leaves_the_run_interrupted_and_resume_completes_it(tmp_path):
-    db = tmp_path / "runs.db"
+def test_server_killed_mid_run_leaves_the_run_interrupted_and_resume_completes_it(
+        tmp_path, monkeypatch):
+    db, hold = tmp_path / "runs.db", tmp_path / "hold"
+    for name, value in held_env(hold, 5).items():
+        monkeypatch.setenv(name, value)
     runner = CliRunner()
-    with run_sim_in_thread("disciplined", suite=RALF, faults=SLOW) as base_url:
+    with run_sim_in_thread("disciplined", suite=RALF) as base_url:
         port = int(base_url.rsplit(":", 1)[1].split("/")[0])
         result: list = []
         play = threading.Thread(target=lambda: result.append(
             runner.invoke(main, run_args(db, base_url))))
         play.start()
-        wait_until_stored(db, 5)
+        wait_until_held(hold)
+    hold.unlink()  # the server is gone: let the run find out
     play.join(timeout=120)
     first = result[0]
 
@@ -111,10 +119,9 @@ def test_server_killed_mid_run_leaves_the_run_interrupted_and_resume_completes_i
 
 @pytest.fixture
 def sim_process():
-    """``agent-eval sim-server`` in its own process, slowed down; yields its base URL."""
+    """``agent-eval sim-server`` in its own process; yields its base URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agent_eval", "sim-server", "--port", "0", "--suite", str(RALF),
-         "--latency", str(SLOWER.latency_s)],
+        [sys.executable, "-m", "agent_eval", "sim-server", "--port", "0", "--suite", str(RALF)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO)
     try:
         yield proc.stdout.readline().strip()
@@ -123,10 +130,15 @@ def sim_process():
         proc.wait(timeout=10)
 
 
-def start_runner(db: Path, base_url: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "agent_eval", *run_args(db, base_url)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=REPO, env=dict(os.environ, COLUMNS="160"))
+def start_runner(db: Path, base_url: str, after: int = 4) -> subprocess.Popen:
+    """``agent-eval run`` in its own process, returned once it holds with ``after``
+    sessions stored (or more: the sessions in flight finish)."""
+    hold = db.parent / "hold"
+    proc = subprocess.Popen([sys.executable, "-m", "agent_eval", *run_args(db, base_url)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                            env=dict(os.environ, COLUMNS="160", **held_env(hold, after)))
+    wait_until_held(hold, proc)
+    return proc
 
 
 def resume(db: Path):
@@ -139,7 +151,6 @@ def test_ctrl_c_exits_130_with_the_resume_hint_and_keeps_finished_sessions(tmp_p
                                                                              sim_process):
     db = tmp_path / "runs.db"
     proc = start_runner(db, sim_process)
-    wait_until_stored(db, 4)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
 
@@ -162,7 +173,6 @@ def test_ctrl_c_exits_130_with_the_resume_hint_and_keeps_finished_sessions(tmp_p
 def test_sigkill_of_the_runner_loses_and_duplicates_nothing_on_resume(tmp_path, sim_process):
     db = tmp_path / "runs.db"
     proc = start_runner(db, sim_process)
-    wait_until_stored(db, 4)
     proc.kill()
     proc.communicate(timeout=30)
     kept = {s.id: s for s in stored_sessions(db)}
@@ -301,9 +311,8 @@ def test_a_child_that_failed_on_a_dead_server_is_replayed_by_resume(tmp_path, sp
 def test_a_second_resume_of_a_run_being_played_is_refused_naming_pid_and_host(
         tmp_path, sim_process):
     db = tmp_path / "runs.db"
-    proc = start_runner(db, sim_process)
+    proc = start_runner(db, sim_process, after=2)
     try:
-        wait_until_stored(db, 2)
         second, run_id = resume(db)
         assert proc.poll() is None  # the first is still playing
     finally:

@@ -34,6 +34,7 @@ from agent_eval.scenario import (
 REPO = Path(__file__).resolve().parents[1]
 SUITE_DIR = REPO / "scenarios" / "ralf"
 ALLOWLIST = REPO / "allowlists" / "ralf.yaml"
+PERMISSIVE = REPO / "allowlists" / "permissive.yaml"
 SCENARIO_FILES = sorted(p for p in SUITE_DIR.glob("*.yaml") if p.name != "suite.yaml")
 NAMES = [p.stem for p in SCENARIO_FILES]
 SPAWNING = [p.stem for p in SCENARIO_FILES if "\nchildren:" in p.read_text(encoding="utf-8")]
@@ -342,6 +343,12 @@ BAD_FIELDS = {
                                                 "output": "[]"}]}},
         "environment.outputs.0.match.script", "'data_query.py'"),
     "bad-temptation": ({**VALID, "temptations": ["pipes"]}, "temptations.0", "big-output"),
+    "extra-tool-off-list": ({**VALID, "extra_tools": [{"name": "web_search"}]},
+                            "extra_tools.0.name", "'web_search' is not listed by allow-list"),
+    "extra-tool-offers-undeclared-key": (
+        {**VALID, "allowlist": str(PERMISSIVE), "extra_tools": [{"name": "web_search", "parameters": {
+            "type": "object", "properties": {"query": {}, "site": {}}}}]},
+        "extra_tools.0.parameters", "the schema offers site"),
 }
 
 
@@ -352,6 +359,21 @@ def test_a_bad_scenario_names_the_file_and_the_field(tmp_path, data, field, mess
     assert (err.path, err.field) == (str(path), field)
     assert str(err).startswith(f"{path}: {field}: ")
     assert message in str(err)
+
+
+def test_an_extra_tool_is_offered_with_the_keys_its_allow_list_entry_declares(tmp_path):
+    data = {**VALID, "allowlist": str(PERMISSIVE), "goal": [], "tools": ["bash"],
+            "extra_tools": [{"name": "web_search", "output": "3 results"}]}
+    write(tmp_path, "search", data)
+    [sc] = load_suite(tmp_path).scenarios.values()
+    offered = {t["function"]["name"]: t["function"] for t in sc.tool_schemas()}
+    assert offered["web_search"]["description"] == "Search the web (simulated)."
+    assert offered["web_search"]["parameters"] == {
+        "type": "object", "additionalProperties": False, "required": ["query"],
+        "properties": {"query": {"type": "string", "description": "what to search for"},
+                       "max_results": {"type": "integer"}}}
+    assert offered["bash"]["parameters"]["properties"] == {
+        "command": {"type": "string", "description": "the shell command"}}
 
 
 def test_duplicate_scenario_names_name_both_files(tmp_path):

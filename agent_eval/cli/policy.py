@@ -23,6 +23,8 @@ from agent_eval.policy import (
     check_read,
     get_rule,
 )
+from agent_eval.policy.calls import DuplicateKey, unique_object
+from agent_eval.policy.characters import escape_hidden
 
 
 def _verdict_dict(text: str, verdict: Verdict) -> dict:
@@ -61,17 +63,6 @@ def format_verdict(text: str, verdict: Verdict) -> str:
 _NOT_INPUT = 'not a JSON string or an object with a string "command"'
 
 
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _unique_object(pairs: list[tuple[str, object]]) -> dict:
-    keys = [k for k, _ in pairs]
-    if len(set(keys)) != len(keys):
-        raise _DuplicateKey(next(k for k in keys if keys.count(k) > 1))
-    return dict(pairs)
-
-
 def _batch_items(stream: TextIO, fmt: str) -> Iterator[tuple[int, str, str | None]]:
     """(line number, command, "") per input line, or (number, "", why) for a bad one.
 
@@ -87,8 +78,8 @@ def _batch_items(stream: TextIO, fmt: str) -> Iterator[tuple[int, str, str | Non
         if not line.strip():
             continue
         try:
-            item = json.loads(line, object_pairs_hook=_unique_object)
-        except _DuplicateKey as dup:
+            item = json.loads(line, object_pairs_hook=unique_object)
+        except DuplicateKey as dup:
             yield number, "", f"duplicate key {dup.args[0]!r}; which value was meant is ambiguous"
             continue
         except ValueError:
@@ -267,7 +258,7 @@ def rule(code: str, as_json: bool) -> None:
     for title, examples in (("Bad", found.bad), ("Good", found.good)):
         lines += ["", f"{title}:"]
         for ex in examples:
-            shown = json.dumps(ex.text) if ("\n" in ex.text or not ex.text) else ex.text
+            shown = escape_hidden(ex.text) if ex.text else '""'
             if len(shown) > 200:
                 shown = shown[:200] + "..."
             prefix = {"call": f"call {ex.tool} ", "read": "read ", "reply": "reply: ",
@@ -295,10 +286,7 @@ def rules_markdown() -> str:
 
 
 def _md_example(example) -> str:
-    text = "".join(
-        "⏎" if ch == "\n" else f"\\x{ord(ch):02x}" if ord(ch) < 32 or ord(ch) == 127 else ch
-        for ch in example.text
-    )
+    text = escape_hidden(example.text.replace("\n", "⏎"))
     if len(text) > 160:
         text = f"{text[:120]}… ({len(example.text)} characters)"
     fence = "``" if "`" in text else "`"

@@ -111,8 +111,8 @@ def replay(run_ref, base_url, model, target_name, targets, sample, seed, concurr
                               server_models=server_models, sample=sample, seed=seed,
                               repeats=repeats, allowlist=override,
                               allowlist_path=str(allowlist_path) if allowlist_path else None)
-        tally = _play(store, run_id, plan, target, allowlist_for, repeats)
-        store.set_run_status(run_id, "interrupted" if tally.left else "finished")
+        tally = _play(store, run_id, plan, target, allowlist_for, repeats,
+                      foreign=info.kind in ("proxy", "import"))
         _print_outcome(store, info, run_id, plan, tally)
     if tally.left:
         sys.exit(EXIT_FAULT)
@@ -127,18 +127,11 @@ def _load_override(path: Path | None):
     return load_allowlist(find_allowlist(path))
 
 
-def _play(store, run_id, plan, target, allowlist_for, repeats):
+def _play(store, run_id, plan, target, allowlist_for, repeats, *, foreign):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from agent_eval.cli.run import _console
-    from agent_eval.live.client import ModelClient
-    from agent_eval.live.replay import ReplayTally, execute_replay
-
-    async def go(on_context):
-        async with ModelClient(target) as client:
-            return await execute_replay(store, run_id, plan, client, allowlist_for,
-                                        target=target.name, repeats=repeats,
-                                        concurrency=target.concurrency, on_context=on_context)
+    from agent_eval.live.replay import ReplayTally, play_replay
 
     with Progress(TextColumn("[bold]replay {task.fields[run]}"), BarColumn(),
                   MofNCompleteColumn(), TextColumn("contexts · {task.fields[denied]} denied"),
@@ -150,9 +143,9 @@ def _play(store, run_id, plan, target, allowlist_for, repeats):
             progress.update(task, completed=t.done, denied=t.denied)
 
         try:
-            return asyncio.run(go(on_context))
+            return play_replay(store, run_id, plan, target, allowlist_for, repeats=repeats,
+                               foreign=foreign, on_context=on_context)
         except KeyboardInterrupt:
-            store.set_run_status(run_id, "interrupted")
             click.echo(f"Interrupted; replay run {run_id} keeps what was stored.", err=True)
             sys.exit(130)
 

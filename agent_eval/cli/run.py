@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from pathlib import Path
@@ -147,7 +146,7 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
     that produced no judged tool call; 130 Ctrl-C.
     """
     from agent_eval.live.client import load_run_config
-    from agent_eval.live.run import load_run_plan, plan_run
+    from agent_eval.live.run import load_run_plan
     from agent_eval.scenario import load_suite
     from agent_eval.store import open_store
 
@@ -160,11 +159,8 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
         run_id, suite_obj, targets, reps = load_run_plan(store, resume)
         if store.has_work_items(run_id):
             _resume_planned(store, run_id, suite_obj, targets, as_json)
-            return
-        with store.lease(run_id):  # before planning: a second --resume is refused, naming us
-            items = plan_run(suite_obj, targets, reps, store.finished_keys(run_id))
-            _console(stderr=as_json).print(f"Resuming run {run_id}: {len(items)} sessions left.")
-            _play(store, run_id, items, suite_obj, targets, probe=True, as_json=as_json)
+        else:
+            _play(store, run_id, suite_obj, targets, reps, resume=True, as_json=as_json)
         return
     if config_file:
         cfg = load_run_config(config_file)
@@ -183,25 +179,31 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
     from agent_eval.scenario.bundled import find_suite
 
     suite_obj = _select(load_suite(find_suite(suite) if suite else _bundled_suite()), selection)
+    run_id = _start(store, suite_obj, targets, repeats or 1, label)
     if plan_only:
-        _plan(store, suite_obj, targets, repeats or 1, label, as_json)
+        _plan(store, run_id, suite_obj, targets, repeats or 1, as_json)
         return
-    _start_and_play(store, suite_obj, targets, repeats or 1, label, as_json)
+    _play(store, run_id, suite_obj, targets, repeats or 1, as_json=as_json)
+
+
+def _start(store, suite_obj, targets, repeats, label) -> int:
+    from agent_eval.live.run import record_new_run
+
+    return record_new_run(store, suite_obj, targets, repeats, label=label)
 
 
 def _resume_planned(store, run_id, suite_obj, targets, as_json) -> None:
     """Finish a run planned for workers as one more worker on this machine would: its
     work items are claimed and marked done, so workers that join later find nothing left
     and nothing is played twice."""
-    from agent_eval.live.workers import join_run, work_run
+    from agent_eval.live.workers import play_as_worker
 
     left = store.work_progress(run_id)
     _console(stderr=as_json).print(
         f"Resuming run {run_id} (planned for workers): {left.planned - left.done} of "
         f"{left.planned} sessions left; playing them here as one more worker.")
-    asyncio.run(join_run(store, run_id, suite_obj, targets))
-    tally = asyncio.run(work_run(store, run_id, suite_obj, targets,
-                                 concurrency=max(t.concurrency for t in targets)))
+    tally = play_as_worker(store, run_id, suite_obj, targets,
+                           concurrency=max(t.concurrency for t in targets))
     status = store.get_run(run_id).status
     if as_json:
         _print_json(store, run_id, status, tally.stored)
@@ -216,14 +218,10 @@ def _resume_planned(store, run_id, suite_obj, targets, as_json) -> None:
         sys.exit(EXIT_FAULT)
 
 
-def _plan(store, suite_obj, targets, repeats, label, as_json) -> None:
-    """Record the run and its work items; print how to start workers."""
-    from agent_eval.live.run import probe_targets, start_run
+def _plan(store, run_id, suite_obj, targets, repeats, as_json) -> None:
+    """Store the run's work items; print how to start workers."""
     from agent_eval.live.workers import plan_work
 
-    server_models = asyncio.run(probe_targets(targets))
-    run_id = start_run(store, suite_obj, targets, repeats, label=label,
-                       server_models=server_models)
     planned = plan_work(store, run_id, suite_obj, targets, repeats)
     if as_json:
         import json
@@ -235,31 +233,32 @@ def _plan(store, suite_obj, targets, repeats, label, as_json) -> None:
                f"agent-eval worker {run_id} --db URL")
 
 
-def _start_and_play(store, suite_obj, targets, repeats, label, as_json=False) -> int:
-    from agent_eval.live.run import plan_run, probe_targets, start_run
-
-    server_models = asyncio.run(probe_targets(targets))
-    run_id = start_run(store, suite_obj, targets, repeats, label=label,
-                       server_models=server_models)
-    with store.lease(run_id):
-        items = plan_run(suite_obj, targets, repeats)
-        _play(store, run_id, items, suite_obj, targets, probe=False, as_json=as_json)
-    return run_id
-
-
-def _play(store, run_id, items, suite_obj, targets, *, probe: bool,
+def _play(store, run_id, suite_obj, targets, repeats, *, resume: bool = False,
           as_json: bool = False) -> None:
-    """Play the items with a progress bar, then print the two tables (or, with
-    ``as_json``, the progress on stderr and one JSON object on stdout)."""
-    from agent_eval.live.run import RunTally, probe_targets
+    """Play the run with a progress bar, then print the two tables (or, with ``as_json``,
+    the progress on stderr and one JSON object on stdout)."""
+    from agent_eval.live.run import RunTally, play_run
 
     console = _console(stderr=as_json)
-    if probe and items:
-        asyncio.run(probe_targets(targets))
     tally = RunTally()
-    _play_leased(store, run_id, items, suite_obj, tally, console)
+    bar = _Bar(console, run_id)
+
+    def on_start(n: int) -> None:
+        if resume:
+            console.print(f"Resuming run {run_id}: {n} sessions left.")
+        bar.start(n)
+
+    try:
+        play_run(store, run_id, suite_obj, targets, repeats, resume=resume, tally=tally,
+                 on_start=on_start, on_session=bar.update)
+    except KeyboardInterrupt:
+        bar.stop()
+        console.print(f"[yellow]Interrupted.[/] {tally.done} sessions kept; "
+                      f"finish with: agent-eval run --resume {run_id}")
+        sys.exit(130)
+    finally:
+        bar.stop()
     status = "interrupted" if tally.left else "finished"
-    store.set_run_status(run_id, status)
     if as_json:
         _print_json(store, run_id, status, tally.done)
     else:
@@ -277,29 +276,34 @@ def _play(store, run_id, items, suite_obj, targets, *, probe: bool,
     console.print(f"Run {run_id} finished: {tally.done} sessions stored in {store.url}.")
 
 
-def _play_leased(store, run_id, items, suite_obj, tally, console) -> None:
-    from agent_eval.live.run import RunTally, execute_run
+class _Bar:
+    """The run's progress bar, shown once the number of sessions to play is known."""
 
-    store.set_run_status(run_id, "running")
-    with Progress(
-        TextColumn("[bold]run {task.fields[run]}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("top-level sessions · {task.fields[calls]} calls · {task.fields[rate]} errors/100"),
-        TimeElapsedColumn(), console=console, transient=False, disable=not items,
-    ) as progress:
-        task = progress.add_task("run", total=len(items), run=run_id, calls=0, rate="–")
+    def __init__(self, console: Console, run_id: int) -> None:
+        self.console, self.run_id = console, run_id
+        self.progress: Progress | None = None
 
-        def on_session(t: RunTally, _records) -> None:
+    def start(self, total: int) -> None:
+        if not total:
+            return
+        self.progress = Progress(
+            TextColumn("[bold]run {task.fields[run]}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("top-level sessions · {task.fields[calls]} calls · "
+                       "{task.fields[rate]} errors/100"),
+            TimeElapsedColumn(), console=self.console, transient=False)
+        self.task = self.progress.add_task("run", total=total, run=self.run_id, calls=0,
+                                           rate="–")
+        self.progress.start()
+
+    def update(self, t, _records) -> None:
+        if self.progress is not None:
             rate = f"{100 * t.errors / t.calls:.1f}" if t.calls else "–"
-            progress.update(task, completed=t.done, calls=t.calls, rate=rate)
+            self.progress.update(self.task, completed=t.done, calls=t.calls, rate=rate)
 
-        try:
-            asyncio.run(execute_run(store, run_id, items, suite_obj, tally=tally,
-                                    on_session=on_session))
-        except KeyboardInterrupt:
-            store.set_run_status(run_id, "interrupted")
-            console.print(f"[yellow]Interrupted.[/] {tally.done} sessions kept; "
-                          f"finish with: agent-eval run --resume {run_id}")
-            sys.exit(130)
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
 
 
 def _print_json(store, run_id: int, status: str, stored: int) -> None:
@@ -441,7 +445,8 @@ def demo(repeats, profiles, concurrency, report, as_json, db, **selection) -> No
                    timeout_s=30.0)
             for name in names
         ]
-        run_id = _start_and_play(store, suite_obj, targets, repeats, "demo", as_json)
+        run_id = _start(store, suite_obj, targets, repeats, "demo")
+        _play(store, run_id, suite_obj, targets, repeats, as_json=as_json)
     if report:
         from agent_eval.report import write_report
 

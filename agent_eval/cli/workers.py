@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -52,7 +51,7 @@ def worker(run_ref, concurrency, lease_s, suite, as_json, db) -> None:
     it and the likely fix).
     """
     from agent_eval.live.run import load_run_plan
-    from agent_eval.live.workers import join_run, work_run
+    from agent_eval.live.workers import play_as_worker
     from agent_eval.store import open_store
 
     store = open_store(db)
@@ -60,9 +59,8 @@ def worker(run_ref, concurrency, lease_s, suite, as_json, db) -> None:
     if not store.has_work_items(run_id):
         raise ConfigError(f"run {run_id} was not planned for workers: plan one with "
                           "agent-eval run --plan-only", field="RUN")
-    asyncio.run(join_run(store, run_id, suite_obj, targets))
-    tally = asyncio.run(work_run(store, run_id, suite_obj, targets,
-                                 concurrency=concurrency, lease_s=lease_s))
+    tally = play_as_worker(store, run_id, suite_obj, targets, concurrency=concurrency,
+                           lease_s=lease_s)
     progress = store.work_progress(run_id)
     if as_json:
         click.echo(json.dumps({

@@ -50,6 +50,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal, get_args
 
+from agent_eval.calls import CallRecorder
 from agent_eval.errors import ConfigError
 from agent_eval.importers import (
     call_records,
@@ -64,12 +65,11 @@ from agent_eval.importers import (
 from agent_eval.importers.auto import FileReporter, read_tagged
 from agent_eval.importers.detect import guess_format
 from agent_eval.importers.source import ImportedCall, ImportedSession, SkipReporter
-from agent_eval.policy import AllowList, Verdict, check_call
+from agent_eval.policy import AllowList
 from agent_eval.policy.verdict import Invocation
 from agent_eval.scenario.protocols import Protocols, system_prompt_of
 from agent_eval.transcript import (
     CallRecord,
-    FindingRecord,
     HandshakeResult,
     SessionRecord,
     assign_next_actions,
@@ -187,20 +187,15 @@ def session_tags(session: ImportedSession) -> list[str]:
 
 
 class Judge:
-    """Judges imported calls under one allow-list, remembering verdicts of repeated calls.
-
-    ``check_call`` is pure, so a verdict for the same (tool, arguments) can be reused;
-    real transcripts repeat commands (``python reproduce.py``) often enough to matter.
-    """
-
-    CACHE_LIMIT = 50_000
+    """Judges imported sessions under one allow-list through the call recorder
+    (``calls.py``), as the proxy judges the same calls relayed: the source's tool names
+    and spellings are read as its harness meant them, and verdicts of repeated calls are
+    reused (real transcripts repeat commands such as ``python reproduce.py`` often)."""
 
     def __init__(self, allowlist: AllowList, protocols: Protocols | None = None) -> None:
         self.allowlist = allowlist
         self.protocols = protocols  # closing sequences to check (scenario/protocols.py)
-        self.bash = next((t for t in allowlist.tools if t.kind == "bash"), None)
-        self.read = next((t for t in allowlist.tools if t.kind == "read"), None)
-        self._cache: dict[tuple[str, str], Verdict] = {}
+        self.calls = CallRecorder(allowlist, foreign=True)
 
     def session(self, session: ImportedSession, *, key: str, source: str) -> SessionRecord:
         """The stored form of ``session``: every call judged, next actions filled."""
@@ -234,42 +229,8 @@ class Judge:
 
     def judged(self, call: ImportedCall, index: int) -> tuple[CallRecord, Invocation | None]:
         """One judged call and the script invocation the engine parsed from it."""
-        tool, arguments = self.engine_view(call)
-        verdict = self.verdict(tool, arguments)
-        invocation = verdict.invocation
-        return CallRecord(
-            index=index,
-            turn_index=call.turn_index,
-            tool=call.tool,
-            arguments=call.arguments,
-            decision=verdict.decision,
-            primary=verdict.primary,
-            findings=[FindingRecord(f.code, f.message, f.start, f.end) for f in verdict.findings],
-            command=call.text,
-            call_id=call.call_id,
-            output=call.output,
-            script=invocation.script if invocation is not None else None,
-            source_decision=call.source_decision,
-            source_reason=call.source_reason,
-        ), invocation
-
-    def engine_view(self, call: ImportedCall) -> tuple[str, str | dict[str, str]]:
-        """The (tool name, arguments) the engine judges for a source call."""
-        spec = self.bash if call.kind == "bash" else self.read if call.kind == "read" else None
-        if spec is None:
-            return call.tool, call.arguments
-        if call.text is None:
-            return spec.name, call.arguments
-        argument = spec.argument or ("command" if call.kind == "bash" else "path")
-        return spec.name, {argument: call.text}
-
-    def verdict(self, tool: str, arguments: str | dict[str, str]) -> Verdict:
-        """``check_call``'s verdict, from the cache when the same call was judged before."""
-        key = (tool, arguments) if isinstance(arguments, str) else (tool, *arguments.items())
-        verdict = self._cache.get(key)
-        if verdict is None:
-            verdict = check_call(tool, arguments, self.allowlist)
-            if len(self._cache) >= self.CACHE_LIMIT:
-                self._cache.clear()
-            self._cache[key] = verdict
-        return verdict
+        record, verdict = self.calls.record(
+            index, call.turn_index, call.tool, call.arguments, kind=call.kind, text=call.text,
+            call_id=call.call_id, output=call.output, source_decision=call.source_decision,
+            source_reason=call.source_reason)
+        return record, verdict.invocation

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from agent_eval import testhook
 from agent_eval.errors import ConfigError
 from agent_eval.importers import import_sessions
 from agent_eval.importers.detect import guess_format
@@ -178,6 +179,7 @@ class BatchWriter:
         self.targets: set[str] = set()
         self.pending: list[SessionRecord] = []
         self.pending_calls = 0
+        self.written = 0
 
     def add(self, record: SessionRecord) -> None:
         self.pending.append(record)
@@ -200,8 +202,11 @@ class BatchWriter:
                                       base_url=self.base_url, settings={})
                 self.targets.add(record.target)
         self.store.record_sessions(self.run_id, self.pending)
+        self.written += len(self.pending)
         self.pending = []
         self.pending_calls = 0
+        testhook.stored(self.written)
+        testhook.hold()
 
 
 def _a(fmt: str) -> str:

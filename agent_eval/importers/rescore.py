@@ -5,11 +5,13 @@ session keeps its key, target, messages, turns and outputs (what the model saw s
 what it saw), while every call gets a fresh verdict, findings and script, and next
 actions are recomputed.  ``compare OLD NEW`` then shows what the policy change moved.
 
-Calls of imported sessions are shown to the engine the way the importer showed them
-(source tool names such as ``Bash`` or ``swe-agent-shell`` mapped onto the allow-list's
-bash and read tools); calls of live sessions are judged as they were emitted.  The
-handshake result is carried over unchanged: it depends on the scenario, which a
-re-score does not reload.
+Every call goes through the call recorder (``calls.py``) the way its path first judged
+it: calls of imported and proxied sessions as another harness's (source tool names such
+as ``Bash`` or ``swe-agent-shell`` read onto the allow-list's bash and read tools, the
+command the importer read out of its format), calls of live sessions exactly as they
+were emitted, each with the tools its turn's stored request offered.  So a rescore under
+the same allow-list gives every call the verdict it has.  The handshake result is
+carried over unchanged: it depends on the scenario, which a re-score does not reload.
 
 Streaming: sessions are loaded one family (a parent and its children) at a time and
 written in batches, so memory does not grow with the run.
@@ -19,12 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from agent_eval.importers import Judge
+from agent_eval.calls import TEXT_CALL_TOOL, CallRecorder, kind_of_tool, offered_tools
 from agent_eval.importers.outcome import ImportSummary
 from agent_eval.importers.recording import BatchWriter
-from agent_eval.importers.source import ImportedCall, kind_of_tool
 from agent_eval.policy import ENGINE_VERSION, AllowList
-from agent_eval.transcript import CallRecord, SessionRecord, assign_next_actions
+from agent_eval.transcript import CallRecord, FindingRecord, SessionRecord, assign_next_actions
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,14 +65,14 @@ def rescore(store, run_id: int, allowlist: AllowList, *, label: str | None = Non
         store.add_target(new_id, name=target.name, model=target.model,
                          base_url=target.base_url, settings=target.settings)
         writer.targets.add(target.name)
-    judge = Judge(allowlist)
+    recorders = {foreign: CallRecorder(allowlist, foreign=foreign) for foreign in (False, True)}
     before, after = ImportSummary(run_id=old.id), ImportSummary(run_id=new_id)
     changed = 0
     try:
         for family in _families(store, old.id):
             for session_id in family:
                 record = store.load_session(session_id).record
-                fresh = rejudge_session(record, judge)
+                fresh = rejudge_session(record, recorders[record.source != "live"])
                 changed += sum(a.decision != b.decision for a, b in zip(record.calls, fresh.calls, strict=True))
                 before.add(record)
                 after.add(fresh)
@@ -87,28 +88,30 @@ def rescore(store, run_id: int, allowlist: AllowList, *, label: str | None = Non
     return RescoreResult(run_id=new_id, parent_run_id=old.id, before=before, after=after, changed=changed)
 
 
-def rejudge_session(record: SessionRecord, judge: Judge) -> SessionRecord:
-    """A copy of ``record`` with every call judged again by ``judge`` (pure)."""
-    calls = [rejudge_call(call, judge, imported=record.source != "live") for call in record.calls]
-    assign_next_actions(calls)
-    return replace(record, calls=calls)
+def rejudge_session(record: SessionRecord, calls: CallRecorder) -> SessionRecord:
+    """A copy of ``record`` with every call judged again by ``calls`` (pure)."""
+    requests = {t.index: t.request for t in record.turns}
+    fresh = [rejudge_call(call, calls, offered_tools(requests.get(call.turn_index)))
+             for call in record.calls]
+    assign_next_actions(fresh)
+    return replace(record, calls=fresh)
 
 
-def rejudge_call(call: CallRecord, judge: Judge, *, imported: bool) -> CallRecord:
-    """One stored call with a fresh verdict; everything the model saw is kept."""
-    if imported:
-        kind = kind_of_tool(call.tool)
-        source = ImportedCall(tool=call.tool, arguments=call.arguments, turn_index=call.turn_index,
-                              kind=kind, text=call.command if kind != "other" else None)
-        tool, arguments = judge.engine_view(source)
-    else:
-        tool, arguments = call.tool, call.arguments
-    fresh = judge.call(
-        ImportedCall(tool=tool, arguments=arguments, turn_index=call.turn_index), call.index
-    )
+def rejudge_call(call: CallRecord, calls: CallRecorder,
+                 offered: list[str] | None = None) -> CallRecord:
+    """One stored call with a fresh verdict; everything the model saw is kept.  A markup
+    call (AE104) has no tool to judge again: it stays as it is."""
+    if call.tool == TEXT_CALL_TOOL:
+        return replace(call, next_action=None)
+    kind = kind_of_tool(call.tool) if calls.foreign else None
+    judged = calls.judge(call.tool, call.arguments, offered=offered, kind=kind,
+                         text=call.command if calls.foreign and kind != "other" else None)
+    verdict = judged.verdict
+    invocation = verdict.invocation
     return replace(
-        call, decision=fresh.decision, primary=fresh.primary, findings=fresh.findings,
-        script=fresh.script, next_action=None,
+        call, decision=verdict.decision, primary=verdict.primary,
+        findings=[FindingRecord(f.code, f.message, f.start, f.end) for f in verdict.findings],
+        script=invocation.script if invocation is not None else None, next_action=None,
     )
 
 

@@ -26,12 +26,20 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+# what a source's tool does: shared with the proxy through the call recorder
+from agent_eval.calls import (  # noqa: F401 - re-exported for the readers
+    BASH_TOOLS,
+    COMMAND_KEYS,
+    PATH_KEYS,
+    READ_TOOLS,
+    ToolKind,
+    classify_call,
+    kind_of_tool,
+)
 from agent_eval.errors import ConfigError
 from agent_eval.transcript import Decision, ExitState, TurnRecord
-
-ToolKind = Literal["bash", "read", "other"]
 
 SkipReporter = Callable[[Path, int, str], None]
 """Called as ``on_skip(path, line, reason)`` for each input line a reader had to skip."""
@@ -235,44 +243,3 @@ def from_iso(value: Any) -> datetime | None:
     except ValueError:
         return None
 
-
-BASH_TOOLS = frozenset(
-    {"bash", "Bash", "shell", "Shell", "execute_bash", "run_shell_command", "run_command",
-     "swe-agent-shell", "tmux_keystrokes", "__format_error__"}
-)
-"""Source tool names that run a shell command (the last three name the actions of
-SWE-agent, Terminus and unparseable harness replies in flat call records)."""
-
-READ_TOOLS = frozenset({"read", "Read", "view", "read_file", "ReadFile"})
-"""Source tool names that read a file."""
-
-COMMAND_KEYS = ("command", "cmd")
-PATH_KEYS = ("path", "file_path", "filePath", "file")
-
-
-def kind_of_tool(tool: str) -> ToolKind:
-    """Whether a source tool name runs a shell command, reads a file, or is something else."""
-    return "bash" if tool in BASH_TOOLS else "read" if tool in READ_TOOLS else "other"
-
-
-def classify_call(tool: str, arguments: Any) -> tuple[ToolKind, str | None]:
-    """The kind of a source tool call and its command or path, when the arguments carry one.
-
-    ``arguments`` is the parsed argument object (or anything else when it did not parse).
-    A bash or read call whose arguments lack the command/path gets ``text=None``.
-    """
-    if tool in BASH_TOOLS:
-        return "bash", _first_str(arguments, COMMAND_KEYS)
-    if tool in READ_TOOLS:
-        return "read", _first_str(arguments, PATH_KEYS)
-    return "other", None
-
-
-def _first_str(arguments: Any, keys: tuple[str, ...]) -> str | None:
-    if not isinstance(arguments, dict):
-        return None
-    for key in keys:
-        value = arguments.get(key)
-        if isinstance(value, str):
-            return value
-    return None

@@ -29,23 +29,23 @@ The session ends when
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from agent_eval.calls import TEXT_CALL_MESSAGE, TEXT_CALL_TOOL, CallRecorder
+from agent_eval.calls import text_call as markup_call
 from agent_eval.errors import ContextExceeded, HarnessFault
 from agent_eval.live.shaping import made_up_call_id
-from agent_eval.policy import AllowList, Verdict, check_call, render_denial
+from agent_eval.policy import Verdict
 from agent_eval.scenario import LoadedScenario, Suite, instantiate
 from agent_eval.transcript import (
     CallRecord,
-    FindingRecord,
     HandshakeResult,
     SessionRecord,
     TurnRecord,
     assign_next_actions,
+    share_messages,
 )
 
 MAX_CHILD_DEPTH = 3
@@ -53,11 +53,9 @@ MAX_CHILD_DEPTH = 3
 CONTEXT_FULL = "context window full, the server refused the next turn: "
 # ... and of one whose model wrote a reply that filled the window (on any turn)
 CONTEXT_FULL_WRITING = "context window full, the model's reply filled it: "
-TEXT_CALL_TOOL = "(reply text)"  # tool name recorded for tool-call markup left in the text
-TEXT_CALL_MESSAGE = (
-    "tool call written as text that no tool-call parser extracted: counted against the "
-    "model/server setup (start the server with its tool-call parser, e.g. vLLM "
-    "--enable-auto-tool-choice --tool-call-parser, llama-server --jinja; docs/servers.md)")
+__all__ = ["CONTEXT_FULL", "CONTEXT_FULL_WRITING", "TEXT_CALL_MESSAGE", "TEXT_CALL_TOOL",
+           "ChatModel", "run_session"]
+NO_PARSE_OUTPUT = "(no tool call was parsed; the harness ended the turn)"
 
 
 class ChatModel(Protocol):
@@ -137,6 +135,7 @@ async def run_session(
     children: list[SessionRecord] = []
     progress = _Progress(scenario, dict(spec.environment.state))
     offered = [*spec.tools, *(t.name for t in spec.extra_tools)]
+    calls = CallRecorder(scenario.allowlist)
     tools = scenario.tool_schemas()
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": scenario.system_prompt()},
@@ -161,7 +160,10 @@ async def run_session(
         except HarnessFault as exc:
             status, record.error = "error", str(exc)
             break
-        record.turns.append(turn_record(turn_index, reply, started))
+        turn = turn_record(turn_index, reply, started)
+        if record.turns and turn.request is not None:  # each message held (and stored) once
+            turn.request = share_messages(record.turns[-1].request, turn.request)
+        record.turns.append(turn)
         assistant = assistant_message(reply, turn_index)
         messages.append(assistant)
         if not reply.tool_calls:
@@ -173,8 +175,8 @@ async def run_session(
             if len(record.calls) >= spec.limits.tool_calls:
                 status = "stalled"
                 break
-            call, verdict = judge_call(len(record.calls), turn_index, out, scenario.allowlist,
-                                       offered)
+            call, verdict = calls.record(len(record.calls), turn_index, out.name,
+                                         out.arguments, offered=offered, call_id=out.id)
             record.calls.append(call)
             if verdict.allowed:
                 call.output = await _simulate(
@@ -195,24 +197,6 @@ async def run_session(
     record.finished_at = _now()
     assign_next_actions(record.calls)
     return [record, *children]
-
-
-def judge_call(index: int, turn_index: int, out: Any, allowlist: AllowList,
-               offered: Sequence[str]) -> tuple[CallRecord, Verdict]:
-    """One emitted call judged into the record the store keeps (``replay`` judges a
-    candidate's call the same way, so both sides of a pair read alike)."""
-    verdict = check_call(out.name, out.arguments, allowlist, offered=offered)
-    call = CallRecord(
-        index=index, turn_index=turn_index, tool=out.name, arguments=out.arguments,
-        decision=verdict.decision, primary=verdict.primary, call_id=out.id,
-        findings=[FindingRecord(f.code, f.message, f.start, f.end) for f in verdict.findings],
-        command=command_text(out.name, out.arguments, allowlist),
-    )
-    if verdict.invocation is not None:
-        call.script = verdict.invocation.script
-    if not verdict.allowed:
-        call.output = render_denial(verdict, allowlist)
-    return call, verdict
 
 
 async def _simulate(call: CallRecord, verdict: Verdict, scenario: LoadedScenario,
@@ -253,31 +237,9 @@ async def _simulate(call: CallRecord, verdict: Verdict, scenario: LoadedScenario
     return output
 
 
-def command_text(name: str, arguments: str, allowlist: AllowList) -> str | None:
-    """The command (bash) or path (read) inside the arguments, for display and spans (a
-    live run's calls and the proxy's alike)."""
-    tool = allowlist.tool(name)
-    if tool is None or tool.kind == "other":
-        return None
-    try:
-        args = json.loads(arguments)
-    except (ValueError, TypeError, RecursionError):  # nested too deep: judged AE102
-        return None
-    if not isinstance(args, dict):
-        return None
-    value = args.get(tool.argument or ("command" if tool.kind == "bash" else "path"))
-    return value if isinstance(value, str) else None
-
-
 def text_call(index: int, turn_index: int, reply: Any) -> CallRecord:
     """Tool-call markup the server did not parse (AE104): counted as one erroneous call."""
-    start, end = reply.markup[0]
-    return CallRecord(
-        index=index, turn_index=turn_index, tool=TEXT_CALL_TOOL, arguments="",
-        decision="deny", primary="AE104", command=reply.content,
-        findings=[FindingRecord("AE104", TEXT_CALL_MESSAGE, start, end)],
-        output="(no tool call was parsed; the harness ended the turn)",
-    )
+    return markup_call(index, turn_index, reply.content, reply.markup[0], NO_PARSE_OUTPUT)
 
 
 def assistant_message(reply: Any, turn_index: int) -> dict[str, Any]:

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -57,8 +57,11 @@ from pathlib import Path
 from typing import Any
 
 from agent_eval import __version__
+from agent_eval.calls import CallRecorder, offered_tools
 from agent_eval.errors import ConfigError, HarnessFault, ServerUnreachable
-from agent_eval.live.orchestrator import assistant_message, judge_call, text_call, turn_record
+from agent_eval.live.loop import play_items
+from agent_eval.live.orchestrator import assistant_message, text_call, turn_record
+from agent_eval.live.recorder import RunRecorder
 from agent_eval.policy import ENGINE_VERSION, AllowList, load_allowlist
 from agent_eval.store import RunInfo, Store
 from agent_eval.store.caps import STORED_TEXT_CHARS
@@ -220,28 +223,19 @@ def _suite_source(info: RunInfo, suite_path: str) -> AllowListFor:
     return allowlist_for
 
 
-def offered_tools(request: dict[str, Any]) -> list[str]:
-    """The tool names a request offered (what the policy calls ``offered``)."""
-    names = []
-    for tool in request.get("tools") or ():
-        fn = tool.get("function") if isinstance(tool, dict) else None
-        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
-            names.append(fn["name"])
-    return names
-
-
-def judge_reply(reply: Any, allowlist: AllowList, offered: list[str]) -> list[CallRecord]:
-    """The candidate's calls judged as a live run judges them (orchestrator.judge_call);
-    tool-call markup left in the text is one AE104 call; no call at all is an empty list.
-    Next actions stay unset: a single step says nothing about what came next."""
+def judge_reply(reply: Any, calls: CallRecorder, offered: list[str] | None) -> list[CallRecord]:
+    """The candidate's calls judged by the call recorder as the original's were
+    (``calls.py``); tool-call markup left in the text is one AE104 call; no call at all
+    is an empty list.  Next actions stay unset: a single step says nothing about what
+    came next."""
     if reply.tool_calls:
-        return [judge_call(i, 0, out, allowlist, offered)[0]
+        return [calls.record(i, 0, out.name, out.arguments, offered=offered, call_id=out.id)[0]
                 for i, out in enumerate(reply.tool_calls)]
     return [text_call(0, 0, reply)] if reply.markup else []
 
 
 def replay_record(ctx: Context, repeat: int, target: str, request: dict[str, Any],
-                  outcome: Any, allowlist: AllowList, started: datetime) -> SessionRecord:
+                  outcome: Any, calls: CallRecorder, started: datetime) -> SessionRecord:
     """The stored session of one replayed context: its one turn (with the request sent)
     and the judged calls; ``outcome`` is the reply or the ``HarnessFault`` it ended in.
     ``messages`` holds the task (the first user message), the context's last message and
@@ -259,7 +253,7 @@ def replay_record(ctx: Context, repeat: int, target: str, request: dict[str, Any
         record.messages = last
         return record
     record.turns = [turn_record(0, outcome, started)]
-    record.calls = judge_reply(outcome, allowlist, offered_tools(request))
+    record.calls = judge_reply(outcome, calls, offered_tools(request))
     record.messages = [*last, assistant_message(outcome, ctx.turn)]
     record.status = "completed" if record.calls else "abandoned"
     return record
@@ -335,25 +329,26 @@ def start_replay(store: Store, info: RunInfo, target: Any, plan: ReplayPlan, *,
     return run_id
 
 
-async def execute_replay(store: Store, run_id: int, plan: ReplayPlan, client: Any,
+async def execute_replay(recorder: RunRecorder, plan: ReplayPlan, client: Any,
                          allowlist_for: AllowListFor, *, target: str, repeats: int = 1,
-                         concurrency: int = 4,
+                         concurrency: int = 4, foreign: bool = False,
                          on_context: Callable[[ReplayTally], None] | None = None
                          ) -> ReplayTally:
-    """Send every planned context (``repeats`` times each) and store each session's replies
-    in one transaction when its last context is answered.  ``client`` has ``resend`` (a
-    ``ModelClient``).  A server fault on one request is an ``error`` session, excluded from
-    every rate; a server that stops answering altogether stops the replay (``left``)."""
+    """Send every planned context (``repeats`` times each) through the one loop
+    (``loop.py``) and hand each session's replies to the recorder (started) when its last
+    context is answered.  ``client`` has ``resend`` (a ``ModelClient``).  A server fault
+    on one request is an ``error`` session, excluded from every rate; a server that stops
+    answering altogether stops the replay (``left``).
+    ``foreign``: the contexts come from another harness (a proxy run, an import), whose
+    tools the call recorder reads as it read the original calls (``calls.py``)."""
     tally = ReplayTally(planned=len(plan.contexts) * repeats)
-    queue: asyncio.Queue[list[Context]] = asyncio.Queue()
-    for group in plan.sessions():
-        queue.put_nowait(group)
-    gone = False
+    recorders: dict[int, CallRecorder] = {}
+    source = ReplayItems(plan.sessions())
 
     async def play(group: list[Context]) -> list[SessionRecord] | None:
-        nonlocal gone
-        requests = store.load_requests(group[0].session_id)
+        requests = recorder.store.load_requests(group[0].session_id)
         allowlist = allowlist_for(group[0].scenario)
+        calls = recorders.setdefault(id(allowlist), CallRecorder(allowlist, foreign=foreign))
         records = []
         for ctx in group:
             body, protocol = requests[ctx.turn].request, requests[ctx.turn].protocol
@@ -364,35 +359,65 @@ async def execute_replay(store: Store, run_id: int, plan: ReplayPlan, client: An
                                                        **({"protocol": protocol}
                                                           if protocol else {}))
                 except ServerUnreachable:
-                    gone = True
                     return None
                 except HarnessFault as exc:
                     outcome = exc
                 sent = getattr(outcome, "request", None) or body
-                records.append(replay_record(ctx, repeat, target, sent, outcome, allowlist,
+                records.append(replay_record(ctx, repeat, target, sent, outcome, calls,
                                              started))
         return records
 
-    async def worker() -> None:
-        while not gone:
-            try:
-                group = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
-            records = await play(group)
-            if records is None:
-                tally.left += len(group) * repeats
-                return
-            store.record_sessions(run_id, records)
-            for record in records:
-                tally.add(record)
-            if on_context:
-                on_context(tally)
+    def after(_group: list[Context], records: list[SessionRecord]) -> bool:
+        for record in records:
+            tally.add(record)
+        if on_context:
+            on_context(tally)
+        return False
 
-    await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
-    while not queue.empty():
-        tally.left += len(queue.get_nowait()) * repeats
+    await play_items(source, recorder, {None: concurrency}, play, after)
+    tally.left += sum(len(group) for group in source.queue) * repeats
     return tally
+
+
+class ReplayItems:
+    """A replay's items: the planned contexts, a session's at a time (the loop's
+    ``ItemSource``).  A server gone stops the whole replay."""
+
+    def __init__(self, groups: list[list[Context]]) -> None:
+        self.queue: deque[list[Context]] = deque(groups)
+        self.stopped = False
+
+    async def take(self, lane: str | None) -> list[Context] | None:
+        return self.queue.popleft() if self.queue and not self.stopped else None
+
+    async def give_back(self, group: list[Context]) -> None:
+        self.queue.appendleft(group)
+
+    def stop(self, group: list[Context]) -> None:
+        self.stopped = True
+
+
+def play_replay(store: Store, run_id: int, plan: ReplayPlan, target: Any,
+                allowlist_for: AllowListFor, *, repeats: int = 1, foreign: bool = False,
+                on_context: Callable[[ReplayTally], None] | None = None,
+                client_factory: Callable[[Any], Any] | None = None) -> ReplayTally:
+    """Play the replay run ``run_id`` (recorded by :func:`start_replay`) against
+    ``target`` through the run recorder: it ends ``finished``, or ``interrupted`` when the
+    server went away or on Ctrl-C (``KeyboardInterrupt`` is raised after marking it)."""
+    from agent_eval.live.client import ModelClient
+
+    recorder = RunRecorder(store, run_id)
+    done: list[ReplayTally] = []
+
+    async def go() -> None:
+        async with (client_factory or ModelClient)(target) as client:
+            done.append(await execute_replay(
+                recorder, plan, client, allowlist_for, target=target.name, repeats=repeats,
+                concurrency=target.concurrency, foreign=foreign, on_context=on_context))
+
+    with recorder.recording(lambda: "interrupted" if done[0].left else "finished"):
+        asyncio.run(go())
+    return done[0]
 
 
 def _now() -> datetime:

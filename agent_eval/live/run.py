@@ -1,10 +1,15 @@
 """Runs: targets × scenarios × repeats, played concurrently and streamed into the store.
 
-A run is planned from its config (suite, targets, repeats), recorded in the store before
-any session starts, and each finished session (with its children) is written in one
-transaction as soon as it ends, so nothing finished is ever held only in memory.  An
-interrupted run (Ctrl-C, a dead server) keeps every finished session; ``resume_run``
-plays only the sessions whose keys are not stored yet.
+A run is planned from its config (suite, targets, repeats) and recorded in the store
+before any session starts (:func:`start_run`).  :func:`play_run` plays it under its lease
+through the run recorder (``recorder.py``), which owns the run's status and hands each
+finished session (with its children) to the run's one writer thread: it is stored within
+a fraction of a second, batched with the sessions that ended meanwhile.  An interrupted
+run (Ctrl-C, a dead server) keeps every finished session; ``play_run(resume=True)``
+plays only the sessions whose keys are not stored yet.  ``loop.play_items`` is the one
+session-playing loop (``loop.py``) with :func:`session_player`: ``run`` and
+``--resume`` feed it a plan in memory (:class:`PlannedItems`), workers the items they
+claim from the store (``workers.py``), ``replay`` its stored contexts.
 
 A request the server refuses the same way every time is not the model's fault either,
 and playing on would only store a run of identical ``error`` sessions: when a target's
@@ -25,7 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections import deque
 from collections.abc import Awaitable, Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +40,9 @@ from typing import Any
 from agent_eval import __version__
 from agent_eval.errors import ConfigError, HarnessFault
 from agent_eval.live.client import REJECTED, ModelClient, Target, target_from_settings
+from agent_eval.live.loop import play_items
 from agent_eval.live.orchestrator import CONTEXT_FULL, CONTEXT_FULL_WRITING, run_session
+from agent_eval.live.recorder import RunRecorder
 from agent_eval.live.targets import TOOL_CHOICE_MODES
 from agent_eval.policy import ENGINE_VERSION
 from agent_eval.scenario import LoadedScenario, Suite, load_suite
@@ -63,6 +72,9 @@ class TargetTally:
     stopped: str | None = None  # why the target was stopped early (one line)
     first_error: str | None = None  # the first error session's reason
     context_full: int = 0  # sessions the server's context window ended (stalled, not error)
+    server_gone: bool = False  # its server stopped answering mid-run
+    first: list[str | None] = field(default_factory=list)  # rejections of the first sessions
+    n_first: int = 0  # how many first sessions decide (FIRST_SESSIONS, or fewer planned)
 
 
 @dataclass
@@ -86,7 +98,25 @@ class RunTally:
     def left(self) -> int:
         return sum(t.left for t in self.targets.values())
 
-    def add(self, records: list[SessionRecord]) -> None:
+    @property
+    def server_gone(self) -> str | None:
+        """The first target whose server stopped answering, if any."""
+        return next((name for name, t in self.targets.items() if t.server_gone), None)
+
+    @property
+    def stopped(self) -> str | None:
+        """The first stop line (a target whose first sessions were all refused alike)."""
+        return next((t.stopped for t in self.targets.values() if t.stopped), None)
+
+    def target(self, name: str, n_first: int = 0) -> TargetTally:
+        tally = self.targets.setdefault(name, TargetTally())
+        tally.n_first = max(tally.n_first, min(FIRST_SESSIONS, n_first))
+        return tally
+
+    def add(self, records: list[SessionRecord]) -> bool:
+        """Count one stored session (and its children); True when it was the last of its
+        target's first sessions and they were all refused the same way (the target
+        stops, ``stopped`` says why)."""
         self.done += 1
         for rec in records:
             tally = self.targets.setdefault(rec.target, TargetTally())
@@ -99,6 +129,15 @@ class RunTally:
                                                                 CONTEXT_FULL_WRITING))
             tally.calls += len(rec.calls)
             tally.errors += sum(c.decision == "deny" for c in rec.calls)
+        tally = self.targets[records[0].target]
+        if len(tally.first) >= tally.n_first:
+            return False
+        tally.first.append(_rejection(records[0]))
+        first = tally.first
+        if len(first) == tally.n_first and first[0] and first.count(first[0]) == len(first):
+            tally.stopped = stop_line(records[0].target, len(first), first[0])
+            return True
+        return False
 
 
 ClientFactory = Callable[[Target], Any]
@@ -154,7 +193,7 @@ def _rejection(record: SessionRecord) -> str | None:
 
 
 def plan_run(suite: Suite, targets: list[Target], repeats: int,
-             done: set[str] = frozenset()) -> list[WorkItem]:
+             done: AbstractSet[str] = frozenset()) -> list[WorkItem]:
     """Every (target, scenario, repeat) whose session is not stored yet, interleaved by
     repeat so an interrupted run has an even sample."""
     return [
@@ -223,6 +262,14 @@ def start_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *
     return run_id
 
 
+def record_new_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *,
+                   label: str | None, client_factory: ClientFactory = ModelClient) -> int:
+    """Probe every target's server (``ServerUnreachable`` when one is down: nothing is
+    recorded) and record the new run (:func:`start_run`); returns its id."""
+    server_models = asyncio.run(probe_targets(targets, client_factory))
+    return start_run(store, suite, targets, repeats, label=label, server_models=server_models)
+
+
 def _check_named_tool_choice(target: Target, suite: Suite) -> None:
     """A tool_choice naming a tool must name one every scenario offers, or every request
     of the scenarios that lack it is refused (or forced into a tool they do not have)."""
@@ -259,90 +306,115 @@ def load_run_plan(store: Store, run_ref: str | int, suite_path: Path | None = No
     return info.id, suite, targets, repeats
 
 
-async def execute_run(
-    store: Store,
-    run_id: int,
-    items: list[WorkItem],
-    suite: Suite,
-    *,
-    tally: RunTally | None = None,
-    on_session: Callable[[RunTally, list[SessionRecord]], None] | None = None,
-    client_factory: ClientFactory = ModelClient,
-) -> RunTally:
-    """Play ``items`` with each target's concurrency, writing every finished session.
+class PlannedItems:
+    """A run's items, in memory, one queue per target (``run``, ``--resume``)."""
+
+    def __init__(self, items: list[WorkItem]) -> None:
+        self.queues: dict[str, deque[WorkItem]] = {}
+        for item in items:
+            self.queues.setdefault(item.target.name, deque()).append(item)
+        self.stopped: set[str] = set()
+
+    async def take(self, lane: str | None) -> WorkItem | None:
+        queue = self.queues.get(lane or "")
+        if not queue or lane in self.stopped:
+            return None
+        return queue.popleft()
+
+    async def give_back(self, item: WorkItem) -> None:
+        self.queues[item.target.name].appendleft(item)
+
+    def stop(self, item: WorkItem) -> None:
+        self.stopped.add(item.target.name)
+
+
+def session_player(suite: Suite, clients: dict[str, Any], tally: RunTally
+                   ) -> Callable[[WorkItem], Awaitable[list[SessionRecord] | None]]:
+    """What playing a work item means for ``run``, ``--resume`` and ``worker``: its
+    scenario's session, with its children.  A session that ended ``error`` (or spawned a
+    child that did) is only kept while its server still answers ``/v1/models``;
+    otherwise None (the loop gives the item back) and the target is marked
+    ``server_gone``."""
+
+    async def play(item: WorkItem) -> list[SessionRecord] | None:
+        name = item.target.name
+        client = clients[name]
+        records = await run_session(item.scenario, client, target=name, suite=suite,
+                                    repeat=item.repeat, key=item.key)
+        target = tally.target(name)
+        if _any_error(records) and (target.server_gone or not await _answers(client)):
+            target.server_gone = True
+            return None
+        return records
+
+    return play
+
+
+def session_counter(tally: RunTally,
+                    on_session: Callable[[RunTally, list[SessionRecord]], None] | None
+                    ) -> Callable[[WorkItem, list[SessionRecord]], bool]:
+    """Counts each stored session in ``tally`` (True: its target's first sessions were
+    all refused alike, it stops) and tells ``on_session``."""
+
+    def after(_item: WorkItem, records: list[SessionRecord]) -> bool:
+        stop = tally.add(records)
+        if on_session:
+            on_session(tally, records)
+        return stop
+
+    return after
+
+
+async def execute_run(recorder: RunRecorder, items: list[WorkItem], suite: Suite, *,
+                      tally: RunTally | None = None,
+                      on_session: Callable[[RunTally, list[SessionRecord]], None] | None = None,
+                      client_factory: ClientFactory = ModelClient) -> RunTally:
+    """Play ``items`` with each target's concurrency into the recorder's run (started).
 
     Returns the tally; ``tally.left`` counts sessions not played (or not kept) because
-    their server went away.  Cancellation (Ctrl-C) stops cleanly: finished sessions are
-    stored, sessions in flight are dropped and replayed by ``--resume``.
+    their server went away or their target stopped.
     """
     tally = tally or RunTally()
     tally.planned += len(items)
-    by_target: dict[str, list[WorkItem]] = {}
-    for item in items:
-        by_target.setdefault(item.target.name, []).append(item)
-        tally.targets.setdefault(item.target.name, TargetTally())
-    write = _writer(store, run_id)
-    await asyncio.gather(*(
-        _play_target(write, queue, suite, tally, on_session, client_factory)
-        for queue in by_target.values()
-    ))
+    source = PlannedItems(items)
+    targets = {item.target.name: item.target for item in items}
+    for name, queue in source.queues.items():
+        tally.target(name, len(queue))
+    clients = {name: client_factory(t) for name, t in targets.items()}
+    try:
+        await play_items(source, recorder, {name: t.concurrency for name, t in targets.items()},
+                         session_player(suite, clients, tally), session_counter(tally, on_session))
+    finally:
+        for name, queue in source.queues.items():
+            tally.targets[name].left += len(queue)
+        for client in clients.values():
+            await client.aclose()
     return tally
 
 
-def _writer(store: Store, run_id: int) -> Callable[[list[SessionRecord]], Awaitable[None]]:
-    """Store sessions off the event loop: each batch is written in a worker thread, one at
-    a time (a lock keeps one writer, as SQLite wants), so a slow commit no longer stalls
-    every other session's streaming replies.  A cancelled caller leaves the thread to
-    finish its transaction: a session handed to the store is stored whole or not at all."""
-    lock = asyncio.Lock()
-
-    async def write(records: list[SessionRecord]) -> None:
-        async with lock:
-            await asyncio.to_thread(store.record_sessions, run_id, records)
-
-    return write
-
-
-async def _play_target(write, items: list[WorkItem], suite: Suite,
-                       tally: RunTally, on_session, client_factory) -> None:
-    target = items[0].target
-    client = client_factory(target)
-    queue: asyncio.Queue[WorkItem] = asyncio.Queue()
-    for item in items:
-        queue.put_nowait(item)
-    server_gone = False
-    first: list[str | None] = []  # the rejection (or None) of each of the first sessions
-    n_first = min(FIRST_SESSIONS, len(items))
-
-    async def worker() -> None:
-        nonlocal server_gone
-        while not server_gone and tally.targets[target.name].stopped is None:
-            try:
-                item = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
-            records = await run_session(
-                item.scenario, client, target=target.name, suite=suite,
-                repeat=item.repeat, key=item.key,
-            )
-            if _any_error(records) and (server_gone or not await _answers(client)):
-                server_gone = True
-                queue.put_nowait(item)  # not stored: --resume plays it again
-                return
-            await write(records)
-            tally.add(records)
-            if len(first) < n_first:
-                first.append(_rejection(records[0]))
-                if len(first) == n_first and first[0] and first.count(first[0]) == n_first:
-                    tally.targets[target.name].stopped = stop_line(target.name, n_first, first[0])
-            if on_session:
-                on_session(tally, records)
-
-    try:
-        await asyncio.gather(*(worker() for _ in range(max(1, target.concurrency))))
-    finally:
-        tally.targets[target.name].left += queue.qsize()
-        await client.aclose()
+def play_run(store: Store, run_id: int, suite: Suite, targets: list[Target], repeats: int,
+             *, resume: bool = False, tally: RunTally | None = None,
+             on_start: Callable[[int], None] | None = None,
+             on_session: Callable[[RunTally, list[SessionRecord]], None] | None = None,
+             client_factory: ClientFactory = ModelClient) -> RunTally:
+    """Play run ``run_id`` in this process, under its lease: every planned session not
+    stored yet (all of them for a new run; with ``resume``, the servers are probed first).
+    ``on_start(n)`` hears how many sessions will be played, once the lease is held.  The
+    run ends ``finished``, or ``interrupted`` when sessions were left (Ctrl-C raises
+    ``KeyboardInterrupt`` after marking it so; ``--resume`` finishes it)."""
+    tally = tally if tally is not None else RunTally()
+    recorder = RunRecorder(store, run_id)
+    with recorder.claim():  # before planning: a second --resume is refused, naming us
+        items = plan_run(suite, targets, repeats, store.finished_keys(run_id) if resume
+                         else frozenset())
+        if on_start is not None:
+            on_start(len(items))
+        if resume and items:
+            asyncio.run(probe_targets(targets, client_factory))
+        with recorder.recording(lambda: "interrupted" if tally.left else "finished"):
+            asyncio.run(execute_run(recorder, items, suite, tally=tally,
+                                    on_session=on_session, client_factory=client_factory))
+    return tally
 
 
 def _any_error(records: list[SessionRecord]) -> bool:

@@ -19,12 +19,13 @@ retried for :data:`DB_RETRY_S` seconds before the worker gives up.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -32,21 +33,22 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from agent_eval.errors import ConfigError, HarnessFault
 from agent_eval.live.client import ModelClient, Target
-from agent_eval.live.orchestrator import run_session
+from agent_eval.live.loop import play_items
+from agent_eval.live.recorder import Handed, WorkerRecorder
 from agent_eval.live.run import (
     FIRST_SESSIONS,
     ClientFactory,
+    RunTally,
     WorkItem,
-    _answers,
-    _any_error,
-    _rejection,
     plan_run,
     run_fingerprint,
-    stop_line,
+    session_counter,
+    session_player,
 )
 from agent_eval.scenario import Suite
 from agent_eval.store import Store
 from agent_eval.store import work as work_store
+from agent_eval.transcript import SessionRecord
 
 DEFAULT_LEASE_S = 60.0
 DB_RETRY_S = 60.0
@@ -116,6 +118,87 @@ async def join_run(store: Store, run_id: int, suite: Suite, targets: list[Target
     check_fingerprint(run_id, info.fingerprint, mine)
 
 
+class ClaimedItems:
+    """A planned run's work items, claimed from the store one at a time (the worker's
+    :class:`~agent_eval.live.loop.ItemSource`).  Items claimed are ``held`` until stored
+    or given back, and a heartbeat thread renews their leases meanwhile.  Stopping one
+    target stops the worker: its unplayed items stay open for another."""
+
+    def __init__(self, store: Store, run_id: int, suite: Suite, targets: list[Target],
+                 tally: WorkerTally, *, lease_s: float, poll_s: float) -> None:
+        self.engine = store.engine
+        self.run_id, self.suite, self.tally = run_id, suite, tally
+        self.by_name = {t.name: t for t in targets}
+        self.lease_s, self.poll_s = lease_s, poll_s
+        self.token = secrets.token_hex(16)
+        self.held: set[int] = set()
+        self.lock = threading.Lock()
+        self.stopped = False
+        self._ids: dict[int, int] = {}  # id(WorkItem) -> work item id
+        self._beat = threading.Event()
+
+    async def take(self, lane: str | None) -> WorkItem | None:
+        while not self.stopped:
+            claimed = await _db(work_store.claim_work_item, self.engine, self.run_id,
+                                self.token, self.tally.worker, self.lease_s)
+            if claimed is None:
+                progress = await _db(work_store.work_progress, self.engine, self.run_id)
+                if progress.open == 0:
+                    return None
+                await asyncio.sleep(self.poll_s)
+                continue
+            target = self.by_name.get(claimed.target)
+            scenario = self.suite.scenarios.get(claimed.scenario)
+            if target is None or scenario is None:
+                raise ConfigError(f"run {self.run_id} holds item {claimed.key!r}, which its "
+                                  "config does not plan: the run's config was changed",
+                                  field="worker")
+            item = WorkItem(target, scenario, claimed.repeat)
+            with self.lock:
+                self.held.add(claimed.id)
+                self._ids[id(item)] = claimed.id
+            return item
+        return None
+
+    def item_id(self, item: WorkItem) -> int:
+        return self._ids[id(item)]
+
+    def done(self, item: WorkItem) -> None:
+        """The item's session is stored: no more heartbeats for it."""
+        with self.lock:
+            self.held.discard(self._ids.pop(id(item)))
+
+    async def give_back(self, item: WorkItem) -> None:
+        await _db(work_store.release_work_item, self.engine, self.item_id(item), self.token)
+        self.done(item)
+        self.tally.released += 1
+
+    def stop(self, item: WorkItem) -> None:
+        self.stopped = True
+
+    @contextlib.contextmanager
+    def heartbeat(self) -> Iterator[None]:
+        """Renew the held items' leases every quarter lease while the block runs."""
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(self.lease_s / 4):
+                with self.lock:
+                    ids = sorted(self.held)
+                try:
+                    work_store.renew_work_leases(self.engine, self.token, ids, self.lease_s)
+                except Exception:  # noqa: BLE001 - a missed beat only ages the leases
+                    pass
+
+        thread = threading.Thread(target=beat, name=f"agent-eval-worker-{self.run_id}",
+                                  daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+
+
 async def work_run(store: Store, run_id: int, suite: Suite, targets: list[Target], *,
                    concurrency: int = 4, lease_s: float = DEFAULT_LEASE_S,
                    poll_s: float | None = None,
@@ -123,88 +206,55 @@ async def work_run(store: Store, run_id: int, suite: Suite, targets: list[Target
                    on_item: Callable[[WorkerTally], None] | None = None) -> WorkerTally:
     """Claim and play the run's items, ``concurrency`` at a time, until none is open;
     then try to mark the run finished.  Items held by a dead worker are claimed once
-    their lease lapses, so a worker waits (polling) while others hold the last items."""
-    engine = store.engine
+    their lease lapses, so a worker waits (polling) while others hold the last items.
+    The sessions are played by the loop ``run`` plays them with (``loop.play_items``)."""
     tally = WorkerTally(worker=f"{socket.gethostname()}:{os.getpid()}")
-    token = secrets.token_hex(16)
-    poll_s = poll_s if poll_s is not None else min(1.0, lease_s / 4)
-    by_name = {t.name: t for t in targets}
+    source = ClaimedItems(store, run_id, suite, targets, tally, lease_s=lease_s,
+                          poll_s=poll_s if poll_s is not None else min(1.0, lease_s / 4))
+    engine = store.engine
+
+    def complete(handed: Handed) -> str:
+        return _retrying(work_store.complete_work_item, engine, run_id,
+                         source.item_id(handed.item), source.token, handed.records)
+
+    recorder = WorkerRecorder(
+        store, run_id, complete=complete, on_done=source.done,
+        finish_if_done=lambda: _retrying(work_store.finish_run_if_done, engine, run_id))
+    played = RunTally()
+    for t in targets:
+        played.target(t.name, FIRST_SESSIONS)
     clients = {t.name: client_factory(t) for t in targets}
-    held: set[int] = set()
-    first: dict[str, list[str | None]] = {t.name: [] for t in targets}
-    lock = threading.Lock()
-    stop = threading.Event()
 
-    def beat() -> None:
-        while not stop.wait(lease_s / 4):
-            with lock:
-                ids = sorted(held)
-            try:
-                work_store.renew_work_leases(engine, token, ids, lease_s)
-            except Exception:  # noqa: BLE001 - a missed beat only ages the leases
-                pass
-
-    async def db(fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.to_thread(_retrying, fn, *args)
-
-    async def slot() -> None:
-        while tally.server_gone is None and tally.stopped is None:
-            item = await db(work_store.claim_work_item, engine, run_id, token,
-                            tally.worker, lease_s)
-            if item is None:
-                progress = await db(work_store.work_progress, engine, run_id)
-                if progress.open == 0:
-                    return
-                await asyncio.sleep(poll_s)
-                continue
-            with lock:
-                held.add(item.id)
-            try:
-                await play(item)
-            finally:
-                with lock:
-                    held.discard(item.id)
-
-    async def play(item: work_store.ClaimedItem) -> None:
-        target = by_name.get(item.target)
-        scenario = suite.scenarios.get(item.scenario)
-        if target is None or scenario is None:
-            raise ConfigError(f"run {run_id} holds item {item.key!r}, which its config does "
-                              "not plan: the run's config was changed", field="worker")
-        client = clients[target.name]
-        key = WorkItem(target, scenario, item.repeat).key
-        records = await run_session(scenario, client, target=target.name, suite=suite,
-                                    repeat=item.repeat, key=key)
-        if _any_error(records) and (tally.server_gone or not await _answers(client)):
-            tally.server_gone = tally.server_gone or target.name
-            await db(work_store.release_work_item, engine, item.id, token)
-            tally.released += 1
-            return
-        outcome = await db(work_store.complete_work_item, engine, run_id, item.id, token,
-                           records)
-        if outcome == "stored":
-            tally.stored += 1
-        else:
-            tally.duplicates += 1
-        seen = first[target.name]
-        if len(seen) < FIRST_SESSIONS:
-            seen.append(_rejection(records[0]))
-            if len(seen) == FIRST_SESSIONS and seen[0] and seen.count(seen[0]) == len(seen):
-                tally.stopped = tally.stopped or stop_line(target.name, len(seen), seen[0])
+    def on_session(_played: RunTally, _records: list[SessionRecord]) -> None:
         if on_item:
             on_item(tally)
 
-    thread = threading.Thread(target=beat, name=f"agent-eval-worker-{run_id}", daemon=True)
-    thread.start()
+    play, after = session_player(suite, clients, played), session_counter(played, on_session)
+
     try:
-        await asyncio.gather(*(slot() for _ in range(max(1, concurrency))))
+        with source.heartbeat(), recorder.recording(
+                lambda: "finished" if not (played.server_gone or played.stopped) else None):
+            await play_items(source, recorder, {None: concurrency}, play, after)
     finally:
-        stop.set()
         for client in clients.values():
             await client.aclose()
-    if tally.server_gone is None and tally.stopped is None:
-        tally.marked_finished = await db(work_store.finish_run_if_done, engine, run_id)
+        tally.stored, tally.duplicates = recorder.counts.stored, recorder.counts.duplicates
+        tally.server_gone, tally.stopped = played.server_gone, played.stopped
+    tally.marked_finished = recorder.marked_finished
     return tally
+
+
+def play_as_worker(store: Store, run_id: int, suite: Suite, targets: list[Target], *,
+                   concurrency: int = 4, lease_s: float = DEFAULT_LEASE_S) -> WorkerTally:
+    """Join the planned run ``run_id`` (:func:`join_run`: refused when this machine would
+    measure differently) and play its items as one more worker (:func:`work_run`)."""
+    asyncio.run(join_run(store, run_id, suite, targets))
+    return asyncio.run(work_run(store, run_id, suite, targets, concurrency=concurrency,
+                                lease_s=lease_s))
+
+
+async def _db(fn: Callable[..., T], *args: Any) -> T:
+    return await asyncio.to_thread(_retrying, fn, *args)
 
 
 def _retrying(fn: Callable[..., T], *args: Any) -> T:

@@ -10,17 +10,19 @@ Public surface::
     AllowList, load_allowlist(path), ENGINE_VERSION
 
 ``policy/`` imports nothing from the package except ``agent_eval.errors`` (a leaf).
-Module map: ``rules`` (the registry), ``lexer`` (quote-aware pre-scan) and ``syntax`` (its output), ``commands``
+Module map: ``rules`` (the registry), ``characters`` (which characters any judged text
+may hold), ``lexer`` (quote-aware pre-scan) and ``syntax`` (its output), ``commands``
 (operators, wrappers, programs, runner form), ``arguments`` (script argument specs),
 ``wordpatterns`` (allow-list ``patterns``: a fixed prefix and plain words),
-``reads`` (read paths), ``engine`` (entry points, bashlex confirmation, cache), and
+``reads`` (read paths), ``engine`` (commands and reads: entry points, bashlex
+confirmation, cache), ``calls`` (a whole tool call: tool name, argument JSON, keys), and
 ``sources/`` (agent CLIs' own permission rules, per agent, judged twice; see its docstring).
 """
 
 from agent_eval.policy.allowlist import AllowList, allowlist_from_dict, load_allowlist
+from agent_eval.policy.calls import check_call
 from agent_eval.policy.engine import (
     ENGINE_VERSION,
-    check_call,
     check_command,
     check_read,
     clear_cache,

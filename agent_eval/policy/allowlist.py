@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
@@ -150,17 +151,147 @@ class CommandPattern(_Model):
                 raise ValueError(f"{value!r}: {problem}")
         return values
 
+ArgumentHolds = Literal["command", "path", "value", "absent"]
+ArgumentType = Literal["string", "integer", "number", "boolean"]
+_JSON_TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,)}
+
+
+class ArgumentSpec(_Model):
+    """One key a tool call may carry, and what it may hold.  A key the tool does not
+    declare is a denial (``undeclared-argument``): a harness may act on any key it
+    receives (``cwd``, ``env``, ``dangerouslyDisableSandbox``...)."""
+
+    holds: ArgumentHolds = Field(
+        "value",
+        description="`command`: the bash command, judged as one (a bash tool has exactly "
+                    "one); `path`: a path judged under `read` (a read tool has exactly one; "
+                    "another tool may have some, e.g. a working directory); `value`: a "
+                    "plain value of `type` (and `choices`), judged for hidden characters "
+                    "only; `absent`: a switch that must be absent, null or false "
+                    "(`dangerouslyDisableSandbox`, `run_in_background`).",
+    )
+    type: ArgumentType = Field(
+        "string", description="JSON type of a `value` (`command` and `path` are strings)."
+    )
+    choices: list[bool | int | float | str] | None = Field(
+        None, description="The only values a `value` may hold."
+    )
+    required: bool = Field(False, description="The call must carry the key.")
+    description: str = Field("", description="Shown to the model in the tool's schema.")
+
+    @model_validator(mode="after")
+    def _fits_its_role(self) -> ArgumentSpec:
+        if self.holds != "value" and (self.type != "string" or self.choices is not None):
+            raise ValueError(f"`type` and `choices` are for `holds: value`, not {self.holds!r}")
+        if self.holds == "absent" and self.required:
+            raise ValueError("a key that must be absent cannot be required")
+        for choice in self.choices or ():
+            if not accepts_type(choice, self.type):
+                raise ValueError(f"choice {choice!r} is not of type {self.type}")
+        return self
+
+    def json_schema(self) -> dict:
+        """The key's entry in the tool's JSON Schema, as offered to the model."""
+        if self.holds == "absent":
+            schema: dict = {"type": "boolean", "enum": [False]}
+        else:
+            schema = {"type": self.type}
+            if self.choices is not None:
+                schema["enum"] = list(self.choices)
+        if self.description:
+            schema["description"] = self.description
+        return schema
+
+
+def accepts_type(value: object, type_: str) -> bool:
+    """``value`` (decoded JSON) is of JSON type ``type_``; a boolean is no number."""
+    if isinstance(value, bool) and type_ != "boolean":
+        return False
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    return isinstance(value, _JSON_TYPES[type_])
+
+
+_JUDGED_ROLE = {"bash": "command", "read": "path"}
+_ROLE_TEXT = {"command": "the shell command", "path": "the file path"}
+
 
 class ToolSpec(_Model):
-    """A tool the harness offers the model."""
+    """A tool the harness offers the model, with every argument key a call may carry.
+
+    The short form of older files, ``argument: command, required: [command]``, still
+    loads: it declares that one key as the command (bash) or path (read), required, and
+    each other name in ``required`` as a required string value."""
 
     name: str
     kind: Literal["bash", "read", "other"] = "other"
-    argument: str | None = Field(
-        None, description="The argument carrying the command (bash) or the path (read)."
+    arguments: dict[str, ArgumentSpec] = Field(
+        default_factory=dict,
+        description="Every key a call may carry and what it holds; any other key is "
+                    "denied.  Default for bash/read: `command` / `path`, required.",
     )
-    required: list[str] = Field(default_factory=list, description="Required argument names.")
+    argument: str | None = Field(
+        None, description="Short form: the key carrying the command (bash) or the path "
+                          "(read), when `arguments` is not given."
+    )
+    required: list[str] = Field(
+        default_factory=list, description="Short form: required keys, when `arguments` is "
+                                          "not given."
+    )
     description: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, data: object) -> object:
+        if not isinstance(data, dict) or data.get("arguments") is not None:
+            if isinstance(data, dict):  # both forms (a dumped tool has both): must agree
+                named = [data.get("argument"), *(data.get("required") or ())]
+                if any(n and n not in data["arguments"] for n in named):
+                    raise ValueError("`argument`/`required` name keys `arguments` does not "
+                                     "declare; give either `arguments` or the short form")
+            return data
+        role = _JUDGED_ROLE.get(data.get("kind"))  # type: ignore[arg-type]
+        declared: dict[str, dict] = {}
+        if role is not None:
+            key = data.get("argument") or role
+            declared[key] = {"holds": role, "required": True, "description": _ROLE_TEXT[role]}
+        for name in data.get("required") or ():
+            declared.setdefault(name, {"holds": "value", "required": True})
+        return {**data, "arguments": declared}
+
+    @model_validator(mode="after")
+    def _one_judged_key(self) -> ToolSpec:
+        counts = {role: sum(a.holds == role for a in self.arguments.values())
+                  for role in ("command", "path")}
+        role = _JUDGED_ROLE.get(self.kind)
+        if self.kind == "read" and counts["command"]:
+            raise ValueError("a read tool has no `holds: command` key")
+        if self.kind == "other" and counts["command"]:
+            raise ValueError("only a bash tool has a `holds: command` key")
+        if role is not None:
+            if counts[role] != 1:
+                raise ValueError(f"a {self.kind} tool declares exactly one key with "
+                                 f"`holds: {role}` (found {counts[role]})")
+            if not self.arguments[self.judged_key or ""].required:
+                raise ValueError(f"the `holds: {role}` key of a {self.kind} tool must be "
+                                 "required")
+        return self
+
+    @property
+    def judged_key(self) -> str | None:
+        """The key holding the command (bash tool) or the path (read tool)."""
+        role = _JUDGED_ROLE.get(self.kind)
+        return next((k for k, a in self.arguments.items() if a.holds == role), None)
+
+    def parameters_schema(self) -> dict:
+        """The JSON Schema of the arguments, as offered to the model: the declared keys
+        and no others."""
+        return {
+            "type": "object",
+            "properties": {k: a.json_schema() for k, a in self.arguments.items()},
+            "required": [k for k, a in self.arguments.items() if a.required],
+            "additionalProperties": False,
+        }
 
 
 class Strictness(_Model):
@@ -204,8 +335,8 @@ class AllowList(_Model):
     read: ReadPolicy = Field(default_factory=ReadPolicy)
     tools: list[ToolSpec] = Field(
         default_factory=lambda: [
-            ToolSpec(name="bash", kind="bash", argument="command", required=["command"]),
-            ToolSpec(name="read", kind="read", argument="path", required=["path"]),
+            ToolSpec(name="bash", kind="bash"),
+            ToolSpec(name="read", kind="read"),
         ]
     )
     denial_message: str = Field(
@@ -221,6 +352,15 @@ class AllowList(_Model):
         if isinstance(value, list):
             return [{"match": item} if isinstance(item, str) else item for item in value]
         return value
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_names_are_unique(cls, tools: list[ToolSpec]) -> list[ToolSpec]:
+        names = [t.name for t in tools]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"tool {twice[0]!r} is listed twice; each name once")
+        return tools
 
     @cached_property
     def fingerprint(self) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent_eval.policy.allowlist import CommandSpec, FlagSpec, PositionalSpec
@@ -65,9 +67,54 @@ def _check_value(value: str, choices: list[str] | None, type_: str, what: str,
     return None
 
 
-def _looks_like_option(text: str) -> bool:
-    """What argparse would take for an option rather than a value: ``-x``, ``--x``, but
-    not a negative number or a lone ``-``."""
+# argparse's test for "looks like a negative number", as Python 3.11 and 3.12 have it
+# (``ArgumentParser.__init__``, ``_negative_number_matcher``); 3.13+ match ``-\.?\d`` at
+# the start instead, which accepts more (``-1e3``).  The stricter one is used: a value
+# is only a value when every version reads it as one.
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+# every parser argparse builds answers to these unless add_help=False
+_HELP = ("-h", "--help")
+
+
+def is_option(text: str, spec: CommandSpec) -> bool:
+    """Whether argparse reads the word ``text`` as an option rather than a value.
+
+    Follows CPython's ``ArgumentParser._parse_optional`` and ``_get_option_tuples``
+    (https://github.com/python/cpython/blob/main/Lib/argparse.py and the 3.11 file of
+    this interpreter; the versions differ in small ways, and each step takes the union of
+    what they read as an option):
+
+    1. a word not starting with ``-``, and ``-`` alone, are values;
+    2. a declared option string, or one before an ``=``, is an option;
+    3. a prefix of a declared long option (``allow_abbrev``), and for a single dash a
+       word whose first two characters are a declared short option (``-kX``), are
+       options;
+    4. a word that looks like a negative number (``_NEGATIVE_NUMBER``) is a value,
+       unless the parser has an option that looks like one (``ls -1``);
+    5. a word with a space in it is a value (``'- item one'``, ``'-- see notes'``,
+       ``'-spam invoice'``);
+    6. anything else is an option (``-inf``, ``-nan`` and ``-1e3`` on Python 3.11 and
+       3.12: the script exits with status 2, "expected one argument").
+    """
+    if not text.startswith("-") or text == "-":
+        return False
+    options = [*spec.flags, *(a for f in spec.flags.values() for a in f.aliases), *_HELP]
+    before = text.partition("=")[0]
+    if text in options or before in options:
+        return True
+    if text.startswith("--"):
+        if any(o.startswith(before) for o in options):
+            return True
+    elif any(o == text[:2] or o.startswith(text) or o.startswith(before) for o in options):
+        return True
+    if _NEGATIVE_NUMBER.match(text):
+        return any(_NEGATIVE_NUMBER.match(o) for o in options)
+    return " " not in text
+
+
+def _getopt_value_is_option(text: str) -> bool:
+    """For a plain program (getopt, not argparse): a word after a flag that takes a value
+    is its value unless it looks like another flag (a number such as ``-5`` does not)."""
     if not text.startswith("-") or text == "-":
         return False
     try:
@@ -86,9 +133,14 @@ def _flag_index(spec: CommandSpec) -> dict[str, str]:
     return index
 
 
-def _unknown_flag(name: str, word: Word, spec: CommandSpec, owner: str) -> Problem:
+_HINTS = 8
+"""Unknown flags that get a "did you mean" hint (difflib is slow; thousands of invented
+flags in one command would make the judge slow)."""
+
+
+def _unknown_flag(name: str, word: Word, spec: CommandSpec, owner: str, hint: bool) -> Problem:
     known = list(spec.flags)
-    close = difflib.get_close_matches(name, known, n=1)
+    close = difflib.get_close_matches(name, known, n=1) if hint else []
     hint = f"; did you mean {close[0]}?" if close else ""
     listed = f" (known: {', '.join(known)})" if known else " (it takes no flags)"
     return Problem("unknown-flag", f"{owner} has no flag {name}{listed}{hint}",
@@ -119,7 +171,8 @@ def _descend(spec: CommandSpec, words: list[Word], whole: tuple[int, int], owner
 
 
 def _take_flag(spec: CommandSpec, index: dict[str, str], owner: str, words: list[Word],
-               i: int, flags: dict[str, list[str]], problems: list[Problem]) -> int:
+               i: int, flags: dict[str, list[str]], problems: list[Problem],
+               option: Callable[[str], bool]) -> int:
     """``words[i - 1]`` is ``--name`` or ``--name=value``; record it and its value.
 
     Returns the index after the flag's value (when it takes one from the next word)."""
@@ -127,8 +180,8 @@ def _take_flag(spec: CommandSpec, index: dict[str, str], owner: str, words: list
     name, eq, inline = word.value.partition("=")
     canonical = index.get(name)
     if canonical is None:
-        problems.append(_unknown_flag(name, word, spec, owner))
-        if eq == "" and i < len(words) and not words[i].value.startswith("-"):
+        problems.append(_unknown_flag(name, word, spec, owner, len(problems) < _HINTS))
+        if eq == "" and i < len(words) and not option(words[i].value):
             return i + 1  # an unknown flag most likely took the next word as its value
         return i
     flag: FlagSpec = spec.flags[canonical]
@@ -141,9 +194,13 @@ def _take_flag(spec: CommandSpec, index: dict[str, str], owner: str, words: list
             problems.append(Problem("invalid-argument", f"{canonical} takes no value",
                                     word.start, word.end))
         return i
+    if eq and inline == "--":
+        problems.append(Problem("invalid-argument", f"{canonical}=-- stores no value on Python "
+                                "3.12 and older (argparse drops the '--')", word.start, word.end))
+        return i
     if eq:
         value, value_word = inline, word
-    elif i < len(words) and not _looks_like_option(words[i].value):
+    elif i < len(words) and not option(words[i].value):
         value, value_word = words[i].value, words[i]
         i += 1
     else:
@@ -171,11 +228,14 @@ def _missing(spec: CommandSpec, owner: str, flags: dict[str, list[str]],
 
 
 def match_arguments(script: str, spec: CommandSpec, words: list[Word],
-                    whole: tuple[int, int]) -> tuple[Invocation | None, list[Problem]]:
+                    whole: tuple[int, int], *, argparse_rules: bool = True,
+                    ) -> tuple[Invocation | None, list[Problem]]:
     """Fit ``words`` (everything after the script path) to ``spec``.
 
     Returns the invocation when the words fit exactly, else None and the problems.
     ``whole`` is the span of the whole command, used for "missing required ..." findings.
+    A script is read as argparse reads it (:func:`is_option`); a plain program
+    (``argparse_rules=False``) as getopt does: every word starting with ``-`` is a flag.
     """
     subpath: list[str] = []
     owner = script
@@ -190,15 +250,21 @@ def match_arguments(script: str, spec: CommandSpec, words: list[Word],
     positionals: list[str] = []
     pos_specs: list[PositionalSpec] = list(spec.positionals)
     options_done = False
+    value_is_option = ((lambda text: is_option(text, spec)) if argparse_rules
+                       else _getopt_value_is_option)
     i, n = len(subpath), len(words)
     while i < n:
         word = words[i]
         text = word.value
         i += 1
-        if not options_done and text == "--":
+        if text == "--" and options_done:
+            problems.append(Problem("invalid-argument", "a second '--' is dropped by argparse "
+                                    "on Python 3.12 and older", word.start, word.end))
+        elif not options_done and text == "--":
             options_done = True
-        elif not options_done and text.startswith("-") and len(text) > 1:
-            i = _take_flag(spec, index, owner, words, i, flags, problems)
+        elif not options_done and (is_option(text, spec) if argparse_rules
+                                   else text.startswith("-") and len(text) > 1):
+            i = _take_flag(spec, index, owner, words, i, flags, problems, value_is_option)
         elif not pos_specs:
             problems.append(Problem("invalid-argument",
                                     f"unexpected positional argument {text!r} for {owner}",

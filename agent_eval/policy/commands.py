@@ -20,7 +20,7 @@ import re
 
 from agent_eval.policy.allowlist import AllowList
 from agent_eval.policy.arguments import Problem, match_arguments
-from agent_eval.policy.syntax import Redirect, Scan, SimpleCommand, Word
+from agent_eval.policy.syntax import Redirect, Scan, SimpleCommand, Word, over_the_cap
 from agent_eval.policy.verdict import Invocation
 from agent_eval.policy.wordpatterns import match_words
 
@@ -96,10 +96,19 @@ class CommandJudge:
         self.allowlist = allowlist
         self.strict = allowlist.strict
         self.problems: list[Problem] = []
+        self.counts: dict[str, int] = {}
         self.invocation: Invocation | None = None
 
     def add(self, rule: str, message: str, start: int, end: int) -> None:
-        self.problems.append(Problem(rule, message, start, end))
+        capped = over_the_cap(self.counts, rule)
+        if capped is None:
+            self.problems.append(Problem(rule, message, start, end))
+        elif capped:
+            self.problems.append(Problem(rule, capped, start, end))
+
+    def extend(self, problems: list[Problem]) -> None:
+        for p in problems:
+            self.add(p.rule, p.message, p.start, p.end)
 
     def judge(self, scan: Scan) -> None:
         commands = scan.commands
@@ -117,8 +126,9 @@ class CommandJudge:
                 name = cmd.words[0].value
                 if name in self.allowlist.programs:
                     _, problems = match_arguments(name, self.allowlist.programs[name],
-                                                  cmd.words[1:], _span(cmd.words))
-                    self.problems.extend(problems)
+                                                  cmd.words[1:], _span(cmd.words),
+                                                  argparse_rules=False)
+                    self.extend(problems)
                 continue
             if cmd.words:
                 self.judge_words(cmd.words)
@@ -204,8 +214,9 @@ class CommandJudge:
             return
         if name in self.allowlist.programs:
             spec = self.allowlist.programs[name]
-            _, problems = match_arguments(name, spec, words[1:], _span(words))
-            self.problems.extend(problems)
+            _, problems = match_arguments(name, spec, words[1:], _span(words),
+                                          argparse_rules=False)
+            self.extend(problems)
             return
         if self.allowlist.patterns and self.judge_patterns(words):
             return
@@ -268,7 +279,7 @@ class CommandJudge:
         if value.startswith(prefix) and value[len(prefix):] in al.scripts and target.literal:
             script = value[len(prefix):]
             invocation, problems = match_arguments(script, al.scripts[script], rest[1:], whole)
-            self.problems.extend(problems)
+            self.extend(problems)
             if invocation is not None and self.invocation is None:
                 self.invocation = invocation
             return

@@ -2,8 +2,10 @@
 
 How a bash command is judged (each step fails closed):
 
-1. Bytes: NUL / control characters (a CR too) or more than ``strict.max_length``
-   characters are ``invalid-bytes``; blank text is ``unparseable-command``.
+1. Characters: more than ``strict.max_length`` characters, or a character that
+   ``characters.find_hidden`` refuses (controls other than TAB and LF, so a CR too;
+   invisible format and default-ignorable characters; lone surrogates; a combining
+   mark with no base...) are ``invalid-bytes``; blank text is ``unparseable-command``.
 2. Line continuations: every backslash-newline outside single quotes is removed first,
    exactly as bash does before it reads the text (``continuations.join_continuations``);
    the rest of the judgement sees the joined text and findings point back into the
@@ -25,7 +27,8 @@ docs/design.md), so single-quoted text is masked before bashlex sees it and a lo
 literal ``$`` that it reports as a parameter is accepted only where the lexer read a
 literal dollar too.  No Unicode normalisation is done anywhere (``；`` is not ``;``).
 
-Tool-call arguments with a key given twice (at any depth) are ``malformed-arguments``.
+A whole tool call (its name, its argument JSON, every key) is judged in ``calls.py``,
+which hands the command to :func:`check_command` and each path to :func:`check_read`.
 
 Verdicts of ``check_command`` and ``check_read`` are kept in a bounded cache keyed by the
 allow-list fingerprint and the text; verdicts are immutable, so sharing them is safe.
@@ -33,8 +36,8 @@ allow-list fingerprint and the text; verdicts are immutable, so sharing them is 
 
 from __future__ import annotations
 
-import json
-import re
+from bisect import bisect_right
+from collections.abc import Iterable
 from itertools import islice
 from typing import Any
 
@@ -42,6 +45,7 @@ import bashlex
 
 from agent_eval.policy.allowlist import AllowList
 from agent_eval.policy.arguments import Problem
+from agent_eval.policy.characters import COMMAND_WHITESPACE, classify, describe, find_hidden
 from agent_eval.policy.commands import CommandJudge
 from agent_eval.policy.continuations import join_continuations, to_original
 from agent_eval.policy.lexer import scan_command, split_plain
@@ -50,18 +54,14 @@ from agent_eval.policy.rules import PRECEDENCE, code_for, get_rule, primary_code
 from agent_eval.policy.syntax import Scan, SimpleCommand
 from agent_eval.policy.verdict import Finding, Invocation, Verdict
 
-ENGINE_VERSION = "1.2.0"
+ENGINE_VERSION = "1.3.0"
 """Bumped whenever a verdict may change for the same input; part of run fingerprints."""
 
+MAX_FINDINGS = 64
+"""Findings kept on one verdict (16,000 ``;`` would make 16,000); the last one says how
+many more there were."""
 CACHE_SIZE = 32768
 CACHE_MAX_TEXT = 4096
-# C0/C1 controls, and the invisible format characters that make text read differently
-# from what it is: zero-width spaces and joiners, bidi embeddings/overrides/isolates
-# (the "trojan source" trick), the word joiner and the BOM.
-_CONTROL = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2064"
-    "\u2066-\u2069\ufeff]"
-)
 _RANK = {code: i for i, code in enumerate(PRECEDENCE)}
 _DOLLAR_OPENERS = set("_@*#?$!-({[")
 _cache: dict[tuple[str, str, str], Verdict] = {}
@@ -77,34 +77,56 @@ def _remember(key: tuple[str, str, str], verdict: Verdict) -> None:
 
 
 def clear_cache() -> None:
-    """Forget every cached verdict (benchmarks measure the uncached engine with it)."""
+    """Forget every cached verdict and character class (benchmarks measure the uncached
+    engine with it)."""
     _cache.clear()
+    classify.cache_clear()
 
 
-def _verdict(problems: list[Problem], invocation: Invocation | None = None,
-             path: str | None = None) -> Verdict:
-    if not problems:
+def verdict_of(problems: list[Problem], inner: Verdict | None = None, *,
+               more: Iterable[Finding] = (), invocation: Invocation | None = None,
+               path: str | None = None) -> Verdict:
+    """Allow when there is no problem nor finding in ``more`` (and ``inner``, the verdict
+    of a part of the input, allows too); else deny with every finding, the primary code
+    by precedence.  At most :data:`MAX_FINDINGS` findings are kept (the primary code is
+    chosen from all)."""
+    extra = list(more)
+    if inner is not None and not inner.allowed:
+        extra += inner.findings
+    elif inner is not None:
+        invocation, path = inner.invocation, inner.path
+    if not problems and not extra:
         return Verdict("allow", invocation=invocation, path=path)
     seen: set[tuple[str, int, int]] = set()
-    findings = []
+    findings = list(extra)
     for p in problems:
         code = code_for(p.rule)
         if (code, p.start, p.end) in seen:
             continue
         seen.add((code, p.start, p.end))
         findings.append(Finding(code, p.message, p.start, p.end))
+    primary = primary_code(f.code for f in findings)
     findings.sort(key=lambda f: (f.start, _RANK.get(f.code, 99), f.end))
-    return Verdict("deny", primary_code(f.code for f in findings), tuple(findings))
+    if len(findings) > MAX_FINDINGS:
+        kept = findings[:MAX_FINDINGS - 1]
+        if primary not in {f.code for f in kept}:
+            kept[-1] = next(f for f in findings if f.code == primary)
+        rest = len(findings) - len(kept)
+        kept.append(Finding(kept[-1].code, f"and {rest} more findings", kept[-1].start,
+                            kept[-1].end))
+        findings = kept
+    return Verdict("deny", primary, tuple(findings))
 
 
-def _check_bytes(text: str, max_length: int) -> Problem | None:
+def check_text(text: str, max_length: int, allowed: str) -> Problem | None:
+    """The length cap, then the characters (``characters.find_hidden``)."""
     if len(text) > max_length:
         return Problem("invalid-bytes", f"longer than the cap of {max_length} characters "
                        f"({len(text)})", max_length, len(text))
-    bad = _CONTROL.search(text)
-    if bad:
-        return Problem("invalid-bytes", f"control or invisible character U+{ord(bad.group()):04X}",
-                       bad.start(), bad.end())
+    hidden = find_hidden(text, allowed)
+    if hidden is not None:
+        at, why = hidden
+        return Problem("invalid-bytes", f"{why} {describe(text, at)}", at, at + 1)
     return None
 
 
@@ -201,7 +223,9 @@ def _judge_text(command: str, allowlist: AllowList, fast_path: bool, seams: list
     else:
         scan, confirmed = scan_command(command), False
         for word in (w for c in scan.commands for w in c.words) if seams else ():
-            if any(word.start < seam < word.end for seam in seams):
+            # the first seam after the word's start; seams are in increasing order
+            at = bisect_right(seams, word.start)
+            if at < len(seams) and seams[at] < word.end:
                 word.bare = False
     judge = CommandJudge(allowlist)
     judge.judge(scan)
@@ -219,12 +243,12 @@ def judge_command(command: str, allowlist: AllowList, *, fast_path: bool = True)
     bashlex even for plain text (tests prove both paths agree)."""
     try:
         if not isinstance(command, str):
-            return _verdict([Problem("unparseable-command", "the command is not text", 0, 0)])
-        bad = _check_bytes(command, allowlist.strict.max_length)
+            return verdict_of([Problem("unparseable-command", "the command is not text", 0, 0)])
+        bad = check_text(command, allowlist.strict.max_length, COMMAND_WHITESPACE)
         if bad:
-            return _verdict([bad])
+            return verdict_of([bad])
         if not command.strip():
-            return _verdict([Problem("unparseable-command", "empty command", 0, len(command))])
+            return verdict_of([Problem("unparseable-command", "empty command", 0, len(command))])
         joined = join_continuations(command) if "\\\n" in command else None
         if joined is None:
             problems, invocation = _judge_text(command, allowlist, fast_path, [])
@@ -234,9 +258,9 @@ def judge_command(command: str, allowlist: AllowList, *, fast_path: bool = True)
             problems, invocation = _judge_text(text, allowlist, False, seams)
             for p in problems:
                 p.start, p.end = to_original(origin, p.start, p.end)
-        return _verdict(problems, invocation)
+        return verdict_of(problems, invocation=invocation)
     except Exception as exc:  # a bug must never allow, nor crash the run
-        return _verdict([Problem("unparseable-command",
+        return verdict_of([Problem("unparseable-command",
                                  f"internal error while judging ({type(exc).__name__})",
                                  0, len(command) if isinstance(command, str) else 0)])
 
@@ -258,99 +282,24 @@ def check_read(path: str, allowlist: AllowList) -> Verdict:
     """Judge one read-tool path under ``allowlist`` (cached).  Allowed verdicts carry
     the normalised relative (or, where allowed, absolute) path."""
     if not isinstance(path, str):
-        return _verdict([Problem("missing-argument", "the path is not a string", 0, 0)])
+        return verdict_of([Problem("missing-argument", "the path is not a string", 0, 0)])
     key = (allowlist.fingerprint, "read", path)
     hit = _cache.get(key)
     if hit is not None:
         return hit
     try:
-        bad = _check_bytes(path, allowlist.strict.max_length)
+        bad = check_text(path, allowlist.strict.max_length, "")
         if bad:
-            verdict = _verdict([bad])
+            verdict = verdict_of([bad])
         else:
             problem, normal = judge_read(path, allowlist.read)
-            verdict = _verdict([problem] if problem else [], path=normal)
+            verdict = verdict_of([problem] if problem else [], path=normal)
     except Exception as exc:
-        verdict = _verdict([Problem("blocked-read-path",
+        verdict = verdict_of([Problem("blocked-read-path",
                                     f"internal error while judging ({type(exc).__name__})",
                                     0, len(path))])
     _remember(key, verdict)
     return verdict
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            raise _DuplicateKey(key)
-        obj[key] = value
-    return obj
-
-
-def _decode_arguments(arguments: Any) -> dict[str, Any] | Problem:
-    """The decoded argument object, or the problem.  A key given twice at any depth is a
-    denial: parsers disagree on which value wins (Python keeps the last, others the
-    first), so the harness and the server might run different commands."""
-    if not isinstance(arguments, (str, bytes)):
-        return Problem("malformed-arguments", "the arguments are not a JSON object", 0, 0)
-    try:
-        args = json.loads(arguments, object_pairs_hook=_unique_object)
-    except _DuplicateKey as dup:
-        return Problem("malformed-arguments",
-                       f"duplicate key {dup.args[0]!r} in the arguments; which one would run "
-                       "is ambiguous", 0, 0)
-    except ValueError:
-        args = None
-    if not isinstance(args, dict):
-        return Problem("malformed-arguments", "the arguments are not a JSON object", 0, 0)
-    return args
-
-
-def check_call(tool_name: str, arguments: str | dict[str, Any], allowlist: AllowList,
-               offered: Any = None) -> Verdict:
-    """Judge one tool call: the tool name, then its arguments, then the command or path.
-
-    ``arguments`` is the raw JSON text exactly as emitted (or an already-decoded dict).
-    ``offered`` are the tool names offered in this session (default: every tool of the
-    allow-list); an offered tool of kind ``other`` is allowed once its arguments are a
-    JSON object.
-    """
-    try:
-        names = {t.name for t in allowlist.tools} if offered is None else set(offered)
-        if tool_name not in names:
-            listed = ", ".join(sorted(names)) or "none"
-            return _verdict([Problem("unknown-tool",
-                                     f"no tool named {tool_name!r} is offered (offered: {listed})",
-                                     0, 0)])
-        if isinstance(arguments, dict):
-            args = arguments
-        else:
-            args = _decode_arguments(arguments)
-            if isinstance(args, Problem):
-                return _verdict([args])
-        spec = allowlist.tool(tool_name)
-        if spec is None or spec.kind == "other":
-            return Verdict("allow")
-        argument = spec.argument or ("command" if spec.kind == "bash" else "path")
-        for name in spec.required or [argument]:
-            if not isinstance(args.get(name), str):
-                what = "missing" if name not in args else "not a string"
-                return _verdict([Problem("missing-argument",
-                                         f"required argument {name!r} is {what}", 0, 0)])
-        value = args.get(argument)
-        if not isinstance(value, str):
-            return _verdict([Problem("missing-argument",
-                                     f"argument {argument!r} is missing or not a string", 0, 0)])
-        if spec.kind == "bash":
-            return check_command(value, allowlist)
-        return check_read(value, allowlist)
-    except Exception as exc:
-        return _verdict([Problem("malformed-arguments",
-                                 f"internal error while judging ({type(exc).__name__})", 0, 0)])
 
 
 def render_denial(verdict: Verdict, allowlist: AllowList) -> str:

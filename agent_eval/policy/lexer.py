@@ -25,7 +25,16 @@ from __future__ import annotations
 import re
 
 from agent_eval.policy.quoting import find_close_char, find_close_paren, split_plain
-from agent_eval.policy.syntax import Event, Op, OpKind, Redirect, Scan, SimpleCommand, Word
+from agent_eval.policy.syntax import (
+    Event,
+    Op,
+    OpKind,
+    Redirect,
+    Scan,
+    SimpleCommand,
+    Word,
+    over_the_cap,
+)
 
 __all__ = ["scan_command", "split_plain"]
 
@@ -44,6 +53,7 @@ class _Lexer:
     def __init__(self, text: str):
         self.text = text
         self.events: list[Event] = []
+        self.counts: dict[str, int] = {}
         self.commands: list[SimpleCommand] = [SimpleCommand()]
         self.buf: list[str] = []
         self.in_word = False
@@ -57,7 +67,11 @@ class _Lexer:
         self.literal_dollars: set[int] = set()
 
     def event(self, rule: str, message: str, start: int, end: int) -> None:
-        self.events.append(Event(rule, message, start, end))
+        capped = over_the_cap(self.counts, rule)
+        if capped is None:
+            self.events.append(Event(rule, message, start, end))
+        elif capped:
+            self.events.append(Event(rule, capped, start, end))
 
     def begin_word(self, i: int) -> None:
         if not self.in_word:

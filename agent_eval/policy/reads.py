@@ -18,11 +18,36 @@ How a path is matched (the rules a user of ``read.roots`` / ``read.blocked`` rel
   ``.env``, ``.env.local`` and ``.env.production`` (not ``environment.md``).
 - A path with a ``\\`` must be allowed both ways (``\\`` as a character and as a
   separator); otherwise it is denied.
+
+Spellings refused outright, before any matching (``blocked-read-path``), because some
+reader of the path would open another file than the one judged:
+
+- a ``%`` followed by two hex digits (or ``%u`` and four): a reader that decodes URLs
+  opens ``docs/%2eenv`` as ``docs/.env``, and ``%252e`` after a second decoding;
+- a ``:``: on Windows ``.env::$DATA`` and ``notes::$INDEX_ALLOCATION`` are alternate
+  data streams of the same file or folder, ``C:x`` names a drive;
+- a ``~`` anywhere: a home directory at the start, an 8.3 short name elsewhere
+  (``notes/PRIVAT~1`` is ``notes/private`` to Windows), an editor backup at the end
+  (``.env~``);
+- glob and shell characters ``* ? [ ] { } $ ` ! # | & ; < >``: a harness that expands
+  the path or hands it to a shell opens what they expand to (``docs/*env``,
+  ``notes/$(id)``; ``#.env#`` is an editor's copy of ``.env``);
+- whitespace other than the space (U+00A0 and other spaces); TAB, LF and every other
+  control or invisible character are refused before this, as ``invalid-bytes``.
+
+Blocked names are also matched through Unicode case folding and compatibility forms
+(NFKC, then upper- and lower-case folded): ``notes/prıvate`` (dotless ı) is
+``notes/PRIVATE`` to a file system that upper-cases names, ``ｓecrets`` is
+``secrets`` to one that maps look-alikes.  A bare blocked file name also blocks the
+copies editors leave beside it: ``.env.swp`` (vim, already a dotted variant),
+``.secrets.txt.swp``, ``#.env#`` and ``.#.env`` (emacs), ``.env~``.
 """
 
 from __future__ import annotations
 
 import posixpath
+import re
+import unicodedata
 
 from agent_eval.policy.allowlist import ReadPolicy
 from agent_eval.policy.arguments import Problem
@@ -35,14 +60,50 @@ def _under(path: str, prefix: str) -> bool:
     return path == base or path.startswith(base + "/")
 
 
+_REFUSED = (
+    (re.compile(r"%(?:[0-9A-Fa-f]{2}|[uU][0-9A-Fa-f]{4})"),
+     "a percent-encoded character: a reader that decodes it opens another name"),
+    (re.compile(r":"), "a ':' names an NTFS data stream or a drive on Windows"),
+    (re.compile(r"~"), "a '~' is a home directory, an 8.3 short name (PRIVAT~1) or an "
+                       "editor backup"),
+    (re.compile(r"[*?\[\]{}$`!#|&;<>]"), "a glob or shell character: a harness that "
+                                         "expands the path opens something else"),
+    (re.compile(r"[^\S ]"), "whitespace other than a space"),
+)
+_SWAP = re.compile(r"\.sw[a-p]$")
+
+
+def _refused(path: str) -> Problem | None:
+    for pattern, why in _REFUSED:
+        found = pattern.search(path)
+        if found:
+            return Problem("blocked-read-path", f"{why} ({found.group()!r} at "
+                           f"{found.start()})", found.start(), found.end())
+    return None
+
+
+def _fold_name(part: str) -> str:
+    """One name as a file system that ignores case (any of Unicode's case mappings) or
+    maps compatibility look-alikes might read it."""
+    return unicodedata.normalize("NFKC", part).upper().lower().casefold()
+
+
 def _fold(path: str) -> str:
     """``path`` as a case-insensitive, ``\\``-separating file system would name it."""
     parts = []
     for part in path.replace("\\", "/").split("/"):
         if part not in (".", ".."):
             part = part.rstrip(". ") or part
-        parts.append(part.casefold())
+        parts.append(_fold_name(part))
     return posixpath.normpath("/".join(parts)) if parts else ""
+
+
+def _names_of(part: str) -> tuple[str, ...]:
+    """The name a component stands for, and the file it is an editor's copy of."""
+    stem = part.removeprefix(".#").removeprefix("#").removesuffix("#").removesuffix("~")
+    if _SWAP.search(stem):
+        stem = stem[:-4].removeprefix(".")
+    return (part, stem) if stem and stem != part else (part,)
 
 
 def _blocked_by(folded: str, entry: str) -> bool:
@@ -53,7 +114,8 @@ def _blocked_by(folded: str, entry: str) -> bool:
         return False
     is_file = not entry.endswith(("/", "\\"))
     return any(part == name or (is_file and part.startswith(name + "."))
-               for part in folded.split("/"))
+               for whole in folded.split("/")
+               for part in (_names_of(whole) if is_file else (whole,)))
 
 
 def _normalise(path: str) -> str:
@@ -101,6 +163,9 @@ def judge_read(path: str, policy: ReadPolicy) -> tuple[Problem | None, str | Non
         return Problem("blocked-read-path", "empty path", *span), None
     if path.startswith("~"):
         return Problem("blocked-read-path", "~ (home directory) paths are blocked", *span), None
+    refused = _refused(path)
+    if refused is not None:
+        return refused, None
     problem, normal = _judge_one(path, policy)
     if problem is None and "\\" in path:
         problem, _ = _judge_one(path.replace("\\", "/"), policy)

@@ -56,6 +56,21 @@ class SimpleCommand:
         return max(ends) if ends else (self.join.end if self.join else 0)
 
 
+PER_RULE = 64
+"""Findings of one rule kept per command: 16,000 ``;`` are one shell-chain problem
+written 16,000 times, and keeping each would cost time and memory for nothing (the
+primary code only needs each rule once).  The next one says more were not listed."""
+
+
+def over_the_cap(counts: dict[str, int], rule: str) -> str | None:
+    """Count one more finding of ``rule``; None to keep it, a message to keep instead of
+    it (the first one over :data:`PER_RULE`), or ``""`` to drop it."""
+    n = counts[rule] = counts.get(rule, 0) + 1
+    if n <= PER_RULE:
+        return None
+    return f"more findings of this kind not listed (over {PER_RULE})" if n == PER_RULE + 1 else ""
+
+
 @dataclass(slots=True)
 class Event:
     """A construct found while lexing, named by the rule it breaks."""

@@ -2,8 +2,11 @@
 
 One :class:`Sessions` lives on the recorder's thread.  ``take`` reads one exchange: the
 request's JSON, the reply (streamed deltas reassembled), links it to its conversation
-(``linking.py``), and judges each tool call of the reply with the policy engine against
-the allow-list, the tools offered being those the request sent.  ``expire`` and
+(``linking.py``), and judges each tool call of the reply against the allow-list, the
+tools offered being those the request sent, through the call recorder an import uses
+too (``calls.py``: the client's own tool names and spellings, ``Bash``,
+``read {filePath}``, are read as it meant them), so a call relayed and the same call
+imported are stored alike.  ``expire`` and
 ``close_all`` hand back finished :class:`SessionRecord`s, ready for the store, exactly as
 a live run or an import builds them, so every report works on them unchanged.
 
@@ -25,9 +28,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agent_eval import wire
+from agent_eval.calls import CallRecorder, offered_tools, text_call
 from agent_eval.live.client import find_tool_markup
-from agent_eval.live.orchestrator import TEXT_CALL_MESSAGE, TEXT_CALL_TOOL, command_text
-from agent_eval.policy import AllowList, Verdict, check_call, render_denial
+from agent_eval.policy import AllowList
 from agent_eval.proxy.linking import (
     PARENT_HEADERS,
     Conversation,
@@ -41,15 +44,12 @@ from agent_eval.proxy.spawns import Spawns, string_values
 from agent_eval.scenario.protocols import Protocols, system_prompt_of
 from agent_eval.transcript import (
     CallRecord,
-    FindingRecord,
     HandshakeResult,
     SessionRecord,
     TurnRecord,
     assign_next_actions,
+    share_messages,
 )
-
-VERDICT_CACHE = 8192
-"""Verdicts kept for reuse; the cache is emptied when full, so memory stays flat."""
 
 
 @dataclass
@@ -90,7 +90,7 @@ class Sessions:
         self._responses: dict[str, str] = {}  # Responses reply id -> its session's key
         self.spawns = Spawns()
         self._held: dict[str, list[SessionRecord]] = {}  # closed children of open parents
-        self._verdicts: dict[tuple[str, str, tuple[str, ...] | None], Verdict] = {}
+        self.calls = CallRecorder(allowlist, foreign=True)  # an agent CLI's calls (calls.py)
 
     def take(self, ex: Exchange, now: float) -> None:
         protocol = wire.protocol_of(ex.path) or "chat"
@@ -197,7 +197,8 @@ class Sessions:
             cached_tokens=_int(_get(usage, "prompt_tokens_details", "cached_tokens")),
             latency_s=latency, ttft_s=ttft,
             decode_tps=completion / decode if completion and decode and decode > 0 else None,
-            started_at=ex.started_at, request=self._intern(state, request),
+            started_at=ex.started_at,
+            request=share_messages(state.turns[-1].request if state.turns else None, request),
         ))
         state.statuses.add(status)
         state.last_status = status
@@ -207,51 +208,14 @@ class Sessions:
             state.messages.append(reply.message())
         if reply is None or status != "complete":
             return
-        offered = _offered(request)
+        offered = offered_tools(request)
         if reply.calls:
             for call in reply.calls:
-                state.calls.append(self._judge(len(state.calls), index, call, offered))
+                state.calls.append(self.calls.record(len(state.calls), index, call.name,
+                                                     call.arguments, offered=offered,
+                                                     call_id=call.id)[0])
         elif spans := find_tool_markup(reply.content):
-            start, end = spans[0]
-            state.calls.append(CallRecord(
-                index=len(state.calls), turn_index=index, tool=TEXT_CALL_TOOL, arguments="",
-                decision="deny", primary="AE104", command=reply.content,
-                findings=[FindingRecord("AE104", TEXT_CALL_MESSAGE, start, end)],
-            ))
-
-    def _judge(self, index: int, turn: int, call: Any, offered: list[str] | None) -> CallRecord:
-        verdict = self._verdict(call.name, call.arguments, tuple(offered) if offered else None)
-        record = CallRecord(
-            index=index, turn_index=turn, tool=call.name, arguments=call.arguments,
-            decision=verdict.decision, primary=verdict.primary, call_id=call.id,
-            findings=[FindingRecord(f.code, f.message, f.start, f.end) for f in verdict.findings],
-            command=command_text(call.name, call.arguments, self.allowlist),
-        )
-        if verdict.invocation is not None:
-            record.script = verdict.invocation.script
-        if not verdict.allowed:
-            record.output = render_denial(verdict, self.allowlist)
-        return record
-
-    def _verdict(self, tool: str, arguments: str, offered: tuple[str, ...] | None) -> Verdict:
-        """``check_call`` is pure: a night of traffic repeats the same calls, judge each once."""
-        key = (tool, arguments, offered)
-        verdict = self._verdicts.get(key)
-        if verdict is None:
-            verdict = check_call(tool, arguments, self.allowlist, offered=offered)
-            if len(self._verdicts) >= VERDICT_CACHE:
-                self._verdicts.clear()
-            self._verdicts[key] = verdict
-        return verdict
-
-    def _intern(self, state: SessionState, request: dict[str, Any]) -> dict[str, Any]:
-        """The request with each message it shares with the previous turn's request (equal
-        at the same position) being that turn's object: a session of n turns holds each
-        message once, not n times."""
-        previous = state.turns[-1].request["messages"] if state.turns else []
-        shared = [old if i < len(previous) and (old := previous[i]) == message else message
-                  for i, message in enumerate(request["messages"])]
-        return dict(request, messages=shared)
+            state.calls.append(text_call(len(state.calls), index, reply.content, spans[0]))
 
     def expire(self, now: float) -> list[SessionRecord]:
         """Sessions idle past the timeout, ready to store together: a subagent whose
@@ -297,7 +261,7 @@ class Sessions:
         failed = state.last_status in ("upstream-error", "unparseable")
         handshake = HandshakeResult()
         if self.protocols is not None:
-            invocations = [check_call(c.tool, c.arguments, self.allowlist).invocation
+            invocations = [self.calls.judge(c.tool, c.arguments).verdict.invocation
                            for c in state.calls if c.decision == "allow"]
             handshake = self.protocols.handshake(invocations, system_prompt_of(state.messages))
         return SessionRecord(
@@ -345,19 +309,6 @@ def _fill_outputs(state: SessionState, messages: list[Any]) -> None:
             content = m.get("content")
             pending[m["tool_call_id"]].output = content if isinstance(content, str) else \
                 json.dumps(content, ensure_ascii=False)
-
-
-def _offered(request: dict[str, Any]) -> list[str] | None:
-    """Tool names the request offered (None when it sent no tools: the allow-list's)."""
-    tools = request.get("tools")
-    if not isinstance(tools, list) or not tools:
-        return None
-    names = []
-    for tool in tools:
-        fn = tool.get("function") if isinstance(tool, dict) else None
-        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
-            names.append(fn["name"])
-    return names
 
 
 def _get(mapping: dict[str, Any], outer: str, inner: str) -> Any:

@@ -74,35 +74,25 @@ def _render_args(cmd, indent: str) -> list[str]:
 
 
 def tool_schemas(spec: Scenario, allowlist: AllowList) -> list[dict[str, Any]]:
-    """OpenAI ``tools`` entries for the tools this scenario offers."""
+    """OpenAI ``tools`` entries for the tools this scenario offers: each one's parameters
+    are the argument keys its allow-list entry declares, and no others (a key the
+    allow-list does not declare is denied, so the schema never offers one)."""
     out: list[dict[str, Any]] = []
     for name in spec.tools:
         tool = allowlist.tool(name)
         assert tool is not None  # checked at load time
-        arg = tool.argument or ("command" if tool.kind == "bash" else "path")
-        desc = "the shell command" if tool.kind == "bash" else "the file path"
-        out.append({
-            "type": "function",
-            "function": {
-                "name": tool.name,
-                "description": tool.description,
-                "parameters": {
-                    "type": "object",
-                    "properties": {arg: {"type": "string", "description": desc}},
-                    "required": list(tool.required or [arg]),
-                },
-            },
-        })
+        out.append(_function(tool.name, tool.description, tool.parameters_schema()))
     for extra in spec.extra_tools:
-        out.append({
-            "type": "function",
-            "function": {
-                "name": extra.name,
-                "description": extra.description,
-                "parameters": extra.parameters,
-            },
-        })
+        tool = allowlist.tool(extra.name)
+        assert tool is not None  # checked at load time
+        out.append(_function(extra.name, extra.description or tool.description,
+                             extra.parameters or tool.parameters_schema()))
     return out
+
+
+def _function(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "function",
+            "function": {"name": name, "description": description, "parameters": parameters}}
 
 
 def quote_command(words: list[str]) -> str:

@@ -49,11 +49,18 @@ read:
   roots: [notes/]
   blocked: [notes/private/]
   allow_absolute: false
+# every key a call may carry; any other key is denied (AE105 undeclared-argument)
 tools:
-  - {{name: bash, kind: bash, argument: command, required: [command],
-     description: "Run one allowed script: uv run scripts/<name>.py with its listed flags."}}
-  - {{name: read, kind: read, argument: path, required: [path],
-     description: "Read a file under notes/."}}
+  - name: bash
+    kind: bash
+    description: "Run one allowed script: uv run scripts/<name>.py with its listed flags."
+    arguments:
+      command: {{holds: command, required: true, description: the shell command}}
+  - name: read
+    kind: read
+    description: "Read a file under notes/."
+    arguments:
+      path: {{holds: path, required: true, description: the file path}}
 denial_message: >-
   Permission denied by the allow-list ({{code}} {{name}}): {{message}}.
   Only `uv run scripts/<name>.py` with its listed flags is allowed.

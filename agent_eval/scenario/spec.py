@@ -128,11 +128,15 @@ class ChildSpawn(_Model):
 
 
 class ExtraTool(_Model):
-    """An extra function tool offered beside bash/read (its calls are allowed as-is)."""
+    """An extra function tool offered beside bash/read, with its simulated output.  The
+    allow-list must list it (kind ``other``, with the argument keys it takes): a tool the
+    allow-list does not list is never allowed."""
 
     name: str
-    description: str = ""
-    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+    description: str = Field("", description="Default: the allow-list entry's.")
+    parameters: dict[str, Any] | None = Field(
+        None, description="JSON Schema offered to the model; default: the keys the "
+                          "allow-list declares.  Its properties must be declared there.")
     output: str = '{"ok": true}'
 
 

@@ -21,6 +21,7 @@ from agent_eval.scenario.prompt import render_system_prompt, tool_schemas
 from agent_eval.scenario.spec import (
     PLACEHOLDER,
     TEMPLATED_FIELDS,
+    ExtraTool,
     Scenario,
 )
 
@@ -267,6 +268,24 @@ def _read_suite_defaults(file: Path) -> dict:
     return {k: v for k, v in raw.items() if k != "description"}
 
 
+def _check_extra_tool(extra: ExtraTool, allowlist: AllowList, file: Path, where: str) -> None:
+    """An extra tool must be listed by the allow-list (a tool it does not list is never
+    allowed), and the schema offered for it may only name keys the allow-list declares."""
+    listed = allowlist.tool(extra.name)
+    if listed is None:
+        raise ConfigError(
+            f"extra tool {extra.name!r} is not listed by allow-list {allowlist.name!r}, so "
+            "every call of it would be denied; list it under `tools` with kind other and "
+            "its arguments", path=str(file), field=f"{where}.name")
+    properties = (extra.parameters or {}).get("properties") or {}
+    undeclared = sorted(set(properties) - set(listed.arguments))
+    if undeclared:
+        raise ConfigError(
+            f"the schema offers {', '.join(undeclared)}, which allow-list "
+            f"{allowlist.name!r} does not declare for {extra.name!r}; declare them under "
+            "its `arguments` or drop them", path=str(file), field=f"{where}.parameters")
+
+
 def _load_scenario(file: Path, defaults: dict, allowlists: dict[Path, AllowList]) -> LoadedScenario:
     raw = _read_yaml(file)
     merged = dict(defaults)
@@ -306,6 +325,8 @@ def _load_scenario(file: Path, defaults: dict, allowlists: dict[Path, AllowList]
                 f"(offered: {', '.join(sorted(offered))})",
                 path=str(file), field="tools",
             )
+    for i, extra in enumerate(spec.extra_tools):
+        _check_extra_tool(extra, allowlist, file, f"extra_tools.{i}")
     matches = [(f"goal.{i}", m) for i, m in enumerate(spec.goal)]
     matches += [(f"handshake.{i}", m) for i, m in enumerate(spec.handshake)]
     matches += [(f"environment.outputs.{i}.match", c.match)

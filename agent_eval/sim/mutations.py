@@ -73,7 +73,7 @@ class Step:
     def tool_argument(self, kind: StepKind) -> str:
         for tool in self.allowlist.tools:
             if tool.kind == kind:
-                return tool.argument or ("command" if kind == "bash" else "path")
+                return tool.judged_key or ("command" if kind == "bash" else "path")
         return "command" if kind == "bash" else "path"
 
     def bash(self, command: str, intended: str | None) -> PlannedCall:

@@ -48,8 +48,20 @@ def _needs_cap(record: SessionRecord, limit: int) -> bool:
     texts = [t for turn in record.turns for t in (turn.content, turn.reasoning)]
     texts += [t for c in record.calls for t in (c.arguments, c.command, c.output, c.source_reason)]
     return any(t is not None and len(t) > limit for t in texts) or any(
-        len(str(m)) > limit for m in record.messages
+        _has_long_text(m, limit) for m in record.messages
     )
+
+
+def _has_long_text(value: Any, limit: int) -> bool:
+    """Whether a string inside ``value`` is longer than ``limit`` (what ``cap_message``
+    would cut), found without serialising the message."""
+    if isinstance(value, str):
+        return len(value) > limit
+    if isinstance(value, dict):
+        return any(_has_long_text(v, limit) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_long_text(v, limit) for v in value)
+    return False
 
 
 def _cap_turn(turn: TurnRecord, limit: int) -> TurnRecord:

@@ -46,28 +46,46 @@ def blob_hash(text: str) -> str:
 
 
 def split_request(
-    request: dict[str, Any], limit: int = STORED_TEXT_CHARS
+    request: dict[str, Any], limit: int = STORED_TEXT_CHARS,
+    seen: dict[int, tuple[str, bool]] | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """``(reference, blobs)`` for one request: the reference goes in the turn's row, the
-    blobs (hash → JSON text) in ``request_blobs``."""
+    blobs (hash → JSON text) in ``request_blobs``.
+
+    ``seen`` (message object id → (hash, capped)) lets the writer of a batch capping,
+    serialising and hashing each message object once, not once per turn that sent it:
+    the turns of one session share their messages' objects (``transcript.share_messages``)
+    and stay alive while the batch is written, so an id names one message.  Blobs of a
+    message found in ``seen`` were returned with the request that first held it."""
     blobs: dict[str, str] = {}
+    capped = False
 
     def put(value: Any) -> str:
-        text = blob_text(value)
+        nonlocal capped
+        known = seen.get(id(value)) if seen is not None else None
+        if known is not None:
+            capped = capped or known[1]
+            return known[0]
+        cut = cap_message(value, limit)
+        text = blob_text(cut)
         digest = blob_hash(text)
         blobs.setdefault(digest, text)
+        if seen is not None:
+            seen[id(value)] = (digest, cut != value)
+        capped = capped or cut != value
         return digest
 
-    capped = cap_message(request, limit)
     ref: dict[str, Any] = {"v": REF_VERSION}
-    for key, value in capped.items():
+    for key, value in request.items():
         if key == "messages" and isinstance(value, list):
             ref["messages"] = [put(m) for m in value]
         elif key == "tools" and value is not None:
             ref["tools"] = put(value)
         else:
-            ref.setdefault("fields", {})[key] = value
-    if capped != request:
+            cut = cap_message(value, limit)
+            capped = capped or cut != value
+            ref.setdefault("fields", {})[key] = cut
+    if capped:
         ref["capped"] = True
     return ref, blobs
 

@@ -126,8 +126,9 @@ def _insert_batch(conn: Connection, run_id: int, records: list[SessionRecord]) -
     _link_parents(conn, run_id, records, id_by_key)
 
     blobs: dict[str, str] = {}
+    seen: dict[int, tuple[str, bool]] = {}  # each message object serialised once a batch
     turn_rows = [
-        _turn_values(sid, turn, blobs)
+        _turn_values(sid, turn, blobs, seen)
         for sid, r in zip(session_ids, records, strict=True)
         for turn in r.turns
     ]
@@ -308,11 +309,12 @@ _turn_row_fields = attrgetter(*_TURN_FIELDS)
 _call_row_fields = attrgetter(*_CALL_FIELDS)
 
 
-def _turn_values(session_id: int, turn: TurnRecord, blobs: dict[str, str]) -> dict:
+def _turn_values(session_id: int, turn: TurnRecord, blobs: dict[str, str],
+                 seen: dict[int, tuple[str, bool]]) -> dict:
     """The turn's row; its request's messages and tools go into ``blobs`` (hash → text)."""
     ref = None
     if turn.request is not None:
-        ref, new = split_request(turn.request)
+        ref, new = split_request(turn.request, seen=seen)
         blobs.update(new)
     return {"session_id": session_id, "request": ref} | {
         f: getattr(turn, f) for f in _TURN_FIELDS

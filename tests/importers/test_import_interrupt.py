@@ -2,12 +2,14 @@
 ``latest`` never names the half-read import as if it were complete.
 
 A real ``agent-eval import`` subprocess gets a real SIGINT once its first batch of
-sessions is in the store (the test waits on the store, never on the clock).
+sessions is in the store: the import holds there and says so (``agent_eval/testhook.py``),
+so the signal lands mid-import however fast the machine, and the file stays small.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -16,10 +18,11 @@ import time
 from pathlib import Path
 
 from agent_eval.store import open_store
+from agent_eval.testhook import HOLD
 
 REPO = Path(__file__).resolve().parents[2]
 RALF = REPO / "allowlists" / "ralf.yaml"
-SESSIONS = 250_000  # 40,000 were all in before the SIGINT landed at load 10
+SESSIONS = 2_000
 
 
 def _line(i: int) -> str:
@@ -42,6 +45,19 @@ def _runs(db: Path) -> list[tuple[int, str, int]]:
         return []
 
 
+def start_held_import(big: Path, db: Path, hold: Path, **popen) -> subprocess.Popen:
+    """``agent-eval import`` of ``big``, returned once it holds with sessions stored."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent_eval", "import", "openai", str(big), "--allowlist",
+         str(RALF), "--db", str(db)], env=dict(os.environ, **{HOLD: str(hold)}), **popen)
+    end = time.monotonic() + 120
+    while not hold.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < end, "the import stored nothing within 120 s"
+        time.sleep(0.02)
+    return proc
+
+
 def test_ctrl_c_during_import_exits_130_and_latest_skips_the_run(tmp_path):
     db = tmp_path / "s.db"
     small = tmp_path / "small.jsonl"
@@ -53,15 +69,9 @@ def test_ctrl_c_during_import_exits_130_and_latest_skips_the_run(tmp_path):
     big = tmp_path / "big.jsonl"
     big.write_text("\n".join(_line(i) for i in range(SESSIONS)) + "\n")
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agent_eval", "import", "openai", str(big), "--allowlist",
-         str(RALF), "--db", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_held_import(big, db, tmp_path / "hold", stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
     try:
-        end = time.monotonic() + 120
-        while not any(rid > 1 and n > 0 for rid, _, n in _runs(db)):
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < end, "the import stored nothing within 120 s"
-            time.sleep(0.02)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -88,14 +98,9 @@ def test_an_import_killed_outright_is_never_latest(tmp_path):
     subprocess.run([sys.executable, "-m", "agent_eval", "import", "openai", str(small),
                     "--allowlist", str(RALF), "--db", str(db)], check=True, capture_output=True,
                    timeout=120)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agent_eval", "import", "openai", str(big), "--allowlist",
-         str(RALF), "--db", str(db)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = start_held_import(big, db, tmp_path / "hold", stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
     try:
-        end = time.monotonic() + 120
-        while not any(rid > 1 and n > 0 for rid, _, n in _runs(db)):
-            assert proc.poll() is None and time.monotonic() < end
-            time.sleep(0.02)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
     finally:

@@ -75,12 +75,20 @@ def test_offered_restricts_the_tools_of_the_session(ralf):
     assert verdict.primary == "AE101"
 
 
-def test_offered_tool_of_kind_other_is_allowed_as_is(permissive):
-    assert check_call("web_search", '{"q": "weather"}', permissive).allowed
+def test_a_listed_tool_of_kind_other_is_allowed_with_its_declared_keys(permissive):
+    assert check_call("web_search", '{"query": "weather", "max_results": 3}', permissive).allowed
 
 
-def test_offered_name_unknown_to_the_allow_list_is_allowed(ralf):
-    assert check_call("spawn_child", "{}", ralf, offered=["bash", "spawn_child"]).allowed
+def test_a_listed_tool_of_kind_other_is_denied_a_key_it_does_not_declare(permissive):
+    verdict = check_call("web_search", '{"q": "weather"}', permissive)
+    assert verdict.primary == "AE103"  # its required query is missing
+    assert [f.code for f in verdict.findings] == ["AE103", "AE105"]
+
+
+def test_a_tool_the_session_offers_but_the_allow_list_does_not_list_is_unknown(ralf):
+    verdict = check_call("spawn_child", "{}", ralf, offered=["bash", "spawn_child"])
+    assert verdict.primary == "AE101"
+    assert "not on the allow-list" in verdict.findings[0].message
 
 
 @pytest.mark.parametrize(

@@ -151,9 +151,12 @@ def test_duplicate_argument_keys_are_denied(tool, arguments):
     assert "duplicate key" in verdict.findings[0].message
 
 
-def test_distinct_argument_keys_are_still_allowed():
+def test_distinct_argument_keys_are_allowed_when_the_tool_declares_them():
     arguments = json.dumps({"command": "uv run scripts/drafts.py list", "note": "x"})
-    assert check_call("bash", arguments, RALF).decision == "allow"
+    assert check_call("bash", arguments, RALF).primary == "AE105"  # ralf declares no note
+    permissive = allowlist_named("permissive")
+    arguments = json.dumps({"query": "weather", "max_results": 3})
+    assert check_call("web_search", arguments, permissive).decision == "allow"
 
 
 # Item 4: blocked read paths, as a user means them.

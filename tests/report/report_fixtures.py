@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 
-from agent_eval.policy import check_call, load_allowlist
+from agent_eval.policy import allowlist_from_dict, check_call, load_allowlist
 from agent_eval.store import open_store
 from agent_eval.transcript import (
     CallRecord,
@@ -26,7 +26,12 @@ from agent_eval.transcript import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-ALLOWLIST = load_allowlist(REPO / "allowlists" / "ralf.yaml")
+_RALF = load_allowlist(REPO / "allowlists" / "ralf.yaml")
+# ralf, with a plain `note` beside the bash tool's command, where the XSS strings ride
+ALLOWLIST = allowlist_from_dict({**_RALF.model_dump(), "tools": [
+    {"name": "bash", "kind": "bash", "arguments": {
+        "command": {"holds": "command", "required": True}, "note": {"type": "string"}}},
+    *(t.model_dump() for t in _RALF.tools if t.name != "bash")]})
 SCRIPT_TAG = "<script>alert(1)</script>"
 IMG_BREAKOUT = '"><img src=x onerror=alert(1)>'
 XSS = f"{SCRIPT_TAG} {IMG_BREAKOUT}"

@@ -26,7 +26,7 @@ from typing import Any
 
 from agent_eval.errors import ConfigError
 from agent_eval.policy.allowlist import AllowList, load_allowlist
-from agent_eval.policy.engine import check_call
+from agent_eval.policy.calls import check_call
 from agent_eval.policy.sources import claude_code, codex, opencode
 from agent_eval.policy.sources.convert import Conversion, convert_agent
 from agent_eval.policy.sources.files import read_json

@@ -16,8 +16,7 @@ from typing import Any
 import yaml
 
 from agent_eval.errors import ConfigError
-from agent_eval.policy.engine import _DuplicateKey
-from agent_eval.policy.engine import _unique_object as _unique
+from agent_eval.policy.calls import DuplicateKey, unique_object
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 MAX_ALIASES = 64
@@ -99,8 +98,8 @@ def read_json(path: Path, what: str) -> dict[str, Any]:
     """A JSON (or JSONC) object from ``path``."""
     text = read_text(path, what)
     try:
-        data = json.loads(strip_jsonc(text), object_pairs_hook=_unique)
-    except _DuplicateKey as dup:
+        data = json.loads(strip_jsonc(text), object_pairs_hook=unique_object)
+    except DuplicateKey as dup:
         raise ConfigError(f"key {dup.args[0]!r} is given twice in one object; which value "
                           "the CLI applies is ambiguous, so keep one", path=str(path)) from None
     except RecursionError:

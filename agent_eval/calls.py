@@ -1,0 +1,241 @@
+"""The call recorder: one tool call, judged by the policy engine, into the record stored.
+
+Every path that stores tool calls builds each :class:`CallRecord` here: a live run and
+``replay`` (``live/``), the proxy (``proxy/sessions.py``), imports and ``rescore``
+(``importers/``).  So the same call (its tool name, its arguments and the tools offered
+with it) gets the same verdict, findings, script, stored command and denial text whatever
+path brought it in; ``tests/test_call_recorder.py`` plays the same calls through all five.
+
+What is allowed is decided by ``policy.check_call`` alone (which tools exist, which
+arguments a tool takes, what a command may be); the recorder applies its verdict.  It
+only chooses what the engine is shown.  A live run's calls (and a replay of them) come
+from the harness itself, whose tools are the allow-list's: they go to the engine exactly
+as emitted, so a model calling ``Bash`` where the scenario offers ``bash`` is AE101 and
+``read {"file": ...}`` where ``path`` is declared is AE103.  Calls relayed by the proxy or
+imported come from another harness (``foreign``), an agent CLI whose tools are named and
+spelt its own way, so they are read the way the CLI meant them:
+
+- a tool the allow-list lists is judged as that tool, with its raw arguments when they
+  carry the tool's argument, else with the command or path found under the CLI's key
+  (``command``/``cmd``, ``path``/``file_path``/``filePath``..., or what an importer read
+  out of its format): OpenCode's ``read {filePath}`` is a read of that path;
+- a tool it does not list whose name is a known shell or read tool of an agent CLI or
+  harness (:data:`BASH_TOOLS`, :data:`READ_TOOLS`: ``Bash``, ``run_shell_command``,
+  ``Read``, ``read_file`` ...) and that was offered with the call (or nothing says what
+  was offered: an import), is judged the same way as the allow-list's own tool of that
+  kind, so a night of Claude Code traffic is judged like a night of OpenCode's;
+- anything else goes to the engine as it is: a tool nobody offered is AE101 there.
+
+The stored ``command`` is the command or path the engine judged (None for other tools).
+A denied call's ``output`` is the allow-list's denial text unless the source recorded
+what the tool answered (imports).  Only the recorder makes calls with a verdict: a call
+that was never judged (a reply cut off before it completed) is not stored as a call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agent_eval.policy import AllowList, Verdict, check_call, render_denial
+from agent_eval.transcript import CallRecord, Decision, FindingRecord
+
+ToolKind = Literal["bash", "read", "other"]
+
+BASH_TOOLS = frozenset(
+    {"bash", "Bash", "shell", "Shell", "execute_bash", "run_shell_command", "run_command",
+     "swe-agent-shell", "tmux_keystrokes", "__format_error__"}
+)
+"""Tool names that run a shell command (the last three name the actions of SWE-agent,
+Terminus and unparseable harness replies in flat call records)."""
+
+READ_TOOLS = frozenset({"read", "Read", "view", "read_file", "ReadFile"})
+"""Tool names that read a file."""
+
+COMMAND_KEYS = ("command", "cmd")
+PATH_KEYS = ("path", "file_path", "filePath", "file")
+
+TEXT_CALL_TOOL = "(reply text)"  # tool name recorded for tool-call markup left in the text
+TEXT_CALL_MESSAGE = (
+    "tool call written as text that no tool-call parser extracted: counted against the "
+    "model/server setup (start the server with its tool-call parser, e.g. vLLM "
+    "--enable-auto-tool-choice --tool-call-parser, llama-server --jinja; docs/servers.md)")
+
+VERDICT_CACHE = 50_000
+"""Verdicts kept for reuse per recorder; emptied when full, so memory stays flat."""
+
+
+def kind_of_tool(tool: str) -> ToolKind:
+    """Whether a tool name runs a shell command, reads a file, or is something else."""
+    return "bash" if tool in BASH_TOOLS else "read" if tool in READ_TOOLS else "other"
+
+
+def classify_call(tool: str, arguments: Any) -> tuple[ToolKind, str | None]:
+    """The kind of a tool call and its command or path, when the arguments carry one.
+
+    ``arguments`` is the parsed argument object (or anything else when it did not parse).
+    A bash or read call whose arguments lack the command/path gets ``text=None``.
+    """
+    if tool in BASH_TOOLS:
+        return "bash", _first_str(arguments, COMMAND_KEYS)
+    if tool in READ_TOOLS:
+        return "read", _first_str(arguments, PATH_KEYS)
+    return "other", None
+
+
+def _first_str(arguments: Any, keys: tuple[str, ...]) -> str | None:
+    if not isinstance(arguments, dict):
+        return None
+    for key in keys:
+        value = arguments.get(key)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def _argument(spec: Any) -> str:
+    return spec.judged_key or ("command" if spec.kind == "bash" else "path")
+
+
+def _parsed(arguments: str | dict[str, Any]) -> Any:
+    """The arguments as JSON, when they are a JSON object; None otherwise (a trajectory's
+    command text is not even tried: no exception raised per imported call)."""
+    if isinstance(arguments, dict):
+        return arguments
+    if not isinstance(arguments, str) or not arguments.lstrip().startswith("{"):
+        return None
+    try:
+        return json.loads(arguments)
+    except (ValueError, TypeError, RecursionError):  # the engine reports it (AE102)
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """A call as the engine saw it (``tool``, ``arguments``) and its verdict; ``command``
+    is the command or path judged, None for other tools."""
+
+    tool: str
+    arguments: str | dict[str, Any]
+    verdict: Verdict
+    command: str | None
+
+
+class CallRecorder:
+    """Judges calls under one allow-list and builds their records; see the module
+    docstring.  ``foreign``: the calls come from another harness (the proxy, imports),
+    whose tools may be named and spelt otherwise than the allow-list's; without it (a
+    live run, a replay of one) every call goes to the engine exactly as emitted.
+    ``check_call`` is pure, so the verdict of a call seen before is reused: a night of
+    traffic or a big import repeats the same calls."""
+
+    def __init__(self, allowlist: AllowList, *, foreign: bool = False) -> None:
+        self.allowlist = allowlist
+        self.foreign = foreign
+        self._by_kind = {kind: next((t for t in allowlist.tools if t.kind == kind), None)
+                         for kind in ("bash", "read")}
+        self._cache: dict[tuple[Any, ...], Judged] = {}
+
+    def judge(self, tool: str, arguments: str | dict[str, Any], *,
+              offered: Sequence[str] | None = None, kind: ToolKind | None = None,
+              text: str | None = None) -> Judged:
+        """The call judged.  ``offered``: the tool names offered with it (None: unknown,
+        the allow-list's).  ``kind`` and ``text``: an importer's reading of a call its
+        format does not write as JSON arguments (the command of a trajectory step)."""
+        frozen = arguments if isinstance(arguments, str) else tuple(arguments.items())
+        key = (tool, frozen, None if offered is None else tuple(offered), kind, text)
+        judged = self._cache.get(key)
+        if judged is None:
+            judged = self._judge(tool, arguments, offered, kind, text)
+            if len(self._cache) >= VERDICT_CACHE:
+                self._cache.clear()
+            self._cache[key] = judged
+        return judged
+
+    def _judge(self, tool: str, arguments: str | dict[str, Any], offered: Sequence[str] | None,
+               kind: ToolKind | None, text: str | None) -> Judged:
+        listed = self.allowlist.tool(tool)
+        spec = None
+        if not self.foreign or (offered is not None and tool not in offered):
+            pass  # the harness's own call, or a tool the session never had: as emitted
+        elif listed is not None:
+            spec = listed if listed.kind != "other" else None
+        else:
+            if kind is None:
+                kind, text = classify_call(tool, _parsed(arguments))
+            spec = self._by_kind.get(kind) if kind != "other" else None
+            if spec is not None and offered is not None:
+                offered = [*offered, spec.name]
+        if spec is None:
+            verdict = check_call(tool, arguments, self.allowlist, offered=offered)
+            return Judged(tool, arguments, verdict, self._command(tool, arguments))
+        argument = _argument(spec)
+        parsed = _parsed(arguments)
+        carried = parsed.get(argument) if isinstance(parsed, dict) else None
+        shown: str | dict[str, Any] = arguments
+        if not isinstance(carried, str):
+            if text is None and kind is None:
+                text = _first_str(parsed, COMMAND_KEYS if spec.kind == "bash" else PATH_KEYS)
+            if text is not None:
+                shown, carried = {argument: text}, text
+        verdict = check_call(spec.name, shown, self.allowlist, offered=offered)
+        return Judged(spec.name, shown, verdict, carried if isinstance(carried, str) else None)
+
+    def _command(self, tool: str, arguments: str | dict[str, Any]) -> str | None:
+        """The command (bash) or path (read) a listed tool's arguments carry."""
+        spec = self.allowlist.tool(tool)
+        if spec is None or spec.kind == "other":
+            return None
+        parsed = _parsed(arguments)
+        value = parsed.get(_argument(spec)) if isinstance(parsed, dict) else None
+        return value if isinstance(value, str) else None
+
+    def record(self, index: int, turn_index: int, tool: str, arguments: str, *,
+               offered: Sequence[str] | None = None, call_id: str | None = None,
+               output: str | None = None, kind: ToolKind | None = None,
+               text: str | None = None, source_decision: Decision | None = None,
+               source_reason: str | None = None) -> tuple[CallRecord, Verdict]:
+        """One call judged into its record (which keeps the tool name and the raw
+        arguments as emitted).  ``output`` is what the tool answered when the source
+        recorded it; without it a denied call's output is the allow-list's denial text."""
+        judged = self.judge(tool, arguments, offered=offered, kind=kind, text=text)
+        verdict = judged.verdict
+        if output is None:
+            output = "" if verdict.allowed else render_denial(verdict, self.allowlist)
+        invocation = verdict.invocation
+        return CallRecord(
+            index=index, turn_index=turn_index, tool=tool, arguments=arguments,
+            decision=verdict.decision, primary=verdict.primary, call_id=call_id,
+            findings=[FindingRecord(f.code, f.message, f.start, f.end) for f in verdict.findings],
+            command=judged.command, output=output,
+            script=invocation.script if invocation is not None else None,
+            source_decision=source_decision, source_reason=source_reason,
+        ), verdict
+
+
+def text_call(index: int, turn_index: int, content: str, span: tuple[int, int],
+              output: str = "") -> CallRecord:
+    """Tool-call markup the server did not parse (AE104): counted as one erroneous call,
+    the reply's text its command and the markup's span its finding."""
+    start, end = span
+    return CallRecord(
+        index=index, turn_index=turn_index, tool=TEXT_CALL_TOOL, arguments="",
+        decision="deny", primary="AE104", command=content,
+        findings=[FindingRecord("AE104", TEXT_CALL_MESSAGE, start, end)], output=output,
+    )
+
+
+def offered_tools(request: dict[str, Any] | None) -> list[str] | None:
+    """The tool names a chat request offered; None when it sent no tools (or no request
+    is known), which the engine reads as the allow-list's tools."""
+    tools = request.get("tools") if isinstance(request, dict) else None
+    if not isinstance(tools, list) or not tools:
+        return None
+    names = []
+    for tool in tools:
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+            names.append(fn["name"])
+    return names

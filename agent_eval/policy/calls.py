@@ -1,0 +1,264 @@
+"""Judge a whole tool call: its tool name, the JSON of its arguments, every key in it.
+
+How a call is judged (each step fails closed; the first step that denies decides):
+
+1. **Tool** (``unknown-tool``): the allow-list must list the tool, and the session must
+   offer it.  A tool that the client's request offers but the allow-list does not list
+   is never allowed: nothing says which key of it runs what.
+2. **JSON** (``invalid-bytes``, ``malformed-arguments``): argument text longer than
+   :func:`arguments_cap` characters is refused before it is parsed.  The text must be one
+   JSON object; it may not give a key twice, nor two keys that another JSON parser
+   would read as one (the same name in another case, as Go's ``encoding/json`` matches
+   field names; a name cut at a NUL, as C parsers such as cJSON read it), nor nest
+   deeper than :data:`MAX_DEPTH` levels, nor use ``NaN``/``Infinity`` (not JSON), a
+   number too large for a double, or an integer other parsers round (beyond ±(2^53 - 1),
+   RFC 7493).  Bytes must be UTF-8.
+3. **Characters** (``invalid-bytes``): every key and every string at any depth is
+   checked by ``characters.find_hidden`` (keys allow no control at all, strings TAB and
+   LF).
+4. **Keys** (``undeclared-argument``, ``missing-argument``): every key must be declared
+   by the tool spec; a required one must be there; a ``value`` must have its declared
+   type and choice; an ``absent`` switch may only be missing, null or false.
+5. **Command and paths**: the ``command`` key is judged by ``check_command``, each
+   ``path`` key by ``check_read``.  Findings about keys other than the command or the
+   read path carry the span ``0, 0``.
+
+Nothing here raises: an unexpected exception is a ``malformed-arguments`` denial.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from agent_eval.policy.allowlist import AllowList, ArgumentSpec, ToolSpec, accepts_type
+from agent_eval.policy.arguments import Problem
+from agent_eval.policy.characters import COMMAND_WHITESPACE, describe, find_hidden
+from agent_eval.policy.engine import check_command, check_read, verdict_of
+from agent_eval.policy.verdict import Finding, Verdict
+
+MAX_DEPTH = 16
+"""Deepest nesting of objects and arrays in the arguments (the top object is level 1).
+No declared key holds a nested value, so deeper text can only be an attack on a parser."""
+
+MAX_SAFE_INT = 2**53 - 1
+"""Integers beyond this (I-JSON, RFC 7493) are read as a rounded double by many parsers."""
+
+MAX_LISTED_KEYS = 20
+"""At most this many undeclared keys are reported one by one (the call is denied anyway)."""
+
+
+def arguments_cap(allowlist: AllowList) -> int:
+    """Longest argument text judged: room for a command of ``strict.max_length``
+    characters with every one written as a JSON ``\\uXXXX`` escape, plus 4,096 for the
+    other keys.  Longer text is refused before it is parsed."""
+    return 6 * allowlist.strict.max_length + 4096
+
+
+class _Refused(ValueError):
+    """The JSON text parses, but not to one reading every parser shares."""
+
+
+def _alias(key: str) -> str:
+    """The name another JSON parser may read for ``key``: cut at a NUL (C strings), in
+    any case (Go's ``encoding/json`` matches field names case-insensitively, with Unicode
+    folding: the Kelvin sign is a ``k`` to it)."""
+    return key.split("\x00", 1)[0].casefold()
+
+
+class DuplicateKey(ValueError):
+    """A JSON object names one key twice; ``args[0]`` is the key.  Parsers disagree on
+    which value wins, so every JSON input agent-eval judges or reads refuses it."""
+
+
+def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` for ``json.loads`` that raises ``DuplicateKey``."""
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise DuplicateKey(key)
+        obj[key] = value
+    return obj
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    try:
+        return unique_object(pairs)
+    except DuplicateKey as dup:
+        raise _Refused(f"duplicate key {dup.args[0]!r} in the arguments; which one would "
+                       "run is ambiguous") from None
+
+
+def _not_json(name: str) -> Any:
+    raise _Refused(f"{name} is not JSON")
+
+
+def _decode(arguments: Any, allowlist: AllowList) -> dict[str, Any] | Problem:
+    """The argument object, or the problem with its text."""
+    if isinstance(arguments, (bytes, bytearray)):
+        try:
+            arguments = bytes(arguments).decode("utf-8")
+        except UnicodeDecodeError:
+            return Problem("invalid-bytes", "the arguments are not UTF-8", 0, 0)
+    if isinstance(arguments, dict):
+        return arguments
+    if not isinstance(arguments, str):
+        return Problem("malformed-arguments", "the arguments are not a JSON object", 0, 0)
+    cap = arguments_cap(allowlist)
+    if len(arguments) > cap:
+        return Problem("invalid-bytes", f"arguments longer than the cap of {cap} characters "
+                       f"({len(arguments)})", 0, 0)
+    try:
+        args = json.loads(arguments, object_pairs_hook=_object, parse_constant=_not_json)
+    except _Refused as why:
+        return Problem("malformed-arguments", str(why), 0, 0)
+    except RecursionError:
+        return Problem("malformed-arguments", f"the arguments nest deeper than {MAX_DEPTH} "
+                       "levels", 0, 0)
+    except ValueError:
+        args = None
+    if not isinstance(args, dict):
+        return Problem("malformed-arguments", "the arguments are not a JSON object", 0, 0)
+    return args
+
+
+def _walk(args: dict[str, Any], skip: set[str]) -> Problem | None:
+    """The first nesting, key or string problem anywhere in ``args`` (one pass, no
+    recursion); the top-level values named in ``skip`` are judged elsewhere."""
+    stack: list[tuple[Any, int, str]] = [(args, 1, "")]
+    while stack:
+        node, depth, where = stack.pop()
+        if depth > MAX_DEPTH:
+            return Problem("malformed-arguments", f"the arguments nest deeper than "
+                           f"{MAX_DEPTH} levels", 0, 0)
+        if isinstance(node, dict):
+            aliases: dict[str, str] = {}
+            for key, value in node.items():
+                if not isinstance(key, str):
+                    return Problem("malformed-arguments", f"key {key!r} is not a string", 0, 0)
+                alias = _alias(key)
+                if alias in aliases:
+                    return Problem("malformed-arguments", f"keys {aliases[alias]!r} and {key!r} "
+                                   "are one key to some JSON parsers (case, or a NUL in the "
+                                   "name); which one would run is ambiguous", 0, 0)
+                aliases[alias] = key
+                hidden = find_hidden(key)
+                if hidden is not None:
+                    return Problem("invalid-bytes", f"{hidden[1]} {describe(key, hidden[0])} "
+                                   f"in the key {key!r}", 0, 0)
+                if depth == 1 and key in skip:
+                    continue
+                stack.append((value, depth + 1, f"{where}{key}."))
+        elif isinstance(node, list):
+            stack.extend((value, depth + 1, where) for value in node)
+        elif isinstance(node, str):
+            hidden = find_hidden(node, COMMAND_WHITESPACE)
+            if hidden is not None:
+                return Problem("invalid-bytes", f"{hidden[1]} {describe(node, hidden[0])} in "
+                               f"the value of {where.rstrip('.') or 'a list'!r}", 0, 0)
+        elif isinstance(node, float) and not math.isfinite(node):
+            return Problem("malformed-arguments", f"{node} is not a JSON number (a number too "
+                           "large for a double reads as infinity)", 0, 0)
+        elif isinstance(node, int) and not isinstance(node, bool) and abs(node) > MAX_SAFE_INT:
+            return Problem("malformed-arguments", f"integer {node} is outside ±(2^53 - 1): "
+                           "other JSON parsers read it as another number", 0, 0)
+    return None
+
+
+def _declared_keys(args: dict[str, Any], spec: ToolSpec) -> list[Problem]:
+    """Undeclared keys, missing required ones, and values the spec does not accept."""
+    problems: list[Problem] = []
+    undeclared = [key for key in args if key not in spec.arguments]
+    for key in undeclared[:MAX_LISTED_KEYS]:
+        problems.append(Problem("undeclared-argument", f"{spec.name} declares no argument "
+                                f"{key!r} (declared: {', '.join(spec.arguments) or 'none'})",
+                                0, 0))
+    if len(undeclared) > MAX_LISTED_KEYS:
+        problems.append(Problem("undeclared-argument", f"and {len(undeclared) - MAX_LISTED_KEYS}"
+                                " more undeclared arguments", 0, 0))
+    for key, arg in spec.arguments.items():
+        problem = _judge_value(key, arg, args)
+        if problem is not None:
+            problems.append(problem)
+    return problems
+
+
+def _judge_value(key: str, arg: ArgumentSpec, args: dict[str, Any]) -> Problem | None:
+    if key not in args or (args[key] is None and not arg.required):
+        if arg.required:
+            return Problem("missing-argument", f"required argument {key!r} is missing", 0, 0)
+        return None
+    value = args[key]
+    if arg.holds == "absent":
+        if value is False:
+            return None
+        return Problem("undeclared-argument", f"argument {key!r} must be absent or false, "
+                       f"got {json.dumps(value)[:40]}", 0, 0)
+    want = arg.type if arg.holds == "value" else "string"
+    if not accepts_type(value, want):
+        return Problem("missing-argument", f"argument {key!r} is not a {want}", 0, 0)
+    if arg.choices is not None and not any(
+            value == c and type(value) is type(c) for c in arg.choices):
+        return Problem("missing-argument", f"argument {key!r} is not one of "
+                       f"{', '.join(json.dumps(c) for c in arg.choices)}", 0, 0)
+    return None
+
+
+def _judge_paths(args: dict[str, Any], spec: ToolSpec, allowlist: AllowList,
+                 judged: str | None) -> tuple[list[Finding], Verdict | None]:
+    """Problems of the ``path`` keys other than the tool's own read path (spans 0, 0),
+    and the verdict of that read path."""
+    findings: list[Finding] = []
+    own: Verdict | None = None
+    for key, arg in spec.arguments.items():
+        value = args.get(key)
+        if arg.holds != "path" or not isinstance(value, str):
+            continue
+        verdict = check_read(value, allowlist)
+        if key == judged:
+            own = verdict
+            continue
+        findings += [Finding(f.code, f"{key}: {f.message}") for f in verdict.findings]
+    return findings, own
+
+
+def check_call(tool_name: str, arguments: str | bytes | dict[str, Any], allowlist: AllowList,
+               offered: Any = None) -> Verdict:
+    """Judge one tool call (see the module docstring for the steps).
+
+    ``arguments`` is the raw JSON text exactly as emitted (or an already-decoded dict).
+    ``offered`` are the tool names offered in this session (default: every tool of the
+    allow-list); only a tool that is both listed and offered can be allowed.
+    """
+    try:
+        spec = allowlist.tool(tool_name) if isinstance(tool_name, str) else None
+        if spec is None or (offered is not None and tool_name not in set(offered)):
+            listed = sorted(t.name for t in allowlist.tools
+                            if offered is None or t.name in set(offered))
+            why = "is not on the allow-list" if spec is None else "is not offered here"
+            return verdict_of([Problem("unknown-tool", f"tool {tool_name!r} {why} (allowed "
+                                       f"tools: {', '.join(listed) or 'none'})", 0, 0)])
+        args = _decode(arguments, allowlist)
+        if isinstance(args, Problem):
+            return verdict_of([args])
+        judged = spec.judged_key
+        problems: list[Problem] = []
+        hidden = _walk(args, {judged} if judged else set())
+        if hidden is not None:
+            problems.append(hidden)
+        problems += _declared_keys(args, spec)
+        other_paths, own_path = _judge_paths(args, spec, allowlist, judged)
+        value = args.get(judged) if judged else None
+        inner: Verdict | None = None
+        if spec.kind == "bash" and isinstance(value, str):
+            inner = check_command(value, allowlist)
+        elif spec.kind == "read":
+            inner = own_path
+        if not problems and not other_paths:
+            return inner if inner is not None else Verdict("allow")
+        return verdict_of(problems, inner, more=other_paths)
+    except Exception as exc:  # a bug must never allow, nor crash the run
+        return verdict_of([Problem("malformed-arguments",
+                                   f"internal error while judging ({type(exc).__name__})",
+                                   0, 0)])

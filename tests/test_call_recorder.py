@@ -1,0 +1,185 @@
+"""One verdict per call, whatever the path (agent_eval/calls.py).
+
+The same calls go through every path that stores calls: a live run against the simulator,
+the proxy relaying that very run, an import of its transcripts, a replay of it against the
+same simulated model, and a rescore of each stored run.  Every path must store the same
+verdict, findings and command for the same call.  Then an agent CLI's own tool names and
+spellings (Claude Code's ``Bash``, OpenCode's ``read {filePath}``) through the proxy, an
+import and a rescore.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from agent_eval.calls import TEXT_CALL_TOOL, CallRecorder
+from agent_eval.importers.recording import record_import
+from agent_eval.importers.rescore import rescore_run
+from agent_eval.live.client import Target
+from agent_eval.live.replay import allowlist_source, plan_replay, play_replay, start_replay
+from agent_eval.live.run import play_run, start_run
+from agent_eval.policy import load_allowlist
+from agent_eval.proxy import Exchange
+from agent_eval.proxy.sessions import Sessions
+from agent_eval.scenario import load_suite
+from agent_eval.scenario.bundled import bundled_suite
+from agent_eval.sim import run_sim_in_thread
+from agent_eval.store import open_store
+
+sys.path.insert(0, str(Path(__file__).parent / "proxy"))
+from proxyplay import proxy_in_thread  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[1]
+ALLOWLIST = REPO / "allowlists" / "ralf.yaml"
+SUITE = load_suite(bundled_suite())
+
+
+def judged(store, run_id: int) -> dict[tuple[str, str], tuple]:
+    """(tool, arguments) -> (decision, primary, finding codes and spans, command) of every
+    call stored in the run; a call judged two ways in one run fails here."""
+    out: dict[tuple[str, str], tuple] = {}
+    for row in store.session_rows([run_id]):
+        for call in store.load_session(row.id).record.calls:
+            if call.tool == TEXT_CALL_TOOL:  # markup in the text: judged by its span
+                key = (call.tool, call.command or "")
+            else:
+                key = (call.tool, call.arguments)
+            verdict = (call.decision, call.primary,
+                       tuple((f.code, f.start, f.end) for f in call.findings), call.command)
+            assert out.setdefault(key, verdict) == verdict, key
+    return out
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory):
+    """The five paths' stored calls, each as :func:`judged` gives them."""
+    tmp = tmp_path_factory.mktemp("paths")
+    allowlist = load_allowlist(ALLOWLIST)
+    live_store, proxy_store = open_store(str(tmp / "live.db")), open_store(str(tmp / "proxy.db"))
+    with run_sim_in_thread(profile="wrapper", suite=bundled_suite()) as sim:
+        with proxy_in_thread(sim, proxy_store, tmp) as proxied:
+            target = Target(name="wrapper", base_url=proxied.base_url, model="sim-wrapper",
+                            concurrency=4, timeout_s=30)
+            live = start_run(live_store, SUITE, [target], 2, label="live", server_models={})
+            play_run(live_store, live, SUITE, [target], 2)
+        info = live_store.get_run(live)
+        plan = plan_replay(live_store.session_rows([live]), live_store.call_rows([live]),
+                           live_store.request_refs(live))
+        candidate = Target(name="again", base_url=sim, model="sim-wrapper", concurrency=4,
+                           timeout_s=30)
+        replay = start_replay(live_store, info, candidate, plan, label=None, server_models={},
+                              sample=None, seed=0, repeats=1, allowlist=None,
+                              allowlist_path=None)
+        play_replay(live_store, replay, plan, candidate, allowlist_source(info))
+
+    transcripts = tmp / "transcripts.jsonl"
+    with transcripts.open("w") as out:
+        for row in live_store.session_rows([live]):
+            record = live_store.load_session(row.id).record
+            out.write(json.dumps({"id": record.key, "model": "sim-wrapper",
+                                  "messages": record.messages}) + "\n")
+    imported = record_import(live_store, "openai", transcripts, allowlist).run_id
+    proxy_run = proxy_store.list_runs()[0].id
+    found = {
+        "live": judged(live_store, live),
+        "proxy": judged(proxy_store, proxy_run),
+        "import": judged(live_store, imported),
+        "replay": judged(live_store, replay),
+        "rescore of live": judged(live_store, rescore_run(live_store, live, allowlist)),
+        "rescore of proxy": judged(proxy_store, rescore_run(proxy_store, proxy_run, allowlist)),
+        "rescore of import": judged(live_store, rescore_run(live_store, imported, allowlist)),
+    }
+    live_store.close()
+    proxy_store.close()
+    return found
+
+
+def test_the_live_run_made_allowed_and_denied_calls_of_several_classes(paths):
+    live = paths["live"]
+    assert len(live) > 100
+    classes = {primary for _, primary, *_ in live.values()}
+    assert {None, "AE101", "AE301", "AE304"} <= classes
+
+
+@pytest.mark.parametrize("path", ["proxy", "import", "rescore of live", "rescore of proxy",
+                                  "rescore of import"])
+def test_every_path_stores_the_live_runs_calls_with_their_verdicts_and_commands(paths, path):
+    live = {k: v for k, v in paths["live"].items() if k[0] != TEXT_CALL_TOOL
+            or path not in ("import", "rescore of import")}  # the openai reader keeps no markup
+    assert paths[path] == live
+
+
+def test_a_replay_against_the_same_model_gives_each_call_the_live_verdict(paths):
+    replayed = paths["replay"]
+    assert len(replayed) > 50
+    assert {k: paths["live"][k] for k in replayed} == replayed
+
+
+# --- an agent CLI's own tools ----------------------------------------------------------
+
+SYSTEM = {"role": "system", "content": "You are the research subagent."}
+TASK = {"role": "user", "content": "Open attempts for stage S2."}
+PIPED = "uv run scripts/db_query.py --sql 'select 1' | head -5"
+CLAUDE_TOOLS = [{"type": "function", "function": {"name": n, "parameters": {}}}
+                for n in ("Bash", "Read", "Task")]
+CLAUDE_CALLS = [
+    ("Bash", {"command": PIPED, "description": "count"}, "deny", "AE301", PIPED),
+    ("Bash", {"command": "uv run scripts/db_query.py --sql 'select 1'", "timeout": 60},
+     "allow", None, "uv run scripts/db_query.py --sql 'select 1'"),
+    ("Read", {"file_path": "/etc/passwd"}, "deny", "AE320", "/etc/passwd"),
+    ("read", {"filePath": "notes/plan.md"}, "allow", None, "notes/plan.md"),
+    ("emit_guidance", {"text": "x"}, "deny", "AE101", None),
+]
+
+
+def reply_with(calls) -> bytes:
+    return json.dumps({"model": "m", "choices": [{"index": 0, "finish_reason": "tool_calls",
+                       "message": {"role": "assistant", "content": "", "tool_calls": [
+                           {"id": f"c{i}", "type": "function",
+                            "function": {"name": name, "arguments": json.dumps(args)}}
+                           for i, (name, args, *_) in enumerate(calls)]}}]}).encode()
+
+
+@pytest.mark.xfail(strict=True, reason="Claude Code's Bash carries `description`, which the "
+                   "allow-list's bash tool does not declare (AE105) until the agent CLIs' tool "
+                   "profiles declare each CLI's own keys")
+def test_an_agent_clis_tools_get_one_verdict_and_command_in_the_proxy_an_import_and_a_rescore(
+        tmp_path):
+    allowlist = load_allowlist(ALLOWLIST)
+    sessions = Sessions(allowlist)
+    tools = [*CLAUDE_TOOLS, {"type": "function", "function": {"name": "read"}}]
+    body = json.dumps({"model": "m", "messages": [SYSTEM, TASK], "tools": tools}).encode()
+    sessions.take(Exchange(path="/v1/chat/completions", request_body=body, session_headers={},
+                           started_at=datetime.now(UTC), status=200,
+                           content_type="application/json",
+                           response_body=bytearray(reply_with(CLAUDE_CALLS)), ttft_s=0.1,
+                           latency_s=0.5), 0.0)
+    proxied = sessions.close_all()[0].calls
+    want = [(d, p, c) for *_, d, p, c in CLAUDE_CALLS]
+    assert [(c.decision, c.primary, c.command) for c in proxied] == want
+
+    messages = [SYSTEM, TASK, json.loads(reply_with(CLAUDE_CALLS))["choices"][0]["message"]]
+    path = tmp_path / "cli.jsonl"
+    path.write_text(json.dumps({"id": "s", "model": "m", "messages": messages}) + "\n")
+    with open_store(str(tmp_path / "s.db")) as store:
+        run = record_import(store, "openai", path, allowlist).run_id
+        again = rescore_run(store, run, allowlist)
+        for run_id in (run, again):
+            row = next(iter(store.session_rows([run_id])))
+            calls = store.load_session(row.id).record.calls
+            assert [(c.decision, c.primary, c.command) for c in calls] == want
+
+
+def test_a_subagent_tool_the_allowlist_does_not_list_is_unknown_in_the_proxy_as_on_import():
+    calls = CallRecorder(load_allowlist(ALLOWLIST), foreign=True)
+    relayed = calls.judge("task", '{"prompt": "go"}', offered=["bash", "read", "task"])
+    imported = calls.judge("task", '{"prompt": "go"}')
+    assert imported.verdict.primary == "AE101"
+    assert relayed.verdict.primary == imported.verdict.primary
