@@ -63,6 +63,7 @@ def proxy(upstream: str, allowlist_path: str, port: int, host: str, label: str,
     Exit codes: 0 stopped, 2 bad option, file or --db.
     """
     from agent_eval.policy import load_allowlist
+    from agent_eval.proxy.recorder import by_protocol
     from agent_eval.proxy.worker import RecorderConfig, RecorderProcess
     from agent_eval.store import open_store
 
@@ -96,7 +97,8 @@ def proxy(upstream: str, allowlist_path: str, port: int, host: str, label: str,
     stats = recorder.status()
     click.echo(f"run {stats['run_id']}: {stats['stored_sessions']} sessions, "
                f"{stats['stored_turns']} turns stored; {stats['journaled_sessions']} sessions "
-               f"in the journal; {stats['lost_turns']} turns not recorded", err=True)
+               f"in the journal; {stats['lost_turns']} turns not recorded; "
+               f"exchanges by protocol: {by_protocol(stats)}", err=True)
 
 
 async def _serve(recorder, upstream: str, host: str, port: int, db_url: str) -> None:

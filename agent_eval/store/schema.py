@@ -157,6 +157,9 @@ sessions = Table(
     Column("schema_version", Integer, nullable=False),
     Column("started_at", UtcDateTime),
     Column("finished_at", UtcDateTime),
+    # the wire protocol a proxied session's requests came in (migration session_protocol):
+    # replay re-sends its turns in it; NULL for Chat Completions and every other source
+    Column("protocol", String(16)),
     UniqueConstraint("run_id", "key", name="uq_sessions_run_key"),
     # covering the run pages' GROUP BYs (migration viewer_speed) and the repeat outcomes
     # compare pairs (migration session_repeats)
