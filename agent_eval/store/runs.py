@@ -206,6 +206,16 @@ def list_runs(engine: Engine, limit: int = 20) -> list[RunInfo]:
     return [_run_info(row) for row in rows]
 
 
+def previous_run_id(engine: Engine, run: RunInfo) -> int | None:
+    """The newest run older than ``run`` with its label (None without a label or one)."""
+    if not run.label:
+        return None
+    with engine.connect() as conn:
+        return conn.execute(select(runs.c.id).where(runs.c.label == run.label,
+                                                    runs.c.id < run.id)
+                            .order_by(runs.c.id.desc()).limit(1)).scalar()
+
+
 def run_targets(engine: Engine, run_id: int) -> list[TargetInfo]:
     """The run's targets in the order they were added."""
     with engine.connect() as conn:
