@@ -54,8 +54,7 @@ from agent_eval import __version__
 from agent_eval.errors import ConfigError, HarnessFault, ServerUnreachable
 from agent_eval.live.orchestrator import assistant_message, judge_call, text_call, turn_record
 from agent_eval.policy import ENGINE_VERSION, AllowList, load_allowlist
-from agent_eval.store import RunInfo, Store
-from agent_eval.store.caps import STORED_TEXT_CHARS
+from agent_eval.store import STORED_TEXT_CHARS, RunInfo, Store
 from agent_eval.transcript import CallRecord, CallRow, SessionRecord, SessionRow, replay_key
 
 SEED_SUFFIX = "#repeat"

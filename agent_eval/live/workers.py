@@ -45,8 +45,7 @@ from agent_eval.live.run import (
     stop_line,
 )
 from agent_eval.scenario import Suite
-from agent_eval.store import Store
-from agent_eval.store import work as work_store
+from agent_eval.store import ClaimedItem, Store
 
 DEFAULT_LEASE_S = 60.0
 DB_RETRY_S = 60.0
@@ -124,7 +123,6 @@ async def work_run(store: Store, run_id: int, suite: Suite, targets: list[Target
     """Claim and play the run's items, ``concurrency`` at a time, until none is open;
     then try to mark the run finished.  Items held by a dead worker are claimed once
     their lease lapses, so a worker waits (polling) while others hold the last items."""
-    engine = store.engine
     tally = WorkerTally(worker=f"{socket.gethostname()}:{os.getpid()}")
     token = secrets.token_hex(16)
     poll_s = poll_s if poll_s is not None else min(1.0, lease_s / 4)
@@ -140,7 +138,7 @@ async def work_run(store: Store, run_id: int, suite: Suite, targets: list[Target
             with lock:
                 ids = sorted(held)
             try:
-                work_store.renew_work_leases(engine, token, ids, lease_s)
+                store.renew_work_leases(token, ids, lease_s)
             except Exception:  # noqa: BLE001 - a missed beat only ages the leases
                 pass
 
@@ -149,10 +147,10 @@ async def work_run(store: Store, run_id: int, suite: Suite, targets: list[Target
 
     async def slot() -> None:
         while tally.server_gone is None and tally.stopped is None:
-            item = await db(work_store.claim_work_item, engine, run_id, token,
+            item = await db(store.claim_work_item, run_id, token,
                             tally.worker, lease_s)
             if item is None:
-                progress = await db(work_store.work_progress, engine, run_id)
+                progress = await db(store.work_progress, run_id)
                 if progress.open == 0:
                     return
                 await asyncio.sleep(poll_s)
@@ -165,7 +163,7 @@ async def work_run(store: Store, run_id: int, suite: Suite, targets: list[Target
                 with lock:
                     held.discard(item.id)
 
-    async def play(item: work_store.ClaimedItem) -> None:
+    async def play(item: ClaimedItem) -> None:
         target = by_name.get(item.target)
         scenario = suite.scenarios.get(item.scenario)
         if target is None or scenario is None:
@@ -177,10 +175,10 @@ async def work_run(store: Store, run_id: int, suite: Suite, targets: list[Target
                                     repeat=item.repeat, key=key)
         if _any_error(records) and (tally.server_gone or not await _answers(client)):
             tally.server_gone = tally.server_gone or target.name
-            await db(work_store.release_work_item, engine, item.id, token)
+            await db(store.release_work_item, item.id, token)
             tally.released += 1
             return
-        outcome = await db(work_store.complete_work_item, engine, run_id, item.id, token,
+        outcome = await db(store.complete_work_item, run_id, item.id, token,
                            records)
         if outcome == "stored":
             tally.stored += 1
@@ -203,7 +201,7 @@ async def work_run(store: Store, run_id: int, suite: Suite, targets: list[Target
         for client in clients.values():
             await client.aclose()
     if tally.server_gone is None and tally.stopped is None:
-        tally.marked_finished = await db(work_store.finish_run_if_done, engine, run_id)
+        tally.marked_finished = await db(store.finish_run_if_done, run_id)
     return tally
 
 
