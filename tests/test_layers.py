@@ -20,8 +20,6 @@ import re
 from functools import cache
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "agent_eval"
 
@@ -153,19 +151,26 @@ def test_the_store_is_reached_through_its_facade_only():
                           "when none fits:\n" + "\n".join(breaches))
 
 
-def _readme_layers() -> tuple[tuple[str, ...], ...]:
+def _readme_layers() -> tuple[frozenset[str], ...]:
     """README's architecture table as layers: ``| layer | folders | ... |`` rows."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     section = text.split("## Architecture", 1)[1].split("\n## ", 1)[0]
-    rows: dict[int, list[str]] = {}
+    rows: dict[int, set[str]] = {}
     for match in re.finditer(r"^\| (\d+) \| ([^|]+) \|", section, re.M):
-        names = re.findall(r"`([\w]+)(?:/|\.py)`", match.group(2))
-        rows.setdefault(int(match.group(1)), []).extend(names)
-    return tuple(tuple(rows[n]) for n in sorted(rows))
+        names = re.findall(r"`(\w+)(?:/|\.py)`", match.group(2))
+        rows.setdefault(int(match.group(1)), set()).update(names)
+    return tuple(frozenset(rows[n]) for n in sorted(rows))
 
 
-@pytest.mark.parametrize("doc", ["README.md"])
-def test_the_architecture_table_lists_the_layers(doc):
-    expected = tuple(layer for layer in LAYERS if layer != ("__main__",))
+def test_readme_architecture_table_lists_the_layers():
+    expected = tuple(frozenset(layer) for layer in LAYERS if layer != ("__main__",))
     assert _readme_layers() == expected, (
-        f"{doc}'s architecture table must list LAYERS of tests/test_layers.py, in order")
+        "README.md's architecture table must list LAYERS of tests/test_layers.py, in order")
+
+
+def test_design_doc_data_flow_names_every_folder():
+    text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    flow = text.split("## Data flow", 1)[1].split("\n## ", 1)[0]
+    folders = {u for layer in LAYERS for u in layer} - {"__main__", "errors", "transcript"}
+    missing = sorted(u for u in folders if f"{u}/" not in flow)
+    assert not missing, f"docs/design.md's data flow does not name {missing}"
