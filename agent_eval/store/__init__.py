@@ -45,7 +45,6 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import URL, Engine
 
 from agent_eval.store import queries, reads, runs, server_logs, sessions, work
-from agent_eval.store.aggregates import Detail
 from agent_eval.store.caps import STORED_TEXT_CHARS
 from agent_eval.store.database import (
     build_search_index,
@@ -77,6 +76,7 @@ from agent_eval.transcript import CallRow, SessionRecord, SessionRow, TurnRow
 if TYPE_CHECKING:
     from agent_eval.metrics.sufficient import TargetStats
     from agent_eval.metrics.summary import GroupKeys, GroupSummary
+    from agent_eval.store.aggregates import Detail
 
 __all__ = [
     "CALL_SORTS",
@@ -85,7 +85,6 @@ __all__ = [
     "CallFilter",
     "CallListRow",
     "ClaimedItem",
-    "Detail",
     "Outcome",
     "Page",
     "RunInfo",

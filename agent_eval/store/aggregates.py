@@ -40,7 +40,14 @@ from sqlalchemy import Engine, Text, and_, case, cast, func, or_, select, true
 from agent_eval.metrics.classes import UNCLASSIFIED
 from agent_eval.metrics.clustered import Unit, units_from_class_counts
 from agent_eval.metrics.summary import GROUP_BYS, GroupKeys, GroupSummary, Tally
-from agent_eval.store.schema import sessions, targets, tool_calls, turns
+from agent_eval.store.schema import (
+    denied_calls,
+    faulted_calls,
+    sessions,
+    targets,
+    tool_calls,
+    turns,
+)
 
 Detail = Literal["all", "actions", "rates", "totals"]
 """What a reader needs, most first.  ``all``: every figure.  ``actions``: no burned turns,
@@ -368,22 +375,6 @@ def _ranks(conn, source, in_group, scope, column, count: int) -> list[float]:
         last = values.get(rank, last)
         out.append(last)
     return out
-
-
-def denied_calls(run_ids: list[int]) -> list:
-    """The denied calls of the runs, as a range of ``ix_tool_calls_run_decision``.  The
-    ``session_id > 0`` bound (always true) makes that index the tightest match for
-    SQLite's planner, which has no statistics in a store nobody ANALYZEd."""
-    c = tool_calls.c
-    return [c.run_id.in_(run_ids), c.decision == "deny", c.session_id > 0]
-
-
-def faulted_calls(run_ids: list[int]) -> list:
-    """The denied calls of the runs' error sessions, reached from those few sessions."""
-    c, s = tool_calls.c, sessions.c
-    return [c.session_id.in_(select(s.id).where(s.run_id.in_(run_ids), s.status == "error",
-                                                s.n_denied > 0)),
-            c.decision == "deny"]
 
 
 def minus_faulted(rows, faulted) -> list[tuple]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from sqlalchemy import (
     Engine,
@@ -39,13 +40,10 @@ from sqlalchemy import (
 from sqlalchemy import column as column_of
 
 from agent_eval.errors import ConfigError
-from agent_eval.metrics.stats import wilson_interval
-from agent_eval.metrics.summary import GroupSummary, session_failed
-from agent_eval.store import aggregates
-from agent_eval.store.aggregates import denied_calls
 from agent_eval.store.database import write_transaction
 from agent_eval.store.schema import (
     SEARCH_TABLE,
+    denied_calls,
     findings,
     runs,
     sessions,
@@ -53,6 +51,12 @@ from agent_eval.store.schema import (
     tool_calls,
 )
 from agent_eval.store.search_index import has_sqlite_search
+
+if TYPE_CHECKING:
+    from agent_eval.metrics.summary import GroupSummary
+
+# ``agent_eval.metrics`` (and through it the policy engine and bashlex) is imported where it
+# is used, not here: the Store facade imports this module, and every command opens a store.
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
@@ -95,6 +99,8 @@ class RunRow:
 
     @property
     def interval(self) -> tuple[float, float] | None:
+        from agent_eval.metrics.stats import wilson_interval
+
         if not self.calls:
             return None
         lo, hi = wilson_interval(self.errors, self.calls)
@@ -154,6 +160,8 @@ class SessionListRow:
 
     @property
     def failed(self) -> bool:
+        from agent_eval.metrics.summary import session_failed
+
         return session_failed(self.status, self.denials,
                               self.handshake_required > 0 and not self.handshake_completed)
 
@@ -257,6 +265,8 @@ def list_runs(engine: Engine, *, label: str | None = None, kind: str | None = No
         names = _grouped(conn.execute(
             select(targets.c.run_id, targets.c.name).where(targets.c.run_id.in_(ids))
             .order_by(targets.c.id)).all())
+    from agent_eval.store import aggregates
+
     figures = aggregates.summarize_sql(engine, ids, by="run", with_turns=False,
                                        detail="totals")
     return Page(tuple(
