@@ -36,7 +36,7 @@ from agent_eval.metrics.clustered import (
     summarize_clustered,
 )
 from agent_eval.metrics.sufficient import TargetStats
-from agent_eval.metrics.summary import session_failed
+from agent_eval.metrics.summary import GroupBy, session_failed
 from agent_eval.policy import get_rule
 from agent_eval.report.agreement import (
     AgreementTally,
@@ -208,7 +208,7 @@ class RunFigures:
 
 def read_figures(store: Store, run_ids: list[int]) -> RunFigures:
     """The index's figures of the runs (targets named as columns: :func:`column_namer`)."""
-    def by(key: str) -> dict:
+    def by(key: GroupBy) -> dict:
         return store.summarize(run_ids, (key, "target"), columns=True, with_turns=False,
                                detail="totals")
 
