@@ -234,8 +234,9 @@ class Store:
     def get_run(self, run_id: int) -> RunInfo:
         return runs.get_run(self.engine, run_id)
 
-    def list_runs(self, limit: int = 20) -> list[RunInfo]:
-        return runs.list_runs(self.engine, limit)
+    def list_runs(self, limit: int = 20, label: str | None = None) -> list[RunInfo]:
+        """The newest runs first (with ``label`` only, when given)."""
+        return runs.list_runs(self.engine, limit, label)
 
     def run_targets(self, run_id: int) -> list[TargetInfo]:
         return runs.run_targets(self.engine, run_id)

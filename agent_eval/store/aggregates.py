@@ -181,8 +181,7 @@ def _session_tallies(conn, ids: list[int], g: _Grouping, *, full: bool, denied: 
                func.sum(case((and_(required, s.handshake_completed), 1), else_=0)),
                *(extra if full else ()))
         .select_from(g.sessions()).where(s.run_id.in_(ids))
-        # the covering index's order (run, target, status, scenario): no sort of the run
-        .group_by(s.target_id, s.status, *keys)).all()
+        .group_by(*_in_index_order(keys, s.target_id, s.status))).all()
     if not full:
         rows = [(*row, 0, 0, 0.0, None, None) for row in rows]
     width = len(keys)
@@ -224,6 +223,20 @@ def _session_tallies(conn, ids: list[int], g: _Grouping, *, full: bool, denied: 
         for *raw, step, n in missed_steps:
             tallies[g.name(raw)].hs_missed[step] += n
     return tallies
+
+
+def _in_index_order(*columns) -> list:
+    """``columns`` once each, those of ``ix_sessions_run_target_status`` first in its order
+    (run, target, status, scenario): SQLite then groups the run's range of that covering
+    index as it reads it, with no sort (a column named twice, or out of order, made it
+    sort 125,000 entries: twice the time of the run page)."""
+    flat = [c for group in columns for c in (group if isinstance(group, tuple) else (group,))]
+    s = sessions.c
+    indexed = [c for c in (s.run_id, s.target_id, s.status, s.scenario)
+               if any(c is f for f in flat)]
+    rest = [c for i, c in enumerate(flat)
+            if not any(c is x for x in indexed) and not any(c is x for x in flat[:i])]
+    return [*indexed, *rest]
 
 
 def _in_first_order(conn, g: _Grouping, first: dict[Any, tuple[int, int]]) -> list:

@@ -199,10 +199,13 @@ def resolve_run(engine: Engine, ref: str | int) -> RunInfo:
     return _run_info(row)
 
 
-def list_runs(engine: Engine, limit: int = 20) -> list[RunInfo]:
-    """The newest runs first."""
+def list_runs(engine: Engine, limit: int = 20, label: str | None = None) -> list[RunInfo]:
+    """The newest runs first (with ``label`` only, when given)."""
+    query = select(runs).order_by(runs.c.id.desc()).limit(limit)
+    if label is not None:
+        query = query.where(runs.c.label == label)
     with engine.connect() as conn:
-        rows = conn.execute(select(runs).order_by(runs.c.id.desc()).limit(limit)).all()
+        rows = conn.execute(query).all()
     return [_run_info(row) for row in rows]
 
 

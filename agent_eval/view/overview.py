@@ -93,7 +93,7 @@ def build_runs_page(store: Store, filters: dict[str, str], offset: int = 0,
 def label_trend(store: Store, label: str) -> list[dict[str, GroupSummary]]:
     """The last :data:`TREND_RUNS` runs with ``label``, oldest first: per target, its
     totals (calls, denied calls, handshake completion)."""
-    ids = [r.id for r in store.list_run_rows(label=label, limit=TREND_RUNS).rows]
+    ids = [r.id for r in store.list_runs(TREND_RUNS, label=label)]
     figures = store.summarize(ids, ("run", "target"), with_turns=False, detail="totals")
     per_run: dict[str, dict[str, GroupSummary]] = {str(i): {} for i in ids}
     for (run, target), summary in figures.items():
