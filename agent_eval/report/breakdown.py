@@ -10,7 +10,7 @@ in no tag row.  Each cell reads ``errors/100 [95% CI] · completed/sessions``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from agent_eval.metrics import GroupSummary, Rate
@@ -47,14 +47,15 @@ class BreakdownRow:
 
 
 def breakdown_rows(figures: Mapping[tuple[str, str], GroupSummary],
-                   columns: tuple[str, ...]) -> tuple[BreakdownRow, ...]:
+                   columns: tuple[str, ...], order: Iterable[str]) -> tuple[BreakdownRow, ...]:
     """Rows from the aggregator's figures per (scenario or tag, column)
-    (``Store.summarize(by=(key, "target"), columns=True)``), groups in the order of their
-    first session; a group or a cell with only faulted sessions shows none."""
+    (``Store.summarize(by=(key, "target"), columns=True)``), in ``order`` (the scenarios or
+    tags as the non-error sessions first name them); a group or a cell with only faulted
+    sessions shows none."""
     cells: dict[str, dict[str, BreakdownCell]] = {}
     for (name, column), s in figures.items():
         if s.sessions:
             cells.setdefault(name, {})[column] = BreakdownCell(
                 s.sessions, s.exit_states["completed"], s.errors)
-    return tuple(BreakdownRow(name, tuple(by_column.get(column) for column in columns))
-                 for name, by_column in cells.items())
+    return tuple(BreakdownRow(name, tuple(cells[name].get(column) for column in columns))
+                 for name in dict.fromkeys(order) if name in cells)

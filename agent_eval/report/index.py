@@ -293,8 +293,10 @@ def build_index_page(
         error_sessions=tuple(i for i in items if i.link.status == "error"),
         class_chart=class_chart(summaries),
         error_chart=error_chart(summaries),
-        scenario_rows=breakdown_rows(figures.by_scenario, columns),
-        tag_rows=breakdown_rows(figures.by_tag, columns),
+        scenario_rows=breakdown_rows(figures.by_scenario, columns,
+                                     (s.scenario for s in sessions if s.status != "error")),
+        tag_rows=breakdown_rows(figures.by_tag, columns, (
+            tag for s in sessions if s.status != "error" for tag in s.tags)),
         agreement=agreed,
         agreement_rows=tuple(agreement_cells(a) for a in agreed),
         disagreements=disagreement_items(agreement, links),

@@ -21,8 +21,11 @@ No row per call leaves the database (SQLAlchemy Core, both dialects alike):
 * speed: the turns' sums, and the latency percentiles from the two ranks around each.
 
 ``Detail`` leaves out what a reader does not show, each a pass the reader then skips.
-Groups come in the order of their first session in ``session_rows`` order (targets in
-the order added, then storage order), tags of one session in their listed order.
+Groups come in the order of their first target (the order targets were added), then by
+name: by target, run or all that is ``summarize``'s order; by scenario or tag a reader
+that wants another order sorts them itself (``summarize`` orders those by their first
+session, which would take each session's id, a column the covering index does not hold
+on PostgreSQL: it made the run page read the sessions' rows).
 Floating sums (mean handshake share, mean decode speed) may differ from the Python pass
 in the last bit, because the database adds in its own order; every count is identical.
 """
@@ -162,7 +165,8 @@ def _session_tags(conn, ids: list[int]):
 
 def _session_tallies(conn, ids: list[int], g: _Grouping, *, full: bool, denied: bool
                      ) -> dict[Any, Tally]:
-    """Every group's session figures, groups in the order of their first session.
+    """Every group's session figures, groups in the order of their first target, then
+    by name.
     ``denied``: take the denied calls from the sessions' ``n_denied`` (the ``totals``
     detail; otherwise the denied calls themselves are counted, by class).  Without
     ``full`` only what ``ix_sessions_run_target_status`` covers (:data:`Detail`)."""
@@ -175,7 +179,7 @@ def _session_tallies(conn, ids: list[int], g: _Grouping, *, full: bool, denied: 
              func.min(s.started_at), func.max(s.finished_at))
     keys = g.session_cols
     rows = conn.execute(
-        select(*keys, s.target_id, s.status, func.count(), func.min(s.id),
+        select(*keys, s.target_id, s.status, func.count(),
                func.sum(s.n_calls), func.sum(s.n_denied),
                func.sum(case((required, 1), else_=0)),
                func.sum(case((and_(required, s.handshake_completed), 1), else_=0)),
@@ -185,15 +189,14 @@ def _session_tallies(conn, ids: list[int], g: _Grouping, *, full: bool, denied: 
     if not full:
         rows = [(*row, 0, 0, 0.0, None, None) for row in rows]
     width = len(keys)
-    first: dict[Any, tuple[int, int]] = {}
+    first: dict[Any, int] = {}  # group -> its first target
     for row in rows:
         name = g.name(row[:width])
-        target_id, _status, _n, sid = row[width:width + 4]
-        first[name] = min(first.get(name, (target_id, sid)), (target_id, sid))
-    tallies = {name: Tally() for name in _in_first_order(conn, g, first)}
+        first[name] = min(first.get(name, row[width]), row[width])
+    tallies = {name: Tally() for name in sorted(first, key=lambda k: (first[k], k))}
     for row in rows:
         tally = tallies[g.name(row[:width])]
-        (_t, status, n, _sid, n_calls, n_denied, hs_n, hs_ok, messages, replies, hs_share,
+        (_t, status, n, n_calls, n_denied, hs_n, hs_ok, messages, replies, hs_share,
          start, end) = row[width:]
         tally.exit_states[status] += n
         if status == "error":
@@ -237,30 +240,6 @@ def _in_index_order(*columns) -> list:
     rest = [c for i, c in enumerate(flat)
             if not any(c is x for x in indexed) and not any(c is x for x in flat[:i])]
     return [*indexed, *rest]
-
-
-def _in_first_order(conn, g: _Grouping, first: dict[Any, tuple[int, int]]) -> list:
-    """The groups by their first session (target, then id); groups that share one (its
-    tags) by the position of their tag in that session's list."""
-    if g.tags is None:
-        return sorted(first, key=first.__getitem__)
-    at = g.parts.index("tag")
-    shared = Counter(first.values())
-    tied = sorted({sid for (_t, sid), n in shared.items() if n > 1})
-    listed: dict[int, list[str]] = {}
-    if tied:
-        s = sessions.c
-        for sid, tags in conn.execute(select(s.id, cast(s.tags, Text))
-                                      .where(s.id.in_(tied))).all():
-            listed[sid] = list(dict.fromkeys(json.loads(tags)))
-
-    def order(key) -> tuple:
-        target_id, sid = first[key]
-        tag = key[at] if isinstance(key, tuple) else key
-        tags = listed.get(sid, ())
-        return target_id, sid, tags.index(tag) if tag in tags else 0
-
-    return sorted(first, key=order)
 
 
 def _denied_counts(conn, ids: list[int], g: _Grouping, *, actions: bool) -> list[tuple]:

@@ -226,10 +226,10 @@ def _class_calls(run_id: int, target: str, code: str) -> str | None:
 def _scenario_rows(run_id: int, targets: tuple[str, ...],
                    by_scenario: dict[tuple[str, str], GroupSummary]
                    ) -> tuple[tuple[Cell, ...], ...]:
-    """Per scenario (in the order of its first session), per target: errors/100 and
-    completed/sessions (error sessions left out)."""
+    """Per scenario (by name), per target: errors/100 and completed/sessions (error
+    sessions left out)."""
     rows = []
-    for scenario in dict.fromkeys(scenario for scenario, _ in by_scenario):
+    for scenario in sorted({scenario for scenario, _ in by_scenario}):
         cells = [Cell(scenario, sessions_href(run_id=run_id, scenario=scenario))]
         for name in targets:
             s = by_scenario.get((scenario, name))

@@ -96,8 +96,10 @@ def test_cells_agree_with_metrics_summarize_for_each_target(db, by):
         sessions = list(store.session_rows([1]))
         calls = list(store.call_rows([1]))
         figures = read_figures(store, [1])
+    order = [s.scenario for s in sessions] if by == "scenario" else [
+        t for s in sessions for t in s.tags]
     rows = breakdown_rows(figures.by_scenario if by == "scenario" else figures.by_tag,
-                          ("a", "b"))
+                          ("a", "b"), order)
     for i, target in enumerate(("a", "b")):
         expected = summarize([s for s in sessions if s.target == target], calls, by=by)
         got = {row.name: row.cells[i] for row in rows if row.cells[i] is not None}
