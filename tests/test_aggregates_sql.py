@@ -36,7 +36,7 @@ from agent_eval.metrics.sufficient import stats_from_units
 from agent_eval.metrics.summary import session_failed
 from agent_eval.report import write_report
 from agent_eval.report.index import CallTally, build_index_page, read_figures
-from agent_eval.store import SessionFilter, aggregates, cluster_stats
+from agent_eval.store import SessionFilter, aggregates, cluster_stats, units
 from agent_eval.store.aggregates import summarize_sql
 from agent_eval.transcript import (
     CallRecord,
@@ -197,7 +197,7 @@ def _check_cluster_stats(store, ids, kwargs, got) -> None:
 
 ENTRY_POINTS = {  # the aggregator's entry points, the pure check of each answer
     (aggregates, "summarize_sql"): _check_summaries,
-    (aggregates, "units_sql"): _check_units,
+    (units, "units_sql"): _check_units,
     (cluster_stats, "cluster_stats"): _check_cluster_stats,
 }
 

@@ -222,7 +222,7 @@ def units_from_class_counts(sessions: Iterable[SessionRow], calls: Mapping[int, 
                             denied: Mapping[int, Mapping[str, int]]) -> list[Unit]:
     """:func:`session_units` from per-session counts: tool calls per session id, and
     denied calls per session id and primary class (``"unclassified"`` for none): what
-    GROUP BYs in the store give (``store.aggregates.units_sql``).  Without child sessions
+    GROUP BYs in the store give (``store.units.units_sql``).  Without child sessions
     each session is its own root, and no parent chain is walked."""
     parent, roots, faulted = split_sessions(sessions)
     nested = any(p is not None for p in parent.values())

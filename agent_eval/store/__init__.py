@@ -23,8 +23,9 @@ Promises:
 
 Layout: ``schema`` (the SQL tables), ``database`` (URLs, engines, migrations), ``runs``,
 ``sessions`` (write and load), ``reads`` (streaming rows), ``streaming`` (whole sessions
-read back in bulk), ``aggregates`` (the one aggregator: every run figure, by GROUP BY)
-and ``cluster_stats`` (the sums behind the clustered intervals), ``queries`` (the paged
+read back in bulk), ``aggregates`` (the one aggregator: every run figure, by GROUP BY),
+``cluster_stats`` (the sums behind the clustered intervals) and ``units`` (per-session
+units), ``queries`` (the paged
 lists), ``work`` and ``leases`` (runs shared by workers), ``requests``, ``server_logs``.
 
 :class:`Store` is the store's API, and the only one: each method is one unit of work in
@@ -353,7 +354,7 @@ class Store:
     def session_units(self, run_ids: Iterable[int]):
         """``metrics.clustered.session_units`` of the runs from per-session GROUP BYs (the
         per-session statistics: power planning, tag strata)."""
-        from agent_eval.store.aggregates import units_sql
+        from agent_eval.store.units import units_sql
 
         return units_sql(self.engine, run_ids)
 

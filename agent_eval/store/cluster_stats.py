@@ -50,8 +50,8 @@ from agent_eval.metrics.sufficient import (
     merge_stats,
     stats_from_units,
 )
-from agent_eval.store.aggregates import units_sql
 from agent_eval.store.schema import denied_calls, sessions, targets, tool_calls
+from agent_eval.store.units import units_sql
 
 StatsBy = Literal["target", "all"]
 Outcomes = dict[tuple[str, str], tuple[tuple[int, bool], ...]]
