@@ -40,7 +40,7 @@ def view(port: int, host: str, db: str | None) -> None:
         click.echo(f"warning: listening on {host}, not loopback: anyone who can reach this "
                    f"machine on port {port} can read every stored transcript", err=True)
     try:
-        serve(store.engine, host=host, port=port)
+        serve(store, host=host, port=port)
     finally:
         store.close()
 

@@ -63,8 +63,7 @@ from agent_eval.live.loop import play_items
 from agent_eval.live.orchestrator import assistant_message, text_call, turn_record
 from agent_eval.live.recorder import RunRecorder
 from agent_eval.policy import ENGINE_VERSION, AllowList, load_allowlist
-from agent_eval.store import RunInfo, Store
-from agent_eval.store.caps import STORED_TEXT_CHARS
+from agent_eval.store import STORED_TEXT_CHARS, RunInfo, Store
 from agent_eval.transcript import CallRecord, CallRow, SessionRecord, SessionRow, replay_key
 
 SEED_SUFFIX = "#repeat"
