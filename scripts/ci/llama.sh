@@ -104,6 +104,7 @@ pip_pid=$!
 
 tar -xzf "$sdist" -C "$work" "llama_cpp_python-$version/vendor/llama.cpp"
 src="$work/llama_cpp_python-$version/vendor/llama.cpp"
+rm -f "$src/.git"  # a submodule link into the sdist's .git, not extracted: git's complaints
 cmake -S "$src" -B "$work/build" "${cmake_flags[@]}" >"$work/cmake.log" \
     || { cat "$work/cmake.log" >&2; exit 1; }
 step "configured"
