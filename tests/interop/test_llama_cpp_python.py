@@ -1,8 +1,8 @@
-"""The whole bundled suite against real models over HTTP (issue 10, "done when").
+"""The whole bundled suite against real models over HTTP.
 
 llama-cpp-python's OpenAI server (``--chat_format chatml-function-calling``) with
 Gemma 3 270M (a base model) under the named tool choice ``bash`` and SmolLM2-135M-Instruct
-under ``tool_choice: auto``, both started by ``conftest.py``.  Before issue 10 the second
+under ``tool_choice: auto``, both started by ``conftest.py``.  Once the second
 request of every session carried ``content: null`` beside the tool calls, the server
 answered 500 and every session ended ``error``.  Here Gemma 3 plays all 29 bundled
 scenarios (its named choice writes a call every session, and keeps ``max_tokens``) and
