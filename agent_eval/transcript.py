@@ -143,6 +143,9 @@ class SessionRecord:
     finished_at: datetime | None = None
     source: str = "live"  # "live" or the import format name
     schema_version: int = SCHEMA_VERSION
+    # the wire protocol its requests were recorded in (agent_eval.wire: "chat",
+    # "responses", "messages", "gemini"), for replay; None: Chat Completions, or unknown
+    protocol: str | None = None
 
 
 _REPLAY_KEY = re.compile(r"^(?P<key>.*)@turn(?P<turn>\d+)(?:/repeat(?P<repeat>\d+))?$", re.DOTALL)

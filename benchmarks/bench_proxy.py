@@ -14,6 +14,11 @@ proxy's resident memory after them; then client aborts mid-stream and the proxy'
 file descriptors after them (a leak would grow them); then how long an abort takes to
 close the upstream's request (the issue asks for under 1 s).
 
+``--protocols chat,responses,messages,gemini`` measures each wire protocol the proxy
+records (the same requests written in OpenAI Responses, Anthropic Messages or Gemini by
+``agent_eval.wire``, which the simulator answers in kind): one group of rows each.
+``--rss-requests 0 --aborts 0 --close-aborts 0`` skips the memory and abort phases.
+
     python benchmarks/bench_proxy.py                       # the recorded configuration
     python benchmarks/bench_proxy.py --requests 64 --rss-requests 500 --aborts 50   # quick
 """
@@ -35,7 +40,10 @@ import aiohttp
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from agent_eval import wire  # noqa: E402
 from agent_eval.scenario import load_suite  # noqa: E402
+
+PROTOCOL = "chat"  # set by --protocols, one group of rows at a time
 
 
 def start(*args: str) -> tuple[subprocess.Popen, str]:
@@ -63,9 +71,11 @@ def bodies(stream: bool) -> list[dict]:
 
 
 async def one(session: aiohttp.ClientSession, url: str, body: dict) -> tuple[float, float]:
+    path, native = wire.write_request(PROTOCOL, body)
+    root = url.removesuffix("/v1") + "/v1beta" if PROTOCOL == "gemini" else url
     start = time.perf_counter()
     first = None
-    async with session.post(url + "/chat/completions", json=body) as resp:
+    async with session.post(root + path, json=native) as resp:
         async for _ in resp.content.iter_any():
             if first is None:
                 first = time.perf_counter() - start
@@ -219,6 +229,9 @@ def main() -> None:
                         help="comma-separated concurrencies, one pair of rows each")
     parser.add_argument("--rounds", type=int, default=1,
                         help="alternate direct and proxy this many times per row, pooled")
+    parser.add_argument("--protocols", default="chat",
+                        help="comma-separated wire protocols, one group of rows each "
+                             "(chat, responses, messages, gemini)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
     sim, upstream = start("sim-server", "--port", "0", "--latency", str(args.latency),
@@ -232,20 +245,26 @@ def main() -> None:
         print(f"sim latency {args.latency * 1000:.0f} ms, ttft {args.ttft * 1000:.0f} ms, "
               f"{args.requests} requests per row in {args.rounds} alternating round(s); times are medians in ms; load average "
               f"{' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
-        print("| concurrency | stream | direct latency | proxy latency | added | direct TTFB "
-              "| proxy TTFB | added | throughput ratio |")
-        print("|---|---|---|---|---|---|---|---|---|")
-        for concurrency in map(int, args.concurrency.split(",")):
+        print("| protocol | concurrency | stream | direct latency | proxy latency | added "
+              "| direct TTFB | proxy TTFB | added | throughput ratio |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        global PROTOCOL
+        for protocol, concurrency, stream in (
+                (p, c, st) for p in args.protocols.split(",")
+                for c in map(int, args.concurrency.split(",")) for st in (False, True)):
+            PROTOCOL = protocol
             n = args.requests if concurrency > 1 else max(64, args.requests // 4)
-            for stream in (False, True):
-                d, p = rounds(upstream, through, stream, max(1, n // args.rounds),
-                              concurrency, args.rounds)
-                print(f"| {concurrency} | {'yes' if stream else 'no'} "
-                      f"| {d['latency'] * 1e3:.2f} | {p['latency'] * 1e3:.2f} "
-                      f"| {(p['latency'] - d['latency']) * 1e3:+.2f} "
-                      f"| {d['ttft'] * 1e3:.2f} | {p['ttft'] * 1e3:.2f} "
-                      f"| {(p['ttft'] - d['ttft']) * 1e3:+.2f} "
-                      f"| {p['throughput'] / d['throughput']:.3f} |")
+            d, p = rounds(upstream, through, stream, max(1, n // args.rounds),
+                          concurrency, args.rounds)
+            print(f"| {protocol} | {concurrency} | {'yes' if stream else 'no'} "
+                  f"| {d['latency'] * 1e3:.2f} | {p['latency'] * 1e3:.2f} "
+                  f"| {(p['latency'] - d['latency']) * 1e3:+.2f} "
+                  f"| {d['ttft'] * 1e3:.2f} | {p['ttft'] * 1e3:.2f} "
+                  f"| {(p['ttft'] - d['ttft']) * 1e3:+.2f} "
+                  f"| {p['throughput'] / d['throughput']:.3f} |")
+        PROTOCOL = "chat"
+        if not args.rss_requests:
+            return
         kids = children(proxy.pid)
         before, cpu = rss_kb(proxy.pid), cpu_s(proxy.pid)
         kids_before, kids_cpu = sum(map(rss_kb, kids)), sum(map(cpu_s, kids))
@@ -273,6 +292,8 @@ def main() -> None:
         print(f"for scale: simulator CPU {sim_per:.2f} ms, this client's CPU {client_per:.2f} ms "
               "per request")
         fds = open_fds(proxy.pid)
+        if not args.aborts:
+            return
         asyncio.run(aborts(through, args.aborts))
         time.sleep(1.0)
         print(f"open file descriptors of the proxy: {fds} before, {open_fds(proxy.pid)} after "

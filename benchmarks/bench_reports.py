@@ -3,7 +3,8 @@
 Builds a synthetic store in a fresh SQLite file (and, with ``--pg``, in a fresh PostgreSQL
 database created next to the one the URL names and dropped at the end), then times:
 
-* ``store.class_breakdown([run])`` on a run of 1,000,000 tool calls (125,000 sessions of 8
+* the class breakdown per target (``store.summarize([run], detail="rates")``, the one
+  aggregator) on a run of 1,000,000 tool calls (125,000 sessions of 8
   calls over 4 targets, 1% of sessions ended by a server fault, error mixes shaped like
   docs/design.md's table).  Goal: under 1 s.  The run is bulk-inserted through the store's
   tables (SQLAlchemy Core ``executemany``; COPY on PostgreSQL), not ``record_sessions``,
@@ -185,9 +186,9 @@ def time_breakdown(store, run_id: int, live_calls: int, repeat: int) -> list[flo
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
-        found = store.class_breakdown([run_id])
+        found = store.summarize([run_id], with_turns=False, detail="rates")
         times.append(time.perf_counter() - start)
-        counted = sum(sum(codes.values()) for codes in found.values())
+        counted = sum(s.calls for s in found.values())
         assert counted == live_calls, f"breakdown counted {counted}, expected {live_calls}"
     return times
 

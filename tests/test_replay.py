@@ -440,7 +440,7 @@ def test_the_viewer_compare_page_shows_the_paired_table_and_each_moved_call_one_
     run_id = hand_run(store, HAND)
     replay_id = replay_by_hand(store, run_id, KeyedCandidate({}))
     pr = paired(store, run_id, replay_id)
-    with run_view_in_thread(store.engine) as base:
+    with run_view_in_thread(store) as base:
         with urllib.request.urlopen(f"{base}/compare?a={run_id}&b={replay_id}",
                                     timeout=30) as resp:
             page = resp.read().decode()

@@ -16,15 +16,14 @@ from click.testing import CliRunner
 from sqlalchemy import func, select, text
 
 from agent_eval.errors import ConfigError
+from agent_eval.store import database as store_database
 from agent_eval.store import (
-    SessionCounts,
     head_revision,
     open_store,
     resolve_db_url,
     scrub_secrets,
     upgrade,
 )
-from agent_eval.store import database as store_database
 from agent_eval.store.schema import (
     NUL_STAND_IN,
     findings,
@@ -498,7 +497,7 @@ def test_scrub_secrets_leaves_values_that_merely_mention_keys():
 # --- aggregates and readers -------------------------------------------------------------
 
 
-def test_class_breakdown_counts_calls_per_target_by_primary_code(store, run_id):
+def test_summaries_count_calls_per_target_by_primary_code(store, run_id):
     store.record_sessions(
         run_id,
         [
@@ -536,13 +535,15 @@ def test_class_breakdown_counts_calls_per_target_by_primary_code(store, run_id):
         ],
     )
 
-    assert store.class_breakdown([run_id]) == {
-        "qwen-27b": {None: 2, "AE301": 2, "AE302": 1},
-        "qwen-35b-moe": {"AE306": 1},
+    figures = store.summarize([run_id], "target", with_turns=False, detail="rates")
+    assert {name: (s.calls, {code: r.k for code, r in s.classes.items()})
+            for name, s in figures.items()} == {
+        "qwen-27b": (5, {"AE301": 2, "AE302": 1}),  # the faulted session's calls left out
+        "qwen-35b-moe": (1, {"AE306": 1}),
     }
 
 
-def test_session_counts_give_states_messages_and_calls_outside_faults(store, run_id):
+def test_summaries_give_states_messages_and_calls_outside_faults(store, run_id):
     # "messages" counts model replies, as docs/design.md does: 2 per session here
     two_messages = [
         {"role": "user", "content": "a"},
@@ -559,11 +560,10 @@ def test_session_counts_give_states_messages_and_calls_outside_faults(store, run
         ],
     )
 
-    assert store.session_counts([run_id]) == {
-        "qwen-27b": SessionCounts({"completed": 1, "stalled": 1, "error": 1}, 4, 2),
-        "qwen-35b-moe": SessionCounts({}, 0, 0),
-    }
-    assert store.session_counts([run_id])["qwen-27b"].sessions == 3
+    [(name, s)] = store.summarize([run_id], "target", with_turns=False).items()
+    assert name == "qwen-27b"  # a target without sessions has no figures
+    assert s.exit_states == {"completed": 1, "stalled": 1, "abandoned": 0, "error": 1}
+    assert (s.sessions, s.error_sessions, s.messages, s.calls) == (2, 1, 4, 2)
 
 
 def test_row_readers_stream_flat_rows_for_metrics(store, run_id):
@@ -618,7 +618,7 @@ def test_readers_of_no_runs_yield_nothing(store, run_id):
     store.record_session(run_id, session("a"))
 
     assert list(store.call_rows([])) == []
-    assert store.class_breakdown([]) == {}
+    assert store.summarize([]) == {}
 
 
 # --- server logs ------------------------------------------------------------------------

@@ -195,3 +195,33 @@ def test_recorded_llama_cpp_python_500_on_null_content_is_rejected_after_one_ret
     assert len(seen) == 2 and rejected.status == 500
     assert rejected.server_message.startswith("7 validation errors")
     assert "conversation's shape" in likely_fix(rejected.server_message)
+
+
+# --- the other protocols the proxy records (agent_eval.wire) ---------------------------
+
+WIRE_CMD = ("uv run scripts/db_query.py --sql \"SELECT attempt_id FROM attempts "
+            "WHERE status = 'open'\"")
+
+
+@pytest.mark.parametrize(("name", "protocol", "usage"), [
+    ("vllm-responses-function-call.json", "responses", (1843, 61, 1536, 17)),
+    ("vllm-responses-function-call-stream.sse", "responses", (1843, 61, 1536, 17)),
+    ("llama-server-messages-tool-use-stream.sse", "messages", (412, 38, None, None)),
+    ("gemini-api-function-call.json", "gemini", (389, 66, 256, 42)),
+])
+def test_a_server_reply_in_another_protocol_reads_as_its_call(name, protocol, usage):
+    from agent_eval import wire
+
+    reply = wire.parse_reply(protocol, (WIRE / name).read_bytes(), streamed=name.endswith(".sse"))
+    assert reply.status == "complete" and reply.finish_reason == "tool_calls"
+    [call] = reply.calls
+    assert (call.name, json.loads(call.arguments)) == ("bash", {"command": WIRE_CMD})
+    got = reply.usage
+    assert (got.get("prompt_tokens"), got.get("completion_tokens"),
+            got.get("prompt_tokens_details", {}).get("cached_tokens"),
+            got.get("completion_tokens_details", {}).get("reasoning_tokens")) == usage
+    if protocol == "responses":
+        assert call.id == "call_8a41b7f2c9d0e3a5"
+        assert reply.reasoning == "The task needs the open attempts; db_query.py is allowed."
+    if protocol == "messages":
+        assert reply.content == "Listing the open attempts." and call.id == "toolu_4c7e9a"

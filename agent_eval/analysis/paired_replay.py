@@ -176,18 +176,16 @@ def pair_replay(original_run: int, replay_run: int,
     return _tabulate(original_run, replay_run, pairs, unmatched, errors)
 
 
-def load_replay_pairs(engine, info_a, info_b) -> PairedReplay | None:
+def load_replay_pairs(store, info_a, info_b) -> PairedReplay | None:
     """When one of two stored runs is ``agent-eval replay`` of the other: each reply
-    paired with the original turn it answers; else None.  ``info_*`` are ``RunInfo``."""
-    from agent_eval.store import reads
-
+    paired with the original turn it answers; else None.  ``store`` is a ``Store``,
+    ``info_*`` are ``RunInfo``."""
     original, replay = (info_a, info_b) if info_b.kind == "replay" else (info_b, info_a)
     if replay.kind != "replay" or replay.parent_run_id != original.id:
         return None
     a, b = [original.id], [replay.id]
-    return pair_replay(original.id, replay.id, reads.session_rows(engine, a),
-                       reads.call_rows(engine, a), reads.session_rows(engine, b),
-                       reads.call_rows(engine, b))
+    return pair_replay(original.id, replay.id, store.session_rows(a), store.call_rows(a),
+                       store.session_rows(b), store.call_rows(b))
 
 
 def _tabulate(original_run: int, replay_run: int, pairs: list[ReplayPair], unmatched: int,

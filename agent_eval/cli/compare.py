@@ -60,7 +60,6 @@ def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
         render_comparison_text,
         rescore_moves,
     )
-    from agent_eval.metrics import summarize
     from agent_eval.metrics.repeats import repeats_from_outcomes
     from agent_eval.store import open_store
 
@@ -69,9 +68,7 @@ def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
         summaries, units = [], []
         for info in (info_a, info_b):
             ids = [info.id]
-            summaries.append(summarize(store.session_rows(ids), store.call_rows(ids), by=by)
-                             if by == "tag" else store.summarize(ids, by, with_turns=False,
-                                                                 detail="actions"))
+            summaries.append(store.summarize(ids, by, with_turns=False, detail="actions"))
             units.append(side_units(store, info.id, by))
         flippable = flip_candidates(*units)  # the P/F of each repeat, for these only
         repeats = [repeats_from_outcomes(store.session_outcomes([info.id], flippable))
@@ -155,7 +152,7 @@ def _replay_pairs(store, info_a, info_b):
     original turn it answers (analysis/paired_replay.py); else None."""
     from agent_eval.analysis.paired_replay import load_replay_pairs
 
-    return load_replay_pairs(store.engine, info_a, info_b)
+    return load_replay_pairs(store, info_a, info_b)
 
 
 def _replay_text(paired, *, markdown: bool = False) -> str:

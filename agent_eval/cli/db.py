@@ -39,8 +39,8 @@ def upgrade(search_index: bool, db: str | None) -> None:
     Example: agent-eval db upgrade --db postgresql://agent@127.0.0.1:5432/evals
     """
     from agent_eval.errors import ConfigError
+    from agent_eval.store import build_search_index
     from agent_eval.store import upgrade as upgrade_store
-    from agent_eval.store.database import build_search_index
 
     revision = upgrade_store(db)
     click.echo(f"database at revision {revision} (head)")

@@ -16,7 +16,7 @@ from rich.table import Table
 from agent_eval.cli import main
 from agent_eval.cli.db import db_option
 from agent_eval.cli.terminal import model_text
-from agent_eval.store.schema import MAX_ID
+from agent_eval.store import MAX_ID
 
 SESSION_HEAD = ("id", "target", "scenario", "repeat", "status", "calls", "denials",
                 "handshake", "tags")  # fmt: skip
@@ -69,13 +69,12 @@ def sessions(run_ref, sort, limit, offset, as_json, db, **filters) -> None:
     status says `completed with N denials` when it did.  Open one with `agent-eval show
     ID`.  Exit codes: 0 listed, 2 bad run or option.
     """
-    from agent_eval.store import open_store
-    from agent_eval.store.queries import SessionFilter, filter_from, list_sessions
+    from agent_eval.store import SessionFilter, filter_from, open_store
 
     with open_store(db) as store:
         run = store.resolve_run(run_ref)
         f = filter_from(SessionFilter, {**filters, "run_id": run.id})
-        page = list_sessions(store.engine, f, sort=sort, limit=limit, offset=offset)
+        page = store.list_sessions(f, sort=sort, limit=limit, offset=offset)
     if as_json:
         click.echo(json.dumps([r.as_json() for r in page.rows], indent=2))
         return
@@ -112,13 +111,12 @@ def calls(run_ref, sort, limit, offset, as_json, db, **filters) -> None:
     shown with control characters escaped and cut at 80 characters (--json gives them
     whole).  Exit codes: 0 listed, 2 bad run or option.
     """
-    from agent_eval.store import open_store
-    from agent_eval.store.queries import CallFilter, filter_from, list_calls
+    from agent_eval.store import CallFilter, filter_from, open_store
 
     with open_store(db) as store:
         run = store.resolve_run(run_ref)
         f = filter_from(CallFilter, {**filters, "run_id": run.id})
-        page = list_calls(store.engine, f, sort=sort, limit=limit, offset=offset)
+        page = store.list_calls(f, sort=sort, limit=limit, offset=offset)
     if as_json:
         click.echo(json.dumps([r.as_json() for r in page.rows], indent=2))
         return

@@ -73,6 +73,7 @@ def proxy(upstream: str, allowlist_path: str, port: int, host: str, label: str,
     Exit codes: 0 stopped, 2 bad option, file or --db.
     """
     from agent_eval.policy import load_allowlist
+    from agent_eval.proxy.recorder import by_protocol
     from agent_eval.proxy.relay import public_url
     from agent_eval.proxy.worker import RecorderConfig, RecorderProcess
     from agent_eval.store import open_store
@@ -110,7 +111,8 @@ def proxy(upstream: str, allowlist_path: str, port: int, host: str, label: str,
                f"{stats['stored_turns']} turns stored; {stats['journaled_sessions']} sessions "
                f"in the journal; {stats['lost_turns']} turns not recorded"
                + (f" ({stats['journal_errors']} journal writes refused by the file system)"
-                  if stats.get("journal_errors") else ""), err=True)
+                  if stats.get("journal_errors") else "")
+               + f"; exchanges by protocol: {by_protocol(stats)}", err=True)
 
 
 async def _serve(recorder, upstream: str, host: str, port: int, db_url: str,

@@ -13,10 +13,7 @@ from rich.table import Table
 from agent_eval.cli import main
 from agent_eval.cli.db import db_option
 from agent_eval.cli.terminal import escape_terminal, model_text
-from agent_eval.store.schema import MAX_ID
-
-RUN_HEAD = ("id", "label", "kind", "status", "targets", "sessions", "calls",
-            "errors/100 [95% CI]", "started", "duration")  # fmt: skip
+from agent_eval.store import MAX_ID
 
 
 @main.group(invoke_without_command=True)
@@ -45,12 +42,12 @@ def runs(ctx, label, kind, status, limit, offset, as_json, db) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
+    from agent_eval.report.runs import RUN_HEAD, run_cells
     from agent_eval.store import open_store
-    from agent_eval.store.queries import list_runs
 
     with open_store(db) as store:
-        page = list_runs(store.engine, label=label, kind=kind, status=status, limit=limit,
-                         offset=offset)
+        page = store.list_run_rows(label=label, kind=kind, status=status, limit=limit,
+                                   offset=offset)
     if as_json:
         click.echo(json.dumps([r.as_json() for r in page.rows], indent=2))
         return
@@ -60,29 +57,6 @@ def runs(ctx, label, kind, status, limit, offset, as_json, db) -> None:
     for r in page.rows:  # labels, targets (model names) are outside text: never markup
         table.add_row(*(model_text(cell) for cell in run_cells(r)))
     _console().print(table)
-
-
-def run_cells(r) -> tuple[str, ...]:
-    """A run's row as text, in ``RUN_HEAD`` order (shared with the viewer)."""
-    if r.per100 is None:
-        rate = "–"
-    else:
-        lo, hi = r.interval
-        rate = f"{r.per100:.2f} [{lo:.1f}–{hi:.1f}]"
-    return (str(r.id), r.label or "", r.kind, r.status, ", ".join(r.targets), str(r.sessions),
-            str(r.calls), rate, r.started.strftime("%Y-%m-%d %H:%M"),
-            format_duration(r.duration_s))
-
-
-def format_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 @runs.command("delete")
@@ -100,7 +74,6 @@ def delete_cmd(run_ref: str, yes: bool, db: str | None) -> None:
     0 deleted (or not confirmed), 2 no such run.
     """
     from agent_eval.store import open_store
-    from agent_eval.store.queries import delete_run
 
     with open_store(db) as store:
         run = store.resolve_run(run_ref)
@@ -108,7 +81,7 @@ def delete_cmd(run_ref: str, yes: bool, db: str | None) -> None:
         if not yes and not click.confirm(f"Delete run {run.id} ({label})?"):
             click.echo("nothing deleted")
             return
-        n = delete_run(store.engine, run.id)
+        n = store.delete_run(run.id)
     click.echo(f"deleted run {run.id} ({n} sessions)")
 
 
@@ -128,11 +101,10 @@ def prune_cmd(days: int, yes: bool, db: str | None) -> None:
     option or --db.
     """
     from agent_eval.store import open_store
-    from agent_eval.store.queries import prune_runs
 
     before = datetime.now(UTC) - timedelta(days=days)
     with open_store(db) as store:
-        ids = prune_runs(store.engine, before, dry_run=not yes)
+        ids = store.prune_runs(before, dry_run=not yes)
     listed = ", ".join(map(str, ids)) or "none"
     click.echo(f"deleted runs: {listed}" if yes else
                f"would delete runs: {listed} (add --yes to delete)")

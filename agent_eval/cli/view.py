@@ -47,7 +47,7 @@ def view(port: int, host: str, allow_hosts: tuple[str, ...], db: str | None) -> 
         click.echo(f"warning: listening on {host}, not loopback: anyone who can reach this "
                    f"machine on port {port} can read every stored transcript", err=True)
     try:
-        serve(store.engine, host=host, port=port, allow_hosts=allow_hosts)
+        serve(store, host=host, port=port, allow_hosts=allow_hosts)
     finally:
         store.close()
 

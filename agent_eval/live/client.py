@@ -344,9 +344,13 @@ class ModelClient:
                 request["tool_choice"] = tool_choice_field(self.target.tool_choice)
         return await self._send(request, seed_key)
 
-    async def resend(self, body: dict[str, Any], *, seed_key: str | None = None) -> Reply:
+    async def resend(self, body: dict[str, Any], *, seed_key: str | None = None,
+                     protocol: str | None = None) -> Reply:
         """Send a stored request body again (``agent-eval replay``), retried like
-        :meth:`complete`.
+        :meth:`complete`.  ``protocol`` is the wire protocol the turn was recorded in
+        (``agent_eval.wire``; None: Chat Completions): a turn the proxy recorded from
+        OpenAI Responses, Anthropic Messages or Gemini goes out in that protocol again
+        (:meth:`_resend_in`).
 
         The body keeps everything it had (messages, tools, ``tool_choice``, sampling,
         ``max_tokens``, template kwargs) except: ``model`` is this target's, any knob the
@@ -356,9 +360,49 @@ class ModelClient:
         shaped gives it back unchanged (tests/test_replay.py checks it), so what goes out
         is the stored context, and a body from another source is made acceptable the
         same way a live run's is."""
+        if protocol not in (None, "chat"):
+            return await self._resend_in(protocol, body, seed_key)
         kept = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
         kept["messages"] = shape_messages(list(body.get("messages") or ()), send_reasoning=True)
         return await self._send({**kept, **self._request}, seed_key)
+
+    async def _resend_in(self, protocol: str, body: dict[str, Any],
+                         seed_key: str | None) -> Reply:
+        """A stored turn of another protocol, written back in it (``wire.write_request``):
+        ``model`` is this target's and ``stream`` follows the target; the rest of the
+        stored request (sampling and all) goes as it was recorded.  The answer is read
+        whole and parsed as the protocol's reply; one that did not end (no terminal event)
+        is a garbled reply, retried.  Gemini's methods live under ``/v1beta``: a base URL
+        ending in ``/v1`` is taken as the same server's ``/v1beta`` for them."""
+        from agent_eval import wire
+
+        request = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+        request.update(model=self.target.model, stream=bool(self.target.stream))
+        path, native = wire.write_request(protocol, request)
+        url = str(self._client.base_url).rstrip("/")
+        if protocol == "gemini" and url.endswith("/v1"):
+            url = url[:-3] + "/v1beta"
+        headers = {SEED_HEADER: seed_key} if seed_key is not None else {}
+
+        async def once() -> Reply:
+            start = time.perf_counter()
+            answer = await self._client.post(url + path, body=native, cast_to=httpx.Response,
+                                             options={"headers": headers} if headers else {})
+            latency = time.perf_counter() - start
+            streamed = "text/event-stream" in answer.headers.get("content-type", "")
+            parsed = wire.parse_reply(protocol, answer.content, streamed=streamed)
+            if parsed.status != "complete":
+                raise _GarbledReply(f"not a whole {protocol} reply ({parsed.status})")
+            return _wire_reply(parsed, latency)
+
+        async def attempt() -> Reply:
+            gate = self._gate()
+            async with gate.slot():
+                return await within_deadline(once(), self.target.deadline_s)
+
+        reply = await self._retrying(attempt, silence_is_unreachable=False)
+        reply.request = request
+        return reply
 
     async def _send(self, request: dict[str, Any], seed_key: str | None) -> Reply:
         if seed_key is not None:
@@ -505,6 +549,28 @@ class ModelClient:
             raise _GarbledReply("stream ended early: no finish reason and no usage")
         outs = [ToolCallOut(c[0], c[1], "".join(c[2])) for _, c in sorted(calls.items())]
         return _reply("".join(content), "".join(reasoning), outs, finish, usage, latency, ttft)
+
+
+def _wire_reply(parsed: Any, latency: float) -> Reply:
+    """A reply read by ``agent_eval.wire`` (usage in Chat Completions' keys) as a Reply."""
+    usage = parsed.usage or {}
+
+    def detail(outer: str, inner: str) -> Any:
+        value = usage.get(outer)
+        return value.get(inner) if isinstance(value, dict) else None
+
+    completion = usage.get("completion_tokens")
+    return Reply(
+        content=parsed.content, reasoning=parsed.reasoning,
+        tool_calls=[ToolCallOut(c.id, c.name, c.arguments) for c in parsed.calls],
+        finish_reason=parsed.finish_reason, prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=completion,
+        reasoning_tokens=detail("completion_tokens_details", "reasoning_tokens"),
+        cached_tokens=detail("prompt_tokens_details", "cached_tokens"),
+        latency_s=latency, ttft_s=None,
+        decode_tps=completion / latency if isinstance(completion, int) and latency > 0 else None,
+        markup=find_tool_markup(parsed.content),
+    )
 
 
 def sent_body(request: dict[str, Any]) -> dict[str, Any]:

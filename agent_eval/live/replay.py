@@ -28,6 +28,12 @@ a simulator run against the same profile reproduces the original verdicts.  Repe
 sends ``KEY#repeatR``: a fresh draw of the same model on the same context, which is what
 repeats are for (the candidate's own noise).  Real servers ignore the header.
 
+**Protocols.**  A turn the proxy recorded from OpenAI Responses, Anthropic Messages or
+Gemini (the session's ``protocol``) is stored as a chat request like every other and sent
+again in its own protocol (``ModelClient.resend``, ``agent_eval.wire``), so a Codex night
+replays against a server's ``/v1/responses``, a Claude Code night against
+``/v1/messages``; the candidate's reply is judged the same way.
+
 **Order.**  The turns of one session are sent in order, one at a time (repeats of a turn
 back to back), sessions of one scenario one after another, spread over ``concurrency``
 workers: a server's prefix cache then serves each context's shared prompt from the
@@ -57,8 +63,7 @@ from agent_eval.live.loop import play_items
 from agent_eval.live.orchestrator import assistant_message, text_call, turn_record
 from agent_eval.live.recorder import RunRecorder
 from agent_eval.policy import ENGINE_VERSION, AllowList, load_allowlist
-from agent_eval.store import RunInfo, Store
-from agent_eval.store.caps import STORED_TEXT_CHARS
+from agent_eval.store import STORED_TEXT_CHARS, RunInfo, Store
 from agent_eval.transcript import CallRecord, CallRow, SessionRecord, SessionRow, replay_key
 
 SEED_SUFFIX = "#repeat"
@@ -345,11 +350,13 @@ async def execute_replay(recorder: RunRecorder, plan: ReplayPlan, client: Any,
         calls = recorders.setdefault(id(allowlist), CallRecorder(allowlist, foreign=foreign))
         records = []
         for ctx in group:
-            body = requests[ctx.turn].request
+            body, protocol = requests[ctx.turn].request, requests[ctx.turn].protocol
             for repeat in range(repeats):
                 started = _now()
                 try:
-                    outcome: Any = await client.resend(body, seed_key=seed_key(ctx.key, repeat))
+                    outcome: Any = await client.resend(body, seed_key=seed_key(ctx.key, repeat),
+                                                       **({"protocol": protocol}
+                                                          if protocol else {}))
                 except ServerUnreachable:
                     return None
                 except HarnessFault as exc:

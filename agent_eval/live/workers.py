@@ -47,7 +47,6 @@ from agent_eval.live.run import (
 )
 from agent_eval.scenario import Suite
 from agent_eval.store import Store
-from agent_eval.store import work as work_store
 from agent_eval.transcript import SessionRecord
 
 DEFAULT_LEASE_S = 60.0
@@ -126,7 +125,7 @@ class ClaimedItems:
 
     def __init__(self, store: Store, run_id: int, suite: Suite, targets: list[Target],
                  tally: WorkerTally, *, lease_s: float, poll_s: float) -> None:
-        self.engine = store.engine
+        self.store = store
         self.run_id, self.suite, self.tally = run_id, suite, tally
         self.by_name = {t.name: t for t in targets}
         self.lease_s, self.poll_s = lease_s, poll_s
@@ -139,10 +138,10 @@ class ClaimedItems:
 
     async def take(self, lane: str | None) -> WorkItem | None:
         while not self.stopped:
-            claimed = await _db(work_store.claim_work_item, self.engine, self.run_id,
+            claimed = await _db(self.store.claim_work_item, self.run_id,
                                 self.token, self.tally.worker, self.lease_s)
             if claimed is None:
-                progress = await _db(work_store.work_progress, self.engine, self.run_id)
+                progress = await _db(self.store.work_progress, self.run_id)
                 if progress.open == 0:
                     return None
                 await asyncio.sleep(self.poll_s)
@@ -169,7 +168,7 @@ class ClaimedItems:
             self.held.discard(self._ids.pop(id(item)))
 
     async def give_back(self, item: WorkItem) -> None:
-        await _db(work_store.release_work_item, self.engine, self.item_id(item), self.token)
+        await _db(self.store.release_work_item, self.item_id(item), self.token)
         self.done(item)
         self.tally.released += 1
 
@@ -186,7 +185,7 @@ class ClaimedItems:
                 with self.lock:
                     ids = sorted(self.held)
                 try:
-                    work_store.renew_work_leases(self.engine, self.token, ids, self.lease_s)
+                    self.store.renew_work_leases(self.token, ids, self.lease_s)
                 except Exception:  # noqa: BLE001 - a missed beat only ages the leases
                     pass
 
@@ -211,15 +210,13 @@ async def work_run(store: Store, run_id: int, suite: Suite, targets: list[Target
     tally = WorkerTally(worker=f"{socket.gethostname()}:{os.getpid()}")
     source = ClaimedItems(store, run_id, suite, targets, tally, lease_s=lease_s,
                           poll_s=poll_s if poll_s is not None else min(1.0, lease_s / 4))
-    engine = store.engine
-
     def complete(handed: Handed) -> str:
-        return _retrying(work_store.complete_work_item, engine, run_id,
+        return _retrying(store.complete_work_item, run_id,
                          source.item_id(handed.item), source.token, handed.records)
 
     recorder = WorkerRecorder(
         store, run_id, complete=complete, on_done=source.done,
-        finish_if_done=lambda: _retrying(work_store.finish_run_if_done, engine, run_id))
+        finish_if_done=lambda: _retrying(store.finish_run_if_done, run_id))
     played = RunTally()
     for t in targets:
         played.target(t.name, FIRST_SESSIONS)

@@ -211,18 +211,36 @@ def session_units(sessions: Iterable[SessionRow], calls: Iterable[CallRow]) -> l
 def units_from_counts(sessions: Iterable[SessionRow], calls: Mapping[int, int],
                       denied: Iterable[CallRow]) -> list[Unit]:
     """:func:`session_units` from counts already taken: tool calls per session id and the
-    denied calls (the report's ``CallTally``), so the calls are not read twice."""
+    denied calls, so the calls are not read twice."""
+    by_class: dict[int, Counter] = {}
+    for c in denied:
+        by_class.setdefault(c.session_id, Counter())[c.primary or "unclassified"] += 1
+    return units_from_class_counts(sessions, calls, by_class)
+
+
+def units_from_class_counts(sessions: Iterable[SessionRow], calls: Mapping[int, int],
+                            denied: Mapping[int, Mapping[str, int]]) -> list[Unit]:
+    """:func:`session_units` from per-session counts: tool calls per session id, and
+    denied calls per session id and primary class (``"unclassified"`` for none): what
+    GROUP BYs in the store give (``store.units.units_sql``).  Without child sessions
+    each session is its own root, and no parent chain is walked."""
     parent, roots, faulted = split_sessions(sessions)
+    nested = any(p is not None for p in parent.values())
     tallies: dict[int, list] = {sid: [0, 0, Counter()] for sid in roots}
+
+    def tally_of(sid: int) -> list | None:
+        return _tally_of(sid, parent, faulted, tallies) if nested else tallies.get(sid)
+
     for sid, n in calls.items():
-        tally = _tally_of(sid, parent, faulted, tallies)
+        tally = tally_of(sid)
         if tally is not None:
             tally[0] += n
-    for c in denied:
-        tally = _tally_of(c.session_id, parent, faulted, tallies)
+    for sid, by_code in denied.items():
+        tally = tally_of(sid)
         if tally is not None:
-            tally[1] += 1
-            tally[2][c.primary or "unclassified"] += 1
+            for code, n in by_code.items():
+                tally[1] += n
+                tally[2][code] += n
     return _units(roots, tallies)
 
 

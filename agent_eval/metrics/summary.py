@@ -11,7 +11,12 @@ Definitions (docs/design.md "Metrics", docs/design.md) as implemented here:
 * ``messages`` is the sum of ``SessionRow.n_messages`` (docs/design.md's "messages" column).
 * A session belongs to one group per key, except ``by="tag"``: it counts once in each of
   its tags (so tag columns may add up to more than the whole), and an untagged session is
-  in no tag group.  ``by="all"`` puts everything in one group named ``"all"``.
+  in no tag group.  ``by="all"`` puts everything in one group named ``"all"``.  A tuple
+  of keys groups by each combination (``("scenario", "target")``: one group per scenario
+  and target, keyed ``(scenario, target)``).
+* A session **failed** (:func:`session_failed`) when it did not complete, holds a denied
+  call, or left a required handshake open; the lists, the report and junit.xml all
+  judge it so.
 * Calls and turns whose session is not among ``sessions`` are ignored, so a caller can
   narrow a report by filtering the sessions alone.
 """
@@ -23,6 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import product
 from typing import Literal
 
 from agent_eval.metrics.classes import PRECEDENCE, UNCLASSIFIED, order_classes
@@ -39,6 +45,16 @@ from agent_eval.transcript import (
 
 GroupBy = Literal["all", "target", "scenario", "tag", "run"]
 GROUP_BYS: tuple[GroupBy, ...] = ("all", "target", "scenario", "tag", "run")
+GroupKeys = GroupBy | tuple[GroupBy, ...]
+"""One key (groups named by a string) or several (groups keyed by a tuple of names)."""
+
+
+def session_failed(status: str, denials: int, handshake_open: bool) -> bool:
+    """The one definition of a failed session: it did not complete (a fault included),
+    holds a denied call, or left a required handshake open (``handshake_open``: required
+    and not completed).  The store's lists filter by the same condition in SQL
+    (``store.queries.failed_sessions``), which the tests hold to this."""
+    return status != "completed" or denials > 0 or handshake_open
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +140,12 @@ class GroupSummary:
 
 
 @dataclass(slots=True)
-class _Tally:
-    """Running counts for one group; turned into a frozen GroupSummary at the end."""
+class Tally:
+    """Running counts of one group, turned into a frozen GroupSummary by :meth:`freeze`.
+
+    :func:`summarize` adds rows to it; the store's SQL aggregator
+    (``agent_eval.store.aggregates``) adds the sums of its GROUP BYs to the same fields, so
+    both share every step from counts to figures."""
 
     exit_states: Counter = field(default_factory=Counter)
     sessions: int = 0
@@ -185,7 +205,9 @@ class _Tally:
         self.completion_tokens += t.completion_tokens or 0
         self.reasoning_tokens += t.reasoning_tokens or 0
 
-    def freeze(self, group: str, all_classes: bool) -> GroupSummary:
+    def freeze(self, group: str | tuple[str, ...], all_classes: bool) -> GroupSummary:
+        """The group's figures; a tuple key is named by its parts joined with `` · ``."""
+        group = group if isinstance(group, str) else " · ".join(group)
         codes = order_classes([*self.classes, *(PRECEDENCE if all_classes else ())])
         missed = sorted(self.hs_missed.items(), key=lambda item: (-item[1], item[0]))
         return GroupSummary(
@@ -246,8 +268,11 @@ def _as_utc(moment: datetime | None) -> datetime | None:
     return moment
 
 
-def group_keys(by: GroupBy) -> Callable[[SessionRow], tuple[str, ...]]:
-    """The group names a session belongs to under ``by``."""
+def group_keys(by: GroupKeys) -> Callable[[SessionRow], tuple]:
+    """The group names a session belongs to under ``by`` (tuples of names for a tuple)."""
+    if isinstance(by, tuple):
+        parts = [group_keys(b) for b in by]
+        return lambda s: tuple(product(*(part(s) for part in parts)))
     if by == "all":
         return lambda s: ("all",)
     if by == "target":
@@ -266,9 +291,9 @@ def summarize(
     calls: Iterable[CallRow],
     turns: Iterable[TurnRow] = (),
     *,
-    by: GroupBy = "target",
+    by: GroupKeys = "target",
     all_classes: bool = False,
-) -> dict[str, GroupSummary]:
+) -> dict:
     """Summarise stored rows per group, groups in the order their first session came.
 
     Each input is read once and no row is kept: memory grows with sessions, groups and
@@ -276,10 +301,10 @@ def summarize(
     class in ``classes`` (zeros included) instead of only the classes seen.
     """
     key_of = group_keys(by)
-    tallies: dict[str, _Tally] = {}
-    live: dict[int, tuple[_Tally, ...]] = {}  # non-error session id -> its groups' tallies
+    tallies: dict[str | tuple[str, ...], Tally] = {}
+    live: dict[int, tuple[Tally, ...]] = {}  # non-error session id -> its groups' tallies
     for s in sessions:
-        mine = tuple(tallies.setdefault(key, _Tally()) for key in key_of(s))
+        mine = tuple(tallies.setdefault(key, Tally()) for key in key_of(s))
         for tally in mine:
             tally.add_session(s)
         if s.status != "error":

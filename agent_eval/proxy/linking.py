@@ -5,16 +5,23 @@ unless the client adds one.  The rule, in layers, first match wins; the layer th
 linked a request is kept on the session (tag ``link:<method>``):
 
 ``client-id``     a header the client sends names the conversation: ``X-Agent-Eval-Session``
-                  (an override, taken as is), else ``X-Claude-Code-Session-Id``,
-                  ``session-id``, ``thread-id``, ``x-opencode-session``, ``X-Session-Id``,
-                  each paired with the system prompt's hash, because a harness can give
-                  its subagents the parent's id.
+                  (an override, taken as is), else Claude Code's
+                  ``X-Claude-Code-Session-Id``, Codex's ``thread-id`` (its ``session-id`` is
+                  the parent's in a subagent), OpenCode's ``X-Session-Id``, Codex's
+                  ``session-id``, each paired with the system prompt's hash, because a
+                  harness can give its subagents the parent's id (docs/clients.md).
 ``retry``         the request equals (normalised) the previous request of a waiting
                   session whose reply did not complete (an error, an abort, a cut stream).
 ``continuation``  the request's last assistant message is a reply this proxy relayed to
-                  a waiting session (the oldest, if several): same tool-call ids and same
-                  content hash (text, tool names and arguments, JSON re-serialised
-                  canonically, so re-serialised arguments still match).
+                  a waiting session with the same system prompt: same tool-call ids and
+                  same content hash (text, tool names and arguments, JSON re-serialised
+                  canonically, so re-serialised arguments still match).  A text-only
+                  reply ("Done.") is common, so when several waiting sessions fit, the
+                  rest of the context decides (the one whose previous request the
+                  request extends, else the one with the same first user message); when
+                  none of them matches the context either, the request starts a new
+                  session: a join is never guessed across system prompts or
+                  conversation roots.
 ``call-ids``      the same tool-call ids, content rewritten (a placeholder for malformed
                   arguments, ``null`` content): trusted only when the ids belong to one
                   waiting session with the same conversation root (system prompt and first
@@ -24,6 +31,13 @@ linked a request is kept on the session (tag ``link:<method>``):
                   client sent last time, so its own rewrites cancel out).
 ``new``           none of the above: a new session (every request without an assistant
                   message starts one, so N identical conversations in parallel are N).
+
+The system prompt is the leading ``system``/``developer`` messages (Claude Code also
+sends ``system`` entries mid-conversation: they are context, not the prompt), compared
+after normalisation.  A session's role (its scenario name, ``system-`` and 8 hex digits)
+hashes the same prompt with the working folder, the home folder and dates replaced by
+placeholders (:func:`role_hash`), so two nights of the same stack in different folders
+pair by role in ``compare``.
 
 A waiting session is one whose last reply has not been continued yet; a request claims
 it, so of N identical conversations each continuation takes a different one.  Two
@@ -42,6 +56,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from itertools import count
 from typing import Any
@@ -49,6 +64,11 @@ from typing import Any
 from agent_eval.proxy.replies import ParsedReply
 
 OVERRIDE_HEADER = "x-agent-eval-session"
+CLIENT_HEADERS = ("x-claude-code-session-id", "thread-id", "x-session-id", "session-id")
+"""Headers an agent CLI names its conversation by, strongest first (docs/clients.md):
+Codex's ``thread-id`` before its ``session-id``, which a subagent shares with its parent."""
+PARENT_HEADERS = ("x-codex-parent-thread-id", "x-parent-session-id")
+"""Headers a subagent's requests name its parent's conversation by (Codex, OpenCode)."""
 
 
 def content_text(content: Any) -> str:
@@ -112,10 +132,76 @@ def reply_key(message: dict[str, Any]) -> tuple[tuple[str, ...], str]:
     return ids, digest(normal_message(dict(message, role="assistant")))
 
 
+SYSTEM_ROLES = ("system", "developer")
+
+
+def leading_system(messages: list[Any]) -> int:
+    """How many messages open the conversation as its system prompt."""
+    n = 0
+    for m in messages:
+        if not (isinstance(m, dict) and m.get("role") in SYSTEM_ROLES):
+            break
+        n += 1
+    return n
+
+
 def system_hash(messages: list[Any], digests: list[str]) -> str:
-    system = [d for m, d in zip(messages, digests, strict=True)
-              if isinstance(m, dict) and m.get("role") in ("system", "developer")]
-    return prefix_hash(system)[:12]
+    """The hash of the system prompt: the leading system/developer messages."""
+    return prefix_hash(digests[:leading_system(messages)])[:12]
+
+
+_CWD = (re.compile(r"<cwd>\s*([^<\n]+?)\s*</cwd>"),
+        re.compile(r"[Ww]orking [Dd]irectory(?: is)?:?\s*`?(/[^\s`'\"]+)"),
+        re.compile(r"working in the directory:?\s*`?(/[^\s`'\"]+)"),
+        re.compile(r"[Cc]urrent (?:working )?(?:directory|folder)(?: is)?:?\s*`?(/[^\s`'\"]+)"))
+_HOME = re.compile(r"(?<![\w.-])/(?:home|Users)/[^/\s`'\"]+|(?<![\w.-])/root(?=/|\b)")
+_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b|\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,? "
+                   r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]* \d{1,2},? \d{4}\b")
+
+
+def working_folder(messages: list[Any]) -> str | None:
+    """The folder the client works in, as its prompt or first user message says it
+    (``Working directory: /x``, ``<cwd>/x</cwd>``, ...), or None."""
+    seen = 0
+    for m in messages:
+        if not isinstance(m, dict):
+            continue
+        text = content_text(m.get("content"))
+        for pattern in _CWD:
+            found = pattern.search(text)
+            if found and len(found.group(1)) > 1:
+                return found.group(1).rstrip("/.,;")
+        if m.get("role") == "user":
+            seen += 1
+            if seen >= 3:  # the environment block comes first, if at all
+                break
+    return None
+
+
+def normal_prompt(text: str, folder: str | None) -> str:
+    """A system prompt with what differs between two runs of the same stack replaced:
+    the working folder (also in the ``-home-me-project`` spelling some CLIs use for
+    per-project folders), the home folder, and dates."""
+    if folder:
+        text = text.replace(folder, "<cwd>").replace(folder.replace("/", "-"), "<cwd>")
+    text = _HOME.sub("<home>", text)
+    text = text.replace("-home-", "-<home>-")
+    return _DATE.sub("<date>", text)
+
+
+def role_hash(messages: list[Any], digests: list[str]) -> str:
+    """The system prompt's hash as :func:`system_hash` computes it, over the prompt
+    normalised by :func:`normal_prompt`: equal to ``system_hash`` when nothing was
+    replaced, so roles named before this normalisation keep their names."""
+    n = leading_system(messages)
+    folder = working_folder(messages)
+    out = list(digests[:n])
+    for i, m in enumerate(messages[:n]):
+        text = content_text(m.get("content"))
+        normal = normal_prompt(text, folder)
+        if normal != text:
+            out[i] = digest(normal_message(dict(m, content=normal)))
+    return prefix_hash(out)[:12]
 
 
 def root_hash(messages: list[Any], digests: list[str]) -> str:
@@ -140,6 +226,7 @@ class Conversation:
     key: str
     system: str
     root: str
+    role: str = ""  # role_hash: names the session's scenario
     methods: list[str] = field(default_factory=list)
     client_id: str | None = None
     last_seen: float = 0.0
@@ -196,11 +283,12 @@ class Linker:
         if k is None:
             return self._new(messages, digests, system, now, "new"), "new", True
         rkey = reply_key(messages[k])
-        found = _first(self._by_reply.get(rkey))
+        root = root_hash(messages, digests)
+        found = self._continued(self._by_reply.get(rkey), system, root,
+                                prefix_hash(digests[:k]))
         if found is not None:
             return self._claim(found, "continuation", now), "continuation", False
         if any(rkey[0]):
-            root = root_hash(messages, digests)
             same = [c for c in self._by_ids.get(rkey[0], []) if c.root == root]
             if len(same) == 1 and len(self._by_ids[rkey[0]]) == 1:
                 return self._claim(same[0], "call-ids", now), "call-ids", False
@@ -208,6 +296,21 @@ class Linker:
         if found is not None:
             return self._claim(found, "prefix", now), "prefix", False
         return self._new(messages, digests, system, now, "new"), "new", True
+
+    @staticmethod
+    def _continued(candidates: list[Conversation] | None, system: str, root: str,
+                   before: str) -> Conversation | None:
+        """The waiting session a request continues, among those whose last reply it
+        carries: same system prompt always; of several, the one whose previous request
+        this one extends (``before``: the messages before the reply), else the one with
+        the same conversation root; none of those: None (a new session, never a guess).
+        Sessions alike in all of that are identical conversations: the oldest is taken."""
+        fits = [c for c in candidates or () if c.system == system]
+        for narrowed in ([c for c in fits if c.prefix == before],
+                         [c for c in fits if c.root == root]):
+            if narrowed:
+                return narrowed[0]
+        return None
 
     def relayed(self, link: Link, reply: ParsedReply | None) -> None:
         """After a reply: the session waits for the request that continues it."""
@@ -247,7 +350,8 @@ class Linker:
     def _new(self, messages: list[Any], digests: list[str], system: str, now: float,
              method: str) -> Conversation:
         conv = Conversation(key=f"{self.key_prefix}/{next(self._numbers)}", system=system,
-                            root=root_hash(messages, digests), methods=[method], last_seen=now)
+                            root=root_hash(messages, digests), role=role_hash(messages, digests),
+                            methods=[method], last_seen=now)
         self.open[conv.key] = conv
         return conv
 
@@ -273,8 +377,7 @@ def _client_id(headers: dict[str, str], system: str) -> tuple[str, str] | None:
     lowered = {k.lower(): v for k, v in headers.items()}
     if lowered.get(OVERRIDE_HEADER):
         return (OVERRIDE_HEADER + ":" + lowered[OVERRIDE_HEADER], "")
-    for name in ("x-claude-code-session-id", "session-id", "thread-id", "x-opencode-session",
-                 "x-session-id"):
+    for name in CLIENT_HEADERS:
         if lowered.get(name):
             return (f"{name}:{lowered[name]}", system)
     return None

@@ -80,10 +80,16 @@ class SessionTracer:
         self.provider.shutdown()
 
 
+PROVIDERS = {"chat": "openai", "responses": "openai", "messages": "anthropic",
+             "gemini": "gcp.gemini"}
+"""The GenAI semantic conventions' ``gen_ai.provider.name`` of each wire protocol."""
+
+
 def turn_attributes(record: SessionRecord, turn: TurnRecord) -> dict[str, Any]:
     out: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": "openai",  # the wire protocol: OpenAI-compatible servers
+        # the wire protocol (GenAI conventions' provider names): what the client spoke
+        "gen_ai.provider.name": PROVIDERS.get(record.protocol or "chat", "openai"),
         "gen_ai.request.model": record.target,
         "gen_ai.conversation.id": record.key,
         "agent_eval.turn.index": turn.index,

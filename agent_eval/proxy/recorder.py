@@ -117,7 +117,8 @@ class Recorder:
                 "unparseable_requests": self.sessions.unparseable,
                 "queued": self.queue.qsize(), "store_errors": s.store_errors,
                 "journal_errors": s.journal_errors,
-                "pruned_request_texts": s.pruned_request_texts}
+                "pruned_request_texts": s.pruned_request_texts,
+                **protocol_counts(self.sessions.counts)}
 
     def start(self) -> None:
         self._ensure_run()
@@ -335,6 +336,27 @@ def _write_all(fd: int, data: bytes, size: int) -> None:
     except OSError:
         os.ftruncate(fd, size)
         raise
+
+
+def protocol_counts(counts: dict[str, Any]) -> dict[str, int]:
+    """``recorded_<protocol>`` and ``not_recorded_<protocol>`` for every wire protocol."""
+    out: dict[str, int] = {}
+    for name, count in counts.items():
+        out[f"recorded_{name}"] = count.recorded
+        out[f"not_recorded_{name}"] = count.not_recorded
+    return out
+
+
+def by_protocol(status: dict[str, Any]) -> str:
+    """The exit line's per-protocol part: ``chat 12 recorded, 0 not; ...`` for every
+    protocol that saw an exchange, or ``no exchange of a known protocol``."""
+    from agent_eval.wire import PROTOCOLS
+
+    parts = [f"{name} {status.get(f'recorded_{name}', 0)} recorded, "
+             f"{status.get(f'not_recorded_{name}', 0)} not"
+             for name in PROTOCOLS
+             if status.get(f"recorded_{name}", 0) or status.get(f"not_recorded_{name}", 0)]
+    return "; ".join(parts) if parts else "no exchange of a known protocol"
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -41,17 +41,19 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
+from agent_eval.wire import protocol_of
+
 HOP_BY_HOP = frozenset({
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
     "trailers", "transfer-encoding", "upgrade", "host", "content-length",
 })
 SESSION_HEADERS = (
-    "x-agent-eval-session", "x-claude-code-session-id", "session-id", "thread-id",
-    "x-opencode-session", "x-session-id",
+    "x-agent-eval-session", "x-claude-code-session-id", "thread-id", "x-session-id",
+    "session-id", "x-codex-parent-thread-id", "x-parent-session-id",
 )
-"""Headers that name a conversation, strongest first (the override leads).  Only these
-request headers reach the recorder; nothing else of the request's headers is kept."""
-RECORDED_SUFFIXES = ("/chat/completions",)
+"""Headers that name a conversation or its parent, strongest first (the override leads;
+docs/clients.md says which CLI sends which).  Only these request headers reach the
+recorder; nothing else of the request's headers is kept."""
 CAPTURE_LIMIT = 64 * 1024 * 1024
 """Bytes of one answer kept for judging, and the most a compressed body is inflated to
 when the recorder reads it; the client always gets all of it, as sent."""
@@ -167,7 +169,7 @@ class Relay:
         headers = CIMultiDict(
             (k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP
         )
-        recorded = request.method == "POST" and request.path.endswith(RECORDED_SUFFIXES)
+        recorded = request.method == "POST" and protocol_of(request.path) is not None
         exchange = Exchange(
             path=request.path, request_body=body if recorded else b"",
             session_headers={h: request.headers[h] for h in SESSION_HEADERS

@@ -27,19 +27,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from agent_eval import wire
 from agent_eval.calls import CallRecorder, offered_tools, text_call
 from agent_eval.live.client import find_tool_markup
 from agent_eval.policy import AllowList
-from agent_eval.proxy.linking import Conversation, Linker, last_assistant
-from agent_eval.proxy.relay import CAPTURE_LIMIT, Exchange
-from agent_eval.proxy.replies import (
-    ParsedReply,
-    ReplyStatus,
-    decode_body,
-    parse_reply,
-    parse_request,
+from agent_eval.proxy.linking import (
+    PARENT_HEADERS,
+    Conversation,
+    Linker,
+    content_text,
+    last_assistant,
 )
-from agent_eval.proxy.spawns import Spawns
+from agent_eval.proxy.relay import CAPTURE_LIMIT, Exchange
+from agent_eval.proxy.replies import ParsedReply, ReplyStatus, decode_body
+from agent_eval.proxy.spawns import Spawns, string_values
 from agent_eval.scenario.protocols import Protocols, system_prompt_of
 from agent_eval.transcript import (
     LONE_SURROGATE_ESCAPE,
@@ -67,6 +68,16 @@ class SessionState:
     finished_at: datetime | None = None
     parent_key: str | None = None  # the session whose call spawned this one (spawns.py)
     lone_surrogates: bool = False  # some request or reply escapes one: stored mended
+    protocol: str = "chat"  # the wire protocol of its requests (agent_eval.wire)
+
+
+@dataclass
+class ProtocolCounts:
+    """Exchanges of one protocol: recorded as a turn, or relayed and not recorded (the
+    request could not be read as that protocol's)."""
+
+    recorded: int = 0
+    not_recorded: int = 0
 
 
 class Sessions:
@@ -78,36 +89,102 @@ class Sessions:
         self.protocols = protocols  # closing sequences (scenario/protocols.py), if given
         self.linker = Linker(idle_s=idle_s)
         self.unparseable = 0
+        self.counts = {name: ProtocolCounts() for name in wire.PROTOCOLS}
+        self._responses: dict[str, str] = {}  # Responses reply id -> its session's key
         self.spawns = Spawns()
         self._held: dict[str, list[SessionRecord]] = {}  # closed children of open parents
         self.calls = CallRecorder(allowlist, foreign=True)  # an agent CLI's calls (calls.py)
 
     def take(self, ex: Exchange, now: float) -> None:
-        body = decode_body(ex.request_body, ex.request_encoding, CAPTURE_LIMIT)
-        request = parse_request(body) if body is not None else None
+        protocol = wire.protocol_of(ex.path) or "chat"
+        request = read_request(ex, protocol)
+        counts = self.counts[protocol]
         if request is None:
             self.unparseable += 1
+            counts.not_recorded += 1
             return
+        counts.recorded += 1
+        request = self._with_history(request)
         messages = request["messages"]
-        reply, status = read_reply(ex)
+        reply, status = read_reply(ex, protocol)
         link = self.linker.link(messages, ex.session_headers, now)
         conv = link.conversation
         if conv.state is None:
             model = request.get("model")
             conv.state = SessionState(target=model if isinstance(model, str) and model else "unknown",
-                                      started_at=ex.started_at)
+                                      started_at=ex.started_at, protocol=protocol)
         state: SessionState = conv.state
-        if link.new and (spawned := self.spawns.claim(messages)) is not None:
-            state.parent_key, call = spawned
-            call.child_key = conv.key
-        if LONE_SURROGATE_ESCAPE.search(body) or (reply is not None and reply.lone_surrogates):
+        if escapes_a_lone_surrogate(ex):
             state.lone_surrogates = True
+        if link.new:
+            self._link_child(conv, messages, ex.session_headers)
         _fill_outputs(state, messages)
         first_call = len(state.calls)
         self._add_turn(state, ex, request, reply, status)
         for call in state.calls[first_call:]:
             self.spawns.note(conv.key, call)
+        if reply is not None and reply.response_id and status == "complete":
+            self._responses[reply.response_id] = conv.key
         self.linker.relayed(link, reply if status == "complete" else None)
+
+    def _with_history(self, request: dict[str, Any]) -> dict[str, Any]:
+        """A Responses request naming ``previous_response_id`` carries only what is new;
+        the server holds the rest.  When the proxy relayed that response, the request is
+        read (linked, stored, replayable) as the whole conversation: that session's
+        messages, then the new input."""
+        previous = request.get("previous_response_id")
+        key = self._responses.get(previous) if isinstance(previous, str) else None
+        conv = self.linker.open.get(key) if key is not None else None
+        if conv is None or conv.state is None:
+            return request
+        whole = {k: v for k, v in request.items() if k != "previous_response_id"}
+        whole["messages"] = [*conv.state.messages, *request["messages"]]
+        if "response-id" not in conv.methods:
+            conv.methods.append("response-id")
+        return whole
+
+    def _link_child(self, conv: Conversation, messages: list[Any],
+                    headers: dict[str, str]) -> None:
+        """A new session is a subagent of the call whose long string argument is its
+        task, word for word (spawns.py).  Failing that, the CLI's headers name its parent:
+        Codex's ``x-codex-parent-thread-id`` and OpenCode's ``x-parent-session-id`` the
+        parent's own id, Claude Code's ``X-Claude-Code-Session-Id`` the parent's too (under
+        another system prompt); of that session's calls not linked yet, the latest whose
+        long string argument appears in the child's first user messages (the CLI wraps the
+        task in its context) spawned it.  A parent header with no such call still makes
+        the session its parent's child; a shared session id alone never does (OpenCode's
+        title request shares it, and is nobody's subagent)."""
+        state: SessionState = conv.state
+        spawned = self.spawns.claim(messages)
+        if spawned is None:
+            spawned = self._spawned_by_header(conv, messages, headers)
+        if spawned is not None:
+            state.parent_key, call = spawned
+            if call is not None:
+                call.child_key = conv.key
+
+    def _spawned_by_header(self, conv: Conversation, messages: list[Any],
+                           headers: dict[str, str]) -> tuple[str, CallRecord | None] | None:
+        lowered = {k.lower(): v for k, v in headers.items()}
+        named = next((lowered[h] for h in PARENT_HEADERS if lowered.get(h)), None)
+        shared = conv.client_id[0] if conv.client_id else None
+        if named is None and shared is None:
+            return None
+        text = "\n".join(content_text(m.get("content")) for m in messages
+                         if isinstance(m, dict) and m.get("role") == "user")[:1_000_000]
+        for parent in reversed(list(self.linker.open.values())):
+            if parent is conv or parent.state is None or parent.client_id is None:
+                continue
+            by_name = named is not None and parent.client_id[0].endswith(":" + named)
+            if not by_name and parent.client_id[0] != shared:
+                continue
+            for call in reversed(parent.state.calls):
+                if call.child_key is None and any(v.strip() in text
+                                                  for v in string_values(call.arguments)):
+                    return parent.key, call
+            if by_name:
+                return parent.key, None
+        return None
 
     def _add_turn(self, state: SessionState, ex: Exchange, request: dict[str, Any],
                   reply: ParsedReply | None, status: ReplyStatus) -> None:
@@ -156,6 +233,9 @@ class Sessions:
     def _release(self, closed: list[Conversation]) -> list[SessionRecord]:
         for conv in closed:
             self.spawns.forget(conv.key)
+        if closed:
+            gone = {c.key for c in closed}
+            self._responses = {r: k for r, k in self._responses.items() if k not in gone}
         ready: list[SessionRecord] = []
         for conv in closed:
             record = self.record(conv)
@@ -190,7 +270,7 @@ class Sessions:
                            for c in state.calls if c.decision == "allow"]
             handshake = self.protocols.handshake(invocations, system_prompt_of(state.messages))
         record = SessionRecord(
-            key=conv.key, target=state.target, scenario=f"system-{conv.system[:8]}",
+            key=conv.key, target=state.target, scenario=f"system-{(conv.role or conv.system)[:8]}",
             status="error" if failed else "completed",
             error=f"last reply: {state.last_status}" if failed else None,
             tags=[*(f"link:{m}" for m in conv.methods),
@@ -198,16 +278,37 @@ class Sessions:
             messages=state.messages, turns=state.turns, calls=state.calls,
             started_at=state.started_at, finished_at=state.finished_at or datetime.now(UTC),
             source="proxy", parent_key=state.parent_key, handshake=handshake,
+            protocol=None if state.protocol == "chat" else state.protocol,
         )
         # judged on the text as it came (a lone surrogate is AE202); stored as U+FFFD
         return storable(record) if state.lone_surrogates else record
 
 
-def read_reply(ex: Exchange) -> tuple[ParsedReply | None, ReplyStatus]:
-    """The reply and how it ended (see ``replies.ReplyStatus``)."""
+def read_request(ex: Exchange, protocol: str) -> dict[str, Any] | None:
+    """The request as a chat request (``agent_eval.wire``), or None when it cannot be read
+    (a compressed body is inflated first, never past the capture limit)."""
+    body = decode_body(ex.request_body, ex.request_encoding, CAPTURE_LIMIT)
+    return wire.read_request(protocol, body, ex.path) if body is not None else None
+
+
+def escapes_a_lone_surrogate(ex: Exchange) -> bool:
+    """Whether the request or the reply escapes a lone surrogate (``"\\ud800"``): then
+    the session is stored with U+FFFD in its place, once judged.  Compressed bodies are
+    searched inflated (rare: paid for only then)."""
+    for raw, coding in ((ex.request_body, ex.request_encoding),
+                        (ex.response_body, ex.content_encoding)):
+        body = raw if coding in ("", "identity") else decode_body(bytes(raw), coding,
+                                                                   CAPTURE_LIMIT)
+        if body and LONE_SURROGATE_ESCAPE.search(body):
+            return True
+    return False
+
+
+def read_reply(ex: Exchange, protocol: str = "chat") -> tuple[ParsedReply | None, ReplyStatus]:
+    """The reply and how it ended (see ``wire.records.ReplyStatus``)."""
+    streamed = "text/event-stream" in ex.content_type
     if ex.outcome != "complete":
-        streamed = "text/event-stream" in ex.content_type
-        partial = parse_reply(bytes(ex.response_body), streamed=streamed) \
+        partial = wire.parse_reply(protocol, bytes(ex.response_body), streamed=streamed) \
             if ex.status == 200 and ex.response_body else None
         return partial, ex.outcome
     if ex.status >= 400:
@@ -216,7 +317,7 @@ def read_reply(ex: Exchange) -> tuple[ParsedReply | None, ReplyStatus]:
         if ex.captured_all else None
     if body is None:  # over the capture limit, or a body we cannot inflate within it
         return None, "unparseable"
-    reply = parse_reply(body, streamed="text/event-stream" in ex.content_type)
+    reply = wire.parse_reply(protocol, body, streamed=streamed)
     return reply, reply.status
 
 

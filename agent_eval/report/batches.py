@@ -10,8 +10,8 @@ then writes the remaining (earlier) session files itself.
 Robustness:
 
 * the worker is *spawned* (a fresh interpreter), never forked: it shares no connection or
-  other state with the main process and opens its own engine from the store's URL (the
-  URL object goes to the child whole; it is never printed);
+  other state with the main process and opens the store at its ``Store.address`` (the URL
+  object goes to the child whole; it is never printed);
 * the worker writes only ``sessions/``; nothing else is shared, so the output is the same
   bytes as the in-process path (a test compares them);
 * in-process instead when ``workers=0`` or, by default, when no core is spare (on a busy
@@ -86,16 +86,12 @@ def _write_batch(out: Path, pages: list) -> None:
     write_text(Path(out) / SESSIONS_DIR / session_file(pages[0].id), render_session_batch(pages))
 
 
-def _write_in_worker(url, run_ids: list[int], out: Path, id_range: tuple[int, int],
+def _write_in_worker(address, run_ids: list[int], out: Path, id_range: tuple[int, int],
                      sessions) -> None:
-    from agent_eval.store import Store
-    from agent_eval.store.database import connect
+    from agent_eval.store import open_store
 
-    engine = connect(url)
-    try:
-        write_session_files(Store(engine), run_ids, out, id_range, sessions)
-    finally:
-        engine.dispose()
+    with open_store(address) as store:
+        write_session_files(store, run_ids, out, id_range, sessions)
 
 
 class SessionFiles:
@@ -113,9 +109,7 @@ class SessionFiles:
                  workers: int | None = None, sessions=None) -> None:
         self.store, self.run_ids, self.out = store, list(run_ids), Path(out)
         self.sessions = sessions  # this process's named session rows, when already read
-        url = store.engine.url
-        in_memory = url.get_backend_name() == "sqlite" and url.database in (None, "",
-                                                                             ":memory:")
+        in_memory = store.address is None  # another process cannot see it
         lows = sorted(int(name.split("-")[0]) for name in files)
         wanted = spare_core() if workers is None else workers > 0
         self.parallel = wanted and len(lows) > 1 and not in_memory
@@ -131,7 +125,7 @@ class SessionFiles:
                 self._pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"))
                 # the session rows go along (pickled) when this process has them: reading
                 # them again would cost the worker more than unpickling
-                self._future = self._pool.submit(_write_in_worker, self.store.engine.url,
+                self._future = self._pool.submit(_write_in_worker, self.store.address,
                                                  self.run_ids, self.out, self._theirs,
                                                  self.sessions)
             except (OSError, ValueError, NotImplementedError):  # no processes here: serial

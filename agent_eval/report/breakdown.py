@@ -2,8 +2,7 @@
 scenario (or tag) under each column, so a target's total can be traced to the tasks that
 produced it.
 
-Counted as ``metrics.summarize(by="scenario" | "tag")`` counts, from the per-session call
-and denial counts the index already took in its one pass over calls (no second pass):
+Counted by the store's aggregator (``Store.summarize`` by (scenario or tag, column)):
 sessions that ended in a server or harness fault are left out; a session counts once in
 each of its tags, so tag rows may add up to more than the total; an untagged session is
 in no tag row.  Each cell reads ``errors/100 [95% CI] · completed/sessions``.
@@ -11,15 +10,11 @@ in no tag row.  Each cell reads ``errors/100 [95% CI] · completed/sessions``.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
 
-from agent_eval.metrics import Rate
-from agent_eval.transcript import SessionRow
+from agent_eval.metrics import GroupSummary, Rate
 
-BreakdownBy = Literal["scenario", "tag"]
 EMPTY_CELL = "–"
 
 
@@ -51,47 +46,16 @@ class BreakdownRow:
         return tuple(EMPTY_CELL if c is None else c.text for c in self.cells)
 
 
-def breakdown_rows(
-    sessions: Iterable[SessionRow],
-    calls: Mapping[int, int],
-    denials: Mapping[int, int],
-    columns: tuple[str, ...],
-    *,
-    by: BreakdownBy,
-) -> tuple[BreakdownRow, ...]:
-    """Rows for ``by="scenario"`` or ``by="tag"``; groups in the order they first appear.
-
-    ``sessions`` are named by column (``SessionRow.target``); ``calls`` / ``denials`` map
-    a session id to its call and denied-call counts.
-    """
-    keys = _keys(by)
-    tally: dict[tuple[str, str], Counter] = {}
-    order: dict[str, None] = {}
-    for s in sessions:
-        if s.status == "error":
-            continue
-        for key in keys(s):
-            order.setdefault(key, None)
-            counts = tally.setdefault((key, s.target), Counter())
-            counts["sessions"] += 1
-            counts["completed"] += s.status == "completed"
-            counts["calls"] += calls.get(s.id, 0)
-            counts["denied"] += denials.get(s.id, 0)
-    rows = []
-    for key in order:
-        cells = []
-        for column in columns:
-            counts = tally.get((key, column))
-            cells.append(None if counts is None else BreakdownCell(
-                counts["sessions"], counts["completed"],
-                Rate.of(counts["denied"], counts["calls"])))
-        rows.append(BreakdownRow(key, tuple(cells)))
-    return tuple(rows)
-
-
-def _keys(by: BreakdownBy) -> Callable[[SessionRow], tuple[str, ...]]:
-    if by == "scenario":
-        return lambda s: (s.scenario,)
-    if by == "tag":
-        return lambda s: tuple(dict.fromkeys(s.tags))
-    raise ValueError(f"unknown breakdown {by!r}; expected scenario or tag")
+def breakdown_rows(figures: Mapping[tuple[str, str], GroupSummary],
+                   columns: tuple[str, ...], order: Iterable[str]) -> tuple[BreakdownRow, ...]:
+    """Rows from the aggregator's figures per (scenario or tag, column)
+    (``Store.summarize(by=(key, "target"), columns=True)``), in ``order`` (the scenarios or
+    tags as the non-error sessions first name them); a group or a cell with only faulted
+    sessions shows none."""
+    cells: dict[str, dict[str, BreakdownCell]] = {}
+    for (name, column), s in figures.items():
+        if s.sessions:
+            cells.setdefault(name, {})[column] = BreakdownCell(
+                s.sessions, s.exit_states["completed"], s.errors)
+    return tuple(BreakdownRow(name, tuple(cells[name].get(column) for column in columns))
+                 for name in dict.fromkeys(order) if name in cells)

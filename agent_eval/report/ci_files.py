@@ -45,9 +45,10 @@ Rates are per 100 (``null`` when nothing was counted); ``ci95`` intervals are Wi
 sessions to cluster.
 
 ``junit.xml``: one ``testsuite`` per column, one ``testcase`` per session (children
-included).  A session **fails** when any of its calls was denied or its handshake was
-required and not completed; a session that ended ``error`` (server or harness fault) is
-an ``<error>``, not a failure.  Everything else passes.
+included).  A session that ended ``error`` (server or harness fault) is an ``<error>``;
+any other failed session (``metrics.session_failed``: it did not complete, holds a denied
+call, or left its handshake open; as the report's and the viewer's lists judge it) is a
+``<failure>`` naming why.  Everything else passes.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from typing import Literal
 from agent_eval import __version__
 from agent_eval.metrics import FISHER_TEST, TOTAL, Z_TEST, GroupSummary, Rate
 from agent_eval.metrics.clustered import CLUSTERED_METHOD, ClusteredSummary
+from agent_eval.metrics.summary import session_failed
 from agent_eval.report.agreement import agreement_dict, agreement_line
 from agent_eval.report.index import IndexPage, RepeatSummary, rate_text
 from agent_eval.report.throughput import work_dict
@@ -81,13 +83,18 @@ def session_outcome(session: SessionRow, denials: int) -> tuple[SessionOutcome, 
     """How junit.xml (and the session counts in summary.json) judge one session."""
     if session.status == "error":
         return "error", session.error or "server or harness fault"
+    handshake_open = bool(session.handshake_required) and not session.handshake_completed
+    if not session_failed(session.status, denials, handshake_open):
+        return "pass", ""
     reasons = []
+    if session.status != "completed":
+        reasons.append(f"ended {session.status}")
     if denials:
         reasons.append(f"{denials} tool call{'s' if denials != 1 else ''} denied")
-    if session.handshake_required and not session.handshake_completed:
+    if handshake_open:
         missed = session.handshake_missed_step
         reasons.append("handshake incomplete" + (f" (missed {missed})" if missed else ""))
-    return ("failure", "; ".join(reasons)) if reasons else ("pass", "")
+    return "failure", "; ".join(reasons)
 
 
 def summary_json(page: IndexPage, sessions: list[SessionRow], denials: dict[int, int]) -> str:

@@ -1,9 +1,11 @@
 """The index page's context: every table of the report, as plain records and strings.
 
-Built in one pass over each stream of stored rows (sessions held as small rows, calls and
-turns streamed through), so it costs the same three queries for 100 sessions as for
-10,000.  Columns are targets; with several runs each (run, target) pair is its own column
-(``name · run N``) so runs sit side by side instead of being pooled.
+Every figure comes from the store's aggregator (:func:`read_figures`: ``Store.summarize``
+and ``Store.cluster_stats``, as the viewer, ``gate`` and ``compare`` read theirs); the
+session list, the repeats and the agreement tables from one pass over the small session
+rows and the streamed calls.  Columns are targets; with several runs each (run, target)
+pair is its own column (``name · run N``) so runs sit side by side instead of being
+pooled.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from agent_eval.metrics import (
     RepeatSummary,
     class_table,
     repeat_stats,
-    summarize,
     summarize_repeats,
 )
 from agent_eval.metrics.clustered import (
@@ -33,9 +34,9 @@ from agent_eval.metrics.clustered import (
     FEW_CLUSTERS,
     ClusteredSummary,
     summarize_clustered,
-    units_by_target,
-    units_from_counts,
 )
+from agent_eval.metrics.sufficient import TargetStats
+from agent_eval.metrics.summary import GroupBy, session_failed
 from agent_eval.policy import get_rule
 from agent_eval.report.agreement import (
     AgreementTally,
@@ -50,8 +51,8 @@ from agent_eval.report.charts import class_chart, error_chart
 from agent_eval.report.lists import class_file, list_href, scenario_file
 from agent_eval.report.pages import SessionLink, handshake_text, rule_href, session_href
 from agent_eval.report.throughput import RunThroughput
-from agent_eval.store import RunInfo
-from agent_eval.transcript import EXIT_STATES, NEXT_ACTIONS, CallRow, SessionRow, TurnRow
+from agent_eval.store import RunInfo, Store
+from agent_eval.transcript import EXIT_STATES, NEXT_ACTIONS, CallRow, SessionRow
 
 STATISTICS = (
     "Every rate is errors (or sessions) per 100 with a Wilson 95% score interval in "
@@ -100,8 +101,9 @@ class SessionItem:
 
     @property
     def failed(self) -> bool:
-        """Did not complete, left its handshake open, or holds a denied call."""
-        return self.link.status != "completed" or self.denials > 0 or self.handshake_open
+        """Did not complete, holds a denied call, or left its handshake open
+        (``metrics.session_failed``)."""
+        return session_failed(self.link.status or "", self.denials, self.handshake_open)
 
     @property
     def status_text(self) -> str:
@@ -192,10 +194,32 @@ def number_text(value: float | None, digits: int = 2) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
+@dataclass(frozen=True, slots=True)
+class RunFigures:
+    """Every figure of the index, from the store's aggregator: per column (``summaries``),
+    per (scenario, column) and (tag, column) (the "By scenario" / "By tag" tables), and
+    the sums behind each column's clustered intervals."""
+
+    summaries: dict[str, GroupSummary]
+    by_scenario: dict[tuple[str, str], GroupSummary]
+    by_tag: dict[tuple[str, str], GroupSummary]
+    clustered: dict[str, TargetStats]
+
+
+def read_figures(store: Store, run_ids: list[int]) -> RunFigures:
+    """The index's figures of the runs (targets named as columns: :func:`column_namer`)."""
+    def by(key: GroupBy) -> dict:
+        return store.summarize(run_ids, (key, "target"), columns=True, with_turns=False,
+                               detail="totals")
+
+    return RunFigures(store.summarize(run_ids, "target", columns=True), by("scenario"),
+                      by("tag"), store.cluster_stats(run_ids, classes=True, columns=True))
+
+
 @dataclass(slots=True)
 class CallTally:
-    """Per-session call and denial counts, taken while calls stream into ``summarize``;
-    denied calls are kept (few) so repeats need no second pass over all calls."""
+    """Per-session call and denial counts, taken while the calls stream past; denied
+    calls are kept (few) so repeats and the class lists need no second pass."""
 
     calls: Counter = dataclasses.field(default_factory=Counter)
     denials: Counter = dataclasses.field(default_factory=Counter)
@@ -214,14 +238,17 @@ def build_index_page(
     runs: list[RunInfo],
     sessions: list[SessionRow],
     calls: Iterable[CallRow],
-    turns: Iterable[TurnRow],
+    figures: RunFigures,
     tally: CallTally | None = None,
 ) -> IndexPage:
     """The index of a report over ``runs``; ``sessions`` already named by column (see
-    :func:`column_namer`).  Pass ``tally`` to reuse the per-session counts afterwards."""
+    :func:`column_namer`), ``figures`` the runs' :func:`read_figures`.  Pass ``tally`` to
+    reuse the per-session counts afterwards."""
     tally = tally or CallTally()
     agreement = AgreementTally({s.id: s.target for s in sessions})
-    summaries = summarize(sessions, agreement.watch(tally.watch(calls)), turns, by="target")
+    for _ in agreement.watch(tally.watch(calls)):
+        pass
+    summaries = figures.summaries
     columns = tuple(summaries)
     repeats = {}
     if any(s.repeat > 0 for s in sessions):
@@ -266,13 +293,14 @@ def build_index_page(
         error_sessions=tuple(i for i in items if i.link.status == "error"),
         class_chart=class_chart(summaries),
         error_chart=error_chart(summaries),
-        scenario_rows=breakdown_rows(sessions, tally.calls, tally.denials, columns,
-                                     by="scenario"),
-        tag_rows=breakdown_rows(sessions, tally.calls, tally.denials, columns, by="tag"),
+        scenario_rows=breakdown_rows(figures.by_scenario, columns,
+                                     (s.scenario for s in sessions if s.status != "error")),
+        tag_rows=breakdown_rows(figures.by_tag, columns, (
+            tag for s in sessions if s.status != "error" for tag in s.tags)),
         agreement=agreed,
         agreement_rows=tuple(agreement_cells(a) for a in agreed),
         disagreements=disagreement_items(agreement, links),
-        **clustered_fields(sessions, tally, summaries),
+        **clustered_fields(figures.clustered, summaries),
     )
 
 
@@ -280,12 +308,11 @@ CLUSTERED_HEAD = ("target", "errors/100", "Wilson 95% CI", "clustered 95% CI (se
                   "design effect", "sessions", "across tasks 95% CI (scenarios)")
 
 
-def clustered_fields(sessions: list[SessionRow], tally: CallTally,
+def clustered_fields(stats: dict[str, TargetStats],
                      summaries: dict[str, GroupSummary]) -> dict:
-    """``clustered`` and ``clustered_rows`` of the index page, from the counts the tally
-    already took (no second pass over the calls)."""
-    by_column = units_by_target(units_from_counts(sessions, tally.calls, tally.denied))
-    clustered = {name: summarize_clustered(by_column.get(name, []), s.classes)
+    """``clustered`` and ``clustered_rows`` of the index page, from each column's sums
+    (``Store.cluster_stats``)."""
+    clustered = {name: summarize_clustered(stats.get(name) or [], s.classes)
                  for name, s in summaries.items()}
     rows = []
     for name, c in clustered.items():

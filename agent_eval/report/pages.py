@@ -16,11 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agent_eval.policy import RULES, Rule, get_rule
-from agent_eval.store import StoredSession
-from agent_eval.store.streaming import TranscriptHead
+from agent_eval.store import SessionTranscript, StoredSession, TranscriptHead
 from agent_eval.transcript import (
     CallRecord,
     Decision,
@@ -29,9 +28,6 @@ from agent_eval.transcript import (
     NextAction,
     TurnRecord,
 )
-
-if TYPE_CHECKING:
-    from agent_eval.store.streaming import SessionTranscript
 
 RULES_DIR = "rules"
 SESSIONS_DIR = "sessions"

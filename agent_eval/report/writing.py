@@ -7,7 +7,9 @@ Order of work, so a 10,000-session run stays fast and flat in memory:
    ``Store.iter_transcripts``), rendered a hundred to a file
    (``sessions/<first>-<last>.html``), each batch written, then dropped: mostly in a
    worker process with its own connection (``report/batches.py``), while
-3. calls and turns stream once through ``summarize`` here (the index, summaries, junit);
+3. the figures come from the store's aggregator (``index.read_figures``: GROUP BYs, as
+   every reader's do), and the calls stream once here for the per-session counts, the
+   repeats, the class lists and the agreement with the source harness;
 4. server samples inside each run's window (the "Server throughput" section; calls are
    streamed a second time only for a run that has samples);
 5. rule pages, the pre-filtered lists (``lists/``), the index and the summary files.
@@ -28,7 +30,7 @@ from agent_eval.policy import RULES
 from agent_eval.report.batches import SessionFiles
 from agent_eval.report.batches import write_text as _write
 from agent_eval.report.ci_files import junit_xml, summary_json, summary_markdown
-from agent_eval.report.index import CallTally, build_index_page, column_namer
+from agent_eval.report.index import CallTally, build_index_page, column_namer, read_figures
 from agent_eval.report.lists import (
     class_file,
     class_lists,
@@ -87,7 +89,7 @@ def write_report(store, run_ids: list[int], out_root: Path, *, workers: int | No
         # builds the index, the lists and the summaries
         tally = CallTally()
         page = build_index_page(runs, sessions, store.call_rows(run_ids),
-                                store.turn_rows(run_ids), tally)
+                                read_figures(store, run_ids), tally)
         server = tuple(
             read_run_throughput(store, run, [s for s in sessions if s.run_id == run.id])
             for run in runs

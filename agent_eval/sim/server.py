@@ -1,5 +1,14 @@
 """The simulator's HTTP server: OpenAI-compatible ``/v1`` on loopback, with fault knobs.
 
+It speaks the four protocols agent CLIs use (``agent_eval.wire``): OpenAI Chat
+Completions (``/v1/chat/completions``, vLLM's shape), OpenAI Responses (``/v1/responses``),
+Anthropic Messages (``/v1/messages``) and Gemini
+(``/v1beta/models/M:generateContent`` and ``:streamGenerateContent?alt=sse``); a request
+in any of them is read into a chat conversation, the same behaviour plays it, and the
+reply goes back in the request's protocol, streamed when asked.  In front of an agent CLI
+it finds the scenario's task inside the CLI's wrapped first messages and answers with the
+CLI's own shell and read tools (``clients.py``).
+
 It sees only the HTTP request, like a real model server: it finds the scenario by the
 first user message (a child template's filled task too, see ``TaskIndex``), the profile by the ``model`` field (a profile name or ``sim-<name>``;
 anything else gets the server's default profile), and seeds its randomness from the
@@ -28,11 +37,13 @@ from typing import Any
 
 from aiohttp import web
 
+from agent_eval import wire
 from agent_eval.errors import ConfigError
 from agent_eval.scenario import load_suite
 from agent_eval.scenario.bundled import BUNDLED_SUITE_NAME, data_dir
 from agent_eval.sim import hostile
-from agent_eval.sim.behaviour import TaskIndex, first_user_text, index_tasks, plan_reply
+from agent_eval.sim.behaviour import TaskIndex, index_tasks, plan_reply
+from agent_eval.sim.clients import adapt_calls, find_scenario
 from agent_eval.sim.profiles import PROFILES, Profile, get_profile
 from agent_eval.sim.wire import build_completion, render_chunks, render_completion, render_error
 
@@ -159,6 +170,9 @@ def create_app(
     )
     app.router.add_get("/v1/models", list_models)
     app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/responses", chat_completions)
+    app.router.add_post("/v1/messages", chat_completions)
+    app.router.add_post("/v1beta/models/{method}", chat_completions)
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
     app.on_shutdown.append(_release_hangs)
@@ -235,13 +249,20 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 
 async def _answer(request: web.Request, state: SimState) -> web.StreamResponse:
+    protocol = wire.protocol_of(request.path)
+    if protocol is None:
+        return _error(404, f"no such method: {request.path}")
     try:
-        body = json.loads(await request.read())
+        raw = json.loads(await request.read())
     except (ValueError, RecursionError):
         return _error(400, "request body is not valid JSON")
+    body = wire.PROTOCOLS[protocol].read_request(raw, request.path) \
+        if isinstance(raw, dict) else None
     messages = body.get("messages") if isinstance(body, dict) else None
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-        return _error(400, "`messages` must be a list of message objects")
+        what = {"chat": "`messages`", "messages": "`messages`", "responses": "`input`",
+                "gemini": "`contents`"}[protocol]
+        return _error(400, f"{what} must be a list of message objects")
 
     faults = state.faults
     draw = state.fault_rng.random
@@ -265,15 +286,18 @@ async def _answer(request: web.Request, state: SimState) -> web.StreamResponse:
     hostile_draws = hostile.draw(faults, draw)
 
     profile = state.profile_for(body.get("model"))
-    task = first_user_text(messages)
+    scenario, task = find_scenario(state.scenarios, messages)
     key = request.headers.get(SEED_HEADER) or task
     rng = conversation_rng(state.seed, profile, key, len(messages))
-    reply = plan_reply(messages, state.scenarios.find(task), profile, rng)
+    reply = adapt_calls(plan_reply(messages, scenario, profile, rng), body.get("tools"))
     model = body.get("model") if isinstance(body.get("model"), str) else state.model_name
     done = build_completion(
         body, reply, model=model, created=int(time.time()), rng=rng, malformed=malformed
     )
     done = hostile.apply(done, faults, hostile_draws)
+    if protocol != "chat":
+        return await _answer_in(protocol, request, body, done, faults, truncate,
+                                hostile_draws)
     if body.get("stream"):
         options = body.get("stream_options") or {}
         include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
@@ -288,10 +312,35 @@ async def _answer(request: web.Request, state: SimState) -> web.StreamResponse:
     return web.Response(body=payload, content_type="application/json")
 
 
+async def _answer_in(protocol: str, request: web.Request, body: dict[str, Any],
+                     done: Any, faults: Faults, truncate: bool,
+                     fired: frozenset[str]) -> web.StreamResponse:
+    """The reply in the Responses, Messages or Gemini shape (``agent_eval.wire``)."""
+    parsed = wire.ParsedReply(
+        content=done.reply.content or "", reasoning=done.reply.reasoning,
+        calls=[wire.ParsedCall(c.id, c.name, c.arguments) for c in done.calls],
+        finish_reason=done.reply.finish_reason, usage=done.usage, model=done.model,
+        response_id=done.id)
+    stream = bool(body.get("stream"))
+    events = wire.PROTOCOLS[protocol].render_reply(parsed, stream=stream, created=done.created)
+    if stream:
+        named = protocol != "gemini"  # Responses and Messages name each event
+        return await _stream(request, events, faults, truncate, fired, named=named,
+                             end=None, separator=b"\r\n\r\n" if not named else b"\n\n")
+    await _sleep(faults.ttft_s + faults.latency_s)
+    payload = hostile.apply_bytes(json.dumps(events[0]).encode(), faults, fired)
+    if truncate:
+        payload = payload[: len(payload) // 2]
+    return web.Response(body=payload, content_type="application/json")
+
+
 async def _stream(
     request: web.Request, chunks: list[dict[str, Any]], faults: Faults, truncate: bool,
-    fired: frozenset[str] = frozenset(),
+    fired: frozenset[str] = frozenset(), *, named: bool = False,
+    end: bytes | None = b"data: [DONE]\n\n", separator: bytes = b"\n\n",
 ) -> web.StreamResponse:
+    """Server-sent events: ``data: JSON`` each (``event: TYPE`` first when ``named``),
+    then ``end``; a truncated stream stops half way, without its end."""
     response = web.StreamResponse(
         headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
     )
@@ -299,11 +348,13 @@ async def _stream(
     if truncate:
         chunks = chunks[: max(1, len(chunks) // 2)]
     pause = faults.latency_s / len(chunks) if faults.latency_s else 0.0
-    events = [b"data: " + hostile.apply_bytes(json.dumps(chunk).encode(), faults,
-                                         fired if i == 0 else fired - {"nested_body"}) + b"\n\n"
+    events = [(f"event: {chunk['type']}\n".encode() if named else b"")
+              + b"data: " + hostile.apply_bytes(json.dumps(chunk).encode(), faults,
+                                                fired if i == 0 else fired - {"nested_body"})
+              + separator
               for i, chunk in enumerate(chunks)]
-    if not truncate:
-        events.append(b"data: [DONE]\n\n")
+    if not truncate and end is not None:
+        events.append(end)
     try:
         await _sleep(faults.ttft_s)
         if pause:

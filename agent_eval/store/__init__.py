@@ -9,8 +9,8 @@ the gate and the drill-down all read from here, so they work the same on every s
     ...     store.add_target(run_id, name="qwen", model="Qwen3.5-27B",
     ...                      base_url="http://127.0.0.1:8000/v1", settings={...})
     ...     store.record_sessions(run_id, [parent_record, *child_records])
-    ...     store.class_breakdown([run_id])
-    {'qwen': {None: 152, 'AE301': 1, ...}}
+    ...     store.summarize([run_id])["qwen"].errors
+    Rate(k=9, n=161, ...)
 
 Promises:
 
@@ -22,46 +22,87 @@ Promises:
   older one is refused with the ``agent-eval db upgrade`` command to run.
 
 Layout: ``schema`` (the SQL tables), ``database`` (URLs, engines, migrations), ``runs``,
-``sessions`` (write and load), ``reads`` (streaming rows, aggregates), ``streaming``
-(whole sessions read back in bulk), ``server_logs``.  :class:`Store` is a facade over them: each method
-forwards to one function of one module with the engine, so callers hold one object and
-never an engine or a connection.  To add a query, write it as a function of the module
-that owns its tables, then add a one-line method here.
+``sessions`` (write and load), ``reads`` (streaming rows), ``streaming`` (whole sessions
+read back in bulk), ``aggregates`` (the one aggregator: every run figure, by GROUP BY),
+``cluster_stats`` (the sums behind the clustered intervals) and ``units`` (per-session
+units), ``queries`` (the paged
+lists), ``work`` and ``leases`` (runs shared by workers), ``requests``, ``server_logs``.
+
+:class:`Store` is the store's API, and the only one: each method is one unit of work in
+its own transaction, forwarded to one function of one module with the engine, so
+callers hold one object and never an engine or a connection (the engine's pool, its
+read-only mode and the URL's password stay in here).  Outside ``store/`` nothing imports
+a module of this package or takes ``Store.engine`` (tests/test_layers.py); the records the
+methods take and return are imported from ``agent_eval.store`` itself.  To add a query,
+write it as a function of the module that owns its tables, then add a method here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine
+from sqlalchemy import URL, Engine
 
-from agent_eval.store import reads, runs, server_logs, sessions
+from agent_eval.store import queries, reads, runs, server_logs, sessions, work
+from agent_eval.store.caps import STORED_TEXT_CHARS
 from agent_eval.store.database import (
+    build_search_index,
     check_schema,
     connect,
     head_revision,
+    refuse_writes,
     resolve_db_url,
     upgrade,
 )
-from agent_eval.store.reads import SessionCounts
+from agent_eval.store.queries import (
+    CALL_SORTS,
+    SESSION_SORTS,
+    CallFilter,
+    CallListRow,
+    Page,
+    RunRow,
+    SessionFilter,
+    SessionListRow,
+    filter_from,
+)
 from agent_eval.store.runs import RunInfo, RunKind, RunStatus, TargetInfo, scrub_secrets
-from agent_eval.store.schema import server_requests, server_samples
+from agent_eval.store.schema import MAX_ID, server_requests, server_samples
 from agent_eval.store.sessions import StoredSession
+from agent_eval.store.streaming import SessionTranscript, TranscriptHead
+from agent_eval.store.work import ClaimedItem, Outcome, WorkProgress
 from agent_eval.transcript import CallRow, SessionRecord, SessionRow, TurnRow
 
 if TYPE_CHECKING:
-    from agent_eval.store.streaming import SessionTranscript
+    from agent_eval.metrics.sufficient import TargetStats
+    from agent_eval.metrics.summary import GroupKeys, GroupSummary
+    from agent_eval.store.aggregates import Detail
 
 __all__ = [
+    "CALL_SORTS",
+    "MAX_ID",
+    "SESSION_SORTS",
+    "STORED_TEXT_CHARS",
+    "CallFilter",
+    "CallListRow",
+    "ClaimedItem",
+    "Outcome",
+    "Page",
     "RunInfo",
     "RunKind",
+    "RunRow",
     "RunStatus",
-    "SessionCounts",
+    "SessionFilter",
+    "SessionListRow",
+    "SessionTranscript",
     "Store",
     "StoredSession",
     "TargetInfo",
+    "TranscriptHead",
+    "WorkProgress",
+    "build_search_index",
+    "filter_from",
     "head_revision",
     "open_store",
     "resolve_db_url",
@@ -70,11 +111,12 @@ __all__ = [
 ]
 
 
-def open_store(url: str | None = None) -> Store:
+def open_store(url: str | URL | None = None) -> Store:
     """Open the store at ``url`` (a ``--db`` value; None: ``$AGENT_EVAL_DB`` or
-    ``agent_eval.db``), creating a new database at head and refusing one at another
-    revision with a ConfigError that says what to run."""
-    engine = connect(resolve_db_url(url))
+    ``agent_eval.db``; or another store's :attr:`Store.address`), creating a new database
+    at head and refusing one at another revision with a ConfigError that says what to
+    run."""
+    engine = connect(url if isinstance(url, URL) else resolve_db_url(url))
     try:
         check_schema(engine)
     except BaseException:
@@ -88,17 +130,30 @@ class Store:
 
     Methods by group (the module that does the work in brackets):
 
-    - runs [runs]: ``create_run``, ``add_target``, ``set_run_status``, ``resolve_run``
-      (an id, ``latest`` or ``label:NAME``), ``get_run``, ``list_runs``, ``run_targets``;
-    - sessions [sessions]: ``record_sessions`` (one transaction per batch),
+    - runs [runs, queries]: ``create_run``, ``add_target``, ``set_run_status``,
+      ``resolve_run`` (an id, ``latest`` or ``label:NAME``), ``get_run``, ``list_runs``,
+      ``run_targets``, ``previous_run_id``, ``lease``; the paged list ``list_run_rows``,
+      ``delete_run``, ``prune_runs``;
+    - sessions [sessions, requests]: ``record_sessions`` (one transaction per batch),
       ``record_session``, ``finished_keys`` (for ``--resume``), ``find_session``,
-      ``load_session`` (the full transcript), ``iter_sessions``, ``iter_transcripts``;
-    - rows for metrics and reports [reads], streamed: ``session_rows``, ``call_rows``,
-      ``turn_rows``; aggregates computed in SQL: ``class_breakdown``, ``session_counts``,
-      ``summarize``, ``session_units`` [aggregates],
-      ``cluster_stats``, ``session_outcomes`` [cluster_stats];
+      ``load_session`` (the full transcript), ``request_refs``, ``load_requests``,
+      ``prune_requests``;
+    - rows, streamed [reads, streaming]: ``session_rows``, ``call_rows``, ``turn_rows``,
+      ``iter_sessions``, ``iter_transcripts``;
+    - figures [aggregates, cluster_stats]: ``summarize`` (the one aggregator: every figure
+      a report, page, gate or table shows), ``cluster_stats`` (the sums behind the
+      clustered intervals), ``session_units``, ``session_outcomes``;
+    - lists [queries]: ``list_sessions``, ``list_calls``, ``neighbour_sessions``;
+    - planned runs [work]: ``add_work_items``, ``has_work_items``, ``work_progress``,
+      ``claim_work_item``, ``renew_work_leases``, ``release_work_item``,
+      ``complete_work_item``, ``finish_run_if_done``;
     - server logs [server_logs]: ``add_server_samples``, ``server_samples``,
-      ``add_server_requests``, ``server_requests``.
+      ``add_server_requests``, ``server_requests``;
+    - the database: ``url`` (printable), ``address`` (for another process),
+      ``read_only``, ``close``.
+
+    ``engine`` is for the store's own modules and for white-box tests; the package never
+    takes it (tests/test_layers.py).
 
     Example::
 
@@ -114,6 +169,22 @@ class Store:
     def url(self) -> str:
         """The database URL, password hidden: safe to print."""
         return self.engine.url.render_as_string(hide_password=True)
+
+    @property
+    def address(self) -> URL | None:
+        """What another process opens this database with (``open_store(address)``): the
+        URL, password included, so pass it on and never print it.  None for an in-memory
+        SQLite database, which no other process can see."""
+        url = self.engine.url
+        if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
+            return None
+        return url
+
+    def read_only(self) -> Store:
+        """This store, refusing writes from now on (SQLite ``query_only``, PostgreSQL
+        read-only transactions; connections already open are dropped): the viewer's."""
+        refuse_writes(self.engine)
+        return self
 
     def close(self) -> None:
         self.engine.dispose()
@@ -165,11 +236,16 @@ class Store:
     def get_run(self, run_id: int) -> RunInfo:
         return runs.get_run(self.engine, run_id)
 
-    def list_runs(self, limit: int = 20) -> list[RunInfo]:
-        return runs.list_runs(self.engine, limit)
+    def list_runs(self, limit: int = 20, label: str | None = None) -> list[RunInfo]:
+        """The newest runs first (with ``label`` only, when given)."""
+        return runs.list_runs(self.engine, limit, label)
 
     def run_targets(self, run_id: int) -> list[TargetInfo]:
         return runs.run_targets(self.engine, run_id)
+
+    def previous_run_id(self, run: RunInfo) -> int | None:
+        """The newest run older than ``run`` with the same label, if any."""
+        return runs.previous_run_id(self.engine, run)
 
     def lease(self, run_id: int):
         """``with store.lease(run_id):`` hold the run for this process (store/leases.py);
@@ -177,6 +253,23 @@ class Store:
         from agent_eval.store.leases import holding_lease
 
         return holding_lease(self.engine, run_id)
+
+    def list_run_rows(self, *, label: str | None = None, kind: str | None = None,
+                      status: str | None = None, limit: int = queries.PAGE_SIZE,
+                      offset: int = 0) -> Page:
+        """A page of ``RunRow``s, newest first, with their figures (``agent-eval runs``,
+        the viewer's runs page)."""
+        return queries.list_runs(self.engine, label=label, kind=kind, status=status,
+                                 limit=limit, offset=offset)
+
+    def delete_run(self, run_id: int) -> int:
+        """Delete one run and everything stored under it; the number of sessions it held."""
+        return queries.delete_run(self.engine, run_id)
+
+    def prune_runs(self, before: datetime, *, dry_run: bool = False) -> list[int]:
+        """Delete (or with ``dry_run`` only list) the runs started before ``before`` that
+        are not running; their ids."""
+        return queries.prune_runs(self.engine, before, dry_run=dry_run)
 
     # sessions
 
@@ -218,7 +311,7 @@ class Store:
         with self.engine.connect() as conn:
             return load_requests(conn, session_id)
 
-    # readers for metrics and reports
+    # rows, streamed
 
     def iter_sessions(self, run_ids: Iterable[int], id_range: tuple[int, int] | None = None
                       ) -> Iterator[StoredSession]:
@@ -246,36 +339,37 @@ class Store:
     def turn_rows(self, run_ids: Iterable[int]) -> Iterator[TurnRow]:
         return reads.turn_rows(self.engine, run_ids)
 
-    def class_breakdown(self, run_ids: Iterable[int]) -> dict[str, dict[str | None, int]]:
-        return reads.class_breakdown(self.engine, run_ids)
+    # figures: the one aggregator
 
-    def session_counts(self, run_ids: Iterable[int]) -> dict[str, SessionCounts]:
-        return reads.session_counts(self.engine, run_ids)
-
-    def summarize(self, run_ids: Iterable[int], by: str = "target", *, columns: bool = False,
-                  with_turns: bool = True, detail: str = "all"):
-        """``metrics.summarize`` of the runs by GROUP BY in the database (aggregates)."""
+    def summarize(self, run_ids: Iterable[int], by: GroupKeys = "target", *,
+                  columns: bool = False, with_turns: bool = True, detail: Detail = "all"
+                  ) -> dict[Any, GroupSummary]:
+        """``metrics.summarize`` of the runs (every figure a reader shows) by GROUP BY in
+        the database (store/aggregates.py).  ``by``: a key or a tuple of keys;
+        ``columns``: targets named as report columns; ``detail``: what to leave out."""
         from agent_eval.store.aggregates import summarize_sql
 
-        return summarize_sql(self.engine, run_ids, by=by, columns=columns,  # type: ignore[arg-type]
+        return summarize_sql(self.engine, run_ids, by=by, columns=columns,
                              with_turns=with_turns, detail=detail)
 
     def session_units(self, run_ids: Iterable[int]):
         """``metrics.clustered.session_units`` of the runs from per-session GROUP BYs (the
         per-session statistics: power planning, tag strata)."""
-        from agent_eval.store.aggregates import units_sql
+        from agent_eval.store.units import units_sql
 
         return units_sql(self.engine, run_ids)
 
     def cluster_stats(self, run_ids: Iterable[int], *, by: str = "target",
-                      classes: bool = False, passes: bool = False):
+                      classes: bool = False, passes: bool = False,
+                      columns: bool = False) -> dict[str, TargetStats]:
         """Per target (or ``"all"``) the sums behind every clustered and paired statistic
         (``metrics.sufficient.TargetStats``), by GROUP BY per (target, scenario);
-        ``passes``: with each scenario's outcomes (pass rates, McNemar)."""
+        ``passes``: with each scenario's outcomes (pass rates, McNemar); ``columns``:
+        targets named as report columns."""
         from agent_eval.store.cluster_stats import cluster_stats
 
         return cluster_stats(self.engine, run_ids, by=by, classes=classes,  # type: ignore[arg-type]
-                             passes=passes)
+                             passes=passes, columns=columns)
 
     def session_outcomes(self, run_ids: Iterable[int], scenarios: Iterable[str] | None = None):
         """``(target, scenario) -> ((repeat, passed), ...)`` of the top-level, non-error
@@ -283,6 +377,23 @@ class Store:
         from agent_eval.store.cluster_stats import session_outcomes
 
         return session_outcomes(self.engine, run_ids, scenarios)
+
+    # paged lists (agent-eval sessions / calls, the viewer)
+
+    def list_sessions(self, f: SessionFilter, *, sort: str = "failed",
+                      limit: int = queries.PAGE_SIZE, offset: int = 0) -> Page:
+        """A page of ``SessionListRow``s matching ``f``, failed first by default."""
+        return queries.list_sessions(self.engine, f, sort=sort, limit=limit, offset=offset)
+
+    def list_calls(self, f: CallFilter, *, sort: str = "failed",
+                   limit: int = queries.PAGE_SIZE, offset: int = 0) -> Page:
+        """A page of ``CallListRow``s matching ``f``, denied first by default."""
+        return queries.list_calls(self.engine, f, sort=sort, limit=limit, offset=offset)
+
+    def neighbour_sessions(self, f: SessionFilter, session_id: int
+                           ) -> tuple[int | None, int | None]:
+        """The failed sessions just before and after ``session_id`` under ``f``."""
+        return queries.neighbour_sessions(self.engine, f, session_id)
 
     # server logs
 
@@ -312,18 +423,34 @@ class Store:
 
     def add_work_items(self, run_id: int, items) -> int:
         """Store a run's plan, one row per (target, scenario, repeat) (store/work.py)."""
-        from agent_eval.store.work import add_work_items
+        return work.add_work_items(self.engine, run_id, items)
 
-        return add_work_items(self.engine, run_id, items)
-
-    def work_progress(self, run_id: int):
+    def work_progress(self, run_id: int) -> WorkProgress:
         """Planned, done, leased and duplicate counts of a planned run (store/work.py)."""
-        from agent_eval.store.work import work_progress
-
-        return work_progress(self.engine, run_id)
+        return work.work_progress(self.engine, run_id)
 
     def has_work_items(self, run_id: int) -> bool:
         """Whether the run was planned for workers (``run --plan-only``)."""
-        from agent_eval.store.work import has_work_items
+        return work.has_work_items(self.engine, run_id)
 
-        return has_work_items(self.engine, run_id)
+    def claim_work_item(self, run_id: int, token: str, worker: str, lease_s: float
+                        ) -> ClaimedItem | None:
+        """The lowest open item nobody holds, leased to ``token``; None when none is left."""
+        return work.claim_work_item(self.engine, run_id, token, worker, lease_s)
+
+    def renew_work_leases(self, token: str, item_ids: Sequence[int], lease_s: float) -> int:
+        """Move the leases of the items ``token`` still holds forward."""
+        return work.renew_work_leases(self.engine, token, item_ids, lease_s)
+
+    def release_work_item(self, item_id: int, token: str) -> None:
+        """Give an item back unplayed (its lease ends now)."""
+        work.release_work_item(self.engine, item_id, token)
+
+    def complete_work_item(self, run_id: int, item_id: int, token: str,
+                           records: Sequence[SessionRecord]) -> Outcome:
+        """Store the item's session records and mark it done, in one transaction."""
+        return work.complete_work_item(self.engine, run_id, item_id, token, records)
+
+    def finish_run_if_done(self, run_id: int) -> bool:
+        """Mark the run finished when no item is open; whether this call did."""
+        return work.finish_run_if_done(self.engine, run_id)

@@ -1,139 +1,173 @@
-"""Run summaries and session units computed by GROUP BY in the database (issue #13).
+"""The one aggregator: every run figure a reader shows, by GROUP BY in the database.
 
-``metrics.summarize`` and ``metrics.clustered.session_units`` stream every call row into
-Python: seconds at a million calls.  The functions here give the same results from a
-handful of GROUP BY queries (SQLAlchemy Core, SQLite and PostgreSQL alike), so ``gate``,
-``compare`` and ``report --format`` answer in well under a second:
+The report, the viewer's pages, ``gate``, ``compare``, ``runs`` and the CLI tables read
+their figures (errors per 100 calls with the Wilson interval, the class breakdown,
+handshake completion, reaction to denial, exit states, speed) from :func:`summarize_sql`,
+and the sums behind the clustered intervals from ``store.cluster_stats``; nothing else
+in the package counts a run.  :func:`summarize_sql` returns what ``metrics.summarize``
+returns over the same rows, record for record: the pure function is the definition, and
+tests/test_aggregates_sql.py holds every reader to it on SQLite and PostgreSQL.
 
-* calls are counted as *all calls minus the calls of error sessions*: the first is one
-  GROUP BY on the covering ``ix_tool_calls_breakdown`` index, the second touches only the
-  few faulted sessions (the breakdown's method, ``reads.class_breakdown``);
-* denied calls (next action, burned turns, per-session classes) are one range of
-  ``ix_tool_calls_run_decision``;
-* the per-session units (``power``, tag strata) get their call counts from each
-  session's stored count and one GROUP BY per session (sessions themselves are read
-  without their transcripts); ``gate`` and ``compare`` read sums per scenario instead
-  (``store.cluster_stats``).
+No row per call leaves the database (SQLAlchemy Core, both dialects alike):
 
+* sessions: one GROUP BY per (group, target, exit state); the calls and denied calls are
+  the sessions' stored ``n_calls`` and ``n_denied`` (written with the calls, in their
+  transaction: ``store.sessions``), so the totals are one range of the covering
+  ``ix_sessions_run_target_status``;
+* classes and next actions: the denied calls, one range of ``ix_tool_calls_run_decision``,
+  minus those of the few error sessions (counting all, then subtracting the faulted few,
+  keeps the big query a plain index range);
+* burned turns: the denied calls grouped per reply, checked against all the reply's calls;
+* speed: the turns' sums, and the latency percentiles from the two ranks around each.
+
+``Detail`` leaves out what a reader does not show, each a pass the reader then skips.
+Groups come in the order of their first target (the order targets were added), then by
+name: by target, run or all that is ``summarize``'s order; by scenario or tag a reader
+that wants another order sorts them itself (``summarize`` orders those by their first
+session, which would take each session's id, a column the covering index does not hold
+on PostgreSQL: it made the run page read the sessions' rows).
 Floating sums (mean handshake share, mean decode speed) may differ from the Python pass
 in the last bit, because the database adds in its own order; every count is identical.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any, Literal, NamedTuple
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from sqlalchemy import Engine, Text, and_, case, cast, func, literal, select
+from sqlalchemy import Engine, and_, case, func, or_, select, true
 
 from agent_eval.metrics.classes import UNCLASSIFIED
-from agent_eval.metrics.clustered import Unit, _tally_of, _units, split_sessions
-from agent_eval.metrics.summary import GroupBy, GroupSummary, _Tally
-from agent_eval.store.schema import sessions, targets, tool_calls, turns
+from agent_eval.metrics.summary import GROUP_BYS, GroupKeys, GroupSummary, Tally
+from agent_eval.store.schema import (
+    denied_calls,
+    faulted_calls,
+    sessions,
+    targets,
+    tool_calls,
+    turns,
+)
 
-Detail = Literal["all", "actions", "rates"]
-"""``all``: every figure; ``actions``: no burned turns, no missed handshake steps, and of
-the sessions only their exit states, calls and handshake completion (no messages, replies,
-mean handshake share or duration: ``compare`` prints none of them, and the rest is one
-range of the covering ``ix_sessions_run_target_status``); ``rates``: also no next action
-after a denial (``gate`` reads only the error, class and handshake rates)."""
+Detail = Literal["all", "actions", "rates", "totals"]
+"""What a reader needs, most first.  ``all``: every figure.  ``actions``: no burned turns,
+no missed handshake steps, and of the sessions only their exit states, calls and
+handshake completion (no messages, replies, mean handshake share or duration: one range
+of the covering ``ix_sessions_run_target_status``).  ``rates``: also no next action
+after a denial (``gate`` reads only the error, class and handshake rates).  ``totals``:
+also no classes (``classes`` is empty; ``errors`` and the handshake are there): the
+sessions' index alone (the runs list, a trend, the by-scenario and by-tag tables)."""
 
 
-def summarize_sql(engine: Engine, run_ids: Iterable[int], *, by: GroupBy = "target",
+def summarize_sql(engine: Engine, run_ids: Iterable[int], *, by: GroupKeys = "target",
                   columns: bool = False, all_classes: bool = False,
-                  with_turns: bool = True, detail: Detail = "all") -> dict[str, GroupSummary]:
-    """What ``metrics.summarize(session_rows, call_rows, turn_rows, by=by)`` returns for the
-    runs, computed by GROUP BY queries.  ``columns`` names target groups as the report's
-    columns (``name · run N`` when there are several runs: ``cli.tables.summarize_runs``).
-    ``with_turns=False`` leaves the replies out, as ``summarize`` without ``turn_rows``;
-    ``detail`` leaves out what a caller does not print (:data:`Detail`), each a pass over
-    the run's sessions or denied calls.
-    ``by="tag"`` is not supported here (a session counts in each of its JSON tags)."""
+                  with_turns: bool = True, detail: Detail = "all") -> dict[Any, GroupSummary]:
+    """What ``metrics.summarize(session_rows, call_rows, turn_rows, by=by)`` returns for
+    the runs, by GROUP BY queries.  ``by`` is a key or a tuple of keys (groups keyed by a
+    tuple of names, e.g. ``("scenario", "target")``).  ``columns`` names targets as the
+    report's columns (``name · run N`` when there are several runs); ``with_turns=False``
+    leaves the replies out, as ``summarize`` without ``turn_rows``; ``detail``: what to
+    leave out (:data:`Detail`).  Figures ``detail`` leaves out stay at zero."""
     ids = list(run_ids)
-    if by == "tag":
-        raise ValueError("summarize_sql groups by target, scenario, run or all, not tag")
     with engine.connect() as conn:
-        names = _group_namer(conn, ids, by, columns)
-        skey = _session_key(by)
-        tallies = _session_tallies(conn, ids, skey, names, full=detail == "all")
-        for key, decision, code, action, n in _call_counts(conn, ids, by,
-                                                           actions=detail != "rates"):
-            tally = tallies[names(key)]
-            tally.calls += n
-            if decision == "deny":
+        g = _Grouping.of(conn, ids, by, columns)
+        full = detail == "all"
+        tallies = _session_tallies(conn, ids, g, full=full, denied=detail == "totals")
+        if detail != "totals":
+            for raw, code, action, n in _denied_counts(conn, ids, g,
+                                                       actions=detail in ("all", "actions")):
+                tally = tallies[g.name(raw)]
                 tally.denied += n
                 tally.classes[code or UNCLASSIFIED] += n
                 if action is not None:
                     tally.actions[action] += n
-        if detail == "all":
-            for key, n in _burned_turns(conn, ids, by, skey):
-                tallies[names(key)].turns_burned += n
+        if full:
+            for raw, n in _burned_turns(conn, ids, g):
+                tallies[g.name(raw)].turns_burned += n
         if with_turns:
-            _turn_figures(conn, ids, skey, names, tallies)
+            _turn_figures(conn, ids, g, tallies)
     return {key: tally.freeze(key, all_classes) for key, tally in tallies.items()}
 
 
-def _burned_turns(conn, ids: list[int], by: GroupBy, skey) -> list[tuple[Any, int]]:
-    """``(key, replies whose calls were all denied)`` outside error sessions: the denied
-    calls grouped per reply, each group's size checked against all the reply's calls on
-    ``ix_tool_calls_session_turn``; grouped by the calls' own target or run (no lookup of
-    a session per reply: 90,000 of them took 1.4 s on PostgreSQL), minus the replies of
-    the few error sessions, read from those sessions.  By scenario, only the session
-    knows the key."""
-    c, s = tool_calls.c, sessions.c
-    per_turn = (select(c.session_id, c.turn_index, c.target_id, c.run_id,
-                       func.count().label("n"))
-                .where(c.run_id.in_(ids), c.decision == "deny", c.session_id > 0)
-                .group_by(c.session_id, c.turn_index, c.target_id, c.run_id).subquery())
-    every = (select(func.count()).select_from(tool_calls)
-             .where(c.session_id == per_turn.c.session_id,
-                    c.turn_index == per_turn.c.turn_index).scalar_subquery())
-    turn_key = {"target": per_turn.c.target_id, "run": per_turn.c.run_id,
-                "all": literal("all")}.get(by)
-    if turn_key is None:
-        return conn.execute(
-            select(skey, func.count()).select_from(per_turn)
-            .join(sessions, s.id == per_turn.c.session_id)
-            .where(s.status != "error", per_turn.c.n == every).group_by(skey)).all()
-    out: Counter = Counter(dict(conn.execute(
-        select(turn_key, func.count()).select_from(per_turn)
-        .where(per_turn.c.n == every).group_by(turn_key)).all()))
-    faulted = (select(skey.label("key"), c.session_id, c.turn_index)
-               .select_from(sessions).join(tool_calls, c.session_id == s.id)
-               .where(s.run_id.in_(ids), s.status == "error")
-               .group_by(skey, c.session_id, c.turn_index)
-               .having(func.sum(case((c.decision == "deny", 1), else_=0)) == func.count())
-               .subquery())
-    for key, n in conn.execute(select(faulted.c.key, func.count()).group_by(faulted.c.key)):
-        out[key] -= n
-    return [(key, n) for key, n in out.items() if n > 0]
+@dataclass(frozen=True, slots=True)
+class _Grouping:
+    """How ``by`` reads in SQL: the key columns over sessions (and the sessions' tags),
+    the same over tool calls when the call's own columns hold them (target, run), and
+    how a row's key values become the group's key."""
 
+    parts: tuple[str, ...]
+    session_cols: tuple  # over ``sessions`` (and ``tags``)
+    call_cols: tuple | None  # over ``tool_calls`` alone; None: the session holds the key
+    tags: Any  # the (session, tag, position) subquery, when a part is "tag"
+    names: dict[int, str]  # target id -> name (as a column when asked)
 
-def _session_key(by: GroupBy) -> Any:
-    s = sessions.c
-    return {"target": s.target_id, "scenario": s.scenario, "run": s.run_id,
-            "all": literal("all")}[by]
-
-
-def _group_namer(conn, ids: list[int], by: GroupBy, columns: bool):
-    """Key value -> group name: a target id becomes its name (with the run as a column)."""
-    if by == "target":
+    @classmethod
+    def of(cls, conn, ids: list[int], by: GroupKeys, columns: bool) -> _Grouping:
+        parts = (by,) if isinstance(by, str) else tuple(by)
+        unknown = [p for p in parts if p not in GROUP_BYS]
+        if unknown or not parts:
+            raise ValueError(f"unknown grouping {by!r}; expected one of {', '.join(GROUP_BYS)}"
+                             " or a tuple of them")
+        s, c = sessions.c, tool_calls.c
+        tags = _session_tags(conn, ids) if "tag" in parts else None
+        on_session = {"target": s.target_id, "scenario": s.scenario, "run": s.run_id,
+                      "tag": tags.c.tag if tags is not None else None}
+        on_call = {"target": c.target_id, "run": c.run_id}
+        keyed = [p for p in parts if p != "all"]
         rows = conn.execute(select(targets.c.id, targets.c.name, targets.c.run_id)
                             .where(targets.c.run_id.in_(ids))).all()
         several = columns and len(ids) > 1
-        named = {tid: f"{name} · run {run}" if several else name for tid, name, run in rows}
-        return named.__getitem__
-    return str
+        names = {tid: f"{name} · run {run}" if several else name for tid, name, run in rows}
+        return cls(parts, tuple(on_session[p] for p in keyed),
+                   tuple(on_call[p] for p in keyed) if all(p in on_call for p in keyed)
+                   else None, tags, names)
+
+    def sessions(self):
+        """``sessions``, joined to each of its tags when grouping by tag."""
+        if self.tags is None:
+            return sessions
+        return sessions.join(self.tags, self.tags.c.session_id == sessions.c.id)
+
+    def name(self, raw: tuple) -> Any:
+        """The group's key from a row's key values (in ``session_cols`` order)."""
+        values = iter(raw)
+        out = []
+        for part in self.parts:
+            if part == "all":
+                out.append("all")
+            elif part == "target":
+                out.append(self.names[next(values)])
+            else:
+                out.append(str(next(values)))
+        return out[0] if len(out) == 1 else tuple(out)
 
 
-def _session_tallies(conn, ids: list[int], key, names, *, full: bool = True
-                     ) -> dict[str, _Tally]:
-    """Every group's session figures, groups in the order their first session comes in
-    ``session_rows`` (targets in the order added, then storage order).  Without ``full``
-    only what ``ix_sessions_run_target_status`` covers: no messages, replies, mean
-    handshake share, duration or missed handshake steps (:data:`Detail`)."""
+def _session_tags(conn, ids: list[int]):
+    """``(session_id, tag, pos)``: each distinct tag of the runs' sessions with its first
+    position in the session's list (``json_each`` on SQLite, ``json_array_elements_text``
+    on PostgreSQL: a function in FROM may read the sessions before it on both)."""
+    s = sessions.c
+    if conn.dialect.name == "sqlite":
+        each = func.json_each(s.tags).table_valued("value", "key")
+        position = each.c.key
+    else:
+        each = func.json_array_elements_text(s.tags).table_valued(
+            "value", with_ordinality="ordinality")
+        position = each.c.ordinality
+    return (select(s.id.label("session_id"), each.c.value.label("tag"),
+                   func.min(position).label("pos"))
+            .select_from(sessions).join(each, true()).where(s.run_id.in_(ids))
+            .group_by(s.id, each.c.value).subquery("tags"))
+
+
+def _session_tallies(conn, ids: list[int], g: _Grouping, *, full: bool, denied: bool
+                     ) -> dict[Any, Tally]:
+    """Every group's session figures, groups in the order of their first target, then
+    by name.
+    ``denied``: take the denied calls from the sessions' ``n_denied`` (the ``totals``
+    detail; otherwise the denied calls themselves are counted, by class).  Without
+    ``full`` only what ``ix_sessions_run_target_status`` covers (:data:`Detail`)."""
     s = sessions.c
     required = s.handshake_required > 0
     done = case((s.handshake_done < s.handshake_required, s.handshake_done),
@@ -141,26 +175,35 @@ def _session_tallies(conn, ids: list[int], key, names, *, full: bool = True
     extra = (func.sum(s.n_messages), func.sum(s.n_turns),
              func.sum(case((required, done * 1.0 / s.handshake_required), else_=0.0)),
              func.min(s.started_at), func.max(s.finished_at))
+    keys = g.session_cols
     rows = conn.execute(
-        select(key, s.status, func.count(), func.min(s.target_id), func.min(s.id),
+        select(*keys, s.target_id, s.status, func.count(),
+               func.sum(s.n_calls), func.sum(s.n_denied),
                func.sum(case((required, 1), else_=0)),
                func.sum(case((and_(required, s.handshake_completed), 1), else_=0)),
                *(extra if full else ()))
-        .where(s.run_id.in_(ids)).group_by(key, s.status)).all()
+        .select_from(g.sessions()).where(s.run_id.in_(ids))
+        .group_by(*_in_index_order(keys, s.target_id, s.status))).all()
     if not full:
         rows = [(*row, 0, 0, 0.0, None, None) for row in rows]
-    first: dict[str, tuple[int, int]] = {}
-    for key_value, _status, _n, target_id, sid, *_ in rows:
-        name = names(key_value)
-        first[name] = min(first.get(name, (target_id, sid)), (target_id, sid))
-    tallies = {name: _Tally() for name in sorted(first, key=first.__getitem__)}
-    for key_value, status, n, _t, _s, hs_n, hs_ok, messages, replies, hs_share, start, end in rows:
-        tally = tallies[names(key_value)]
+    width = len(keys)
+    first: dict[Any, int] = {}  # group -> its first target
+    for row in rows:
+        name = g.name(row[:width])
+        first[name] = min(first.get(name, row[width]), row[width])
+    tallies = {name: Tally() for name in sorted(first, key=lambda k: (first[k], k))}
+    for row in rows:
+        tally = tallies[g.name(row[:width])]
+        (_t, status, n, n_calls, n_denied, hs_n, hs_ok, messages, replies, hs_share,
+         start, end) = row[width:]
         tally.exit_states[status] += n
         if status == "error":
             tally.error_sessions += n
             continue
         tally.sessions += n
+        tally.calls += int(n_calls or 0)
+        if denied:
+            tally.denied += int(n_denied or 0)
         tally.messages += messages or 0
         tally.replies += replies or 0
         tally.hs_sessions += hs_n or 0
@@ -170,82 +213,137 @@ def _session_tallies(conn, ids: list[int], key, names, *, full: bool = True
             tally.first_start = start
         if end is not None and (tally.last_finish is None or end > tally.last_finish):
             tally.last_finish = end
-    if not full:
-        return tallies
-    missed_steps = conn.execute(
-        select(key, s.handshake_missed_step, func.count())
-        .where(s.run_id.in_(ids), s.status != "error", s.handshake_required > 0,
-               s.handshake_completed.is_(False), s.handshake_missed_step.is_not(None),
-               s.handshake_missed_step != "")
-        .group_by(key, s.handshake_missed_step)).all()
-    for key_value, step, n in missed_steps:
-        tallies[names(key_value)].hs_missed[step] += n
+    if full:
+        missed_steps = conn.execute(
+            select(*keys, s.handshake_missed_step, func.count())
+            .select_from(g.sessions())
+            .where(s.run_id.in_(ids), s.status != "error", s.handshake_required > 0,
+                   s.handshake_completed.is_(False), s.handshake_missed_step.is_not(None),
+                   s.handshake_missed_step != "")
+            .group_by(*keys, s.handshake_missed_step)).all()
+        for *raw, step, n in missed_steps:
+            tallies[g.name(raw)].hs_missed[step] += n
     return tallies
 
 
-def _call_counts(conn, ids: list[int], by: GroupBy, *, actions: bool = True) -> list[tuple]:
-    """``(key, decision, primary, next_action, calls)`` outside error sessions: all calls
-    on the covering breakdown index (no next action needed for allowed calls), denied
-    calls with their next action, minus the calls of the few error sessions.  Without
-    ``actions`` every next action is ``None`` and the denied calls come from the
-    breakdown index too."""
+def _in_index_order(*columns) -> list:
+    """``columns`` once each, those of ``ix_sessions_run_target_status`` first in its order
+    (run, target, status, scenario): SQLite then groups the run's range of that covering
+    index as it reads it, with no sort (a column named twice, or out of order, made it
+    sort 125,000 entries: twice the time of the run page)."""
+    flat = [c for group in columns for c in (group if isinstance(group, tuple) else (group,))]
+    s = sessions.c
+    indexed = [c for c in (s.run_id, s.target_id, s.status, s.scenario)
+               if any(c is f for f in flat)]
+    rest = [c for i, c in enumerate(flat)
+            if not any(c is x for x in indexed) and not any(c is x for x in flat[:i])]
+    return [*indexed, *rest]
+
+
+def _denied_counts(conn, ids: list[int], g: _Grouping, *, actions: bool) -> list[tuple]:
+    """``(key values, primary, next action, calls)`` of the denied calls outside error
+    sessions; without ``actions`` every next action is ``None``."""
     c, s = tool_calls.c, sessions.c
-    call_key = {"target": c.target_id, "run": c.run_id, "all": literal("all")}.get(by)
-    out: Counter = Counter()
-    if call_key is None:  # scenario: only the session knows it
+    counted = (c.primary_code, c.next_action) if actions else (c.primary_code,)
+    if g.call_cols is not None:
+        keys = g.call_cols
+        out = minus_faulted(
+            conn.execute(select(*keys, *counted, func.count()).where(*denied_calls(ids))
+                         .group_by(*keys, *counted)).all(),
+            conn.execute(select(*keys, *counted, func.count()).where(*faulted_calls(ids))
+                         .group_by(*keys, *counted)).all())
+    else:  # by scenario or tag: only the session knows the key
+        keys = g.session_cols
+        out = conn.execute(
+            select(*keys, *counted, func.count())
+            .select_from(tool_calls.join(g.sessions(), s.id == c.session_id))
+            .where(*denied_calls(ids), s.status != "error")
+            .group_by(*keys, *counted)).all()
+    width = len(keys)
+    if actions:
+        return [(tuple(row[:width]), *row[width:]) for row in out]
+    return [(tuple(row[:width]), row[width], None, row[width + 1]) for row in out]
+
+
+def _burned_turns(conn, ids: list[int], g: _Grouping) -> list[tuple[tuple, int]]:
+    """``(key values, replies whose calls were all denied)`` outside error sessions: the
+    denied calls grouped per reply, each group's size checked against all the reply's
+    calls on ``ix_tool_calls_session_turn``.  By target or run, grouped by the calls' own
+    columns (no lookup of a session per reply: 90,000 of them took 1.4 s on PostgreSQL),
+    minus the replies of the few error sessions, read from those sessions; by scenario or
+    tag, only the session knows the key."""
+    c, s = tool_calls.c, sessions.c
+    per_turn = (select(c.session_id, c.turn_index, c.target_id, c.run_id,
+                       func.count().label("n"))
+                .where(*denied_calls(ids))
+                .group_by(c.session_id, c.turn_index, c.target_id, c.run_id).subquery())
+    every = (select(func.count()).select_from(tool_calls)
+             .where(c.session_id == per_turn.c.session_id,
+                    c.turn_index == per_turn.c.turn_index).scalar_subquery())
+    if g.call_cols is None:
+        keys = g.session_cols
         rows = conn.execute(
-            select(s.scenario, c.decision, c.primary_code, c.next_action, func.count())
-            .select_from(tool_calls).join(sessions, s.id == c.session_id)
-            .where(c.run_id.in_(ids), s.status != "error")
-            .group_by(s.scenario, c.decision, c.primary_code, c.next_action)).all()
-        return [(*k, n) for *k, n in rows]
-    allowed = conn.execute(
-        select(call_key, c.decision, c.primary_code, func.count())
-        .where(c.run_id.in_(ids), *(() if not actions else (c.decision != "deny",)))
-        .group_by(call_key, c.decision, c.primary_code)).all()
-    for key, decision, code, n in allowed:
-        out[(key, decision, code, None)] += n
-    denied = [] if not actions else conn.execute(
-        select(call_key, c.primary_code, c.next_action, func.count())
-        .where(c.run_id.in_(ids), c.decision == "deny", c.session_id > 0)
-        .group_by(call_key, c.primary_code, c.next_action)).all()
-    for key, code, action, n in denied:
-        out[(key, "deny", code, action)] += n
-    faulted = conn.execute(
-        select(call_key, c.decision, c.primary_code, c.next_action, func.count())
-        .select_from(sessions).join(tool_calls, c.session_id == s.id)
-        .where(s.run_id.in_(ids), s.status == "error")
-        .group_by(call_key, c.decision, c.primary_code, c.next_action)).all()
-    for key, decision, code, action, n in faulted:
-        out[(key, decision, code, action if decision == "deny" and actions else None)] -= n
-    return [(*k, n) for k, n in out.items() if n > 0]
+            select(*keys, func.count()).select_from(per_turn)
+            .join(g.sessions(), s.id == per_turn.c.session_id)
+            .where(s.status != "error", per_turn.c.n == every).group_by(*keys)).all()
+        return [(tuple(raw), n) for *raw, n in rows]
+    turn_keys = [per_turn.c[col.name] for col in g.call_cols]
+    out: Counter = Counter({tuple(raw): n for *raw, n in conn.execute(
+        select(*turn_keys, func.count()).select_from(per_turn)
+        .where(per_turn.c.n == every).group_by(*turn_keys)).all()})
+    faulted = (select(*(s[col.name] for col in g.call_cols), c.session_id, c.turn_index)
+               .select_from(sessions).join(tool_calls, c.session_id == s.id)
+               .where(s.run_id.in_(ids), s.status == "error")
+               .group_by(*(s[col.name] for col in g.call_cols), c.session_id, c.turn_index)
+               .having(func.sum(case((c.decision == "deny", 1), else_=0)) == func.count())
+               .subquery())
+    fault_keys = [faulted.c[col.name] for col in g.call_cols]
+    for *raw, n in conn.execute(select(*fault_keys, func.count()).select_from(faulted)
+                                .group_by(*fault_keys)):
+        out[tuple(raw)] -= n
+    return [(raw, n) for raw, n in out.items() if n > 0]
 
 
-def _turn_figures(conn, ids: list[int], key, names, tallies: dict[str, _Tally]) -> None:
+def _turn_figures(conn, ids: list[int], g: _Grouping, tallies: dict[Any, Tally]) -> None:
     """Replies' counts, token sums and mean decode speed per group; the latency and
     time-to-first-token percentiles from the two ranks around each, read in SQL order."""
     s, t = sessions.c, turns.c
+    keys = g.session_cols
     scope = (s.run_id.in_(ids), s.status != "error")
+    source = turns.join(g.sessions(), s.id == t.session_id)
     rows = conn.execute(
-        select(key, func.count(), func.sum(t.decode_tps), func.count(t.decode_tps),
+        select(*keys, func.count(), func.sum(t.decode_tps), func.count(t.decode_tps),
                func.sum(t.prompt_tokens), func.sum(t.completion_tokens),
                func.sum(t.reasoning_tokens), func.count(t.latency_s), func.count(t.ttft_s))
-        .select_from(turns).join(sessions, s.id == t.session_id)
-        .where(*scope).group_by(key)).all()
-    for key_value, n, tps_sum, tps_n, prompt, completion, reasoning, n_lat, n_ttft in rows:
-        tally = tallies[names(key_value)]
+        .select_from(source).where(*scope).group_by(*keys)).all()
+    width = len(keys)
+    members: dict[Any, list[tuple]] = {}  # a group's key values (a name in several runs)
+    counts: dict[Any, list[int]] = {}
+    for row in rows:
+        raw = tuple(row[:width])
+        n, tps_sum, tps_n, prompt, completion, reasoning, n_lat, n_ttft = row[width:]
+        name = g.name(raw)
+        tally = tallies[name]
         tally.turns += n
         tally.tps_sum += float(tps_sum or 0.0)
         tally.tps_n += tps_n
         tally.prompt_tokens += prompt or 0
         tally.completion_tokens += completion or 0
         tally.reasoning_tokens += reasoning or 0
-        for column, count, values in ((t.latency_s, n_lat, tally.latency),
-                                      (t.ttft_s, n_ttft, tally.ttft)):
-            values.extend(_ranks(conn, key == key_value, scope, column, count))
+        members.setdefault(name, []).append(raw)
+        total = counts.setdefault(name, [0, 0])
+        total[0] += n_lat
+        total[1] += n_ttft
+    for name, raws in members.items():
+        in_group = or_(*(and_(true(), *(col == v for col, v in zip(keys, raw, strict=True)))
+                         for raw in raws))
+        tally = tallies[name]
+        for column, count, values in ((t.latency_s, counts[name][0], tally.latency),
+                                      (t.ttft_s, counts[name][1], tally.ttft)):
+            values.extend(_ranks(conn, source, in_group, scope, column, count))
 
 
-def _ranks(conn, in_group, scope, column, count: int) -> list[float]:
+def _ranks(conn, source, in_group, scope, column, count: int) -> list[float]:
     """Stand-in values with the same p50 and p95 as the group's ``count`` values: the
     sorted values at the ranks ``percentile`` interpolates between, the rest repeated.
 
@@ -256,11 +354,10 @@ def _ranks(conn, in_group, scope, column, count: int) -> list[float]:
         return []
     needed = sorted({r for q in (50, 95) for pos in ((count - 1) * q / 100,)
                      for r in (int(pos), min(int(pos) + 1, count - 1))})
-    s, t = sessions.c, turns.c
     values: dict[int, float] = {}
     for rank in needed:
         values[rank] = conn.execute(
-            select(column).select_from(turns).join(sessions, s.id == t.session_id)
+            select(column).select_from(source)
             .where(*scope, in_group, column.is_not(None))
             .order_by(column).limit(1).offset(rank)).scalar_one()
     out, last = [], values[needed[0]]
@@ -270,64 +367,11 @@ def _ranks(conn, in_group, scope, column, count: int) -> list[float]:
     return out
 
 
-class UnitSession(NamedTuple):
-    """The fields of a session that units and repeat outcomes read (``split_sessions``,
-    ``metrics.clustered._units``, ``metrics.repeats._outcomes_by``)."""
-
-    id: int
-    parent_id: int | None
-    status: str
-    target: str
-    scenario: str
-    repeat: int
-    tags: tuple[str, ...]
-    n_calls: int
-
-
-def unit_sessions(engine: Engine, run_ids: Iterable[int]) -> list[UnitSession]:
-    """The runs' sessions in ``session_rows`` order with only what per-session statistics
-    need; tags come back as JSON text and are decoded only when not empty, so a run of
-    125,000 sessions reads in a fraction of the time full ``SessionRow``s take."""
-    s = sessions.c
-    query = (select(s.id, s.parent_id, s.status, targets.c.name, s.scenario, s.repeat,
-                    cast(s.tags, Text), s.n_calls)
-             .join(targets, targets.c.id == s.target_id)
-             .where(s.run_id.in_(list(run_ids))).order_by(s.target_id, s.id))
-    with engine.connect() as conn:
-        rows = conn.execute(query).all()
-    return [UnitSession(sid, parent, status, target, scenario, repeat,
-                        tuple(json.loads(tags)) if tags and tags != "[]" else (), n_calls)
-            for sid, parent, status, target, scenario, repeat, tags, n_calls in rows]
-
-
-def units_sql(engine: Engine, run_ids: Iterable[int]) -> list[Unit]:
-    """``session_units(session_rows, call_rows)`` from the sessions' stored call counts and
-    one GROUP BY of denied calls per (session, class): no call row leaves the database.
-
-    ``sessions.n_calls`` is written as ``len(record.calls)`` in the same transaction as
-    those calls (``store.sessions``), so it is the per-session count a GROUP BY over the
-    run's calls would give, without reading a million index entries.
-    """
-    ids = list(run_ids)
-    c = tool_calls.c
-    rows = unit_sessions(engine, ids)
-    calls = [(row.id, row.n_calls) for row in rows]
-    with engine.connect() as conn:
-        denied = conn.execute(
-            select(c.session_id, c.primary_code, func.count())
-            .where(c.run_id.in_(ids), c.decision == "deny", c.session_id > 0)
-            .group_by(c.session_id, c.primary_code)).all()
-    parent, roots, faulted = split_sessions(rows)  # type: ignore[arg-type]
-    nested = any(p is not None for p in parent.values())
-    tallies: dict[int, list] = {sid: [0, 0, {}] for sid in roots}
-    for sid, n in calls:
-        tally = _tally_of(sid, parent, faulted, tallies) if nested else tallies.get(sid)
-        if tally is not None:
-            tally[0] += n
-    for sid, code, n in denied:
-        tally = _tally_of(sid, parent, faulted, tallies) if nested else tallies.get(sid)
-        if tally is not None:
-            tally[1] += n
-            key = code or "unclassified"
-            tally[2][key] = tally[2].get(key, 0) + n
-    return _units(roots, tallies)  # type: ignore[arg-type]
+def minus_faulted(rows, faulted) -> list[tuple]:
+    """Counts ``(*key, n)`` minus the same keys' counts in error sessions; zeros dropped."""
+    counts: Counter = Counter()
+    for *key, n in rows:
+        counts[tuple(key)] += n
+    for *key, n in faulted:
+        counts[tuple(key)] -= n
+    return [(*key, n) for key, n in counts.items() if n > 0]

@@ -41,7 +41,7 @@ from typing import Any, Literal
 from sqlalchemy import BigInteger, Engine, Integer, and_, case, cast, func, select, type_coerce
 
 from agent_eval.metrics.classes import UNCLASSIFIED
-from agent_eval.metrics.clustered import Unit, units_by_target
+from agent_eval.metrics.clustered import units_by_target
 from agent_eval.metrics.sufficient import (
     Passes,
     ScenarioStats,
@@ -50,8 +50,8 @@ from agent_eval.metrics.sufficient import (
     merge_stats,
     stats_from_units,
 )
-from agent_eval.store.overview import denied_calls
-from agent_eval.store.schema import sessions, targets, tool_calls
+from agent_eval.store.schema import denied_calls, sessions, targets, tool_calls
+from agent_eval.store.units import units_sql
 
 StatsBy = Literal["target", "all"]
 Outcomes = dict[tuple[str, str], tuple[tuple[int, bool], ...]]
@@ -63,13 +63,15 @@ BLOCK = 32
 
 
 def cluster_stats(engine: Engine, run_ids: Iterable[int], *, by: StatsBy = "target",
-                  classes: bool = False, passes: bool = False) -> dict[str, TargetStats]:
+                  classes: bool = False, passes: bool = False,
+                  columns: bool = False) -> dict[str, TargetStats]:
     """Per target name (or ``"all"``, the run pooled) the sums of its sessions per
     scenario, scenarios in the order of their first session (as ``session_units``).
     ``classes`` also sums each primary class; ``passes`` reads each scenario's outcomes
-    (``ScenarioStats.passes``), else they stay ``None``."""
+    (``ScenarioStats.passes``), else they stay ``None``; ``columns`` names targets as the
+    report's columns (``name · run N`` when there are several runs)."""
     ids = list(run_ids)
-    units = cache(lambda: _units(engine, ids))
+    units = cache(lambda: units_sql(engine, ids, columns=columns))
     by_name = cache(lambda: units_by_target(units()))
     with engine.connect() as conn:
         clusters = _clusters(conn, ids)
@@ -78,7 +80,7 @@ def cluster_stats(engine: Engine, run_ids: Iterable[int], *, by: StatsBy = "targ
             # recursive CTE) nested-looped for minutes at 125,000 sessions: units instead
             grouped = {"all": units()} if by == "all" else units_by_target(units())
             return {name: stats_from_units(us) for name, us in grouped.items()}
-        names = _names(conn, ids)
+        names = _names(conn, ids, columns)
         # pooled groups (the run whole, or a name in several runs) sort their sessions by
         # repeat across targets: their positions are ranked, not read off the repeats
         pooled = passes and (by == "all" or len(set(names.values())) < len(names))
@@ -104,12 +106,6 @@ def cluster_stats(engine: Engine, run_ids: Iterable[int], *, by: StatsBy = "targ
         return {"all": TargetStats(out.get("all", {}), units)}
     return {name: TargetStats(scenarios, lambda name=name: by_name().get(name, []))
             for name, scenarios in out.items()}
-
-
-def _units(engine: Engine, ids: list[int]) -> list[Unit]:
-    from agent_eval.store.aggregates import units_sql
-
-    return units_sql(engine, ids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,6 +321,9 @@ def session_outcomes(engine: Engine, run_ids: Iterable[int],
             for (target, scenario), v in sorted(grouped.items(), key=itemgetter(0))}
 
 
-def _names(conn, ids: list[int]) -> dict[int, str]:
-    return dict(conn.execute(select(targets.c.id, targets.c.name)
-                             .where(targets.c.run_id.in_(ids))).all())
+def _names(conn, ids: list[int], columns: bool = False) -> dict[int, str]:
+    several = columns and len(ids) > 1
+    return {tid: f"{name} · run {run}" if several else name
+            for tid, name, run in conn.execute(select(targets.c.id, targets.c.name,
+                                                      targets.c.run_id)
+                                               .where(targets.c.run_id.in_(ids))).all()}

@@ -24,7 +24,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
-from sqlalchemy import Connection, Engine, create_engine, event, inspect
+from sqlalchemy import URL, Connection, Engine, create_engine, event, inspect
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, SQLAlchemyError
 
@@ -66,7 +66,7 @@ def resolve_db_url(value: str | None) -> str:
     return "sqlite:///" + str(Path(value).expanduser())
 
 
-def describe_url(url: str) -> str:
+def describe_url(url: str | URL) -> str:
     """The URL as safe to print: any password replaced by ``***``."""
     try:
         return make_url(url).render_as_string(hide_password=True)
@@ -74,7 +74,7 @@ def describe_url(url: str) -> str:
         return "<unparseable URL>"
 
 
-def connect(url: str) -> Engine:
+def connect(url: str | URL) -> Engine:
     """An engine for ``url`` (already resolved), with the SQLite pragmas in place."""
     try:
         parsed = make_url(url)
@@ -92,6 +92,21 @@ def connect(url: str) -> Engine:
         raise ConfigError(
             f"cannot use database URL {describe_url(url)}: {exc}", field="--db"
         ) from None
+    return engine
+
+
+def refuse_writes(engine: Engine) -> Engine:
+    """Every new connection of ``engine`` refuses writes (SQLite ``query_only``,
+    PostgreSQL read-only transactions); open ones are dropped."""
+    if engine.dialect.name == "sqlite":
+        @event.listens_for(engine, "connect")
+        def _sqlite_read_only(dbapi_conn, _record) -> None:
+            dbapi_conn.execute("PRAGMA query_only=ON")
+    else:
+        @event.listens_for(engine, "connect")
+        def _pg_read_only(dbapi_conn, _record) -> None:
+            dbapi_conn.read_only = True
+    engine.dispose()
     return engine
 
 

@@ -10,8 +10,9 @@ Promises:
 - the same filter gives the same rows in the terminal, in ``--json`` and in the viewer;
 - SQLite and PostgreSQL answer alike (tags are matched on the JSON text both store).
 
-"Failed first" is the default order: a session is failed when it did not complete, did
-not finish its handshake, or holds a denied call; a call when it was denied.
+"Failed first" is the default order: a session failed when it did not complete, holds a
+denied call, or left its handshake open (``metrics.session_failed``, here in SQL:
+:func:`failed_sessions`); a call when it was denied.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from sqlalchemy import (
     Engine,
@@ -38,11 +40,10 @@ from sqlalchemy import (
 from sqlalchemy import column as column_of
 
 from agent_eval.errors import ConfigError
-from agent_eval.metrics.stats import wilson_interval
 from agent_eval.store.database import write_transaction
-from agent_eval.store.overview import denied_calls
 from agent_eval.store.schema import (
     SEARCH_TABLE,
+    denied_calls,
     findings,
     runs,
     sessions,
@@ -50,6 +51,12 @@ from agent_eval.store.schema import (
     tool_calls,
 )
 from agent_eval.store.search_index import has_sqlite_search
+
+if TYPE_CHECKING:
+    from agent_eval.metrics.summary import GroupSummary
+
+# ``agent_eval.metrics`` (and through it the policy engine and bashlex) is imported where it
+# is used, not here: the Store facade imports this module, and every command opens a store.
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
@@ -92,6 +99,8 @@ class RunRow:
 
     @property
     def interval(self) -> tuple[float, float] | None:
+        from agent_eval.metrics.stats import wilson_interval
+
         if not self.calls:
             return None
         lo, hi = wilson_interval(self.errors, self.calls)
@@ -151,8 +160,10 @@ class SessionListRow:
 
     @property
     def failed(self) -> bool:
-        return (self.status != "completed" or self.denials > 0
-                or (self.handshake_required > 0 and not self.handshake_completed))
+        from agent_eval.metrics.summary import session_failed
+
+        return session_failed(self.status, self.denials,
+                              self.handshake_required > 0 and not self.handshake_completed)
 
     @property
     def status_text(self) -> str:
@@ -236,7 +247,8 @@ def filter_from(cls, values: dict):
 
 def list_runs(engine: Engine, *, label: str | None = None, kind: str | None = None,
               status: str | None = None, limit: int = PAGE_SIZE, offset: int = 0) -> Page:
-    """Runs newest first, with their targets, sessions, calls and denied calls."""
+    """Runs newest first, with their targets, sessions, calls and denied calls (the
+    aggregator's ``totals`` per run: the sessions' covering index alone)."""
     limit, offset = _page(limit, offset)
     r = runs.c
     where = [cond for cond in (
@@ -253,25 +265,23 @@ def list_runs(engine: Engine, *, label: str | None = None, kind: str | None = No
         names = _grouped(conn.execute(
             select(targets.c.run_id, targets.c.name).where(targets.c.run_id.in_(ids))
             .order_by(targets.c.id)).all())
-        s = sessions.c
-        live = s.status != "error"
-        counts = {run_id: (n, int(calls or 0), int(errors or 0)) for run_id, n, calls, errors
-                  in conn.execute(select(s.run_id, func.count(),
-                                         func.sum(case((live, s.n_calls), else_=0)),
-                                         func.sum(case((live, s.n_denied), else_=0)))
-                                  .where(s.run_id.in_(ids)).group_by(s.run_id)).all()}
+    from agent_eval.store import aggregates
+
+    figures = aggregates.summarize_sql(engine, ids, by="run", with_turns=False,
+                                       detail="totals")
     return Page(tuple(
         RunRow(id=row.id, label=row.label, kind=row.kind, status=row.status,
-               targets=tuple(names.get(row.id, ())), **_run_counts(counts.get(row.id)),
+               targets=tuple(names.get(row.id, ())), **_run_counts(figures.get(str(row.id))),
                started=row.created_at, finished=row.finished_at)
         for row in rows), total, limit, offset)
 
 
-def _run_counts(counts: tuple[int, int, int] | None) -> dict[str, int]:
-    """Sessions, and calls and denied calls outside error sessions, summed from the
-    sessions' ``n_calls`` and ``n_denied`` (one range of ``ix_sessions_run_target_status``)."""
-    n, calls, errors = counts or (0, 0, 0)
-    return {"sessions": n, "calls": calls, "errors": errors}
+def _run_counts(summary: GroupSummary | None) -> dict[str, int]:
+    """Sessions (faulted ones too), and calls and denied calls outside error sessions."""
+    if summary is None:
+        return {"sessions": 0, "calls": 0, "errors": 0}
+    return {"sessions": summary.sessions + summary.error_sessions, "calls": summary.calls,
+            "errors": summary.errors.k}
 
 
 def delete_run(engine: Engine, run_id: int) -> int:
@@ -330,10 +340,12 @@ def _denied_sessions(f):
     return select(c.session_id).where(*where)
 
 
-def _session_failed():
+def failed_sessions():
+    """``metrics.session_failed`` in SQL: did not complete, holds a denied call, or left a
+    required handshake open (tests/test_aggregates_sql.py holds the two together)."""
     s = sessions.c
-    return or_(s.status != "completed", and_(s.handshake_required > 0, not_(s.handshake_completed)),
-               s.n_denied > 0)
+    return or_(s.status != "completed", s.n_denied > 0,
+               and_(s.handshake_required > 0, not_(s.handshake_completed)))
 
 
 def _target_ids(name: str, run_id: int | None):
@@ -389,7 +401,7 @@ def list_sessions(engine: Engine, f: SessionFilter, *, sort: str = "failed",
                           field="sort")
     s = sessions.c
     where = _session_where(f, _searches_index(engine, f))
-    failed = _session_failed()
+    failed = failed_sessions()
     if f.failed and not (f.code or f.decision == "deny"):  # those sessions all failed
         where.append(failed)
     denials = s.n_denied
@@ -431,7 +443,7 @@ def neighbour_sessions(engine: Engine, f: SessionFilter, session_id: int
     match scans the run however soon a session is found, one pass for both."""
     s = sessions.c
     where = [*_session_where(f, _searches_index(engine, f)),
-             _session_failed()]
+             failed_sessions()]
     base = select(s.id)
     with engine.connect() as conn:
         if f.search:

@@ -167,6 +167,7 @@ class StoredRequest:
 
     request: dict[str, Any]
     capped: bool
+    protocol: str | None = None  # the session's wire protocol (None: Chat Completions)
 
 
 def load_requests(conn: Connection, session_id: int) -> dict[int, StoredRequest]:
@@ -178,7 +179,9 @@ def load_requests(conn: Connection, session_id: int) -> dict[int, StoredRequest]
     ).all()
     refs = {index: ref for index, ref in rows if ref}  # JSON null or SQL NULL: none kept
     blobs = load_blobs(conn, (h for ref in refs.values() for h in ref_hashes(ref)))
-    return {index: StoredRequest(join_request(ref, blobs), bool(ref.get("capped")))
+    protocol = conn.execute(select(sessions.c.protocol)
+                            .where(sessions.c.id == session_id)).scalar()
+    return {index: StoredRequest(join_request(ref, blobs), bool(ref.get("capped")), protocol)
             for index, ref in refs.items() if all(h in blobs for h in ref_hashes(ref))}
 
 

@@ -202,11 +202,24 @@ def resolve_run(engine: Engine, ref: str | int) -> RunInfo:
     return _run_info(row)
 
 
-def list_runs(engine: Engine, limit: int = 20) -> list[RunInfo]:
-    """The newest runs first."""
+def list_runs(engine: Engine, limit: int = 20, label: str | None = None) -> list[RunInfo]:
+    """The newest runs first (with ``label`` only, when given)."""
+    query = select(runs).order_by(runs.c.id.desc()).limit(limit)
+    if label is not None:
+        query = query.where(runs.c.label == label)
     with engine.connect() as conn:
-        rows = conn.execute(select(runs).order_by(runs.c.id.desc()).limit(limit)).all()
+        rows = conn.execute(query).all()
     return [_run_info(row) for row in rows]
+
+
+def previous_run_id(engine: Engine, run: RunInfo) -> int | None:
+    """The newest run older than ``run`` with its label (None without a label or one)."""
+    if not run.label:
+        return None
+    with engine.connect() as conn:
+        return conn.execute(select(runs.c.id).where(runs.c.label == run.label,
+                                                    runs.c.id < run.id)
+                            .order_by(runs.c.id.desc()).limit(1)).scalar()
 
 
 def run_targets(engine: Engine, run_id: int) -> list[TargetInfo]:

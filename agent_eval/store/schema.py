@@ -28,6 +28,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    select,
 )
 from sqlalchemy.types import TypeDecorator
 
@@ -162,6 +163,9 @@ sessions = Table(
     Column("schema_version", Integer, nullable=False),
     Column("started_at", UtcDateTime),
     Column("finished_at", UtcDateTime),
+    # the wire protocol a proxied session's requests came in (migration session_protocol):
+    # replay re-sends its turns in it; NULL for Chat Completions and every other source
+    Column("protocol", String(16)),
     UniqueConstraint("run_id", "key", name="uq_sessions_run_key"),
     # covering the run pages' GROUP BYs (migration viewer_speed) and the repeat outcomes
     # compare pairs (migration session_repeats)
@@ -311,3 +315,22 @@ server_requests = Table(
     Column("duration_s", Float),
     Index("ix_server_requests_ts", "ts"),
 )
+
+
+# ranges of the indexes above, shared by the aggregator and the lists
+
+
+def denied_calls(run_ids: list[int]) -> list:
+    """The denied calls of the runs, as a range of ``ix_tool_calls_run_decision``.  The
+    ``session_id > 0`` bound (always true) makes that index the tightest match for
+    SQLite's planner, which has no statistics in a store nobody ANALYZEd."""
+    c = tool_calls.c
+    return [c.run_id.in_(run_ids), c.decision == "deny", c.session_id > 0]
+
+
+def faulted_calls(run_ids: list[int]) -> list:
+    """The denied calls of the runs' error sessions, reached from those few sessions."""
+    c, s = tool_calls.c, sessions.c
+    return [c.session_id.in_(select(s.id).where(s.run_id.in_(run_ids), s.status == "error",
+                                                s.n_denied > 0)),
+            c.decision == "deny"]

@@ -290,6 +290,7 @@ def _session_values(run_id: int, target_id: int, r: SessionRecord) -> dict:
         "messages": r.messages,
         "source": r.source,
         "schema_version": r.schema_version,
+        "protocol": r.protocol,
         "started_at": r.started_at,
         "finished_at": r.finished_at,
     }
@@ -431,6 +432,7 @@ def rebuild_session(row, turn_rows, call_rows, found, child_ids, *, parent_key, 
         finished_at=row.finished_at,
         source=row.source,
         schema_version=row.schema_version,
+        protocol=row.protocol,
     )
     return StoredSession(
         id=row.id,

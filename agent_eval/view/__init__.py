@@ -4,7 +4,7 @@
 
 Module map: ``links`` (URLs with their filters), ``overview`` (runs, run and compare
 page contexts), ``lists`` (calls, sessions and session page contexts), ``trend`` (the
-nightly trend as inline SVG), ``app`` (aiohttp routes, read-only engine, serving).
+nightly trend as inline SVG), ``app`` (aiohttp routes, the store read-only, serving).
 Pages render with the report's jinja2 templates (autoescape on) plus the ones under
 ``view/templates``; no script, no CDN, nothing but HTML and inline CSS and SVG.
 """

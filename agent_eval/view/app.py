@@ -1,9 +1,9 @@
-"""The viewer's HTTP side: aiohttp routes over a read-only engine.
+"""The viewer's HTTP side: aiohttp routes over a read-only store.
 
 aiohttp because the simulator already serves with it: one web stack for the simulator,
 the viewer and the coming proxy.  Each handler parses the query string, builds one page
 context in a worker thread (the store is synchronous SQLAlchemy) and renders it.  The
-engine refuses writes (SQLite ``query_only``, PostgreSQL read-only transactions), every
+store refuses writes (SQLite ``query_only``, PostgreSQL read-only transactions), every
 response carries a Content-Security-Policy that allows no script at all, and a bad
 filter value (a number out of the store's range too) is a 400 page naming it, never a
 traceback.
@@ -28,14 +28,13 @@ from pathlib import Path
 from aiohttp import web
 from jinja2 import ChoiceLoader, FileSystemLoader
 from markupsafe import Markup
-from sqlalchemy import Engine, event
 
 from agent_eval.errors import ConfigError
 from agent_eval.policy import RULES
 from agent_eval.report.pages import build_rule_page
 from agent_eval.report.render import TEMPLATES as REPORT_TEMPLATES
 from agent_eval.report.render import environment as report_environment
-from agent_eval.store.schema import MAX_ID
+from agent_eval.store import MAX_ID, Store
 from agent_eval.view import lists, overview
 from agent_eval.view.links import filters_of
 
@@ -53,7 +52,7 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
-ENGINE = web.AppKey("engine", Engine)
+STORE = web.AppKey("store", Store)
 HOSTS = web.AppKey("hosts", frozenset)
 ANY_ADDRESS = web.AppKey("any_address", bool)
 
@@ -78,35 +77,21 @@ def visible_controls(value):
     return value
 
 
-def make_read_only(engine: Engine) -> Engine:
-    """Every new connection of ``engine`` refuses writes; open ones are dropped."""
-    if engine.dialect.name == "sqlite":
-        @event.listens_for(engine, "connect")
-        def _sqlite_read_only(dbapi_conn, _record) -> None:
-            dbapi_conn.execute("PRAGMA query_only=ON")
-    else:
-        @event.listens_for(engine, "connect")
-        def _pg_read_only(dbapi_conn, _record) -> None:
-            dbapi_conn.read_only = True
-    engine.dispose()
-    return engine
-
-
 def allowed_hosts(host: str, extra: Iterable[str] = ()) -> frozenset[str]:
     """The ``Host`` names the viewer bound to ``host`` answers (besides IP addresses when
     ``host`` is a wildcard): the loopback names, ``host`` itself and ``extra``."""
     return frozenset(_host_name(h) for h in (*LOOPBACK, host, *extra) if h not in WILDCARDS)
 
 
-def make_app(engine: Engine, hosts: frozenset[str] | None = None,
+def make_app(store: Store, hosts: frozenset[str] | None = None,
              any_address: bool = False) -> web.Application:
-    """The viewer over ``engine`` (made read-only here), answering requests whose
+    """The viewer over ``store`` (made read-only here), answering requests whose
     ``Host`` is in ``hosts`` (default: the loopback names), or any IP address when
     ``any_address`` (bound to all interfaces)."""
     app = web.Application(middlewares=[_host_check, _errors])
     app[HOSTS] = hosts if hosts is not None else allowed_hosts("127.0.0.1")
     app[ANY_ADDRESS] = any_address
-    app[ENGINE] = make_read_only(engine)
+    app[STORE] = store.read_only()
     app.router.add_get("/", _runs)
     app.router.add_get("/index.html", _home)
     app.router.add_get(r"/runs/{run_id:\d+}", _run)
@@ -118,10 +103,10 @@ def make_app(engine: Engine, hosts: frozenset[str] | None = None,
     return app
 
 
-def serve(engine: Engine, *, host: str = "127.0.0.1", port: int = 8700,
+def serve(store: Store, *, host: str = "127.0.0.1", port: int = 8700,
           allow_hosts: Iterable[str] = ()) -> None:
     """Serve until Ctrl-C."""
-    app = make_app(engine, allowed_hosts(host, allow_hosts), host in WILDCARDS)
+    app = make_app(store, allowed_hosts(host, allow_hosts), host in WILDCARDS)
     web.run_app(app, host=host, port=port, print=None, handle_signals=True)
 
 
@@ -198,7 +183,7 @@ def _params(request: web.Request) -> tuple[dict[str, str], str | None, int]:
 
 
 async def _in_thread(request: web.Request, build, *args):
-    return await asyncio.to_thread(build, request.app[ENGINE], *args)
+    return await asyncio.to_thread(build, request.app[STORE], *args)
 
 
 async def _home(_request: web.Request) -> web.Response:
@@ -258,11 +243,11 @@ async def _compare(request: web.Request) -> web.Response:
 
 
 @contextmanager
-def run_view_in_thread(engine: Engine, host: str = "127.0.0.1", port: int = 0,
+def run_view_in_thread(store: Store, host: str = "127.0.0.1", port: int = 0,
                        allow_hosts: Iterable[str] = ()) -> Iterator[str]:
     """The viewer on its own event loop in a daemon thread (tests, benchmarks); yields
     its base URL (``http://127.0.0.1:PORT``) and stops it on exit."""
-    runner = web.AppRunner(make_app(engine, allowed_hosts(host, allow_hosts), host in WILDCARDS))
+    runner = web.AppRunner(make_app(store, allowed_hosts(host, allow_hosts), host in WILDCARDS))
     loop = asyncio.new_event_loop()
     ready = threading.Event()
     bound: list = []

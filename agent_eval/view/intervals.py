@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Engine
-
 from agent_eval.metrics.clustered import (
     CLUSTERED_METHOD,
     ClusteredRate,
@@ -27,6 +25,7 @@ from agent_eval.metrics.stats import wilson_interval
 from agent_eval.metrics.sufficient import TargetStats, as_stats
 from agent_eval.policy import RULES, get_rule
 from agent_eval.report.lists import ListCell as Cell
+from agent_eval.store import Store
 
 CLUSTERED_HEAD = ("target", "errors/100", "Wilson 95% CI (calls)", "clustered 95% CI (sessions)",
                   "design effect", "sessions", "across tasks 95% CI (scenarios)")
@@ -43,16 +42,14 @@ class ClusteredView:
     method: str = CLUSTERED_METHOD
 
 
-def run_units(engine: Engine, run_id: int, *, classes: bool = False,
+def run_units(store: Store, run_id: int, *, classes: bool = False,
               outcomes: bool = False) -> dict[str, TargetStats]:
     """Per-target sums of one run's session clusters: what ``session_units`` gives the CLI
     (children folded into their root, faulted sessions left out), summed per scenario in
     SQL (``store.cluster_stats``), so a page never builds an object per session.
     ``classes``: also per failure class (the run page); ``outcomes``: each session's pass
     (the compare page's pass rates and McNemar test, as ``agent-eval compare``)."""
-    from agent_eval.store.cluster_stats import cluster_stats
-
-    return cluster_stats(engine, [run_id], classes=classes, passes=outcomes)
+    return store.cluster_stats([run_id], classes=classes, passes=outcomes)
 
 
 def clustered_view(units: Mapping[str, Sequence[Unit] | TargetStats],

@@ -10,23 +10,17 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from sqlalchemy import Engine
-
 from agent_eval.errors import ConfigError
 from agent_eval.report.pages import SessionLink, SessionPage, build_session_page
-from agent_eval.store.queries import (
+from agent_eval.store import (
     CALL_SORTS,
     SESSION_SORTS,
     CallFilter,
     Page,
     SessionFilter,
+    Store,
     filter_from,
-    list_calls,
-    list_sessions,
-    neighbour_sessions,
 )
-from agent_eval.store.runs import get_run
-from agent_eval.store.sessions import load_session
 from agent_eval.view.links import query, run_href, session_href
 from agent_eval.view.overview import Cell
 
@@ -58,10 +52,10 @@ SESSIONS_HEAD = ("session", "target", "scenario", "repeat", "status", "calls", "
                  "handshake", "tags")  # fmt: skip
 
 
-def build_calls_page(engine: Engine, params: dict[str, str], sort: str, offset: int,
+def build_calls_page(store: Store, params: dict[str, str], sort: str, offset: int,
                      limit: int = 50) -> ListPage:
     f = filter_from(CallFilter, params)
-    page = list_calls(engine, f, sort=sort, limit=limit, offset=offset)
+    page = store.list_calls(f, sort=sort, limit=limit, offset=offset)
     rows, failed = [], []
     for r in page.rows:
         command = r.command if r.command is not None else ""
@@ -77,13 +71,13 @@ def build_calls_page(engine: Engine, params: dict[str, str], sort: str, offset: 
             Cell((r.source_decision or "") + (" (disagrees)" if r.disagrees else "")),
             Cell(command, to_call)))
         failed.append(r.decision == "deny")
-    return _list_page(engine, "calls", params, sort, CALL_SORTS, CALLS_HEAD, rows, failed, page)
+    return _list_page(store, "calls", params, sort, CALL_SORTS, CALLS_HEAD, rows, failed, page)
 
 
-def build_sessions_page(engine: Engine, params: dict[str, str], sort: str, offset: int,
+def build_sessions_page(store: Store, params: dict[str, str], sort: str, offset: int,
                         limit: int = 50) -> ListPage:
     f = filter_from(SessionFilter, params)
-    page = list_sessions(engine, f, sort=sort, limit=limit, offset=offset)
+    page = store.list_sessions(f, sort=sort, limit=limit, offset=offset)
     rows, failed = [], []
     for r in page.rows:
         href = session_href(r.id, _session_filters(params))
@@ -94,17 +88,17 @@ def build_sessions_page(engine: Engine, params: dict[str, str], sort: str, offse
                      Cell(str(r.repeat)), Cell(r.status_text, href), Cell(str(r.calls)),
                      Cell(str(r.denials)), Cell(hs), Cell(", ".join(r.tags))))
         failed.append(r.failed)
-    return _list_page(engine, "sessions", params, sort, SESSION_SORTS, SESSIONS_HEAD, rows,
+    return _list_page(store, "sessions", params, sort, SESSION_SORTS, SESSIONS_HEAD, rows,
                       failed, page)
 
 
-def _list_page(engine, kind, params, sort, sorts, head, rows, failed, page) -> ListPage:
+def _list_page(store: Store, kind, params, sort, sorts, head, rows, failed, page) -> ListPage:
     base = f"/{kind}"
     run_id = params.get("run_id")
     live = False
     if run_id and str(run_id).isdigit():
         try:
-            live = get_run(engine, int(run_id)).status == "running"
+            live = store.get_run(int(run_id)).status == "running"
         except ConfigError:
             live = False
     return ListPage(
@@ -139,16 +133,16 @@ class SessionView:
     live: bool
 
 
-def build_session_view(engine: Engine, session_id: int, params: dict[str, str]) -> SessionView:
-    stored = load_session(engine, session_id)
+def build_session_view(store: Store, session_id: int, params: dict[str, str]) -> SessionView:
+    stored = store.load_session(session_id)
     page = build_session_page(stored, _view_links(stored))
     page = dataclasses.replace(page, index_href=run_href(page.run_id))
     nested: dict[int, SessionPage] = {}
-    _nest(engine, page, nested, NESTED_DEPTH)
+    _nest(store, page, nested, NESTED_DEPTH)
     filters = _session_filters(params)
     f = filter_from(SessionFilter, {"run_id": page.run_id, **filters})
-    prev_id, next_id = neighbour_sessions(engine, f, session_id)
-    live = get_run(engine, page.run_id).status == "running"
+    prev_id, next_id = store.neighbour_sessions(f, session_id)
+    live = store.get_run(page.run_id).status == "running"
     return SessionView(
         page=page, nested=nested,
         prev_href=session_href(prev_id, filters) if prev_id is not None else None,
@@ -157,19 +151,19 @@ def build_session_view(engine: Engine, session_id: int, params: dict[str, str]) 
         run_href=run_href(page.run_id), filters=filters, live=live)
 
 
-def _nest(engine: Engine, page: SessionPage, nested: dict[int, SessionPage], depth: int):
+def _nest(store: Store, page: SessionPage, nested: dict[int, SessionPage], depth: int):
     if depth <= 0:
         return
     for child in page.children:
         if child.id in nested:
             continue
         try:
-            stored = load_session(engine, child.id)
+            stored = store.load_session(child.id)
             child_page = build_session_page(stored, _view_links(stored))
         except ConfigError:
             continue
         nested[child.id] = child_page
-        _nest(engine, child_page, nested, depth - 1)
+        _nest(store, child_page, nested, depth - 1)
 
 
 def _view_links(stored) -> dict[int, SessionLink]:

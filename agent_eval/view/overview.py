@@ -1,5 +1,6 @@
-"""Page contexts of the runs list, one run, and two runs compared (SQL aggregates, and the
-session units behind the clustered intervals: ``agent_eval.view.intervals``).
+"""Page contexts of the runs list, one run, and two runs compared: the store's aggregator
+(``Store.summarize``, the figures every reader shows) and the sums behind the clustered
+intervals (``agent_eval.view.intervals``).
 
 Every number a page shows is a :class:`Cell` whose ``href`` opens the calls or sessions
 behind it, pre-filtered, so a reader goes from a rate to the transcripts in one click.
@@ -11,15 +12,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from markupsafe import Markup
-from sqlalchemy import Engine, select
 
+from agent_eval.metrics.classes import UNCLASSIFIED
 from agent_eval.metrics.stats import compare_rates, wilson_interval
+from agent_eval.metrics.summary import GroupSummary, Tally
 from agent_eval.policy import RULES, get_rule
 from agent_eval.report.lists import ListCell as Cell  # one linked-cell record for report and view
-from agent_eval.store.overview import RunOverview, label_trend, run_overview
-from agent_eval.store.queries import Page, list_runs
-from agent_eval.store.runs import get_run
-from agent_eval.store.schema import runs as runs_table
+from agent_eval.report.runs import run_cells
+from agent_eval.store import Page, RunInfo, Store
 from agent_eval.transcript import EXIT_STATES, NEXT_ACTIONS
 from agent_eval.view.intervals import (
     ClusteredView,
@@ -70,12 +70,10 @@ RUNS_HEAD = ("id", "label", "kind", "status", "targets", "sessions", "calls",
              "errors/100 [95% CI]", "started", "duration")  # fmt: skip
 
 
-def build_runs_page(engine: Engine, filters: dict[str, str], offset: int = 0,
+def build_runs_page(store: Store, filters: dict[str, str], offset: int = 0,
                     limit: int = 50) -> RunsPage:
-    from agent_eval.cli.runs import run_cells
-
-    page = list_runs(engine, label=filters.get("label"), kind=filters.get("kind"),
-                     status=filters.get("status"), limit=limit, offset=offset)
+    page = store.list_run_rows(label=filters.get("label"), kind=filters.get("kind"),
+                               status=filters.get("status"), limit=limit, offset=offset)
     rows = []
     for r in page.rows:
         cells = [Cell(t) for t in run_cells(r)]
@@ -85,11 +83,22 @@ def build_runs_page(engine: Engine, filters: dict[str, str], offset: int = 0,
         cells[7] = Cell(cells[7].text, calls_href(run_id=r.id, decision="deny"))
         rows.append(tuple(cells))
     labels = list(dict.fromkeys(r.label for r in page.rows if r.label))
-    trends = tuple((label, trend_chart(label, label_trend(engine, label, TREND_RUNS)))
+    trends = tuple((label, trend_chart(label, label_trend(store, label)))
                    for label in labels[:5])
     return RunsPage(tuple(rows), page, filters, trends,
                     _pager(filters, page, -1), _pager(filters, page, +1),
                     any(r.status == "running" for r in page.rows))
+
+
+def label_trend(store: Store, label: str) -> list[dict[str, GroupSummary]]:
+    """The last :data:`TREND_RUNS` runs with ``label``, oldest first: per target, its
+    totals (calls, denied calls, handshake completion)."""
+    ids = [r.id for r in store.list_runs(TREND_RUNS, label=label)]
+    figures = store.summarize(ids, ("run", "target"), with_turns=False, detail="totals")
+    per_run: dict[str, dict[str, GroupSummary]] = {str(i): {} for i in ids}
+    for (run, target), summary in figures.items():
+        per_run[run][target] = summary
+    return [per_run[str(i)] for i in reversed(ids)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,25 +122,37 @@ TARGET_HEAD = ("target", "sessions", "tool calls", "errors", "errors/100 [95% CI
                "handshake completed", "error sessions")  # fmt: skip
 
 
-def build_run_page(engine: Engine, run_id: int, intervals: bool = False) -> RunPage:
+def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPage:
     """The run page; its clustered intervals inline up to :data:`INLINE_SESSIONS` sessions
     (or when ``intervals`` asks), else a link to the same page with them."""
-    info = get_run(engine, run_id)
-    ov = run_overview(engine, run_id)
-    inline = intervals or _sessions(ov) <= INLINE_SESSIONS
+    info = store.get_run(run_id)
+    figures = _by_target(store, run_id, "actions")
+    by_scenario = store.summarize([run_id], ("scenario", "target"), with_turns=False,
+                                  detail="totals")
+    inline = intervals or _sessions(figures) <= INLINE_SESSIONS
     run = RunHead(info.id, info.label, info.kind, info.status, info.created_at,
                   info.finished_at)
+    previous = store.previous_run_id(info)
     return RunPage(
-        run=run, columns=ov.targets, target_head=TARGET_HEAD,
-        target_rows=_target_rows(run_id, ov), class_rows=_class_rows(run_id, ov),
-        scenario_rows=_scenario_rows(run_id, ov), recovery_rows=_recovery_rows(run_id, ov),
-        exit_rows=_exit_rows(run_id, ov),
+        run=run, columns=tuple(figures), target_head=TARGET_HEAD,
+        target_rows=_target_rows(run_id, figures), class_rows=_class_rows(run_id, figures),
+        scenario_rows=_scenario_rows(run_id, tuple(figures), by_scenario),
+        recovery_rows=_recovery_rows(run_id, figures), exit_rows=_exit_rows(run_id, figures),
         failed_href=sessions_href(run_id=run_id, failed=True),
         calls_href=calls_href(run_id=run_id),
-        previous_href=_previous(engine, info),
-        clustered=clustered_view(run_units(engine, run_id, classes=True), ov.targets) if inline else None,
+        previous_href=compare_href(previous, info.id) if previous is not None else None,
+        clustered=(clustered_view(run_units(store, run_id, classes=True), tuple(figures))
+                   if inline else None),
         clustered_href=None if inline else f"/runs/{run_id}?intervals=1",
     )
+
+
+def _by_target(store: Store, run_id: int, detail) -> dict[str, GroupSummary]:
+    """The aggregator's figures per target of the run, every target of the run in the
+    order added (one that has no session yet with zeros)."""
+    figures = store.summarize([run_id], "target", with_turns=False, detail=detail)
+    return {t.name: figures.get(t.name) or Tally().freeze(t.name, False)
+            for t in store.run_targets(run_id)}
 
 
 INLINE_SESSIONS = 2000
@@ -142,8 +163,8 @@ SQLite), but the first of them in a process imports scipy.stats (about 0.8 s) an
 run page's per-class sums group the denied calls per session."""
 
 
-def _sessions(ov: RunOverview) -> int:
-    return sum(t.sessions + t.error_sessions for t in ov.tallies.values())
+def _sessions(figures: dict[str, GroupSummary]) -> int:
+    return sum(t.sessions + t.error_sessions for t in figures.values())
 
 
 def rate_text(k: int, n: int, *, interval: bool = True) -> str:
@@ -156,95 +177,99 @@ def rate_text(k: int, n: int, *, interval: bool = True) -> str:
     return text
 
 
-def _target_rows(run_id: int, ov: RunOverview) -> tuple[tuple[Cell, ...], ...]:
+def _target_rows(run_id: int, figures: dict[str, GroupSummary]) -> tuple[tuple[Cell, ...], ...]:
     rows = []
-    for name, t in ov.tallies.items():
+    for name, t in figures.items():
         f = {"run_id": run_id, "target": name}
+        hs = t.handshake
         rows.append((
             Cell(name),
             Cell(str(t.sessions), sessions_href(**f)),
             Cell(str(t.calls), calls_href(**f)),
-            Cell(str(t.errors), calls_href(**f, decision="deny")),
-            Cell(rate_text(t.errors, t.calls), calls_href(**f, decision="deny")),
-            Cell(f"{t.handshake_completed}/{t.handshake_sessions}" if t.handshake_sessions
-                 else "–", sessions_href(**f, handshake=True, sort="handshake")),
+            Cell(str(t.errors.k), calls_href(**f, decision="deny")),
+            Cell(rate_text(t.errors.k, t.calls), calls_href(**f, decision="deny")),
+            Cell(f"{hs.completed.k}/{hs.sessions}" if hs.sessions else "–",
+                 sessions_href(**f, handshake=True, sort="handshake")),
             Cell(str(t.error_sessions), sessions_href(**f, status="error")),
         ))
     return tuple(rows)
 
 
-def _class_rows(run_id: int, ov: RunOverview) -> tuple[tuple[Cell, ...], ...]:
-    found = {code for t in ov.tallies.values() for code in t.by_code}
+def _class_rows(run_id: int, figures: dict[str, GroupSummary]) -> tuple[tuple[Cell, ...], ...]:
+    found = {code for t in figures.values() for code in t.classes}
     rows = []
     for code in [c for c in RULES if c in found] + sorted(found - set(RULES)):
         rule = get_rule(code)
         head = Cell(f"{code} {rule.name}" if rule else code, f"/rules/{code}.html" if rule
                     else None)
         cells = [head]
-        for name, t in ov.tallies.items():
-            k = t.by_code.get(code, 0)
+        for name, t in figures.items():
+            k = t.classes[code].k if code in t.classes else 0
             cells.append(Cell(f"{rate_text(k, t.calls, interval=False)} ({k})",
-                              calls_href(run_id=run_id, target=name, code=code) if k else None))
+                              _class_calls(run_id, name, code) if k else None))
         rows.append(tuple(cells))
     total = [Cell("total")]
-    for name, t in ov.tallies.items():
-        total.append(Cell(f"{rate_text(t.errors, t.calls, interval=False)} ({t.errors})",
+    for name, t in figures.items():
+        total.append(Cell(f"{rate_text(t.errors.k, t.calls, interval=False)} ({t.errors.k})",
                           calls_href(run_id=run_id, target=name, decision="deny")))
     rows.append(tuple(total))
     return tuple(rows)
 
 
-def _scenario_rows(run_id: int, ov: RunOverview) -> tuple[tuple[Cell, ...], ...]:
+def _class_calls(run_id: int, target: str, code: str) -> str | None:
+    """The calls of a class; denied calls stored without a class have no filter of theirs."""
+    if code == UNCLASSIFIED:
+        return None
+    return calls_href(run_id=run_id, target=target, code=code)
+
+
+def _scenario_rows(run_id: int, targets: tuple[str, ...],
+                   by_scenario: dict[tuple[str, str], GroupSummary]
+                   ) -> tuple[tuple[Cell, ...], ...]:
+    """Per scenario (by name), per target: errors/100 and completed/sessions (error
+    sessions left out)."""
     rows = []
-    for scenario, by_target in ov.scenarios.items():
+    for scenario in sorted({scenario for scenario, _ in by_scenario}):
         cells = [Cell(scenario, sessions_href(run_id=run_id, scenario=scenario))]
-        for name in ov.targets:
-            s = by_target.get(name)
+        for name in targets:
+            s = by_scenario.get((scenario, name))
             if s is None:
                 cells.append(Cell("–"))
                 continue
-            text = (f"{rate_text(s.errors, s.calls, interval=False)} · "
-                    f"{s.completed}/{s.sessions}")
+            text = (f"{rate_text(s.errors.k, s.calls, interval=False)} · "
+                    f"{s.exit_states['completed']}/{s.sessions}")
             cells.append(Cell(text, sessions_href(run_id=run_id, target=name,
                                                   scenario=scenario)))
         rows.append(tuple(cells))
     return tuple(rows)
 
 
-def _recovery_rows(run_id: int, ov: RunOverview) -> tuple[tuple[Cell, ...], ...]:
+def _recovery_rows(run_id: int, figures: dict[str, GroupSummary]
+                   ) -> tuple[tuple[Cell, ...], ...]:
     rows = []
-    for name, t in ov.tallies.items():
-        cells = [Cell(name), Cell(str(t.errors), calls_href(run_id=run_id, target=name,
-                                                             decision="deny"))]
+    for name, t in figures.items():
+        denials = t.recovery.denials
+        cells = [Cell(name), Cell(str(denials), calls_href(run_id=run_id, target=name,
+                                                           decision="deny"))]
         for action in NEXT_ACTIONS:
-            k = t.by_next.get(action, 0)
-            share = f"{100 * k / t.errors:.0f}% ({k})" if t.errors else "–"
+            k = t.recovery.actions[action].k
+            share = f"{100 * k / denials:.0f}% ({k})" if denials else "–"
             cells.append(Cell(share, calls_href(run_id=run_id, target=name, next_action=action)
                               if k else None))
         rows.append(tuple(cells))
     return tuple(rows)
 
 
-def _exit_rows(run_id: int, ov: RunOverview) -> tuple[tuple[Cell, ...], ...]:
+def _exit_rows(run_id: int, figures: dict[str, GroupSummary]) -> tuple[tuple[Cell, ...], ...]:
     rows = []
-    for name, t in ov.tallies.items():
+    for name, t in figures.items():
         cells = [Cell(name)]
         for state in EXIT_STATES:
-            k = t.by_status.get(state, 0)
+            k = t.exit_states.get(state, 0)
             cells.append(Cell(str(k), sessions_href(run_id=run_id, target=name, status=state)
                               if k else None))
         rows.append(tuple(cells))
     return tuple(rows)
-
-
-def _previous(engine: Engine, info) -> str | None:
-    if not info.label:
-        return None
-    with engine.connect() as conn:
-        prev = conn.execute(select(runs_table.c.id).where(
-            runs_table.c.label == info.label, runs_table.c.id < info.id)
-            .order_by(runs_table.c.id.desc()).limit(1)).scalar()
-    return compare_href(prev, info.id) if prev is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,41 +313,45 @@ COMPARE_HEAD = ("target", "failure class", "run A: errors/100 (calls)",
                 "run B: errors/100 (calls)", "B − A [95% CI]", "p (z-test)", "moved")
 
 
-def build_compare_page(engine: Engine, a_id: int, b_id: int,
+def build_compare_page(store: Store, a_id: int, b_id: int,
                        analysis: bool = False) -> ComparePage:
     """Per common target and class: both rates, the difference, the p-value, links to
     each side's calls of that class."""
     heads = []
-    overviews = []
+    sides = []
     infos = []
     for run_id in (a_id, b_id):
-        info = get_run(engine, run_id)
+        info = store.get_run(run_id)
         infos.append(info)
         heads.append(RunHead(info.id, info.label, info.kind, info.status, info.created_at,
                              info.finished_at))
-        overviews.append(run_overview(engine, run_id, scenarios=False))
-    ov_a, ov_b = overviews
+        sides.append(_by_target(store, run_id, "rates"))
+    fig_a, fig_b = sides
+    common = [n for n in fig_a if n in fig_b]
     rows = []
-    for name in [n for n in ov_a.targets if n in ov_b.tallies]:
-        ta, tb = ov_a.tallies[name], ov_b.tallies[name]
-        codes = [c for c in RULES if c in ta.by_code or c in tb.by_code]
-        for code, ka, kb in [("total", ta.errors, tb.errors),
-                             *((c, ta.by_code.get(c, 0), tb.by_code.get(c, 0)) for c in codes)]:
+    for name in common:
+        ta, tb = fig_a[name], fig_b[name]
+        codes = [c for c in RULES if c in ta.classes or c in tb.classes]
+        for code, ka, kb in [("total", ta.errors.k, tb.errors.k),
+                             *((c, _k(ta, c), _k(tb, c)) for c in codes)]:
             f = {"decision": "deny"} if code == "total" else {"code": code}
             rows.append(_compare_row(name, code, (a_id, ka, ta.calls), (b_id, kb, tb.calls), f))
-    common = [n for n in ov_a.targets if n in ov_b.tallies]
-    inline = analysis or _sessions(ov_a) + _sessions(ov_b) <= INLINE_SESSIONS
-    lines = compare_analysis(run_units(engine, a_id, outcomes=True),
-                             run_units(engine, b_id, outcomes=True), common) \
+    inline = analysis or _sessions(fig_a) + _sessions(fig_b) <= INLINE_SESSIONS
+    lines = compare_analysis(run_units(store, a_id, outcomes=True),
+                             run_units(store, b_id, outcomes=True), common) \
         if inline else ()
     return ComparePage(heads[0], heads[1], COMPARE_HEAD, tuple(rows),
-                       tuple(n for n in ov_a.targets if n not in ov_b.tallies),
-                       tuple(n for n in ov_b.targets if n not in ov_a.tallies), lines,
+                       tuple(n for n in fig_a if n not in fig_b),
+                       tuple(n for n in fig_b if n not in fig_a), lines,
                        None if inline else f"/compare?a={a_id}&b={b_id}&analysis=1",
-                       _replay_view(engine, *infos))
+                       _replay_view(store, *infos))
 
 
-def _replay_view(engine: Engine, info_a, info_b) -> ReplayView | None:
+def _k(summary: GroupSummary, code: str) -> int:
+    return summary.classes[code].k if code in summary.classes else 0
+
+
+def _replay_view(store: Store, info_a: RunInfo, info_b: RunInfo) -> ReplayView | None:
     from agent_eval.analysis.paired_replay import (
         CLASS_HEADER,
         class_rows,
@@ -331,7 +360,7 @@ def _replay_view(engine: Engine, info_a, info_b) -> ReplayView | None:
         paired_lines,
     )
 
-    paired = load_replay_pairs(engine, info_a, info_b)
+    paired = load_replay_pairs(store, info_a, info_b)
     if paired is None:
         return None
     moved = paired.moved

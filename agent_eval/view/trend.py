@@ -5,21 +5,22 @@ from __future__ import annotations
 
 from markupsafe import Markup, escape
 
+from agent_eval.metrics.summary import GroupSummary
 from agent_eval.report.charts import PALETTE
-from agent_eval.store.overview import TrendPoint
 
 W, H, LEFT, TOP, PANEL = 560, 150, 44, 22, 110
 
 
-def trend_chart(label: str, points: list[TrendPoint]) -> Markup:
+def trend_chart(label: str, points: list[dict[str, GroupSummary]]) -> Markup:
     """Two panels side by side: errors/100 (left) and handshake completion % (right); one
-    line per target, one point per run, oldest left."""
-    names = list(dict.fromkeys(n for p in points for n in p.by_target))
+    line per target, one point per run (its figures per target), oldest left."""
+    names = list(dict.fromkeys(n for p in points for n in p))
     colour = {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
-    errors = {n: [(i, 100 * v[1] / v[0]) for i, p in enumerate(points)
-                  if (v := p.by_target.get(n)) and v[0]] for n in names}
-    handshake = {n: [(i, 100 * v[3] / v[2]) for i, p in enumerate(points)
-                     if (v := p.by_target.get(n)) and v[2]] for n in names}
+    errors = {n: [(i, 100 * v.errors.k / v.calls) for i, p in enumerate(points)
+                  if (v := p.get(n)) and v.calls] for n in names}
+    handshake = {n: [(i, 100 * v.handshake.completed.k / v.handshake.sessions)
+                     for i, p in enumerate(points) if (v := p.get(n)) and v.handshake.sessions]
+                 for n in names}
     top = max([y for line in errors.values() for _, y in line] + [1.0])
     width = 2 * (W // 2) + 10
     parts = [f'<svg class="chart trend" xmlns="http://www.w3.org/2000/svg" width="{width}" '

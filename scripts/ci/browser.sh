@@ -10,7 +10,9 @@ if ! command -v chromium >/dev/null 2>&1 && [ ! -x /usr/bin/chromium ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
+# under scripts/test.sh's pip lock: it installs the test extras (Playwright among them) into
+# the same Python at the same time
 if ! python -c "import playwright" >/dev/null 2>&1; then
-  python -m pip install -q playwright
+  flock "${TMPDIR:-/tmp}/agent-eval-pip.lock" python -m pip install -q playwright
 fi
 echo "chromium: $(command -v chromium || echo /usr/bin/chromium)"

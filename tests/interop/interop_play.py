@@ -14,11 +14,11 @@ consecutive sessions of one agent share that prefix in the server's cache.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from click.testing import CliRunner, Result
-
-from agent_eval.cli import main
 from agent_eval.live.context import context_overflow
 from agent_eval.scenario import load_suite
 from agent_eval.store import open_store
@@ -26,16 +26,29 @@ from agent_eval.store import open_store
 REPO = Path(__file__).resolve().parents[2]
 RALF = REPO / "scenarios" / "ralf"
 ALL_SCENARIOS = sorted(sc.name for sc in load_suite(RALF).top_level())  # the 29 top-level
-# The llama-server test plays four that cover the shapes (a plain script call, a read, a
-# closing handshake that spawns an evaluator child, a calendar task): with these models it
-# gets no tool call (docs/servers.md), so more scenarios would measure nothing more.
-# AGENT_EVAL_INTEROP_SCENARIOS=all plays all 29 there too.  (The llama-cpp-python test
-# plays the whole suite in CI: test_llama_cpp_python.py.)
-CI_SCENARIOS = sorted(["lights-dim-office", "calendar-week-overview",
-                       "research-benchmark-data-missing", "read-runbook-restart"])
-SCENARIOS = (ALL_SCENARIOS if os.environ.get("AGENT_EVAL_INTEROP_SCENARIOS") == "all"
-             else CI_SCENARIOS)
+# Four scenarios that cover the shapes (a plain script call, a read, a closing handshake
+# that spawns an evaluator child, a calendar task where SmolLM2's call under `auto` runs
+# away until its window is full).  SmolLM2 plays these on llama-cpp-python, and both models
+# play them on llama-server: Gemma 3 plays the whole suite on llama-cpp-python
+# (test_llama_cpp_python.py), and with llama-server neither model gets a tool call
+# (docs/servers.md), so more scenarios there would measure nothing more.  What each costs:
+# BENCHMARKS.md ("fresh set-up").  AGENT_EVAL_INTEROP_SCENARIOS=all plays all 29 everywhere.
+SHAPES = sorted(["lights-dim-office", "calendar-week-overview",
+                 "research-benchmark-data-missing", "read-runbook-restart"])
+PLAY_ALL = os.environ.get("AGENT_EVAL_INTEROP_SCENARIOS") == "all"
+SCENARIOS = ALL_SCENARIOS if PLAY_ALL else SHAPES
 FILES = sorted(p.stem for p in RALF.glob("*.yaml") if p.stem != "suite")  # + child templates
+
+
+@dataclass(frozen=True)
+class Played:
+    """One target's ``agent-eval run``: what it printed, its exit code, its store."""
+    target: str
+    scenarios: list[str]
+    output: str
+    stderr: str
+    exit_code: int
+    db: Path
 
 
 def write_short_suite(folder: Path) -> Path:
@@ -52,55 +65,70 @@ def write_short_suite(folder: Path) -> Path:
 
 
 def play(folder: Path, suite: Path, urls: dict[str, str], tool_choice: dict[str, str],
-         scenarios: list[str] = SCENARIOS) -> tuple[Result, Path]:
-    """``agent-eval run`` of ``scenarios``, one target per model of ``urls`` with its
-    ``tool_choice``: (CLI result, store path)."""
-    db = folder / "interop.db"
+         scenarios: dict[str, list[str]]) -> dict[str, Played]:
+    """``agent-eval run`` of ``scenarios[model]`` against each model of ``urls`` with its
+    ``tool_choice``: one run (and store) per model, all played at once in their own
+    processes (each server has its own core), so the longest sets the wall time."""
     common = ("max_tokens: 32, concurrency: 1, timeout_s: 900, retries: 0, "
               "sampling: {temperature: 0, seed: 7}")
-    config = folder / "targets.yaml"
-    config.write_text("targets:\n" + "".join(
-        f"  - {{name: {model}, base_url: '{url}', model: {model}, "
-        f"tool_choice: {tool_choice[model]}, {common}}}\n" for model, url in urls.items()))
-    result = CliRunner().invoke(main, ["run", "--config", str(config), "--suite", str(suite),
-                                       "--db", str(db),
-                                       *(f"--scenario={name}" for name in scenarios)])
-    return result, db
+    procs = {}
+    for model, url in urls.items():
+        config = folder / f"{model}.yaml"
+        config.write_text(
+            f"targets:\n  - {{name: {model}, base_url: '{url}', model: {model}, "
+            f"tool_choice: {tool_choice[model]}, {common}}}\n")
+        db = folder / f"{model}.db"
+        procs[model] = (db, subprocess.Popen(
+            [sys.executable, "-m", "agent_eval", "run", "--config", str(config),
+             "--suite", str(suite), "--db", str(db),
+             *(f"--scenario={name}" for name in scenarios[model])],
+            cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ, COLUMNS="160")))
+    played = {}
+    for model, (db, proc) in procs.items():
+        out, err = proc.communicate(timeout=3600)  # a deadline that only catches a hang
+        played[model] = Played(model, scenarios[model], out, err, proc.returncode, db)
+    return played
 
 
-def check_played(result: Result, db: Path, *, called: str,
-                 scenarios: list[str] = SCENARIOS) -> tuple[list, list]:
-    """The checks every real server passes; ``called``: the target whose tool choice
-    forces a call in every session.  Returns (sessions, calls) for more."""
-    with open_store(str(db)) as store:
+def stored(played: Played) -> tuple[list, list]:
+    """(sessions, calls) of the one run in ``played``'s store."""
+    with open_store(str(played.db)) as store:
         [run] = store.list_runs()
-        sessions = list(store.session_rows([run.id]))
-        calls = list(store.call_rows([run.id]))
-    roots = [s for s in sessions if s.parent_id is None]
-    by_target = {s.id: s.target for s in sessions}
-    targets = sorted({s.target for s in roots})
-    per_target = {t: sorted(s.scenario for s in roots if s.target == t) for t in targets}
-    assert per_target == {"gemma3": scenarios, "smollm2": scenarios}, (result.output,
-                                                                      result.exception)
-    errors = [(s.target, s.scenario, s.error) for s in sessions if s.status == "error"]
-    assert errors == [], errors  # no server refused a request, nothing failed on our side
-    assert {s.status for s in sessions} <= {"completed", "stalled", "abandoned"}
-    # the only server words kept: a later turn outgrew the window (a run-away call under
-    # `auto` or a long tool result), or a reply the model wrote filled it (llama-cpp-python's
-    # 500 "could not broadcast ... into shape (0,)", on any turn); either ends the session
-    # `stalled` like a turn limit
-    overflowed = [(s, context_overflow(s.error or "")) for s in sessions if s.error]
-    assert all(s.status == "stalled" and seen is not None and (s.n_turns >= 1 or seen.writing)
-               for s, seen in overflowed), [(s.target, s.scenario, s.status, s.n_turns, s.error)
-                                            for s, _ in overflowed]
-    assert all(c.decision in ("allow", "deny") for c in calls)
-    assert sum(by_target[c.session_id] == called for c in calls) >= len(scenarios)
-    classes = {c.primary for c in calls if c.decision == "deny"}
-    assert classes and all(code.startswith("AE") for code in classes), classes
-    # the closing table: one row per target, with the failure-class breakdown
-    assert "gemma3" in result.output and "smollm2" in result.output
-    assert any(code in result.output for code in classes), result.output
-    if result.exit_code != 0:  # only allowed: SmolLM2 answered every task in text
-        assert result.exit_code == 3, result.output
-        assert "target 'smollm2' produced no judged tool call" in result.stderr
-    return sessions, calls
+        return list(store.session_rows([run.id])), list(store.call_rows([run.id]))
+
+
+def check_played(played: dict[str, Played], *, called: str) -> dict[str, tuple[list, list]]:
+    """The checks every real server passes; ``called``: the target whose tool choice
+    forces a call in every session.  Returns {target: (sessions, calls)} for more."""
+    rows = {}
+    denied = set()
+    for target, one in played.items():
+        sessions, calls = rows[target] = stored(one)
+        roots = [s for s in sessions if s.parent_id is None]
+        assert sorted(s.scenario for s in roots) == one.scenarios, (one.output, one.stderr)
+        assert {s.target for s in sessions} == {target}
+        errors = [(s.scenario, s.error) for s in sessions if s.status == "error"]
+        assert errors == [], errors  # no server refused a request, nothing failed on our side
+        assert {s.status for s in sessions} <= {"completed", "stalled", "abandoned"}
+        # the only server words kept: a later turn outgrew the window (a run-away call under
+        # `auto` or a long tool result), or a reply the model wrote filled it
+        # (llama-cpp-python's 500 "could not broadcast ... into shape (0,)", on any turn);
+        # either ends the session `stalled` like a turn limit
+        overflowed = [(s, context_overflow(s.error or "")) for s in sessions if s.error]
+        assert all(s.status == "stalled" and seen is not None
+                   and (s.n_turns >= 1 or seen.writing)
+                   for s, seen in overflowed), [(s.scenario, s.status, s.n_turns, s.error)
+                                                for s, _ in overflowed]
+        assert all(c.decision in ("allow", "deny") for c in calls)
+        if target == called:
+            assert len(calls) >= len(one.scenarios)
+        denied |= {c.primary for c in calls if c.decision == "deny"}
+        # the closing table: the target's row, with the failure-class breakdown
+        assert target in one.output, one.output
+        if one.exit_code != 0:  # only allowed: SmolLM2 answered every task in text
+            assert (target, one.exit_code) == ("smollm2", 3), (one.output, one.stderr)
+            assert "target 'smollm2' produced no judged tool call" in one.stderr
+    assert denied and all(code.startswith("AE") for code in denied), denied
+    assert any(code in one.output for one in played.values() for code in denied)
+    return rows

@@ -5,14 +5,17 @@ These CLIs EXECUTE what the model emits, so every one runs as the unprivileged
 ``agent-eval-cli`` user in its own namespaces, reaching one loopback port; the first tests
 prove that confinement.  Then:
 
-- OpenCode and Qwen Code play a bundled scenario through the proxy in front of
-  ``agent-eval sim-server``: the CLI exits, every body is relayed byte for byte, and what the
-  proxy stores today is asserted as it is (see ``KNOWN GAP`` below: later work tightens those
-  assertions to "every executed shell call is stored with its command and verdict");
+- all five CLIs play a bundled scenario through the proxy in front of
+  ``agent-eval sim-server``, which speaks each CLI's protocol (Chat Completions, OpenAI
+  Responses, Anthropic Messages, Gemini) and finds the task inside the CLI's wrapped first
+  messages: the CLI exits, every body is relayed byte for byte, and every shell command the
+  CLI executed (its own JSON event stream) is stored with that command and the verdict
+  ``agent-eval check`` gives it;
 - all five CLIs play a short scripted session (a shell call, a read, a subagent) through the
   proxy in front of ``clis.upstream``, which speaks each CLI's own protocol: the calls are
-  executed, the subagent runs, the session files appear where docs/clients.md says, and the
-  relay is byte-identical.
+  executed, the subagent runs, the session files appear where docs/clients.md says, the
+  relay is byte-identical, and for Codex, Claude Code and Gemini CLI the proxy stores the
+  main session and the subagent's, linked to the call that spawned it, as the CLI had them.
 
 The CLIs come from ``scripts/ci/agent-clis.sh`` (installed here when missing).  Without root,
 ``unshare`` or the npm registry these tests skip, saying why; with ``CI=true`` they fail.
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import threading
@@ -29,10 +33,11 @@ from pathlib import Path
 
 import pytest
 from clis.capture import Capture, capture
-from clis.catalog import CLIS, INSTALL
+from clis.catalog import CLIS, INSTALL, REPO
 from clis.sandbox import CLI_USER, Sandbox, unavailable
 from clis.upstream import CHILD_COMMAND, SHELL_COMMAND, SUBAGENT_MARK
 
+from agent_eval.policy import check_call, load_allowlist
 from agent_eval.scenario import load_suite
 from agent_eval.scenario.bundled import BUNDLED_SUITE_NAME, data_dir
 from agent_eval.store import open_store
@@ -46,6 +51,10 @@ SESSION_FILES = {  # where each CLI keeps its sessions, under its HOME (docs/cli
     "claude-code": ".claude/projects/-home-agent-project/*.jsonl",
     "gemini-cli": ".gemini/tmp/project/chats/session-*.jsonl",
 }
+# ralf plus each CLI's shell, read and subagent tools by their own names (tests/fixtures/clis)
+CLI_ALLOWLIST = REPO / "tests" / "fixtures" / "clis" / "allowlist.yaml"
+SHELL_TOOL = {"opencode": "bash", "qwen-code": "run_shell_command", "codex": "exec_command",
+              "claude-code": "Bash", "gemini-cli": "run_shell_command"}
 SUBAGENT_FILES = {
     "qwen-code": ".qwen/projects/-home-agent-project/subagents/*/agent-*.jsonl",
     "codex": ".codex/sessions/*/*/*/rollout-*.jsonl",  # a second rollout: the child thread
@@ -221,14 +230,34 @@ def _event_strings(stdout: str) -> set[str]:
     return found
 
 
-def _stored_calls(work: Path, label: str) -> list[tuple[str, str | None, str]]:
+def _ran(command: str, executed: set[str]) -> bool:
+    """The CLI's event stream names ``command`` as run: as is, or (Codex) as the script of
+    ``/usr/bin/bash -lc SCRIPT``."""
+    if command in executed:
+        return True
+    for text in executed:
+        if "-lc" in text:
+            try:
+                words = shlex.split(text)
+            except ValueError:
+                continue
+            if len(words) == 3 and words[1] == "-lc" and words[2] == command:
+                return True
+    return False
+
+
+def _stored(work: Path, label: str) -> list:
+    """The stored session records of the proxy's run."""
     with open_store(f"sqlite:///{work / 'proxy.db'}") as store:
         run_id = store.resolve_run(f"label:{label}").id
-        return [(c.tool, c.command, c.decision) for s in store.iter_sessions([run_id])
-                for c in s.record.calls]
+        return [s.record for s in store.iter_sessions([run_id])]
 
 
-@pytest.mark.parametrize("name", ["opencode", "qwen-code"])
+def _stored_calls(work: Path, label: str) -> list[tuple[str, str | None, str]]:
+    return [(c.tool, c.command, c.decision) for r in _stored(work, label) for c in r.calls]
+
+
+@pytest.mark.parametrize("name", sorted(CLIS))
 def test_cli_plays_a_bundled_scenario_through_the_proxy_to_the_simulator(
         sandbox_ok, name: str, tmp_path: Path) -> None:
     _ensure_installed(name)
@@ -236,25 +265,27 @@ def test_cli_plays_a_bundled_scenario_through_the_proxy_to_the_simulator(
     scenario = suite.scenarios[SCENARIO].spec
     first_command = scenario.reference[0].bash
     with capture(name, upstream="sim", prompt=scenario.task.strip(), work=tmp_path,
-                 timeout=CLI_TIMEOUT_S) as run:
+                 timeout=CLI_TIMEOUT_S, allowlist=CLI_ALLOWLIST) as run:
         assert run.outcome.returncode == 0, run.outcome.stderr[-2000:]
         _relayed_byte_for_byte(run)
-        assert all(x.request.target == "/v1/chat/completions" for x in run.client_exchanges())
-        executed = first_command in _event_strings(run.outcome.stdout)
-    stored = _stored_calls(tmp_path, f"cli-{name}")
-    if name == "opencode":
-        # OpenCode sends the task as its first user message, so the simulator plays the
-        # scenario: OpenCode runs the reference command (it fails in the sandbox: no uv),
-        # and the proxy stores it, judged, under OpenCode's own tool name `bash`
-        assert executed
-        assert ("bash", first_command, "allow") in stored
-    else:
-        # KNOWN GAP, for later work to tighten: Qwen Code wraps the task in its context
-        # and reminders, the simulator does not find the scenario inside and answers with
-        # text only, so nothing is executed and nothing judged yet.  Once the simulator
-        # finds a task inside a wrapped first message, Qwen Code must run `first_command`
-        # and the proxy must store it judged under `run_shell_command`, as for OpenCode.
-        assert not executed and stored == []
+        executed = _event_strings(run.outcome.stdout)
+        proxy_said = run.proxy_said
+    # the simulator found the task inside the CLI's wrapped messages: the CLI ran the
+    # scenario's reference command (it fails in the sandbox: no uv) ...
+    assert _ran(first_command, executed)
+    # ... and the proxy stored it, judged, under the CLI's own shell tool, with the verdict
+    # `agent-eval check` gives the same command
+    allowlist = load_allowlist(CLI_ALLOWLIST)
+    shell = [(c.command, c.decision, c.primary) for c in
+             (c for r in _stored(tmp_path, f"cli-{name}") for c in r.calls)
+             if c.tool == SHELL_TOOL[name]]
+    assert (first_command, "allow", None) in shell
+    for command, decision, primary in shell:
+        verdict = check_call("bash", json.dumps({"command": command}), allowlist)
+        assert (decision, primary) == (verdict.decision, verdict.primary)
+        assert _ran(command, executed)  # nothing stored that the CLI did not run
+    protocol = CLIS[name].protocol
+    assert f"{protocol} " in proxy_said and f"{protocol} 0 recorded" not in proxy_said
 
 
 # --- all five, through the proxy, in front of the scripted upstream ----------------------
@@ -263,7 +294,7 @@ def test_cli_plays_a_bundled_scenario_through_the_proxy_to_the_simulator(
 def test_cli_runs_shell_read_and_subagent_calls_through_the_proxy(
         sandbox_ok, name: str, tmp_path: Path) -> None:
     _ensure_installed(name)
-    with capture(name, work=tmp_path, timeout=CLI_TIMEOUT_S) as run:
+    with capture(name, work=tmp_path, timeout=CLI_TIMEOUT_S, allowlist=CLI_ALLOWLIST) as run:
         assert run.outcome.returncode == 0, run.outcome.stderr[-2000:]
         _relayed_byte_for_byte(run)
         requests = [x.request.decoded_body().decode() for x in run.client_exchanges()]
@@ -281,10 +312,18 @@ def test_cli_runs_shell_read_and_subagent_calls_through_the_proxy(
         assert len(files["children"]) == 2  # the parent's rollout and the child's
     elif name in SUBAGENT_FILES:
         assert files["children"], f"no subagent file at ~/{SUBAGENT_FILES[name]}"
-    stored = _stored_calls(tmp_path, f"cli-{name}")
-    if CLIS[name].protocol == "chat":
-        assert stored, "the proxy stored no call of a Chat Completions CLI"
-    else:
-        # KNOWN GAP, for later work to tighten: the proxy records Chat Completions only;
-        # the Responses, Messages and Gemini exchanges were relayed and not recorded.
-        assert stored == []
+    records = _stored(tmp_path, f"cli-{name}")
+    stored = [(c.tool, c.command) for r in records for c in r.calls]
+    assert stored, "the proxy stored no call"
+    assert (SHELL_TOOL[name], SHELL_COMMAND) in stored
+    if CLIS[name].protocol != "chat":
+        # the main session and the subagent's, as the CLI had them: the child's shell
+        # call in its own session, linked to the call that spawned it
+        main = [r for r in records if (SHELL_TOOL[name], SHELL_COMMAND) in
+                [(c.tool, c.command) for c in r.calls]]
+        child = [r for r in records if (SHELL_TOOL[name], CHILD_COMMAND) in
+                 [(c.tool, c.command) for c in r.calls]]
+        assert len(main) == 1 and len(child) == 1 and child[0] is not main[0]
+        assert child[0].parent_key == main[0].key
+        assert any(c.child_key == child[0].key for c in main[0].calls)
+        assert {r.protocol for r in (main[0], child[0])} == {CLIS[name].protocol}

@@ -1,13 +1,16 @@
-"""The whole bundled suite against real models over HTTP (issue 10, "done when").
+"""The whole bundled suite against real models over HTTP.
 
 llama-cpp-python's OpenAI server (``--chat_format chatml-function-calling``) with
-SmolLM2-135M-Instruct under ``tool_choice: auto`` and Gemma 3 270M (a base model) under
-the named tool choice ``bash``, both started by ``conftest.py``.  Before issue 10 the
-second request of every session carried ``content: null`` beside the tool calls, the
-server answered 500 and every session ended ``error``.  Here bundled scenarios (all 29
-in CI; the 21 of earlier CI runs with ``AGENT_EVAL_INTEROP_SCENARIOS=ci``) are played once per
-model, and every session must end as the model's own outcome: never
-``error``, the calls judged, failure classes counted.
+Gemma 3 270M (a base model) under the named tool choice ``bash`` and SmolLM2-135M-Instruct
+under ``tool_choice: auto``, both started by ``conftest.py``.  Once the second
+request of every session carried ``content: null`` beside the tool calls, the server
+answered 500 and every session ended ``error``.  Here Gemma 3 plays all 29 bundled
+scenarios (its named choice writes a call every session, and keeps ``max_tokens``) and
+SmolLM2 the four shape scenarios (``interop_play.SHAPES``: under ``auto`` its calls run
+away until the window is full, ~30 CPU-s each, which made its whole suite the tail of CI's
+test run; ``AGENT_EVAL_INTEROP_SCENARIOS=all`` plays all 29 on both), both at once, and
+every session must end as the model's own outcome: never ``error``, the calls judged,
+failure classes counted.
 
 The suite, its bounds and the checks are shared with the llama-server tests
 (``interop_play.py``).  A run-away call under ``auto`` that fills the context ends its
@@ -16,47 +19,29 @@ session ``stalled`` with the server's words, not ``error``.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from click.testing import CliRunner
-from interop_play import ALL_SCENARIOS, REPO, check_played, play, write_short_suite
+from interop_play import ALL_SCENARIOS, REPO, SCENARIOS, check_played, play, write_short_suite
 
 from agent_eval.cli import main
 from agent_eval.store import open_store
 
 pytestmark = pytest.mark.interop
 
-# CI plays the whole bundled suite, all 29 top-level scenarios, once per model: the "done
-# when" of issue 10.  On the idle 2-core machine the whole test suite ran in 5.5 min with 21
-# of them; the 8 more (the research scenarios after the first, each spawning an evaluator
-# child that evicts its parent's prompt, and three where SmolLM2 writes a run-away call
-# under `auto` until its window is full, ~30 CPU-s each) cost a few CPU-minutes more
-# (BENCHMARKS.md, "whole suite in CI").  AGENT_EVAL_INTEROP_SCENARIOS=ci plays the 21 of
-# the earlier CI (every agent, none of those 8), for a quicker local check.
-CI_SCENARIOS = sorted([
-    "calendar-book-review", "calendar-move-standup", "calendar-week-overview",
-    "context-cache-handoff", "db-denied-calls", "db-stage-history",
-    "drafts-standup-recap", "drafts-update-offsite",
-    "email-invoice-lookup", "email-newsletter-sweep", "email-vendor-thread",
-    "lights-dim-office", "lights-evening-off", "lights-status-report",
-    "read-chart-summary", "read-decision-log", "read-runbook-restart",
-    "research-benchmark-data-missing",
-    "strategy-add-initiative", "strategy-reprioritise", "strategy-weekly-review"])
-SCENARIOS = (CI_SCENARIOS if os.environ.get("AGENT_EVAL_INTEROP_SCENARIOS") == "ci"
-             else ALL_SCENARIOS)
 
 
 @pytest.fixture(scope="module")
 def played(llama_servers, tmp_path_factory):
-    """The run both tests read: (CLI result, store path)."""
+    """The runs the tests read: {target: interop_play.Played}."""
     suite = write_short_suite(tmp_path_factory.mktemp("suite"))
     return play(tmp_path_factory.mktemp("interop"), suite, llama_servers,
-                {"smollm2": "auto", "gemma3": "bash"}, SCENARIOS)
+                {"smollm2": "auto", "gemma3": "bash"},
+                {"gemma3": ALL_SCENARIOS, "smollm2": SCENARIOS})
 
 
 def test_bundled_scenarios_against_real_llama_cpp_python_models(played):
-    check_played(*played, called="gemma3", scenarios=SCENARIOS)
+    check_played(played, called="gemma3")
+    assert played["gemma3"].exit_code == 0, played["gemma3"].stderr
 
 
 def test_replay_sends_a_stored_context_to_real_llama_cpp_python(played, llama_servers):
@@ -64,7 +49,7 @@ def test_replay_sends_a_stored_context_to_real_llama_cpp_python(played, llama_se
     seconds on CI's cores; its named tool choice keeps ``max_tokens``, which
     chatml-function-calling ignores under ``auto``) sent again as it was: llama-cpp-python takes it, the reply is judged and paired with
     the original call (agent-eval replay, issue 17)."""
-    _, db = played
+    db = played["gemma3"].db
     result = CliRunner().invoke(main, [
         "replay", "1", "--base-url", llama_servers["gemma3"], "--model", "gemma3",
         "--target", "gemma3", "--sample", "1", "--timeout", "900", "--db", str(db)])

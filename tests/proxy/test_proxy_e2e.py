@@ -107,9 +107,14 @@ def test_proxied_runs_store_the_runs_sessions_calls_and_verdicts(tmp_path):
         assert sum(t.request.get("stream") is True for t in turns) == len(turns) // 2
         assert {s.record.source for s in sessions} == {"proxy"}
         assert {s.record.status for s in sessions} == {"completed"}
-        assert store.class_breakdown([recorded.id]) == {
-            target: {code: 2 * n for code, n in classes.items()}
-            for target, classes in store.class_breakdown([runs[0]]).items()}
+        def calls_by_class(run_id):  # per target: calls, denied calls by class
+            return {target: (s.calls, {code: r.k for code, r in s.classes.items()})
+                    for target, s in store.summarize([run_id], with_turns=False,
+                                                     detail="rates").items()}
+
+        assert calls_by_class(recorded.id) == {
+            target: (2 * n, {code: 2 * k for code, k in classes.items()})
+            for target, (n, classes) in calls_by_class(runs[0]).items()}
     # issue 17: a proxy run keeps each turn's exact request, so it replays and pairs
     with run_sim_in_thread("disciplined", suite=SUITE) as candidate:
         replayed = cli("replay", str(recorded.id), "--base-url", candidate, "--model",

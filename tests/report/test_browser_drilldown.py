@@ -78,7 +78,7 @@ def _check_session_page(page, rule_code: str = "AE301") -> None:
 def test_view_two_clicks_from_the_ae301_cell_to_the_transcript(browser, two_runs, tmp_path):
     from agent_eval.view.app import run_view_in_thread
 
-    with open_store(two_runs) as store, run_view_in_thread(store.engine) as base:
+    with open_store(two_runs) as store, run_view_in_thread(store) as base:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(f"{base}/runs/1")
         if SCREENSHOTS:

@@ -12,6 +12,7 @@ from report_fixtures import ALLOWED, PIPED, Tables, judged_call, session
 from agent_eval.metrics import summarize
 from agent_eval.report import write_report
 from agent_eval.report.breakdown import breakdown_rows
+from agent_eval.report.index import read_figures
 from agent_eval.store import open_store
 
 # By hand (Wilson 95%):
@@ -89,15 +90,16 @@ def test_untagged_sessions_leave_no_tag_table(hostile_report):
 
 @pytest.mark.parametrize("by", ["scenario", "tag"])
 def test_cells_agree_with_metrics_summarize_for_each_target(db, by):
-    """The tables reuse the index's per-session counts; they must say what
+    """The tables come from the store's aggregator; they must say what
     ``summarize(by=...)`` says over one target's sessions."""
     with open_store(db) as store:
         sessions = list(store.session_rows([1]))
         calls = list(store.call_rows([1]))
-    per_call = {s.id: sum(1 for c in calls if c.session_id == s.id) for s in sessions}
-    denied = {s.id: sum(1 for c in calls if c.session_id == s.id and c.decision == "deny")
-              for s in sessions}
-    rows = breakdown_rows(sessions, per_call, denied, ("a", "b"), by=by)
+        figures = read_figures(store, [1])
+    order = [s.scenario for s in sessions] if by == "scenario" else [
+        t for s in sessions for t in s.tags]
+    rows = breakdown_rows(figures.by_scenario if by == "scenario" else figures.by_tag,
+                          ("a", "b"), order)
     for i, target in enumerate(("a", "b")):
         expected = summarize([s for s in sessions if s.target == target], calls, by=by)
         got = {row.name: row.cells[i] for row in rows if row.cells[i] is not None}
@@ -105,4 +107,3 @@ def test_cells_agree_with_metrics_summarize_for_each_target(db, by):
             name: s.errors for name, s in expected.items() if s.sessions}
         assert {name: cell.completed for name, cell in got.items()} == {
             name: s.exit_states["completed"] for name, s in expected.items() if s.sessions}
-

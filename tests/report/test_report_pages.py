@@ -8,7 +8,7 @@ import pytest
 from report_fixtures import PIPED, fill_store
 
 from agent_eval.metrics import PRECEDENCE
-from agent_eval.report.index import build_index_page, column_namer, session_links
+from agent_eval.report.index import build_index_page, column_namer, read_figures, session_links
 from agent_eval.report.pages import (
     SESSIONS_DIR,
     Segment,
@@ -103,7 +103,8 @@ def _index(db, run_ids):
         name = column_namer(run_ids)
         rows = [dataclasses.replace(s, target=name(s)) for s in store.session_rows(run_ids)]
         runs = [store.get_run(r) for r in run_ids]
-        return build_index_page(runs, rows, store.call_rows(run_ids), store.turn_rows(run_ids))
+        return build_index_page(runs, rows, store.call_rows(run_ids),
+                                read_figures(store, run_ids))
 
 
 def test_index_has_a_column_per_target_and_lists_error_sessions_apart(hostile_store):

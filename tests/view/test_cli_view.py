@@ -10,8 +10,8 @@ from agent_eval.cli import main
 def run_view(monkeypatch, tmp_path, *args: str):
     served = {}
 
-    def fake_serve(engine, *, host, port, allow_hosts):
-        served.update(host=host, port=port, dialect=engine.dialect.name)
+    def fake_serve(store, *, host, port, allow_hosts):
+        served.update(host=host, port=port, url=store.url)
         if allow_hosts:
             served["allow_hosts"] = allow_hosts
 
@@ -23,7 +23,8 @@ def run_view(monkeypatch, tmp_path, *args: str):
 
 def test_view_binds_loopback_by_default(monkeypatch, tmp_path):
     served, result = run_view(monkeypatch, tmp_path)
-    assert served == {"host": "127.0.0.1", "port": 8700, "dialect": "sqlite"}
+    assert served == {"host": "127.0.0.1", "port": 8700,
+                      "url": f"sqlite:///{tmp_path / 'v.db'}"}
     assert result.output.startswith("agent-eval view: http://127.0.0.1:8700/ over sqlite:")
     assert "warning" not in result.output
 

@@ -10,24 +10,13 @@ from sqlalchemy import func, select
 from view_fixtures import ALLOWED, PIPED, judged, record
 
 from agent_eval.errors import ConfigError
-from agent_eval.store.overview import run_overview
-from agent_eval.store.queries import (
-    CallFilter,
-    SessionFilter,
-    delete_run,
-    filter_from,
-    list_calls,
-    list_runs,
-    list_sessions,
-    neighbour_sessions,
-    prune_runs,
-)
+from agent_eval.store import CallFilter, SessionFilter, filter_from
 from agent_eval.store.schema import findings, sessions, tool_calls
 
 
 def test_runs_are_listed_newest_first_with_counts(filled):
     store, f = filled
-    page = list_runs(store.engine)
+    page = store.list_run_rows()
     assert [r.id for r in page.rows] == [f.run_id, f.old_run_id] and page.total == 2
     run = page.rows[0]
     assert run.targets == ("careful", "sloppy")
@@ -39,14 +28,14 @@ def test_runs_are_listed_newest_first_with_counts(filled):
 
 def test_runs_filter_by_status_and_label(filled):
     store, f = filled
-    assert [r.id for r in list_runs(store.engine, status="failed").rows] == [f.old_run_id]
-    assert list_runs(store.engine, label="other").total == 0
-    assert [r.id for r in list_runs(store.engine, limit=1, offset=1).rows] == [f.old_run_id]
+    assert [r.id for r in store.list_run_rows(status="failed").rows] == [f.old_run_id]
+    assert store.list_run_rows(label="other").total == 0
+    assert [r.id for r in store.list_run_rows(limit=1, offset=1).rows] == [f.old_run_id]
 
 
 def test_sessions_come_failed_first(filled):
     store, f = filled
-    page = list_sessions(store.engine, SessionFilter(run_id=f.run_id))
+    page = store.list_sessions(SessionFilter(run_id=f.run_id))
     ids = f.ids
     assert [r.id for r in page.rows] == [ids["careful/pipe/0"], ids["sloppy/pipe/0"],
                                          ids["sloppy/fault/0"], ids["careful/pipe/0/child"],
@@ -75,7 +64,7 @@ def test_sessions_come_failed_first(filled):
 ], ids=lambda v: str(v))
 def test_session_filters(filled, filters, keys):
     store, f = filled
-    page = list_sessions(store.engine, SessionFilter(run_id=f.run_id, **filters), sort="id")
+    page = store.list_sessions(SessionFilter(run_id=f.run_id, **filters), sort="id")
     assert [r.id for r in page.rows] == sorted(f.ids[k] for k in keys)
     assert page.total == len(keys)
 
@@ -83,9 +72,9 @@ def test_session_filters(filled, filters, keys):
 @pytest.mark.parametrize("extra", [{}, {"code": "AE301"}, {"decision": "deny"}], ids=str)
 def test_failed_sessions_in_failed_first_order_are_in_id_order(filled, extra):
     store, f = filled
-    failed_first = list_sessions(store.engine, SessionFilter(run_id=f.run_id, failed=True,
+    failed_first = store.list_sessions(SessionFilter(run_id=f.run_id, failed=True,
                                                              **extra))
-    by_id = list_sessions(store.engine, SessionFilter(run_id=f.run_id, failed=True, **extra),
+    by_id = store.list_sessions(SessionFilter(run_id=f.run_id, failed=True, **extra),
                           sort="id")
     assert [r.id for r in failed_first.rows] == [r.id for r in by_id.rows]
     assert len(by_id.rows) == (3 if not extra else 2)
@@ -93,43 +82,43 @@ def test_failed_sessions_in_failed_first_order_are_in_id_order(filled, extra):
 
 def test_handshake_sort_puts_incomplete_first(filled):
     store, f = filled
-    page = list_sessions(store.engine, SessionFilter(run_id=f.run_id, handshake=True),
+    page = store.list_sessions(SessionFilter(run_id=f.run_id, handshake=True),
                          sort="handshake")
     assert [r.id for r in page.rows] == [f.ids["sloppy/pipe/0"], f.ids["careful/pipe/0"]]
 
 
 def test_sessions_paginate(filled):
     store, f = filled
-    first = list_sessions(store.engine, SessionFilter(run_id=f.run_id), limit=2)
-    second = list_sessions(store.engine, SessionFilter(run_id=f.run_id), limit=2, offset=2)
+    first = store.list_sessions(SessionFilter(run_id=f.run_id), limit=2)
+    second = store.list_sessions(SessionFilter(run_id=f.run_id), limit=2, offset=2)
     assert first.total == second.total == 5 and first.has_next
     assert not {r.id for r in first.rows} & {r.id for r in second.rows}
 
 
 def test_calls_come_denied_first_and_filter(filled):
     store, f = filled
-    page = list_calls(store.engine, CallFilter(run_id=f.run_id))
+    page = store.list_calls(CallFilter(run_id=f.run_id))
     assert [r.decision for r in page.rows] == ["deny"] * 3 + ["allow"] * 3
     assert [r.primary_code for r in page.rows[:3]] == ["AE301", "AE301", "AE304"]
-    ae301 = list_calls(store.engine, CallFilter(run_id=f.run_id, code="AE301",
+    ae301 = store.list_calls(CallFilter(run_id=f.run_id, code="AE301",
                                                 target="careful"))
     assert [(r.session_id, r.index) for r in ae301.rows] == [(f.ids["careful/pipe/0"], 0)]
     assert ae301.rows[0].next_action == "pivot"
-    nxt = list_calls(store.engine, CallFilter(run_id=f.run_id, next_action="retry-denied"))
+    nxt = store.list_calls(CallFilter(run_id=f.run_id, next_action="retry-denied"))
     assert [r.primary_code for r in nxt.rows] == ["AE301"]
-    assert list_calls(store.engine, CallFilter(run_id=f.run_id, search="head -5")).total == 2
+    assert store.list_calls(CallFilter(run_id=f.run_id, search="head -5")).total == 2
 
 
 def test_neighbours_are_failed_sessions_of_the_same_filter(filled):
     store, f = filled
     ids = f.ids
     everything = SessionFilter(run_id=f.run_id)
-    assert neighbour_sessions(store.engine, everything, ids["careful/pipe/0"]) == (
+    assert store.neighbour_sessions(everything, ids["careful/pipe/0"]) == (
         None, ids["sloppy/pipe/0"])
-    assert neighbour_sessions(store.engine, everything, ids["sloppy/pipe/0"]) == (
+    assert store.neighbour_sessions(everything, ids["sloppy/pipe/0"]) == (
         ids["careful/pipe/0"], ids["sloppy/fault/0"])
     only_ae301 = SessionFilter(run_id=f.run_id, code="AE301")
-    assert neighbour_sessions(store.engine, only_ae301, ids["sloppy/pipe/0"]) == (
+    assert store.neighbour_sessions(only_ae301, ids["sloppy/pipe/0"]) == (
         ids["careful/pipe/0"], None)
 
 
@@ -142,29 +131,29 @@ def test_filter_from_loose_values():
 
 def test_delete_run_removes_everything_under_it(filled):
     store, f = filled
-    assert delete_run(store.engine, f.run_id) == 5
+    assert store.delete_run(f.run_id) == 5
     with store.engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(sessions)).scalar() == 1
         assert conn.execute(select(func.count()).select_from(tool_calls)).scalar() == 1
         assert conn.execute(select(func.count()).select_from(findings)).scalar() == 0
     with pytest.raises(ConfigError, match="no run with id"):
-        delete_run(store.engine, f.run_id)
+        store.delete_run(f.run_id)
 
 
 def test_prune_keeps_newer_and_running_runs(filled):
     store, f = filled
     tomorrow = datetime.now(UTC) + timedelta(days=1)
-    assert prune_runs(store.engine, tomorrow, dry_run=True) == [f.old_run_id, f.run_id]
-    assert prune_runs(store.engine, datetime.now(UTC) - timedelta(days=1)) == []
+    assert store.prune_runs(tomorrow, dry_run=True) == [f.old_run_id, f.run_id]
+    assert store.prune_runs(datetime.now(UTC) - timedelta(days=1)) == []
     store.set_run_status(f.run_id, "running")
-    assert prune_runs(store.engine, tomorrow) == [f.old_run_id]
-    assert [r.id for r in list_runs(store.engine).rows] == [f.run_id]
+    assert store.prune_runs(tomorrow) == [f.old_run_id]
+    assert [r.id for r in store.list_run_rows().rows] == [f.run_id]
 
 
 def test_failed_first_calls_page_across_the_denied_allowed_boundary(filled):
     store, f = filled
-    everything = list_calls(store.engine, CallFilter(run_id=f.run_id), limit=10).rows
-    pages = [list_calls(store.engine, CallFilter(run_id=f.run_id), limit=2, offset=o).rows
+    everything = store.list_calls(CallFilter(run_id=f.run_id), limit=10).rows
+    pages = [store.list_calls(CallFilter(run_id=f.run_id), limit=2, offset=o).rows
              for o in (0, 2, 4)]
     assert [r.id for p in pages for r in p] == [r.id for r in everything]
     assert [r.decision for r in pages[1]] == ["deny", "allow"]
@@ -184,7 +173,7 @@ def test_a_scenario_tally_sums_its_sessions_of_every_status(store):
     store.record_session(run_id, record("t/pipe/2", [judged(0, 0, PIPED)], status="error"))
     store.record_session(run_id, record("t/clean/0", [judged(0, 0, ALLOWED)]))
 
-    tally = run_overview(store.engine, run_id).scenarios["pipe"]["t"]
-
-    assert (tally.sessions, tally.completed, tally.failed, tally.calls, tally.errors) == (
-        2, 1, 1, 3, 2)
+    cell = store.summarize([run_id], ("scenario", "target"), with_turns=False,
+                           detail="totals")[("pipe", "t")]
+    assert (cell.sessions, cell.exit_states["completed"], cell.calls, cell.errors.k) == (
+        2, 1, 3, 2)

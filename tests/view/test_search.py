@@ -13,7 +13,6 @@ from agent_eval.store import database, queries
 from agent_eval.store.queries import (
     CallFilter,
     SessionFilter,
-    delete_run,
     list_calls,
     list_sessions,
     neighbour_sessions,
@@ -79,8 +78,8 @@ def test_search_finds_exactly_what_like_finds(searched, needle, probe, monkeypat
     dialect = store.engine.dialect.name
     expected = sorted(sessions[c] for c in COMMANDS if like_matches(dialect, c, needle))
 
-    calls = list_calls(store.engine, CallFilter(run_id=run_id, search=needle), sort="id")
-    found = list_sessions(store.engine, SessionFilter(run_id=run_id, search=needle), sort="id")
+    calls = store.list_calls(CallFilter(run_id=run_id, search=needle), sort="id")
+    found = store.list_sessions(SessionFilter(run_id=run_id, search=needle), sort="id")
 
     assert sorted(r.session_id for r in calls.rows) == expected
     assert calls.total == len(expected)
@@ -99,7 +98,7 @@ def test_a_sqlite_store_scans_by_default_and_finds_the_same_rows(tmp_path):
                for i, c in enumerate(COMMANDS)}
         assert not search_index_exists(store.engine)  # no trigger slows the writes
         for needle in SEARCHES:
-            page = list_sessions(store.engine, SessionFilter(run_id=run_id, search=needle),
+            page = store.list_sessions(SessionFilter(run_id=run_id, search=needle),
                                  sort="id")
             assert [r.id for r in page.rows] == sorted(
                 ids[c] for c in COMMANDS if like_matches("sqlite", c, needle)), needle
@@ -127,7 +126,7 @@ def test_db_upgrade_search_index_builds_the_table_and_later_calls_enter_it(tmp_p
         with store.engine.connect() as conn:
             indexed = conn.execute(text(f"SELECT rowid FROM {SEARCH_TABLE} WHERE command "
                                         "MATCH '\"head -5\"'")).scalars().all()
-        page = list_calls(store.engine, CallFilter(run_id=run_id, search="head -5"))
+        page = store.list_calls(CallFilter(run_id=run_id, search="head -5"))
     assert len(indexed) == 1 and [r.session_id for r in page.rows] == [sid]
 
 
@@ -135,7 +134,7 @@ def test_the_search_covers_every_run_without_a_run_filter(searched):
     store, _, _ = searched
     dialect = store.engine.dialect.name
     in_both = [*COMMANDS, COMMANDS[0]]  # the other run holds the first command again
-    assert list_calls(store.engine, CallFilter(search="| head -5")).total == sum(
+    assert store.list_calls(CallFilter(search="| head -5")).total == sum(
         like_matches(dialect, c, "| head -5") for c in in_both)
 
 
@@ -153,15 +152,15 @@ def test_sqlite_reads_the_matches_from_the_trigram_table(searched, tmp_path):
             plans.append(" ".join(r[-1] for r in cursor.connection.execute(
                 "EXPLAIN QUERY PLAN " + statement, params)))
 
-    list_calls(store.engine, CallFilter(run_id=run_id, search="head -5"))
+    store.list_calls(CallFilter(run_id=run_id, search="head -5"))
     assert plans and all(f"SCAN {SEARCH_TABLE} VIRTUAL TABLE" in p for p in plans)
     assert all("ix_tool_calls_run_decision" not in p for p in plans)
 
 
 def test_deleted_calls_leave_the_trigram_index(searched):
     store, run_id, _ = searched
-    delete_run(store.engine, run_id)
-    assert list_calls(store.engine, CallFilter(search="head -5")).total == 1
+    store.delete_run(run_id)
+    assert store.list_calls(CallFilter(search="head -5")).total == 1
     if store.engine.dialect.name == "sqlite":
         with store.engine.begin() as conn:  # raises if the index disagrees with the table
             conn.execute(text(f"INSERT INTO {SEARCH_TABLE}({SEARCH_TABLE}, rank) "
@@ -236,7 +235,7 @@ def test_postgresql_without_pg_trgm_rights_upgrades_with_a_warning_and_scans(pg_
                              settings={})
             for i, cmd in enumerate(COMMANDS):
                 store.record_session(run_id, record(f"t/s{i}/0", [judged(0, 0, cmd)]))
-            page = list_calls(store.engine, CallFilter(run_id=run_id, search="100%"))
+            page = store.list_calls(CallFilter(run_id=run_id, search="100%"))
             assert [r.command for r in page.rows] == ["echo 100% done"]
     finally:
         with psycopg.connect(admin_url, autocommit=True) as admin:
@@ -331,7 +330,7 @@ def test_the_search_pages_are_the_unsearched_lists_filtered(paired, needle, sort
 def test_the_paired_store_mixes_denied_and_allowed_matches(paired):
     """The test above means something: a text matches denied and allowed calls alike."""
     store, run_id = paired
-    rows = list_calls(store.engine, CallFilter(run_id=run_id, search="uv run"), limit=500).rows
+    rows = store.list_calls(CallFilter(run_id=run_id, search="uv run"), limit=500).rows
     assert {r.decision for r in rows} == {"allow", "deny"}
     assert [r.decision for r in rows] == sorted(r.decision for r in rows)[::-1]  # deny first
 
@@ -356,12 +355,12 @@ def test_sqlite_search_scans_the_covering_index_and_other_lists_do_not(store):
             plans.append((statement, " ".join(r[-1] for r in cursor.connection.execute(
                 "EXPLAIN QUERY PLAN " + statement, params))))
 
-    page = list_calls(store.engine, CallFilter(run_id=run_id, search="head -5"))
+    page = store.list_calls(CallFilter(run_id=run_id, search="head -5"))
     assert sorted(r.command for r in page.rows) == sorted(COMMANDS[:2])  # LIKE folds ASCII
     searched = [p for s, p in plans if "LIKE" in s]
     assert searched and all(f"COVERING INDEX {SEARCH_SCAN_INDEX}" in p for p in searched)
     plans.clear()
-    list_calls(store.engine, CallFilter(run_id=run_id))
+    store.list_calls(CallFilter(run_id=run_id))
     assert plans and all(SEARCH_SCAN_INDEX not in p for _, p in plans)
 
 
@@ -382,7 +381,7 @@ def test_the_search_scan_migration_adds_and_removes_the_sqlite_index(store):
                 alembic_command.downgrade(config, target)
         with store.engine.connect() as conn:
             assert _index_exists(conn, SEARCH_SCAN_INDEX) == present
-        page = list_calls(store.engine, CallFilter(run_id=run_id, search="| head"))
+        page = store.list_calls(CallFilter(run_id=run_id, search="| head"))
         assert [r.command for r in page.rows] == [COMMANDS[0]]
 
 

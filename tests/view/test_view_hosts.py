@@ -25,7 +25,7 @@ def fetch(base: str, path: str, host: str | None = None) -> tuple[int, str]:
 @pytest.fixture
 def base(filled):
     store, f = filled
-    with run_view_in_thread(store.engine) as url:
+    with run_view_in_thread(store) as url:
         yield url, f
 
 
@@ -65,7 +65,7 @@ def test_a_missing_host_header_is_refused(base):
 
 def test_allowed_names_and_addresses_on_all_interfaces(filled):
     store, f = filled
-    with run_view_in_thread(store.engine, host="0.0.0.0", allow_hosts=("evals.lan",)) as url:
+    with run_view_in_thread(store, host="0.0.0.0", allow_hosts=("evals.lan",)) as url:
         port = url.rsplit(":", 1)[1]
         base = f"http://127.0.0.1:{port}"
         assert fetch(base, "/", host=f"evals.lan:{port}")[0] == 200

@@ -75,7 +75,7 @@ class Page(HTMLParser):
 @pytest.fixture
 def viewer(filled):
     store, f = filled
-    with run_view_in_thread(store.engine) as base:
+    with run_view_in_thread(store) as base:
         def get(path: str, status: int = 200) -> Page:
             try:
                 with urllib.request.urlopen(base + path, timeout=30) as resp:
@@ -272,9 +272,9 @@ def test_a_big_compare_page_does_not_import_scipy_stats(viewer):
         "from agent_eval.view import overview\n"
         "overview.INLINE_SESSIONS = 0\n"
         f"with open_store({store.url!r}) as store:\n"
-        f"    page = overview.build_compare_page(store.engine, {f.old_run_id}, {f.run_id})\n"
+        f"    page = overview.build_compare_page(store, {f.old_run_id}, {f.run_id})\n"
         "print(len(page.rows), 'scipy.stats' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
-    rows = len(overview.build_compare_page(store.engine, f.old_run_id, f.run_id).rows)
+    rows = len(overview.build_compare_page(store, f.old_run_id, f.run_id).rows)
     assert rows > 0 and done.stdout.split() == [str(rows), "False"]

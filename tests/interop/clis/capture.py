@@ -4,8 +4,9 @@ both sides of the proxy recorded byte for byte:
     CLI (sandbox) -> [Relay: what the CLI sent] -> agent-eval proxy
                   -> [Relay: what reached the upstream] -> upstream
 
-The upstream is ``agent-eval sim-server`` (``upstream="sim"``, Chat Completions only) or the
-scripted ``upstream.CaptureUpstream`` in the CLI's protocol (``upstream="capture"``).
+The upstream is ``agent-eval sim-server`` (``upstream="sim"``, which speaks every CLI's
+protocol) or the scripted ``upstream.CaptureUpstream`` in the CLI's protocol
+(``upstream="capture"``).
 
 As a script it writes the fixtures of tests/fixtures/clis/ (the README there says how):
 
@@ -106,9 +107,11 @@ def _port(url: str) -> int:
 
 @contextmanager
 def capture(name: str, *, upstream: str = "capture", prompt: str = PROMPT,
-            work: Path, timeout: float = 120.0, keep: bool = False) -> Iterator[Capture]:
+            work: Path, timeout: float = 120.0, keep: bool = False,
+            allowlist: Path = ALLOWLIST) -> Iterator[Capture]:
     """Run CLI ``name`` once with ``prompt``; yield the ``Capture`` while its sandbox folder
-    still exists.  ``work`` holds the proxy's store and the servers' logs."""
+    still exists.  ``work`` holds the proxy's store and the servers' logs; the proxy judges
+    under ``allowlist``."""
     cli = CLIS[name]
     agent_eval = shutil.which("agent-eval") or str(Path(sys.executable).with_name("agent-eval"))
     with ExitStack() as stack:
@@ -123,7 +126,7 @@ def capture(name: str, *, upstream: str = "capture", prompt: str = PROMPT,
         stack.callback(tap.close)
         proxy, proxy_url = stack.enter_context(_process(
             [agent_eval, "proxy", "--upstream", f"http://127.0.0.1:{tap.listen_port}/v1",
-             "--allowlist", str(ALLOWLIST), "--port", "0", "--idle-timeout", "5",
+             "--allowlist", str(allowlist), "--port", "0", "--idle-timeout", "5",
              "--label", f"cli-{name}", "--journal", str(work / "proxy.journal"),
              "--db", f"sqlite:///{work / 'proxy.db'}"], work, "proxy"))
         box = stack.enter_context(Sandbox(_port(proxy_url), clis_dir=CLIS_DIR, keep=keep))

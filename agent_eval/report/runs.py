@@ -1,0 +1,31 @@
+"""The runs list as text: one row per stored run, in ``RUN_HEAD`` order, shared by
+``agent-eval runs`` (a terminal table) and the viewer's runs page (HTML); each caller
+escapes the texts for its own medium."""
+
+from __future__ import annotations
+
+RUN_HEAD = ("id", "label", "kind", "status", "targets", "sessions", "calls",
+            "errors/100 [95% CI]", "started", "duration")  # fmt: skip
+
+
+def run_cells(r) -> tuple[str, ...]:
+    """A run's row as text, in ``RUN_HEAD`` order (shared with the viewer)."""
+    if r.per100 is None:
+        rate = "–"
+    else:
+        lo, hi = r.interval
+        rate = f"{r.per100:.2f} [{lo:.1f}–{hi:.1f}]"
+    return (str(r.id), r.label or "", r.kind, r.status, ", ".join(r.targets), str(r.sessions),
+            str(r.calls), rate, r.started.strftime("%Y-%m-%d %H:%M"),
+            format_duration(r.duration_s))
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"

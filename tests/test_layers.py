@@ -1,0 +1,178 @@
+"""The package's layering as contracts: README's architecture table and docs/design.md
+say imports point down the layers only; this is the test that keeps it so.
+
+A small walk over ``ast`` rather than import-linter: import-linter checks module-to-module
+layers only, and two of the three contracts here are not about which module imports
+which (no private name taken across folders, no way into the store around its facade);
+one walk of the source checks all three, with no dependency and no build of an import
+graph.  Every import counts, at module level, inside a function or under
+``TYPE_CHECKING``: a lazy import is a dependency all the same.
+
+The layers, lowest first (README's table lists the same rows, checked below).  A folder
+imports its own modules and those of lower layers; folders of one layer are independent
+of each other.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "agent_eval"
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "transcript", "testhook"),  # the error tree, the records every stage passes
+    # on, and the test suite's pause points
+    ("policy", "wire"),  # the engine (pure); the wire protocols read into chat turns (pure)
+    ("scenario", "metrics", "calls"),  # suites; pure figures; the call recorder
+    ("sim", "importers", "serverlogs"),  # sources other than a live run
+    ("store",),  # SQL behind the Store facade, and the one aggregator
+    ("live", "analysis", "report", "migrations"),
+    ("proxy", "view"),
+    ("cli",),  # the only place stages are wired together
+    ("__main__",),  # ``python -m agent_eval``
+)
+ROOT_MODULE = "errors"  # ``agent_eval/__init__.py`` (the version) sits with the lowest layer
+
+STORE_INSIDE = {"store", "migrations"}  # the Alembic revisions read store/schema.py
+
+
+def _layer_of() -> dict[str, int]:
+    return {unit: n for n, layer in enumerate(LAYERS) for unit in layer}
+
+
+def _unit(module: str) -> str | None:
+    """``agent_eval.store.queries`` -> ``store``; the package itself -> its root module."""
+    parts = module.split(".")
+    if parts[0] != "agent_eval":
+        return None
+    return parts[1] if len(parts) > 1 else ROOT_MODULE
+
+
+def _own_unit(path: Path) -> str:
+    rel = path.relative_to(PACKAGE)
+    if len(rel.parts) == 1:
+        return ROOT_MODULE if rel.stem == "__init__" else rel.stem
+    return rel.parts[0]
+
+
+def _module_of(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+@cache
+def _imports() -> tuple[tuple[Path, int, str, tuple[str, ...]], ...]:
+    """Every ``(file, line, imported module, names taken)`` of the package; relative
+    imports resolved."""
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        here = _module_of(path).split(".")
+        package = here if path.name == "__init__.py" else here[:-1]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                out += [(path, node.lineno, a.name, ()) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package[: len(package) - node.level + 1]
+                    base = ".".join([*up, base] if base else up)
+                out.append((path, node.lineno, base, tuple(a.name for a in node.names)))
+    return tuple(out)
+
+
+def _where(path: Path, line: int) -> str:
+    return f"{path.relative_to(ROOT)}:{line}"
+
+
+def test_every_folder_of_the_package_has_a_layer():
+    units = {_own_unit(p) for p in PACKAGE.rglob("*.py")}
+    missing = sorted(units - set(_layer_of()))
+    assert not missing, f"place {missing} in LAYERS (tests/test_layers.py) and README's table"
+
+
+def test_imports_point_down_the_layers():
+    layer = _layer_of()
+    breaches = []
+    for path, line, module, _ in _imports():
+        own, other = _own_unit(path), _unit(module)
+        if other is None or other == own:
+            continue
+        if layer[other] >= layer[own]:
+            breaches.append(f"{_where(path, line)}: {own} (layer {layer[own] + 1}) imports "
+                            f"{module} (layer {layer[other] + 1})")
+    assert not breaches, "imports must point down the layers:\n" + "\n".join(breaches)
+
+
+def test_no_private_name_is_taken_from_another_folder():
+    breaches = []
+    for path, line, module, names in _imports():
+        other = _unit(module)
+        if other is None or other == _own_unit(path):
+            continue
+        private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+        private += [part for part in module.split(".") if part.startswith("_")
+                    and not part.startswith("__")]
+        if private:
+            breaches.append(f"{_where(path, line)}: {', '.join(private)} from {module}")
+    assert not breaches, ("a private name is its folder's own; make it public there "
+                          "(documented) or keep the work in that folder:\n" + "\n".join(breaches))
+
+
+STORE_SUBMODULES = {p.stem for p in (PACKAGE / "store").glob("*.py")} - {"__init__"}
+
+
+def test_the_store_is_reached_through_its_facade_only():
+    """Outside ``store/`` the store's API is the ``agent_eval.store`` namespace (``Store``,
+    ``open_store`` and the records its methods return): no submodule imported, no engine
+    taken from a ``Store``."""
+    breaches = []
+    for path, line, module, names in _imports():
+        if _own_unit(path) in STORE_INSIDE:
+            continue
+        if module.startswith("agent_eval.store."):
+            breaches.append(f"{_where(path, line)}: imports {module}")
+        elif module == "agent_eval.store" and STORE_SUBMODULES & set(names):
+            breaches.append(f"{_where(path, line)}: imports the module(s) "
+                            f"{sorted(STORE_SUBMODULES & set(names))} of agent_eval.store")
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if _own_unit(path) in STORE_INSIDE:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        breaches += [f"{_where(path, node.lineno)}: .engine" for node in ast.walk(tree)
+                     if isinstance(node, ast.Attribute) and node.attr == "engine"]
+    assert not breaches, ("use a Store method (agent_eval/store/__init__.py); add one there "
+                          "when none fits:\n" + "\n".join(breaches))
+
+
+def _readme_layers() -> tuple[frozenset[str], ...]:
+    """README's architecture table as layers: ``| layer | folders | ... |`` rows."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Architecture", 1)[1].split("\n## ", 1)[0]
+    rows: dict[int, set[str]] = {}
+    for match in re.finditer(r"^\| (\d+) \| ([^|]+) \|", section, re.M):
+        names = re.findall(r"`(\w+)(?:/|\.py)`", match.group(2))
+        rows.setdefault(int(match.group(1)), set()).update(names)
+    return tuple(frozenset(rows[n]) for n in sorted(rows))
+
+
+def test_readme_architecture_table_lists_the_layers():
+    expected = tuple(frozenset(layer) for layer in LAYERS if layer != ("__main__",))
+    assert _readme_layers() == expected, (
+        "README.md's architecture table must list LAYERS of tests/test_layers.py, in order")
+
+
+def test_design_doc_data_flow_names_every_folder():
+    text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    flow = text.split("## Data flow", 1)[1].split("\n## ", 1)[0]
+    folders = {u for layer in LAYERS for u in layer} - {"__main__", "errors", "transcript"}
+    named = {u: f"{u}.py" if (PACKAGE / f"{u}.py").exists() else f"{u}/" for u in folders}
+    missing = sorted(u for u, name in named.items() if name not in flow)
+    assert not missing, f"docs/design.md's data flow does not name {missing}"
