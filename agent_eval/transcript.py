@@ -27,8 +27,9 @@ stored transcript so later readers can migrate old ones.
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -179,6 +180,49 @@ def share_messages(previous: dict[str, Any] | None, request: dict[str, Any]) -> 
     if "tools" in out and out["tools"] == previous.get("tools"):
         out["tools"] = previous["tools"]
     return out
+
+
+LONE_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+"""JSON text escaping a UTF-16 surrogate (``"\\ud800"``): the parser joins a pair and
+returns a lone one as it is, text that cannot be encoded as UTF-8 and that no store, file
+or terminal can hold.  Only records from bytes holding such an escape need
+:func:`storable`; the cheap search on the raw bytes says which."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def as_text(value: Any) -> str:
+    """A value as text: a string as it is, ``None`` as ``""``, anything else as its JSON
+    (its ``repr`` when not even that)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return repr(value)
+
+
+def storable(value: Any) -> Any:
+    """``value`` (text, lists, dicts, and the records of this module, nested) with every
+    lone surrogate replaced by U+FFFD; what has none is returned as it is.  Applied when
+    a record is stored, after its calls were judged on the text as it came (the engine
+    denies a lone surrogate, AE202; U+FFFD in its place could pass)."""
+    if isinstance(value, str):
+        return value if value.isascii() else _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [storable(v) for v in value]
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, FindingRecord | CallRecord | TurnRecord | HandshakeResult | SessionRecord):
+        changes = {}
+        for name in value.__slots__:
+            old = getattr(value, name)
+            new = storable(old)
+            if new is not old and new != old:
+                changes[name] = new
+        return replace(value, **changes) if changes else value
+    return value
 
 
 def assign_next_actions(calls: list[CallRecord]) -> None:

@@ -13,10 +13,12 @@ from aiohttp import web
 
 
 @contextmanager
-def serve_in_thread(app: web.Application) -> Iterator[str]:
-    """Yields the base URL ``http://127.0.0.1:PORT/v1``; stops the server on exit."""
+def serve_in_thread(app: web.Application, **runner_options) -> Iterator[str]:
+    """Yields the base URL ``http://127.0.0.1:PORT/v1``; stops the server on exit.
+    ``runner_options`` go to ``web.AppRunner`` (``auto_decompress=False``: the handler
+    reads request bodies as they came over the wire)."""
     loop = asyncio.new_event_loop()
-    runner = web.AppRunner(app, handle_signals=False)
+    runner = web.AppRunner(app, handle_signals=False, **runner_options)
     ready = threading.Event()
     port: list[int] = []
 

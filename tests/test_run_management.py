@@ -117,3 +117,20 @@ def test_perf_json_is_what_perf_json_file_holds(db, tmp_path):
     printed = json.loads(result.stdout)
     assert printed == json.loads((tmp_path / "perf.json").read_text(encoding="utf-8"))
     assert printed["samples"] == 0 and printed["generation"] == []
+
+
+HUGE = "9" * 24
+
+
+@pytest.mark.parametrize("args", [
+    ["runs", "--offset", HUGE], ["sessions", "1", "--offset", HUGE], ["calls", "1", "--session", HUGE],
+    ["show", HUGE], ["show", "9" * 5000], ["export", HUGE], ["runs", "delete", HUGE, "--yes"],
+    ["gate", "--run", HUGE, "--max-error-rate", "1"],
+], ids=["runs-offset", "sessions-offset", "calls-session", "show", "show-5000-digits", "export",
+        "runs-delete", "gate"])
+def test_a_number_past_the_stores_ids_is_an_error_line_not_a_traceback(db, args):
+    """Ids are SQL INTEGER: a bigger number overflowed SQLite's binding (a traceback)."""
+    result = _cli(*args, "--db", db)
+    assert result.exit_code == 2, result.output
+    assert result.output.count("Error:") == 1 and "Traceback" not in result.output
+    assert not isinstance(result.exception, OverflowError | ValueError)

@@ -134,8 +134,8 @@ class _SkipWarnings:
         self.path: Path | None = None
 
     def warn(self, path: Path, line: int, reason: str) -> None:
-        if line == 0:  # a whole file passed over: always shown
-            click.echo(f"Warning: {path}: {reason}", err=True)
+        if line == 0:  # a whole file passed over: always shown (the reason may quote it)
+            click.echo(escape_terminal(f"Warning: {path}: {reason}"), err=True)
             return
         self.count += 1
         self.path = path
@@ -145,7 +145,7 @@ class _SkipWarnings:
 
     def close(self) -> None:
         if self.count > self.SHOWN:
-            click.echo(f"Warning: {self.path}: {self.count - self.SHOWN} more lines skipped "
+            click.echo(f"Warning: {escape_terminal(str(self.path))}: {self.count - self.SHOWN} more lines skipped "
                        f"({self.count} in all)", err=True)
 
 

@@ -12,10 +12,11 @@ import sys
 import click
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
 from agent_eval.cli import main
 from agent_eval.cli.db import db_option
+from agent_eval.cli.terminal import model_text
+from agent_eval.store import MAX_ID
 
 SESSION_HEAD = ("id", "target", "scenario", "repeat", "status", "calls", "denials",
                 "handshake", "tags")  # fmt: skip
@@ -40,7 +41,8 @@ def _filters(func):
         click.option("--search", metavar="TEXT", help="Text the command contains."),
         click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True,
                      help="Rows per page."),
-        click.option("--offset", type=click.IntRange(0), default=0, help="Skip this many rows."),
+        click.option("--offset", type=click.IntRange(0, MAX_ID), default=0,
+                     help="Skip this many rows."),
         click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON."),
         db_option,
     ]
@@ -81,9 +83,9 @@ def sessions(run_ref, sort, limit, offset, as_json, db, **filters) -> None:
         table.add_column(col, justify="right" if col in ("id", "repeat", "calls", "denials")
                          else "left")
     for r in page.rows:
-        table.add_row(str(r.id), Text(r.target), Text(r.scenario), str(r.repeat),
-                      Text(r.status_text, style="red" if r.failed else "green"), str(r.calls),
-                      str(r.denials), handshake_cell(r), Text(", ".join(r.tags)))
+        table.add_row(str(r.id), model_text(r.target), model_text(r.scenario), str(r.repeat),
+                      model_text(r.status_text, "red" if r.failed else "green"), str(r.calls),
+                      str(r.denials), handshake_cell(r), model_text(", ".join(r.tags)))
     _console().print(table)
 
 
@@ -93,7 +95,8 @@ def sessions(run_ref, sort, limit, offset, as_json, db, **filters) -> None:
 @click.option("--next", "next_action",
               type=click.Choice(["pivot", "retry-denied", "repeat", "abandon"]),
               help="Only denied calls followed by this reaction.")
-@click.option("--session", "session_id", type=int, help="Only this session's calls.")
+@click.option("--session", "session_id", type=click.IntRange(0, MAX_ID),
+              help="Only this session's calls.")
 @click.option("--sort", type=click.Choice(["failed", "id", "-id", "code", "session"]),
               default="failed", show_default=True,
               help="Order: denied first, by id, by class, by session and position.")
@@ -121,11 +124,11 @@ def calls(run_ref, sort, limit, offset, as_json, db, **filters) -> None:
     for col in CALL_HEAD:
         table.add_column(col, justify="right" if col in ("id", "session", "#") else "left")
     for r in page.rows:
-        table.add_row(str(r.id), str(r.session_id), Text(r.target), Text(r.scenario),
-                      str(r.index), Text(r.tool),
-                      Text(r.decision, style="red" if r.decision == "deny" else "green"),
-                      r.primary_code or "", r.next_action or "",
-                      Text(terminal_safe(r.command or "", COMMAND_CHARS)))
+        table.add_row(str(r.id), str(r.session_id), model_text(r.target), model_text(r.scenario),
+                      str(r.index), model_text(r.tool),
+                      model_text(r.decision, "red" if r.decision == "deny" else "green"),
+                      model_text(r.primary_code), model_text(r.next_action),
+                      model_text(r.command, limit=COMMAND_CHARS))
     _console().print(table)
 
 
@@ -136,16 +139,8 @@ def handshake_cell(r) -> str:
                                                             else " open")
 
 
-def terminal_safe(text: str, limit: int | None = None) -> str:
-    """Control characters (ESC, CR, …) shown as escapes, so a stored command cannot move
-    the cursor or recolour the terminal; cut to ``limit`` characters."""
-    safe = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
-    if limit is not None and len(safe) > limit:
-        safe = safe[: limit - 1] + "…"
-    return safe
-
-
 def _title(what: str, run_id: int, page) -> str:
+    """The table's title (numbers only; rich parses a title as markup)."""
     if not page.rows:
         return f"{what} of run {run_id}: none match"
     return f"{what} of run {run_id}: {page.offset + 1}–{page.offset + len(page.rows)} of {page.total}"

@@ -133,11 +133,14 @@ def _run_window(run, sessions) -> tuple[datetime, datetime]:
 def _print(tables, work, scope: str) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
+    from agent_eval.cli.terminal import model_text
     from agent_eval.serverlogs import render
 
-    console = Console()
-    console.print(f"[bold]Server performance[/bold]  {scope}", highlight=False)
+    console = Console()  # scope and source names come from logs and labels: never markup
+    console.print(Text.assemble(("Server performance", "bold"), "  ", model_text(scope)),
+                  highlight=False)
     if tables.samples == 0:
         console.print(
             "no server samples in this window: import a log with "
@@ -146,7 +149,7 @@ def _print(tables, work, scope: str) -> None:
         )
     if len(tables.sources) > 1:
         console.print(
-            f"pooled sources: {', '.join(tables.sources)} (pick one with --source)",
+            model_text(f"pooled sources: {', '.join(tables.sources)} (pick one with --source)"),
             highlight=False,
         )
     sections = [
@@ -168,5 +171,5 @@ def _print(tables, work, scope: str) -> None:
                 else "right",
             )
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*(model_text(cell) for cell in row))
         console.print(table)

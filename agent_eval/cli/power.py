@@ -6,6 +6,7 @@ import click
 
 from agent_eval.cli import main
 from agent_eval.cli.db import db_option
+from agent_eval.cli.terminal import escape_terminal
 from agent_eval.errors import ConfigError
 
 
@@ -58,8 +59,9 @@ def power(baseline_ref, detect, power, target, db) -> None:
     if not units:
         raise ConfigError(f"run {info.id} holds no sessions with tool calls to plan from",
                           field="--baseline")
-    click.echo(f"Baseline run {info.id}" + (f" ({info.label})" if info.label else ""))
+    label = f" ({escape_terminal(info.label, one_line=True)})" if info.label else ""
+    click.echo(f"Baseline run {info.id}{label}")
     for name, items in units.items():
-        click.echo(f"== {name} ==")
+        click.echo(f"== {escape_terminal(name, one_line=True)} ==")
         for line in plan_lines(plan_power(items, detect, power=power)):
             click.echo(line)

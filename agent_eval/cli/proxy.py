@@ -37,10 +37,16 @@ from agent_eval.errors import ConfigError
               show_default=True, metavar="DAYS",
               help="Delete stored prompt texts (kept for replay) that no turn used in this "
                    "many days, at start and hourly; 0 keeps them for ever.")
+@click.option("--client-timeout", type=click.FloatRange(min=0.1), default=60.0,
+              show_default=True, metavar="SECONDS",
+              help="Seconds a client may take to send a request's headers (from connecting "
+                   "or the previous answer's end: also how long an idle connection is "
+                   "kept), and again its body (then a 408).")
 @db_option
 def proxy(upstream: str, allowlist_path: str, port: int, host: str, label: str,
           idle_timeout: float, journal: str, protocols_path: str | None,
-          otel_endpoint: str | None, keep_requests_days: int, db: str | None) -> None:
+          otel_endpoint: str | None, keep_requests_days: int, client_timeout: float,
+          db: str | None) -> None:
     """Relay an agent stack's traffic to its model server unchanged; judge every tool call.
 
     Point the stack's base URL at the proxy and change nothing else.  Every request and
@@ -59,16 +65,22 @@ def proxy(upstream: str, allowlist_path: str, port: int, host: str, label: str,
     Each prompt text is stored once however many turns repeat it; --keep-requests-days N
     also deletes the texts unused for N days (the store's, not only this run's: turns
     older than that can then no longer be replayed, and replay says so).
+    A client that does not send a request's headers, or its body, within
+    --client-timeout seconds is disconnected (a 408 for the body), so trickling
+    connections cannot hold memory.  A user and password in --upstream are never shown,
+    logged or stored (nor sent: the relay asks the upstream's origin).
     Status: GET /_agent_eval/status.  Stop with Ctrl-C (open sessions are written then).
     Exit codes: 0 stopped, 2 bad option, file or --db.
     """
     from agent_eval.policy import load_allowlist
     from agent_eval.proxy.recorder import by_protocol
+    from agent_eval.proxy.relay import public_url
     from agent_eval.proxy.worker import RecorderConfig, RecorderProcess
     from agent_eval.store import open_store
 
     if not upstream.startswith(("http://", "https://")):
-        raise ConfigError(f"{upstream!r} is not an http(s) URL", field="--upstream")
+        raise ConfigError(f"{public_url(upstream)!r} is not an http(s) URL", field="--upstream")
+    upstream = public_url(upstream)
     if otel_endpoint is not None:
         from agent_eval.proxy.otel import check_otel
 
@@ -89,7 +101,7 @@ def proxy(upstream: str, allowlist_path: str, port: int, host: str, label: str,
 
     recorder.start()
     try:
-        run(_serve(recorder, upstream, host, port, db_url))
+        run(_serve(recorder, upstream, host, port, db_url, client_timeout))
     except KeyboardInterrupt:
         pass
     finally:
@@ -97,18 +109,22 @@ def proxy(upstream: str, allowlist_path: str, port: int, host: str, label: str,
     stats = recorder.status()
     click.echo(f"run {stats['run_id']}: {stats['stored_sessions']} sessions, "
                f"{stats['stored_turns']} turns stored; {stats['journaled_sessions']} sessions "
-               f"in the journal; {stats['lost_turns']} turns not recorded; "
-               f"exchanges by protocol: {by_protocol(stats)}", err=True)
+               f"in the journal; {stats['lost_turns']} turns not recorded"
+               + (f" ({stats['journal_errors']} journal writes refused by the file system)"
+                  if stats.get("journal_errors") else "")
+               + f"; exchanges by protocol: {by_protocol(stats)}", err=True)
 
 
-async def _serve(recorder, upstream: str, host: str, port: int, db_url: str) -> None:
+async def _serve(recorder, upstream: str, host: str, port: int, db_url: str,
+                 client_timeout: float) -> None:
     from agent_eval.proxy import running_proxy
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with running_proxy(recorder, upstream, host=host, port=port) as server:
+    async with running_proxy(recorder, upstream, host=host, port=port,
+                             client_timeout_s=client_timeout) as server:
         click.echo(f"agent-eval proxy: {server.base_url} -> {upstream}, judging into "
                    f"{db_url} run {recorder.run_id} (Ctrl-C stops)", err=True)
         click.echo(server.base_url)

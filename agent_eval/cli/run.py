@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from agent_eval.cli import EXIT_FAULT, main
 from agent_eval.cli.db import db_option
+from agent_eval.cli.terminal import escape_terminal
 from agent_eval.errors import ConfigError
 from agent_eval.live.targets import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES
 
@@ -209,8 +210,8 @@ def _resume_planned(store, run_id, suite_obj, targets, as_json) -> None:
         _print_json(store, run_id, status, tally.stored)
     else:
         print_run_tables(store, [run_id], _console())
-    if tally.stopped:
-        click.echo(f"Error: {tally.stopped}", err=True)
+    if tally.stopped:  # may quote the server: outside text
+        click.echo(f"Error: {escape_terminal(tally.stopped)}", err=True)
         sys.exit(EXIT_FAULT)
     if tally.server_gone:
         click.echo(f"Error: the server of target {tally.server_gone!r} stopped answering; "
@@ -342,8 +343,8 @@ def _report_unmeasured(tally, console: Console) -> bool:
                    "server's tool-call parser and the target's tool_choice (docs/servers.md)")
             lines.append(f"Error: target {name!r} produced no judged tool call, so nothing was "
                          f"measured: {why}.")
-    for line in lines:
-        click.echo(line, err=True)
+    for line in lines:  # they quote the server's errors: outside text
+        click.echo(escape_terminal(line), err=True)
     return bool(lines)
 
 

@@ -12,6 +12,8 @@ from rich.table import Table
 
 from agent_eval.cli import main
 from agent_eval.cli.db import db_option
+from agent_eval.cli.terminal import escape_terminal, model_text
+from agent_eval.store import MAX_ID
 
 
 @main.group(invoke_without_command=True)
@@ -22,7 +24,7 @@ from agent_eval.cli.db import db_option
               help="Only runs in this state.")
 @click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True,
               help="Runs per page.")
-@click.option("--offset", type=click.IntRange(0), default=0, help="Skip this many runs.")
+@click.option("--offset", type=click.IntRange(0, MAX_ID), default=0, help="Skip this many runs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 @db_option
 @click.pass_context
@@ -52,8 +54,8 @@ def runs(ctx, label, kind, status, limit, offset, as_json, db) -> None:
     table = Table(title=f"Runs {page.offset + 1}–{page.offset + len(page.rows)} of {page.total}")
     for col in RUN_HEAD:
         table.add_column(col, justify="right" if col in ("id", "sessions", "calls") else "left")
-    for r in page.rows:
-        table.add_row(*run_cells(r))
+    for r in page.rows:  # labels, targets (model names) are outside text: never markup
+        table.add_row(*(model_text(cell) for cell in run_cells(r)))
     _console().print(table)
 
 
@@ -75,7 +77,8 @@ def delete_cmd(run_ref: str, yes: bool, db: str | None) -> None:
 
     with open_store(db) as store:
         run = store.resolve_run(run_ref)
-        if not yes and not click.confirm(f"Delete run {run.id} ({run.label or 'no label'})?"):
+        label = escape_terminal(run.label or "no label", one_line=True)
+        if not yes and not click.confirm(f"Delete run {run.id} ({label})?"):
             click.echo("nothing deleted")
             return
         n = store.delete_run(run.id)

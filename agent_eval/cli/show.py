@@ -80,8 +80,10 @@ def resolve_session(store, ref: str, session_ref: str | None) -> int:
     from agent_eval.errors import ConfigError
 
     if session_ref is None:
+        if ref.isdigit() and len(ref) <= 10:
+            return int(ref)  # the store says whether it exists
         if ref.isdigit():
-            return int(ref)
+            raise ConfigError(f"no session with id {ref[:24]} in this store", field="session")
         if ref != "latest":
             raise ConfigError(f"{ref!r} is not a session id; give an id, `latest`, or "
                               "RUN SESSION", field="show")
@@ -145,7 +147,8 @@ def _turn_panel(turn, limit_r, limit_o) -> Panel:
             line.append(f"  {call.primary} {call.primary_name or ''}".rstrip(), style="red")
         if call.source_decision:
             line.append("  source: ")
-            line.append(call.source_decision, style=DECISION_STYLE.get(call.source_decision, ""))
+            line.append(esc(call.source_decision, one_line=True),
+                        style=DECISION_STYLE.get(call.source_decision, ""))
             if call.source_reason:
                 limit = None if limit_o is None else REASON_CHARS
                 line.append(f" ({esc(_clip(call.source_reason, limit))})")

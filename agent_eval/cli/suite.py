@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from agent_eval.cli import EXIT_FAIL, main
+from agent_eval.cli.terminal import escape_terminal
 
 
 @main.command()
@@ -57,7 +58,7 @@ def validate(suite: Path, as_json: bool) -> None:
                                "problems": [p.as_dict() for p in problems]}, indent=2))
     else:
         for problem in problems:
-            click.echo(problem.render())
+            click.echo(escape_terminal(problem.render()))
         if problems:
             click.echo(f"{len(problems)} problem(s) in {suite}", err=True)
         else:

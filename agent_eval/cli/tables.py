@@ -56,10 +56,10 @@ def render_class_table(summaries: dict[str, GroupSummary]) -> Table:
         table.add_column(model_text(name), justify="right")
     for code, cells in class_table(summaries):
         if code == TOTAL:
-            label = "[bold]total[/]"
+            label = model_text("total", "bold")
         else:
             rule = get_rule(code)
-            label = f"{code} {rule.name}" if rule else code
+            label = model_text(f"{code} {rule.name}" if rule else code)
         table.add_row(label, *(fmt_rate(cells.get(n), interval=False) for n in summaries))
     return table
 

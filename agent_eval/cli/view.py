@@ -13,8 +13,11 @@ from agent_eval.cli.db import db_option
               help="Port to listen on.")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to bind; anything but loopback lets other machines read the store.")
+@click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
+              help="Also answer requests addressed to this host name (repeatable); "
+                   "localhost, the loopback addresses and --host are always answered.")
 @db_option
-def view(port: int, host: str, db: str | None) -> None:
+def view(port: int, host: str, allow_hosts: tuple[str, ...], db: str | None) -> None:
     """Browse the store in a local web app: runs, a run's tables, calls, sessions, compare.
 
     Example:
@@ -27,7 +30,11 @@ def view(port: int, host: str, db: str | None) -> None:
     next failed session of the same list; /compare?a=RUN&b=RUN lines two runs up.  Pages
     of a running run refresh themselves.  Read-only on the store, no script, nothing
     fetched from outside.  Binds loopback unless --host says otherwise (and then says
-    so).  Stop with Ctrl-C.  Exit codes: 0 stopped, 2 bad --db or option.
+    so).  Only requests whose Host header names the viewer are answered (others get a
+    403), so a web page that points its own name at this machine (DNS rebinding) cannot
+    read it: localhost, the loopback addresses, --host (and any IP address when --host
+    is 0.0.0.0 or ::); to open it by another name, add --allow-host NAME.  Stop with
+    Ctrl-C.  Exit codes: 0 stopped, 2 bad --db or option.
     """
     from agent_eval.store import open_store
     from agent_eval.view import serve
@@ -40,7 +47,7 @@ def view(port: int, host: str, db: str | None) -> None:
         click.echo(f"warning: listening on {host}, not loopback: anyone who can reach this "
                    f"machine on port {port} can read every stored transcript", err=True)
     try:
-        serve(store, host=host, port=port)
+        serve(store, host=host, port=port, allow_hosts=allow_hosts)
     finally:
         store.close()
 

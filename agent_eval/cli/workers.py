@@ -10,6 +10,7 @@ import click
 
 from agent_eval.cli import EXIT_FAULT, main
 from agent_eval.cli.db import db_option
+from agent_eval.cli.terminal import escape_terminal
 from agent_eval.errors import ConfigError
 
 
@@ -76,7 +77,7 @@ def worker(run_ref, concurrency, lease_s, suite, as_json, db) -> None:
                    f"{progress.planned} sessions done"
                    + (" (this worker marked it finished)." if tally.marked_finished else "."))
     if tally.stopped:
-        click.echo(f"Error: {tally.stopped} This worker stopped; its unplayed sessions stay "
+        click.echo(f"Error: {escape_terminal(tally.stopped)} This worker stopped; its unplayed sessions stay "
                    f"open for a worker started after the fix.", err=True)
         sys.exit(EXIT_FAULT)
     if tally.server_gone:

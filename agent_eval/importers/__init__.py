@@ -64,7 +64,7 @@ from agent_eval.importers import (
 )
 from agent_eval.importers.auto import FileReporter, read_tagged
 from agent_eval.importers.detect import guess_format
-from agent_eval.importers.source import ImportedCall, ImportedSession, SkipReporter
+from agent_eval.importers.source import ImportedCall, ImportedSession, SkipReporter, guarded
 from agent_eval.policy import AllowList
 from agent_eval.policy.verdict import Invocation
 from agent_eval.scenario.protocols import Protocols, system_prompt_of
@@ -73,6 +73,7 @@ from agent_eval.transcript import (
     HandshakeResult,
     SessionRecord,
     assign_next_actions,
+    storable,
 )
 
 ImportFormat = Literal["openai", "opencode", "claude-code", "mini-swe-agent", "swe-agent", "call-records",
@@ -131,7 +132,8 @@ def read_tagged_sessions(
         raise ConfigError("file not found; pass an existing transcript file or folder", path=str(path))
     if fmt != AUTO and not path.is_dir():
         refuse_misread(fmt, path)
-        return ((fmt, s) for s in FORMATS[fmt](path, model=model, on_skip=on_skip))
+        return ((fmt, s) for s in guarded(FORMATS[fmt](path, model=model, on_skip=on_skip),
+                                          path, fmt))
     return read_tagged(FORMATS, None if fmt == AUTO else fmt, path, model=model, on_skip=on_skip,
                        on_file=on_file)
 
@@ -173,6 +175,8 @@ def import_sessions(
         if count:
             key = f"{key}#{count + 1}"
         record = judge.session(session, key=key, source=source)
+        if session.lone_surrogates:  # judged as it came (AE202); stored as U+FFFD
+            record = storable(record)
         if session.parent is not None and session.parent in seen:
             record.parent_key = session.parent
         yield record

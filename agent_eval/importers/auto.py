@@ -21,7 +21,7 @@ from pathlib import Path
 from agent_eval.errors import ConfigError
 from agent_eval.importers.claude_code import transcript_order
 from agent_eval.importers.detect import guess_format, guess_whole_folder
-from agent_eval.importers.source import ImportedSession, SkipReporter, warn_skipped
+from agent_eval.importers.source import ImportedSession, SkipReporter, guarded, warn_skipped
 
 SUFFIXES = (".jsonl", ".json", ".traj", ".db")
 """Files a folder import looks at; anything else (logs, images, source) is not a transcript."""
@@ -54,7 +54,7 @@ def read_tagged(
             raise ConfigError(
                 f"cannot tell which format this file is; name it: agent-eval import FORMAT PATH "
                 f"(FORMAT one of {', '.join(readers)})", path=str(path))
-        for session in readers[use](path, model=model, on_skip=on_skip):
+        for session in guarded(readers[use](path, model=model, on_skip=on_skip), path, use):
             yield use, session
         if on_file is not None:
             on_file(path, _size(path))
@@ -98,14 +98,14 @@ def _read_one(readers: dict, fmt: str | None, file: Path, *, model: str | None,
         report(file, 0, "format not recognised; file skipped")
         return
     try:
-        for session in readers[use](file, model=model, on_skip=on_skip):
+        for session in guarded(readers[use](file, model=model, on_skip=on_skip), file, use):
             yield use, session
     except ConfigError as exc:
         text = str(exc)
         if exc.path:
             text = text.removeprefix(f"{exc.path}: ")
         report(file, 0, f"file skipped: {text}")
-    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as exc:
+    except OSError as exc:
         report(file, 0, f"file skipped: the {use} reader could not read it ({type(exc).__name__}: {exc})")
 
 

@@ -196,7 +196,7 @@ class _Rollout:
 
     def _item(self, item: dict[str, Any]) -> None:
         s = self.session
-        itype = item.get("type")
+        itype = item.get("type") if isinstance(item.get("type"), str) else None
         if itype in CALL_TYPES or itype == "web_search_call":
             turn = self._turn().index
             call = call_from_item(item, turn) if itype in CALL_TYPES else web_search_from_item(item, turn)

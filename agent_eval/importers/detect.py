@@ -93,6 +93,8 @@ def guess_line(obj: Any) -> str | None:
     """The format one parsed JSONL line looks like (pure)."""
     if not isinstance(obj, dict):
         return None
+    if not isinstance(obj.get("type"), str | None):  # a list or object: no format's line
+        return None
     if "tool" in obj and ("session_id" in obj or "source_repo" in obj):
         return "call-records"
     if _chat_list(obj.get("messages")):

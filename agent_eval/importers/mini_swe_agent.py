@@ -234,8 +234,8 @@ def _turn(index: int, content: str, extra: Any) -> TurnRecord:
     turn.reasoning_tokens = details.get("reasoning_tokens") if isinstance(details, dict) else None
     cached = usage.get("prompt_tokens_details") or {}
     turn.cached_tokens = cached.get("cached_tokens") if isinstance(cached, dict) else None
-    choices = response.get("choices") or []
-    if choices and isinstance(choices[0], dict):
+    choices = response.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         turn.finish_reason = choices[0].get("finish_reason")
         message = choices[0].get("message") or {}
         if isinstance(message, dict) and isinstance(message.get("reasoning"), str):

@@ -120,6 +120,9 @@ def session_from_messages(
                 if request is not None else None,
             )
         )
+        raw_calls = msg.get("tool_calls")
+        if raw_calls and not isinstance(raw_calls, list):
+            session.skip_call(f"turn {turn}: `tool_calls` is not a list of calls")
         calls = _calls_of(msg, turn)
         results: list[dict[str, Any]] = []
         while i < len(messages) and isinstance(messages[i], dict) and messages[i].get("role") in ("tool", "function"):
@@ -132,7 +135,9 @@ def session_from_messages(
 
 
 def _calls_of(msg: dict[str, Any], turn: int) -> list[ImportedCall]:
-    raw_calls = msg.get("tool_calls") or []
+    raw_calls = msg.get("tool_calls")
+    if not isinstance(raw_calls, list):  # a string or an object is not a list of calls
+        raw_calls = []
     if not raw_calls and isinstance(msg.get("function_call"), dict):
         raw_calls = [{"function": msg["function_call"]}]
     calls = []
@@ -150,7 +155,7 @@ def _calls_of(msg: dict[str, Any], turn: int) -> list[ImportedCall]:
         kind, text = classify_call(name, parsed)
         calls.append(
             ImportedCall(tool=name, arguments=arguments, turn_index=turn, kind=kind,
-                         text=text, call_id=raw.get("id") if isinstance(raw, dict) else None)
+                         text=text, call_id=_id(raw.get("id")) if isinstance(raw, dict) else None)
         )
     return calls
 
@@ -162,7 +167,7 @@ def _pair_results(calls: list[ImportedCall], results: list[dict[str, Any]]) -> N
         index = {c.call_id: c for c in calls}
         unmatched = []
         for res in results:
-            call = index.get(res.get("tool_call_id"))
+            call = index.get(_id(res.get("tool_call_id")))
             if call is None:
                 unmatched.append(res)
             else:
@@ -171,6 +176,13 @@ def _pair_results(calls: list[ImportedCall], results: list[dict[str, Any]]) -> N
             return
     for call, res in zip(calls, results, strict=False):
         call.output = text_of(res.get("content"))
+
+
+def _id(value: Any) -> str | None:
+    """A call id as text (a number written as one too); None for anything else."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value if isinstance(value, str) else None
 
 
 def _is_message(value: Any) -> bool:

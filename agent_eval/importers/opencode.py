@@ -44,6 +44,7 @@ from agent_eval.importers.source import (
     from_millis,
     iter_jsonl,
     load_json_document,
+    loads,
     looks_like_jsonl,
     read_text,
 )
@@ -76,10 +77,7 @@ def read_sessions(
         return
     doc = load_json_document(path, text)
     if isinstance(doc, dict) and isinstance(doc.get("info"), dict) and isinstance(doc.get("messages"), list):
-        messages = [
-            (m.get("info") or {}, list(m.get("parts") or []))
-            for m in doc["messages"] if isinstance(m, dict)
-        ]
+        messages = [(m.get("info"), m.get("parts")) for m in doc["messages"] if isinstance(m, dict)]
         yield session_from_messages(doc["info"], messages, model=model)
         return
     if isinstance(doc, dict) and all(isinstance(doc.get(k), list) for k in ("session", "message", "part")):
@@ -101,6 +99,8 @@ def session_from_messages(info: dict[str, Any], messages: list[Message], *, mode
     )
     found_model: str | None = None
     for msg_info, parts in messages:
+        msg_info = msg_info if isinstance(msg_info, dict) else {}  # as the file has it:
+        parts = [p for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
         role = msg_info.get("role")
         texts = [str(p.get("text") or "") for p in parts if p.get("type") == "text" and not p.get("synthetic")]
         if role != "assistant":
@@ -203,7 +203,7 @@ def _data(row: dict[str, Any]) -> dict[str, Any]:
     data = row.get("data")
     if isinstance(data, str):
         try:
-            data = json.loads(data)
+            data = loads(data)
         except (json.JSONDecodeError, RecursionError):
             data = {}
     return data if isinstance(data, dict) else {}

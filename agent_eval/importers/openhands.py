@@ -38,6 +38,7 @@ from agent_eval.importers.source import (
     from_iso,
     iter_jsonl,
     load_json_document,
+    loads,
     looks_like_jsonl,
     read_text,
     text_of,
@@ -183,8 +184,8 @@ def _base_state_model(path: Path) -> str | None:
     if not path.is_file():
         return None
     try:
-        state = json.loads(read_text(path))
-    except (OSError, ValueError):
+        state = loads(read_text(path))
+    except (ConfigError, OSError, ValueError, RecursionError):  # only a model name: not worth an error
         return None
     agent = state.get("agent") if isinstance(state, dict) else None
     llm = agent.get("llm") if isinstance(agent, dict) else None

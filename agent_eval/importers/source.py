@@ -13,7 +13,15 @@ Broken input is handled here once:
   and the line (:func:`load_json_document`);
 * a JSONL file skips each broken line, reports it through ``on_skip`` (a warning on
   stderr by default) and goes on (:func:`iter_jsonl`);
-* an empty file raises ``ConfigError``: there is nothing to import.
+* an empty file raises ``ConfigError``: there is nothing to import;
+* a value of the wrong type (a string where an object is expected, a list for a call's
+  arguments) is read as far as it goes by each reader; should a reader still raise on
+  one, :func:`guarded` turns that into a ``ConfigError`` naming the file and the line
+  (an ``Error:`` line; the sessions read before it are kept);
+* every session leaves here well-typed (:func:`tidy`: numbers where the store keeps
+  numbers, text where it keeps text), and marked when its file escapes a lone surrogate
+  (``"\\ud800"``, text no UTF-8 store can hold: :func:`loads`), so it is stored with
+  U+FFFD in its place once judged.
 
 A session is built completely before it is yielded, so a consumer never sees half of one.
 """
@@ -21,8 +29,10 @@ A session is built completely before it is yielded, so a consumer never sees hal
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,10 +49,28 @@ from agent_eval.calls import (  # noqa: F401 - re-exported for the readers
     kind_of_tool,
 )
 from agent_eval.errors import ConfigError
-from agent_eval.transcript import Decision, ExitState, TurnRecord
+from agent_eval.transcript import (
+    EXIT_STATES,
+    LONE_SURROGATE_ESCAPE,
+    Decision,
+    ExitState,
+    TurnRecord,
+    as_text,
+)
 
 SkipReporter = Callable[[Path, int, str], None]
 """Called as ``on_skip(path, line, reason)`` for each input line a reader had to skip."""
+
+_RECORD: ContextVar[int | None] = ContextVar("agent_eval_import_record", default=None)
+"""The line of the JSONL record a reader is reading (``iter_jsonl`` sets it), for the
+error :func:`guarded` raises should the reader fail on it; None in a JSON document."""
+
+_LONE_SURROGATES: ContextVar[bool] = ContextVar("agent_eval_import_surrogates", default=False)
+"""Whether the file being read escapes a lone surrogate somewhere (:func:`loads`)."""
+
+READER_FAULTS = (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError,
+                 RecursionError)
+"""What a reader raises on a value of a type it did not expect (never a ConfigError)."""
 
 
 @dataclass(slots=True)
@@ -90,6 +118,7 @@ class ImportedSession:
     parent: str | None = None
     skipped_calls: int = 0
     skipped_reasons: list[str] = field(default_factory=list)
+    lone_surrogates: bool = False  # its file escapes one: stored mended once judged
 
     def skip_call(self, reason: str) -> None:
         """Count one call of the file that could not be read, with why."""
@@ -120,12 +149,25 @@ def read_text(path: Path) -> str:
     return text
 
 
+def loads(text: str | bytes) -> Any:
+    """``json.loads``, noting when the JSON escapes a lone surrogate (``"\\ud800"``: text
+    that is not UTF-8, which no store can hold): the sessions read from this file then
+    leave :func:`guarded` marked, and are stored with U+FFFD in its place once judged
+    (``transcript.storable``; the engine judges the text as it came)."""
+    value = json.loads(text)
+    raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    if LONE_SURROGATE_ESCAPE.search(raw):
+        _LONE_SURROGATES.set(True)
+    return value
+
+
 def load_json_document(path: Path, text: str | None = None) -> Any:
     """Parse a single-document JSON file; a syntax error names the file and line."""
     if text is None:
         text = read_text(path)
+    _RECORD.set(None)
     try:
-        return json.loads(text)
+        return loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"line {exc.lineno}: not valid JSON ({exc.msg}, column {exc.colno}); "
@@ -157,11 +199,15 @@ def iter_jsonl(
         if not line.strip():
             continue
         try:
-            yield number, json.loads(line)
+            value = loads(line)
         except json.JSONDecodeError as exc:
             report(path, number, f"not valid JSON ({exc.msg})")
+            continue
         except RecursionError:
             report(path, number, "JSON nested too deep")
+            continue
+        _RECORD.set(number)  # the record a reader is on, should it fail on it (guarded)
+        yield number, value
 
 
 def _file_lines(path: Path) -> Iterator[bytes]:
@@ -230,7 +276,10 @@ def text_of(value: Any) -> str:
 def from_millis(value: Any) -> datetime | None:
     """A datetime from epoch milliseconds (OpenCode), or None."""
     if isinstance(value, int | float) and value > 0:
-        return datetime.fromtimestamp(value / 1000, tz=UTC)
+        try:
+            return datetime.fromtimestamp(value / 1000, tz=UTC)
+        except (OverflowError, OSError, ValueError):  # past year 9999: not a time
+            return None
     return None
 
 
@@ -243,3 +292,81 @@ def from_iso(value: Any) -> datetime | None:
     except ValueError:
         return None
 
+
+def guarded(sessions: Iterator[ImportedSession], path: Path, fmt: str) -> Iterator[ImportedSession]:
+    """A reader's sessions, each :func:`tidy`; a reader that raises on a record it did not
+    expect (a string where an object belongs) becomes a ``ConfigError`` naming the file
+    and the line of the record, so the import says one ``Error:`` line, keeps the whole
+    sessions read before it and marks its run failed, instead of a traceback."""
+    token, lone = _RECORD.set(None), _LONE_SURROGATES.set(False)
+    try:
+        while True:
+            try:
+                session = next(sessions)
+            except StopIteration:
+                return
+            except READER_FAULTS as exc:
+                line = _RECORD.get()
+                where = f"line {line}: " if line else ""
+                detail = str(exc).splitlines()[0][:120] if str(exc) else ""
+                raise ConfigError(
+                    f"{where}a record the {fmt} reader cannot read ({type(exc).__name__}"
+                    f"{': ' + detail if detail else ''}); fix or remove it and import again",
+                    path=str(path)) from None
+            session.lone_surrogates = _LONE_SURROGATES.get()
+            yield tidy(session)
+    finally:
+        _RECORD.reset(token)
+        _LONE_SURROGATES.reset(lone)
+
+
+_INT_MAX = 2**63 - 1
+
+
+def tidy(session: ImportedSession) -> ImportedSession:
+    """``session`` with every field of the type the store keeps: a count that is not a
+    whole number (or does not fit 64 bits) becomes None, a time that is not a finite
+    number None, a text that is not text its JSON, a status or source verdict outside
+    the vocabulary the default.  Readers copy values from files as they find them; this
+    is where a list in ``finish_reason`` or ``10**30`` in ``prompt_tokens`` stops."""
+    s = session
+    s.id, s.model = as_text(s.id) or "session", as_text(s.model) or "unknown"
+    s.title, s.error = _maybe_text(s.title), _maybe_text(s.error)
+    s.parent = _maybe_text(s.parent)
+    if s.status not in EXIT_STATES:
+        s.status = "completed"
+    s.started_at = s.started_at if isinstance(s.started_at, datetime) else None
+    s.finished_at = s.finished_at if isinstance(s.finished_at, datetime) else None
+    s.messages = [m for m in s.messages if isinstance(m, dict)]
+    for turn in s.turns:
+        turn.content, turn.reasoning = as_text(turn.content), as_text(turn.reasoning)
+        turn.finish_reason = _maybe_text(turn.finish_reason)
+        for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens"):
+            value = getattr(turn, name)
+            ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _INT_MAX
+            setattr(turn, name, value if ok else None)
+        for name in ("latency_s", "ttft_s", "decode_tps"):
+            value = getattr(turn, name)
+            ok = isinstance(value, int | float) and not isinstance(value, bool) \
+                and math.isfinite(value) and abs(value) < 1e12
+            setattr(turn, name, float(value) if ok else None)
+        if not isinstance(turn.started_at, datetime):
+            turn.started_at = None
+        if turn.request is not None and not isinstance(turn.request, dict):
+            turn.request = None
+    for call in s.calls:
+        call.tool, call.arguments, call.output = as_text(call.tool), as_text(call.arguments), \
+            as_text(call.output)
+        call.text, call.call_id = _maybe_text(call.text), _maybe_text(call.call_id)
+        call.source_reason = _maybe_text(call.source_reason)
+        if call.source_decision not in ("allow", "deny"):
+            call.source_decision = None
+        if call.kind not in ("bash", "read", "other"):
+            call.kind = "other"
+        if not isinstance(call.turn_index, int) or isinstance(call.turn_index, bool):
+            call.turn_index = 0
+    return s
+
+
+def _maybe_text(value: Any) -> str | None:
+    return None if value is None else as_text(value)

@@ -22,8 +22,9 @@ Pure: the input list is not modified.
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from agent_eval.transcript import as_text
 
 _REASONING_KEYS = ("reasoning_content", "reasoning")
 
@@ -46,7 +47,7 @@ def shape_messages(messages: list[dict[str, Any]], *, send_reasoning: bool = Fal
                 continue
             pending = [tc["id"] for tc in out.get("tool_calls", ())]
         elif role == "tool":
-            out = dict(message, content=_as_text(message.get("content")))
+            out = dict(message, content=as_text(message.get("content")))
             call_id = out.get("tool_call_id")
             if call_id in pending:
                 pending.remove(call_id)
@@ -79,17 +80,7 @@ def _shape_call(call: Any, turn: int, index: int) -> dict[str, Any]:
     return {
         "id": str(call.get("id") or made_up_call_id(turn, index)),
         "type": "function",
-        "function": {"name": str(fn.get("name") or ""), "arguments": _as_text(fn.get("arguments"))},
+        "function": {"name": str(fn.get("name") or ""), "arguments": as_text(fn.get("arguments"))},
     }
 
 
-def _as_text(value: Any) -> Any:
-    """Strings stay; ``None`` is ``""``; anything else is JSON text."""
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return ""
-    try:
-        return json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return str(value)

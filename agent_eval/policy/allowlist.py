@@ -375,24 +375,98 @@ class AllowList(_Model):
         return None
 
 
+MAX_ALIAS_NODES = 10_000
+"""The most nodes YAML aliases (``*name``) may add to a file once expanded.  Anchors and
+aliases stay usable for what they are for (a flag block or a ``<<:`` merge repeated a
+few times); a file whose aliases nest (a "billion laughs": 762 bytes that expand to five
+million nodes, minutes and gigabytes to validate) is refused before anything is built."""
+
+
 def read_yaml_mapping(path: str | Path, *, what: str = "YAML file") -> dict:
     """Read a YAML file that must hold a mapping; every failure is a one-line
     ``ConfigError`` naming the file (and the line, for syntax errors).  Shared by every
-    YAML input: allow-lists, scenarios, suite defaults."""
+    YAML input: allow-lists, scenarios, suite defaults, protocols, targets."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = parse_yaml(path.read_text(encoding="utf-8"))[1]
     except FileNotFoundError:
         raise ConfigError(f"file not found; pass an existing {what}", path=str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read file ({exc})", path=str(path)) from None
     except yaml.YAMLError as exc:
+        if isinstance(exc, YamlRefused):
+            raise ConfigError(str(exc), path=str(path)) from None
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise ConfigError(f"not valid YAML{where}; fix the syntax", path=str(path)) from None
     if not isinstance(raw, dict):
         raise ConfigError("must be a YAML mapping", path=str(path))
     return raw
+
+
+class YamlRefused(yaml.YAMLError):
+    """A document refused before it is built: aliases that expand past
+    :data:`MAX_ALIAS_NODES`, an alias inside itself, nesting too deep to compose."""
+
+
+def parse_yaml(text: str) -> tuple[yaml.Node | None, object]:
+    """The node tree and the data of one YAML document (PyYAML's safe loader), refusing
+    aliases that would expand past :data:`MAX_ALIAS_NODES` nodes (or nest in themselves)
+    with a :class:`YamlRefused`, in time linear in the file; so is a document nested
+    too deep to compose."""
+    loader = yaml.SafeLoader(text)
+    try:
+        try:
+            node = loader.get_single_node()
+        except RecursionError:
+            raise YamlRefused("nested too deep to read; flatten it") from None
+        if node is None:
+            return None, None
+        _check_aliases(node)
+        return node, loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _check_aliases(root: yaml.Node) -> None:
+    """Count the nodes of the document as aliases expand it (the composer makes an alias
+    the very node it names, so a node met twice is an alias): each distinct node once,
+    iteratively, so a deep file cannot overflow the stack here."""
+    sizes: dict[int, int] = {}
+    ancestors: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            ancestors.discard(key)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in _children(node))
+            continue
+        if key in sizes:
+            continue
+        ancestors.add(key)
+        stack.append((node, True))
+        for child in _children(node):
+            if id(child) in ancestors:
+                mark = child.start_mark
+                raise YamlRefused(f"line {mark.line + 1}: an alias refers to the node that "
+                                     "holds it (a loop); write the value out")
+            if id(child) not in sizes:
+                stack.append((child, False))
+    added = sizes[id(root)] - len(sizes)
+    if added > MAX_ALIAS_NODES:
+        raise YamlRefused(
+            f"its aliases (*name) would expand it by {added:,} nodes, over the "
+            f"{MAX_ALIAS_NODES:,} allowed (a \"billion laughs\" file?); write the repeated "
+            "parts out, or share them with `extends`")
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return node.value
+    return []
 
 
 def load_allowlist(path: str | Path) -> AllowList:

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from agent_eval.proxy.recorder import Recorder
-from agent_eval.proxy.relay import STATUS_PATH, Exchange, Relay, start_relay
+from agent_eval.proxy.relay import CLIENT_TIMEOUT_S, STATUS_PATH, Exchange, Relay, start_relay
 
 __all__ = ["STATUS_PATH", "Exchange", "ProxyServer", "Recorder", "Relay", "running_proxy"]
 
@@ -43,10 +43,12 @@ class ProxyServer:
 
 @contextlib.asynccontextmanager
 async def running_proxy(recorder: Recorder, upstream: str, *, host: str = "127.0.0.1",
-                        port: int = 0) -> AsyncIterator[ProxyServer]:
+                        port: int = 0, client_timeout_s: float = CLIENT_TIMEOUT_S,
+                        ) -> AsyncIterator[ProxyServer]:
     """Serve the proxy until the block ends; then drain the recorder (every open session
-    is closed and written, or journaled)."""
-    relay = Relay(upstream, recorder.submit, recorder.status)
+    is closed and written, or journaled).  ``client_timeout_s``: how long a client may
+    take to send a request's headers, and again its body (``relay.py``)."""
+    relay = Relay(upstream, recorder.submit, recorder.status, client_timeout_s=client_timeout_s)
     recorder.start()
     runner = None
     try:

@@ -11,6 +11,14 @@ journal is replayed into the store, and emptied once written.  What neither the 
 the journal could take is counted (``lost_turns``) and shown on the status line and on
 ``GET /_agent_eval/status``.  A journal left by an earlier proxy is replayed into the
 run it was recorded for.
+
+A journal that cannot be written (disk full, ``EFBIG`` past a file size limit) loses
+only the sessions of that write: they are counted in ``lost_turns`` and
+``journal_errors``, the torn line is cut off again, and recording goes on (into the
+store when it answers).  Text no store can hold (a lone surrogate such as a reply's
+``"\\ud800"``, which is not UTF-8) reaches it as U+FFFD (``sessions.py`` mends such
+records once their calls are judged; a store or journal refusing one anyway gets it
+mended), never losing the session.  Nothing raised while recording stops the writer thread.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_eval.policy import ENGINE_VERSION, AllowList
-from agent_eval.proxy.relay import Exchange
+from agent_eval.proxy.relay import Exchange, public_url
 from agent_eval.proxy.sessions import Sessions
 from agent_eval.scenario.protocols import Protocols
 from agent_eval.transcript import (
@@ -36,6 +44,7 @@ from agent_eval.transcript import (
     HandshakeResult,
     SessionRecord,
     TurnRecord,
+    storable,
 )
 
 log = logging.getLogger("agent_eval.proxy")
@@ -47,6 +56,7 @@ class RecorderStats:
     stored_turns: int = 0
     journaled_sessions: int = 0
     lost_turns: int = 0  # exchanges the queue dropped + turns the journal could not take
+    journal_errors: int = 0  # journal writes or reads the file system refused
     pruned_request_texts: int = 0  # request texts deleted by the retention setting
     store_errors: int = 0
     last_store_error: str | None = None
@@ -69,8 +79,8 @@ class Recorder:
         self.store = store
         self.protocols_path = protocols_path
         self.allowlist = allowlist
-        self.upstream = upstream
         self.label = label
+        self.upstream = public_url(upstream)  # stored in the run's config: no credentials
         self.allowlist_path = allowlist_path
         self.sessions = Sessions(allowlist, idle_s=idle_s, protocols=protocols)
         self.queue: queue.Queue[Exchange | None] = queue.Queue(maxsize=queue_size)
@@ -106,6 +116,7 @@ class Recorder:
                 "journaled_sessions": s.journaled_sessions, "lost_turns": s.lost_turns,
                 "unparseable_requests": self.sessions.unparseable,
                 "queued": self.queue.qsize(), "store_errors": s.store_errors,
+                "journal_errors": s.journal_errors,
                 "pruned_request_texts": s.pruned_request_texts,
                 **protocol_counts(self.sessions.counts)}
 
@@ -126,26 +137,31 @@ class Recorder:
                 item = self.queue.get(timeout=self.tick_s)
             except queue.Empty:
                 item = ...
-            now = time.monotonic()
             if item is None:
                 break
-            if isinstance(item, Exchange):
-                try:
-                    self.sessions.take(item, now)
-                except Exception:  # a judging bug must never stop the writer
-                    log.exception("could not record an exchange")
-                    self.stats.lost_turns += 1
-            if now - self._last_expiry >= self.tick_s:  # a scan of the open sessions
-                self._last_expiry = now
-                self._write(self.sessions.expire(now))
-            if self.journal.exists() and now - self._last_retry >= self.retry_s:
-                self._last_retry = now
-                self._replay_journal()
-            self._prune(now)
+            try:
+                self._step(item, time.monotonic())
+            except Exception:  # a bug here must never stop the recording of what follows
+                log.exception("the proxy's recorder failed a step; recording goes on")
         self._write(self.sessions.close_all())
         self._replay_journal()
         if self.run_id is not None and not self.journal.exists():
             self._safely(lambda: self.store.set_run_status(self.run_id, "finished"))
+
+    def _step(self, item: Exchange | Any, now: float) -> None:
+        if isinstance(item, Exchange):
+            try:
+                self.sessions.take(item, now)
+            except Exception:  # a judging bug must never stop the writer
+                log.exception("could not record an exchange")
+                self.stats.lost_turns += 1
+        if now - self._last_expiry >= self.tick_s:  # a scan of the open sessions
+            self._last_expiry = now
+            self._write(self.sessions.expire(now))
+        if self.journal.exists() and now - self._last_retry >= self.retry_s:
+            self._last_retry = now
+            self._replay_journal()
+        self._prune(now)
 
     def _prune(self, now: float) -> None:
         """Apply the retention setting at start and then every ``prune_every_s``; a store
@@ -180,10 +196,19 @@ class Recorder:
         return self._safely(create)
 
     def _write(self, records: list[SessionRecord]) -> None:
+        """Store ``records``, or journal them; while a journal waits, new sessions join it
+        (the replay then stores them), unless it cannot be written; then the store is
+        tried.  What neither takes is counted lost."""
         if not records:
             return
-        if self.journal.exists() or not self._store(self.run_id, records):
-            self._to_journal(records)
+        journal_first = self.journal.exists()
+        if journal_first and self._to_journal(records):
+            return
+        if self._store(self.run_id, records):
+            return
+        if not journal_first and self._to_journal(records):
+            return
+        self.stats.lost_turns += sum(len(r.turns) for r in records)
 
     def _store(self, run_id: int | None, records: list[SessionRecord]) -> bool:
         if run_id is None:
@@ -191,23 +216,27 @@ class Recorder:
                 return False
             run_id = self.run_id
 
-        def write() -> None:
-            for model in sorted({r.target for r in records} - self._targets_of(run_id)):
+        def write(batch: list[SessionRecord]) -> None:
+            for model in sorted({r.target for r in batch} - self._targets_of(run_id)):
                 self.store.add_target(run_id, name=model, model=model, base_url=self.upstream,
                                       settings={"source": "proxy"})
                 self._targets.add(f"{run_id}:{model}")
-            self.store.record_sessions(run_id, records)
+            self.store.record_sessions(run_id, batch)
 
         try:
-            write()
+            write(records)
         except Exception as exc:
             self._note_store_error(exc)
             if is_transient(exc):
                 return False
-            # the store answered and refused these records (a duplicate key after a
-            # crash mid-replay, a value it cannot hold): retrying cannot help
-            self.stats.lost_turns += sum(len(r.turns) for r in records)
-            return True
+            # the store answered and refused these records: text it cannot hold is
+            # mended once; anything else (a duplicate key after a crash mid-replay)
+            # retrying cannot help
+            mended = [storable(r) for r in records]
+            unchanged = all(m is r for m, r in zip(mended, records, strict=True))
+            if unchanged or not self._safely(lambda: write(mended)):
+                self.stats.lost_turns += sum(len(r.turns) for r in records)
+                return True
         self.stats.stored_sessions += len(records)
         self.stats.stored_turns += sum(len(r.turns) for r in records)
         return True
@@ -230,26 +259,50 @@ class Recorder:
         self.stats.last_store_error = text
         log.warning("store write failed: %s", text)
 
-    def _to_journal(self, records: list[SessionRecord]) -> None:
-        """One line per batch: a family (a parent and its subagents) stays one write."""
-        size = self.journal.stat().st_size if self.journal.exists() else 0
-        line = json.dumps({"run_id": self.run_id,
-                           "records": [record_to_json(r) for r in records]},
-                          ensure_ascii=False) + "\n"
-        if size + len(line) > self.journal_max_bytes:
-            self.stats.lost_turns += sum(len(r.turns) for r in records)
-            return
-        # transcripts: readable by this user only, like the SQLite store it stands in for
-        fd = os.open(self.journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        with os.fdopen(fd, "a", encoding="utf-8") as out:
-            out.write(line)
+    def _to_journal(self, records: list[SessionRecord]) -> bool:
+        """One line per batch: a family (a parent and its subagents) stays one write.
+        False when the journal cannot take it (full, or the file system refuses: the
+        line is cut off again, so the next one starts on a line of its own)."""
+        payload = {"run_id": self.run_id, "records": [record_to_json(r) for r in records]}
+        try:
+            line = (json.dumps(payload, ensure_ascii=False) + "\n").encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (sessions.py mends them: a safety net)
+            payload["records"] = [record_to_json(storable(r)) for r in records]
+            line = (json.dumps(payload, ensure_ascii=False) + "\n").encode("utf-8")
+        try:
+            size = self.journal.stat().st_size if self.journal.exists() else 0
+            if size + len(line) > self.journal_max_bytes:
+                return False
+            # transcripts: readable by this user only, like the SQLite store it stands in for
+            fd = os.open(self.journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            try:
+                _write_all(fd, line, size)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            self._note_journal_error(exc)
+            return False
         self.stats.journaled_sessions += len(records)
+        return True
+
+    def _note_journal_error(self, exc: OSError) -> None:
+        self.stats.journal_errors += 1
+        log.warning("journal %s not written: %s", self.journal, exc.strerror or exc)
+        try:  # a journal left empty would hold back every later session
+            if self.journal.exists() and self.journal.stat().st_size == 0:
+                self.journal.unlink()
+        except OSError:
+            pass
 
     def _replay_journal(self) -> None:
         """Write the journal's sessions to the store; keep what still fails."""
         if not self.journal.exists():
             return
-        lines = self.journal.read_text(encoding="utf-8").splitlines()
+        try:
+            lines = self.journal.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError as exc:
+            self._note_journal_error(exc)
+            return
         kept: list[str] = []
         for i, line in enumerate(lines):
             try:
@@ -261,14 +314,28 @@ class Recorder:
                 kept.extend(lines[i:])
                 break
             self.stats.journaled_sessions = max(0, self.stats.journaled_sessions - len(records))
-        if kept:
-            tmp = self.journal.with_suffix(".tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write("\n".join(kept) + "\n")
-            tmp.replace(self.journal)
-        else:
-            self.journal.unlink()
+        try:
+            if kept:
+                tmp = self.journal.with_suffix(".tmp")
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as out:
+                    out.write("\n".join(kept) + "\n")
+                tmp.replace(self.journal)
+            else:
+                self.journal.unlink()
+        except OSError as exc:
+            self._note_journal_error(exc)
+
+
+def _write_all(fd: int, data: bytes, size: int) -> None:
+    """Append ``data`` to ``fd`` whole, or cut the file back to ``size`` and raise."""
+    done = 0
+    try:
+        while done < len(data):
+            done += os.write(fd, data[done:])
+    except OSError:
+        os.ftruncate(fd, size)
+        raise
 
 
 def protocol_counts(counts: dict[str, Any]) -> dict[str, int]:

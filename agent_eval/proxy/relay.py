@@ -4,15 +4,23 @@ unchanged, chunk by chunk as it arrives.
 Promises (tests/proxy/test_relay.py holds them):
 
 - bodies, status codes and headers pass untouched, except the hop-by-hop headers
-  (RFC 9110 section 7.6.1) and ``Host``; compressed bodies stay compressed
-  (``auto_decompress=False``); ``Authorization`` is forwarded and never kept;
+  (RFC 9110 section 7.6.1) and ``Host``; compressed bodies stay compressed both ways
+  (``auto_decompress=False`` on the client session and on the server, so a gzip request
+  body reaches the upstream as the client sent it); ``Authorization`` is forwarded and
+  never kept;
 - a streamed answer is written to the client as each piece arrives, never buffered;
 - nothing is judged or stored here: once the last byte is written the exchange is handed
   to the recorder's queue with ``put_nowait`` (a full queue drops the record and counts
   it, it never waits);
-- an upstream that cannot be reached gets the client a 502 naming the upstream; one that
+- an upstream that cannot be reached gets the client a 502 naming the upstream (without
+  the user and password an ``--upstream`` URL may carry: :func:`public_url`); one that
   dies mid-answer gets the client's connection closed the same way (an incomplete body,
   never a clean end the client could mistake for a whole answer);
+- a client gets ``client_timeout_s`` seconds to send a request's headers (from the
+  connection's start or the end of the previous answer; aiohttp's keep-alive timer) and
+  as long again for its body (then a 408 and the connection closed at once: no lingering
+  read of the rest), so connections that trickle bytes cannot hold the relay's memory
+  for ever;
 - a client that goes away cancels the handler (``handler_cancellation``), which closes
   the upstream request at once, so the server stops decoding.
 """
@@ -47,7 +55,10 @@ SESSION_HEADERS = (
 docs/clients.md says which CLI sends which).  Only these request headers reach the
 recorder; nothing else of the request's headers is kept."""
 CAPTURE_LIMIT = 64 * 1024 * 1024
-"""Bytes of one answer kept for judging; the client always gets all of it."""
+"""Bytes of one answer kept for judging, and the most a compressed body is inflated to
+when the recorder reads it; the client always gets all of it, as sent."""
+CLIENT_TIMEOUT_S = 60.0
+"""Default seconds a client has to send a request's headers, and again its body."""
 STATUS_PATH = "/_agent_eval/status"
 
 Outcome = Literal["complete", "client-abort", "upstream-error"]
@@ -65,6 +76,7 @@ class Exchange:
     request_body: bytes
     session_headers: dict[str, str]
     started_at: datetime
+    request_encoding: str = ""  # the request's Content-Encoding: its body is kept as sent
     status: int = 0
     content_type: str = ""
     content_encoding: str = ""
@@ -83,6 +95,7 @@ class RelayStats:
     dropped: int = 0  # exchanges the full queue could not take
     upstream_errors: int = 0
     client_aborts: int = 0
+    client_timeouts: int = 0  # requests whose body did not arrive in time (a 408)
 
 
 class Relay:
@@ -93,13 +106,15 @@ class Relay:
     """
 
     def __init__(self, upstream: str, submit: Callable[[Exchange], bool],
-                 status: Callable[[], dict] | None = None) -> None:
-        self.upstream = upstream.rstrip("/")
+                 status: Callable[[], dict] | None = None, *,
+                 client_timeout_s: float = CLIENT_TIMEOUT_S) -> None:
+        self.upstream = public_url(upstream.rstrip("/"))
         parsed = URL(self.upstream)
         self.base_path = parsed.path.rstrip("/")
         self.origin = str(parsed.origin())
         self.submit = submit
         self.status = status
+        self.client_timeout_s = client_timeout_s
         self.stats = RelayStats()
         self.session: aiohttp.ClientSession | None = None
 
@@ -127,6 +142,7 @@ class Relay:
         body = {"relayed": self.stats.relayed, "dropped": self.stats.dropped,
                 "upstream_errors": self.stats.upstream_errors,
                 "client_aborts": self.stats.client_aborts,
+                "client_timeouts": self.stats.client_timeouts,
                 "loop": type(asyncio.get_running_loop()).__module__.partition(".")[0]}
         if self.status is not None:
             body.update(self.status())
@@ -142,7 +158,14 @@ class Relay:
 
     async def relay(self, request: web.Request) -> web.StreamResponse:
         assert self.session is not None
-        body = await request.read()
+        try:
+            async with asyncio.timeout(self.client_timeout_s):
+                body = await request.read()
+        except TimeoutError:
+            self.stats.client_timeouts += 1
+            return web.Response(status=408, text="agent-eval proxy: request body not "
+                                f"received within {self.client_timeout_s:g} s\n",
+                                headers={"Connection": "close"})
         headers = CIMultiDict(
             (k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP
         )
@@ -152,6 +175,7 @@ class Relay:
             session_headers={h: request.headers[h] for h in SESSION_HEADERS
                              if h in request.headers} if recorded else {},
             started_at=datetime.now(UTC),
+            request_encoding=request.headers.get("Content-Encoding", "") if recorded else "",
         )
         self.stats.relayed += 1
         start = time.perf_counter()
@@ -226,6 +250,16 @@ class Relay:
                             content_type="application/json")
 
 
+def public_url(url: str) -> str:
+    """``url`` without the user and password it may carry (``http://user:pass@host/v1``):
+    what the proxy shows and stores of its upstream.  The relay never sends them anyway:
+    it requests the upstream's origin, which has none."""
+    parsed = URL(url)
+    if parsed.user is None and parsed.password is None:
+        return url
+    return str(parsed.with_user(None))
+
+
 def _upstream_failed(exc: BaseException) -> bool:
     """A reset raised while reading the upstream, not while writing to the client."""
     return isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError)
@@ -257,7 +291,8 @@ async def start_relay(relay: Relay, host: str, port: int) -> tuple[web.AppRunner
         raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror}); pick another port",
                           field="port") from None
     runner = web.AppRunner(relay.app(), access_log=None, handler_cancellation=True,
-                           shutdown_timeout=1.0)
+                           shutdown_timeout=1.0, auto_decompress=False,
+                           keepalive_timeout=relay.client_timeout_s, lingering_time=0)
     await runner.setup()
     await web.SockSite(runner, sock, backlog=2048).start()
     return runner, sock.getsockname()[1]

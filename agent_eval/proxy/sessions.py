@@ -38,17 +38,19 @@ from agent_eval.proxy.linking import (
     content_text,
     last_assistant,
 )
-from agent_eval.proxy.relay import Exchange
+from agent_eval.proxy.relay import CAPTURE_LIMIT, Exchange
 from agent_eval.proxy.replies import ParsedReply, ReplyStatus, decode_body
 from agent_eval.proxy.spawns import Spawns, string_values
 from agent_eval.scenario.protocols import Protocols, system_prompt_of
 from agent_eval.transcript import (
+    LONE_SURROGATE_ESCAPE,
     CallRecord,
     HandshakeResult,
     SessionRecord,
     TurnRecord,
     assign_next_actions,
     share_messages,
+    storable,
 )
 
 
@@ -65,6 +67,7 @@ class SessionState:
     last_status: ReplyStatus = "complete"
     finished_at: datetime | None = None
     parent_key: str | None = None  # the session whose call spawned this one (spawns.py)
+    lone_surrogates: bool = False  # some request or reply escapes one: stored mended
     protocol: str = "chat"  # the wire protocol of its requests (agent_eval.wire)
 
 
@@ -111,6 +114,8 @@ class Sessions:
             conv.state = SessionState(target=model if isinstance(model, str) and model else "unknown",
                                       started_at=ex.started_at, protocol=protocol)
         state: SessionState = conv.state
+        if escapes_a_lone_surrogate(ex):
+            state.lone_surrogates = True
         if link.new:
             self._link_child(conv, messages, ex.session_headers)
         _fill_outputs(state, messages)
@@ -264,7 +269,7 @@ class Sessions:
             invocations = [self.calls.judge(c.tool, c.arguments).verdict.invocation
                            for c in state.calls if c.decision == "allow"]
             handshake = self.protocols.handshake(invocations, system_prompt_of(state.messages))
-        return SessionRecord(
+        record = SessionRecord(
             key=conv.key, target=state.target, scenario=f"system-{(conv.role or conv.system)[:8]}",
             status="error" if failed else "completed",
             error=f"last reply: {state.last_status}" if failed else None,
@@ -275,11 +280,28 @@ class Sessions:
             source="proxy", parent_key=state.parent_key, handshake=handshake,
             protocol=None if state.protocol == "chat" else state.protocol,
         )
+        # judged on the text as it came (a lone surrogate is AE202); stored as U+FFFD
+        return storable(record) if state.lone_surrogates else record
 
 
 def read_request(ex: Exchange, protocol: str) -> dict[str, Any] | None:
-    """The request as a chat request (``agent_eval.wire``), or None when it cannot be read."""
-    return wire.read_request(protocol, ex.request_body, ex.path)
+    """The request as a chat request (``agent_eval.wire``), or None when it cannot be read
+    (a compressed body is inflated first, never past the capture limit)."""
+    body = decode_body(ex.request_body, ex.request_encoding, CAPTURE_LIMIT)
+    return wire.read_request(protocol, body, ex.path) if body is not None else None
+
+
+def escapes_a_lone_surrogate(ex: Exchange) -> bool:
+    """Whether the request or the reply escapes a lone surrogate (``"\\ud800"``): then
+    the session is stored with U+FFFD in its place, once judged.  Compressed bodies are
+    searched inflated (rare: paid for only then)."""
+    for raw, coding in ((ex.request_body, ex.request_encoding),
+                        (ex.response_body, ex.content_encoding)):
+        body = raw if coding in ("", "identity") else decode_body(bytes(raw), coding,
+                                                                   CAPTURE_LIMIT)
+        if body and LONE_SURROGATE_ESCAPE.search(body):
+            return True
+    return False
 
 
 def read_reply(ex: Exchange, protocol: str = "chat") -> tuple[ParsedReply | None, ReplyStatus]:
@@ -291,9 +313,10 @@ def read_reply(ex: Exchange, protocol: str = "chat") -> tuple[ParsedReply | None
         return partial, ex.outcome
     if ex.status >= 400:
         return None, "upstream-error"
-    if not ex.captured_all:
+    body = decode_body(bytes(ex.response_body), ex.content_encoding, CAPTURE_LIMIT) \
+        if ex.captured_all else None
+    if body is None:  # over the capture limit, or a body we cannot inflate within it
         return None, "unparseable"
-    body = decode_body(bytes(ex.response_body), ex.content_encoding)
     reply = wire.parse_reply(protocol, body, streamed=streamed)
     return reply, reply.status
 

@@ -36,7 +36,8 @@ from agent_eval.proxy.relay import Exchange
 from agent_eval.wire import PROTOCOLS
 
 STATS = ("run_id", "open_sessions", "stored_sessions", "stored_turns", "journaled_sessions",
-         "lost_turns", "unparseable_requests", "store_errors", "pruned_request_texts",
+         "lost_turns", "unparseable_requests", "store_errors", "journal_errors",
+         "pruned_request_texts",
          *(f"{kind}_{name}" for name in PROTOCOLS for kind in ("recorded", "not_recorded")))
 """The recorder's counters the child publishes (``Recorder.status`` keys)."""
 _NONE = -1  # run_id not known yet (the store was down when the run was to be created)

@@ -31,6 +31,7 @@ import yaml
 from pydantic import ValidationError
 
 from agent_eval.errors import ConfigError
+from agent_eval.policy.allowlist import YamlRefused, parse_yaml
 from agent_eval.scenario.spec import Scenario
 from agent_eval.scenario.suite import (
     SUITE_DEFAULT_FIELDS,
@@ -98,11 +99,12 @@ def _bare(exc: ConfigError) -> str:
 def _compose(file: Path, trees: dict, problems: list[Problem]) -> Any:
     """The file's data (None on a YAML error, recorded with its line)."""
     try:
-        text = file.read_text(encoding="utf-8")
-        trees[file] = yaml.compose(text)
-        return yaml.safe_load(text)
+        trees[file], data = parse_yaml(file.read_text(encoding="utf-8"))
+        return data
     except (OSError, UnicodeDecodeError) as exc:
         problems.append(Problem(str(file), 0, "", f"cannot read: {exc}"))
+    except YamlRefused as exc:  # a "billion laughs": refused before it is built
+        problems.append(Problem(str(file), 0, "", str(exc)))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         what = getattr(exc, "problem", None) or str(exc)

@@ -68,7 +68,7 @@ from agent_eval.store.queries import (
     filter_from,
 )
 from agent_eval.store.runs import RunInfo, RunKind, RunStatus, TargetInfo, scrub_secrets
-from agent_eval.store.schema import server_requests, server_samples
+from agent_eval.store.schema import MAX_ID, server_requests, server_samples
 from agent_eval.store.sessions import StoredSession
 from agent_eval.store.streaming import SessionTranscript, TranscriptHead
 from agent_eval.store.work import ClaimedItem, Outcome, WorkProgress
@@ -81,6 +81,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CALL_SORTS",
+    "MAX_ID",
     "SESSION_SORTS",
     "STORED_TEXT_CHARS",
     "CallFilter",

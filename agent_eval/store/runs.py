@@ -15,7 +15,7 @@ from sqlalchemy import Engine, Row, and_, exists, insert, not_, or_, select, upd
 
 from agent_eval.errors import ConfigError
 from agent_eval.store.database import write_transaction
-from agent_eval.store.schema import runs, sessions, targets
+from agent_eval.store.schema import MAX_ID, runs, sessions, targets
 
 RunKind = Literal["live", "import", "rescore", "replay", "proxy"]
 """``live``: sessions driven against a model server; ``import``: transcripts from another
@@ -172,6 +172,9 @@ def resolve_run(engine: Engine, ref: str | int) -> RunInfo:
     """
     text = str(ref).strip()
     if isinstance(ref, int) or text.isdigit():
+        if len(text) > 10 or int(text) > MAX_ID:  # no such row; and not worth a query
+            raise ConfigError(f"no run with id {text[:24]} in this store: check --db and "
+                              "the run id", field="run")
         return get_run(engine, int(text))
     query = select(runs).order_by(runs.c.id.desc()).limit(1)
     if text == "latest":

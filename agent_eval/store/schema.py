@@ -85,6 +85,11 @@ class ModelText(TypeDecorator):
 
 NUL_STAND_IN = "\u2400"
 
+MAX_ID = 2**31 - 1
+"""The largest id a row can have: ids are SQL ``INTEGER``, 32 bits on PostgreSQL.  A
+larger one (a typo, a hostile URL) names no row, and is said so before any query, which
+would overflow (SQLite) or fail (PostgreSQL ``integer out of range``)."""
+
 metadata = MetaData()
 
 SEARCH_TABLE = "tool_calls_search"

@@ -24,7 +24,7 @@ from agent_eval.errors import ConfigError
 from agent_eval.store.caps import cap_session
 from agent_eval.store.database import write_transaction
 from agent_eval.store.requests import load_requests, save_blobs, split_request
-from agent_eval.store.schema import findings, sessions, targets, tool_calls, turns
+from agent_eval.store.schema import MAX_ID, findings, sessions, targets, tool_calls, turns
 from agent_eval.transcript import (
     EXIT_STATES,
     CallRecord,
@@ -348,6 +348,8 @@ def find_session(engine: Engine, run_id: int, key: str) -> int | None:
 
 def load_session(engine: Engine, session_id: int) -> StoredSession:
     """The session rebuilt in full: turns, calls with findings, messages and links."""
+    if not 0 <= session_id <= MAX_ID:
+        raise ConfigError(f"no session with id {session_id} in this store", field="session")
     parent = sessions.alias("parent")
     child = sessions.alias("child")
     with engine.connect() as conn:

@@ -5,14 +5,22 @@ the viewer and the coming proxy.  Each handler parses the query string, builds o
 context in a worker thread (the store is synchronous SQLAlchemy) and renders it.  The
 store refuses writes (SQLite ``query_only``, PostgreSQL read-only transactions), every
 response carries a Content-Security-Policy that allows no script at all, and a bad
-filter value is a 400 page naming it, never a traceback.
+filter value (a number out of the store's range too) is a 400 page naming it, never a
+traceback.
+
+Only requests naming this viewer in their ``Host`` header are answered (403 otherwise):
+a page on another site whose name the attacker points at 127.0.0.1 (DNS rebinding) gets
+the browser to send ``Host: that-name``, and would otherwise read every transcript.
+Allowed: ``localhost``, the loopback addresses, the ``--host`` bound, any IP address
+when bound to all interfaces (an address cannot be rebound), and ``--allow-host`` names.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
@@ -26,12 +34,16 @@ from agent_eval.policy import RULES
 from agent_eval.report.pages import build_rule_page
 from agent_eval.report.render import TEMPLATES as REPORT_TEMPLATES
 from agent_eval.report.render import environment as report_environment
-from agent_eval.store import Store
+from agent_eval.store import MAX_ID, Store
 from agent_eval.view import lists, overview
 from agent_eval.view.links import filters_of
 
 TEMPLATES = Path(__file__).parent / "templates"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+WILDCARDS = ("0.0.0.0", "::", "")
+MAX_NUMBER = MAX_ID
+"""The largest id or offset a URL may carry: ids are SQL ``INTEGER`` (32 bits on
+PostgreSQL), and no list has more rows than that."""
 REFRESH_S = 5
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
@@ -41,6 +53,8 @@ HEADERS = {
     "Cache-Control": "no-store",
 }
 STORE = web.AppKey("store", Store)
+HOSTS = web.AppKey("hosts", frozenset)
+ANY_ADDRESS = web.AppKey("any_address", bool)
 
 
 @cache
@@ -63,9 +77,20 @@ def visible_controls(value):
     return value
 
 
-def make_app(store: Store) -> web.Application:
-    """The viewer over ``store`` (made read-only here)."""
-    app = web.Application(middlewares=[_errors])
+def allowed_hosts(host: str, extra: Iterable[str] = ()) -> frozenset[str]:
+    """The ``Host`` names the viewer bound to ``host`` answers (besides IP addresses when
+    ``host`` is a wildcard): the loopback names, ``host`` itself and ``extra``."""
+    return frozenset(_host_name(h) for h in (*LOOPBACK, host, *extra) if h not in WILDCARDS)
+
+
+def make_app(store: Store, hosts: frozenset[str] | None = None,
+             any_address: bool = False) -> web.Application:
+    """The viewer over ``store`` (made read-only here), answering requests whose
+    ``Host`` is in ``hosts`` (default: the loopback names), or any IP address when
+    ``any_address`` (bound to all interfaces)."""
+    app = web.Application(middlewares=[_host_check, _errors])
+    app[HOSTS] = hosts if hosts is not None else allowed_hosts("127.0.0.1")
+    app[ANY_ADDRESS] = any_address
     app[STORE] = store.read_only()
     app.router.add_get("/", _runs)
     app.router.add_get("/index.html", _home)
@@ -78,9 +103,53 @@ def make_app(store: Store) -> web.Application:
     return app
 
 
-def serve(store: Store, *, host: str = "127.0.0.1", port: int = 8700) -> None:
+def serve(store: Store, *, host: str = "127.0.0.1", port: int = 8700,
+          allow_hosts: Iterable[str] = ()) -> None:
     """Serve until Ctrl-C."""
-    web.run_app(make_app(store), host=host, port=port, print=None, handle_signals=True)
+    app = make_app(store, allowed_hosts(host, allow_hosts), host in WILDCARDS)
+    web.run_app(app, host=host, port=port, print=None, handle_signals=True)
+
+
+def _host_name(value: str) -> str:
+    """The name of a ``Host`` header or ``--host`` value: no port, no brackets, no
+    trailing dot, lower case."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        value = value[1:].partition("]")[0]
+    elif value.count(":") == 1:
+        value = value.partition(":")[0]
+    return value.rstrip(".")
+
+
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+@web.middleware
+async def _host_check(request: web.Request, handler):
+    name = _host_name(request.headers.get("Host", ""))
+    app = request.app
+    if name in app[HOSTS] or (app[ANY_ADDRESS] and _is_address(name)):
+        return await handler(request)
+    response = _html("error.html", status=403, message=(
+        "this viewer answers only for its own host names; to reach it by another name, "
+        "start it with: agent-eval view --allow-host NAME"))
+    response.headers.update(HEADERS)
+    return response
+
+
+def whole_number(raw: str, field: str) -> int:
+    """``raw`` as an id or offset: ASCII digits, at most :data:`MAX_NUMBER`; else a
+    ConfigError (a 400 page) naming the field."""
+    if raw.isascii() and raw.isdigit() and len(raw) <= 10 and int(raw) <= MAX_NUMBER:
+        return int(raw)
+    shown = raw if len(raw) <= 24 else raw[:20] + "…"
+    raise ConfigError(f"{field} must be a whole number from 0 to {MAX_NUMBER}, not {shown!r}",
+                      field=field)
 
 
 @web.middleware
@@ -106,11 +175,10 @@ def _html(template: str, status: int = 200, **context) -> web.Response:
 
 def _params(request: web.Request) -> tuple[dict[str, str], str | None, int]:
     params = filters_of(request.query)
-    try:
-        offset = max(0, int(request.query.get("offset", "0") or 0))
-    except ValueError:
-        raise ConfigError(f"offset must be a whole number, not {request.query['offset']!r}",
-                          field="offset") from None
+    for key in ("run_id", "session_id"):
+        if key in params:
+            whole_number(params[key], key)
+    offset = whole_number(request.query.get("offset") or "0", "offset")
     return params, request.query.get("sort") or None, offset
 
 
@@ -130,7 +198,8 @@ async def _runs(request: web.Request) -> web.Response:
 
 
 async def _run(request: web.Request) -> web.Response:
-    page = await _in_thread(request, overview.build_run_page, int(request.match_info["run_id"]),
+    run_id = whole_number(request.match_info["run_id"], "run_id")
+    page = await _in_thread(request, overview.build_run_page, run_id,
                             request.query.get("intervals") == "1")
     return _html("run.html", page=page)
 
@@ -151,7 +220,7 @@ async def _sessions(request: web.Request) -> web.Response:
 async def _session(request: web.Request) -> web.Response:
     params, _, _ = _params(request)
     view = await _in_thread(request, lists.build_session_view,
-                            int(request.match_info["session_id"]), params)
+                            whole_number(request.match_info["session_id"], "session_id"), params)
     return _html("session_view.html", view=view, page=view.page)
 
 
@@ -164,21 +233,21 @@ async def _rule(request: web.Request) -> web.Response:
 
 
 async def _compare(request: web.Request) -> web.Response:
-    try:
-        a, b = int(request.query.get("a", "")), int(request.query.get("b", ""))
-    except ValueError:
+    if not request.query.get("a") or not request.query.get("b"):
         raise ConfigError("compare needs two run ids: /compare?a=RUN&b=RUN (whole numbers "
-                          "must be given)", field="a") from None
+                          "must be given)", field="a")
+    a, b = whole_number(request.query["a"], "a"), whole_number(request.query["b"], "b")
     page = await _in_thread(request, overview.build_compare_page, a, b,
                             request.query.get("analysis") == "1")
     return _html("compare.html", page=page)
 
 
 @contextmanager
-def run_view_in_thread(store: Store, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+def run_view_in_thread(store: Store, host: str = "127.0.0.1", port: int = 0,
+                       allow_hosts: Iterable[str] = ()) -> Iterator[str]:
     """The viewer on its own event loop in a daemon thread (tests, benchmarks); yields
     its base URL (``http://127.0.0.1:PORT``) and stops it on exit."""
-    runner = web.AppRunner(make_app(store))
+    runner = web.AppRunner(make_app(store, allowed_hosts(host, allow_hosts), host in WILDCARDS))
     loop = asyncio.new_event_loop()
     ready = threading.Event()
     bound: list = []

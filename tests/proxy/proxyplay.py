@@ -16,6 +16,15 @@ REPO = Path(__file__).resolve().parents[2]
 ALLOWLIST = REPO / "allowlists" / "ralf.yaml"
 
 
+def unused_port() -> int:
+    """A loopback port nothing listens on (bound, then released): an unreachable upstream."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @dataclass
 class Proxied:
     base_url: str
@@ -23,7 +32,8 @@ class Proxied:
 
 
 @contextmanager
-def proxy_in_thread(upstream: str, store, tmp_path: Path, **recorder_options) -> Iterator[Proxied]:
+def proxy_in_thread(upstream: str, store, tmp_path: Path, *, client_timeout_s: float = 60.0,
+                    **recorder_options) -> Iterator[Proxied]:
     """The proxy in front of ``upstream``, recording into ``store``; on exit it stops and
     the recorder has written (or journaled) every session."""
     recorder_options.setdefault("journal", tmp_path / "proxy.journal")
@@ -35,7 +45,8 @@ def proxy_in_thread(upstream: str, store, tmp_path: Path, **recorder_options) ->
 
     async def serve() -> None:
         try:
-            async with running_proxy(recorder, upstream) as server:
+            async with running_proxy(recorder, upstream,
+                                     client_timeout_s=client_timeout_s) as server:
                 found.append(server.base_url)
                 ready.set()
                 await stop.wait()

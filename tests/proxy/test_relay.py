@@ -8,7 +8,6 @@ import asyncio
 import gzip
 import hashlib
 import json
-import socket
 import threading
 import types
 
@@ -16,7 +15,7 @@ import httpx2 as httpx
 import pytest
 from aiohttp import web
 from loopback import serve_in_thread
-from proxyplay import REPO, proxy_in_thread
+from proxyplay import REPO, proxy_in_thread, unused_port
 
 import agent_eval.sim.server as sim_server
 from agent_eval.sim import Faults, run_sim_in_thread
@@ -138,10 +137,7 @@ def test_status_headers_and_compressed_bodies_pass_and_authorization_reaches_ups
 
 
 def test_an_unreachable_upstream_gets_the_client_a_502_naming_it(tmp_path, store):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    upstream = f"http://127.0.0.1:{port}/v1"
+    upstream = f"http://127.0.0.1:{unused_port()}/v1"
     with proxy_in_thread(upstream, store, tmp_path) as proxy:
         resp = post(proxy.base_url, BODY)
     assert resp.status_code == 502
