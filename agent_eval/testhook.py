@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HOLD = "AGENT_EVAL_TEST_HOLD"
@@ -37,6 +38,17 @@ def stored(count: int) -> None:
     _signalled[path] = time.monotonic()
 
 
+def batch_room(written: int) -> int | None:
+    """How many sessions the next batch may take so that the hold comes exactly after
+    ``AGENT_EVAL_TEST_HOLD_AFTER`` stored ones (None: no limit).  Without it, a fast
+    model and a lingering writer could store the whole run in the first batch, and the
+    hold would come when nothing is left to interrupt."""
+    path = os.environ.get(HOLD)
+    if not path or path in _signalled:
+        return None
+    return max(1, int(os.environ.get(HOLD_AFTER) or 1) - written)
+
+
 def holding() -> bool:
     """Whether this process must hold: its hold file was created and still exists."""
     path = os.environ.get(HOLD)
@@ -45,10 +57,25 @@ def holding() -> bool:
     return time.monotonic() < _signalled[path] + HOLD_S and Path(path).exists()
 
 
-def hold() -> None:
-    """Wait while :func:`holding` (Ctrl-C ends the wait as it ends the command)."""
-    while holding():
+def hold(stop: Callable[[], bool] | None = None) -> None:
+    """Wait while :func:`holding` (Ctrl-C ends the wait as it ends the command; so does
+    ``stop()`` turning true: a writer thread told to close)."""
+    while holding() and not (stop is not None and stop()):
         time.sleep(0.02)
+
+
+async def hold_handed(count: int) -> None:
+    """The event loop's side of a hold: once ``count`` sessions are handed to the writer,
+    enough to reach the hold, wait until the writer has stored them and created the file,
+    then while it holds.  So a fast model cannot play the whole run while the writer
+    lingers over its first batch."""
+    path = os.environ.get(HOLD)
+    if not path or count < int(os.environ.get(HOLD_AFTER) or 1):
+        return
+    deadline = time.monotonic() + HOLD_S
+    while path not in _signalled and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    await hold_async()
 
 
 async def hold_async() -> None:

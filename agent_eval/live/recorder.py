@@ -114,7 +114,8 @@ class SessionWriter:
             if self._waiting < BATCH_SESSIONS:  # a full batch waiting is written at once
                 self._closing.wait(LINGER_S)
             batch = [first]
-            while len(batch) < BATCH_SESSIONS:
+            room = testhook.batch_room(self.written) or BATCH_SESSIONS
+            while len(batch) < min(room, BATCH_SESSIONS):
                 try:
                     handed = self._queue.get_nowait()
                 except queue.Empty:
@@ -132,6 +133,7 @@ class SessionWriter:
                 testhook.stored(self.written)
             with self._lock:
                 self._waiting -= len(batch)
+            testhook.hold(stop=self._closing.is_set)  # the run cannot end while held
 
 
 class RunRecorder:
@@ -144,6 +146,7 @@ class RunRecorder:
         self.run_id = run_id
         self.counts = Counts()
         self._writer: SessionWriter | None = None
+        self._handed = 0
 
     @contextlib.contextmanager
     def claim(self) -> Iterator[None]:
@@ -170,9 +173,10 @@ class RunRecorder:
         if writer.error is not None:
             raise writer.error
         writer.put(Handed(records, item))
+        self._handed += 1
         while writer.waiting > MAX_WAITING and writer.error is None:
             await asyncio.sleep(0.01)
-        await testhook.hold_async()
+        await testhook.hold_handed(self._handed)
 
     def flush(self) -> None:
         """Store every session handed over (the writer stops; ``start`` opens a new one)."""
