@@ -39,7 +39,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent_eval.policy import AllowList, Verdict, check_call, render_denial
+from agent_eval.policy import AllowList, Verdict, check_call, command_text, render_denial
+from agent_eval.policy.calls import tool_for_call
+from agent_eval.policy.profiles import BUILTIN
 from agent_eval.transcript import CallRecord, Decision, FindingRecord
 
 ToolKind = Literal["bash", "read", "other"]
@@ -53,6 +55,10 @@ Terminus and unparseable harness replies in flat call records)."""
 
 READ_TOOLS = frozenset({"read", "Read", "view", "read_file", "ReadFile"})
 """Tool names that read a file."""
+
+PROFILE_TOOLS = frozenset(t.name for p in BUILTIN.values() for t in p.tools)
+"""Every tool of a built-in profile: judged by its profile, or AE101 where an allow-list
+switched that profile off."""
 
 COMMAND_KEYS = ("command", "cmd")
 PATH_KEYS = ("path", "file_path", "filePath", "file")
@@ -156,23 +162,32 @@ class CallRecorder:
 
     def _judge(self, tool: str, arguments: str | dict[str, Any], offered: Sequence[str] | None,
                kind: ToolKind | None, text: str | None) -> Judged:
-        listed = self.allowlist.tool(tool)
-        spec = None
+        parsed = _parsed(arguments)
         if not self.foreign or (offered is not None and tool not in offered):
-            pass  # the harness's own call, or a tool the session never had: as emitted
-        elif listed is not None:
-            spec = listed if listed.kind != "other" else None
+            spec = None  # the harness's own call, or a tool the session never had: as emitted
+        elif tool in self.allowlist.profile_tools and (isinstance(parsed, dict) or text is None):
+            # an agent CLI's own tool, declared key by key by its profile
+            verdict = check_call(tool, arguments, self.allowlist, offered=offered, profiles=True)
+            spec = tool_for_call(self.allowlist, tool, parsed, profiles=True)
+            return Judged(tool, arguments, verdict,
+                          command_text(spec, parsed) if spec is not None else None)
+        elif tool in PROFILE_TOOLS:
+            spec = None  # a CLI's tool whose profile this allow-list switched off: AE101
         else:
-            if kind is None:
-                kind, text = classify_call(tool, _parsed(arguments))
-            spec = self._by_kind.get(kind) if kind != "other" else None
-            if spec is not None and offered is not None:
-                offered = [*offered, spec.name]
+            listed = self.allowlist.tool(tool)
+            spec = listed if listed is not None and listed.kind != "other" else None
+            if listed is None:
+                if kind is None:
+                    kind, text = classify_call(tool, parsed)
+                    if isinstance(parsed, dict):  # every other key is judged too
+                        return self._renamed(tool, parsed, kind, offered)
+                spec = self._by_kind.get(kind) if kind != "other" else None
+                if spec is not None and offered is not None:
+                    offered = [*offered, spec.name]
         if spec is None:
             verdict = check_call(tool, arguments, self.allowlist, offered=offered)
             return Judged(tool, arguments, verdict, self._command(tool, arguments))
         argument = _argument(spec)
-        parsed = _parsed(arguments)
         carried = parsed.get(argument) if isinstance(parsed, dict) else None
         shown: str | dict[str, Any] = arguments
         if not isinstance(carried, str):
@@ -181,6 +196,25 @@ class CallRecorder:
             if text is not None:
                 shown, carried = {argument: text}, text
         verdict = check_call(spec.name, shown, self.allowlist, offered=offered)
+        return Judged(spec.name, shown, verdict, carried if isinstance(carried, str) else None)
+
+    def _renamed(self, tool: str, parsed: dict[str, Any], kind: ToolKind,
+                 offered: Sequence[str] | None) -> Judged:
+        """A shell or read tool of another harness that no profile declares (``Shell``,
+        ``view`` ...): judged as the allow-list's tool of its kind, its command or path
+        key renamed to that tool's and every other key kept, so an undeclared one is
+        denied (AE105) rather than dropped."""
+        spec = self._by_kind.get(kind) if kind != "other" else None
+        if spec is None:
+            verdict = check_call(tool, parsed, self.allowlist, offered=offered)
+            return Judged(tool, parsed, verdict, None)
+        keys = COMMAND_KEYS if kind == "bash" else PATH_KEYS
+        found = next((k for k in keys if isinstance(parsed.get(k), str)), None)
+        argument = _argument(spec)
+        shown = {argument if k == found else k: v for k, v in parsed.items()}
+        verdict = check_call(spec.name, shown, self.allowlist,
+                             offered=None if offered is None else [*offered, spec.name])
+        carried = shown.get(argument)
         return Judged(spec.name, shown, verdict, carried if isinstance(carried, str) else None)
 
     def _command(self, tool: str, arguments: str | dict[str, Any]) -> str | None:

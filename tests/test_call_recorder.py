@@ -147,9 +147,6 @@ def reply_with(calls) -> bytes:
                            for i, (name, args, *_) in enumerate(calls)]}}]}).encode()
 
 
-@pytest.mark.xfail(strict=True, reason="Claude Code's Bash carries `description`, which the "
-                   "allow-list's bash tool does not declare (AE105) until the agent CLIs' tool "
-                   "profiles declare each CLI's own keys")
 def test_an_agent_clis_tools_get_one_verdict_and_command_in_the_proxy_an_import_and_a_rescore(
         tmp_path):
     allowlist = load_allowlist(ALLOWLIST)
@@ -177,9 +174,25 @@ def test_an_agent_clis_tools_get_one_verdict_and_command_in_the_proxy_an_import_
             assert [(c.decision, c.primary, c.command) for c in calls] == want
 
 
-def test_a_subagent_tool_the_allowlist_does_not_list_is_unknown_in_the_proxy_as_on_import():
+TASK_CALL = '{"description": "d", "prompt": "go", "subagent_type": "general"}'
+
+
+@pytest.mark.parametrize(("arguments", "primary"), [
+    (TASK_CALL, None),
+    ('{"prompt": "go"}', "AE103"),  # OpenCode's task requires description and subagent_type
+    ('{"description": "d", "prompt": "go", "subagent_type": "g", "cwd": "/"}', "AE105"),
+], ids=["whole", "missing-keys", "stray-key"])
+def test_a_subagent_call_gets_one_verdict_in_the_proxy_and_on_import(arguments, primary):
     calls = CallRecorder(load_allowlist(ALLOWLIST), foreign=True)
-    relayed = calls.judge("task", '{"prompt": "go"}', offered=["bash", "read", "task"])
-    imported = calls.judge("task", '{"prompt": "go"}')
-    assert imported.verdict.primary == "AE101"
-    assert relayed.verdict.primary == imported.verdict.primary
+    relayed = calls.judge("task", arguments, offered=["bash", "read", "task"])
+    imported = calls.judge("task", arguments)
+    assert imported.verdict.primary == relayed.verdict.primary == primary
+
+
+def test_a_cli_tool_whose_profile_is_switched_off_is_unknown_in_the_proxy_as_on_import():
+    allowlist = load_allowlist(ALLOWLIST)
+    allowlist = allowlist.model_copy(update={"profiles": {"opencode": False}})
+    calls = CallRecorder(allowlist, foreign=True)
+    relayed = calls.judge("task", TASK_CALL, offered=["bash", "read", "task"])
+    imported = calls.judge("task", TASK_CALL)
+    assert imported.verdict.primary == relayed.verdict.primary == "AE101"

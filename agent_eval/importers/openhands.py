@@ -127,11 +127,30 @@ def call_of(event: dict[str, Any], turn: int, outputs: dict[Any, dict[str, Any]]
     observation = outputs.get(_key(event.get("id")))
     decision, reason = verdict(args.get("confirmation_state"), observation)
     call_id = meta.get("tool_call_id") or (f"event{event['id']}" if "id" in event else None)
+    emitted = _emitted_arguments(meta)
     return ImportedCall(
-        tool=tool, arguments=json.dumps(args, ensure_ascii=False), turn_index=turn, kind=kind,
+        tool=tool, arguments=emitted if emitted is not None else json.dumps(args, ensure_ascii=False),
+        turn_index=turn, kind=kind,
         text=text if isinstance(text, str) else None, call_id=str(call_id) if call_id else None,
         output=_content(observation), source_decision=decision, source_reason=reason,
     )
+
+
+def _emitted_arguments(meta: dict[str, Any]) -> str | None:
+    """The call's arguments as the model emitted them (the reply OpenHands keeps in
+    ``tool_call_metadata.model_response``), not the action's stored fields, which add
+    OpenHands' own (``blocking``, ``hidden``, ``confirmation_state`` ...)."""
+    response = meta.get("model_response")
+    choices = response.get("choices") if isinstance(response, dict) else None
+    for choice in choices if isinstance(choices, list) else ():
+        message = choice.get("message") if isinstance(choice, dict) else None
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        for call in calls if isinstance(calls, list) else ():
+            function = call.get("function") if isinstance(call, dict) else None
+            if (call.get("id") == meta.get("tool_call_id") and isinstance(function, dict)
+                    and isinstance(function.get("arguments"), str)):
+                return function["arguments"]
+    return None
 
 
 def verdict(confirmation: Any, observation: dict[str, Any] | None) -> tuple[Decision | None, str | None]:

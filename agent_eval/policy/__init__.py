@@ -2,7 +2,7 @@
 
 Public surface::
 
-    check_call(tool_name, arguments, allowlist, offered=None) -> Verdict
+    check_call(tool_name, arguments, allowlist, offered=None, *, profiles=False) -> Verdict
     check_command(command, allowlist) -> Verdict
     check_read(path, allowlist) -> Verdict
     render_denial(verdict, allowlist) -> str
@@ -20,7 +20,7 @@ confirmation, cache), ``calls`` (a whole tool call: tool name, argument JSON, ke
 """
 
 from agent_eval.policy.allowlist import AllowList, allowlist_from_dict, load_allowlist
-from agent_eval.policy.calls import check_call
+from agent_eval.policy.calls import check_call, command_text
 from agent_eval.policy.engine import (
     ENGINE_VERSION,
     check_command,
@@ -45,6 +45,7 @@ __all__ = [
     "Verdict",
     "allowlist_from_dict",
     "check_call",
+    "command_text",
     "check_command",
     "check_read",
     "clear_cache",

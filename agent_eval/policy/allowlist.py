@@ -151,9 +151,11 @@ class CommandPattern(_Model):
                 raise ValueError(f"{value!r}: {problem}")
         return values
 
-ArgumentHolds = Literal["command", "path", "value", "absent"]
-ArgumentType = Literal["string", "integer", "number", "boolean"]
-_JSON_TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,)}
+ArgumentHolds = Literal["command", "argv", "path", "value", "absent"]
+ArgumentType = Literal["string", "integer", "number", "boolean", "array", "object"]
+SwitchDenial = Literal["undeclared-argument", "sandbox-escalation", "background-run"]
+_JSON_TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
+               "array": (list,), "object": (dict,)}
 
 
 class ArgumentSpec(_Model):
@@ -164,36 +166,56 @@ class ArgumentSpec(_Model):
     holds: ArgumentHolds = Field(
         "value",
         description="`command`: the bash command, judged as one (a bash tool has exactly "
-                    "one); `path`: a path judged under `read` (a read tool has exactly one; "
-                    "another tool may have some, e.g. a working directory); `value`: a "
-                    "plain value of `type` (and `choices`), judged for hidden characters "
-                    "only; `absent`: a switch that must be absent, null or false "
-                    "(`dangerouslyDisableSandbox`, `run_in_background`).",
+                    "one key holding `command` or `argv`); `argv`: the command as a list of "
+                    "words (Codex's `shell {command: [...]}`: `[\"bash\", \"-lc\", SCRIPT]` "
+                    "judges SCRIPT, any other list is judged as those words); `path`: a path "
+                    "judged under `read` (a read tool has exactly one; another tool may have "
+                    "some, e.g. a working directory); `value`: a plain value of `type` (and "
+                    "`choices`), judged for hidden characters only; `absent`: a switch that "
+                    "must be absent, null, false or one of `choices` "
+                    "(`dangerouslyDisableSandbox`, `run_in_background`), else denied as "
+                    "`denial`.",
     )
     type: ArgumentType = Field(
         "string", description="JSON type of a `value` (`command` and `path` are strings)."
     )
     choices: list[bool | int | float | str] | None = Field(
-        None, description="The only values a `value` may hold."
+        None, description="The only values a `value` may hold; for `absent`, the harmless "
+                          "values it may hold besides false (`use_default`)."
+    )
+    denial: SwitchDenial = Field(
+        "undeclared-argument",
+        description="For `absent`: the failure class of a call that sets the switch "
+                    "(`sandbox-escalation` AE106, `background-run` AE107).",
     )
     required: bool = Field(False, description="The call must carry the key.")
     description: str = Field("", description="Shown to the model in the tool's schema.")
 
     @model_validator(mode="after")
     def _fits_its_role(self) -> ArgumentSpec:
-        if self.holds != "value" and (self.type != "string" or self.choices is not None):
+        if self.holds not in ("value", "absent") and (self.type != "string"
+                                                      or self.choices is not None):
             raise ValueError(f"`type` and `choices` are for `holds: value`, not {self.holds!r}")
+        if self.holds != "absent" and self.denial != "undeclared-argument":
+            raise ValueError("`denial` is for `holds: absent`")
         if self.holds == "absent" and self.required:
             raise ValueError("a key that must be absent cannot be required")
+        if self.holds == "absent" and self.type != "string":
+            raise ValueError("`type` is for `holds: value`; an `absent` switch's `choices` "
+                             "say what it may hold")
         for choice in self.choices or ():
-            if not accepts_type(choice, self.type):
+            if self.holds == "value" and not accepts_type(choice, self.type):
                 raise ValueError(f"choice {choice!r} is not of type {self.type}")
         return self
 
     def json_schema(self) -> dict:
         """The key's entry in the tool's JSON Schema, as offered to the model."""
         if self.holds == "absent":
-            schema: dict = {"type": "boolean", "enum": [False]}
+            harmless = [False, *(self.choices or ())]
+            schema: dict = {"enum": harmless} if self.choices else {"type": "boolean",
+                                                                    "enum": [False]}
+        elif self.holds == "argv":
+            schema = {"type": "array", "items": {"type": "string"}}
         else:
             schema = {"type": self.type}
             if self.choices is not None:
@@ -213,6 +235,7 @@ def accepts_type(value: object, type_: str) -> bool:
 
 
 _JUDGED_ROLE = {"bash": "command", "read": "path"}
+_ROLES = {"command": ("command", "argv"), "path": ("path",)}
 _ROLE_TEXT = {"command": "the shell command", "path": "the file path"}
 
 
@@ -261,17 +284,18 @@ class ToolSpec(_Model):
 
     @model_validator(mode="after")
     def _one_judged_key(self) -> ToolSpec:
-        counts = {role: sum(a.holds == role for a in self.arguments.values())
+        counts = {role: sum(a.holds in _ROLES[role] for a in self.arguments.values())
                   for role in ("command", "path")}
         role = _JUDGED_ROLE.get(self.kind)
         if self.kind == "read" and counts["command"]:
             raise ValueError("a read tool has no `holds: command` key")
         if self.kind == "other" and counts["command"]:
-            raise ValueError("only a bash tool has a `holds: command` key")
+            raise ValueError("only a bash tool has a `holds: command` (or `argv`) key")
         if role is not None:
             if counts[role] != 1:
                 raise ValueError(f"a {self.kind} tool declares exactly one key with "
-                                 f"`holds: {role}` (found {counts[role]})")
+                                 f"`holds: {role}`{' (or `argv`)' if role == 'command' else ''} "
+                                 f"(found {counts[role]})")
             if not self.arguments[self.judged_key or ""].required:
                 raise ValueError(f"the `holds: {role}` key of a {self.kind} tool must be "
                                  "required")
@@ -281,7 +305,9 @@ class ToolSpec(_Model):
     def judged_key(self) -> str | None:
         """The key holding the command (bash tool) or the path (read tool)."""
         role = _JUDGED_ROLE.get(self.kind)
-        return next((k for k, a in self.arguments.items() if a.holds == role), None)
+        if role is None:
+            return None
+        return next((k for k, a in self.arguments.items() if a.holds in _ROLES[role]), None)
 
     def parameters_schema(self) -> dict:
         """The JSON Schema of the arguments, as offered to the model: the declared keys
@@ -292,6 +318,14 @@ class ToolSpec(_Model):
             "required": [k for k, a in self.arguments.items() if a.required],
             "additionalProperties": False,
         }
+
+
+class ProfileSpec(_Model):
+    """The tools of one agent CLI as it defines them (``policy/profiles.py`` has the
+    built-in ones); an allow-list may add its own."""
+
+    description: str = ""
+    tools: list[ToolSpec] = Field(default_factory=list)
 
 
 class Strictness(_Model):
@@ -339,6 +373,13 @@ class AllowList(_Model):
             ToolSpec(name="read", kind="read"),
         ]
     )
+    profiles: dict[str, bool | ProfileSpec] = Field(
+        default_factory=dict,
+        description="Tool profiles of the agent CLIs, used to judge calls the proxy relays "
+                    "or `import` reads (`agent-eval policy profiles` lists them).  Every "
+                    "built-in profile is on; `NAME: false` switches one off, `NAME: {tools: "
+                    "[...]}` adds one (or replaces a built-in of that name).",
+    )
     denial_message: str = Field(
         "Denied by the allow-list ({code} {name}): {message}. "
         "Only `uv run scripts/<name>.py` with the listed flags is allowed.",
@@ -352,6 +393,19 @@ class AllowList(_Model):
         if isinstance(value, list):
             return [{"match": item} if isinstance(item, str) else item for item in value]
         return value
+
+    @field_validator("profiles")
+    @classmethod
+    def _switched_profiles_exist(cls, profiles: dict[str, bool | ProfileSpec]
+                                 ) -> dict[str, bool | ProfileSpec]:
+        from agent_eval.policy.profiles import BUILTIN
+
+        for name, profile in profiles.items():
+            if isinstance(profile, bool) and name not in BUILTIN:
+                raise ValueError(f"no built-in profile {name!r} to switch "
+                                 f"{'on' if profile else 'off'} (built-in: "
+                                 f"{', '.join(BUILTIN)}); give `{{tools: [...]}}` to add one")
+        return profiles
 
     @field_validator("tools")
     @classmethod
@@ -368,11 +422,36 @@ class AllowList(_Model):
         blob = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
-    def tool(self, name: str) -> ToolSpec | None:
+    def tool(self, name: str, *, profiles: bool = False) -> ToolSpec | None:
+        """The tool called ``name``: the allow-list's own, or with ``profiles`` (a call
+        from an agent CLI) first the tool of that name in an enabled profile."""
+        if profiles:
+            spec = self.profile_tools.get(name)
+            if spec is not None:
+                return spec
         for spec in self.tools:
             if spec.name == name:
                 return spec
         return None
+
+    @cached_property
+    def active_profiles(self) -> dict[str, ProfileSpec]:
+        """The profiles in use, by name: the built-in ones not switched off, then the
+        allow-list's own."""
+        from agent_eval.policy.profiles import BUILTIN  # the table is built from these models
+
+        active = {name: p for name, p in BUILTIN.items() if self.profiles.get(name) is not False}
+        active.update({n: p for n, p in self.profiles.items() if isinstance(p, ProfileSpec)})
+        return active
+
+    @cached_property
+    def profile_tools(self) -> dict[str, ToolSpec]:
+        """Every tool of the active profiles by name (the first profile naming it wins)."""
+        tools: dict[str, ToolSpec] = {}
+        for profile in self.active_profiles.values():
+            for spec in profile.tools:
+                tools.setdefault(spec.name, spec)
+        return tools
 
 
 MAX_ALIAS_NODES = 10_000

@@ -4,7 +4,10 @@ How a call is judged (each step fails closed; the first step that denies decides
 
 1. **Tool** (``unknown-tool``): the allow-list must list the tool, and the session must
    offer it.  A tool that the client's request offers but the allow-list does not list
-   is never allowed: nothing says which key of it runs what.
+   is never allowed: nothing says which key of it runs what.  A call from an agent CLI
+   (``profiles=True``: relayed by the proxy, imported) is first looked up in the
+   allow-list's active tool profiles (``policy/profiles.py``), which declare the CLI's
+   own tools (``Bash``, ``exec_command``, ``read_file`` ...).
 2. **JSON** (``invalid-bytes``, ``malformed-arguments``): argument text longer than
    :func:`arguments_cap` characters is refused before it is parsed.  The text must be one
    JSON object; it may not give a key twice, nor two keys that another JSON parser
@@ -18,9 +21,12 @@ How a call is judged (each step fails closed; the first step that denies decides
    LF).
 4. **Keys** (``undeclared-argument``, ``missing-argument``): every key must be declared
    by the tool spec; a required one must be there; a ``value`` must have its declared
-   type and choice; an ``absent`` switch may only be missing, null or false.
-5. **Command and paths**: the ``command`` key is judged by ``check_command``, each
-   ``path`` key by ``check_read``.  Findings about keys other than the command or the
+   type and choice; an ``absent`` switch may only be missing, null, false or one of its
+   harmless choices, else it is denied as its ``denial`` class (``sandbox-escalation``,
+   ``background-run``).
+5. **Command and paths**: the ``command`` key is judged by ``check_command`` (an
+   ``argv`` list as the script of ``bash -c SCRIPT``, else as its words, see
+   :func:`command_text`), each ``path`` key by ``check_read``.  Findings about keys other than the command or the
    read path carry the span ``0, 0``.
 
 Nothing here raises: an unexpected exception is a ``malformed-arguments`` denial.
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from typing import Any
 
 from agent_eval.policy.allowlist import AllowList, ArgumentSpec, ToolSpec, accepts_type
@@ -191,18 +198,52 @@ def _judge_value(key: str, arg: ArgumentSpec, args: dict[str, Any]) -> Problem |
         return None
     value = args[key]
     if arg.holds == "absent":
-        if value is False:
+        if value is False or _is_choice(value, arg.choices):
             return None
-        return Problem("undeclared-argument", f"argument {key!r} must be absent or false, "
+        harmless = "".join(f" or {json.dumps(c)}" for c in arg.choices or ())
+        return Problem(arg.denial, f"argument {key!r} must be absent or false{harmless}, "
                        f"got {json.dumps(value)[:40]}", 0, 0)
+    if arg.holds == "argv":
+        if not _is_argv(value):
+            return Problem("missing-argument", f"argument {key!r} is not a list of words", 0, 0)
+        return None
     want = arg.type if arg.holds == "value" else "string"
     if not accepts_type(value, want):
         return Problem("missing-argument", f"argument {key!r} is not a {want}", 0, 0)
-    if arg.choices is not None and not any(
-            value == c and type(value) is type(c) for c in arg.choices):
+    if arg.choices is not None and not _is_choice(value, arg.choices):
         return Problem("missing-argument", f"argument {key!r} is not one of "
                        f"{', '.join(json.dumps(c) for c in arg.choices)}", 0, 0)
     return None
+
+
+def _is_choice(value: Any, choices: list[Any] | None) -> bool:
+    return any(value == c and type(value) is type(c) for c in choices or ())
+
+
+def _is_argv(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(w, str) for w in value)
+
+
+SCRIPT_SHELLS = frozenset({"bash", "/bin/bash", "/usr/bin/bash", "sh", "/bin/sh", "/usr/bin/sh"})
+"""``argv[0]`` of an argv command whose script is judged as bash (``sh`` runs a subset)."""
+SCRIPT_FLAGS = frozenset({"-c", "-lc", "-cl"})
+
+
+def command_text(spec: ToolSpec, args: Any) -> str | None:
+    """The command (bash tool) or path (read tool) a call's arguments carry, as judged and
+    stored: an ``argv`` list ``[bash, -lc, SCRIPT]`` is SCRIPT, any other list is its
+    words quoted for bash (``shlex.join``); None when the key is missing or malformed."""
+    key = spec.judged_key
+    if key is None or not isinstance(args, dict):
+        return None
+    value = args.get(key)
+    if spec.arguments[key].holds == "argv":
+        if not _is_argv(value):
+            return None
+        if len(value) == 3 and value[0] in SCRIPT_SHELLS and value[1] in SCRIPT_FLAGS:
+            return str(value[2])
+        return shlex.join(value)
+    return value if isinstance(value, str) else None
 
 
 def _judge_paths(args: dict[str, Any], spec: ToolSpec, allowlist: AllowList,
@@ -223,19 +264,45 @@ def _judge_paths(args: dict[str, Any], spec: ToolSpec, allowlist: AllowList,
     return findings, own
 
 
+def tool_for_call(allowlist: AllowList, tool_name: str, arguments: Any, *,
+                  profiles: bool = False) -> ToolSpec | None:
+    """The spec a call is judged by.  Without ``profiles``: the allow-list's tool of that
+    name.  With it (a call from an agent CLI), where both the allow-list and a profile
+    have a tool of that name (OpenCode's ``read {filePath}`` beside the harness's ``read
+    {path}``), the one that declares every key the call carries, the allow-list's first;
+    when neither does, the allow-list's (whose denial names the stray keys)."""
+    own = allowlist.tool(tool_name)
+    profiled = allowlist.profile_tools.get(tool_name) if profiles else None
+    if own is None or profiled is None:
+        return own or profiled
+    if isinstance(arguments, (str, bytes, bytearray)):
+        try:
+            arguments = json.loads(arguments)
+        except (ValueError, RecursionError):
+            return own
+    keys = set(arguments) if isinstance(arguments, dict) else set()
+    for spec in (own, profiled):
+        if keys <= set(spec.arguments):
+            return spec
+    return own
+
+
 def check_call(tool_name: str, arguments: str | bytes | dict[str, Any], allowlist: AllowList,
-               offered: Any = None) -> Verdict:
+               offered: Any = None, *, profiles: bool = False) -> Verdict:
     """Judge one tool call (see the module docstring for the steps).
 
     ``arguments`` is the raw JSON text exactly as emitted (or an already-decoded dict).
     ``offered`` are the tool names offered in this session (default: every tool of the
     allow-list); only a tool that is both listed and offered can be allowed.
+    ``profiles``: the call comes from an agent CLI, whose tools are looked up in the
+    allow-list's active profiles first.
     """
     try:
-        spec = allowlist.tool(tool_name) if isinstance(tool_name, str) else None
+        spec = (tool_for_call(allowlist, tool_name, arguments, profiles=profiles)
+                if isinstance(tool_name, str) else None)
         if spec is None or (offered is not None and tool_name not in set(offered)):
-            listed = sorted(t.name for t in allowlist.tools
-                            if offered is None or t.name in set(offered))
+            known = [*allowlist.tools, *(allowlist.profile_tools.values() if profiles else ())]
+            listed = sorted({t.name for t in known if offered is None or t.name in set(offered)})
             why = "is not on the allow-list" if spec is None else "is not offered here"
             return verdict_of([Problem("unknown-tool", f"tool {tool_name!r} {why} (allowed "
                                        f"tools: {', '.join(listed) or 'none'})", 0, 0)])
@@ -244,15 +311,19 @@ def check_call(tool_name: str, arguments: str | bytes | dict[str, Any], allowlis
             return verdict_of([args])
         judged = spec.judged_key
         problems: list[Problem] = []
-        hidden = _walk(args, {judged} if judged else set())
+        # a command or path is checked for hidden characters where it is judged, with
+        # spans; an argv list is not judged as text as it came, so it is walked here
+        as_text = judged is not None and spec.arguments[judged].holds != "argv"
+        hidden = _walk(args, {judged} if as_text and judged else set())
         if hidden is not None:
             problems.append(hidden)
         problems += _declared_keys(args, spec)
         other_paths, own_path = _judge_paths(args, spec, allowlist, judged)
-        value = args.get(judged) if judged else None
         inner: Verdict | None = None
-        if spec.kind == "bash" and isinstance(value, str):
-            inner = check_command(value, allowlist)
+        if spec.kind == "bash":
+            command = command_text(spec, args)
+            if command is not None:
+                inner = check_command(command, allowlist)
         elif spec.kind == "read":
             inner = own_path
         if not problems and not other_paths:

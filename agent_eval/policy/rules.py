@@ -15,6 +15,7 @@ command; ``kind`` says how to read ``text``:
 ``command``  a bash command, judged with ``check_command``
 ``read``     a path for the read tool, judged with ``check_read``
 ``call``     a whole tool call: ``tool`` is the tool name, ``text`` the raw JSON arguments
+             (``client``: a call from an agent CLI, judged with its tool profiles)
 ``reply``    assistant reply text (AE104); described, not judged by the engine
 ``session``  a description of a session (AE4xx); described, not judged by the engine
 
@@ -42,6 +43,7 @@ class Example:
     text: str
     kind: ExampleKind = "command"
     tool: str = ""
+    client: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +165,43 @@ _RULES: tuple[Rule, ...] = (
                  "read")),
         (Example('{"command": "uv run scripts/lights.py status"}', "call", "bash"),
          Example('{"path": "notes/plan.md"}', "call", "read")),
+        "call",
+    ),
+    Rule(
+        "AE106", "sandbox-escalation",
+        "The call asks its harness to run the command outside the sandbox or with raised "
+        "permissions.",
+        "Agent CLIs run commands in a sandbox unless a call asks otherwise: Claude Code's "
+        "`dangerouslyDisableSandbox: true`, Codex's `sandbox_permissions: "
+        "\"require_escalated\"` (with a `prefix_rule` to approve for good) or, in older "
+        "versions, `with_escalated_permissions: true`.  Whatever the command, such a call "
+        "asks for more than the allow-list grants, and in an unattended run nobody is there "
+        "to refuse it.",
+        (Example('{"command": "uv run scripts/lights.py status", '
+                 '"dangerouslyDisableSandbox": true}', "call", "Bash", client=True),
+         Example('{"cmd": "uv run scripts/lights.py status", '
+                 '"sandbox_permissions": "require_escalated"}', "call", "exec_command",
+                 client=True)),
+        (Example('{"command": "uv run scripts/lights.py status", '
+                 '"dangerouslyDisableSandbox": false}', "call", "Bash", client=True),
+         Example('{"cmd": "uv run scripts/lights.py status", '
+                 '"sandbox_permissions": "use_default"}', "call", "exec_command",
+                 client=True)),
+        "call",
+    ),
+    Rule(
+        "AE107", "background-run",
+        "The call asks its harness to run the command in the background.",
+        "A background command (Claude Code's `run_in_background`, Qwen Code's and Gemini "
+        "CLI's `is_background`) keeps running after the call returns: its output and exit "
+        "status never reach the session, and the closing protocol can end while it still "
+        "acts.  The allowed scripts are run in the foreground.",
+        (Example('{"command": "uv run scripts/lights.py status", "run_in_background": true}',
+                 "call", "Bash", client=True),
+         Example('{"command": "uv run scripts/lights.py status", "is_background": true}',
+                 "call", "run_shell_command", client=True)),
+        (Example('{"command": "uv run scripts/lights.py status", "is_background": false, '
+                 '"description": "light status"}', "call", "run_shell_command", client=True),),
         "call",
     ),
     Rule(
@@ -414,7 +453,7 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in sorted(_RULES, key=lambda 
 _BY_NAME: dict[str, Rule] = {rule.name: rule for rule in _RULES}
 
 PRECEDENCE: tuple[str, ...] = (
-    "AE101", "AE102", "AE103", "AE104", "AE105", "AE202", "AE201", "AE305", "AE308", "AE306",
+    "AE101", "AE102", "AE103", "AE104", "AE106", "AE107", "AE105", "AE202", "AE201", "AE305", "AE308", "AE306",
     "AE301", "AE304", "AE302", "AE303", "AE312", "AE313", "AE307", "AE309", "AE310",
     "AE311", "AE320",
 )

@@ -15,11 +15,6 @@ from agent_eval.cli import main
 from agent_eval.importers import read_sessions, read_tagged_sessions
 from agent_eval.importers.detect import guess_format
 
-PROFILES_PENDING = pytest.mark.xfail(
-    strict=True, reason="OpenHands' execute_bash carries `is_input` and `thought`, which the "
-    "allow-list's bash tool does not declare (AE105) until the agent CLIs' tool profiles "
-    "declare each harness's own keys")
-
 CLIENTS = Path(__file__).resolve().parents[1] / "fixtures" / "clients"
 RALF = str(Path(__file__).resolve().parents[2] / "allowlists" / "ralf.yaml")
 CLAUDE_21 = CLIENTS / "claude-code" / "2.1.39-spotter"
@@ -304,7 +299,6 @@ def test_bare_list_read_as_openai_is_refused_naming_mini_swe_agent(tmp_path):
     assert result.stderr.strip().endswith("is this an openai file? (try: mini-swe-agent)")
 
 
-@PROFILES_PENDING
 def test_show_displays_an_imported_session(tmp_path):
     db = str(tmp_path / "s.db")
     runner = CliRunner()
@@ -392,11 +386,9 @@ SHOW_CASES = [
      "deny  bash  AE307 disallowed-program"),
     ("swe-agent", "swe-agent/function_calling_simple.traj", None, "$ find_file missing_colon.py",
      "deny  swe-agent-shell  AE307 disallowed-program"),
-    pytest.param("openhands", "openhands/wrong_initial_state@9aeabc4d.json",
-                 "task: Please rename game_2048.py to 2048.py",
-                 "$ mv /workspace/game_2048.py /workspace/2048.py",
-                 "deny  execute_bash  AE307 disallowed-program  source: allow  DISAGREES",
-                 marks=PROFILES_PENDING),
+    ("openhands", "openhands/wrong_initial_state@9aeabc4d.json",
+     "task: Please rename game_2048.py to 2048.py", "$ mv /workspace/game_2048.py /workspace/2048.py",
+     "deny  execute_bash  AE307 disallowed-program  source: allow  DISAGREES"),
     ("openhands", OH_V1, "task: hello", "$ echo hello > notes.txt", "deny  terminal  AE303 output-redirect  source: allow  DISAGREES"),
     ("claude-code", "claude-code/claude_with_rejection.jsonl", "task: Help me refactor the database module",
      "$ /home/testuser/rejection-project/src/db.py",

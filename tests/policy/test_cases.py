@@ -47,9 +47,9 @@ def _params():
 @pytest.mark.parametrize(("allowlist", "tool", "text", "codes"), list(_params()))
 def test_case(allowlist, tool, text, codes):
     policy = allowlist_named(allowlist)
-    if tool == "call":  # "<tool name> <raw arguments>", judged as a whole tool call
-        name, _, arguments = text.partition(" ")
-        verdict = check_call(name, arguments, policy)
+    if tool in ("call", "client"):  # "<tool name> <raw arguments>": a whole tool call, of
+        name, _, arguments = text.partition(" ")  # the harness or (client) an agent CLI's
+        verdict = check_call(name, arguments, policy, profiles=tool == "client")
     elif tool == "read":
         verdict = check_read(text, policy)
     else:

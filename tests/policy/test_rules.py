@@ -26,7 +26,7 @@ def judge(example: Example):
         return check_command(example.text, RALF)
     if example.kind == "read":
         return check_read(example.text, RALF)
-    return check_call(example.tool, example.text, RALF)
+    return check_call(example.tool, example.text, RALF, profiles=example.client)
 
 
 def _examples(which: str):
@@ -51,7 +51,7 @@ def test_good_example_is_allowed(code, example):
 
 
 def test_every_design_code_is_registered_once_in_code_order():
-    design = ["AE101", "AE102", "AE103", "AE104", "AE105", "AE201", "AE202", "AE301", "AE302", "AE303",
+    design = ["AE101", "AE102", "AE103", "AE104", "AE105", "AE106", "AE107", "AE201", "AE202", "AE301", "AE302", "AE303",
               "AE304", "AE305", "AE306", "AE307", "AE308", "AE309", "AE310", "AE311", "AE312",
               "AE313", "AE320", "AE401", "AE402", "AE403", "AE404"]
     assert list(RULES) == design
@@ -77,7 +77,7 @@ def test_session_rules_are_not_engine_rules_and_have_no_precedence():
 
 
 def test_precedence_is_the_design_order_over_every_call_code():
-    assert PRECEDENCE == ("AE101", "AE102", "AE103", "AE104", "AE105", "AE202", "AE201", "AE305",
+    assert PRECEDENCE == ("AE101", "AE102", "AE103", "AE104", "AE106", "AE107", "AE105", "AE202", "AE201", "AE305",
                           "AE308", "AE306", "AE301", "AE304", "AE302", "AE303", "AE312",
                           "AE313", "AE307", "AE309", "AE310", "AE311", "AE320")
     assert set(PRECEDENCE) == {c for c, r in RULES.items() if r.scope != "session"}
