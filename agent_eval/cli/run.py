@@ -8,7 +8,6 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from agent_eval.cli import EXIT_FAULT, main
 from agent_eval.cli.db import db_option
@@ -180,17 +179,27 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
     from agent_eval.scenario.bundled import find_suite
 
     suite_obj = _select(load_suite(find_suite(suite) if suite else _bundled_suite()), selection)
-    run_id = _start(store, suite_obj, targets, repeats or 1, label)
+    run_id = _start(store, suite_obj, targets, repeats or 1, label, _console(stderr=as_json))
     if plan_only:
         _plan(store, run_id, suite_obj, targets, repeats or 1, as_json)
         return
     _play(store, run_id, suite_obj, targets, repeats or 1, as_json=as_json)
 
 
-def _start(store, suite_obj, targets, repeats, label) -> int:
+def _start(store, suite_obj, targets, repeats, label, console: Console) -> int:
+    """Probe the targets' servers (said at once: a busy server may take minutes to answer
+    ``/v1/models``) and record the run."""
     from agent_eval.live.run import record_new_run
 
+    console.print(checking_line(targets), markup=False, highlight=False, soft_wrap=True)
     return record_new_run(store, suite_obj, targets, repeats, label=label)
+
+
+def checking_line(targets) -> str:
+    """``Checking 2 servers… (URL, URL)``: the first line a run prints."""
+    urls = list(dict.fromkeys(t.base_url for t in targets))
+    return (f"Checking {len(urls)} server{'s' if len(urls) != 1 else ''}… "
+            f"({', '.join(escape_terminal(u) for u in urls)})")
 
 
 def _resume_planned(store, run_id, suite_obj, targets, as_json) -> None:
@@ -238,15 +247,19 @@ def _play(store, run_id, suite_obj, targets, repeats, *, resume: bool = False,
           as_json: bool = False) -> None:
     """Play the run with a progress bar, then print the two tables (or, with ``as_json``,
     the progress on stderr and one JSON object on stdout)."""
+    from agent_eval.cli.progress import run_progress
     from agent_eval.live.run import RunTally, play_run
 
     console = _console(stderr=as_json)
     tally = RunTally()
-    bar = _Bar(console, run_id)
+    bar = run_progress(console, run_id, tally)
 
     def on_start(n: int) -> None:
         if resume:
             console.print(f"Resuming run {run_id}: {n} sessions left.")
+            if n:
+                console.print(checking_line(targets), markup=False, highlight=False,
+                              soft_wrap=True)
         bar.start(n)
 
     try:
@@ -275,36 +288,6 @@ def _play(store, run_id, suite_obj, targets, repeats, *, resume: bool = False,
                       f"answering.[/] Finish later with: agent-eval run --resume {run_id}")
         sys.exit(EXIT_FAULT)
     console.print(f"Run {run_id} finished: {tally.done} sessions stored in {store.url}.")
-
-
-class _Bar:
-    """The run's progress bar, shown once the number of sessions to play is known."""
-
-    def __init__(self, console: Console, run_id: int) -> None:
-        self.console, self.run_id = console, run_id
-        self.progress: Progress | None = None
-
-    def start(self, total: int) -> None:
-        if not total:
-            return
-        self.progress = Progress(
-            TextColumn("[bold]run {task.fields[run]}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("top-level sessions · {task.fields[calls]} calls · "
-                       "{task.fields[rate]} errors/100"),
-            TimeElapsedColumn(), console=self.console, transient=False)
-        self.task = self.progress.add_task("run", total=total, run=self.run_id, calls=0,
-                                           rate="–")
-        self.progress.start()
-
-    def update(self, t, _records) -> None:
-        if self.progress is not None:
-            rate = f"{100 * t.errors / t.calls:.1f}" if t.calls else "–"
-            self.progress.update(self.task, completed=t.done, calls=t.calls, rate=rate)
-
-    def stop(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-            self.progress = None
 
 
 def _print_json(store, run_id: int, status: str, stored: int) -> None:
@@ -446,7 +429,7 @@ def demo(repeats, profiles, concurrency, report, as_json, db, **selection) -> No
                    timeout_s=30.0)
             for name in names
         ]
-        run_id = _start(store, suite_obj, targets, repeats, "demo")
+        run_id = _start(store, suite_obj, targets, repeats, "demo", _console(stderr=as_json))
         _play(store, run_id, suite_obj, targets, repeats, as_json=as_json)
     if report:
         from agent_eval.report import write_report

@@ -85,6 +85,12 @@ class RunTally:
     planned: int = 0
     done: int = 0
     targets: dict[str, TargetTally] = field(default_factory=dict)
+    # what is under way, for the progress line: sessions started and not yet stored,
+    # requests sent and not yet answered (one per turn), and the completion tokens the
+    # servers reported so far (tokens/s where the server reports usage)
+    sessions_in_flight: int = 0
+    requests_in_flight: int = 0
+    completion_tokens: int = 0
 
     @property
     def calls(self) -> int:
@@ -339,8 +345,13 @@ def session_player(suite: Suite, clients: dict[str, Any], tally: RunTally
     async def play(item: WorkItem) -> list[SessionRecord] | None:
         name = item.target.name
         client = clients[name]
-        records = await run_session(item.scenario, client, target=name, suite=suite,
-                                    repeat=item.repeat, key=item.key)
+        tally.sessions_in_flight += 1
+        try:
+            records = await run_session(item.scenario, CountingClient(client, tally),
+                                        target=name, suite=suite, repeat=item.repeat,
+                                        key=item.key)
+        finally:
+            tally.sessions_in_flight -= 1
         target = tally.target(name)
         if _any_error(records) and (target.server_gone or not await _answers(client)):
             target.server_gone = True
@@ -348,6 +359,26 @@ def session_player(suite: Suite, clients: dict[str, Any], tally: RunTally
         return records
 
     return play
+
+
+class CountingClient:
+    """A model client that counts, in the run's tally, the requests in flight and the
+    completion tokens the server reported; everything else goes to the client."""
+
+    def __init__(self, client: Any, tally: RunTally) -> None:
+        self._client, self._tally = client, tally
+
+    async def complete(self, *args: Any, **kwargs: Any) -> Any:
+        self._tally.requests_in_flight += 1
+        try:
+            reply = await self._client.complete(*args, **kwargs)
+        finally:
+            self._tally.requests_in_flight -= 1
+        self._tally.completion_tokens += getattr(reply, "completion_tokens", None) or 0
+        return reply
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
 
 
 def session_counter(tally: RunTally,
