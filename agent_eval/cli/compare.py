@@ -63,7 +63,7 @@ def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
     from agent_eval.metrics.repeats import repeats_from_outcomes
     from agent_eval.store import open_store
 
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         info_a, info_b = store.resolve_run(run_a), store.resolve_run(run_b)
         summaries, units = [], []
         for info in (info_a, info_b):

@@ -70,7 +70,7 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     if max_error_rate is None and not classes and min_handshake is None and not baseline_ref:
         raise ConfigError("give at least one threshold: --max-error-rate, --max-class, "
                           "--min-handshake or --baseline", field="gate")
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         run = store.resolve_run(run_ref)
         baseline_run, note = None, None
         if baseline_ref:

@@ -71,7 +71,7 @@ def sessions(run_ref, sort, limit, offset, as_json, db, **filters) -> None:
     """
     from agent_eval.store import SessionFilter, filter_from, open_store
 
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         run = store.resolve_run(run_ref)
         f = filter_from(SessionFilter, {**filters, "run_id": run.id})
         page = store.list_sessions(f, sort=sort, limit=limit, offset=offset)
@@ -113,7 +113,7 @@ def calls(run_ref, sort, limit, offset, as_json, db, **filters) -> None:
     """
     from agent_eval.store import CallFilter, filter_from, open_store
 
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         run = store.resolve_run(run_ref)
         f = filter_from(CallFilter, {**filters, "run_id": run.id})
         page = store.list_calls(f, sort=sort, limit=limit, offset=offset)

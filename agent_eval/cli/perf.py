@@ -72,7 +72,7 @@ def perf(
     if start and end and end <= start:
         raise ConfigError(f"--until {until} is not after --since {since}", field="--until")
     work = None
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         if run_ref is not None:
             run = store.resolve_run(run_ref)
             sessions = list(store.session_rows([run.id]))

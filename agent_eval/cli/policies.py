@@ -167,7 +167,7 @@ def _run_calls(ref: str, db: str | None) -> tuple[list, str]:
     from agent_eval.store import open_store
 
     calls = []
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         run = store.resolve_run(ref)
         for row in store.session_rows([run.id]):
             record = store.load_session(row.id).record

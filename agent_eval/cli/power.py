@@ -48,7 +48,7 @@ def power(baseline_ref, detect, power, target, db) -> None:
     if not 0 < power < 1:
         raise ConfigError(f"must be a probability strictly between 0 and 1, got {power:g}",
                           field="--power")
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         info = store.resolve_run(baseline_ref)
         units = run_units(store, info.id)
     if target is not None:

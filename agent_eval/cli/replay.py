@@ -88,7 +88,7 @@ def replay(run_ref, base_url, model, target_name, targets, sample, seed, concurr
     from agent_eval.live.run import probe_targets
     from agent_eval.store import open_store
 
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         info = store.resolve_run(run_ref)
         override = _load_override(allowlist_path)
         plan = plan_replay(store.session_rows([info.id]), store.call_rows([info.id]),

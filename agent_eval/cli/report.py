@@ -39,7 +39,7 @@ def report(runs: tuple[str, ...], out: Path, quiet: bool, as_json: bool, db: str
     from agent_eval.report import write_report
     from agent_eval.store import open_store
 
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         run_ids = [store.resolve_run(ref).id for ref in (runs or ("latest",))]
         index = write_report(store, run_ids, out)
         if as_json:

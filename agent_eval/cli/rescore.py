@@ -32,7 +32,7 @@ def rescore(run: str, allowlist_path: Path, label: str | None, db: str | None) -
 
     allowlist_path = find_allowlist(allowlist_path)
     allowlist = load_allowlist(allowlist_path)
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         old = store.resolve_run(run)
         result = rescore_stored(store, old.id, allowlist, label=label,
                                 allowlist_path=str(allowlist_path))

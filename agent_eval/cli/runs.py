@@ -45,7 +45,7 @@ def runs(ctx, label, kind, status, limit, offset, as_json, db) -> None:
     from agent_eval.report.runs import RUN_HEAD, run_cells
     from agent_eval.store import open_store
 
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         page = store.list_run_rows(label=label, kind=kind, status=status, limit=limit,
                                    offset=offset)
     if as_json:
@@ -75,7 +75,7 @@ def delete_cmd(run_ref: str, yes: bool, db: str | None) -> None:
     """
     from agent_eval.store import open_store
 
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         run = store.resolve_run(run_ref)
         label = escape_terminal(run.label or "no label", one_line=True)
         if not yes and not click.confirm(f"Delete run {run.id} ({label})?"):
@@ -103,7 +103,7 @@ def prune_cmd(days: int, yes: bool, db: str | None) -> None:
     from agent_eval.store import open_store
 
     before = datetime.now(UTC) - timedelta(days=days)
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         ids = store.prune_runs(before, dry_run=not yes)
     listed = ", ".join(map(str, ids)) or "none"
     click.echo(f"deleted runs: {listed}" if yes else

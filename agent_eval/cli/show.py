@@ -61,7 +61,7 @@ def show(ref: str, session_ref: str | None, full: bool, as_json: bool, db: str |
     from agent_eval.report.pages import build_session_page
     from agent_eval.store import open_store
 
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         session_id = resolve_session(store, ref, session_ref)
         page = build_session_page(store.load_session(session_id), {})
     if as_json:

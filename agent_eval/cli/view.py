@@ -40,7 +40,7 @@ def view(port: int, host: str, allow_hosts: tuple[str, ...], db: str | None) -> 
     from agent_eval.view import serve
     from agent_eval.view.app import LOOPBACK
 
-    store = open_store(db)
+    store = open_store(db, create=False)
     click.echo(f"agent-eval view: http://{_url_host(host)}:{port}/ over {store.url} "
                "(read-only; Ctrl-C stops)")
     if host not in LOOPBACK:
