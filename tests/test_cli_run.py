@@ -144,3 +144,16 @@ def test_demo_prints_both_tables_with_a_column_per_profile(tmp_path):
                   and "Errors per" not in line)
     assert [name for name in PROFILES if name in header] == list(PROFILES)
     assert "finished" in out
+
+
+def test_a_base_url_without_v1_names_the_url_and_suggests_v1(tmp_path):
+    from agent_eval.sim import run_sim_in_thread
+
+    with run_sim_in_thread(profile="piper") as base_url:
+        root = base_url.removesuffix("/v1")
+        result = invoke(*["run", "--base-url", root, "--model", "piper", "--limit", "1",
+                          "--db", str(tmp_path / "s.db")])
+    line = assert_one_error_line(result, EXIT_USAGE)
+    assert line == (f"Error: base_url: {root}/models answered 404 Not Found: "
+                    "OpenAI-compatible servers answer under /v1; "
+                    f"try --base-url {root}/v1")

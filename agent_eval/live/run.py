@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_eval import __version__
-from agent_eval.errors import ConfigError, HarnessFault
+from agent_eval.errors import ConfigError, HarnessFault, RequestRejected
 from agent_eval.live.client import REJECTED, ModelClient, Target, target_from_settings
 from agent_eval.live.loop import play_items
 from agent_eval.live.orchestrator import CONTEXT_FULL, CONTEXT_FULL_WRITING, run_session
@@ -244,9 +244,24 @@ async def probe_targets(targets: list[Target], client_factory: ClientFactory = M
         client = client_factory(target)
         try:
             answers[target.name] = await client.list_models()
+        except RequestRejected as exc:
+            if exc.status == 404:
+                raise ConfigError(not_found_line(target.base_url), field="base_url") from None
+            raise
         finally:
             await client.aclose()
     return answers
+
+
+def not_found_line(base_url: str) -> str:
+    """What a 404 on ``/models`` means: most often a base URL without ``/v1``."""
+    url = base_url.rstrip("/")
+    models = f"{url}/models"
+    if url.endswith("/v1"):
+        return (f"{models} answered 404 Not Found: the server at {url} serves no "
+                "OpenAI-compatible API there; check the base URL (docs/servers.md)")
+    return (f"{models} answered 404 Not Found: OpenAI-compatible servers answer under /v1; "
+            f"try --base-url {url}/v1")
 
 
 def start_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *,
