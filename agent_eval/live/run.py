@@ -245,23 +245,22 @@ async def probe_targets(targets: list[Target], client_factory: ClientFactory = M
         try:
             answers[target.name] = await client.list_models()
         except RequestRejected as exc:
-            if exc.status == 404:
-                raise ConfigError(not_found_line(target.base_url), field="base_url") from None
+            if exc.status == 404 and not target.base_url.rstrip("/").endswith("/v1"):
+                raise ConfigError(not_found_line(target.base_url, exc.server_message),
+                                  field="base_url") from None
             raise
         finally:
             await client.aclose()
     return answers
 
 
-def not_found_line(base_url: str) -> str:
-    """What a 404 on ``/models`` means: most often a base URL without ``/v1``."""
+def not_found_line(base_url: str, server_message: str) -> str:
+    """What a 404 on ``/models`` under a base URL without ``/v1`` most often means."""
     url = base_url.rstrip("/")
-    models = f"{url}/models"
-    if url.endswith("/v1"):
-        return (f"{models} answered 404 Not Found: the server at {url} serves no "
-                "OpenAI-compatible API there; check the base URL (docs/servers.md)")
-    return (f"{models} answered 404 Not Found: OpenAI-compatible servers answer under /v1; "
-            f"try --base-url {url}/v1")
+    said = "" if server_message.strip().lower() in ("not found", "404: not found") else \
+        f" ({server_message})"
+    return (f"{url}/models answered 404 Not Found{said}: OpenAI-compatible servers answer "
+            f"under /v1; try --base-url {url}/v1")
 
 
 def start_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *,
