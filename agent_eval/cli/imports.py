@@ -8,6 +8,7 @@ import click
 
 from agent_eval.cli import main
 from agent_eval.cli.db import db_option
+from agent_eval.cli.options import ALLOWLIST
 from agent_eval.cli.terminal import escape_terminal
 
 TRANSCRIPT_FORMATS = ("auto", "openai", "opencode", "claude-code", "mini-swe-agent", "swe-agent",
@@ -18,7 +19,7 @@ LOG_FORMATS = ("vllm-log", "llamacpp-log")
 @main.command(name="import")
 @click.argument("fmt", metavar="[FORMAT]")
 @click.argument("path", required=False, type=click.Path(path_type=Path))
-@click.option("--allowlist", "allowlist_path", type=click.Path(path_type=Path),
+@click.option("--allowlist", "allowlist_path", type=ALLOWLIST,
               help="Allow-list YAML every imported call is judged against (transcripts).")
 @click.option("--protocols", "protocols_path", type=click.Path(path_type=Path),
               help="Protocols YAML: the closing sequences each session must make "
@@ -88,9 +89,7 @@ def import_(fmt: str, path: Path | None, allowlist_path: Path | None,
         raise ConfigError("--allowlist FILE is required to judge imported calls", field="--allowlist")
     from agent_eval.importers.recording import record_import
     from agent_eval.policy import load_allowlist
-    from agent_eval.scenario.bundled import find_allowlist
 
-    allowlist_path = find_allowlist(allowlist_path)
     allowlist = load_allowlist(allowlist_path)
     protocols = None
     if protocols_path is not None:

@@ -9,13 +9,14 @@ import click
 
 from agent_eval.cli import main
 from agent_eval.cli.db import db_option
+from agent_eval.cli.options import ALLOWLIST
 from agent_eval.errors import ConfigError
 
 
 @main.command()
 @click.option("--upstream", required=True, metavar="URL",
               help="The model server's base URL, e.g. http://127.0.0.1:8000/v1.")
-@click.option("--allowlist", "allowlist_path", required=True, type=click.Path(),
+@click.option("--allowlist", "allowlist_path", required=True, type=ALLOWLIST,
               help="Allow-list YAML every tool call is judged against.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8100, show_default=True,
               help="Port to listen on (0: a free one, printed).")
@@ -94,7 +95,7 @@ def proxy(upstream: str, allowlist_path: str, port: int, host: str, label: str,
     db_url = store.url
     store.close()
     recorder = RecorderProcess(RecorderConfig(
-        db=db, allowlist_path=allowlist_path, upstream=upstream, label=label,
+        db=db, allowlist_path=str(allowlist_path), upstream=upstream, label=label,
         idle_s=idle_timeout, journal=journal, protocols_path=protocols_path,
         otel_endpoint=otel_endpoint, keep_requests_days=keep_requests_days))
     from agent_eval.proxy.loop import run

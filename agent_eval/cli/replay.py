@@ -10,6 +10,7 @@ import click
 
 from agent_eval.cli import EXIT_FAULT, main
 from agent_eval.cli.db import db_option
+from agent_eval.cli.options import ALLOWLIST
 
 
 def _knob_options(f):
@@ -51,7 +52,7 @@ def _knob_options(f):
               help="Sessions replayed at once (each session's turns go in order).")
 @click.option("--repeats", type=click.IntRange(1), default=1, show_default=True,
               help="Replies per context, to see the candidate's own noise.")
-@click.option("--allowlist", "allowlist_path", type=click.Path(path_type=Path), default=None,
+@click.option("--allowlist", "allowlist_path", type=ALLOWLIST, default=None,
               help="Judge under this allow-list [default: the one the original run used].")
 @click.option("--label", help="Label for the replay run.")
 @_knob_options
@@ -122,9 +123,7 @@ def _load_override(path: Path | None):
     if path is None:
         return None
     from agent_eval.policy import load_allowlist
-    from agent_eval.scenario.bundled import find_allowlist
-
-    return load_allowlist(find_allowlist(path))
+    return load_allowlist(path)
 
 
 def _play(store, run_id, plan, target, allowlist_for, repeats, *, foreign):

@@ -8,11 +8,12 @@ import click
 
 from agent_eval.cli import main
 from agent_eval.cli.db import db_option
+from agent_eval.cli.options import ALLOWLIST
 
 
 @main.command()
 @click.argument("run")
-@click.option("--allowlist", "allowlist_path", required=True, type=click.Path(path_type=Path),
+@click.option("--allowlist", "allowlist_path", required=True, type=ALLOWLIST,
               help="Allow-list YAML to judge every stored call against.")
 @click.option("--label", default=None, help="Label of the new run.")
 @db_option
@@ -27,10 +28,8 @@ def rescore(run: str, allowlist_path: Path, label: str | None, db: str | None) -
     """
     from agent_eval.importers.rescore import rescore as rescore_stored
     from agent_eval.policy import load_allowlist
-    from agent_eval.scenario.bundled import find_allowlist
     from agent_eval.store import open_store
 
-    allowlist_path = find_allowlist(allowlist_path)
     allowlist = load_allowlist(allowlist_path)
     with open_store(db, create=False) as store:
         old = store.resolve_run(run)
