@@ -126,12 +126,13 @@ def parse_max_class(values: tuple[str, ...]) -> dict[str, float]:
     unknown code or a session-level code (AE4xx, never a call's class) is a ConfigError
     naming the value."""
     from agent_eval.metrics import PRECEDENCE
-    from agent_eval.policy import get_rule
+    from agent_eval.policy import find_rule, get_rule, near_rules
 
     parsed: dict[str, float] = {}
     for value in values:
         code, sep, number = value.partition("=")
-        code = code.strip().upper()
+        named = find_rule(code)  # a code in any case, or a rule name
+        code = named.code if named is not None else code.strip().upper()
         try:
             limit = float(number)
         except ValueError:
@@ -142,7 +143,9 @@ def parse_max_class(values: tuple[str, ...]) -> dict[str, float]:
         if code not in PRECEDENCE:
             known = get_rule(code)
             why = ("a session outcome, not a call's failure class" if known
-                   else "not a rule code: see `agent-eval rules`")
+                   else "not a rule code or name: " + (
+                       f"did you mean {' or '.join(near_rules(code))}? "
+                       if near_rules(code) else "") + "`agent-eval rules` lists them")
             raise ConfigError(f"{value!r}: {code} is {why}", field="--max-class")
         parsed[code] = limit
     return parsed

@@ -31,7 +31,8 @@ def _filters(func):
         click.option("--scenario", help="Only this scenario."),
         click.option("--tag", help="Only sessions carrying this tag."),
         click.option("--class", "code", metavar="CODE",
-                     help="Only denied calls of this primary class (e.g. AE301)."),
+                     help="Only denied calls of this primary class: a code or a rule name "
+                          "(AE301, pipe-to-filter)."),
         click.option("--status", type=click.Choice(["completed", "stalled", "abandoned",
                                                     "error"]), help="Session exit state."),
         click.option("--decision", type=click.Choice(["allow", "deny"]), help="Call verdict."),
@@ -73,6 +74,7 @@ def sessions(run_ref, sort, limit, offset, as_json, db, **filters) -> None:
 
     with open_store(db, create=False) as store:
         run = store.resolve_run(run_ref)
+        _check_filters(store, run.id, filters)
         f = filter_from(SessionFilter, {**filters, "run_id": run.id})
         page = store.list_sessions(f, sort=sort, limit=limit, offset=offset)
     if as_json:
@@ -115,6 +117,7 @@ def calls(run_ref, sort, limit, offset, as_json, db, **filters) -> None:
 
     with open_store(db, create=False) as store:
         run = store.resolve_run(run_ref)
+        _check_filters(store, run.id, filters)
         f = filter_from(CallFilter, {**filters, "run_id": run.id})
         page = store.list_calls(f, sort=sort, limit=limit, offset=offset)
     if as_json:
@@ -130,6 +133,18 @@ def calls(run_ref, sort, limit, offset, as_json, db, **filters) -> None:
                       model_text(r.primary_code), model_text(r.next_action),
                       model_text(r.command, limit=COMMAND_CHARS))
     _console().print(table)
+
+
+def _check_filters(store, run_id: int, filters: dict) -> None:
+    """Filters that name nothing are refused rather than answered with an empty table:
+    --class takes a code or a rule name (made the code), --target one of the run's."""
+    from agent_eval.cli.options import known_name, rule_code
+
+    if filters.get("code"):
+        filters["code"] = rule_code(filters["code"], "--class")
+    if filters.get("target"):
+        known_name(filters["target"], [t.name for t in store.run_targets(run_id)],
+                   "target", "--target")
 
 
 def handshake_cell(r) -> str:

@@ -92,6 +92,41 @@ def test_runs_delete_asks_and_prune_lists_without_yes(filled):
 
 
 def test_bad_run_is_one_error_line(tmp_path):
+    from agent_eval.store import open_store
+
+    open_store(str(tmp_path / "x.db")).close()
     result = CliRunner().invoke(main, ["sessions", "99", "--db", str(tmp_path / "x.db")])
     assert result.exit_code == 2
     assert result.output == "Error: run: no run with id 99 in this store: check --db and the run id\n"
+
+
+def run_refused(store, *args: str) -> str:
+    url = store.engine.url.render_as_string(hide_password=False)
+    result = CliRunner().invoke(main, [*args, "--db", url])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    return line
+
+
+def test_a_rule_name_filters_as_its_code(filled):
+    store, f = filled
+    by_code = json.loads(run_cli(store, "calls", "latest", "--class", "AE301", "--json"))
+    by_name = json.loads(run_cli(store, "calls", "latest", "--class", "pipe-to-filter",
+                                 "--json"))
+    assert by_name == by_code and [r["primary_code"] for r in by_name] == ["AE301", "AE301"]
+
+
+def test_a_code_that_names_no_rule_is_refused_not_an_empty_table(filled):
+    store, _ = filled
+    assert run_refused(store, "calls", "latest", "--class", "AE999") == (
+        "Error: --class: no such code or rule name 'AE999': `agent-eval rules` lists them")
+    assert run_refused(store, "sessions", "latest", "--class", "pipe-to-fliter") == (
+        "Error: --class: no such code or rule name 'pipe-to-fliter': did you mean "
+        "AE301 (pipe-to-filter)? `agent-eval rules` lists them")
+
+
+def test_a_typod_target_is_refused_with_the_nearest_name(filled):
+    store, _ = filled
+    assert run_refused(store, "calls", "latest", "--target", "sloppyy") == (
+        "Error: --target: no such target 'sloppyy': did you mean 'sloppy'? this run has: "
+        "careful, sloppy")
