@@ -157,3 +157,43 @@ def test_a_base_url_without_v1_names_the_url_and_suggests_v1(tmp_path):
     assert line == (f"Error: base_url: {root}/models answered 404 Not Found: "
                     "OpenAI-compatible servers answer under /v1; "
                     f"try --base-url {root}/v1")
+
+
+@pytest.mark.e2e
+def test_max_turns_and_tool_calls_bound_every_session_and_are_stored_in_the_run(tmp_path):
+    from agent_eval.sim import run_sim_in_thread
+    from agent_eval.store import open_store
+
+    db = str(tmp_path / "s.db")
+    with run_sim_in_thread(profile="disciplined") as base_url:
+        result = invoke("run", "--base-url", base_url, "--model", "disciplined", "--db", db,
+                        "--scenario", "lights-evening-off", "--max-turns", "2",
+                        "--max-tool-calls", "1")
+    assert result.exit_code == 0, result.output
+    with open_store(db) as store:
+        run = store.resolve_run("latest")
+        assert run.config["limits"] == {"turns": 2, "tool_calls": 1}
+        records = [store.load_session(row.id).record for row in store.session_rows([run.id])]
+    assert [(r.status, len(r.calls)) for r in records] == [("stalled", 1)]
+
+
+def test_resume_keeps_the_limits_the_run_started_with(tmp_path):
+    result = invoke("run", "--resume", "1", "--max-turns", "3", "--db", str(tmp_path / "s.db"))
+    assert assert_one_error_line(result, EXIT_USAGE) == (
+        "Error: --max-turns/--max-tool-calls: --resume keeps the limits the run started with")
+
+
+def test_a_resumed_plan_reads_the_limits_back(tmp_path):
+    from agent_eval.live.client import Target
+    from agent_eval.live.run import load_run_plan, start_run
+    from agent_eval.scenario import load_suite
+    from agent_eval.scenario.select import limit_scenarios
+    from agent_eval.store import open_store
+
+    suite = limit_scenarios(load_suite(RALF_SUITE), turns=2)
+    with open_store(str(tmp_path / "s.db")) as store:
+        run_id = start_run(store, suite, [Target(name="t", base_url="http://x/v1", model="m")],
+                           1, label=None, server_models={})
+        _, resumed, _, _ = load_run_plan(store, run_id)
+    assert {sc.spec.limits.turns for sc in resumed.scenarios.values()} == {2}
+    assert resumed.fingerprint == suite.fingerprint

@@ -97,6 +97,11 @@ def _pop_selection(knobs: dict) -> dict:
 @click.option("--concurrency", type=click.IntRange(1), default=None,
               help="Sessions in flight per target [default 4].")
 @click.option("--label", help="Label for the run (gate --baseline label:NAME).")
+@click.option("--max-turns", type=click.IntRange(1), default=None, metavar="N",
+              help="End every session after N model replies, over the suite's own limits "
+                   "(stored in the run's config; --resume keeps it).")
+@click.option("--max-tool-calls", type=click.IntRange(1), default=None, metavar="N",
+              help="End every session after N tool calls, over the suite's own limits.")
 @click.option("--plan-only", is_flag=True,
               help="Store the run's plan for `agent-eval worker` processes; play nothing.")
 @_selection_options
@@ -105,7 +110,7 @@ def _pop_selection(knobs: dict) -> dict:
               help="Progress on stderr; the two tables as one JSON object on stdout.")
 @db_option
 def run(suite, base_url, model, target_name, config_file, resume, repeats, concurrency, label,
-        plan_only, as_json, db, **knobs) -> None:
+        max_turns, max_tool_calls, plan_only, as_json, db, **knobs) -> None:
     """Run a scenario suite against a served model and store every call.
 
     Example:
@@ -116,7 +121,9 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
 
     Play part of a suite with --scenario GLOB, --tag TAG, --exclude GLOB (each
     repeatable) and --limit N, e.g. `--scenario 'research-*' --exclude '*-web' --limit 2`;
-    --resume keeps to the selection the run started with.
+    --resume keeps to the selection the run started with.  --max-turns N and
+    --max-tool-calls N bound a slow model without editing the suite: they replace every
+    scenario's own limits and are stored in the run's config (--resume keeps them).
 
     Prints a progress bar, then the per-target table and the failure-class breakdown.
     A request the server fails (500, dropped, hung past --timeout, cut off) ends its
@@ -152,6 +159,9 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
 
     selection = _pop_selection(knobs)
     store = open_store(db)
+    if resume and (max_turns or max_tool_calls):
+        raise ConfigError("--resume keeps the limits the run started with",
+                          field="--max-turns/--max-tool-calls")
     if resume and plan_only:
         raise ConfigError("--plan-only plans a new run; workers finish a planned one "
                           "(agent-eval worker RUN)", field="--plan-only")
@@ -179,6 +189,9 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
     from agent_eval.scenario.bundled import find_suite
 
     suite_obj = _select(load_suite(find_suite(suite) if suite else _bundled_suite()), selection)
+    from agent_eval.scenario.select import limit_scenarios
+
+    suite_obj = limit_scenarios(suite_obj, turns=max_turns, tool_calls=max_tool_calls)
     run_id = _start(store, suite_obj, targets, repeats or 1, label, _console(stderr=as_json))
     if plan_only:
         _plan(store, run_id, suite_obj, targets, repeats or 1, as_json)

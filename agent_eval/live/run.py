@@ -46,7 +46,7 @@ from agent_eval.live.recorder import RunRecorder
 from agent_eval.live.targets import TOOL_CHOICE_MODES
 from agent_eval.policy import ENGINE_VERSION
 from agent_eval.scenario import LoadedScenario, Suite, load_suite
-from agent_eval.scenario.select import select_scenarios
+from agent_eval.scenario.select import limit_scenarios, select_scenarios
 from agent_eval.store import Store
 from agent_eval.transcript import SessionRecord
 
@@ -219,6 +219,8 @@ def run_config(suite: Suite, targets: list[Target], repeats: int) -> dict[str, A
         "scenarios": sorted(sc.name for sc in suite.top_level()),
         "repeats": repeats,
         "targets": [t.settings() for t in targets],
+        # run --max-turns/--max-tool-calls over the suite's own limits (None: the suite's)
+        "limits": suite.limits,
     }
 
 
@@ -318,6 +320,9 @@ def load_run_plan(store: Store, run_ref: str | int, suite_path: Path | None = No
         suite = load_suite(suite_path or Path(config["suite"]))
         if config.get("scenarios"):  # runs stored before selection have no such key
             suite = select_scenarios(suite, include=list(config["scenarios"]))
+        if config.get("limits"):
+            suite = limit_scenarios(suite, turns=config["limits"].get("turns"),
+                                    tool_calls=config["limits"].get("tool_calls"))
         targets = [target_from_settings(s) for s in config["targets"]]
         repeats = int(config["repeats"])
     except (KeyError, TypeError, ValueError) as exc:
