@@ -268,3 +268,14 @@ def test_terminal_text_ends_with_the_verdict_naming_the_failures():
     assert lines[0].startswith("FAIL  a: errors/100 <= 8: errors/100 9.00 (9/100 calls")
     assert lines[1].startswith("PASS  b: errors/100 <= 8: errors/100 0.00")
     assert lines[-1] == "gate FAILED: 1 of 2 checks failed (a: errors/100 <= 8)"
+
+
+def test_the_gate_says_each_method_once_for_every_check_and_target_resting_on_it():
+    from agent_eval.analysis.gate import GateCheck, GateResult, render_gate_text
+
+    wilson = "Wilson score interval at the effective sample size n/deff"
+    checks = [GateCheck(name, target, "rate", 8.0, 2.0, "pass", "ok", wilson)
+              for target in ("qwen", "llama") for name in ("errors/100 <= 8", "AE301/100 <= 3")]
+    text = render_gate_text(GateResult(checks))
+    assert text.count(wilson) == 1
+    assert f"method (errors/100 <= 8, AE301/100 <= 3): {wilson}" in text

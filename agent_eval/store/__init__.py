@@ -397,6 +397,10 @@ class Store:
         """A page of ``CallListRow``s matching ``f``, denied first by default."""
         return queries.list_calls(self.engine, f, sort=sort, limit=limit, offset=offset)
 
+    def primary_spans(self, rows) -> dict[int, tuple[int, int]]:
+        """Where in its command each denied call of ``rows`` (a list page) went wrong."""
+        return queries.primary_spans(self.engine, rows)
+
     def neighbour_sessions(self, f: SessionFilter, session_id: int
                            ) -> tuple[int | None, int | None]:
         """The failed sessions just before and after ``session_id`` under ``f``."""

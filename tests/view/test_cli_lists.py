@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 from view_fixtures import ESC
 
@@ -130,3 +131,57 @@ def test_a_typod_target_is_refused_with_the_nearest_name(filled):
     assert run_refused(store, "calls", "latest", "--target", "sloppyy") == (
         "Error: --target: no such target 'sloppyy': did you mean 'sloppy'? this run has: "
         "careful, sloppy")
+
+
+PIPED = ("uv run scripts/web_search.py --query 'quarterly supplier prices for the offsite "
+         "catering, all regions' | head -n 5")
+
+
+def narrow_store(tmp_path) -> str:
+    from view_fixtures import judged, record
+
+    from agent_eval.store import open_store
+
+    db = str(tmp_path / "narrow.db")
+    with open_store(db) as store:
+        run = store.create_run(label="nightly-long-label", kind="live", suite=None, config={},
+                               fingerprint={})
+        store.add_target(run, name="Qwen3.5-27B-Instruct", model="m", base_url="u", settings={})
+        store.record_session(run, record("Qwen3.5-27B-Instruct/research-market-scan/0", [
+            judged(0, 0, "ls scripts/"), judged(1, 0, PIPED)], tags=["ralf", "research"]))
+    return db
+
+
+def at_columns(monkeypatch, columns: int, *args: str) -> list[str]:
+    monkeypatch.setenv("COLUMNS", str(columns))
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 0, result.output
+    return result.stdout.splitlines()
+
+
+def body_rows(lines: list[str]) -> list[str]:
+    """The table's body lines (between the header rule and the bottom border)."""
+    start = next(i for i, line in enumerate(lines) if line.startswith("┡"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("└"))
+    return lines[start + 1:end]
+
+
+@pytest.mark.parametrize("columns", [80, 100, 200])
+@pytest.mark.parametrize("command", ["runs", "sessions", "calls"])
+def test_every_row_keeps_to_one_line_at_the_terminal_width(tmp_path, monkeypatch, columns,
+                                                           command):
+    db = narrow_store(tmp_path)
+    args = [command] if command == "runs" else [command, "latest"]
+    lines = at_columns(monkeypatch, columns, *args, "--db", db)
+    assert all(len(line) <= columns for line in lines), "\n".join(lines)
+    rows = body_rows(lines)
+    assert len(rows) == (2 if command == "calls" else 1), "\n".join(lines)
+    assert all(row.split("│")[1].strip().isdigit() for row in rows)  # the id shows
+
+
+@pytest.mark.parametrize("columns", [80, 100, 200])
+def test_calls_show_the_denied_span_of_a_long_command(tmp_path, monkeypatch, columns):
+    db = narrow_store(tmp_path)
+    lines = at_columns(monkeypatch, columns, "calls", "latest", "--db", db)
+    (piped,) = [row for row in body_rows(lines) if "AE301" in row]
+    assert "| head" in piped, "\n".join(lines)
