@@ -197,3 +197,16 @@ def test_a_resumed_plan_reads_the_limits_back(tmp_path):
         _, resumed, _, _ = load_run_plan(store, run_id)
     assert {sc.spec.limits.turns for sc in resumed.scenarios.values()} == {2}
     assert resumed.fingerprint == suite.fingerprint
+
+
+@pytest.mark.e2e
+def test_the_demo_ends_by_saying_what_to_open_next(tmp_path):
+    db = str(tmp_path / "demo.db")
+    result = invoke("demo", "--profiles", "piper", "--repeats", "1", "--tag", "lights",
+                    "--no-report", "--db", db)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-4:] == [
+        "Next:",
+        f"  agent-eval view --db {db}: browse the run at http://127.0.0.1:8700/",
+        f"  agent-eval sessions latest --failed --db {db}: the sessions that went wrong",
+        f"  agent-eval show ID --db {db}: one session turn by turn (an id from sessions)"]

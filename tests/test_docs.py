@@ -155,3 +155,13 @@ def test_shell_completion_script_is_served_as_the_readme_says():
     assert script.returncode == 0, script.stderr
     assert "_agent_eval_completion()" in script.stdout
     assert "complete -o nosort -F _agent_eval_completion agent-eval" in script.stdout
+
+
+def test_the_quick_start_makes_a_venv_first_and_says_what_to_open_after_the_demo():
+    quick = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    user, developer = quick.split("### Run the tests (developers)", 1)
+    assert user.index("python3 -m venv") < user.index("$ pip install . && agent-eval demo")
+    for next_step in ("agent-eval view", "agent-eval sessions latest --failed",
+                      "agent-eval show ID"):
+        assert next_step in user
+    assert "$ bash scripts/test.sh" in developer and "llama.cpp" not in user

@@ -444,8 +444,22 @@ def demo(repeats, profiles, concurrency, report, as_json, db, **selection) -> No
         ]
         run_id = _start(store, suite_obj, targets, repeats, "demo", _console(stderr=as_json))
         _play(store, run_id, suite_obj, targets, repeats, as_json=as_json)
+    console = _console(stderr=as_json)
     if report:
         from agent_eval.report import write_report
 
         path = write_report(store, [run_id], Path(os.environ.get("AGENT_EVAL_REPORTS", "reports")))
-        _console(stderr=as_json).print(f"HTML report: {path}")
+        console.print(f"HTML report: {path}", markup=False)
+    for line in next_steps(db):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def next_steps(db: str | None) -> list[str]:
+    """What to open after the demo: the viewer, the failed sessions, one session."""
+    import shlex
+
+    where = f" --db {shlex.quote(db)}" if db else ""
+    return ["Next:",
+            f"  agent-eval view{where}: browse the run at http://127.0.0.1:8700/",
+            f"  agent-eval sessions latest --failed{where}: the sessions that went wrong",
+            f"  agent-eval show ID{where}: one session turn by turn (an id from sessions)"]
