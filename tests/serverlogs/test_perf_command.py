@@ -145,3 +145,14 @@ def test_pooled_sources_are_named(db, tmp_path):
     result, doc, _ = run_perf(db, tmp_path)
     assert doc["sources"] == ["llama", "qwen"]
     assert "pooled sources: llama, qwen (pick one with --source)" in result.output
+
+
+def test_a_journald_llamacpp_log_imports_without_start_and_perf_reads_it(tmp_path):
+    db = str(tmp_path / "j.db")
+    log = str(Path(__file__).parent / "fixtures" / "llamacpp_journald_iso.log")
+    imported = CliRunner().invoke(main, ["import", "llamacpp-log", log, "--db", db])
+    assert imported.exit_code == 0, imported.output
+    assert imported.stdout.startswith("imported 2 samples and 3 requests")
+    perf = CliRunner().invoke(main, ["perf", "--db", db, "--out", str(tmp_path / "out")])
+    assert perf.exit_code == 0, perf.output
+    assert "Generation tokens/s by concurrency" in perf.stdout
