@@ -173,3 +173,5 @@ def _print(tables, work, scope: str) -> None:
         for row in rows:
             table.add_row(*(model_text(cell) for cell in row))
         console.print(table)
+    if tables.requests == 0 and tables.throughput:
+        console.print(render.NO_ACCESS_LINES, markup=False, highlight=False)
