@@ -17,6 +17,7 @@ from agent_eval.metrics.classes import UNCLASSIFIED
 from agent_eval.metrics.stats import compare_rates, wilson_interval
 from agent_eval.metrics.summary import GroupSummary, Tally
 from agent_eval.policy import RULES, get_rule
+from agent_eval.report.charts import class_chart, error_chart
 from agent_eval.report.lists import ListCell as Cell  # one linked-cell record for report and view
 from agent_eval.report.runs import run_cells
 from agent_eval.store import Page, RunInfo, Store
@@ -116,6 +117,10 @@ class RunPage:
     previous_href: str | None  # compare with the previous run of the same label
     clustered: ClusteredView | None = None
     clustered_href: str | None = None  # a big run: the intervals on request (one link)
+    # what people would rather look at than tables (inline SVG, no script)
+    error_chart: Markup = Markup("")  # errors/100 per target with its interval
+    class_chart: Markup = Markup("")  # per-class bars per target
+    trend: Markup | None = None  # the label's nightly trend, each point a link to its run
 
 
 TARGET_HEAD = ("target", "sessions", "tool calls", "errors", "errors/100 [95% CI]",
@@ -144,7 +149,20 @@ def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPag
         clustered=(clustered_view(run_units(store, run_id, classes=True), tuple(figures))
                    if inline else None),
         clustered_href=None if inline else f"/runs/{run_id}?intervals=1",
+        error_chart=error_chart(figures), class_chart=class_chart(figures),
+        trend=_trend(store, info.label),
     )
+
+
+def _trend(store: Store, label: str | None) -> Markup | None:
+    """The nightly trend of the run's label (two runs at least), dated and linked."""
+    if not label:
+        return None
+    infos = store.list_runs(TREND_RUNS, label=label)
+    if len(infos) < 2:
+        return None
+    runs = [(r.id, r.created_at.strftime("%m-%d")) for r in reversed(infos)]
+    return trend_chart(label, label_trend(store, label), runs)
 
 
 def _by_target(store: Store, run_id: int, detail) -> dict[str, GroupSummary]:
