@@ -17,7 +17,7 @@ from agent_eval.metrics.classes import UNCLASSIFIED
 from agent_eval.metrics.stats import compare_rates, wilson_interval
 from agent_eval.metrics.summary import GroupSummary, Tally
 from agent_eval.policy import RULES, get_rule
-from agent_eval.report.charts import class_chart, error_chart
+from agent_eval.report.charts import change_chart, class_chart, error_chart
 from agent_eval.report.lists import ListCell as Cell  # one linked-cell record for report and view
 from agent_eval.report.runs import run_cells
 from agent_eval.store import Page, RunInfo, Store
@@ -301,6 +301,7 @@ class ComparePage:
     analysis: tuple[TargetAnalysis, ...] = ()
     analysis_href: str | None = None  # big runs: the session-level analysis on request
     replay: ReplayView | None = None  # B replays A (or A replays B): the paired result
+    change_chart: Markup = Markup("")  # the change per target and class with its interval
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,7 +347,7 @@ def build_compare_page(store: Store, a_id: int, b_id: int,
         sides.append(_by_target(store, run_id, "rates"))
     fig_a, fig_b = sides
     common = [n for n in fig_a if n in fig_b]
-    rows = []
+    rows, changes = [], []
     for name in common:
         ta, tb = fig_a[name], fig_b[name]
         codes = [c for c in RULES if c in ta.classes or c in tb.classes]
@@ -354,6 +355,10 @@ def build_compare_page(store: Store, a_id: int, b_id: int,
                              *((c, _k(ta, c), _k(tb, c)) for c in codes)]:
             f = {"decision": "deny"} if code == "total" else {"code": code}
             rows.append(_compare_row(name, code, (a_id, ka, ta.calls), (b_id, kb, tb.calls), f))
+            if ta.calls and tb.calls:
+                cmp = compare_rates(ka, ta.calls, kb, tb.calls, exact=False)
+                if cmp.diff100 is not None:
+                    changes.append((f"{name} · {code}", cmp.diff100, cmp.lo100, cmp.hi100))
     inline = analysis or _sessions(fig_a) + _sessions(fig_b) <= INLINE_SESSIONS
     lines = compare_analysis(run_units(store, a_id, outcomes=True),
                              run_units(store, b_id, outcomes=True), common) \
@@ -362,7 +367,7 @@ def build_compare_page(store: Store, a_id: int, b_id: int,
                        tuple(n for n in fig_a if n not in fig_b),
                        tuple(n for n in fig_b if n not in fig_a), lines,
                        None if inline else f"/compare?a={a_id}&b={b_id}&analysis=1",
-                       _replay_view(store, *infos))
+                       _replay_view(store, *infos), change_chart(changes))
 
 
 def _k(summary: GroupSummary, code: str) -> int:

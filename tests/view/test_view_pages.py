@@ -302,3 +302,15 @@ def test_run_page_trend_has_dates_and_each_point_opens_its_run(viewer):
     assert f'<a class="point" href="/runs/{f.run_id}">' in trend
     date = store.get_run(f.old_run_id).created_at.strftime("%m-%d")
     assert f'text-anchor="middle">{date}</text>' in trend
+
+
+def test_compare_page_draws_the_change_per_class_with_its_interval(viewer):
+    from agent_eval.metrics.stats import compare_rates
+
+    get, _, f = viewer
+    html = get(f"/compare?a={f.old_run_id}&b={f.run_id}").html
+    assert html.index("Change B − A in errors per 100 tool calls") < html.index(
+        'id="compare-table"')
+    cmp = compare_rates(0, 4, 1, 4, exact=False)  # careful: 0/4 calls denied in A, 1/4 in B
+    assert (f"<title>careful · total: {cmp.diff100:+.2f} [{cmp.lo100:+.1f}, "
+            f"{cmp.hi100:+.1f}] per 100</title>") in html
