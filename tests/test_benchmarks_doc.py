@@ -23,7 +23,7 @@ TRACKER = re.compile(r"#\d+\b|\bissues? #?\d+", re.IGNORECASE)
 
 def sections() -> dict[str, str]:
     parts = re.split(r"^## (.+)$", TEXT, flags=re.MULTILINE)
-    return dict(zip(parts[1::2], parts[2::2]))
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
 
 
 def commands() -> list[str]:
