@@ -51,6 +51,7 @@ from agent_eval.policy.calls import tool_for_call
 from agent_eval.policy.profiles import BUILTIN
 from agent_eval.policy.sources import (
     ResolvedPolicy,
+    choose_agent,
     judge_call,
     judge_command,
     judge_read,
@@ -286,6 +287,63 @@ class CallRecorder:
             script=invocation.script if invocation is not None else None,
             source_decision=source_decision, source_reason=source_reason, leak=judged.leak,
         ), verdict
+
+
+@dataclass(frozen=True, slots=True)
+class SessionJudge:
+    """The recorder that judges one session's calls, and whose rules those are: the
+    agent's name and how it was chosen (``policy.sources.Via``), None under an
+    agent-eval allow-list.  ``stamp`` writes them on the session's record."""
+
+    calls: CallRecorder
+    agent: str | None = None
+    via: str | None = None
+
+    def stamp(self, record: Any) -> None:
+        record.policy_agent, record.policy_agent_via = self.agent, self.via
+
+
+class SessionJudges:
+    """One :class:`CallRecorder` per agent of a policy, picked per session.
+
+    Under an agent-eval allow-list every session gets the same recorder.  Under an agent
+    CLI's configuration a session is judged by the agent named for it (a client's header,
+    a scenario's ``agent:``), else the agent whose own prompt its system prompt holds,
+    else the configuration's default agent (``policy.sources.choose_agent``); an agent
+    fixed by the operator (``--agent``) judges every session."""
+
+    def __init__(self, policy: ResolvedPolicy | AllowList, *, foreign: bool = False) -> None:
+        if isinstance(policy, AllowList):
+            policy = ResolvedPolicy("", policy)
+        self.policy = policy
+        self.foreign = foreign
+        self._by_agent: dict[str | None, CallRecorder] = {}
+
+    @property
+    def allowlist(self) -> AllowList:
+        return self.policy.allowlist
+
+    def _recorder(self, policy: ResolvedPolicy) -> CallRecorder:
+        name = policy.agent_name
+        if name not in self._by_agent:
+            self._by_agent[name] = CallRecorder(policy.allowlist, foreign=self.foreign,
+                                                policy=policy)
+        return self._by_agent[name]
+
+    def for_session(self, *, named: str | None = None, system_prompt: str | None = None,
+                    named_via: str = "header") -> SessionJudge:
+        """The judge of one session; ``named``: the agent its client or scenario names
+        (``named_via`` says which)."""
+        policy = self.policy
+        if policy.source is None:
+            return SessionJudge(self._recorder(policy))
+        if policy.via == "option":
+            return SessionJudge(self._recorder(policy), policy.agent_name, "option")
+        choice = choose_agent(policy.source, named=named, system_prompt=system_prompt)
+        name = choice.agent.name
+        recorder = self._by_agent.get(name) or self._recorder(policy.for_agent(choice))
+        via = named_via if choice.via == "header" else choice.via
+        return SessionJudge(recorder, name, via)
 
 
 def text_call(index: int, turn_index: int, content: str, span: tuple[int, int],
