@@ -116,6 +116,7 @@ class RunPage:
     previous_href: str | None  # compare with the previous run of the same label
     clustered: ClusteredView | None = None
     clustered_href: str | None = None  # a big run: the intervals on request (one link)
+    leak_rows: tuple[tuple[Cell, ...], ...] = ()  # leaks per class (agent CLI rules only)
 
 
 TARGET_HEAD = ("target", "sessions", "tool calls", "errors", "errors/100 [95% CI]",
@@ -136,6 +137,7 @@ def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPag
     return RunPage(
         run=run, columns=tuple(figures), target_head=TARGET_HEAD,
         target_rows=_target_rows(run_id, figures), class_rows=_class_rows(run_id, figures),
+        leak_rows=_leak_rows(figures),
         scenario_rows=_scenario_rows(run_id, tuple(figures), by_scenario),
         recovery_rows=_recovery_rows(run_id, figures), exit_rows=_exit_rows(run_id, figures),
         failed_href=sessions_href(run_id=run_id, failed=True),
@@ -213,6 +215,22 @@ def _class_rows(run_id: int, figures: dict[str, GroupSummary]) -> tuple[tuple[Ce
         total.append(Cell(f"{rate_text(t.errors.k, t.calls, interval=False)} ({t.errors.k})",
                           calls_href(run_id=run_id, target=name, decision="deny")))
     rows.append(tuple(total))
+    return tuple(rows)
+
+
+def _leak_rows(figures: dict[str, GroupSummary]) -> tuple[tuple[Cell, ...], ...]:
+    """Per leak class, per target: the calls an agent CLI's rules let through that their
+    strict reading refuses (docs/policies.md); empty when there is none."""
+    found = {code for t in figures.values() for code in t.leaks}
+    if not found:
+        return ()
+    rows = []
+    for code in [c for c in RULES if c in found] + sorted(found - set(RULES)):
+        rule = get_rule(code)
+        rows.append((Cell(f"{code} {rule.name}" if rule else code,
+                          f"/rules/{code}.html" if rule else None),
+                     *(Cell(str(t.leaks.get(code, 0))) for t in figures.values())))
+    rows.append((Cell("total"), *(Cell(str(sum(t.leaks.values()))) for t in figures.values())))
     return tuple(rows)
 
 
