@@ -29,6 +29,7 @@ from agent_eval.metrics import (
     repeat_stats,
     summarize_repeats,
 )
+from agent_eval.metrics.classes import order_classes
 from agent_eval.metrics.clustered import (
     CLUSTERED_METHOD,
     FEW_CLUSTERS,
@@ -36,7 +37,6 @@ from agent_eval.metrics.clustered import (
     summarize_clustered,
 )
 from agent_eval.metrics.sufficient import TargetStats
-from agent_eval.metrics.classes import order_classes
 from agent_eval.metrics.summary import NO_AGENT, GroupBy, session_failed
 from agent_eval.policy import get_rule
 from agent_eval.report.agreement import (

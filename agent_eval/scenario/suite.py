@@ -16,8 +16,8 @@ from pydantic import ValidationError
 
 from agent_eval.errors import ConfigError
 from agent_eval.policy import AllowList
-from agent_eval.policy.sources import ResolvedPolicy, choose_agent, resolve_policy
 from agent_eval.policy.allowlist import read_yaml_mapping
+from agent_eval.policy.sources import ResolvedPolicy, choose_agent, resolve_policy
 from agent_eval.scenario.prompt import render_system_prompt, tool_schemas
 from agent_eval.scenario.spec import (
     PLACEHOLDER,
