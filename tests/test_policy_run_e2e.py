@@ -14,90 +14,30 @@ outside the work directory asks ``external_directory`` (nobody answers: blocked)
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from policy_suite import EXACT, seed_suite
 
 from agent_eval.cli import main
 from agent_eval.metrics import summarize
 from agent_eval.policy.rules import code_for
 from agent_eval.sim import run_sim_in_thread
-from agent_eval.sim.profiles import Profile
 from agent_eval.store import open_store
 from agent_eval.view.overview import build_run_page
 
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[1]
-SEED = REPO / "tests" / "fixtures" / "policies" / "opencode-seed"
-
-SCENARIOS = {
-    # email's own script, then the same with 2>&1 (the pattern `... *` matches the
-    # redirection as text: OpenCode allows it; strictly AE302), then the lights script,
-    # which no rule of email allows (`bash: {"*": "deny"}` globally): refused
-    "email-search": """agent: email
-task: Find the invoices from March.
-limits: {turns: 6}
-reference:
-  - bash: uv run scripts/email_search.py --query invoices
-  - bash: uv run scripts/email_search.py --query march 2>&1
-  - bash: uv run scripts/lights.py on
-""",
-    # a file under /data/rendered is outside the work directory: email has no
-    # external_directory allow rule, so the read asks, which blocks it
-    "email-reads-rendered": """agent: email
-task: Read the rendered report.
-limits: {turns: 4}
-reference:
-  - read: /data/rendered/report.md
-""",
-    # research may read /data/rendered/* (its own external_directory rule); its db_query
-    # pattern also matches `> out.txt` (allowed by OpenCode; strictly AE303)
-    "research-report": """agent: research
-task: Read the rendered report and store the query.
-limits: {turns: 6}
-reference:
-  - read: /data/rendered/report.md
-  - bash: uv run scripts/db_query.py --sql 'select 1' > out.txt
-""",
-    # lights: `uv run scripts/lights.py *` allow, then `... reset*` deny: the last rule
-    # that matches wins, so `lights.py on` runs and `lights.py reset all` is refused
-    "lights": """agent: lights
-task: Switch the hall lights on.
-limits: {turns: 6}
-reference:
-  - bash: uv run scripts/lights.py on hall
-  - bash: uv run scripts/lights.py reset all
-""",
-    # no agent: named: the configuration's default agent (default_agent: orchestrator)
-    "route": """task: Route the task.
-limits: {turns: 4}
-reference:
-  - bash: uv run scripts/fetch_context.py --task 7
-""",
-}
-
-EXACT = Profile(name="exact", imitates="nothing: every reference step as written",
-                p_mistake=0.0, mix=(), after_denial=(("give-up", 1.0),))
 
 
 def agent_eval_cli(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, COLUMNS="160")
     return subprocess.run([sys.executable, "-m", "agent_eval", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120)
-
-
-def seed_suite(root: Path) -> Path:
-    suite = root / "suite"
-    shutil.copytree(SEED, suite)
-    (suite / "suite.yaml").write_text("allowlist: opencode.json\n")
-    for name, text in SCENARIOS.items():
-        (suite / f"{name}.yaml").write_text(text)
-    return suite
 
 
 @pytest.fixture(scope="module")
