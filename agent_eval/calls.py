@@ -310,7 +310,7 @@ class SessionJudges:
     CLI's configuration a session is judged by the agent named for it (a client's header,
     a scenario's ``agent:``), else the agent whose own prompt its system prompt holds,
     else the configuration's default agent (``policy.sources.choose_agent``); an agent
-    fixed by the operator (``--agent``) judges every session."""
+    fixed by the operator (``--agent``) or by a scenario judges every session."""
 
     def __init__(self, policy: ResolvedPolicy | AllowList, *, foreign: bool = False) -> None:
         if isinstance(policy, AllowList):
@@ -337,8 +337,8 @@ class SessionJudges:
         policy = self.policy
         if policy.source is None:
             return SessionJudge(self._recorder(policy))
-        if policy.via == "option":
-            return SessionJudge(self._recorder(policy), policy.agent_name, "option")
+        if policy.via in ("option", "scenario"):  # fixed by the operator or the scenario
+            return SessionJudge(self._recorder(policy), policy.agent_name, policy.via)
         choice = choose_agent(policy.source, named=named, system_prompt=system_prompt)
         name = choice.agent.name
         recorder = self._by_agent.get(name) or self._recorder(policy.for_agent(choice))

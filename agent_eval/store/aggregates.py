@@ -118,7 +118,7 @@ class _Grouping:
         tags = _session_tags(conn, ids) if "tag" in parts else None
         on_session = {"target": s.target_id, "scenario": s.scenario, "run": s.run_id,
                       "tag": tags.c.tag if tags is not None else None,
-                      "agent": func.coalesce(s.policy_agent, NO_AGENT)}
+                      "agent": s.policy_agent}
         on_call = {"target": c.target_id, "run": c.run_id}
         keyed = [p for p in parts if p != "all"]
         rows = conn.execute(select(targets.c.id, targets.c.name, targets.c.run_id)
@@ -144,6 +144,9 @@ class _Grouping:
                 out.append("all")
             elif part == "target":
                 out.append(self.names[next(values)])
+            elif part == "agent":  # NULL: judged under an agent-eval allow-list
+                value = next(values)
+                out.append(NO_AGENT if value is None else str(value))
             else:
                 out.append(str(next(values)))
         return out[0] if len(out) == 1 else tuple(out)
