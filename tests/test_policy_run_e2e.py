@@ -149,3 +149,26 @@ def test_compare_breaks_errors_down_by_agent(played):
 
     groups = json.loads(done.output)["groups"]
     assert sorted(groups) == ["email", "lights", "orchestrator", "research"]
+
+
+def test_a_replay_judges_each_reply_under_its_scenarios_agent(played, tmp_path):
+    """The run's contexts sent again to the same exact simulator: every reply is the
+    original call, judged under the suite's scenario agents, so nothing moves."""
+    store, run_id, db = played
+    suite = seed_suite(tmp_path)
+    with run_sim_in_thread(EXACT, suite=suite) as base_url:
+        done = agent_eval_cli("replay", str(run_id), "--base-url", base_url, "--model",
+                              "sim-exact", "--label", "again", "--db", db)
+    assert done.returncode == 0, done.stdout + done.stderr
+    again = store.resolve_run("label:again").id
+    replies = {}
+    for row in store.session_rows([again]):
+        record = store.load_session(row.id).record
+        replies[row.key] = [(c.command, c.decision, c.primary, c.leak, record.policy_agent)
+                            for c in record.calls]
+    email = [calls for key, calls in replies.items() if "/email-search/" in key]
+    assert sorted(c for calls in email for c in calls) == sorted([
+        ("uv run scripts/email_search.py --query invoices", "allow", None, None, "email"),
+        ("uv run scripts/email_search.py --query march 2>&1", "allow", None, "AE302", "email"),
+        ("uv run scripts/lights.py on", "deny", code_for("disallowed-program"), None, "email"),
+    ])
