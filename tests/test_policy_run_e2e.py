@@ -134,6 +134,9 @@ def test_the_report_and_the_viewer_show_the_leaks_and_the_agents(played, tmp_pat
     assert 'id="agent-table"' in page
     for agent in ("email", "research", "lights", "orchestrator"):
         assert f"<td>{agent}</td>" in page
+    sessions = "".join(p.read_text() for p in (out / str(run_id) / "sessions").glob("*.html"))
+    assert "agent email of the agent CLI's rules (chosen by scenario)" in sessions
+    assert "refused by their strict reading as AE302 stderr-redirect" in sessions
     store = played[0]
     rows = build_run_page(store, run_id).leak_rows
     assert [tuple(cell.text for cell in row) for row in rows] == [
