@@ -13,6 +13,7 @@ outside the work directory asks ``external_directory`` (nobody answers: blocked)
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -52,6 +53,8 @@ def played(tmp_path_factory):
         done = agent_eval_cli("run", "--config", str(targets), "--suite", str(suite),
                               "--repeats", "1", "--label", "seed", "--db", db)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "Leaks (calls the agent CLI's rules allowed that their strict reading refuses): " \
+        "exact: AE302 1, AE303 1" in " ".join(done.stdout.split())
     store = open_store(db)
     yield store, store.resolve_run("label:seed").id, db
     store.close()
@@ -130,6 +133,8 @@ def test_the_report_and_the_viewer_show_the_leaks_and_the_agents(played, tmp_pat
     done = CliRunner().invoke(main, ["report", "--db", db, str(run_id), "--out", str(out)])
     assert done.exit_code == 0, done.output
     page = (out / str(run_id) / "index.html").read_text()
+    summary = json.loads((out / str(run_id) / "summary.json").read_text())
+    assert summary["targets"]["exact"]["leaks"] == {"AE302": 1, "AE303": 1}
     assert 'id="leak-table"' in page and "AE302 stderr-redirect" in page
     assert 'id="agent-table"' in page
     for agent in ("email", "research", "lights", "orchestrator"):
@@ -148,8 +153,6 @@ def test_compare_breaks_errors_down_by_agent(played):
     done = CliRunner().invoke(main, ["compare", "--db", db, str(run_id), str(run_id),
                                      "--by", "agent", "--json"])
     assert done.exit_code == 0, done.output
-    import json
-
     groups = json.loads(done.output)["groups"]
     assert sorted(groups) == ["email", "lights", "orchestrator", "research"]
 
