@@ -178,3 +178,11 @@ def test_a_replay_judges_each_reply_under_its_scenarios_agent(played, tmp_path):
         ("uv run scripts/email_search.py --query march 2>&1", "allow", None, "AE302", "email"),
         ("uv run scripts/lights.py on", "deny", code_for("disallowed-program"), None, "email"),
     ])
+
+
+def test_show_says_whose_rules_judged_the_session_and_marks_the_leak(played):
+    _, run_id, db = played
+    done = CliRunner().invoke(main, ["show", "--db", db, str(run_id), "email-search"])
+    assert done.exit_code == 0, done.output
+    assert "judged as agent email of the agent CLI's rules (chosen by scenario)" in done.output
+    assert "leak AE302 stderr-redirect" in done.output
