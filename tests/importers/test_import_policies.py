@@ -170,3 +170,14 @@ def test_an_agent_the_configuration_does_not_name_is_one_error_line(tmp_path):
         "Error: --agent: tests/fixtures/policies/opencode-seed/opencode.json has no agent "
         "'mail'; its agents: build, plan, orchestrator, email, lights, research"
         .replace("tests/fixtures/policies", str(POLICIES))]
+
+
+def test_the_operators_agent_judges_every_imported_session(tmp_path):
+    transcript = claude_transcript(tmp_path / "session.jsonl",
+                                   ["uv run scripts/email_search.py --query march"])
+    seed = POLICIES / "opencode-seed" / "opencode.json"
+    for agent, decision in (("email", "allow"), ("lights", "deny")):
+        db = str(tmp_path / f"{agent}.db")
+        calls, chosen, _ = imported(db, "claude-code", transcript, seed, "--agent", agent)
+        assert [c[1] for c in calls] == [decision]
+        assert chosen == (agent, "option")
