@@ -169,10 +169,6 @@ class ResolvedPolicy:
             return check_call(tool, arguments, self.allowlist)
         return judge_call(self.agent, tool, arguments, self.setting).strict
 
-    def describe(self) -> str:
-        """``PATH`` for an allow-list, ``PATH (agent NAME)`` for a CLI configuration."""
-        return self.path if self.agent is None else f"{self.path} (agent {self.agent.name})"
-
 
 def _pick_agent(source: PolicySource, agent: str | None) -> AgentPolicy:
     try:
