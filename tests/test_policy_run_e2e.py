@@ -186,3 +186,12 @@ def test_show_says_whose_rules_judged_the_session_and_marks_the_leak(played):
     assert done.exit_code == 0, done.output
     assert "judged as agent email of the agent CLI's rules (chosen by scenario)" in done.output
     assert "leak AE302 stderr-redirect" in done.output
+
+
+def test_export_names_each_calls_leak_and_its_sessions_agent(played):
+    _, run_id, db = played
+    done = CliRunner().invoke(main, ["export", "--db", db, str(run_id)])
+    assert done.exit_code == 0, done.output
+    rows = [json.loads(line) for line in done.output.splitlines()]
+    assert sorted((r["agent"], r["leak"]) for r in rows if r["leak"]) == [
+        ("email", "AE302"), ("research", "AE303")]
