@@ -143,7 +143,11 @@ def test_the_report_and_the_viewer_show_the_leaks_and_the_agents(played, tmp_pat
     assert "agent email of the agent CLI's rules (chosen by scenario)" in sessions
     assert "refused by their strict reading as AE302 stderr-redirect" in sessions
     store = played[0]
-    rows = build_run_page(store, run_id).leak_rows
+    page = build_run_page(store, run_id)
+    assert [tuple(cell.text for cell in row) for row in page.agent_rows] == [
+        ("email", "50.00 · 2/2"), ("lights", "50.00 · 1/1"), ("orchestrator", "0.00 · 1/1"),
+        ("research", "0.00 · 1/1")]
+    rows = page.leak_rows
     assert [tuple(cell.text for cell in row) for row in rows] == [
         ("AE302 stderr-redirect", "1"), ("AE303 output-redirect", "1"), ("total", "2")]
 
