@@ -104,6 +104,7 @@ __all__ = [
     "ImportedCall",
     "ImportedSession",
     "Judge",
+    "import_families",
     "import_sessions",
     "read_sessions",
     "read_tagged_sessions",
@@ -158,16 +159,47 @@ def import_sessions(
     protocols: Protocols | None = None,
 ) -> Iterator[SessionRecord]:
     """Parse ``path`` as ``fmt`` (or ``auto``) and judge every call; yield one whole
-    record per session, its ``source`` the format it was read as.
+    record per session, its ``source`` the format it was read as (the records of
+    :func:`import_families`, one after another)."""
+    for family in import_families(fmt, path, allowlist, model=model, on_skip=on_skip,
+                                  on_file=on_file, protocols=protocols):
+        yield from family
+
+
+HELD_FAMILIES = 64
+"""Sessions waiting for a child the file links them to: past this many, the oldest is
+given up on (stored without the link), so memory stays flat whatever the input."""
+
+
+def import_families(
+    fmt: str,
+    path: str | Path,
+    allowlist: AllowList,
+    *,
+    model: str | None = None,
+    on_skip: SkipReporter | None = None,
+    on_file: FileReporter | None = None,
+    protocols: Protocols | None = None,
+) -> Iterator[list[SessionRecord]]:
+    """The judged sessions of :func:`import_sessions`, a family at a time: a session
+    whose call spawned a subagent session (``ImportedCall.child``) is held until that
+    child is read, and both are yielded together, so they are stored in one batch with
+    the call linked to its child (``CallRecord.child_key``) and the child to its parent
+    (``parent_key``).  Any other session is a family of one.
 
     ``model`` overrides the model name the source recorded (it becomes the target).
     Session keys are the source session ids, made unique within the import; a subagent
-    session links to its parent when the parent was imported before it.  A session whose
-    file held calls the reader could not read carries the tag ``skipped_calls:N``.
-    With ``protocols``, each session's handshake is checked against them.
+    session links to its parent when the parent was imported before it, and a call to
+    its child when the child follows it (a child the files do not hold leaves the call
+    unlinked).  A session whose file held calls the reader could not read carries the
+    tag ``skipped_calls:N``.  With ``protocols``, each session's handshake is checked
+    against them.
     """
     judge = Judge(allowlist, protocols)
     seen: dict[str, int] = {}
+    keys: dict[str, str] = {}  # source session id -> the key it was stored under
+    held: dict[int, tuple[list[SessionRecord], set[str]]] = {}  # family -> records, children awaited
+    waiting: dict[str, tuple[int, CallRecord]] = {}  # child id -> (family, the spawning call)
     for source, session in read_tagged_sessions(fmt, path, model=model, on_skip=on_skip, on_file=on_file):
         key = session.id
         count = seen.get(key, 0)
@@ -177,9 +209,45 @@ def import_sessions(
         record = judge.session(session, key=key, source=source)
         if session.lone_surrogates:  # judged as it came (AE202); stored as U+FFFD
             record = storable(record)
-        if session.parent is not None and session.parent in seen:
-            record.parent_key = session.parent
-        yield record
+        if session.parent is not None and session.parent in keys:
+            record.parent_key = keys[session.parent]
+        keys[session.id] = key
+        family_id, call = waiting.pop(session.id, (None, None))
+        if family_id is not None and family_id in held:
+            call.child_key = key
+            members, awaited = held[family_id]
+            members.append(record)
+            awaited.discard(session.id)
+        else:
+            family_id = id(record)
+            members, awaited = [record], set()
+        for imported, stored in zip(session.calls, record.calls, strict=True):
+            if imported.child is None:
+                continue
+            if imported.child in keys:  # the child came first: it is stored already
+                stored.child_key = keys[imported.child]
+            else:
+                waiting[imported.child] = (family_id, stored)
+                awaited.add(imported.child)
+        if awaited:
+            held[family_id] = (members, awaited)
+            while len(held) > HELD_FAMILIES:
+                yield _release(held, next(iter(held)), waiting)
+        elif family_id in held:
+            yield _release(held, family_id, waiting)
+        else:
+            yield members
+    while held:
+        yield _release(held, next(iter(held)), waiting)
+
+
+def _release(held: dict[int, tuple[list[SessionRecord], set[str]]], family_id: int,
+             waiting: dict[str, tuple[int, CallRecord]]) -> list[SessionRecord]:
+    """The records of a held family, its calls whose child never came left unlinked."""
+    members, awaited = held.pop(family_id)
+    for child in awaited:
+        waiting.pop(child, None)
+    return members
 
 
 def session_tags(session: ImportedSession) -> list[str]:

@@ -12,7 +12,10 @@ itself): every ``*.jsonl`` below it is read, in name order, a session file befor
 subagents.  Lines are grouped by session id; subagent lines kept inline by older versions
 (``isSidechain: true``) form their own session ``<id>:sidechain`` so their calls do not
 interleave with the parent's.  A subagent file becomes the session
-``<id>:agent-<agent id>``, a child of session ``<id>``.
+``<id>:agent-<agent id>``, a child of session ``<id>``, and the ``Agent``/``Task`` call
+that started it is linked to it: the call's result line names the subagent in
+``toolUseResult.agentId`` (2.1.332 writes it for the background and the waited-for
+subagent alike; the subagent's ``.meta.json`` names the call back in ``toolUseId``).
 
 Each ``tool_use`` block is one call; its ``tool_result`` (matched by ``tool_use_id``) is
 the output.  ``Bash`` and ``Read`` are judged as our bash and read tools (``command``,
@@ -242,6 +245,10 @@ class _SessionBuilder:
                 continue
             call.output = output
             call.source_decision, call.source_reason = source_verdict(obj, block, output, denied.get(tool_use_id))
+            result = obj.get("toolUseResult")
+            agent = result.get("agentId") if isinstance(result, dict) else None
+            if isinstance(agent, str) and agent and not self.session.id.endswith(":sidechain"):
+                call.child = f"{self.session.id.split(':')[0]}:agent-{agent}"
 
     def finish(self, model: str) -> ImportedSession:
         s = self.session

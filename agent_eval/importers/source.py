@@ -82,6 +82,8 @@ class ImportedCall:
     (``read``) that the engine should judge, or ``None`` when the arguments did not carry
     one (the engine then sees the raw arguments and reports them malformed).
     ``source_decision`` is the verdict the source harness recorded itself, if any.
+    ``child`` is the id of the session this call spawned (a subagent), when the source
+    links them; the import links the stored call to that session.
     """
 
     tool: str
@@ -93,6 +95,7 @@ class ImportedCall:
     output: str = ""
     source_decision: Decision | None = None
     source_reason: str | None = None
+    child: str | None = None
 
 
 @dataclass(slots=True)
@@ -358,7 +361,7 @@ def tidy(session: ImportedSession) -> ImportedSession:
         call.tool, call.arguments, call.output = as_text(call.tool), as_text(call.arguments), \
             as_text(call.output)
         call.text, call.call_id = _maybe_text(call.text), _maybe_text(call.call_id)
-        call.source_reason = _maybe_text(call.source_reason)
+        call.source_reason, call.child = _maybe_text(call.source_reason), _maybe_text(call.child)
         if call.source_decision not in ("allow", "deny"):
             call.source_decision = None
         if call.kind not in ("bash", "read", "other"):
