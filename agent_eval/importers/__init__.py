@@ -18,6 +18,8 @@ Formats (``FORMATS``)::
     call-records    flat JSONL, one call a line (e.g. a corpus of real agent tool calls)
     codex           Codex CLI rollouts (~/.codex/sessions/**/rollout-*.jsonl, 0.3x-0.89+)
     openhands       OpenHands event streams (trajectory JSON, events/ folder, V1 events)
+    qwen-code       ~/.qwen/projects/<cwd>/chats/*.jsonl and their subagents/ files
+    gemini-cli      ~/.gemini/tmp/<project>/chats/session-*.jsonl (and .json) and subagents
 
 ``auto`` (or no FORMAT) tells the format of each file (:mod:`.auto`, :mod:`.detect`), so
 a folder mixing formats imports in one run.  A folder is read a file at a time; a file
@@ -56,15 +58,23 @@ from agent_eval.importers import (
     call_records,
     claude_code,
     codex,
+    gemini_cli,
     mini_swe_agent,
     openai,
     opencode,
     openhands,
+    qwen_code,
     swe_agent,
 )
 from agent_eval.importers.auto import FileReporter, read_tagged
 from agent_eval.importers.detect import guess_format
-from agent_eval.importers.source import ImportedCall, ImportedSession, SkipReporter, guarded
+from agent_eval.importers.source import (
+    ImportedCall,
+    ImportedSession,
+    SkipReporter,
+    guarded,
+    refuse_no_calls,
+)
 from agent_eval.policy import AllowList
 from agent_eval.policy.verdict import Invocation
 from agent_eval.scenario.protocols import Protocols, system_prompt_of
@@ -77,7 +87,7 @@ from agent_eval.transcript import (
 )
 
 ImportFormat = Literal["openai", "opencode", "claude-code", "mini-swe-agent", "swe-agent", "call-records",
-                       "codex", "openhands"]
+                       "codex", "openhands", "qwen-code", "gemini-cli"]
 
 Reader = Callable[..., Iterator[ImportedSession]]
 
@@ -90,10 +100,13 @@ FORMATS: dict[str, Reader] = {
     "call-records": call_records.read_sessions,
     "codex": codex.read_sessions,
     "openhands": openhands.read_sessions,
+    "qwen-code": qwen_code.read_sessions,
+    "gemini-cli": gemini_cli.read_sessions,
 }
 AUTO = "auto"
 """The FORMAT that tells each file's format itself."""
-MISREAD = {("openai", "mini-swe-agent"), ("openai", "openhands"), ("openai", "swe-agent")}
+MISREAD = {("openai", "mini-swe-agent"), ("openai", "openhands"), ("openai", "swe-agent"),
+           ("claude-code", "qwen-code")}
 """(FORMAT named, format found) pairs where the named reader would read the file without
 error but miss its calls: refused up front, naming the right format."""
 assert tuple(FORMATS) == get_args(ImportFormat)
@@ -132,20 +145,22 @@ def read_tagged_sessions(
     if not path.exists():
         raise ConfigError("file not found; pass an existing transcript file or folder", path=str(path))
     if fmt != AUTO and not path.is_dir():
-        refuse_misread(fmt, path)
-        return ((fmt, s) for s in guarded(FORMATS[fmt](path, model=model, on_skip=on_skip),
-                                          path, fmt))
+        guess = refuse_misread(fmt, path)
+        sessions = guarded(FORMATS[fmt](path, model=model, on_skip=on_skip), path, fmt)
+        return ((fmt, s) for s in refuse_no_calls(sessions, path, fmt, guess))
     return read_tagged(FORMATS, None if fmt == AUTO else fmt, path, model=model, on_skip=on_skip,
                        on_file=on_file)
 
 
-def refuse_misread(fmt: str, path: Path) -> None:
-    """ConfigError when ``fmt``'s reader would read ``path`` without error but miss its calls."""
+def refuse_misread(fmt: str, path: Path) -> str | None:
+    """ConfigError when ``fmt``'s reader would read ``path`` without error but miss its
+    calls; else the format ``path`` looks like (None: not recognisable)."""
     found = guess_format(path)
     if (fmt, found) in MISREAD:
         raise ConfigError(
             f"this is a {found} file, which the {fmt} reader would read without its calls; "
             f"is this {'an' if fmt[0] in 'aeio' else 'a'} {fmt} file? (try: {found})", path=str(path))
+    return found
 
 
 def import_sessions(

@@ -79,10 +79,14 @@ def transcript_files(folder: Path) -> list[Path]:
 
 
 def transcript_order(path: Path) -> tuple[str, ...]:
-    """Sort key: name order, with ``<session>/subagents/*.jsonl`` right after ``<session>.jsonl``."""
+    """Sort key: name order, with ``<session>/subagents/*.jsonl`` right after ``<session>.jsonl``
+    (Claude Code) and a Gemini CLI ``chats/<session>/`` subagent folder after the session
+    files of ``chats/`` (Qwen Code's ``subagents/`` folder already sorts after ``chats/``)."""
     parts = list(path.parts)
     if len(parts) >= 3 and parts[-2] == "subagents":
         parts[-3] += ".jsonl\uffff"  # after <session>.jsonl
+    elif len(parts) >= 3 and parts[-3] == "chats":
+        parts[-2] = "\uffff" + parts[-2]
     return tuple(parts)
 
 
