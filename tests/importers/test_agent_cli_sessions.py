@@ -223,3 +223,15 @@ def test_qwen_code_tool_result_status_is_its_own_verdict():
     assert [c.source_decision for c in main_session.calls] == ["allow"] * 3
     assert main_session.calls[0].output.startswith("Command: ls -la\n")
     assert child.parent == main_session.id and child.model == "capture-model"
+
+
+def test_claude_code_2_1_39_task_call_is_linked_to_its_subagent_file():
+    """The older spelling of the subagent tool (``Task``), in the real 2.1.39 project of
+    tests/fixtures/clients: its result line names the subagent (``toolUseResult.agentId``)."""
+    sid = "ae4a77f8-aedd-4bc1-888f-c94edc91af04"
+    [family] = import_families("claude-code", ROOT / "tests/fixtures/clients/claude-code/2.1.39-spotter",
+                               load_allowlist(ALLOWLISTS["ralf"]))
+    parent, child = family
+    assert [(c.index, c.tool, c.child_key) for c in parent.calls if c.child_key] == [
+        (10, "Task", f"{sid}:agent-aac57f5")]
+    assert (child.key, child.parent_key) == (f"{sid}:agent-aac57f5", sid)
