@@ -235,3 +235,16 @@ def test_claude_code_2_1_39_task_call_is_linked_to_its_subagent_file():
     assert [(c.index, c.tool, c.child_key) for c in parent.calls if c.child_key] == [
         (10, "Task", f"{sid}:agent-aac57f5")]
     assert (child.key, child.parent_key) == (f"{sid}:agent-aac57f5", sid)
+
+
+def test_every_import_format_is_documented_and_offered_by_the_command():
+    from agent_eval.cli.imports import TRANSCRIPT_FORMATS
+    from agent_eval.importers import FORMATS
+
+    readme = (ROOT / "README.md").read_text()
+    clients = (ROOT / "docs" / "clients.md").read_text()
+    assert set(TRANSCRIPT_FORMATS) == {"auto", *FORMATS}
+    for fmt in FORMATS:
+        assert f"| `{fmt}` |" in readme, fmt
+    for cli in CASES:
+        assert f"| `{CASES[cli][0]}` |" in clients, cli
