@@ -15,7 +15,7 @@ interleave with the parent's.  A subagent file becomes the session
 ``<id>:agent-<agent id>``, a child of session ``<id>``, and the ``Agent``/``Task`` call
 that started it is linked to it: the call's result line names the subagent in
 ``toolUseResult.agentId`` (2.1.332 writes it for the background and the waited-for
-subagent alike; the subagent's ``.meta.json`` names the call back in ``toolUseId``).
+subagent alike), or else the subagent's ``.meta.json`` names the call (``toolUseId``).
 
 Each ``tool_use`` block is one call; its ``tool_result`` (matched by ``tool_use_id``) is
 the output.  ``Bash`` and ``Read`` are judged as our bash and read tools (``command``,
@@ -121,7 +121,27 @@ def read_file(path: Path, *, model: str | None, on_skip: SkipReporter | None) ->
             continue  # only a `summary` line (older files): nothing was said or called
         if builder.session.title is None and len(titles) == 1:
             builder.session.title = titles[0]
+        if not subagent:
+            _link_by_meta(builder, path)
         yield builder.finish(model or builder.model or init_model or "unknown")
+
+
+def _link_by_meta(builder: _SessionBuilder, path: Path) -> None:
+    """Link the calls no result line linked to the subagent whose ``.meta.json`` names
+    them (``<session>/subagents/agent-<id>.meta.json``, ``toolUseId``): a transcript cut
+    before the spawning call's result still links its subagent."""
+    folder = path.with_suffix("") / "subagents"
+    if not folder.is_dir():
+        return
+    sid = builder.session.id
+    for meta in sorted(folder.glob("agent-*.meta.json")):
+        try:
+            doc = json.loads(meta.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+            continue
+        call = builder.calls_by_id.get(doc.get("toolUseId")) if isinstance(doc, dict) else None
+        if call is not None and call.child is None and (folder / f"{meta.name[:-10]}.jsonl").is_file():
+            call.child = f"{sid}:{meta.name[:-10]}"
 
 
 def permission_denials(path: Path) -> dict[str | None, str]:

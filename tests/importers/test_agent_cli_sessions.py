@@ -248,3 +248,21 @@ def test_every_import_format_is_documented_and_offered_by_the_command():
         assert f"| `{fmt}` |" in readme, fmt
     for cli in CASES:
         assert f"| `{CASES[cli][0]}` |" in clients, cli
+
+
+def test_a_claude_code_agent_call_cut_before_its_result_is_linked_through_the_meta_file(tmp_path):
+    """The transcript ends before the ``Agent`` call's result line (no ``agentId``): the
+    subagent's ``.meta.json`` (``toolUseId``) still names the call."""
+    import shutil
+
+    src = CLIS / "claude-code/sessions/.claude/projects/-home-agent-project"
+    project = tmp_path / "-home-agent-project"
+    shutil.copytree(src, project)
+    main_file = project / "5806a914-0673-4b23-90b0-25413ad9e10f.jsonl"
+    lines = main_file.read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if '"agentId": "a4962adcabb5a07ea"' in line)
+    main_file.write_text("".join(lines[:cut]))
+    [(parent, child)] = [tuple(f) for f in import_families(
+        "claude-code", project, load_allowlist(ALLOWLISTS["clis"]))]
+    assert parent.calls[2].tool == "Agent" and parent.calls[2].child_key == child.key
+    assert child.key.endswith(":agent-a4962adcabb5a07ea")
