@@ -38,7 +38,15 @@ own bash or read tool with ``{"command": ...}`` / ``{"path": ...}`` (the argumen
 the allow-list declares); the record keeps the source's tool name and raw arguments.  A
 shell call whose arguments carry no command (a harness format error) reaches the engine
 with its raw arguments and is reported malformed.  Any other tool name stays as it is,
-so a tool the allow-list does not offer is AE101.
+so a tool the allow-list does not offer is AE101.  An agent CLI's own tools
+(``run_shell_command``, ``exec_command``, ``read_file`` ...) are judged by their tool
+profiles (``policy/profiles.py``), as the proxy judges them.
+
+Subagents: where the files keep the link (OpenCode, Claude Code, Codex, Qwen Code, Gemini
+CLI: each reader's docstring says where), a subagent session is stored as a child of its
+parent and the spawning call is linked to it (:func:`import_families`).  A file that
+holds tool calls of which its reader found none is refused, naming the format it looks
+like (``source.refuse_no_calls``): never an import of call-less sessions.
 
 Session status: ``completed`` unless the source recorded a harness or API error, or the
 transcript was cut before the result of its last call (both ``error``: excluded from

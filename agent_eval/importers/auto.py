@@ -41,11 +41,11 @@ def folder_files(folder: Path) -> list[Path]:
     or Gemini CLI session file before its subagents).  The ``.meta.json`` beside a
     subagent's ``.jsonl`` (Claude Code, Qwen Code) is read with it, not on its own."""
     files = [p for p in folder.rglob("*") if p.suffix in SUFFIXES and p.is_file()
-             and not _subagent_meta(p)]
+             and not _beside_its_subagent(p)]
     return sorted(files, key=transcript_order)
 
 
-def _subagent_meta(path: Path) -> bool:
+def _beside_its_subagent(path: Path) -> bool:
     return path.name.endswith(".meta.json") and \
         path.with_name(path.name.removesuffix(".meta.json") + ".jsonl").is_file()
 
