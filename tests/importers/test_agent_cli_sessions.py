@@ -266,3 +266,24 @@ def test_a_claude_code_agent_call_cut_before_its_result_is_linked_through_the_me
         "claude-code", project, load_allowlist(ALLOWLISTS["clis"]))]
     assert parent.calls[2].tool == "Agent" and parent.calls[2].child_key == child.key
     assert child.key.endswith(":agent-a4962adcabb5a07ea")
+
+
+def test_sessions_whose_children_never_come_are_all_stored_unlinked(tmp_path):
+    """More spawning sessions than are held waiting for their children (HELD_FAMILIES),
+    none of whose children is in the file: every session comes out once, unlinked."""
+    from agent_eval.importers import HELD_FAMILIES
+
+    count = HELD_FAMILIES + 6
+    sessions = [{"id": f"ses_{i:03}", "time_created": i, "data": "{}"} for i in range(count)]
+    messages = [{"id": f"msg_{i:03}", "session_id": f"ses_{i:03}", "time_created": i,
+                 "data": json.dumps({"role": "assistant", "modelID": "m"})} for i in range(count)]
+    parts = [{"id": f"prt_{i:03}", "message_id": f"msg_{i:03}", "data": json.dumps(
+        {"type": "tool", "tool": "task", "callID": f"c{i}", "state": {
+            "status": "completed", "input": {"prompt": "p"}, "metadata": {"sessionId": f"gone_{i}"}}})}
+        for i in range(count)]
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps({"session": sessions, "message": messages, "part": parts}))
+    records = [r for family in import_families("opencode", path, load_allowlist(ALLOWLISTS["clis"]))
+               for r in family]
+    assert sorted(r.key for r in records) == [f"ses_{i:03}" for i in range(count)]
+    assert all(c.child_key is None for r in records for c in r.calls)
