@@ -28,7 +28,9 @@ arguments were invalid) records no verdict, the error kept as the reason.
 Subagents (the ``agent`` tool) are written beside the session, one file each, their
 records carrying the parent's ``sessionId`` plus ``agentId`` and ``isSidechain: true``; the
 ``.meta.json`` beside each names the parent session (``parentSessionId``), the spawning
-call (``toolUseId``) and the model (the subagent's replies do not).  A subagent becomes the session ``<session>:agent-<agent id>``, a child
+call (``toolUseId``) and the model (the subagent's replies do not); measured on the 0.24.4
+capture in ``tests/fixtures/clis/qwen-code`` (the ``agent`` tool is
+``packages/core/src/tools/agent/agent.ts``).  A subagent becomes the session ``<session>:agent-<agent id>``, a child
 of ``<session>``, and the ``agent`` call is linked to it.  PATH may be one file, a
 project folder or ``~/.qwen/projects``; a session file is read before its subagents.
 
