@@ -38,7 +38,7 @@ def import_(fmt: str, path: Path | None, allowlist_path: Path | None,
     FORMAT (needs --allowlist) is one of: auto (the default when FORMAT is left out: each
     file read with the format found in it, a mixed folder in one run), claude-code
     (Claude Code 1.x, 2.0, 2.1 transcripts and subagent files, stream-json), codex (Codex
-    CLI rollout-*.jsonl, 0.3x to 0.89+), opencode (OpenCode 1.1 storage folder, 1.2+
+    CLI rollout-*.jsonl, 0.3x to 0.169), opencode (OpenCode 1.1 storage folder, 1.2+
     opencode.db, export JSON, run stream), mini-swe-agent (0.x bare message lists, 1.x
     and 2.0-2.2 .traj.json, text or tool-call models), swe-agent (SWE-agent 0.x and 1.x
     .traj), openhands (OpenHands event streams), qwen-code (Qwen Code
