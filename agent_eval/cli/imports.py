@@ -11,7 +11,7 @@ from agent_eval.cli.db import db_option
 from agent_eval.cli.terminal import escape_terminal
 
 TRANSCRIPT_FORMATS = ("auto", "openai", "opencode", "claude-code", "mini-swe-agent", "swe-agent",
-                      "call-records", "codex", "openhands")
+                      "call-records", "codex", "openhands", "qwen-code", "gemini-cli")
 LOG_FORMATS = ("vllm-log", "llamacpp-log")
 
 
@@ -43,18 +43,22 @@ def import_(fmt: str, path: Path | None, allowlist_path: Path | None, agent: str
     FORMAT (needs --allowlist) is one of: auto (the default when FORMAT is left out: each
     file read with the format found in it, a mixed folder in one run), claude-code
     (Claude Code 1.x, 2.0, 2.1 transcripts and subagent files, stream-json), codex (Codex
-    CLI rollout-*.jsonl, 0.3x to 0.89+), opencode (OpenCode 1.1 storage folder, 1.2+
+    CLI rollout-*.jsonl, 0.3x to 0.169), opencode (OpenCode 1.1 storage folder, 1.2+
     opencode.db, export JSON, run stream), mini-swe-agent (0.x bare message lists, 1.x
     and 2.0-2.2 .traj.json, text or tool-call models), swe-agent (SWE-agent 0.x and 1.x
-    .traj), openhands (OpenHands event streams), openai (chat-completions messages) or
-    call-records; or vllm-log / llamacpp-log for server logs (with --year, --start,
+    .traj), openhands (OpenHands event streams), qwen-code (Qwen Code
+    ~/.qwen/projects/*/chats/*.jsonl and subagent files), gemini-cli (Gemini CLI
+    ~/.gemini/tmp/*/chats session files and subagent files), openai (chat-completions
+    messages) or call-records; or vllm-log / llamacpp-log for server logs (with --year, --start,
     --utc-offset as the log needs).  (aider is not a format: its chat history holds
     no structured tool calls.)  A folder is read file by file: a file that cannot be
     read is reported and skipped, never the end of the import.  Broken JSONL lines are
     skipped with a warning (the first three shown, then a count); a broken
     single-document file is an error naming the file and line; a file holding no FORMAT
     session, or one FORMAT would misread, is an error naming the format it is, and nothing
-    is stored.  Calls a file holds that could not be read are counted and reported.  If
+    is stored; so is a file that holds tool calls of which its reader found none.  A
+    subagent session is linked to its parent and to the call that spawned it where the
+    files record it (OpenCode, Claude Code, Codex, Qwen Code, Gemini CLI).  Calls a file holds that could not be read are counted and reported.  If
     the input breaks after whole sessions were read, they stay in a run marked failed;
     Ctrl-C leaves the run marked interrupted and exits 130 (`latest` skips it).
     Prints the run id, counts per format, errors per 100 calls and how often our verdicts

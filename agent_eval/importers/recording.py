@@ -21,7 +21,7 @@ from pathlib import Path
 
 from agent_eval import testhook
 from agent_eval.errors import ConfigError
-from agent_eval.importers import import_sessions
+from agent_eval.importers import import_families
 from agent_eval.importers.detect import guess_format
 from agent_eval.importers.outcome import ImportSummary
 from agent_eval.importers.source import SkipReporter
@@ -91,12 +91,14 @@ def record_import(
 
     writer = BatchWriter(store, None, base_url=f"import:{fmt}", create_run=create_run)
     try:
-        for record in import_sessions(fmt, path, policy, model=model, on_skip=note_skip,
+        for family in import_families(fmt, path, policy, model=model, on_skip=note_skip,
                                       on_file=on_file, protocols=protocols):
-            summary.add(record)
-            writer.add(record)
+            for record in family:
+                summary.add(record)
+            writer.add(*family)  # a subagent in the batch of the call that spawned it
             if on_session is not None:
-                on_session(record)
+                for record in family:
+                    on_session(record)
     except ConfigError as exc:
         if not summary.sessions:
             raise with_format_hint(exc, fmt, path) from None
@@ -187,9 +189,11 @@ class BatchWriter:
         self.pending_calls = 0
         self.written = 0
 
-    def add(self, record: SessionRecord) -> None:
-        self.pending.append(record)
-        self.pending_calls += len(record.calls)
+    def add(self, *records: SessionRecord) -> None:
+        """Buffer ``records``, written in one batch (a session and the subagent sessions
+        its calls link to)."""
+        self.pending.extend(records)
+        self.pending_calls += sum(len(r.calls) for r in records)
         first_calls = self.run_id is None and self.pending_calls > 0
         if first_calls or self.pending_calls >= BATCH_CALLS or len(self.pending) >= BATCH_SESSIONS:
             self.flush(create=True)
