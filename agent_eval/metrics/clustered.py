@@ -119,7 +119,7 @@ def t_quantile(df: float, alpha: float = ALPHA) -> float:
     return float(special.stdtrit(df, 1 - alpha / 2))
 
 
-def ratio_variance(pairs: Sequence[tuple[float, float]], strata: Sequence[str] | None = None
+def ratio_variance(pairs: Sequence[tuple[int, int]], strata: Sequence[str] | None = None
                    ) -> tuple[float, int, int]:
     """Linearised variance of ``Σk / Σn`` over clusters ``(k, n)``, CR1-corrected.
 
@@ -334,7 +334,7 @@ def compare_independent(units_a: Iterable[Unit] | TargetStats,
         sides.append((whole.k, whole.n, var, g))
     (ka, na, va, ga), (kb, nb, vb, gb) = sides
     pa, pb = (ka / na if na else None), (kb / nb if nb else None)
-    if na and nb:  # never narrower than independent calls (deff >= 1), at the pooled rate
+    if pa is not None and pb is not None:  # never narrower than independent calls (deff >= 1), at the pooled rate
         pooled = (ka + kb) / (na + nb)
         va = max(va, pa * (1 - pa) / na, pooled * (1 - pooled) / na)
         vb = max(vb, pb * (1 - pb) / nb, pooled * (1 - pooled) / nb)
