@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+from typing import cast
 
 try:  # the openai SDK ships its HTTP stack as ``httpx2`` from 3.x on
     import httpx2 as httpx
 except ImportError:  # pragma: no cover - older SDKs use httpx itself
-    import httpx  # type: ignore[no-redef]
+    # httpx is only there under an older SDK, where httpx2 is not: mypy sees httpx2
+    import httpx  # type: ignore[no-redef,import-not-found]
 
 
 class ReplyTooLarge(Exception):
@@ -77,7 +79,10 @@ class GuardedTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self._inner.handle_async_request(request)
-        response.stream = GuardedStream(response.stream, self._max_bytes)
+        # an async transport's body is an async stream (the sync half of the union is
+        # for httpx's sync transports)
+        stream = cast(httpx.AsyncByteStream, response.stream)
+        response.stream = GuardedStream(stream, self._max_bytes)
         return response
 
     async def aclose(self) -> None:
