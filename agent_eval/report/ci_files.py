@@ -298,4 +298,6 @@ def _r(value: float | None, digits: int = 2) -> float | None:
 
 
 def _ci(rate: Rate) -> list[float] | None:
-    return None if rate.lo100 is None else [round(rate.lo100, 2), round(rate.hi100, 2)]
+    if rate.lo100 is None or rate.hi100 is None:  # both or neither
+        return None
+    return [round(rate.lo100, 2), round(rate.hi100, 2)]

@@ -24,7 +24,7 @@ from sqlalchemy import Connection, Engine, Select, Text, cast, select
 
 from agent_eval.store.schema import findings, sessions, targets, tool_calls, turns
 from agent_eval.store.sessions import StoredSession, rebuild_session
-from agent_eval.transcript import FindingRecord
+from agent_eval.transcript import ExitState, FindingRecord
 
 CHUNK = 100  # sessions read per four queries
 
@@ -59,7 +59,7 @@ class TranscriptHead(NamedTuple):
     key: str
     scenario: str
     repeat: int
-    status: str
+    status: ExitState
     error: str | None
     tags: list[str]
     source: str
