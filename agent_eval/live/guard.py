@@ -16,8 +16,7 @@ from typing import cast
 try:  # the openai SDK ships its HTTP stack as ``httpx2`` from 3.x on
     import httpx2 as httpx
 except ImportError:  # pragma: no cover - older SDKs use httpx itself
-    # httpx is only there under an older SDK, where httpx2 is not: mypy sees httpx2
-    import httpx  # type: ignore[no-redef,import-not-found]
+    import httpx  # type: ignore[no-redef]
 
 
 class ReplyTooLarge(Exception):
