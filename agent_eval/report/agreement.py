@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from agent_eval.metrics import Rate
 from agent_eval.report.pages import SessionLink
+from agent_eval.report.summary_format import AgreementEntry
 from agent_eval.transcript import CallRow, Decision
 
 MAX_DISAGREEMENTS = 50
@@ -131,7 +132,7 @@ def agreement_cells(a: SourceAgreement) -> tuple[str, ...]:
     return (a.column, str(a.calls), agree, str(a.deny_allow), str(a.allow_deny))
 
 
-def agreement_dict(a: SourceAgreement) -> dict:
+def agreement_dict(a: SourceAgreement) -> AgreementEntry:
     """``summary.json``'s ``source_agreement`` entry of one column."""
     rate = a.agree
     return {
