@@ -14,6 +14,7 @@ type-checked against :mod:`agent_eval.report.summary_format`)::
         sessions, error_sessions, messages, tool_calls, errors,
         errors_per_100, errors_per_100_ci95: [lo, hi],
         classes: {code: {errors, per_100, ci95: [lo, hi]}},   # primary class, denied calls
+        leaks: {code: calls},    # allowed by an agent CLI's rules, refused by their strict reading
         handshake: {sessions, completed, completion_per_100, ci95, mean_done_share,
                     most_missed_step},
         recovery: {denials, pivot, retry-denied, repeat, abandon (shares per 100),

@@ -103,6 +103,8 @@ class TargetEntry(TypedDict):
     errors_per_100: float | None
     errors_per_100_ci95: Interval
     classes: dict[str, ClassEntry]  # primary class of the denied calls
+    # calls an agent CLI's rules allowed that their strict reading refuses, per class
+    leaks: dict[str, int]
     handshake: HandshakeEntry
     # denials, then the share per 100 of each next action (``transcript.NEXT_ACTIONS``:
     # the keys follow that registry), denials_per_session, turns_burned
