@@ -50,7 +50,9 @@ from agent_eval.policy import AllowList, Verdict, check_call, command_text, rend
 from agent_eval.policy.calls import tool_for_call
 from agent_eval.policy.profiles import BUILTIN
 from agent_eval.policy.sources import (
+    AgentPolicy,
     ResolvedPolicy,
+    Setting,
     choose_agent,
     judge_call,
     judge_command,
@@ -182,8 +184,10 @@ class CallRecorder:
     def _judge(self, tool: str, arguments: str | dict[str, Any], offered: Sequence[str] | None,
                kind: ToolKind | None, text: str | None) -> Judged:
         parsed = _parsed(arguments)
-        if self.policy is not None and (offered is None or tool in offered):
-            return self._dual(tool, arguments, parsed, kind, text)
+        policy = self.policy  # set only with an agent's rules (``__init__``)
+        if policy is not None and policy.agent is not None and (offered is None
+                                                                  or tool in offered):
+            return self._dual(policy.agent, policy.setting, tool, arguments, parsed, kind, text)
         if not self.foreign or (offered is not None and tool not in offered):
             spec = None  # the harness's own call, or a tool the session never had: as emitted
         elif tool in self.allowlist.profile_tools and (isinstance(parsed, dict) or text is None):
@@ -219,13 +223,12 @@ class CallRecorder:
         verdict = check_call(spec.name, shown, self.allowlist, offered=offered)
         return Judged(spec.name, shown, verdict, carried if isinstance(carried, str) else None)
 
-    def _dual(self, tool: str, arguments: str | dict[str, Any], parsed: Any,
-              kind: ToolKind | None, text: str | None) -> Judged:
+    def _dual(self, agent: AgentPolicy, setting: Setting, tool: str,
+              arguments: str | dict[str, Any], parsed: Any, kind: ToolKind | None,
+              text: str | None) -> Judged:
         """A call judged under an agent CLI's rules: the harness's verdict stored, the
         strict one's class kept as the leak.  A shell or read tool of any harness is
         judged as a command or path; the agent's own tool list still applies."""
-        policy = self.policy
-        agent, setting = policy.agent, policy.setting
         if kind is None:
             kind, text = classify_call(tool, parsed)
         restricted = agent.tools is not None and tool not in agent.tools

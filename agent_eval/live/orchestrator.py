@@ -41,6 +41,7 @@ from agent_eval.policy import Verdict
 from agent_eval.scenario import LoadedScenario, Suite, instantiate
 from agent_eval.transcript import (
     CallRecord,
+    ExitState,
     HandshakeResult,
     SessionRecord,
     TurnRecord,
@@ -145,7 +146,7 @@ async def run_session(
         {"role": "user", "content": spec.task},
     ]
     seed_key = key
-    status = None
+    status: ExitState | None = None
     for turn_index in range(spec.limits.turns):
         started = _now()
         try:

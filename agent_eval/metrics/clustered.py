@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agent_eval.metrics.lazy import special
-from agent_eval.metrics.repeats import _root_of, split_sessions
+from agent_eval.metrics.repeats import SessionFields, _root_of, split_sessions
 from agent_eval.metrics.stats import ALPHA
 from agent_eval.metrics.sufficient import Sums, TargetStats, as_stats, pooled_variance, total
-from agent_eval.transcript import CallRow, SessionRow
+from agent_eval.transcript import CallRow
 
 ClusterBy = Literal["session", "scenario"]
 FEW_CLUSTERS = 30
@@ -119,7 +119,7 @@ def t_quantile(df: float, alpha: float = ALPHA) -> float:
     return float(special.stdtrit(df, 1 - alpha / 2))
 
 
-def ratio_variance(pairs: Sequence[tuple[float, float]], strata: Sequence[str] | None = None
+def ratio_variance(pairs: Sequence[tuple[int, int]], strata: Sequence[str] | None = None
                    ) -> tuple[float, int, int]:
     """Linearised variance of ``Σk / Σn`` over clusters ``(k, n)``, CR1-corrected.
 
@@ -191,7 +191,7 @@ def units_rate(units: Iterable[Unit] | TargetStats, *, code: str | None = None,
     return sums_rate(per, by="session", alpha=alpha)
 
 
-def session_units(sessions: Iterable[SessionRow], calls: Iterable[CallRow]) -> list[Unit]:
+def session_units(sessions: Iterable[SessionFields], calls: Iterable[CallRow]) -> list[Unit]:
     """One :class:`Unit` per non-error top-level session, child sessions folded into their
     root (a subagent's calls belong to the repeat that spawned it).  Holds sessions only;
     calls are streamed."""
@@ -208,7 +208,7 @@ def session_units(sessions: Iterable[SessionRow], calls: Iterable[CallRow]) -> l
     return _units(roots, tallies)
 
 
-def units_from_counts(sessions: Iterable[SessionRow], calls: Mapping[int, int],
+def units_from_counts(sessions: Iterable[SessionFields], calls: Mapping[int, int],
                       denied: Iterable[CallRow]) -> list[Unit]:
     """:func:`session_units` from counts already taken: tool calls per session id and the
     denied calls, so the calls are not read twice."""
@@ -218,7 +218,7 @@ def units_from_counts(sessions: Iterable[SessionRow], calls: Mapping[int, int],
     return units_from_class_counts(sessions, calls, by_class)
 
 
-def units_from_class_counts(sessions: Iterable[SessionRow], calls: Mapping[int, int],
+def units_from_class_counts(sessions: Iterable[SessionFields], calls: Mapping[int, int],
                             denied: Mapping[int, Mapping[str, int]]) -> list[Unit]:
     """:func:`session_units` from per-session counts: tool calls per session id, and
     denied calls per session id and primary class (``"unclassified"`` for none): what
@@ -250,7 +250,7 @@ def _tally_of(sid: int, parent, faulted, tallies) -> list | None:
     return tallies.get(_root_of(sid, parent))
 
 
-def _units(roots: dict[int, SessionRow], tallies: dict[int, list]) -> list[Unit]:
+def _units(roots: Mapping[int, SessionFields], tallies: dict[int, list]) -> list[Unit]:
     return [
         Unit(s.target, s.scenario, s.repeat, t[0], t[1], dict(t[2]),
              passed=s.status == "completed" and t[1] == 0, tags=tuple(s.tags))
@@ -334,7 +334,7 @@ def compare_independent(units_a: Iterable[Unit] | TargetStats,
         sides.append((whole.k, whole.n, var, g))
     (ka, na, va, ga), (kb, nb, vb, gb) = sides
     pa, pb = (ka / na if na else None), (kb / nb if nb else None)
-    if na and nb:  # never narrower than independent calls (deff >= 1), at the pooled rate
+    if pa is not None and pb is not None:  # never narrower than independent calls (deff >= 1), at the pooled rate
         pooled = (ka + kb) / (na + nb)
         va = max(va, pa * (1 - pa) / na, pooled * (1 - pooled) / na)
         vb = max(vb, pb * (1 - pb) / nb, pooled * (1 - pooled) / nb)

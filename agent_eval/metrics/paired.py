@@ -260,17 +260,20 @@ def compare_paired(units_a: Iterable[Unit] | TargetStats, units_b: Iterable[Unit
                                weights, alpha=alpha, within=_within(a, b, shared),
                                floor=[_binomial(a[s].errors + b[s].errors, a[s].calls,
                                                 b[s].calls) for s in shared])
-    with_repeats = [s for s in shared if a[s].passes.n and b[s].passes.n] \
-        if stats_a.has_passes and stats_b.has_passes else []
+    with_repeats: list[tuple[str, Passes, Passes]] = []  # (scenario, a's passes, b's)
+    if stats_a.has_passes and stats_b.has_passes:
+        for s in shared:
+            x, y = a[s].passes, b[s].passes
+            if x is not None and y is not None and x.n and y.n:
+                with_repeats.append((s, x, y))
     passes = mcnemar = None
     if len(with_repeats) >= 2:
-        pa, pb = [a[s].passes for s in with_repeats], [b[s].passes for s in with_repeats]
-        passes = paired_difference([a[s].pass_share for s in with_repeats],
-                                   [b[s].pass_share for s in with_repeats],
+        passes = paired_difference([a[s].pass_share for s, _, _ in with_repeats],
+                                   [b[s].pass_share for s, _, _ in with_repeats],
                                    [1.0] * len(with_repeats), alpha=alpha,
                                    floor=[_binomial(x.passed + y.passed, x.n, y.n)
-                                          for x, y in zip(pa, pb, strict=True)])
-        counts = [repeat_pairs(x, y) for x, y in zip(pa, pb, strict=True)]
+                                          for _, x, y in with_repeats])
+        counts = [repeat_pairs(x, y) for _, x, y in with_repeats]
         mcnemar = mcnemar_counts(*(sum(c[i] for c in counts) for i in range(3)))
     return PairedComparison(mix, errors, passes, mcnemar)
 

@@ -50,6 +50,11 @@ def regression_from_units(baseline: Sequence[Unit] | TargetStats,
     counts = (f"errors/100 {100 * pa[0] / pa[1]:.2f} ({pa[0]}/{pa[1]}) -> "
               f"{100 * pb[0] / pb[1]:.2f} ({pb[0]}/{pb[1]})")
     paired = compare_paired(baseline, current, alpha=alpha)
+    diff: float | None
+    lo: float | None
+    hi: float | None
+    se: float | None
+    df: float
     if paired.errors is not None:
         e = paired.errors
         diff, lo, hi, se, df = e.diff100, e.lo100, e.hi100, e.se100, e.df

@@ -325,13 +325,13 @@ def summarize(
 
     all_denied: dict[tuple[int, int], bool] = {}  # (session, turn) -> every call denied so far
     for c in calls:
-        mine = live.get(c.session_id)
-        if mine is None:
+        groups = live.get(c.session_id)
+        if groups is None:
             continue
         denied = c.decision == "deny"
         turn = (c.session_id, c.turn_index)
         all_denied[turn] = all_denied.get(turn, True) and denied
-        for tally in mine:
+        for tally in groups:
             tally.calls += 1
             if c.leak is not None:
                 tally.leaks[c.leak] += 1

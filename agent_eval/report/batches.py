@@ -120,7 +120,7 @@ class SessionFiles:
         self._future: Future | None = None
 
     def __enter__(self) -> SessionFiles:
-        if self.parallel:
+        if self._theirs is not None:  # parallel
             try:
                 self._pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"))
                 # the session rows go along (pickled) when this process has them: reading

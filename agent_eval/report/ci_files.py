@@ -1,6 +1,7 @@
 """The machine- and CI-facing files: ``summary.md``, ``summary.json`` and ``junit.xml``.
 
-``summary.json`` keys (``schema_version`` 1; keys are only ever added)::
+``summary.json`` keys (``schema_version`` 1; keys are only ever added; the writers are
+type-checked against :mod:`agent_eval.report.summary_format`)::
 
     schema_version        1
     generator             "agent-eval <version>"
@@ -13,6 +14,7 @@
         sessions, error_sessions, messages, tool_calls, errors,
         errors_per_100, errors_per_100_ci95: [lo, hi],
         classes: {code: {errors, per_100, ci95: [lo, hi]}},   # primary class, denied calls
+        leaks: {code: calls},    # allowed by an agent CLI's rules, refused by their strict reading
         handshake: {sessions, completed, completion_per_100, ci95, mean_done_share,
                     most_missed_step},
         recovery: {denials, pivot, retry-denied, repeat, abandon (shares per 100),
@@ -65,6 +67,7 @@ from agent_eval.metrics.clustered import CLUSTERED_METHOD, ClusteredSummary
 from agent_eval.metrics.summary import session_failed
 from agent_eval.report.agreement import agreement_dict, agreement_line
 from agent_eval.report.index import IndexPage, RepeatSummary, rate_text
+from agent_eval.report.summary_format import ClusteredEntry, Interval, SummaryJson, TargetEntry
 from agent_eval.report.throughput import work_dict
 from agent_eval.transcript import NEXT_ACTIONS, SessionRow
 
@@ -99,7 +102,7 @@ def session_outcome(session: SessionRow, denials: int) -> tuple[SessionOutcome, 
 
 def summary_json(page: IndexPage, sessions: list[SessionRow], denials: dict[int, int]) -> str:
     outcomes = [session_outcome(s, denials.get(s.id, 0))[0] for s in sessions]
-    data = {
+    data: SummaryJson = {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "generator": f"agent-eval {__version__}",
         "runs": [
@@ -112,8 +115,7 @@ def summary_json(page: IndexPage, sessions: list[SessionRow], denials: dict[int,
                        "interval_to_trust": INTERVAL_TO_TRUST},
         "columns": list(page.columns),
         "targets": {
-            name: {**_target_dict(s, page.repeats.get(name)),
-                   "clustered": clustered_dict(page.clustered.get(name))}
+            name: _target_dict(s, page.repeats.get(name), page.clustered.get(name))
             for name, s in page.summaries.items()
         },
         "sessions": {
@@ -127,7 +129,8 @@ def summary_json(page: IndexPage, sessions: list[SessionRow], denials: dict[int,
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
-def _target_dict(s: GroupSummary, repeats: RepeatSummary | None) -> dict:
+def _target_dict(s: GroupSummary, repeats: RepeatSummary | None,
+                 clustered: ClusteredSummary | None) -> TargetEntry:
     hs, rec, sp = s.handshake, s.recovery, s.speed
     return {
         "sessions": s.sessions,
@@ -175,10 +178,11 @@ def _target_dict(s: GroupSummary, repeats: RepeatSummary | None) -> dict:
             "pass_hat": _r(repeats.pass_hat, 4),
             "flips_per_100": _r(repeats.flips.per100),
         },
+        "clustered": clustered_dict(clustered),
     }
 
 
-def clustered_dict(c: ClusteredSummary | None) -> dict | None:
+def clustered_dict(c: ClusteredSummary | None) -> ClusteredEntry | None:
     """The ``clustered`` entry of one column in summary.json."""
     if c is None or c.errors.per100 is None:
         return None
@@ -197,7 +201,7 @@ def clustered_dict(c: ClusteredSummary | None) -> dict | None:
     }
 
 
-def _pair(lo: float | None, hi: float | None) -> list[float] | None:
+def _pair(lo: float | None, hi: float | None) -> Interval:
     return None if lo is None or hi is None else [round(lo, 2), round(hi, 2)]
 
 
@@ -299,5 +303,7 @@ def _r(value: float | None, digits: int = 2) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def _ci(rate: Rate) -> list[float] | None:
-    return None if rate.lo100 is None else [round(rate.lo100, 2), round(rate.hi100, 2)]
+def _ci(rate: Rate) -> Interval:
+    if rate.lo100 is None or rate.hi100 is None:  # both or neither
+        return None
+    return [round(rate.lo100, 2), round(rate.hi100, 2)]

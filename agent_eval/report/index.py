@@ -422,7 +422,9 @@ def _recovery_row(name: str, s: GroupSummary) -> tuple[str, ...]:
 
 def _exit_row(name: str, s: GroupSummary) -> tuple[str, ...]:
     states = s.exit_states
-    typical = max(EXIT_STATES, key=lambda st: states.get(st, 0)) if any(states.values()) else "–"
+    typical: str = "–"
+    if any(states.values()):
+        typical = max(EXIT_STATES, key=lambda st: states.get(st, 0))
     return (name, *(str(states.get(st, 0)) for st in EXIT_STATES), typical)
 
 

@@ -369,7 +369,7 @@ def build_rule_page(rule: Rule) -> RulePage:
 def _call_view(call: CallRecord, findings: Iterable[FindingRecord], child: SessionLink | None,
                source: str = "live") -> CallView:
     shows_command = call.command is not None
-    text = call.command if shows_command else call.arguments
+    text = call.command if call.command is not None else call.arguments
     findings = tuple(findings)
     spans = [(f.start, f.end) for f in findings] if shows_command else []
     primary_name, primary_href = _rule_link(call.primary)

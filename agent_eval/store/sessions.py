@@ -191,10 +191,10 @@ def _bulk_insert(
     executemany INSERT of ``columns`` into ``table`` under ``dialect``."""
     compiled = insert(table).compile(dialect=dialect, column_keys=list(columns),
                                      for_executemany=True)
-    order = tuple(compiled.positiontup) if compiled.positional else columns
+    order = tuple(compiled.positiontup or ()) if compiled.positional else columns
     if set(order) != set(columns) or compiled.escaped_bind_names:
         raise RuntimeError(f"cannot bulk-insert {table.name}: bind names differ from columns")
-    processors = []
+    processors: list[tuple[int, Callable[[Any], Any]]] = []
     for i, name in enumerate(order):
         process = table.c[name].type.dialect_impl(dialect).bind_processor(dialect)
         if process is not None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -24,7 +24,7 @@ from sqlalchemy import Connection, Engine, Select, Text, cast, select
 
 from agent_eval.store.schema import findings, sessions, targets, tool_calls, turns
 from agent_eval.store.sessions import StoredSession, rebuild_session
-from agent_eval.transcript import FindingRecord
+from agent_eval.transcript import ExitState, FindingRecord
 
 CHUNK = 100  # sessions read per four queries
 
@@ -59,7 +59,7 @@ class TranscriptHead(NamedTuple):
     key: str
     scenario: str
     repeat: int
-    status: str
+    status: ExitState
     error: str | None
     tags: list[str]
     source: str
@@ -75,7 +75,9 @@ class TranscriptHead(NamedTuple):
 
 class TranscriptTurn(NamedTuple):
     session_id: int
-    index: int
+    # named as the column and the record field; shadowing tuple.index (never called on a
+    # row) is allowed at runtime, mypy flags any field of that name
+    index: int  # type: ignore[assignment]
     content: str
     reasoning: str
     finish_reason: str | None
@@ -88,7 +90,7 @@ class TranscriptTurn(NamedTuple):
 class TranscriptCall(NamedTuple):
     session_id: int
     id: int
-    index: int
+    index: int  # type: ignore[assignment]  # as TranscriptTurn.index
     turn_index: int
     tool: str
     arguments: str
@@ -237,7 +239,7 @@ def _merged(engine: Engine, ids: list[int], id_range: tuple[int, int] | None,
                        finding_rows.get(row.id, []), children.get(row.id, []))
 
 
-def _rows(conn: Connection, query: Select, row_type) -> list:
+def _rows(conn: Connection, query: Select, row_type) -> Sequence[Any]:
     rows = conn.execute(query).all()
     return rows if row_type is None else list(map(row_type._make, rows))
 
