@@ -182,22 +182,52 @@ def test_label_baseline_is_the_newest_run_with_that_label_other_than_the_current
     assert on_the_nightly.exit_code == 1
 
 
-def test_the_first_nightly_has_no_baseline_and_says_so(db):
+def test_a_misspelt_baseline_label_with_no_other_check_fails_instead_of_passing_on_0_checks(db):
     add_run(db, "nightly", qwen=TargetPlan(100, {}))
-    result = gate(db, "--baseline", "label:nightly", "--max-regression", "2",
-                  "--max-error-rate", "8")
-    assert result.exit_code == 0
-    assert ("baseline label:nightly: no run other than run 1 has that label yet; regression "
-            "checks skipped") in result.stdout
+    result = gate(db, "--baseline", "label:nope", "--max-regression", "2")
+    assert result.exit_code == 1, result.output
+    lines = result.stdout.splitlines()
+    assert lines[2] == ("FAIL  (run): baseline found: baseline label:nope: no run other than "
+                        "run 1 has that label; regression checks not judged; a misspelt label "
+                        "would keep the gate green for ever: fix the label, or pass "
+                        "--allow-missing-baseline for the first run of a series")
+    assert lines[-1] == "gate FAILED: 1 of 1 checks failed ((run): baseline found)"
 
 
-def test_a_target_missing_from_the_baseline_is_skipped_and_named(db):
+def test_the_first_nightly_passes_only_when_allowed_and_says_so(db):
+    add_run(db, "nightly", qwen=TargetPlan(100, {}))
+    args = ("--baseline", "label:nightly", "--max-regression", "2", "--max-error-rate", "8")
+    assert gate(db, *args).exit_code == 1
+    result = gate(db, *args, "--allow-missing-baseline")
+    assert result.exit_code == 0, result.output
+    assert ("SKIP  (run): baseline found: skipped: baseline label:nightly: no run other than "
+            "run 1 has that label; regression checks not judged (--allow-missing-baseline)"
+            in result.stdout)
+    assert result.stdout.splitlines()[-1] == "gate passed: 2 checks, none failed"
+
+
+def test_a_gate_whose_every_check_was_skipped_fails_unless_allowed(db):
+    add_run(db, "nightly", other=TargetPlan(100, {}))
+    add_run(db, None, qwen=TargetPlan(100, {}))
+    result = gate(db, "--baseline", "1")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[-2] == (
+        "FAIL  qwen: regression vs baseline <= 0: target absent from the baseline: nothing to "
+        "compare with (--allow-missing-baseline skips it)")
+    allowed = gate(db, "--baseline", "1", "--allow-missing-baseline")
+    assert allowed.exit_code == 0
+    assert ("SKIP  (run): checks judged > 0: all 1 checks were skipped; passing as "
+            "--allow-missing-baseline allows") in allowed.stdout
+
+
+def test_a_target_missing_from_the_baseline_fails_unless_allowed(db):
     add_run(db, "nightly", qwen=TargetPlan(100, {}))
     add_run(db, None, qwen=TargetPlan(100, {}), newcomer=TargetPlan(100, {"AE301": 50}))
-    result = gate(db, "--baseline", "1")
+    assert gate(db, "--baseline", "1").exit_code == 1
+    result = gate(db, "--baseline", "1", "--allow-missing-baseline")
     assert result.exit_code == 0
-    assert "SKIP  newcomer: regression vs baseline <= 0: skipped: target absent from the baseline" \
-        in result.stdout
+    assert ("SKIP  newcomer: regression vs baseline <= 0: skipped: target absent from the "
+            "baseline (--allow-missing-baseline)") in result.stdout
 
 
 # --- markdown ----------------------------------------------------------------------------

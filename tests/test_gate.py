@@ -111,9 +111,18 @@ def test_a_run_with_no_targets_fails():
     assert statuses(result) == [("(run)", "sessions", "fail")]
 
 
-def test_no_thresholds_means_no_checks_and_a_pass():
+def test_no_thresholds_judges_nothing_and_fails():
     result = evaluate_gate(summaries(("qwen", 10, {"AE301": 10})))
-    assert (result.checks, result.passed) == ([], True)
+    assert statuses(result) == [("(run)", "judged", "fail")]
+    assert result.checks[0].detail.startswith("no check applied: a gate that judged nothing")
+
+
+def test_only_skipped_checks_fail_unless_a_missing_baseline_is_allowed():
+    current = summaries(("qwen", 100, {}))
+    assert statuses(evaluate_gate(current, min_handshake=0.8)) == [
+        ("qwen", "handshake", "skip"), ("(run)", "judged", "fail")]
+    allowed = evaluate_gate(current, min_handshake=0.8, allow_missing_baseline=True)
+    assert (allowed.checks[-1].status, allowed.passed) == ("skip", True)
 
 
 # --- class rates -------------------------------------------------------------------------
@@ -160,7 +169,7 @@ def test_min_handshake_bounds_the_completion_share(completed, status):
 
 
 def test_handshake_check_is_skipped_when_no_session_required_one():
-    [check] = evaluate_gate(summaries(("qwen", 100, {})), min_handshake=0.8).checks
+    check, _ = evaluate_gate(summaries(("qwen", 100, {})), min_handshake=0.8).checks
     assert (check.status, check.passed) == ("skip", True)
     assert "no session" in check.detail
 
@@ -220,14 +229,17 @@ def test_baseline_without_max_regression_fails_any_supported_increase():
     assert (check.threshold, check.status) == (0.0, "fail")
 
 
-def test_targets_are_matched_by_name_and_a_missing_one_is_skipped():
+def test_targets_are_matched_by_name_and_a_missing_one_fails_unless_allowed():
     baseline = summaries(("qwen3.5-27b", 5000, {}))
     current = summaries(("qwen3.5-27b", 5000, {"AE301": 500}), ("new-model", 5000, {"AE301": 500}))
     result = evaluate_gate(current, baseline=baseline, max_regression=2)
     assert statuses(result) == [("qwen3.5-27b", "regression", "fail"),
-                                ("new-model", "regression", "skip")]
+                                ("new-model", "regression", "fail")]
     assert "absent from the baseline" in result.checks[1].detail
-    assert [f.target for f in result.failures] == ["qwen3.5-27b"]
+    allowed = evaluate_gate(current, baseline=baseline, max_regression=2,
+                            allow_missing_baseline=True)
+    assert statuses(allowed)[1] == ("new-model", "regression", "skip")
+    assert [f.target for f in allowed.failures] == ["qwen3.5-27b"]
 
 
 # --- rendering ---------------------------------------------------------------------------

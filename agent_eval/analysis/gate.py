@@ -26,11 +26,15 @@ What each threshold compares (the same words are in ``agent-eval gate --help``):
     the smallest rise it could have detected; with summaries alone, ``compare_rates``.  So 2 errors in 20 calls
     after 0 in 20 (+10 per 100, but an interval reaching far below zero) does not fail a
     build on noise, while the same jump over 5,000 calls does.  A target absent from the
-    baseline (or with no calls there) is skipped, and the check says so.
+    baseline (or with no calls there) fails, and the check says so, unless
+    ``allow_missing_baseline`` makes it a skip.
 
 A target with no tool calls fails the error-rate and class checks: a run that made no
 calls proves nothing, and a gate should not pass silently when the server died.  A gate
-over no targets at all fails with a ``sessions`` check.
+over no targets at all fails with a ``sessions`` check, one whose baseline was not found
+with a ``baseline`` check, and one that judged nothing (every check skipped, or none
+asked) with a ``judged`` check: a typo in a label must not keep a nightly green.
+``allow_missing_baseline`` (the first nightly of a series) lets the last two pass.
 """
 
 from __future__ import annotations
@@ -49,8 +53,10 @@ Units = Mapping[str, Sequence[Unit] | TargetStats]
 """Per-target session units (``agent_eval.metrics.clustered.session_units``) or their sums
 per scenario (``store.cluster_stats``, what the CLI passes)."""
 
-CheckKind = Literal["sessions", "error-rate", "class-rate", "handshake", "regression"]
-"""``sessions``: the run has something to judge; ``error-rate``: ``max_error_rate``;
+CheckKind = Literal["sessions", "baseline", "judged", "error-rate", "class-rate", "handshake",
+                    "regression"]
+"""``sessions``: the run has something to judge; ``baseline``: the baseline asked for
+exists; ``judged``: at least one check was judged; ``error-rate``: ``max_error_rate``;
 ``class-rate``: one ``max_class`` entry; ``handshake``: ``min_handshake``;
 ``regression``: ``baseline`` + ``max_regression``."""
 
@@ -105,6 +111,8 @@ def evaluate_gate(
     max_regression: float | None = None,
     units: Units | None = None,
     baseline_units: Units | None = None,
+    missing_baseline: str | None = None,
+    allow_missing_baseline: bool = False,
 ) -> GateResult:
     """Judge ``current`` (per-target summaries, or one overall summary) against thresholds.
 
@@ -116,6 +124,12 @@ def evaluate_gate(
     also print the clustered interval and the regression check uses the paired analysis
     over shared scenarios, or the session-clustered independent one
     (``agent_eval.metrics.regression``); without them it uses ``compare_rates``.
+
+    A gate is never green by accident: ``missing_baseline`` (why a baseline asked for was
+    not found, e.g. a label no run carries) fails a ``baseline`` check, a target absent
+    from the baseline fails its regression check, and a gate that judged no check at all
+    fails a ``judged`` check; ``allow_missing_baseline`` (the first nightly) turns the
+    first two into skips and lets a gate with only skipped checks pass.
     """
     _check_thresholds(max_error_rate, max_class or {}, min_handshake, max_regression)
     targets = _by_target(current)
@@ -126,6 +140,8 @@ def evaluate_gate(
         return GateResult([GateCheck("sessions > 0", "(run)", "sessions", 0, 0, "fail",
                                      "the run holds no sessions: nothing to judge")])
     checks: list[GateCheck] = []
+    if missing_baseline is not None:
+        checks.append(_missing_baseline_check(missing_baseline, allow_missing_baseline))
     for name, summary in targets.items():
         mine = None if units is None else units.get(name, ())
         if max_error_rate is not None:
@@ -138,8 +154,29 @@ def evaluate_gate(
         if base is not None:
             theirs = None if baseline_units is None else baseline_units.get(name)
             checks.append(_regression_check(name, summary, base.get(name), max_regression,
-                                            mine, theirs))
+                                            mine, theirs, allow_missing_baseline))
+    if not any(check.status != "skip" for check in checks):
+        checks.append(_nothing_judged_check(checks, allow_missing_baseline))
     return GateResult(checks)
+
+
+def _missing_baseline_check(why: str, allowed: bool) -> GateCheck:
+    if allowed:
+        return GateCheck("baseline found", "(run)", "baseline", 0, None, "skip",
+                         f"skipped: {why} (--allow-missing-baseline)")
+    return GateCheck("baseline found", "(run)", "baseline", 0, None, "fail",
+                     f"{why}; a misspelt label would keep the gate green for ever: fix the "
+                     "label, or pass --allow-missing-baseline for the first run of a series")
+
+
+def _nothing_judged_check(checks: Sequence[GateCheck], allowed: bool) -> GateCheck:
+    why = f"all {len(checks)} checks were skipped" if checks else "no check applied"
+    if allowed:
+        return GateCheck("checks judged > 0", "(run)", "judged", 0, 0, "skip",
+                         f"{why}; passing as --allow-missing-baseline allows")
+    return GateCheck("checks judged > 0", "(run)", "judged", 0, 0, "fail",
+                     f"{why}: a gate that judged nothing proves nothing "
+                     "(--allow-missing-baseline lets it pass)")
 
 
 def _with_clustered(check: GateCheck, units: Sequence[Unit] | TargetStats | None,
@@ -210,12 +247,17 @@ def _handshake_check(target: str, summary: GroupSummary, minimum: float) -> Gate
 
 def _regression_check(target: str, summary: GroupSummary, base: GroupSummary | None,
                       limit: float, units: Sequence[Unit] | TargetStats | None = None,
-                      base_units: Sequence[Unit] | TargetStats | None = None) -> GateCheck:
+                      base_units: Sequence[Unit] | TargetStats | None = None,
+                      allow_missing: bool = False) -> GateCheck:
     name = f"regression vs baseline <= {_num(limit)}"
     if base is None or base.calls == 0:
         why = "absent from the baseline" if base is None else "without tool calls in the baseline"
-        return GateCheck(name, target, "regression", limit, None, "skip",
-                         f"skipped: target {why}")
+        if allow_missing:
+            return GateCheck(name, target, "regression", limit, None, "skip",
+                             f"skipped: target {why} (--allow-missing-baseline)")
+        return GateCheck(name, target, "regression", limit, None, "fail",
+                         f"target {why}: nothing to compare with (--allow-missing-baseline "
+                         "skips it)")
     if summary.calls == 0:
         return GateCheck(name, target, "regression", limit, None, "fail",
                          "no tool calls to judge (every session errored, or none ran)")

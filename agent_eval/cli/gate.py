@@ -27,13 +27,16 @@ from agent_eval.errors import ConfigError
 @click.option("--max-regression", type=float, metavar="X",
               help="With --baseline: fail when errors/100 rose by more than X, judged on "
                    "the 95% interval [default 0].")
+@click.option("--allow-missing-baseline", is_flag=True,
+              help="Pass when the baseline, or a target's baseline, is not found (the first "
+                   "run of a series) instead of failing.")
 @click.option("--markdown", "markdown_path", type=click.Path(path_type=Path), metavar="FILE",
               help="Also write the result as Markdown (e.g. for $GITHUB_STEP_SUMMARY).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the verdict and every check as JSON (exit codes unchanged).")
 @db_option
 def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_regression,
-         markdown_path, as_json, db) -> None:
+         allow_missing_baseline, markdown_path, as_json, db) -> None:
     """Pass or fail a stored run against thresholds; exit 0 pass, 1 fail, 2 usage.
 
     Example:
@@ -56,8 +59,10 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     carry tags, else independent, sessions as clusters), and the check prints the
     smallest rise it could have detected with 80% power.  Each check's method is named
     under the checks (and in --json).
-    A target missing from the baseline, or a `label:NAME` baseline with no other run
-    of that label yet (the first nightly), is skipped and says so.  Sessions that ended
+    A gate is never green by accident: a `label:NAME` baseline with no other run of that
+    label (a typo, or the first nightly) fails, so does a target missing from the
+    baseline, and so does a gate whose every check was skipped; --allow-missing-baseline
+    turns those into skips that say so.  Sessions that ended
     in a server fault are left out of every rate.  Prints each check with its numbers.
     """
     from agent_eval.analysis.gate import evaluate_gate, render_gate_markdown, render_gate_text
@@ -77,7 +82,7 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
             baseline_run = resolve_baseline(store, baseline_ref, run.id)
             if baseline_run is None:
                 note = (f"baseline {baseline_ref}: no run other than run {run.id} has that "
-                        "label yet; regression checks skipped")
+                        "label; regression checks not judged")
         current = rates(store, run.id)
         baseline = rates(store, baseline_run.id) if baseline_run else None
         units = store.cluster_stats([run.id], classes=bool(classes))
@@ -87,7 +92,8 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
             current, max_error_rate=max_error_rate, max_class=classes,
             min_handshake=min_handshake, baseline=baseline,
             max_regression=max_regression if baseline is not None else None,
-            units=units, baseline_units=baseline_units,
+            units=units, baseline_units=baseline_units, missing_baseline=note,
+            allow_missing_baseline=allow_missing_baseline,
         )
     except ValueError as exc:
         raise ConfigError(str(exc), field="gate") from None
