@@ -69,7 +69,9 @@ def db(tmp_path) -> str:
     return str(tmp_path / "gate.db")
 
 
-def add_run(db: str, label: str | None, **targets: TargetPlan) -> int:
+def add_run(db: str, label: str | None, *, status: str = "finished",
+            silent: tuple[str, ...] = (), **targets: TargetPlan) -> int:
+    """A run of ``targets``; ``silent`` names targets it declares that played no session."""
     with open_store(db) as store:
         run_id = store.create_run(label=label, kind="live", suite="scenarios/ralf",
                                   config={}, fingerprint={})
@@ -77,7 +79,10 @@ def add_run(db: str, label: str | None, **targets: TargetPlan) -> int:
             store.add_target(run_id, name=name, model=name, base_url="http://127.0.0.1:8000/v1",
                              settings={})
             store.record_sessions(run_id, make_records(name, plan))
-        store.set_run_status(run_id, "finished")
+        for name in silent:
+            store.add_target(run_id, name=name, model=name, base_url="http://127.0.0.1:8000/v1",
+                             settings={})
+        store.set_run_status(run_id, status)
     return run_id
 
 
@@ -141,6 +146,25 @@ def test_run_picks_the_run_by_id_not_just_the_latest(db):
     add_run(db, None, qwen=TargetPlan(100, {}))
     assert gate(db, "--max-error-rate", "8").exit_code == 0
     assert gate(db, "--run", str(first), "--max-error-rate", "8").exit_code == 1
+
+
+@pytest.mark.parametrize("status", ["running", "interrupted", "failed"])
+def test_an_unfinished_run_with_a_target_that_played_no_session_fails_naming_both(db, status):
+    add_run(db, None, status=status, silent=("qwen3.6-35b",),
+            **{"qwen3.5-27b": TargetPlan(161, {"AE320": 9})})
+    result = gate(db, "--max-error-rate", "8")
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert lines[1] == (f"FAIL  (run): run finished: the run is {status}, not finished: its "
+                        "sessions may not be all of the suite; resume it, or pass "
+                        "--allow-incomplete to judge what it holds")
+    assert lines[2] == ("FAIL  qwen3.6-35b: sessions > 0: the run names this target but it "
+                        "played no session: nothing of it was judged (--allow-incomplete skips it)")
+    assert lines[3].startswith("PASS  qwen3.5-27b: errors/100 <= 8")
+    allowed = gate(db, "--max-error-rate", "8", "--allow-incomplete")
+    assert allowed.exit_code == 0
+    assert allowed.stdout.splitlines()[1].startswith(f"SKIP  (run): run finished: skipped: "
+                                                     f"the run is {status}")
 
 
 # --- baselines ---------------------------------------------------------------------------

@@ -53,9 +53,10 @@ Units = Mapping[str, Sequence[Unit] | TargetStats]
 """Per-target session units (``agent_eval.metrics.clustered.session_units``) or their sums
 per scenario (``store.cluster_stats``, what the CLI passes)."""
 
-CheckKind = Literal["sessions", "baseline", "judged", "error-rate", "class-rate", "handshake",
+CheckKind = Literal["run-status", "sessions", "baseline", "judged", "error-rate", "class-rate", "handshake",
                     "regression"]
-"""``sessions``: the run has something to judge; ``baseline``: the baseline asked for
+"""``run-status``: the run finished; ``sessions``: the run, or a target, has something
+to judge; ``baseline``: the baseline asked for
 exists; ``judged``: at least one check was judged; ``error-rate``: ``max_error_rate``;
 ``class-rate``: one ``max_class`` entry; ``handshake``: ``min_handshake``;
 ``regression``: ``baseline`` + ``max_regression``."""
@@ -113,6 +114,9 @@ def evaluate_gate(
     baseline_units: Units | None = None,
     missing_baseline: str | None = None,
     allow_missing_baseline: bool = False,
+    run_status: str | None = None,
+    declared_targets: Sequence[str] = (),
+    allow_incomplete: bool = False,
 ) -> GateResult:
     """Judge ``current`` (per-target summaries, or one overall summary) against thresholds.
 
@@ -130,6 +134,11 @@ def evaluate_gate(
     from the baseline fails its regression check, and a gate that judged no check at all
     fails a ``judged`` check; ``allow_missing_baseline`` (the first nightly) turns the
     first two into skips and lets a gate with only skipped checks pass.
+
+    Nor by a partial run: a ``run_status`` other than ``finished`` (``running``,
+    ``interrupted``, ``failed``) fails a ``run-status`` check, and each of
+    ``declared_targets`` that played no session fails a ``sessions`` check;
+    ``allow_incomplete`` turns both into skips that still name the status and targets.
     """
     _check_thresholds(max_error_rate, max_class or {}, min_handshake, max_regression)
     targets = _by_target(current)
@@ -140,6 +149,10 @@ def evaluate_gate(
         return GateResult([GateCheck("sessions > 0", "(run)", "sessions", 0, 0, "fail",
                                      "the run holds no sessions: nothing to judge")])
     checks: list[GateCheck] = []
+    if run_status is not None and run_status != "finished":
+        checks.append(_run_status_check(run_status, allow_incomplete))
+    checks += [_silent_target_check(name, allow_incomplete)
+               for name in declared_targets if name not in targets]
     if missing_baseline is not None:
         checks.append(_missing_baseline_check(missing_baseline, allow_missing_baseline))
     for name, summary in targets.items():
@@ -158,6 +171,24 @@ def evaluate_gate(
     if not any(check.status != "skip" for check in checks):
         checks.append(_nothing_judged_check(checks, allow_missing_baseline))
     return GateResult(checks)
+
+
+def _run_status_check(status: str, allowed: bool) -> GateCheck:
+    why = f"the run is {status}, not finished: its sessions may not be all of the suite"
+    if allowed:
+        return GateCheck("run finished", "(run)", "run-status", 0, None, "skip",
+                         f"skipped: {why} (--allow-incomplete)")
+    return GateCheck("run finished", "(run)", "run-status", 0, None, "fail",
+                     f"{why}; resume it, or pass --allow-incomplete to judge what it holds")
+
+
+def _silent_target_check(target: str, allowed: bool) -> GateCheck:
+    why = "the run names this target but it played no session"
+    if allowed:
+        return GateCheck("sessions > 0", target, "sessions", 0, 0, "skip",
+                         f"skipped: {why} (--allow-incomplete)")
+    return GateCheck("sessions > 0", target, "sessions", 0, 0, "fail",
+                     f"{why}: nothing of it was judged (--allow-incomplete skips it)")
 
 
 def _missing_baseline_check(why: str, allowed: bool) -> GateCheck:

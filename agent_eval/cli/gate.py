@@ -30,13 +30,16 @@ from agent_eval.errors import ConfigError
 @click.option("--allow-missing-baseline", is_flag=True,
               help="Pass when the baseline, or a target's baseline, is not found (the first "
                    "run of a series) instead of failing.")
+@click.option("--allow-incomplete", is_flag=True,
+              help="Judge a run that is not finished, or has a target with no session, "
+                   "instead of failing it (the status and targets are still named).")
 @click.option("--markdown", "markdown_path", type=click.Path(path_type=Path), metavar="FILE",
               help="Also write the result as Markdown (e.g. for $GITHUB_STEP_SUMMARY).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the verdict and every check as JSON (exit codes unchanged).")
 @db_option
 def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_regression,
-         allow_missing_baseline, markdown_path, as_json, db) -> None:
+         allow_missing_baseline, allow_incomplete, markdown_path, as_json, db) -> None:
     """Pass or fail a stored run against thresholds; exit 0 pass, 1 fail, 2 usage.
 
     Example:
@@ -62,7 +65,9 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     A gate is never green by accident: a `label:NAME` baseline with no other run of that
     label (a typo, or the first nightly) fails, so does a target missing from the
     baseline, and so does a gate whose every check was skipped; --allow-missing-baseline
-    turns those into skips that say so.  Sessions that ended
+    turns those into skips that say so.  Nor by a partial run: a run that is running,
+    interrupted or failed, and each target of the run that played no session, fail
+    unless --allow-incomplete.  Sessions that ended
     in a server fault are left out of every rate.  Prints each check with its numbers.
     """
     from agent_eval.analysis.gate import evaluate_gate, render_gate_markdown, render_gate_text
@@ -84,6 +89,7 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
                 note = (f"baseline {baseline_ref}: no run other than run {run.id} has that "
                         "label; regression checks not judged")
         current = rates(store, run.id)
+        declared = [t.name for t in store.run_targets(run.id)]
         baseline = rates(store, baseline_run.id) if baseline_run else None
         units = store.cluster_stats([run.id], classes=bool(classes))
         baseline_units = store.cluster_stats([baseline_run.id]) if baseline_run else None
@@ -93,7 +99,8 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
             min_handshake=min_handshake, baseline=baseline,
             max_regression=max_regression if baseline is not None else None,
             units=units, baseline_units=baseline_units, missing_baseline=note,
-            allow_missing_baseline=allow_missing_baseline,
+            allow_missing_baseline=allow_missing_baseline, run_status=run.status,
+            declared_targets=declared, allow_incomplete=allow_incomplete,
         )
     except ValueError as exc:
         raise ConfigError(str(exc), field="gate") from None
