@@ -170,17 +170,34 @@ def test_an_unfinished_run_with_a_target_that_played_no_session_fails_naming_bot
 # --- baselines ---------------------------------------------------------------------------
 
 
-def test_a_jump_over_20_calls_against_the_nightly_does_not_fail_on_noise(db):
+def test_a_jump_over_20_calls_against_the_nightly_is_inconclusive_with_exit_4(db):
     add_run(db, "nightly", qwen=TargetPlan(20, {}, sessions=2))
     add_run(db, "pr-3", qwen=TargetPlan(20, {"AE301": 2}, sessions=2))
     result = gate(db, "--baseline", "label:nightly", "--max-regression", "2")
-    assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines()[0] == "Run 2 (pr-3) against baseline run 1 (nightly)"
+    assert result.exit_code == 4, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "Run 2 (pr-3) against baseline run 1 (nightly)"
+    assert lines[1].startswith("INCONCLUSIVE  qwen: regression vs baseline <= 2: ")
     assert ("errors/100 0.00 (0/20) -> 10.00 (2/20), change +10.00 [95% CI -29.15 to +49.15, "
             "independent, sessions as clusters (Welch t interval); not paired: only 2 shared "
-            "scenarios with calls on both sides (need 3)]" in result.stdout)
-    assert "smallest rise detectable at 80% power on this run: +48.15" in result.stdout
-    assert "not supported by the sample (noise)" in result.stdout
+            "scenarios with calls on both sides (need 3)]; INCONCLUSIVE: above 2 but the "
+            "interval reaches -29.15, so the sample can neither confirm nor rule out the rise; "
+            "about 37 repeats per scenario would decide it (80% power)" in lines[1])
+    assert "smallest rise detectable at 80% power on this run: +48.15" in lines[1]
+    assert lines[-1] == ("gate INCONCLUSIVE: 1 of 1 checks could not be decided by the sample "
+                         "(qwen: regression vs baseline <= 2); none failed")
+
+
+@pytest.mark.parametrize(("reading", "code", "verdict"), [
+    ("pass", 0, "gate passed (--on-inconclusive pass)"),
+    ("fail", 1, "gate FAILED (--on-inconclusive fail)")])
+def test_on_inconclusive_maps_the_undecided_rise_to_an_exit_code(db, reading, code, verdict):
+    add_run(db, "nightly", qwen=TargetPlan(20, {}, sessions=2))
+    add_run(db, "pr-3", qwen=TargetPlan(20, {"AE301": 2}, sessions=2))
+    result = gate(db, "--baseline", "label:nightly", "--max-regression", "2",
+                  "--on-inconclusive", reading)
+    assert result.exit_code == code
+    assert result.stdout.splitlines()[-1].startswith(verdict + ": 1 of 1 checks could not")
 
 
 def test_the_same_jump_over_1000_calls_fails(db):

@@ -259,3 +259,14 @@ def test_a_comparison_without_fishers_p_keeps_every_other_figure():
     full, quick = compare_rates(9, 161, 19, 158), compare_rates(9, 161, 19, 158, exact=False)
     assert math.isnan(quick.fisher_p) and 0 < full.fisher_p < 1
     assert dataclasses.replace(quick, fisher_p=full.fisher_p) == full
+
+
+def test_repeats_to_decide_is_the_fewest_repeats_at_which_the_excess_is_detectable():
+    from agent_eval.metrics.regression import repeats_to_decide
+
+    # SE 9.1 at 1 repeat on 2 df, an excess of 8 over the limit: detectable needs
+    # (t_.975 + t_.8) * SE / sqrt(R) <= 8
+    needed = repeats_to_decide(8.0, 9.1, 2, 1)
+    factor = sps.t.ppf(0.975, 2) + sps.t.ppf(0.8, 2)
+    assert factor * 9.1 / math.sqrt(needed) <= 8.0 < factor * 9.1 / math.sqrt(needed - 1)
+    assert repeats_to_decide(-1.0, 9.1, 2, 1) is None

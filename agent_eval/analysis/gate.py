@@ -61,9 +61,16 @@ exists; ``judged``: at least one check was judged; ``error-rate``: ``max_error_r
 ``class-rate``: one ``max_class`` entry; ``handshake``: ``min_handshake``;
 ``regression``: ``baseline`` + ``max_regression``."""
 
-CheckStatus = Literal["pass", "fail", "skip"]
-"""``skip``: the check could not be judged (no baseline target, no handshake required);
-it never fails the gate and its ``detail`` says why."""
+CheckStatus = Literal["pass", "fail", "inconclusive", "skip"]
+"""``inconclusive``: a regression above the allowed rise that the sample can neither
+confirm nor rule out (the interval straddles the limit); ``skip``: the check could not be
+judged (no handshake required, a missing baseline allowed); it never fails the gate and
+its ``detail`` says why."""
+
+Outcome = Literal["pass", "fail", "inconclusive"]
+"""The gate's verdict: ``fail`` when a check failed, else ``inconclusive`` when a check was
+(unless ``on_inconclusive`` maps it to ``pass`` or ``fail``), else ``pass``.  The CLI exits
+0, 1 and 4 (``EXIT_INCONCLUSIVE``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,19 +90,34 @@ class GateCheck:
 
     @property
     def passed(self) -> bool:
-        """True unless the check failed (a skipped check does not fail the gate)."""
-        return self.status != "fail"
+        """True when the check passed or was skipped (a skip never fails the gate)."""
+        return self.status in ("pass", "skip")
 
 
 @dataclass(frozen=True, slots=True)
 class GateResult:
-    """Every check, in target order then threshold order; ``passed`` when none failed."""
+    """Every check, in target order then threshold order, and the verdict (:data:`Outcome`);
+    ``on_inconclusive`` is the operator's reading of an inconclusive check, ``None`` to keep
+    it a verdict of its own."""
 
     checks: list[GateCheck] = field(default_factory=list)
+    on_inconclusive: Literal["pass", "fail"] | None = None
+
+    @property
+    def outcome(self) -> Outcome:
+        if any(check.status == "fail" for check in self.checks):
+            return "fail"
+        if any(check.status == "inconclusive" for check in self.checks):
+            return self.on_inconclusive or "inconclusive"
+        return "pass"
 
     @property
     def passed(self) -> bool:
-        return all(check.passed for check in self.checks)
+        return self.outcome == "pass"
+
+    @property
+    def inconclusive(self) -> list[GateCheck]:
+        return [check for check in self.checks if check.status == "inconclusive"]
 
     @property
     def failures(self) -> list[GateCheck]:
@@ -117,6 +139,7 @@ def evaluate_gate(
     run_status: str | None = None,
     declared_targets: Sequence[str] = (),
     allow_incomplete: bool = False,
+    on_inconclusive: Literal["pass", "fail"] | None = None,
 ) -> GateResult:
     """Judge ``current`` (per-target summaries, or one overall summary) against thresholds.
 
@@ -139,6 +162,10 @@ def evaluate_gate(
     ``interrupted``, ``failed``) fails a ``run-status`` check, and each of
     ``declared_targets`` that played no session fails a ``sessions`` check;
     ``allow_incomplete`` turns both into skips that still name the status and targets.
+
+    A regression check whose rise is above ``max_regression`` but whose interval reaches
+    below it is ``inconclusive`` and names the repeats that would decide it; the verdict
+    is then ``inconclusive`` unless ``on_inconclusive`` says ``pass`` or ``fail``.
     """
     _check_thresholds(max_error_rate, max_class or {}, min_handshake, max_regression)
     targets = _by_target(current)
@@ -170,7 +197,7 @@ def evaluate_gate(
                                             mine, theirs, allow_missing_baseline))
     if not any(check.status != "skip" for check in checks):
         checks.append(_nothing_judged_check(checks, allow_missing_baseline))
-    return GateResult(checks)
+    return GateResult(checks, on_inconclusive)
 
 
 def _run_status_check(status: str, allowed: bool) -> GateCheck:
@@ -294,11 +321,15 @@ def _regression_check(target: str, summary: GroupSummary, base: GroupSummary | N
                          "no tool calls to judge (every session errored, or none ran)")
     if units is not None and base_units is not None:
         reg = regression_from_units(base_units, units, limit)
-        return GateCheck(name, target, "regression", limit, reg.diff100,
-                         "fail" if reg.regressed else "pass", reg.detail, reg.method)
+        status: CheckStatus = ("fail" if reg.regressed else
+                               "inconclusive" if reg.inconclusive else "pass")
+        return GateCheck(name, target, "regression", limit, reg.diff100, status, reg.detail,
+                         reg.method)
     cmp = compare_rates(base.errors.k, base.calls, summary.errors.k, summary.calls)
-    return GateCheck(name, target, "regression", limit, cmp.diff100,
-                     "fail" if regressed(cmp, limit) else "pass", _regression_detail(cmp, limit))
+    status = ("fail" if regressed(cmp, limit) else
+              "inconclusive" if cmp.diff100 is not None and cmp.diff100 > limit else "pass")
+    return GateCheck(name, target, "regression", limit, cmp.diff100, status,
+                     _regression_detail(cmp, limit))
 
 
 def regressed(comparison: RateComparison, max_regression: float) -> bool:
@@ -314,8 +345,8 @@ def _regression_detail(cmp: RateComparison, limit: float) -> str:
     if regressed(cmp, limit):
         verdict = f"even the low end {cmp.lo100:+.2f} exceeds {_num(limit)}: a real regression"
     elif cmp.diff100 > limit:
-        verdict = (f"above {_num(limit)} but the interval reaches {cmp.lo100:+.2f}: "
-                   "not supported by the sample (noise)")
+        verdict = (f"INCONCLUSIVE: above {_num(limit)} but the interval reaches "
+                   f"{cmp.lo100:+.2f}, so the sample can neither confirm nor rule out the rise")
     else:
         verdict = f"within {_num(limit)}"
     return f"{counts}; {verdict}"
@@ -328,7 +359,8 @@ def _num(value: float) -> str:
 
 # --- rendering ---------------------------------------------------------------------------
 
-_MARK: dict[CheckStatus, str] = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP"}
+_MARK: dict[CheckStatus, str] = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE",
+                                 "skip": "SKIP"}
 
 
 def render_gate_text(result: GateResult, *, title: str | None = None) -> str:
@@ -353,15 +385,18 @@ def methods_used(result: GateResult) -> list[tuple[str, str]]:
 
 def render_gate_markdown(result: GateResult, *, title: str | None = None) -> str:
     """The same as Markdown, for ``$GITHUB_STEP_SUMMARY`` or a PR comment."""
-    icon = "✅" if result.passed else "❌"
-    lines = [f"## {icon} agent-eval gate: {'passed' if result.passed else 'failed'}", ""]
+    icon, word = {"pass": ("✅", "passed"), "fail": ("❌", "failed"),
+                  "inconclusive": ("❔", "inconclusive")}[result.outcome]
+    lines = [f"## {icon} agent-eval gate: {word}", ""]
     if title:
         lines += [_escape(title).replace("\n", "  \n"), ""]
-    failures = result.failures
-    if failures:
-        lines.append("Failed thresholds:")
-        lines += [f"- **{_md_name(f.target)}**: {_md(f.name)}: {_md(f.detail)}" for f in failures]
-        lines.append("")
+    for heading, listed in (("Failed thresholds:", result.failures),
+                            ("Not decided by the sample:", result.inconclusive)):
+        if listed:
+            lines.append(heading)
+            lines += [f"- **{_md_name(f.target)}**: {_md(f.name)}: {_md(f.detail)}"
+                      for f in listed]
+            lines.append("")
     lines += ["| result | target | check | threshold | observed | detail |",
               "|---|---|---|---:|---:|---|"]
     for c in result.checks:
@@ -375,10 +410,19 @@ def render_gate_markdown(result: GateResult, *, title: str | None = None) -> str
 
 
 def _verdict(result: GateResult) -> str:
-    if result.passed:
-        return f"gate passed: {len(result.checks)} checks, none failed"
-    names = ", ".join(f"{f.target}: {f.name}" for f in result.failures)
-    return f"gate FAILED: {len(result.failures)} of {len(result.checks)} checks failed ({names})"
+    n = len(result.checks)
+    unsure = result.inconclusive
+    unsure_names = ", ".join(f"{c.target}: {c.name}" for c in unsure)
+    if result.failures:
+        names = ", ".join(f"{f.target}: {f.name}" for f in result.failures)
+        return f"gate FAILED: {len(result.failures)} of {n} checks failed ({names})"
+    if unsure:
+        reading = {"pass": "passed", "fail": "FAILED"}.get(result.on_inconclusive or "")
+        head = ("gate INCONCLUSIVE" if reading is None
+                else f"gate {reading} (--on-inconclusive {result.on_inconclusive})")
+        return (f"{head}: {len(unsure)} of {n} checks could not be decided by the sample "
+                f"({unsure_names}); none failed")
+    return f"gate passed: {n} checks, none failed"
 
 
 def _md(text: str) -> str:

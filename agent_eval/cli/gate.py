@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from agent_eval.cli import EXIT_FAIL, main
+from agent_eval.cli import EXIT_FAIL, EXIT_INCONCLUSIVE, main
 from agent_eval.cli.db import db_option
 from agent_eval.errors import ConfigError
 
@@ -33,14 +33,19 @@ from agent_eval.errors import ConfigError
 @click.option("--allow-incomplete", is_flag=True,
               help="Judge a run that is not finished, or has a target with no session, "
                    "instead of failing it (the status and targets are still named).")
+@click.option("--on-inconclusive", type=click.Choice(["pass", "fail"]),
+              help="Read a regression the sample can neither confirm nor rule out as a pass "
+                   "or a fail [default: its own exit code, 4].")
 @click.option("--markdown", "markdown_path", type=click.Path(path_type=Path), metavar="FILE",
               help="Also write the result as Markdown (e.g. for $GITHUB_STEP_SUMMARY).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the verdict and every check as JSON (exit codes unchanged).")
 @db_option
 def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_regression,
-         allow_missing_baseline, allow_incomplete, markdown_path, as_json, db) -> None:
-    """Pass or fail a stored run against thresholds; exit 0 pass, 1 fail, 2 usage.
+         allow_missing_baseline, allow_incomplete, on_inconclusive, markdown_path, as_json,
+         db) -> None:
+    """Pass or fail a stored run against thresholds; exit 0 pass, 1 fail, 2 usage,
+    4 inconclusive.
 
     Example:
 
@@ -57,7 +62,9 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     each target with the baseline target of the same name and fails only when the rise
     is supported by the sample: the low end of the 95% interval of (run − baseline) must
     exceed --max-regression, so a jump over a handful of calls does not fail a build on
-    noise.  The interval is paired over the scenarios both runs share when they share
+    noise.  A rise above --max-regression whose interval still reaches below it is
+    INCONCLUSIVE (exit 4, or as --on-inconclusive pass|fail says) and names the repeats
+    per scenario that would decide it.  The interval is paired over the scenarios both runs share when they share
     enough of their mix (else post-stratified to the shared tag mix when the sessions
     carry tags, else independent, sessions as clusters), and the check prints the
     smallest rise it could have detected with 80% power.  Each check's method is named
@@ -101,6 +108,7 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
             units=units, baseline_units=baseline_units, missing_baseline=note,
             allow_missing_baseline=allow_missing_baseline, run_status=run.status,
             declared_targets=declared, allow_incomplete=allow_incomplete,
+            on_inconclusive=on_inconclusive,
         )
     except ValueError as exc:
         raise ConfigError(str(exc), field="gate") from None
@@ -118,19 +126,22 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
         click.echo(escape_terminal(render_gate_text(result, title=title)), nl=False)
     if markdown_path is not None:
         _write(markdown_path, render_gate_markdown(result, title=title))
-    if not result.passed:
+    if result.outcome == "fail":
         sys.exit(EXIT_FAIL)
+    if result.outcome == "inconclusive":
+        sys.exit(EXIT_INCONCLUSIVE)
 
 
 def gate_json(result, run_id: int, baseline_id: int | None, note: str | None) -> str:
-    """``{passed, run, baseline, note, checks: [{name, target, kind, threshold, observed,
-    status, detail, method}]}``; ``method`` names the interval or test a check used."""
+    """``{passed, outcome, run, baseline, note, checks: [{name, target, kind, threshold,
+    observed, status, detail, method}]}``; ``outcome`` is pass, fail or inconclusive (after
+    --on-inconclusive); ``method`` names the interval or test a check used."""
     import json
 
     checks = [{"name": c.name, "target": c.target, "kind": c.kind, "threshold": c.threshold,
                "observed": c.observed, "status": c.status, "detail": c.detail, "method": c.method}
               for c in result.checks]
-    return json.dumps({"passed": result.passed, "run": run_id, "baseline": baseline_id,
+    return json.dumps({"passed": result.passed, "outcome": result.outcome, "run": run_id, "baseline": baseline_id,
                        "note": note, "checks": checks}, indent=2)
 
 

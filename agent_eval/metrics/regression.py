@@ -11,13 +11,18 @@
    (``agent_eval.metrics.clustered.compare_independent``), and the reason paired did not
    apply.
 
-A regression is *supported* when the interval's low end exceeds the allowed rise.  The
-result also carries the smallest rise this design detects with 80% power
-(``detectable_rise``), so a passing gate says what it could not have seen.
+A regression is *supported* when the interval's low end exceeds the allowed rise.  A rise
+above the allowed one that the interval cannot confirm is **inconclusive**: not a pass,
+since the sample could not have failed it.  The result then carries the repeats per
+scenario that would decide it (:func:`repeats_to_decide`: the power rule of
+``agent_eval.metrics.power`` with ``SE ∝ 1/√repeats``), and always the smallest rise this
+design detects with 80% power (``detectable_rise``), so a passing gate says what it could
+not have seen.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -39,6 +44,8 @@ class Regression:
     method: str
     detail: str
     paired: PairedComparison | None
+    inconclusive: bool = False  # above the limit, but the interval reaches below it
+    repeats_needed: int | None = None  # per scenario, to decide an inconclusive rise
 
 
 def regression_from_units(baseline: Sequence[Unit] | TargetStats,
@@ -76,18 +83,41 @@ def regression_from_units(baseline: Sequence[Unit] | TargetStats,
                           "not judged", paired)
     mde = detectable_rise(se, df, alpha=alpha)
     regressed = lo > limit
+    inconclusive = not regressed and diff > limit
+    needed = (repeats_to_decide(diff - limit, se, df, _repeats(current), alpha=alpha)
+              if inconclusive else None)
     if regressed:
         verdict = f"even the low end {lo:+.2f} exceeds {limit:g}: a real regression"
-    elif diff > limit:
-        verdict = (f"above {limit:g} but the interval reaches {lo:+.2f}: not supported by "
-                   "the sample (noise)")
+    elif inconclusive:
+        decide = ("" if needed is None else
+                  f"; about {needed} repeats per scenario would decide it (80% power)")
+        verdict = (f"INCONCLUSIVE: above {limit:g} but the interval reaches {lo:+.2f}, so the "
+                   f"sample can neither confirm nor rule out the rise{decide}")
     else:
         verdict = f"within {limit:g}"
     power = ("" if mde is None else
              f"; smallest rise detectable at 80% power on this run: +{mde:.2f}")
     detail = (f"{counts}, change {diff:+.2f} [95% CI {lo:+.2f} to {hi:+.2f}, {method}]"
               f"{mix}; {verdict}{power}")
-    return Regression(diff, lo, hi, regressed, mde, method, detail, paired)
+    return Regression(diff, lo, hi, regressed, mde, method, detail, paired, inconclusive,
+                      needed)
+
+
+def repeats_to_decide(excess100: float, se100: float, df: float, repeats: int, *,
+                      alpha: float = ALPHA, power: float = 0.8) -> int | None:
+    """Repeats per scenario (in both runs) at which a true rise ``excess100`` above the
+    allowed one is confirmed with probability ``power``: the rule of ``agent-eval power``,
+    ``excess ≥ (t_{1−α/2} + t_power) · SE``, with the standard error shrinking as
+    ``1/√repeats`` from ``se100`` at ``repeats``.  ``None`` when it cannot be said."""
+    need = detectable_rise(se100, df, alpha=alpha, power=power)
+    if need is None or excess100 <= 0 or repeats < 1:
+        return None
+    return max(repeats + 1, math.ceil(repeats * (need / excess100) ** 2))
+
+
+def _repeats(stats: TargetStats) -> int:
+    """Sessions per scenario of a run: the fewest over its scenarios (at least 1)."""
+    return max(1, min((s.sessions for s in stats.scenarios.values()), default=1))
 
 
 def _rate(stats: TargetStats) -> tuple[int, int]:
