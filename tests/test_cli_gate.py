@@ -235,6 +235,24 @@ def test_a_misspelt_baseline_label_with_no_other_check_fails_instead_of_passing_
     assert lines[-1] == "gate FAILED: 1 of 1 checks failed ((run): baseline found)"
 
 
+def test_a_label_baseline_is_chosen_per_target_the_newest_run_of_the_label_that_holds_it(db):
+    add_run(db, "nightly", qwen=TargetPlan(1000, {}, sessions=20))              # 1
+    add_run(db, "nightly", llama=TargetPlan(1000, {}, sessions=20))             # 2: another model
+    add_run(db, "pr-9", qwen=TargetPlan(1000, {"AE301": 100}, sessions=20),
+            llama=TargetPlan(1000, {}, sessions=20))                            # 3
+    result = gate(db, "--baseline", "label:nightly", "--max-regression", "2", "--json")
+    assert result.exit_code == 1, result.output
+    import json
+
+    verdict = json.loads(result.stdout)
+    assert (verdict["baseline"], verdict["baselines"]) == (2, {"qwen": 1, "llama": 2})
+    statuses = {c["target"]: c["status"] for c in verdict["checks"]}
+    assert statuses == {"qwen": "fail", "llama": "pass"}
+    text = gate(db, "--baseline", "label:nightly", "--max-regression", "2")
+    assert text.stdout.splitlines()[0] == ("Run 3 (pr-9) against baseline label:nightly per "
+                                           "target: qwen -> run 1, llama -> run 2")
+
+
 def test_the_first_nightly_passes_only_when_allowed_and_says_so(db):
     add_run(db, "nightly", qwen=TargetPlan(100, {}))
     args = ("--baseline", "label:nightly", "--max-regression", "2", "--max-error-rate", "8")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
@@ -59,7 +60,8 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     calls (printed with the Wilson 95% interval and the clustered one, sessions as
     clusters, with its design effect: calls of one session err together, so the
     clustered interval is the one to trust; docs/statistics.md).  --baseline compares
-    each target with the baseline target of the same name and fails only when the rise
+    each target with the baseline target of the same name (for `label:NAME`, the newest
+    run of that label that holds the target) and fails only when the rise
     is supported by the sample: the low end of the 95% interval of (run − baseline) must
     exceed --max-regression, so a jump over a handful of calls does not fail a build on
     noise.  A rise above --max-regression whose interval still reaches below it is
@@ -89,17 +91,18 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
                           "--min-handshake or --baseline", field="gate")
     with open_store(db) as store:
         run = store.resolve_run(run_ref)
-        baseline_run, note = None, None
-        if baseline_ref:
-            baseline_run = resolve_baseline(store, baseline_ref, run.id)
-            if baseline_run is None:
-                note = (f"baseline {baseline_ref}: no run other than run {run.id} has that "
-                        "label; regression checks not judged")
         current = rates(store, run.id)
         declared = [t.name for t in store.run_targets(run.id)]
-        baseline = rates(store, baseline_run.id) if baseline_run else None
         units = store.cluster_stats([run.id], classes=bool(classes))
-        baseline_units = store.cluster_stats([baseline_run.id]) if baseline_run else None
+        pick, note = None, None
+        if baseline_ref:
+            pick = pick_baselines(store, baseline_ref, run.id, list(current))
+            if not pick.runs:
+                note = (f"baseline {baseline_ref}: no run other than run {run.id} has that "
+                        "label; regression checks not judged")
+                pick = None
+        baseline = pick.summaries if pick else None
+        baseline_units = pick.units if pick else None
     try:
         result = evaluate_gate(
             current, max_error_rate=max_error_rate, max_class=classes,
@@ -113,13 +116,12 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     except ValueError as exc:
         raise ConfigError(str(exc), field="gate") from None
     title = f"Run {run.id}" + (f" ({run.label})" if run.label else "")
-    if baseline_run is not None:
-        title += f" against baseline run {baseline_run.id}" + (
-            f" ({baseline_run.label})" if baseline_run.label else "")
+    if pick is not None:
+        title += f" against {pick.describe(baseline_ref)}"
     if note:
         title += f"\n{note}"
     if as_json:
-        click.echo(gate_json(result, run.id, baseline_run.id if baseline_run else None, note))
+        click.echo(gate_json(result, run.id, pick, note))
     else:
         from agent_eval.cli.terminal import escape_terminal
 
@@ -132,16 +134,20 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
         sys.exit(EXIT_INCONCLUSIVE)
 
 
-def gate_json(result, run_id: int, baseline_id: int | None, note: str | None) -> str:
-    """``{passed, outcome, run, baseline, note, checks: [{name, target, kind, threshold,
-    observed, status, detail, method}]}``; ``outcome`` is pass, fail or inconclusive (after
-    --on-inconclusive); ``method`` names the interval or test a check used."""
+def gate_json(result, run_id: int, pick: BaselinePick | None, note: str | None) -> str:
+    """``{passed, outcome, run, baseline, baselines, note, checks: [{name, target, kind,
+    threshold, observed, status, detail, method}]}``; ``outcome`` is pass, fail or
+    inconclusive (after --on-inconclusive); ``baseline`` is the newest baseline run and
+    ``baselines`` the run each target was compared with; ``method`` names the interval or
+    test a check used."""
     import json
 
     checks = [{"name": c.name, "target": c.target, "kind": c.kind, "threshold": c.threshold,
                "observed": c.observed, "status": c.status, "detail": c.detail, "method": c.method}
               for c in result.checks]
-    return json.dumps({"passed": result.passed, "outcome": result.outcome, "run": run_id, "baseline": baseline_id,
+    baselines = {} if pick is None else {t: info.id for t, info in pick.by_target.items()}
+    return json.dumps({"passed": result.passed, "outcome": result.outcome, "run": run_id,
+                       "baseline": pick.runs[0].id if pick else None, "baselines": baselines,
                        "note": note, "checks": checks}, indent=2)
 
 
@@ -172,24 +178,56 @@ def parse_max_class(values: tuple[str, ...]) -> dict[str, float]:
     return parsed
 
 
-def resolve_baseline(store, ref: str, current_id: int):
-    """The baseline run: an id or ``latest`` as ``resolve_run`` reads them; for
-    ``label:NAME`` the newest run with that label other than the current run, or None
-    when there is none (the first nightly has nothing to compare with)."""
-    if not ref.startswith("label:"):
-        return store.resolve_run(ref)
-    label = ref[len("label:"):]
-    if not label:
-        return store.resolve_run(ref)  # the store's error for a bare "label:"
-    limit = 100
-    while True:
-        runs = store.list_runs(limit)
-        for info in runs:
-            if info.label == label and info.id != current_id:
-                return info
-        if len(runs) < limit:
-            return None
-        limit *= 10
+@dataclass
+class BaselinePick:
+    """The baseline of each target: ``by_target`` the run it is compared with, ``runs``
+    those runs newest first, and their figures for the picked targets only."""
+
+    runs: list = field(default_factory=list)
+    by_target: dict = field(default_factory=dict)
+    summaries: dict = field(default_factory=dict)
+    units: dict = field(default_factory=dict)
+
+    def describe(self, ref: str) -> str:
+        """``baseline run 3 (nightly)``, or per target when they differ."""
+        if len(self.runs) == 1:
+            info = self.runs[0]
+            return f"baseline run {info.id}" + (f" ({info.label})" if info.label else "")
+        per = ", ".join(f"{t} -> run {info.id}" for t, info in self.by_target.items())
+        return f"baseline {ref} per target: {per}"
+
+
+def pick_baselines(store, ref: str, current_id: int, targets: list[str],
+                   *, search: int = 200) -> BaselinePick:
+    """Each target's baseline.  An id or ``latest`` is one run for every target (as
+    ``resolve_run`` reads it); ``label:NAME`` is, per target, the newest run with that
+    label, other than the current run, that holds that target, so a label whose newest
+    run measured another model still gives each target its own last measurement (the
+    ``search`` newest runs of the label are looked at).  ``runs`` is empty when no run
+    of the label is there to compare with."""
+    if not ref.startswith("label:") or not ref[len("label:"):]:
+        candidates = [store.resolve_run(ref)]  # a bare "label:" gets the store's error
+    else:
+        candidates = [info for info in store.list_runs(search, label=ref[len("label:"):])
+                      if info.id != current_id]
+    pick = BaselinePick()
+    for info in candidates:
+        missing = [t for t in targets if t not in pick.by_target]
+        if pick.runs and not missing:
+            break
+        figures = rates(store, info.id)
+        held = [t for t in missing if t in figures]
+        if not held and pick.runs:
+            continue
+        pick.runs.append(info)
+        stats = store.cluster_stats([info.id])
+        for t in held:
+            pick.by_target[t] = info
+            pick.summaries[t] = figures[t]
+            if t in stats:
+                pick.units[t] = stats[t]
+    pick.by_target = {t: pick.by_target[t] for t in targets if t in pick.by_target}
+    return pick
 
 
 def rates(store, run_id: int):
