@@ -270,3 +270,26 @@ def test_repeats_to_decide_is_the_fewest_repeats_at_which_the_excess_is_detectab
     factor = sps.t.ppf(0.975, 2) + sps.t.ppf(0.8, 2)
     assert factor * 9.1 / math.sqrt(needed) <= 8.0 < factor * 9.1 / math.sqrt(needed - 1)
     assert repeats_to_decide(-1.0, 9.1, 2, 1) is None
+
+
+def test_expected_flips_under_no_change_sums_each_scenarios_flip_chance():
+    from agent_eval.analysis.comparison import expected_flips
+    from agent_eval.metrics.sufficient import Passes, ScenarioStats, Sums, TargetStats
+
+    def side(**outcomes):
+        return TargetStats({s: ScenarioStats(len(o), Sums(), passes=Passes.of(enumerate(o)))
+                            for s, o in outcomes.items()})
+
+    # s1: 2 of 4 passed pooled, q = .5, 2 repeats each: 2 · .25 · .75 = .375;
+    # s2: every repeat passed on both sides, q = 1: never flips
+    a = side(s1=(True, False), s2=(True, True))
+    b = side(s1=(False, True), s2=(True, True))
+    assert expected_flips(a, b) == pytest.approx(0.375)
+
+
+def test_holm_equals_statsmodels_and_the_step_down_by_hand():
+    from agent_eval.analysis.comparison import holm
+
+    adjusted = holm({"AE301": 0.01, "AE304": 0.04, "AE320": 0.03})
+    # sorted 0.01, 0.03, 0.04 -> 3·0.01, max(0.03, 2·0.03), max(0.06, 1·0.04)
+    assert adjusted == pytest.approx({"AE301": 0.03, "AE320": 0.06, "AE304": 0.06})
