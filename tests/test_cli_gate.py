@@ -304,6 +304,29 @@ def test_markdown_file_holds_the_same_checks(db, tmp_path):
     assert "| FAIL | qwen | errors/100 <= 8 | 8 | 9.00 |" in md
 
 
+def test_junit_file_holds_one_case_per_check_with_each_failure_named(db, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    add_run(db, "pr-2", **{
+        "qwen3.5-27b": TargetPlan(161, {"AE320": 9}),
+        "qwen3.6-35b": TargetPlan(158, {"AE301": 10, "AE304": 4, "AE311": 5}, handshakes=6),
+    })
+    out = tmp_path / "gate.xml"
+    result = gate(db, "--max-class", "AE301=3", "--min-handshake", "0.8", "--junit", str(out))
+    assert result.exit_code == 1
+    suite = ET.parse(out).getroot().find("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("4", "2", "0")
+    failures = {(c.get("classname"), c.get("name")): c.find("failure").get("message")
+                for c in suite.iter("testcase") if c.find("failure") is not None}
+    assert failures == {
+        ("gate.qwen3.6-35b", "AE301/100 <= 3"):
+            "AE301/100 6.33 (10/158 calls, Wilson 95% CI 3.5–11.3; clustered [3.2–12.2] deff "
+            "1.0, 10 sessions, few clusters) > 3",
+        ("gate.qwen3.6-35b", "handshake >= 0.8"):
+            "handshake completed in 6/10 sessions = 0.60 < 0.8",
+    }
+
+
 # --- usage: exit 2 with one line ---------------------------------------------------------
 
 

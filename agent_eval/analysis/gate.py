@@ -40,6 +40,7 @@ asked) with a ``judged`` check: a typo in a label must not keep a nightly green.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -407,6 +408,43 @@ def render_gate_markdown(result: GateResult, *, title: str | None = None) -> str
     if used:
         lines += ["", *(f"- method ({_md(name)}): {_md(method)}" for name, method in used)]
     return "\n".join(lines) + "\n"
+
+
+def render_gate_junit(result: GateResult, *, title: str | None = None) -> bytes:
+    """JUnit XML for CI test panels: one test case per check (class ``gate.TARGET``, name
+    the check).  A failed check is a ``failure`` whose message is its detail; an
+    inconclusive one a ``failure`` when ``--on-inconclusive fail`` reads it so, else
+    ``skipped`` with its detail (the exit code, 4, carries the verdict); a skipped check
+    ``skipped``."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.Element("testsuites", name="agent-eval gate")
+    suite = ET.SubElement(root, "testsuite", name=_xml(title.splitlines()[0] if title
+                                                        else "agent-eval gate"))
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for check in result.checks:
+        case = ET.SubElement(suite, "testcase", classname=_xml(f"gate.{check.target}"),
+                             name=_xml(check.name))
+        counts["tests"] += 1
+        failed = check.status == "fail" or (check.status == "inconclusive"
+                                            and result.on_inconclusive == "fail")
+        if failed:
+            counts["failures"] += 1
+            ET.SubElement(case, "failure", message=_xml(check.detail),
+                          type=check.kind).text = _xml(f"{check.target}: {check.name}: "
+                                                       f"{check.detail}")
+        elif check.status in ("skip", "inconclusive"):
+            counts["skipped"] += 1
+            ET.SubElement(case, "skipped", message=_xml(f"{_MARK[check.status]}: "
+                                                        f"{check.detail}"))
+    for key, value in counts.items():
+        suite.set(key, str(value))
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+
+
+def _xml(text: str) -> str:
+    """Text XML 1.0 can carry: control characters become U+FFFD."""
+    return re.sub("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]", "\ufffd", text)
 
 
 def _verdict(result: GateResult) -> str:

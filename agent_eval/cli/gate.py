@@ -39,12 +39,14 @@ from agent_eval.errors import ConfigError
                    "or a fail [default: its own exit code, 4].")
 @click.option("--markdown", "markdown_path", type=click.Path(path_type=Path), metavar="FILE",
               help="Also write the result as Markdown (e.g. for $GITHUB_STEP_SUMMARY).")
+@click.option("--junit", "junit_path", type=click.Path(path_type=Path), metavar="FILE",
+              help="Also write the checks as JUnit XML (one test case per check).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the verdict and every check as JSON (exit codes unchanged).")
 @db_option
 def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_regression,
-         allow_missing_baseline, allow_incomplete, on_inconclusive, markdown_path, as_json,
-         db) -> None:
+         allow_missing_baseline, allow_incomplete, on_inconclusive, markdown_path,
+         junit_path, as_json, db) -> None:
     """Pass or fail a stored run against thresholds; exit 0 pass, 1 fail, 2 usage,
     4 inconclusive.
 
@@ -52,7 +54,7 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
 
         agent-eval gate --run latest --max-error-rate 8 --max-class AE301=3 \\
             --min-handshake 0.8 --baseline label:nightly --max-regression 2 \\
-            --markdown gate.md
+            --markdown gate.md --junit gate.xml
         agent-eval gate --run 12 --max-error-rate 8 --json
 
     Every threshold applies to each target of the run, and every target must pass.
@@ -79,7 +81,12 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     unless --allow-incomplete.  Sessions that ended
     in a server fault are left out of every rate.  Prints each check with its numbers.
     """
-    from agent_eval.analysis.gate import evaluate_gate, render_gate_markdown, render_gate_text
+    from agent_eval.analysis.gate import (
+        evaluate_gate,
+        render_gate_junit,
+        render_gate_markdown,
+        render_gate_text,
+    )
     from agent_eval.store import open_store
 
     classes = parse_max_class(max_class)
@@ -127,7 +134,9 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
 
         click.echo(escape_terminal(render_gate_text(result, title=title)), nl=False)
     if markdown_path is not None:
-        _write(markdown_path, render_gate_markdown(result, title=title))
+        _write(markdown_path, render_gate_markdown(result, title=title), "--markdown")
+    if junit_path is not None:
+        _write(junit_path, render_gate_junit(result, title=title), "--junit")
     if result.outcome == "fail":
         sys.exit(EXIT_FAIL)
     if result.outcome == "inconclusive":
@@ -245,9 +254,12 @@ def run_units(store, run_id: int):
     return units_by_target(store.session_units([run_id]))
 
 
-def _write(path: Path, text: str) -> None:
+def _write(path: Path, text: str | bytes, option: str) -> None:
     try:
-        path.write_text(text, encoding="utf-8")
+        if isinstance(text, bytes):
+            path.write_bytes(text)
+        else:
+            path.write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"cannot write the Markdown file: {exc.strerror}", path=str(path),
-                          field="--markdown") from None
+        raise ConfigError(f"cannot write the {option[2:]} file: {exc.strerror}", path=str(path),
+                          field=option) from None
