@@ -4,6 +4,7 @@ baseline comparison fails only on a regression the sample supports."""
 from __future__ import annotations
 
 import pytest
+from scipy import stats as sps
 
 from agent_eval.analysis.gate import evaluate_gate, render_gate_markdown, render_gate_text
 from agent_eval.metrics import summarize
@@ -297,3 +298,31 @@ def test_terminal_text_ends_with_the_verdict_naming_the_failures():
     assert lines[0].startswith("FAIL  a: errors/100 <= 8: errors/100 9.00 (9/100 calls")
     assert lines[1].startswith("PASS  b: errors/100 <= 8: errors/100 0.00")
     assert lines[-1] == "gate FAILED: 1 of 2 checks failed (a: errors/100 <= 8)"
+
+
+# --- many targets: Holm across the regression checks --------------------------------------
+
+
+def test_one_of_14_targets_rising_at_one_sided_p_0_01_is_inconclusive_after_holm():
+    # 50/1000 -> 75/1000: +2.50, Wald SE 1.081, z 2.31, one-sided p 0.0104: alone it fails
+    # (low end +0.38 > 0); across 14 checks Holm multiplies the smallest p by 14 -> 0.146
+    others = [(f"t{i}", 1000, {"AE301": 50}) for i in range(1, 14)]
+    baseline = summaries(("t0", 1000, {"AE301": 50}), *others)
+    alone = evaluate_gate(summaries(("t0", 1000, {"AE301": 75})), baseline=baseline,
+                          allow_missing_baseline=True)
+    assert alone.checks[0].status == "fail"
+    assert alone.checks[0].p_value == pytest.approx(sps.norm.sf(2.5 / 1.0810), rel=1e-3)
+    result = evaluate_gate(summaries(("t0", 1000, {"AE301": 75}), *others), baseline=baseline)
+    t0 = result.checks[0]
+    assert t0.status == "inconclusive"
+    assert t0.detail.endswith(f"; Holm-adjusted p {min(1, 14 * t0.p_value):.3g} across the 14 "
+                              "regression checks (one-sided, alpha 0.025): not supported once "
+                              "the other targets' checks are counted")
+    assert result.outcome == "inconclusive"
+
+
+def test_a_rise_that_survives_holm_still_fails():
+    others = [(f"t{i}", 1000, {"AE301": 50}) for i in range(1, 14)]
+    baseline = summaries(("t0", 1000, {"AE301": 50}), *others)
+    result = evaluate_gate(summaries(("t0", 1000, {"AE301": 150}), *others), baseline=baseline)
+    assert [c.status for c in result.checks][:2] == ["fail", "pass"]

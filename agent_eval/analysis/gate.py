@@ -40,14 +40,16 @@ asked) with a ``judged`` check: a typo in a label must not keep a nightly green.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from agent_eval.metrics import GroupSummary, Rate, RateComparison, compare_rates
-from agent_eval.metrics.clustered import Unit, interval_text, units_rate
-from agent_eval.metrics.regression import regression_from_units
+from agent_eval.metrics.clustered import Unit, interval_text, t_quantile, units_rate
+from agent_eval.metrics.regression import exceed_p, regression_from_units
+from agent_eval.metrics.stats import ALPHA
 from agent_eval.metrics.sufficient import TargetStats
 
 Units = Mapping[str, Sequence[Unit] | TargetStats]
@@ -88,6 +90,7 @@ class GateCheck:
     status: CheckStatus
     detail: str
     method: str = ""  # the interval or test the check used, named
+    p_value: float | None = None  # regression: one-sided p of a rise above the limit
 
     @property
     def passed(self) -> bool:
@@ -196,9 +199,37 @@ def evaluate_gate(
             theirs = None if baseline_units is None else baseline_units.get(name)
             checks.append(_regression_check(name, summary, base.get(name), max_regression,
                                             mine, theirs, allow_missing_baseline))
+    checks = adjust_regressions(checks)
     if not any(check.status != "skip" for check in checks):
         checks.append(_nothing_judged_check(checks, allow_missing_baseline))
     return GateResult(checks, on_inconclusive)
+
+
+def adjust_regressions(checks: list[GateCheck]) -> list[GateCheck]:
+    """Holm's step-down adjustment across the gate's regression checks (one per target),
+    so 14 targets at a nominal one-sided 2.5% each do not fail an unchanged model 30% of
+    the time: a regression fails only when its Holm-adjusted p (statsmodels
+    ``multipletests``) is below ``ALPHA / 2``; one that fails alone but not after the
+    adjustment is inconclusive and says so.  A single check is unchanged."""
+    judged = [i for i, c in enumerate(checks)
+              if c.kind == "regression" and c.p_value is not None]
+    if len(judged) < 2:
+        return checks
+    from statsmodels.stats.multitest import multipletests
+
+    adjusted = multipletests([checks[i].p_value for i in judged], method="holm")[1]
+    out = list(checks)
+    for i, p in zip(judged, adjusted, strict=True):
+        check = out[i]
+        note = (f"; Holm-adjusted p {p:.3g} across the {len(judged)} regression checks "
+                f"(one-sided, alpha {ALPHA / 2:g})")
+        status = check.status
+        if status == "fail" and not p < ALPHA / 2:
+            status = "inconclusive"
+            note += ": not supported once the other targets' checks are counted"
+        out[i] = dataclasses.replace(check, status=status, detail=check.detail + note,
+                                     method=check.method + "; Holm across targets")
+    return out
 
 
 def _run_status_check(status: str, allowed: bool) -> GateCheck:
@@ -325,12 +356,15 @@ def _regression_check(target: str, summary: GroupSummary, base: GroupSummary | N
         status: CheckStatus = ("fail" if reg.regressed else
                                "inconclusive" if reg.inconclusive else "pass")
         return GateCheck(name, target, "regression", limit, reg.diff100, status, reg.detail,
-                         reg.method)
+                         reg.method, reg.p_value)
     cmp = compare_rates(base.errors.k, base.calls, summary.errors.k, summary.calls)
     status = ("fail" if regressed(cmp, limit) else
               "inconclusive" if cmp.diff100 is not None and cmp.diff100 > limit else "pass")
+    se = (None if cmp.lo100 is None or cmp.hi100 is None
+          else (cmp.hi100 - cmp.lo100) / (2 * t_quantile(math.inf)))
+    p = None if cmp.diff100 is None else exceed_p(cmp.diff100, limit, se, math.inf)
     return GateCheck(name, target, "regression", limit, cmp.diff100, status,
-                     _regression_detail(cmp, limit))
+                     _regression_detail(cmp, limit), p_value=p)
 
 
 def regressed(comparison: RateComparison, max_regression: float) -> bool:

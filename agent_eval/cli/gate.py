@@ -145,14 +145,16 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
 
 def gate_json(result, run_id: int, pick: BaselinePick | None, note: str | None) -> str:
     """``{passed, outcome, run, baseline, baselines, note, checks: [{name, target, kind,
-    threshold, observed, status, detail, method}]}``; ``outcome`` is pass, fail or
+    threshold, observed, status, detail, method, p}]}`` (``p``: a regression check's
+    one-sided p); ``outcome`` is pass, fail or
     inconclusive (after --on-inconclusive); ``baseline`` is the newest baseline run and
     ``baselines`` the run each target was compared with; ``method`` names the interval or
     test a check used."""
     import json
 
     checks = [{"name": c.name, "target": c.target, "kind": c.kind, "threshold": c.threshold,
-               "observed": c.observed, "status": c.status, "detail": c.detail, "method": c.method}
+               "observed": c.observed, "status": c.status, "detail": c.detail, "method": c.method,
+               "p": c.p_value}
               for c in result.checks]
     baselines = {} if pick is None else {t: info.id for t, info in pick.by_target.items()}
     return json.dumps({"passed": result.passed, "outcome": result.outcome, "run": run_id,

@@ -46,6 +46,7 @@ class Regression:
     paired: PairedComparison | None
     inconclusive: bool = False  # above the limit, but the interval reaches below it
     repeats_needed: int | None = None  # per scenario, to decide an inconclusive rise
+    p_value: float | None = None  # one-sided: the rise exceeds the limit (t, same df)
 
 
 def regression_from_units(baseline: Sequence[Unit] | TargetStats,
@@ -100,7 +101,20 @@ def regression_from_units(baseline: Sequence[Unit] | TargetStats,
     detail = (f"{counts}, change {diff:+.2f} [95% CI {lo:+.2f} to {hi:+.2f}, {method}]"
               f"{mix}; {verdict}{power}")
     return Regression(diff, lo, hi, regressed, mde, method, detail, paired, inconclusive,
-                      needed)
+                      needed, exceed_p(diff, limit, se, df))
+
+
+def exceed_p(diff100: float, limit: float, se100: float | None, df: float) -> float | None:
+    """One-sided p of "the rise exceeds ``limit``": ``P(T_df ≥ (diff − limit) / SE)``
+    (``scipy.stats.t.sf``).  It is below ``α/2`` exactly when the two-sided ``1 − α``
+    interval's low end is above the limit, so one check alone decides as before; the
+    gate adjusts these across its regression checks (Holm)."""
+    if se100 is None or not se100 > 0 or not df > 0:
+        return None
+    from scipy import stats as sps
+
+    t = (diff100 - limit) / se100
+    return float(sps.norm.sf(t) if math.isinf(df) else sps.t.sf(t, df))
 
 
 def repeats_to_decide(excess100: float, se100: float, df: float, repeats: int, *,
