@@ -293,3 +293,30 @@ def test_holm_equals_statsmodels_and_the_step_down_by_hand():
     adjusted = holm({"AE301": 0.01, "AE304": 0.04, "AE320": 0.03})
     # sorted 0.01, 0.03, 0.04 -> 3·0.01, max(0.03, 2·0.03), max(0.06, 1·0.04)
     assert adjusted == pytest.approx({"AE301": 0.03, "AE320": 0.06, "AE304": 0.06})
+
+
+def test_pooled_within_equals_scipys_pooled_two_sample_t_for_sessions_of_equal_size():
+    from agent_eval.metrics.paired import pooled_within
+    from agent_eval.metrics.sufficient import Sums
+
+    # a baseline of 3 repeats against a run of 10, sessions of 10 calls each
+    base = [1, 0, 2]
+    run = [0, 1, 1, 3, 0, 2, 1, 0, 4, 1]
+    var, df = pooled_within(Sums.of((k, 10) for k in base), Sums.of((k, 10) for k in run))
+    t = (sum(run) / 100 - sum(base) / 30) / math.sqrt(var)
+    expected = sps.ttest_ind([k / 10 for k in run], [k / 10 for k in base], equal_var=True)
+    assert (t, df) == (pytest.approx(expected.statistic), 11)
+
+
+def test_unequal_repeats_pool_the_within_scenario_variance_and_name_it():
+    from agent_eval.metrics.clustered import Unit
+    from agent_eval.metrics.paired import POOLED_METHOD, compare_paired
+
+    def units(repeats, errors):
+        return [Unit("t", f"s{s}", r, 10, errors[(s + r) % len(errors)])
+                for s in range(4) for r in range(repeats)]
+
+    cmp = compare_paired(units(3, [0, 1, 2]), units(10, [0, 1, 1, 2, 0]))
+    assert cmp.errors.method == POOLED_METHOD
+    equal = compare_paired(units(3, [0, 1, 2]), units(3, [0, 1, 1]))
+    assert equal.errors.method != POOLED_METHOD

@@ -27,7 +27,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent_eval.metrics.clustered import Unit, compare_independent, detectable_rise
-from agent_eval.metrics.paired import WITHIN_METHOD, PairedComparison, compare_paired
+from agent_eval.metrics.paired import (
+    POOLED_METHOD,
+    WITHIN_METHOD,
+    PairedComparison,
+    compare_paired,
+)
 from agent_eval.metrics.stats import ALPHA
 from agent_eval.metrics.sufficient import TargetStats, as_stats
 
@@ -62,6 +67,8 @@ def regression_from_units(baseline: Sequence[Unit] | TargetStats,
         e = paired.errors
         diff, lo, hi, se, df = e.diff100, e.lo100, e.hi100, e.se100, e.df
         se_from = ("sessions within scenarios" if e.method == WITHIN_METHOD
+                   else "sessions within scenarios, variances pooled (unequal repeats)"
+                   if e.method == POOLED_METHOD
                    else "spread across scenarios")
         method = f"paired over {e.scenarios} shared scenarios (t interval, SE from {se_from}, {df} df)"
         mix = "" if not paired.mix.reweighted else f"; {paired.mix.statement()}"
