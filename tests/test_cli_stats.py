@@ -176,13 +176,13 @@ def test_gate_and_compare_show_the_librarys_clustered_interval_and_name_its_meth
     assert f"clustered interval: {CLUSTERED_METHOD}." in out
 
 
-def test_compare_reports_mcnemar_on_repeat_pairs(db):
+def test_compare_reports_mcnemar_on_scenario_pairs(db):
     add_mixed_run(db, "a", suite([f"s{i}" for i in range(4)], denied=0))
     add_mixed_run(db, "b", suite([f"s{i}" for i in range(4)], denied=1))
     out = cli(db, "compare", "1", "2").stdout
-    # every one of the 8 repeat pairs passed in a and failed in b: p = 2 / 2^8
-    assert ("repeat pairs: 8; a passed where b failed 8, b passed where a failed 0; exact "
-            "McNemar p 0.008") in out
+    # every one of the 4 scenarios passed in a and failed in b: p = 2 / 2^4
+    assert ("scenario pairs (every repeat passed): 4; passed in a only 4, in b only 0; exact "
+            "McNemar p 0.125") in out
 
 
 # --- gate: which interval -----------------------------------------------------------------

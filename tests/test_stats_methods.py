@@ -188,7 +188,21 @@ def test_compare_paired_weights_by_pooled_calls_and_uses_sessions_within_scenari
     # rates a: x .05 y .05 z .1; b: x .15 y .1 z .1; weights 40, 80, 40
     assert cmp.errors.diff100 == pytest.approx(100 * (40 * 0.1 + 80 * 0.05 + 0) / 160)
     assert "sessions inside each scenario" in cmp.errors.method
-    assert (cmp.mcnemar.a_only, cmp.mcnemar.b_only) == (2, 0)
+    # the matched unit is the scenario, its outcome every repeat passed: none did in a
+    assert (cmp.mcnemar.pairs, cmp.mcnemar.a_only, cmp.mcnemar.b_only) == (3, 0, 0)
+
+
+def test_mcnemar_and_the_permutation_p_do_not_move_when_the_same_sessions_are_reordered():
+    a = {f"s{i}": [(0, 10, True), (1, 10, i % 2 == 0), (0, 10, True)] for i in range(16)}
+    b = {f"s{i}": [(2, 10, False), (0, 10, True), (1, 10, i % 3 == 0)] for i in range(16)}
+    first = compare_paired(units(a), units(b))
+    # repeats in another order, scenarios stored in another order: the same data
+    shuffled_a = {s: cells[::-1] for s, cells in reversed(a.items())}
+    shuffled_b = {s: [cells[1], cells[2], cells[0]] for s, cells in reversed(b.items())}
+    again = compare_paired(units(shuffled_a), units(shuffled_b))
+    assert again.mcnemar == first.mcnemar
+    assert again.errors.p_value == first.errors.p_value
+    assert again.passes.p_value == first.passes.p_value
 
 
 def test_independent_clustered_difference_by_hand():
@@ -320,3 +334,22 @@ def test_unequal_repeats_pool_the_within_scenario_variance_and_name_it():
     assert cmp.errors.method == POOLED_METHOD
     equal = compare_paired(units(3, [0, 1, 2]), units(3, [0, 1, 1]))
     assert equal.errors.method != POOLED_METHOD
+
+
+def test_one_scenario_with_a_single_session_is_collapsed_into_its_nearest_stratum():
+    from agent_eval.metrics.clustered import ratio_variance
+
+    # 10 scenarios of 3 sessions at very different rates, and one with a single session
+    pairs, strata = [], []
+    for s in range(10):
+        for k in (s, s + 1, s):
+            pairs.append((k, 10))
+            strata.append(f"s{s}")
+    pairs.append((4, 10))
+    strata.append("lone")
+    var, clusters, used = ratio_variance(pairs, strata)
+    # the lone (4, 10) joins s4 (rate 0.43, nearest to 0.4): its stratum then holds 4
+    collapsed = [label if label != "lone" else "s4" for label in strata]
+    assert (var, clusters, used) == (ratio_variance(pairs, collapsed)[0], 31, 10)
+    unstratified, _, _ = ratio_variance(pairs)
+    assert var < unstratified / 4  # dropping the strata kept the spread between scenarios

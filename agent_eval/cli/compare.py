@@ -41,7 +41,7 @@ def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
     with its clustered interval (sessions as clusters), and, when the runs share
     scenarios, the paired comparison over the shared mix (per-scenario differences
     weighted by pooled calls, t interval, permutation p; pass rate per scenario and exact
-    McNemar on repeat pairs); that paired line gives the verdict on errors/100.  When
+    McNemar on scenario pairs); that paired line gives the verdict on errors/100.  When
     the mixes differ the comparison is restricted to the shared scenarios and says so;
     when the overlap is too small (under 3 scenarios or half of either run's calls) it
     calls no paired difference; then, when the sessions carry tags, it compares the

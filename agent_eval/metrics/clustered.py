@@ -125,7 +125,8 @@ def ratio_variance(pairs: Sequence[tuple[float, float]], strata: Sequence[str] |
 
     With ``strata`` (one label per cluster) the residuals are centred within each stratum
     and each stratum gets its own ``G_h/(G_h−1)``; strata holding a single cluster are
-    pooled into one, and if that still leaves a lone cluster the strata are dropped.
+    pooled into one, and a lone one left over is collapsed into the stratum nearest it in
+    rate.
     Returns ``(variance, clusters, strata_used)``; a variance of 0 with fewer than two
     clusters means "not estimable".  Computed from each stratum's sums
     (``agent_eval.metrics.sufficient.pooled_variance``).

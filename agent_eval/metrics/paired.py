@@ -19,8 +19,8 @@ than runs do; comparing scenario by scenario removes that spread (docs/statistic
 * **tag mix**: when the scenario mix is refused and the sessions carry tags, the runs are
   compared post-stratified to their shared tag mix (``agent_eval.metrics.stratified``).
 * **pass rate**: the same on each scenario's share of passing repeats, plus the exact
-  McNemar test on repeat pairs (repeat i of a against repeat i of b) by
-  ``scipy.stats.binomtest`` on the discordant pairs.
+  McNemar test on scenario pairs (outcome: every repeat passed; the scenario is the
+  matched unit) by ``scipy.stats.binomtest`` on the discordant scenarios.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from agent_eval.metrics.sufficient import (
     TargetStats,
     as_stats,
     pooled_variance,
-    repeat_pairs,
 )
 
 MIN_SHARED_SCENARIOS = 3
@@ -54,7 +53,8 @@ POOLED_METHOD = ("paired over shared scenarios: Student-t interval, SE from the 
                  "inside each scenario with the two runs' session variances pooled (unequal "
                  "repeats: Welch's form over-trusts the run with fewer); p from a paired "
                  "permutation test over scenarios (scipy.stats.permutation_test)")
-MCNEMAR_METHOD = "exact McNemar test on repeat pairs (scipy.stats.binomtest on discordant pairs)"
+MCNEMAR_METHOD = ("exact McNemar test on scenario pairs, outcome every repeat passed "
+                  "(scipy.stats.binomtest on the discordant scenarios)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +97,11 @@ class PairedDiff:
 
 @dataclass(frozen=True, slots=True)
 class McNemar:
-    """Repeat pairs where exactly one side passed: ``a_only`` (a passed, b failed) and
-    ``b_only``; ``p_value`` is the exact two-sided McNemar p."""
+    """Matched pairs where exactly one side passed: ``a_only`` (a passed, b failed) and
+    ``b_only``; ``p_value`` is the exact two-sided McNemar p.  In ``compare`` a pair is a
+    shared scenario and its outcome every repeat passed (the matched unit is the
+    scenario: pairing repeat ``i`` with repeat ``i`` is arbitrary, and reordering the same
+    sessions moved p from 0.040 to 0.082); the discordant pairs are the flips."""
 
     pairs: int
     a_only: int
@@ -209,9 +212,14 @@ def paired_difference(xa: Sequence[float], xb: Sequence[float], weights: Sequenc
 
 
 def permutation_p(a: np.ndarray, b: np.ndarray, w: np.ndarray, *, seed: int = 0) -> float:
-    """Two-sided p of the paired permutation test of ``Σ w (b − a)`` (scipy)."""
+    """Two-sided p of the paired permutation test of ``Σ w (b − a)`` (scipy).  The
+    scenarios are put in one canonical order (by their values) first, so the seeded
+    resamples, and the p, are a function of the data, not of the order the scenarios
+    were stored in."""
     if np.allclose(a, b):
         return 1.0
+    order = np.lexsort((w, b, a))
+    a, b, w = a[order], b[order], w[order]
 
     def statistic(x, y, axis=-1):
         return np.sum(w * (y - x), axis=axis)
@@ -274,8 +282,8 @@ def compare_paired(units_a: Iterable[Unit] | TargetStats, units_b: Iterable[Unit
                                    [1.0] * len(with_repeats), alpha=alpha,
                                    floor=[_binomial(x.passed + y.passed, x.n, y.n)
                                           for x, y in zip(pa, pb, strict=True)])
-        counts = [repeat_pairs(x, y) for x, y in zip(pa, pb, strict=True)]
-        mcnemar = mcnemar_counts(*(sum(c[i] for c in counts) for i in range(3)))
+        outcomes = [(x.all_passed, y.all_passed) for x, y in zip(pa, pb, strict=True)]
+        mcnemar = mcnemar_exact(outcomes)
     return PairedComparison(mix, errors, passes, mcnemar)
 
 
@@ -344,8 +352,8 @@ def paired_lines(cmp: PairedComparison) -> list[str]:
                      f"{p.lo100:+.1f} to {p.hi100:+.1f}], permutation p {_p(p.p_value)}")
     if cmp.mcnemar is not None:
         m = cmp.mcnemar
-        lines.append(f"repeat pairs: {m.pairs}; a passed where b failed {m.a_only}, b passed "
-                     f"where a failed {m.b_only}; exact McNemar p {_p(m.p_value)}")
+        lines.append(f"scenario pairs (every repeat passed): {m.pairs}; passed in a only "
+                     f"{m.a_only}, in b only {m.b_only}; exact McNemar p {_p(m.p_value)}")
     return lines
 
 
