@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from scipy import optimize
 from scipy import stats as sps
 
 from agent_eval.metrics import compare_rates, fisher_exact_p, wilson_interval
@@ -231,8 +232,19 @@ def test_power_plan_by_hand():
     unit_se = 100 * math.sqrt(0.5 * 0.1956 / 10)
     assert plan.repeats == math.ceil((factor * unit_se / 2) ** 2)
     assert plan.total_calls == plan.repeats * 20
-    assert plan.detectable_now == pytest.approx(
-        factor * 100 * math.sqrt(0.5 * 0.18 / 40), rel=1e-9)
+    # the smallest rise detectable now takes the SE at that rise (rates 0.1 + δ), not at no
+    # change: the root of δ = factor · SE(δ), found here by scipy's brentq
+    def gap(delta):
+        q = 0.1 + delta / 100
+        return delta - factor * 100 * math.sqrt(0.5 * (0.09 + q * (1 - q)) / 40)
+
+    assert plan.detectable_now == pytest.approx(optimize.brentq(gap, 1, 90), rel=1e-7)
+    assert plan.detectable_now != pytest.approx(factor * 100 * math.sqrt(0.5 * 0.18 / 40))
+    # how uncertain: R · df / chi2 quantiles, df = 8 sessions − 2 scenarios
+    needed = math.ceil((factor * unit_se / 2) ** 2)
+    assert plan.repeats_range == (max(2, math.ceil(needed * 6 / sps.chi2.ppf(0.9, 6))),
+                                  max(2, math.ceil(needed * 6 / sps.chi2.ppf(0.1, 6))))
+    assert plan.variance_df == 6
 
 
 def test_power_plan_rejects_a_non_positive_rise():
