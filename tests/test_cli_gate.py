@@ -115,7 +115,7 @@ def test_a_run_within_every_threshold_exits_0_and_prints_each_check(db):
                      "12.03 (19/158 calls, Wilson 95% CI 7.8–18.0; clustered [7.3–19.1] deff 1.0, "
                      "10 sessions, few clusters) > 8", id="error-rate"),
         pytest.param("--max-class", "AE301=3", "FAIL  qwen3.6-35b: AE301/100 <= 3: AE301/100 "
-                     "6.33 (10/158 calls, Wilson 95% CI 3.5–11.3; clustered [3.2–12.2] deff 1.0, "
+                     "6.33 (10/158 calls, Wilson 95% CI 3.5–11.3; clustered [2.7–12.3] deff 1.0, "
                      "10 sessions, few clusters) > 3", id="class"),
         pytest.param("--min-handshake", "0.8", "FAIL  qwen3.6-35b: handshake >= 0.8: handshake "
                      "completed in 6/10 sessions = 0.60 < 0.8", id="handshake"),
@@ -320,7 +320,7 @@ def test_junit_file_holds_one_case_per_check_with_each_failure_named(db, tmp_pat
                 for c in suite.iter("testcase") if c.find("failure") is not None}
     assert failures == {
         ("gate.qwen3.6-35b", "AE301/100 <= 3"):
-            "AE301/100 6.33 (10/158 calls, Wilson 95% CI 3.5–11.3; clustered [3.2–12.2] deff "
+            "AE301/100 6.33 (10/158 calls, Wilson 95% CI 3.5–11.3; clustered [2.7–12.3] deff "
             "1.0, 10 sessions, few clusters) > 3",
         ("gate.qwen3.6-35b", "handshake >= 0.8"):
             "handshake completed in 6/10 sessions = 0.60 < 0.8",

@@ -365,3 +365,29 @@ def test_one_scenario_with_a_single_session_is_collapsed_into_its_nearest_stratu
     assert (var, clusters, used) == (ratio_variance(pairs, collapsed)[0], 31, 10)
     unstratified, _, _ = ratio_variance(pairs)
     assert var < unstratified / 4  # dropping the strata kept the spread between scenarios
+
+
+@pytest.mark.parametrize(("k", "n"), [(0, 522), (3, 522), (7, 40), (40, 40)])
+def test_clopper_pearson_float_equals_scipys_exact_interval_for_integer_counts(k, n):
+    from agent_eval.metrics.clustered import clopper_pearson_float
+
+    ci = sps.binomtest(k, n).proportion_ci(method="exact")
+    assert clopper_pearson_float(k, n) == pytest.approx((ci.low, ci.high), abs=1e-12)
+
+
+def test_a_class_with_0_errors_in_522_calls_borrows_the_totals_design_effect():
+    from agent_eval.metrics.clustered import CLASS_METHOD, units_rate
+
+    # 58 sessions of 9 calls (522) over 29 scenarios; denials of another class pile up in
+    # a few sessions, so the total's design effect is large; AE304 is never hit
+    units = [Unit("t", f"s{s}", r, 9, 6 if (s + r) % 9 == 0 else 0,
+                  {"AE301": 6} if (s + r) % 9 == 0 else {})
+             for s in range(29) for r in range(2)]
+    total = units_rate(units)
+    rate = units_rate(units, code="AE304")
+    assert (rate.k, rate.n, rate.method) == (0, 522, CLASS_METHOD)
+    assert rate.deff == pytest.approx(total.deff) and total.deff > 4
+    n_eff = 522 / total.deff * (sps.norm.ppf(0.975) / sps.t.ppf(0.975, 58 - 29)) ** 2
+    assert rate.hi100 == pytest.approx(100 * (1 - 0.025 ** (1 / n_eff)))
+    wilson_independent = sps.binomtest(0, 522).proportion_ci(method="wilson").high
+    assert rate.hi100 > 3 * 100 * wilson_independent  # 0.73 per 100 read as independent
