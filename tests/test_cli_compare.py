@@ -233,3 +233,40 @@ def test_markdown_compares_every_next_action(recovery_db, tmp_path):
     md = md_path.read_text()
     assert ("| abandon after denial % | 0.00 (0/4) | 16.67 (1/6) | +16.67 [-13.15 to +46.49] "
             in md)
+
+
+def test_two_targets_of_one_run_are_compared_paired_over_their_shared_scenarios(tmp_path):
+    path = str(tmp_path / "targets.db")
+    add_run(path, "nightly", [*spread("qwen3.5-27b", 161, {"AE320": 9}, handshakes=8),
+                              *spread("qwen3.6-35b", 158, {"AE301": 10, "AE304": 9},
+                                      handshakes=6)])
+    one_run = compare(path, "1", "--targets", "qwen3.5-27b,qwen3.6-35b")
+    assert one_run.exit_code == 0, one_run.output
+    out = one_run.stdout.splitlines()
+    assert out[0].startswith("b = qwen3.6-35b in run 1 (nightly) against a = qwen3.5-27b in "
+                             "run 1 (nightly)")
+    assert "== qwen3.5-27b -> qwen3.6-35b ==" in out
+    # the same figures as the same sessions stored as two runs (the fixture above)
+    two_runs = str(tmp_path / "runs.db")
+    add_run(two_runs, "nightly", spread("qwen", 161, {"AE320": 9}, handshakes=8))
+    add_run(two_runs, "pr-7", spread("qwen", 158, {"AE301": 10, "AE304": 9}, handshakes=6))
+    across = compare(two_runs, "1", "2").stdout
+    assert row(one_run.stdout, "errors/100 calls") == row(across, "errors/100 calls")
+    assert ("compared on 10 shared scenarios (the same mix in both runs), weighted by pooled "
+            "calls") in out
+    paired = [line for line in across.splitlines() if line.startswith("errors/100 paired")]
+    assert paired and paired[0] in out
+    assert "  s1: broke (a P -> b F)" in out
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["1", "--targets", "qwen"], "'qwen' is not two different target names A,B"),
+    (["1", "--targets", "qwen,llama"], "run 1 has no sessions of 'llama'; it holds qwen"),
+    (["1", "2", "--targets", "qwen,llama"], "--targets compares two targets of ONE run"),
+    (["1"], "give RUN_B, or --targets A,B"),
+])
+def test_targets_usage_errors_exit_2_with_one_line(db, args, message):
+    result = compare(db, *args)
+    assert result.exit_code == 2
+    [line] = result.stderr.splitlines()
+    assert message in line

@@ -14,7 +14,10 @@ from agent_eval.errors import ConfigError
 
 @main.command()
 @click.argument("run_a", metavar="RUN_A")
-@click.argument("run_b", metavar="RUN_B")
+@click.argument("run_b", metavar="[RUN_B]", required=False)
+@click.option("--targets", "targets", metavar="A,B",
+              help="Compare two targets of one run (RUN_A): B against A, paired over the "
+                   "scenarios both played.")
 @click.option("--by", type=click.Choice(["target", "all"]), default="target", show_default=True,
               help="Match targets by name across the runs, or pool each run whole.")
 @click.option("--markdown", "markdown_path", type=click.Path(path_type=Path), metavar="FILE",
@@ -22,7 +25,7 @@ from agent_eval.errors import ConfigError
 @click.option("--json", "as_json", is_flag=True,
               help="Print the whole comparison as JSON (every rate, interval and p-value).")
 @db_option
-def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
+def compare(run_a, run_b, targets, by, markdown_path, as_json, db) -> None:
     """Compare run B against run A: what changed, is it real, which scenarios flipped.
 
     Example:
@@ -30,8 +33,11 @@ def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
         agent-eval compare label:nightly latest
         agent-eval compare 1 2 --by all --markdown compare.md
         agent-eval compare 1 2 --json
+        agent-eval compare 7 --targets qwen3.5-27b,qwen3.6-35b
 
-    RUN_A and RUN_B are ids, `latest` or `label:NAME`.  For each target in both runs
+    RUN_A and RUN_B are ids, `latest` or `label:NAME`.  With --targets A,B and one run,
+    compares target B of that run against its target A (two models of one targets file),
+    with every figure below, paired over the scenarios both played.  For each target in both runs
     (matched by name; --by all pools each run) prints errors per 100 calls in A and B,
     the difference B − A with its 95% interval, the two-proportion z-test p-value that
     decides "significant" (alpha 0.05) and Fisher's exact p; the same per failure class,
@@ -54,15 +60,18 @@ def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
     both allowed, fixed, broken, both denied, per class, exact McNemar) and the calls
     that moved.  Sessions that ended in a server fault are left out.  Exit codes: 0 done, 2 bad run or option.
     """
-    from agent_eval.analysis.comparison import (
-        compare_runs,
-        render_comparison_markdown,
-        render_comparison_text,
-        rescore_moves,
-    )
+    from agent_eval.analysis.comparison import compare_runs, rescore_moves
     from agent_eval.metrics.repeats import repeats_from_outcomes
     from agent_eval.store import open_store
 
+    if targets is not None:
+        if run_b is not None:
+            raise ConfigError("--targets compares two targets of ONE run: give RUN_A only",
+                              field="--targets")
+        return _compare_targets(run_a, targets, markdown_path, as_json, db)
+    if run_b is None:
+        raise ConfigError("give RUN_B, or --targets A,B to compare two targets of RUN_A",
+                          field="RUN_B")
     with open_store(db) as store:
         info_a, info_b = store.resolve_run(run_a), store.resolve_run(run_b)
         summaries, units = [], []
@@ -84,6 +93,15 @@ def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
     if moved is not None:
         result = dataclasses.replace(result, rescore=moved)
     result = with_unit_analysis(result, *units)
+    _emit(result, paired, markdown_path, as_json)
+
+
+def _emit(result, paired, markdown_path, as_json) -> None:
+    from agent_eval.analysis.comparison import (
+        render_comparison_markdown,
+        render_comparison_text,
+    )
+
     if as_json:
         import json
 
@@ -100,6 +118,39 @@ def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
         except OSError as exc:
             raise ConfigError(f"cannot write the Markdown file: {exc.strerror}",
                               path=str(markdown_path), field="--markdown") from None
+
+
+def _compare_targets(run_ref, targets, markdown_path, as_json, db) -> None:
+    """``compare RUN --targets A,B``: target B of one run against its target A, each
+    renamed to one group ``A -> B`` so the comparison pairs them scenario by scenario."""
+    from agent_eval.analysis.comparison import compare_runs
+    from agent_eval.metrics.repeats import repeats_from_outcomes
+    from agent_eval.store import open_store
+
+    names = [t.strip() for t in targets.split(",")]
+    if len(names) != 2 or not all(names) or names[0] == names[1]:
+        raise ConfigError(f"{targets!r} is not two different target names A,B",
+                          field="--targets")
+    a, b = names
+    group = f"{a} -> {b}"
+    with open_store(db) as store:
+        info = store.resolve_run(run_ref)
+        summaries = store.summarize([info.id], "target", with_turns=False, detail="actions")
+        missing = [n for n in names if n not in summaries]
+        if missing:
+            raise ConfigError(f"run {info.id} has no sessions of {', '.join(map(repr, missing))}"
+                              f"; it holds {', '.join(summaries) or 'none'}", field="--targets")
+        units = side_units(store, info.id, "target")
+        sides = [{group: units[a]}, {group: units[b]}]
+        flippable = flip_candidates(*sides)
+        outcomes = repeats_from_outcomes(store.session_outcomes([info.id], flippable))
+    repeats = [{(group, scenario): r for (target, scenario), r in outcomes.items()
+                if target == name} for name in names]
+    label = _label(info)
+    result = compare_runs({group: summaries[a]}, {group: summaries[b]}, *repeats,
+                          label_a=f"{a} in {label}", label_b=f"{b} in {label}")
+    result = with_unit_analysis(result, *sides)
+    _emit(result, None, markdown_path, as_json)
 
 
 def jsonable(value):
