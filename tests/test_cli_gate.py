@@ -183,7 +183,7 @@ def test_a_jump_over_20_calls_against_the_nightly_is_inconclusive_with_exit_4(db
             "scenarios with calls on both sides (need 3)]; INCONCLUSIVE: above 2 but the "
             "interval reaches -29.15, so the sample can neither confirm nor rule out the rise; "
             "about 37 repeats per scenario would decide it (80% power)" in lines[1])
-    assert "smallest rise detectable at 80% power on this run: +48.15" in lines[1]
+    assert "smallest rise detectable at 80% power on this run: +72.04" in lines[1]
     assert lines[-1] == ("gate INCONCLUSIVE: 1 of 1 checks could not be decided by the sample "
                          "(qwen: regression vs baseline <= 2); none failed")
 
@@ -207,7 +207,17 @@ def test_the_same_jump_over_1000_calls_fails(db):
     assert result.exit_code == 1
     assert ("change +10.00 [95% CI +7.96 to +12.04, paired over 20 shared scenarios "
             "(t interval, SE from spread across scenarios, 19 df)]") in result.stdout
-    assert "smallest rise detectable at 80% power on this run: +2.88" in result.stdout
+    # the smallest rise under the alternative: the SE at rates (0, δ), not at the observed
+    # (0, 0.10): root of δ = (t.975 + t.8 on 19 df) · SE · √(q(1 − q) / 0.09), q = δ/100
+    from scipy import optimize
+    from scipy import stats as sps
+
+    se = (12.04 - 7.96) / 2 / sps.t.ppf(0.975, 19)
+    factor = sps.t.ppf(0.975, 19) + sps.t.ppf(0.8, 19)
+    mde = optimize.brentq(
+        lambda d: d - factor * se * ((d / 100) * (1 - d / 100) / 0.09) ** 0.5, 1e-9, 100)
+    assert f"smallest rise detectable at 80% power on this run: +{mde:.2f}" in result.stdout
+    assert f"{mde:.2f}" == "0.91"
     assert "a real regression" in result.stdout
 
 

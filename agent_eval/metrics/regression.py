@@ -89,7 +89,7 @@ def regression_from_units(baseline: Sequence[Unit] | TargetStats,
         return Regression(diff, None, None, False, None, method,
                           f"{counts}; too few sessions for an interval (need 2 per run): "
                           "not judged", paired)
-    mde = detectable_rise(se, df, alpha=alpha)
+    mde = rise_under_alternative(se, df, pa[0] / pa[1], pb[0] / pb[1], alpha=alpha)
     regressed = lo > limit
     inconclusive = not regressed and diff > limit
     needed = (repeats_to_decide(diff - limit, se, df, _repeats(current), alpha=alpha)
@@ -122,6 +122,31 @@ def exceed_p(diff100: float, limit: float, se100: float | None, df: float) -> fl
 
     t = (diff100 - limit) / se100
     return float(sps.norm.sf(t) if math.isinf(df) else sps.t.sf(t, df))
+
+
+def rise_under_alternative(se100: float | None, df: float, pa: float, pb: float, *,
+                           alpha: float = ALPHA, power: float = 0.8) -> float | None:
+    """The smallest rise caught with ``power``, with the standard error taken where the rise
+    is: the observed SE rescaled by the binomial variances, ``SE(δ) = SE · √((v(p_a) +
+    v(p_a + δ)) / (v(p_a) + v(p_b)))``, ``v(p) = p(1 − p)``, and ``δ = (t_{1−α/2} +
+    t_power) · SE(δ)`` solved by ``scipy.optimize.brentq``.  The SE under no change
+    named a rise caught with only 67–75% power."""
+    plain = detectable_rise(se100, df, alpha=alpha, power=power)
+    base = pa * (1 - pa) + pb * (1 - pb)
+    if plain is None or base <= 0 or pa >= 1:
+        return plain
+    from scipy import optimize
+
+    factor = plain / se100
+
+    def gap(delta: float) -> float:
+        q = min(1.0, pa + delta / 100)
+        return delta - factor * se100 * math.sqrt((pa * (1 - pa) + q * (1 - q)) / base)
+
+    low, top = 1e-9, 100 * (1 - pa)  # δ = 0 is a root when the baseline has no errors
+    if gap(top) < 0 or gap(low) >= 0:
+        return None
+    return float(optimize.brentq(gap, low, top, xtol=1e-10))
 
 
 def repeats_to_decide(excess100: float, se100: float, df: float, repeats: int, *,
