@@ -270,3 +270,18 @@ def test_session_key_names_target_scenario_and_repeat(repeat):
     (rec,), _ = play(LIGHTS, ["stop"], repeat=repeat)
     assert rec.key == f"t/{LIGHTS}/{repeat}"
     assert rec.repeat == repeat
+
+
+def test_the_run_warns_about_truncations_naming_the_target_and_the_fix(capsys):
+    from agent_eval.cli.run import _report_truncated
+
+    script = [reference_script(LIGHTS)[0], cut_reply('{"command": "uv run scripts/lig')]
+    (rec,), _ = play(LIGHTS, script)
+    tally = RunTally()
+    tally.add([rec])
+    _report_truncated(tally)
+    assert capsys.readouterr().err == (
+        "Warning: target 't': 1 of 1 sessions ended when a reply was cut by the token limit "
+        "(finish reason length) inside a tool call; they are counted apart as truncations, "
+        "not as the model's malformed arguments (AE102), and left out of every rate. Raise "
+        "the target's max_tokens (--max-tokens).\n")
