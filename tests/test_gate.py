@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from scipy import stats as sps
 
-from agent_eval.analysis.gate import evaluate_gate, render_gate_markdown, render_gate_text
+from agent_eval.analysis.gate import evaluate_gate
+from agent_eval.analysis.gate_render import render_gate_markdown, render_gate_text
 from agent_eval.metrics import summarize
 from agent_eval.transcript import CallRow, SessionRow
 

@@ -81,8 +81,8 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     unless --allow-incomplete.  Sessions that ended
     in a server fault are left out of every rate.  Prints each check with its numbers.
     """
-    from agent_eval.analysis.gate import (
-        evaluate_gate,
+    from agent_eval.analysis.gate import evaluate_gate
+    from agent_eval.analysis.gate_render import (
         render_gate_junit,
         render_gate_markdown,
         render_gate_text,
