@@ -270,3 +270,12 @@ def test_targets_usage_errors_exit_2_with_one_line(db, args, message):
     assert result.exit_code == 2
     [line] = result.stderr.splitlines()
     assert message in line
+
+
+def test_json_carries_the_one_verdict_and_the_holm_adjusted_class_p(db):
+    import json
+
+    data = json.loads(compare(db, "1", "2", "--json").stdout)
+    assert data["units"]["qwen"]["verdict"] == {"method": "paired", "significant": False}
+    assert data["class_p_holm"]["qwen"]["AE301"] == pytest.approx(
+        3 * data["groups"]["qwen"]["classes"]["AE301"]["p_value"])

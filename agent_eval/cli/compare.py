@@ -105,7 +105,12 @@ def _emit(result, paired, markdown_path, as_json) -> None:
     if as_json:
         import json
 
-        click.echo(json.dumps(jsonable(result) | _replay_json(paired), indent=2))
+        data = jsonable(result)
+        for name, analysis in result.units.items():  # the one verdict on errors/100
+            called = analysis.called
+            data["units"][name]["verdict"] = None if called is None else {
+                "method": called[0], "significant": called[1]}
+        click.echo(json.dumps(data | _replay_json(paired), indent=2))
     else:
         from agent_eval.cli.terminal import escape_terminal
 
