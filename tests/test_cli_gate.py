@@ -238,7 +238,7 @@ def test_a_misspelt_baseline_label_with_no_other_check_fails_instead_of_passing_
     result = gate(db, "--baseline", "label:nope", "--max-regression", "2")
     assert result.exit_code == 1, result.output
     lines = result.stdout.splitlines()
-    assert lines[2] == ("FAIL  (run): baseline found: baseline label:nope: no run other than "
+    assert lines[1] == ("FAIL  (run): baseline found: baseline label:nope: no run other than "
                         "run 1 has that label; regression checks not judged; a misspelt label "
                         "would keep the gate green for ever: fix the label, or pass "
                         "--allow-missing-baseline for the first run of a series")

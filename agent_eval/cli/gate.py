@@ -125,8 +125,6 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     title = f"Run {run.id}" + (f" ({run.label})" if run.label else "")
     if pick is not None:
         title += f" against {pick.describe(baseline_ref)}"
-    if note:
-        title += f"\n{note}"
     if as_json:
         click.echo(gate_json(result, run.id, pick, note))
     else:
