@@ -314,11 +314,17 @@ def test_expected_flips_under_no_change_sums_each_scenarios_flip_chance():
 
 
 def test_holm_equals_statsmodels_and_the_step_down_by_hand():
+    from statsmodels.stats.multitest import multipletests
+
     from agent_eval.analysis.comparison import holm
 
     adjusted = holm({"AE301": 0.01, "AE304": 0.04, "AE320": 0.03})
     # sorted 0.01, 0.03, 0.04 -> 3·0.01, max(0.03, 2·0.03), max(0.06, 1·0.04)
     assert adjusted == pytest.approx({"AE301": 0.03, "AE320": 0.06, "AE304": 0.06})
+    family = {f"C{i}": p for i, p in enumerate(
+        [0.001, 0.2, 0.04, 0.04, 0.9, 0.012, 0.5, 0.3, 0.0049, 1.0, 0.06, 0.02, 0.7, 0.011])}
+    expected = multipletests(list(family.values()), method="holm")[1]
+    assert list(holm(family).values()) == pytest.approx(list(expected))
 
 
 def test_pooled_within_equals_scipys_pooled_two_sample_t_for_sessions_of_equal_size():

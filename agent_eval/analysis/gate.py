@@ -207,18 +207,19 @@ def evaluate_gate(
 def adjust_regressions(checks: list[GateCheck]) -> list[GateCheck]:
     """Holm's step-down adjustment across the gate's regression checks (one per target),
     so 14 targets at a nominal one-sided 2.5% each do not fail an unchanged model 30% of
-    the time: a regression fails only when its Holm-adjusted p (statsmodels
-    ``multipletests``) is below ``ALPHA / 2``; one that fails alone but not after the
+    the time: a regression fails only when its Holm-adjusted p
+    (``analysis.comparison.holm``) is below ``ALPHA / 2``; one that fails alone but not after the
     adjustment is inconclusive and says so.  A single check is unchanged."""
     judged = [i for i, c in enumerate(checks)
               if c.kind == "regression" and c.p_value is not None]
     if len(judged) < 2:
         return checks
-    from statsmodels.stats.multitest import multipletests
+    from agent_eval.analysis.comparison import holm
 
-    adjusted = multipletests([checks[i].p_value for i in judged], method="holm")[1]
+    adjusted = holm({str(i): checks[i].p_value for i in judged})
     out = list(checks)
-    for i, p in zip(judged, adjusted, strict=True):
+    for i in judged:
+        p = adjusted[str(i)]
         check = out[i]
         note = (f"; Holm-adjusted p {p:.3g} across the {len(judged)} regression checks "
                 f"(one-sided, alpha {ALPHA / 2:g})")
