@@ -41,8 +41,9 @@ def compare(run_a, run_b, targets, by, markdown_path, as_json, db) -> None:
     compares target B of that run against its target A (two models of one targets file),
     with every figure below, paired over the scenarios both played.  For each target in both runs
     (matched by name; --by all pools each run) prints errors per 100 calls in A and B,
-    the difference B − A with its 95% interval, the two-proportion z-test p-value that
-    decides "significant" (alpha 0.05) and Fisher's exact p; the same per failure class,
+    the difference B − A with its 95% interval, the two-proportion z-test p-value and
+    Fisher's exact p (per call, detail: "significant" on errors/100 is the session-level
+    verdict named in the cell, on a class its Holm-adjusted p); the same per failure class,
     for handshake completion and for the share of denials followed by each next action
     (pivot, retry-denied, repeat, abandon); then the scenarios whose outcome (every
     repeat passed) flipped.  Under each table, the session-level analysis: errors/100
