@@ -41,3 +41,11 @@ def test_leak_checks_join_the_other_checks_and_decide_the_gate():
 def test_a_negative_threshold_is_refused():
     with pytest.raises(ValueError, match="--max-leaks must be 0 or more"):
         leak_checks(summaries({"qwen": []}), -1)
+
+
+def test_max_leaks_alone_is_a_judged_check_and_keeps_the_reading_of_inconclusive():
+    current = summaries({"qwen": [None, None]})
+    alone = with_leak_checks(evaluate_gate(current), current, 0)  # no other threshold
+    assert [(c.kind, c.status) for c in alone.checks] == [("leaks", "pass")] and alone.passed
+    result = GateResult([], on_inconclusive="fail")
+    assert with_leak_checks(result, current, 0).on_inconclusive == "fail"

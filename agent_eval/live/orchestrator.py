@@ -24,11 +24,17 @@ The session ends when
   model wrote until the window was full ends ``stalled`` on any turn
   (:data:`CONTEXT_FULL_WRITING`): the prompt fitted, the run-away is the model's;
 - the model server fails past the client's retries: ``error``, with the reason.  Error
-  sessions are excluded from every model rate.
+  sessions are excluded from every model rate;
+- a reply is cut by the token limit (finish reason ``length``) inside a tool call, whose
+  arguments are then incomplete JSON: ``error`` too, with :data:`TRUNCATED` as the reason.
+  The operator's ``max_tokens`` cut it, not the model: it is a truncation, counted apart
+  (the run warns), never the model's AE102 malformed arguments.  The cut call is not
+  judged; a call whose arguments came through whole is judged as usual.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -55,7 +61,9 @@ CONTEXT_FULL = "context window full, the server refused the next turn: "
 # ... and of one whose model wrote a reply that filled the window (on any turn)
 CONTEXT_FULL_WRITING = "context window full, the model's reply filled it: "
 __all__ = ["CONTEXT_FULL", "CONTEXT_FULL_WRITING", "TEXT_CALL_MESSAGE", "TEXT_CALL_TOOL",
-           "ChatModel", "run_session"]
+           "TRUNCATED", "ChatModel", "run_session"]
+TRUNCATED = "reply cut by the token limit (finish reason length) inside a tool call: "
+"""The reason of a session a truncated reply ended (``error``, out of every model rate)."""
 NO_PARSE_OUTPUT = "(no tool call was parsed; the harness ended the turn)"
 
 
@@ -170,6 +178,12 @@ async def run_session(
         record.turns.append(turn)
         assistant = assistant_message(reply, turn_index)
         messages.append(assistant)
+        cut = _cut_call(reply)
+        if cut is not None:
+            status = "error"
+            record.error = (f"{TRUNCATED}{cut} after {reply.completion_tokens} completion "
+                            "tokens; raise the target's max_tokens")
+            break
         if not reply.tool_calls:
             if reply.markup:
                 record.calls.append(text_call(len(record.calls), turn_index, reply))
@@ -239,6 +253,19 @@ async def _simulate(call: CallRecord, verdict: Verdict, scenario: LoadedScenario
                       f"it finished with status {records[0].status}.")
             break
     return output
+
+
+def _cut_call(reply: Any) -> str | None:
+    """The name of the first tool call a ``length`` finish left with arguments that are
+    not whole JSON, or None: a reply the token limit cut mid-call."""
+    if reply.finish_reason != "length":
+        return None
+    for out in reply.tool_calls:
+        try:
+            json.loads(out.arguments)
+        except (ValueError, TypeError, RecursionError):
+            return repr(out.name)
+    return None
 
 
 def text_call(index: int, turn_index: int, reply: Any) -> CallRecord:

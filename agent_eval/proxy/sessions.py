@@ -228,6 +228,11 @@ class Sessions:
         calls = state.judge.calls if state.judge is not None else self.calls
         if reply.calls:
             for call in reply.calls:
+                if reply.finish_reason == "length" and not _whole_json(call.arguments):
+                    # cut by the token limit: the operator's max_tokens, not the model's
+                    # malformed arguments (AE102); kept in the transcript, never judged
+                    state.statuses.add(CUT_BY_LENGTH)
+                    continue
                 state.calls.append(calls.record(len(state.calls), index, call.name,
                                                      call.arguments, offered=offered,
                                                      call_id=call.id)[0])
@@ -297,6 +302,19 @@ class Sessions:
             state.judge.stamp(record)
         # judged on the text as it came (a lone surrogate is AE202); stored as U+FFFD
         return storable(record) if state.lone_surrogates else record
+
+
+CUT_BY_LENGTH = "length-cut"
+"""Tagged ``reply:length-cut``: a reply the token limit (finish reason ``length``) cut
+inside a tool call; the cut call is not judged (a truncation, never the model's AE102)."""
+
+
+def _whole_json(arguments: str) -> bool:
+    try:
+        json.loads(arguments)
+    except (ValueError, TypeError, RecursionError):
+        return False
+    return True
 
 
 def read_request(ex: Exchange, protocol: str) -> dict[str, Any] | None:

@@ -58,7 +58,7 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 from agent_eval import __version__
@@ -69,7 +69,7 @@ from agent_eval.report.agreement import agreement_dict, agreement_line
 from agent_eval.report.index import IndexPage, RepeatSummary, rate_text
 from agent_eval.report.summary_format import ClusteredEntry, Interval, SummaryJson, TargetEntry
 from agent_eval.report.throughput import work_dict
-from agent_eval.transcript import NEXT_ACTIONS, SessionRow
+from agent_eval.transcript import NEXT_ACTIONS, CallRow, SessionRow
 
 SUMMARY_SCHEMA_VERSION = 1
 SUMMARY_KEYS = ("schema_version", "generator", "runs", "statistics", "columns", "targets",
@@ -245,7 +245,31 @@ def summary_markdown(page: IndexPage) -> str:
     return "\n".join(lines)
 
 
-def junit_xml(sessions: Iterable[SessionRow], denials: dict[int, int]) -> bytes:
+def denied_lines(session: SessionRow, denied: Sequence[CallRow]) -> list[str]:
+    """One line per denied call of a session: its class and rule name, the command (or
+    path) judged, and the ``agent-eval show`` command that opens the session there."""
+    from agent_eval.policy import get_rule
+
+    lines = []
+    for call in denied:
+        rule = get_rule(call.primary) if call.primary else None
+        what = f"{call.primary} {rule.name}" if rule else (call.primary or "denied")
+        shown = call.command if call.command is not None else call.tool
+        lines.append(f"{what}: call {call.index}: {shown}")
+    return lines
+
+
+def show_line(session: SessionRow) -> str:
+    """The command that opens ``session`` turn by turn."""
+    return f"agent-eval show {session.run_id} {session.id}"
+
+
+def junit_xml(sessions: Iterable[SessionRow], denials: dict[int, int],
+              denied: Mapping[int, Sequence[CallRow]] | None = None) -> bytes:
+    """JUnit XML, one test case per session.  A failure's message names the first denied
+    call's class and command (``AE301 pipe-to-filter: call 3: ls | head``), and its text
+    every denied call and the ``agent-eval show`` line, when ``denied`` (the denied call
+    rows per session id) is given; else the counts alone."""
     suites: dict[str, ET.Element] = {}
     counts: dict[str, dict[str, int]] = {}
     root = ET.Element("testsuites", name="agent-eval")
@@ -267,7 +291,14 @@ def junit_xml(sessions: Iterable[SessionRow], denials: dict[int, int]) -> bytes:
         tally["tests"] += 1
         if outcome == "failure":
             tally["failures"] += 1
-            ET.SubElement(case, "failure", message=reason, type="policy").text = reason
+            message, text = reason, reason
+            if denied is not None:
+                calls = denied_lines(s, denied.get(s.id, ()))
+                if calls:
+                    more = len(calls) - 1
+                    message = calls[0] + (f" (+{more} more denied)" if more else "")
+                text = "\n".join([reason, *calls, f"open it: {show_line(s)}"])
+            ET.SubElement(case, "failure", message=_xml(message), type="policy").text = _xml(text)
         elif outcome == "error":
             tally["errors"] += 1
             ET.SubElement(case, "error", message=reason, type="harness-fault").text = reason

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from markupsafe import Markup
 
+from agent_eval.analysis.comparison import holm
 from agent_eval.metrics.classes import UNCLASSIFIED
 from agent_eval.metrics.stats import compare_rates, wilson_interval
 from agent_eval.metrics.summary import NO_AGENT, GroupSummary, Tally
@@ -372,10 +373,16 @@ def build_compare_page(store: Store, a_id: int, b_id: int,
     for name in common:
         ta, tb = fig_a[name], fig_b[name]
         codes = [c for c in RULES if c in ta.classes or c in tb.classes]
-        for code, ka, kb in [("total", ta.errors.k, tb.errors.k),
-                             *((c, _k(ta, c), _k(tb, c)) for c in codes)]:
+        counts = [("total", ta.errors.k, tb.errors.k),
+                  *((c, _k(ta, c), _k(tb, c)) for c in codes)]
+        tests = {code: compare_rates(ka, ta.calls, kb, tb.calls, exact=False)
+                 for code, ka, kb in counts if ta.calls and tb.calls}
+        # the classes are one family: each is called on its Holm-adjusted p
+        adjusted = holm({c: t.p_value for c, t in tests.items() if c != "total"})
+        for code, ka, kb in counts:
             f = {"decision": "deny"} if code == "total" else {"code": code}
-            rows.append(_compare_row(name, code, (a_id, ka, ta.calls), (b_id, kb, tb.calls), f))
+            rows.append(_compare_row(name, code, (a_id, ka, ta.calls), (b_id, kb, tb.calls), f,
+                                     tests.get(code), adjusted.get(code)))
     inline = analysis or _sessions(fig_a) + _sessions(fig_b) <= INLINE_SESSIONS
     lines = compare_analysis(run_units(store, a_id, outcomes=True),
                              run_units(store, b_id, outcomes=True), common) \
@@ -413,14 +420,18 @@ def _replay_view(store: Store, info_a: RunInfo, info_b: RunInfo) -> ReplayView |
         len(moved))
 
 
-def _compare_row(name, code, a, b, f) -> tuple[Cell, ...]:
+def _compare_row(name, code, a, b, f, cmp=None, holm_p=None) -> tuple[Cell, ...]:
+    """One row; ``cmp`` the z-test of its counts (no Fisher p on this table), ``holm_p``
+    a class's p adjusted across the target's classes, on which the class is called."""
     (a_id, ka, na), (b_id, kb, nb) = a, b
-    if na and nb:
-        cmp = compare_rates(ka, na, kb, nb, exact=False)  # the table shows no Fisher p
+    if cmp is not None:
         diff = (f"{cmp.diff100:+.2f} [{cmp.lo100:+.1f}, {cmp.hi100:+.1f}]"
                 if cmp.diff100 is not None else "–")
         p = f"{cmp.p_value:.3g}"
-        moved = "significant" if cmp.significant else ""
+        if holm_p is None:
+            moved = "significant" if cmp.significant else ""
+        else:
+            moved = f"significant (Holm p {holm_p:.3g})" if holm_p < cmp.alpha else ""
     else:
         diff, p, moved = "–", "–", ""
     return (Cell(name), Cell(code),
