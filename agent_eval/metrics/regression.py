@@ -90,7 +90,7 @@ def regression_from_units(baseline: Sequence[Unit] | TargetStats,
         method = ("independent, sessions as clusters (Welch t interval); not paired: "
                   f"{paired.mix.refused}")
         mix = ""
-    if lo is None or diff is None:
+    if lo is None or diff is None or se is None:
         return Regression(diff, None, None, False, None, method,
                           f"{counts}; too few sessions for an interval (need 2 per run): "
                           "not judged", paired)
@@ -138,7 +138,7 @@ def rise_under_alternative(se100: float | None, df: float, pa: float, pb: float,
     named a rise caught with only 67–75% power."""
     plain = detectable_rise(se100, df, alpha=alpha, power=power)
     base = pa * (1 - pa) + pb * (1 - pb)
-    if plain is None or base <= 0 or pa >= 1:
+    if plain is None or se100 is None or base <= 0 or pa >= 1:
         return plain
     from scipy import optimize
 
