@@ -1,4 +1,4 @@
-"""Time `gate`, `compare` and the run summary on a generated million-call run (issue #13).
+"""Time `gate`, `compare` and the run summary on a generated million-call run (each < 1 s).
 
     .venv/bin/python benchmarks/bench_aggregates.py [--pg postgresql+psycopg://postgres@127.0.0.1:5432/test]
         [--calls 1000000] [--repeat 3] [--old] [--markdown]
@@ -10,7 +10,7 @@ new PostgreSQL database dropped afterwards.  Timed, best and median of ``--repea
 * *summary*: ``cli.tables.summarize_runs`` (the per-target table of ``report --format``,
   ``run`` and ``gate``), now ``store.summarize``, GROUP BY in the database;
 * *sums*: what the clustered and paired statistics read, summed per (target, scenario)
-  in SQL (``store.cluster_stats``, issue #13 item 3; it replaced *units*): what ``gate``
+  in SQL (``store.cluster_stats``; it replaced *units*): what ``gate``
   reads per run;
 * *sums and passes*: the same with each scenario's outcomes as bits, for ``compare``'s
   pass rates and McNemar test (``store.cluster_stats(passes=True)``): what ``compare``

@@ -12,7 +12,7 @@ started at once would stay in lockstep and every request would arrive in bursts 
 ``--rounds N`` alternates direct and proxy N times per row and pools them.  Then many requests through the proxy, and the
 proxy's resident memory after them; then client aborts mid-stream and the proxy's open
 file descriptors after them (a leak would grow them); then how long an abort takes to
-close the upstream's request (the issue asks for under 1 s).
+close the upstream's request (the goal is under 1 s).
 
 ``--protocols chat,responses,messages,gemini`` measures each wire protocol the proxy
 records (the same requests written in OpenAI Responses, Anthropic Messages or Gemini by

@@ -76,14 +76,18 @@ def row(output: str, label: str) -> list[str]:
     raise AssertionError(f"no row {label!r} in:\n{output}")
 
 
-def test_overall_difference_has_interval_z_and_fisher_p_and_is_significant(db):
+def test_overall_difference_has_interval_z_and_fisher_p_and_one_verdict_the_paired_one(db):
     result = compare(db, "1", "2")
     assert result.exit_code == 0, result.output
     # 19/158 − 9/161 = +6.44 per 100; Wald CI ±1.96 × 3.16; z = 2.03, p = 0.042
-    # (docs/design.md); Fisher p = 0.0486 by direct hypergeometric summation
+    # (docs/design.md); Fisher p = 0.0486 by direct hypergeometric summation.  The z-test
+    # treats calls as independent: it is detail; the row is called by the paired method,
+    # as the verdict line under the table is, never "yes" above and "not significant" below
     assert row(result.stdout, "errors/100 calls") == [
         "errors/100 calls", "5.59 (9/161)", "12.03 (19/158)", "+6.44 [+0.25 to +12.63]",
-        "0.042", "0.049", "yes"]
+        "0.042", "0.049", "no (paired)"]
+    assert ("paired verdict on errors/100: not significant (permutation p 0.500, alpha 0.05)"
+            in result.stdout.splitlines())
 
 
 def test_per_class_differences_cover_classes_either_run_hit(db):
@@ -106,7 +110,8 @@ def test_handshake_and_recovery_differences_are_shown(db):
 def test_flipped_scenarios_are_listed_with_their_direction(db):
     # run 1 packs 9 denials into s0 (17 calls each); run 2 packs 19 into s0 and s1 (16 each)
     out = compare(db, "1", "2").stdout.splitlines()
-    at = out.index("flipped scenarios: 1")
+    at = out.index("flipped scenarios: 1 (about 0.5 expected from repeat noise alone if "
+                   "nothing changed)")
     assert out[at + 1] == "  s1: broke (a P -> b F)"
 
 
@@ -155,7 +160,7 @@ def test_markdown_file_holds_the_same_tables(db, tmp_path):
     md = md_path.read_text()
     assert md.startswith("## agent-eval compare: run 1 (nightly) → run 2 (pr-7)\n")
     assert ("| errors/100 calls | 5.59 (9/161) | 12.03 (19/158) | +6.44 [+0.25 to +12.63] "
-            "| 0.042 | 0.049 | yes |") in md
+            "| 0.042 | 0.049 | no (paired) |") in md
     assert "- s1: broke (a P -> b F)" in md
 
 
@@ -228,3 +233,49 @@ def test_markdown_compares_every_next_action(recovery_db, tmp_path):
     md = md_path.read_text()
     assert ("| abandon after denial % | 0.00 (0/4) | 16.67 (1/6) | +16.67 [-13.15 to +46.49] "
             in md)
+
+
+def test_two_targets_of_one_run_are_compared_paired_over_their_shared_scenarios(tmp_path):
+    path = str(tmp_path / "targets.db")
+    add_run(path, "nightly", [*spread("qwen3.5-27b", 161, {"AE320": 9}, handshakes=8),
+                              *spread("qwen3.6-35b", 158, {"AE301": 10, "AE304": 9},
+                                      handshakes=6)])
+    one_run = compare(path, "1", "--targets", "qwen3.5-27b,qwen3.6-35b")
+    assert one_run.exit_code == 0, one_run.output
+    out = one_run.stdout.splitlines()
+    assert out[0].startswith("b = qwen3.6-35b in run 1 (nightly) against a = qwen3.5-27b in "
+                             "run 1 (nightly)")
+    assert "== qwen3.5-27b -> qwen3.6-35b ==" in out
+    # the same figures as the same sessions stored as two runs (the fixture above)
+    two_runs = str(tmp_path / "runs.db")
+    add_run(two_runs, "nightly", spread("qwen", 161, {"AE320": 9}, handshakes=8))
+    add_run(two_runs, "pr-7", spread("qwen", 158, {"AE301": 10, "AE304": 9}, handshakes=6))
+    across = compare(two_runs, "1", "2").stdout
+    assert row(one_run.stdout, "errors/100 calls") == row(across, "errors/100 calls")
+    assert ("compared on 10 shared scenarios (the same mix in both runs), weighted by pooled "
+            "calls") in out
+    paired = [line for line in across.splitlines() if line.startswith("errors/100 paired")]
+    assert paired and paired[0] in out
+    assert "  s1: broke (a P -> b F)" in out
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["1", "--targets", "qwen"], "'qwen' is not two different target names A,B"),
+    (["1", "--targets", "qwen,llama"], "run 1 has no sessions of 'llama'; it holds qwen"),
+    (["1", "2", "--targets", "qwen,llama"], "--targets compares two targets of ONE run"),
+    (["1"], "give RUN_B, or --targets A,B"),
+])
+def test_targets_usage_errors_exit_2_with_one_line(db, args, message):
+    result = compare(db, *args)
+    assert result.exit_code == 2
+    [line] = result.stderr.splitlines()
+    assert message in line
+
+
+def test_json_carries_the_one_verdict_and_the_holm_adjusted_class_p(db):
+    import json
+
+    data = json.loads(compare(db, "1", "2", "--json").stdout)
+    assert data["units"]["qwen"]["verdict"] == {"method": "paired", "significant": False}
+    assert data["class_p_holm"]["qwen"]["AE301"] == pytest.approx(
+        3 * data["groups"]["qwen"]["classes"]["AE301"]["p_value"])

@@ -69,7 +69,9 @@ def db(tmp_path) -> str:
     return str(tmp_path / "gate.db")
 
 
-def add_run(db: str, label: str | None, **targets: TargetPlan) -> int:
+def add_run(db: str, label: str | None, *, status: str = "finished",
+            silent: tuple[str, ...] = (), **targets: TargetPlan) -> int:
+    """A run of ``targets``; ``silent`` names targets it declares that played no session."""
     with open_store(db) as store:
         run_id = store.create_run(label=label, kind="live", suite="scenarios/ralf",
                                   config={}, fingerprint={})
@@ -77,7 +79,10 @@ def add_run(db: str, label: str | None, **targets: TargetPlan) -> int:
             store.add_target(run_id, name=name, model=name, base_url="http://127.0.0.1:8000/v1",
                              settings={})
             store.record_sessions(run_id, make_records(name, plan))
-        store.set_run_status(run_id, "finished")
+        for name in silent:
+            store.add_target(run_id, name=name, model=name, base_url="http://127.0.0.1:8000/v1",
+                             settings={})
+        store.set_run_status(run_id, status)
     return run_id
 
 
@@ -110,7 +115,7 @@ def test_a_run_within_every_threshold_exits_0_and_prints_each_check(db):
                      "12.03 (19/158 calls, Wilson 95% CI 7.8–18.0; clustered [7.3–19.1] deff 1.0, "
                      "10 sessions, few clusters) > 8", id="error-rate"),
         pytest.param("--max-class", "AE301=3", "FAIL  qwen3.6-35b: AE301/100 <= 3: AE301/100 "
-                     "6.33 (10/158 calls, Wilson 95% CI 3.5–11.3; clustered [3.2–12.2] deff 1.0, "
+                     "6.33 (10/158 calls, Wilson 95% CI 3.5–11.3; clustered [2.7–12.3] deff 1.0, "
                      "10 sessions, few clusters) > 3", id="class"),
         pytest.param("--min-handshake", "0.8", "FAIL  qwen3.6-35b: handshake >= 0.8: handshake "
                      "completed in 6/10 sessions = 0.60 < 0.8", id="handshake"),
@@ -143,20 +148,56 @@ def test_run_picks_the_run_by_id_not_just_the_latest(db):
     assert gate(db, "--run", str(first), "--max-error-rate", "8").exit_code == 1
 
 
+@pytest.mark.parametrize("status", ["running", "interrupted", "failed"])
+def test_an_unfinished_run_with_a_target_that_played_no_session_fails_naming_both(db, status):
+    add_run(db, None, status=status, silent=("qwen3.6-35b",),
+            **{"qwen3.5-27b": TargetPlan(161, {"AE320": 9})})
+    result = gate(db, "--max-error-rate", "8")
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert lines[1] == (f"FAIL  (run): run finished: the run is {status}, not finished: its "
+                        "sessions may not be all of the suite; resume it, or pass "
+                        "--allow-incomplete to judge what it holds")
+    assert lines[2] == ("FAIL  qwen3.6-35b: sessions > 0: the run names this target but it "
+                        "played no session: nothing of it was judged (--allow-incomplete skips it)")
+    assert lines[3].startswith("PASS  qwen3.5-27b: errors/100 <= 8")
+    allowed = gate(db, "--max-error-rate", "8", "--allow-incomplete")
+    assert allowed.exit_code == 0
+    assert allowed.stdout.splitlines()[1].startswith(f"SKIP  (run): run finished: skipped: "
+                                                     f"the run is {status}")
+
+
 # --- baselines ---------------------------------------------------------------------------
 
 
-def test_a_jump_over_20_calls_against_the_nightly_does_not_fail_on_noise(db):
+def test_a_jump_over_20_calls_against_the_nightly_is_inconclusive_with_exit_4(db):
     add_run(db, "nightly", qwen=TargetPlan(20, {}, sessions=2))
     add_run(db, "pr-3", qwen=TargetPlan(20, {"AE301": 2}, sessions=2))
     result = gate(db, "--baseline", "label:nightly", "--max-regression", "2")
-    assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines()[0] == "Run 2 (pr-3) against baseline run 1 (nightly)"
+    assert result.exit_code == 4, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "Run 2 (pr-3) against baseline run 1 (nightly)"
+    assert lines[1].startswith("INCONCLUSIVE  qwen: regression vs baseline <= 2: ")
     assert ("errors/100 0.00 (0/20) -> 10.00 (2/20), change +10.00 [95% CI -29.15 to +49.15, "
             "independent, sessions as clusters (Welch t interval); not paired: only 2 shared "
-            "scenarios with calls on both sides (need 3)]" in result.stdout)
-    assert "smallest rise detectable at 80% power on this run: +48.15" in result.stdout
-    assert "not supported by the sample (noise)" in result.stdout
+            "scenarios with calls on both sides (need 3)]; INCONCLUSIVE: above 2 but the "
+            "interval reaches -29.15, so the sample can neither confirm nor rule out the rise; "
+            "about 37 repeats per scenario would decide it (80% power)" in lines[1])
+    assert "smallest rise detectable at 80% power on this run: +72.04" in lines[1]
+    assert lines[-1] == ("gate INCONCLUSIVE: 1 of 1 checks could not be decided by the sample "
+                         "(qwen: regression vs baseline <= 2); none failed")
+
+
+@pytest.mark.parametrize(("reading", "code", "verdict"), [
+    ("pass", 0, "gate passed (--on-inconclusive pass)"),
+    ("fail", 1, "gate FAILED (--on-inconclusive fail)")])
+def test_on_inconclusive_maps_the_undecided_rise_to_an_exit_code(db, reading, code, verdict):
+    add_run(db, "nightly", qwen=TargetPlan(20, {}, sessions=2))
+    add_run(db, "pr-3", qwen=TargetPlan(20, {"AE301": 2}, sessions=2))
+    result = gate(db, "--baseline", "label:nightly", "--max-regression", "2",
+                  "--on-inconclusive", reading)
+    assert result.exit_code == code
+    assert result.stdout.splitlines()[-1].startswith(verdict + ": 1 of 1 checks could not")
 
 
 def test_the_same_jump_over_1000_calls_fails(db):
@@ -166,7 +207,17 @@ def test_the_same_jump_over_1000_calls_fails(db):
     assert result.exit_code == 1
     assert ("change +10.00 [95% CI +7.96 to +12.04, paired over 20 shared scenarios "
             "(t interval, SE from spread across scenarios, 19 df)]") in result.stdout
-    assert "smallest rise detectable at 80% power on this run: +2.88" in result.stdout
+    # the smallest rise under the alternative: the SE at rates (0, δ), not at the observed
+    # (0, 0.10): root of δ = (t.975 + t.8 on 19 df) · SE · √(q(1 − q) / 0.09), q = δ/100
+    from scipy import optimize
+    from scipy import stats as sps
+
+    se = (12.04 - 7.96) / 2 / sps.t.ppf(0.975, 19)
+    factor = sps.t.ppf(0.975, 19) + sps.t.ppf(0.8, 19)
+    mde = optimize.brentq(
+        lambda d: d - factor * se * ((d / 100) * (1 - d / 100) / 0.09) ** 0.5, 1e-9, 100)
+    assert f"smallest rise detectable at 80% power on this run: +{mde:.2f}" in result.stdout
+    assert f"{mde:.2f}" == "0.91"
     assert "a real regression" in result.stdout
 
 
@@ -182,22 +233,70 @@ def test_label_baseline_is_the_newest_run_with_that_label_other_than_the_current
     assert on_the_nightly.exit_code == 1
 
 
-def test_the_first_nightly_has_no_baseline_and_says_so(db):
+def test_a_misspelt_baseline_label_with_no_other_check_fails_instead_of_passing_on_0_checks(db):
     add_run(db, "nightly", qwen=TargetPlan(100, {}))
-    result = gate(db, "--baseline", "label:nightly", "--max-regression", "2",
-                  "--max-error-rate", "8")
-    assert result.exit_code == 0
-    assert ("baseline label:nightly: no run other than run 1 has that label yet; regression "
-            "checks skipped") in result.stdout
+    result = gate(db, "--baseline", "label:nope", "--max-regression", "2")
+    assert result.exit_code == 1, result.output
+    lines = result.stdout.splitlines()
+    assert lines[1] == ("FAIL  (run): baseline found: baseline label:nope: no run other than "
+                        "run 1 has that label; regression checks not judged; a misspelt label "
+                        "would keep the gate green for ever: fix the label, or pass "
+                        "--allow-missing-baseline for the first run of a series")
+    assert lines[-1] == "gate FAILED: 1 of 1 checks failed ((run): baseline found)"
 
 
-def test_a_target_missing_from_the_baseline_is_skipped_and_named(db):
+def test_a_label_baseline_is_chosen_per_target_the_newest_run_of_the_label_that_holds_it(db):
+    add_run(db, "nightly", qwen=TargetPlan(1000, {}, sessions=20))              # 1
+    add_run(db, "nightly", llama=TargetPlan(1000, {}, sessions=20))             # 2: another model
+    add_run(db, "pr-9", qwen=TargetPlan(1000, {"AE301": 100}, sessions=20),
+            llama=TargetPlan(1000, {}, sessions=20))                            # 3
+    result = gate(db, "--baseline", "label:nightly", "--max-regression", "2", "--json")
+    assert result.exit_code == 1, result.output
+    import json
+
+    verdict = json.loads(result.stdout)
+    assert (verdict["baseline"], verdict["baselines"]) == (2, {"qwen": 1, "llama": 2})
+    statuses = {c["target"]: c["status"] for c in verdict["checks"]}
+    assert statuses == {"qwen": "fail", "llama": "pass"}
+    text = gate(db, "--baseline", "label:nightly", "--max-regression", "2")
+    assert text.stdout.splitlines()[0] == ("Run 3 (pr-9) against baseline label:nightly per "
+                                           "target: qwen -> run 1, llama -> run 2")
+
+
+def test_the_first_nightly_passes_only_when_allowed_and_says_so(db):
+    add_run(db, "nightly", qwen=TargetPlan(100, {}))
+    args = ("--baseline", "label:nightly", "--max-regression", "2", "--max-error-rate", "8")
+    assert gate(db, *args).exit_code == 1
+    result = gate(db, *args, "--allow-missing-baseline")
+    assert result.exit_code == 0, result.output
+    assert ("SKIP  (run): baseline found: skipped: baseline label:nightly: no run other than "
+            "run 1 has that label; regression checks not judged (--allow-missing-baseline)"
+            in result.stdout)
+    assert result.stdout.splitlines()[-1] == "gate passed: 2 checks, none failed"
+
+
+def test_a_gate_whose_every_check_was_skipped_fails_unless_allowed(db):
+    add_run(db, "nightly", other=TargetPlan(100, {}))
+    add_run(db, None, qwen=TargetPlan(100, {}))
+    result = gate(db, "--baseline", "1")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[-2] == (
+        "FAIL  qwen: regression vs baseline <= 0: target absent from the baseline: nothing to "
+        "compare with (--allow-missing-baseline skips it)")
+    allowed = gate(db, "--baseline", "1", "--allow-missing-baseline")
+    assert allowed.exit_code == 0
+    assert ("SKIP  (run): checks judged > 0: all 1 checks were skipped; passing as "
+            "--allow-missing-baseline allows") in allowed.stdout
+
+
+def test_a_target_missing_from_the_baseline_fails_unless_allowed(db):
     add_run(db, "nightly", qwen=TargetPlan(100, {}))
     add_run(db, None, qwen=TargetPlan(100, {}), newcomer=TargetPlan(100, {"AE301": 50}))
-    result = gate(db, "--baseline", "1")
+    assert gate(db, "--baseline", "1").exit_code == 1
+    result = gate(db, "--baseline", "1", "--allow-missing-baseline")
     assert result.exit_code == 0
-    assert "SKIP  newcomer: regression vs baseline <= 0: skipped: target absent from the baseline" \
-        in result.stdout
+    assert ("SKIP  newcomer: regression vs baseline <= 0: skipped: target absent from the "
+            "baseline (--allow-missing-baseline)") in result.stdout
 
 
 # --- markdown ----------------------------------------------------------------------------
@@ -213,6 +312,29 @@ def test_markdown_file_holds_the_same_checks(db, tmp_path):
     assert ("- **qwen**: errors/100 <= 8: errors/100 9.00 (9/100 calls, Wilson 95% CI 4.8–16.2; "
             "clustered [4.4–17.6] deff 1.0, 10 sessions, few clusters) > 8") in md
     assert "| FAIL | qwen | errors/100 <= 8 | 8 | 9.00 |" in md
+
+
+def test_junit_file_holds_one_case_per_check_with_each_failure_named(db, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    add_run(db, "pr-2", **{
+        "qwen3.5-27b": TargetPlan(161, {"AE320": 9}),
+        "qwen3.6-35b": TargetPlan(158, {"AE301": 10, "AE304": 4, "AE311": 5}, handshakes=6),
+    })
+    out = tmp_path / "gate.xml"
+    result = gate(db, "--max-class", "AE301=3", "--min-handshake", "0.8", "--junit", str(out))
+    assert result.exit_code == 1
+    suite = ET.parse(out).getroot().find("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("4", "2", "0")
+    failures = {(c.get("classname"), c.get("name")): c.find("failure").get("message")
+                for c in suite.iter("testcase") if c.find("failure") is not None}
+    assert failures == {
+        ("gate.qwen3.6-35b", "AE301/100 <= 3"):
+            "AE301/100 6.33 (10/158 calls, Wilson 95% CI 3.5–11.3; clustered [2.7–12.3] deff "
+            "1.0, 10 sessions, few clusters) > 3",
+        ("gate.qwen3.6-35b", "handshake >= 0.8"):
+            "handshake completed in 6/10 sessions = 0.60 < 0.8",
+    }
 
 
 # --- usage: exit 2 with one line ---------------------------------------------------------

@@ -8,6 +8,7 @@ import math
 
 import pytest
 from click.testing import CliRunner
+from scipy import optimize
 from scipy import stats as sps
 from test_cli_gate import TargetPlan, add_run
 
@@ -63,7 +64,15 @@ def test_power_plans_repeats_from_the_baselines_variance_components(db):
     factor = sps.t.ppf(0.975, 19) + sps.t.ppf(0.8, 19)
     unit_se = 100 * math.sqrt(0.05 * (0.0384 + 0.0564) / 50)
     repeats = max(2, math.ceil((factor * unit_se / 2) ** 2))
-    now = factor * 100 * math.sqrt(0.05 * 0.0768 / 50)
+    # the rise detectable now, with the SE at that rise: root of δ = factor · SE(δ)
+    def gap(delta):
+        q = 0.04 + delta / 100
+        return delta - factor * 100 * math.sqrt(0.05 * (0.0384 + q * (1 - q)) / 50)
+
+    now = optimize.brentq(gap, 0, 50)
+    needed = math.ceil((factor * unit_se / 2) ** 2)  # 19 df: 20 scenarios of one repeat
+    low = max(2, math.ceil(needed * 19 / sps.chi2.ppf(0.9, 19)))
+    high = max(2, math.ceil(needed * 19 / sps.chi2.ppf(0.1, 19)))
     assert result.stdout.splitlines() == [
         "Baseline run 1 (nightly)",
         "== qwen ==",
@@ -71,8 +80,10 @@ def test_power_plans_repeats_from_the_baselines_variance_components(db):
         "session design effect 1.00",
         f"to detect a rise of 2 errors/100 with 80% power at alpha 0.05 (paired, two-sided 95% "
         f"interval): {repeats} repeat(s) per scenario, about {repeats * 1000} tool calls per run",
+        f"the plan is an estimate: plausibly {low}–{high} repeat(s) (80% range of the variance "
+        "it rests on, chi-square on 19 df)",
         f"with the baseline's 1 repeat(s) the smallest rise detectable at 80% power is "
-        f"{now:.2f} errors/100",
+        f"{now:.2f} errors/100 (standard error at that rise)",
         "Ready: agent-eval run --config TARGETS.yaml --repeats 3 (the baseline's targets file)",
     ]
     assert repeats == 3
@@ -202,13 +213,13 @@ def test_gate_and_compare_show_the_librarys_clustered_interval_and_name_its_meth
     assert f"clustered interval: {CLUSTERED_METHOD}." in out
 
 
-def test_compare_reports_mcnemar_on_repeat_pairs(db):
+def test_compare_reports_mcnemar_on_scenario_pairs(db):
     add_mixed_run(db, "a", suite([f"s{i}" for i in range(4)], denied=0))
     add_mixed_run(db, "b", suite([f"s{i}" for i in range(4)], denied=1))
     out = cli(db, "compare", "1", "2").stdout
-    # every one of the 8 repeat pairs passed in a and failed in b: p = 2 / 2^8
-    assert ("repeat pairs: 8; a passed where b failed 8, b passed where a failed 0; exact "
-            "McNemar p 0.008") in out
+    # every one of the 4 scenarios passed in a and failed in b: p = 2 / 2^4
+    assert ("scenario pairs (every repeat passed): 4; passed in a only 4, in b only 0; exact "
+            "McNemar p 0.125") in out
 
 
 # --- gate: which interval -----------------------------------------------------------------

@@ -4,8 +4,10 @@ baseline comparison fails only on a regression the sample supports."""
 from __future__ import annotations
 
 import pytest
+from scipy import stats as sps
 
-from agent_eval.analysis.gate import evaluate_gate, render_gate_markdown, render_gate_text
+from agent_eval.analysis.gate import evaluate_gate
+from agent_eval.analysis.gate_render import render_gate_markdown, render_gate_text
 from agent_eval.metrics import summarize
 from agent_eval.transcript import CallRow, SessionRow
 
@@ -111,9 +113,18 @@ def test_a_run_with_no_targets_fails():
     assert statuses(result) == [("(run)", "sessions", "fail")]
 
 
-def test_no_thresholds_means_no_checks_and_a_pass():
+def test_no_thresholds_judges_nothing_and_fails():
     result = evaluate_gate(summaries(("qwen", 10, {"AE301": 10})))
-    assert (result.checks, result.passed) == ([], True)
+    assert statuses(result) == [("(run)", "judged", "fail")]
+    assert result.checks[0].detail.startswith("no check applied: a gate that judged nothing")
+
+
+def test_only_skipped_checks_fail_unless_a_missing_baseline_is_allowed():
+    current = summaries(("qwen", 100, {}))
+    assert statuses(evaluate_gate(current, min_handshake=0.8)) == [
+        ("qwen", "handshake", "skip"), ("(run)", "judged", "fail")]
+    allowed = evaluate_gate(current, min_handshake=0.8, allow_missing_baseline=True)
+    assert (allowed.checks[-1].status, allowed.passed) == ("skip", True)
 
 
 # --- class rates -------------------------------------------------------------------------
@@ -160,7 +171,7 @@ def test_min_handshake_bounds_the_completion_share(completed, status):
 
 
 def test_handshake_check_is_skipped_when_no_session_required_one():
-    [check] = evaluate_gate(summaries(("qwen", 100, {})), min_handshake=0.8).checks
+    check, _ = evaluate_gate(summaries(("qwen", 100, {})), min_handshake=0.8).checks
     assert (check.status, check.passed) == ("skip", True)
     assert "no session" in check.detail
 
@@ -179,13 +190,30 @@ def test_impossible_thresholds_are_refused(thresholds):
 # --- baseline regression: noise does not fail a build ------------------------------------
 
 
-def test_a_big_looking_jump_over_20_calls_does_not_fail_on_noise():
+def test_a_big_looking_jump_over_20_calls_is_inconclusive_not_a_fail_nor_a_pass():
     baseline = summaries(("qwen", 20, {}))
     current = summaries(("qwen", 20, {"AE301": 2}))  # 0 -> 10 per 100
-    [check] = evaluate_gate(current, baseline=baseline, max_regression=2).checks
+    result = evaluate_gate(current, baseline=baseline, max_regression=2)
+    [check] = result.checks
     assert check.observed == pytest.approx(10.0)
-    assert check.status == "pass"
-    assert "noise" in check.detail
+    assert (check.status, result.outcome, result.passed) == ("inconclusive", "inconclusive", False)
+    assert "can neither confirm nor rule out the rise" in check.detail
+
+
+@pytest.mark.parametrize(("reading", "outcome"), [("pass", "pass"), ("fail", "fail")])
+def test_on_inconclusive_reads_an_undecided_rise_as_the_operator_says(reading, outcome):
+    baseline = summaries(("qwen", 20, {}))
+    current = summaries(("qwen", 20, {"AE301": 2}))
+    result = evaluate_gate(current, baseline=baseline, max_regression=2,
+                           on_inconclusive=reading)
+    assert (result.checks[0].status, result.outcome) == ("inconclusive", outcome)
+
+
+def test_a_rise_within_the_limit_passes_and_is_not_inconclusive():
+    baseline = summaries(("qwen", 20, {"AE301": 1}))
+    current = summaries(("qwen", 20, {"AE301": 1}))
+    result = evaluate_gate(current, baseline=baseline, max_regression=2)
+    assert (result.checks[0].status, result.outcome) == ("pass", "pass")
 
 
 def test_the_same_jump_over_5000_calls_fails():
@@ -202,7 +230,7 @@ def test_context_md_jump_from_27b_to_35b_is_supported_above_zero_but_not_above_2
     current = summaries(("qwen", 158, {"AE301": 19}))
     [at_zero] = evaluate_gate(current, baseline=baseline, max_regression=0).checks
     [at_two] = evaluate_gate(current, baseline=baseline, max_regression=2).checks
-    assert (at_zero.status, at_two.status) == ("fail", "pass")
+    assert (at_zero.status, at_two.status) == ("fail", "inconclusive")
     assert "change +6.44 [95% CI +0.25 to +12.63]" in at_two.detail
 
 
@@ -220,14 +248,17 @@ def test_baseline_without_max_regression_fails_any_supported_increase():
     assert (check.threshold, check.status) == (0.0, "fail")
 
 
-def test_targets_are_matched_by_name_and_a_missing_one_is_skipped():
+def test_targets_are_matched_by_name_and_a_missing_one_fails_unless_allowed():
     baseline = summaries(("qwen3.5-27b", 5000, {}))
     current = summaries(("qwen3.5-27b", 5000, {"AE301": 500}), ("new-model", 5000, {"AE301": 500}))
     result = evaluate_gate(current, baseline=baseline, max_regression=2)
     assert statuses(result) == [("qwen3.5-27b", "regression", "fail"),
-                                ("new-model", "regression", "skip")]
+                                ("new-model", "regression", "fail")]
     assert "absent from the baseline" in result.checks[1].detail
-    assert [f.target for f in result.failures] == ["qwen3.5-27b"]
+    allowed = evaluate_gate(current, baseline=baseline, max_regression=2,
+                            allow_missing_baseline=True)
+    assert statuses(allowed)[1] == ("new-model", "regression", "skip")
+    assert [f.target for f in allowed.failures] == ["qwen3.5-27b"]
 
 
 # --- rendering ---------------------------------------------------------------------------
@@ -270,8 +301,36 @@ def test_terminal_text_ends_with_the_verdict_naming_the_failures():
     assert lines[-1] == "gate FAILED: 1 of 2 checks failed (a: errors/100 <= 8)"
 
 
+# --- many targets: Holm across the regression checks --------------------------------------
+
+
+def test_one_of_14_targets_rising_at_one_sided_p_0_01_is_inconclusive_after_holm():
+    # 50/1000 -> 75/1000: +2.50, Wald SE 1.081, z 2.31, one-sided p 0.0104: alone it fails
+    # (low end +0.38 > 0); across 14 checks Holm multiplies the smallest p by 14 -> 0.146
+    others = [(f"t{i}", 1000, {"AE301": 50}) for i in range(1, 14)]
+    baseline = summaries(("t0", 1000, {"AE301": 50}), *others)
+    alone = evaluate_gate(summaries(("t0", 1000, {"AE301": 75})), baseline=baseline,
+                          allow_missing_baseline=True)
+    assert alone.checks[0].status == "fail"
+    assert alone.checks[0].p_value == pytest.approx(sps.norm.sf(2.5 / 1.0810), rel=1e-3)
+    result = evaluate_gate(summaries(("t0", 1000, {"AE301": 75}), *others), baseline=baseline)
+    t0 = result.checks[0]
+    assert t0.status == "inconclusive"
+    assert t0.detail.endswith(f"; Holm-adjusted p {min(1, 14 * t0.p_value):.3g} across the 14 "
+                              "regression checks (one-sided, alpha 0.025): not supported once "
+                              "the other targets' checks are counted")
+    assert result.outcome == "inconclusive"
+
+
+def test_a_rise_that_survives_holm_still_fails():
+    others = [(f"t{i}", 1000, {"AE301": 50}) for i in range(1, 14)]
+    baseline = summaries(("t0", 1000, {"AE301": 50}), *others)
+    result = evaluate_gate(summaries(("t0", 1000, {"AE301": 150}), *others), baseline=baseline)
+    assert [c.status for c in result.checks][:2] == ["fail", "pass"]
+
+
 def test_the_gate_says_each_method_once_for_every_check_and_target_resting_on_it():
-    from agent_eval.analysis.gate import GateCheck, GateResult, render_gate_text
+    from agent_eval.analysis.gate import GateCheck, GateResult
 
     wilson = "Wilson score interval at the effective sample size n/deff"
     checks = [GateCheck(name, target, "rate", 8.0, 2.0, "pass", "ok", wilson)

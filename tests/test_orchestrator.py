@@ -13,7 +13,9 @@ import pytest
 from scripted import ScriptedModel
 
 from agent_eval.errors import HarnessFault
-from agent_eval.live.orchestrator import TEXT_CALL_TOOL, run_session
+from agent_eval.live.client import Reply, ToolCallOut
+from agent_eval.live.orchestrator import TEXT_CALL_TOOL, TRUNCATED, run_session
+from agent_eval.live.run import RunTally
 from agent_eval.scenario import instantiate, load_suite
 
 SUITE = load_suite(Path(__file__).resolve().parents[1] / "scenarios" / "ralf")
@@ -208,6 +210,33 @@ def test_malformed_arguments_and_unknown_tool_are_denied_with_ae1xx():
     assert [c.primary for c in rec.calls] == ["AE102", "AE101"]
 
 
+def cut_reply(arguments: str) -> Reply:
+    """A reply the server ended at ``max_tokens: 48`` (finish reason ``length``)."""
+    return Reply(content="", reasoning="", tool_calls=[ToolCallOut("call_1", "bash", arguments)],
+                 finish_reason="length", prompt_tokens=100, completion_tokens=48,
+                 reasoning_tokens=None, cached_tokens=None, latency_s=0.01, ttft_s=None,
+                 decode_tps=2000.0, markup=[])
+
+
+def test_a_tool_call_cut_by_max_tokens_is_a_truncation_not_the_models_ae102():
+    script = [reference_script(LIGHTS)[0], cut_reply('{"command": "uv run scripts/lig')]
+    (rec,), _ = play(LIGHTS, script)
+    assert rec.status == "error"  # out of every model rate, like a server fault
+    assert rec.error == (TRUNCATED + "'bash' after 48 completion tokens; raise the target's "
+                         "max_tokens")
+    assert [c.primary for c in rec.calls] == [None]  # the cut call is not judged
+    tally = RunTally()
+    tally.add([rec])
+    assert (tally.targets["t"].truncated, tally.targets["t"].error_sessions) == (1, 1)
+
+
+def test_a_length_finish_whose_call_came_through_whole_is_judged_as_usual():
+    script = [cut_reply('{"command": "uv run scripts/lights.py status | head"}'), "stop"]
+    (rec,), _ = play(LIGHTS, script)
+    assert rec.status != "error"
+    assert [c.primary for c in rec.calls] == ["AE301"]
+
+
 def test_read_tool_serves_virtual_files_and_denies_blocked_paths():
     script = [[read("docs/runbooks/vllm-restart.md")], [read("/data/rendered/chart.png")],
               [read("notes/missing.md")], "stop"]
@@ -241,3 +270,18 @@ def test_session_key_names_target_scenario_and_repeat(repeat):
     (rec,), _ = play(LIGHTS, ["stop"], repeat=repeat)
     assert rec.key == f"t/{LIGHTS}/{repeat}"
     assert rec.repeat == repeat
+
+
+def test_the_run_warns_about_truncations_naming_the_target_and_the_fix(capsys):
+    from agent_eval.cli.run import _report_truncated
+
+    script = [reference_script(LIGHTS)[0], cut_reply('{"command": "uv run scripts/lig')]
+    (rec,), _ = play(LIGHTS, script)
+    tally = RunTally()
+    tally.add([rec])
+    _report_truncated(tally)
+    assert capsys.readouterr().err == (
+        "Warning: target 't': 1 of 1 sessions ended when a reply was cut by the token limit "
+        "(finish reason length) inside a tool call; they are counted apart as truncations, "
+        "not as the model's malformed arguments (AE102), and left out of every rate. Raise "
+        "the target's max_tokens (--max-tokens).\n")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from scipy import optimize
 from scipy import stats as sps
 
 from agent_eval.metrics import compare_rates, fisher_exact_p, wilson_interval
@@ -188,7 +189,21 @@ def test_compare_paired_weights_by_pooled_calls_and_uses_sessions_within_scenari
     # rates a: x .05 y .05 z .1; b: x .15 y .1 z .1; weights 40, 80, 40
     assert cmp.errors.diff100 == pytest.approx(100 * (40 * 0.1 + 80 * 0.05 + 0) / 160)
     assert "sessions inside each scenario" in cmp.errors.method
-    assert (cmp.mcnemar.a_only, cmp.mcnemar.b_only) == (2, 0)
+    # the matched unit is the scenario, its outcome every repeat passed: none did in a
+    assert (cmp.mcnemar.pairs, cmp.mcnemar.a_only, cmp.mcnemar.b_only) == (3, 0, 0)
+
+
+def test_mcnemar_and_the_permutation_p_do_not_move_when_the_same_sessions_are_reordered():
+    a = {f"s{i}": [(0, 10, True), (1, 10, i % 2 == 0), (0, 10, True)] for i in range(16)}
+    b = {f"s{i}": [(2, 10, False), (0, 10, True), (1, 10, i % 3 == 0)] for i in range(16)}
+    first = compare_paired(units(a), units(b))
+    # repeats in another order, scenarios stored in another order: the same data
+    shuffled_a = {s: cells[::-1] for s, cells in reversed(a.items())}
+    shuffled_b = {s: [cells[1], cells[2], cells[0]] for s, cells in reversed(b.items())}
+    again = compare_paired(units(shuffled_a), units(shuffled_b))
+    assert again.mcnemar == first.mcnemar
+    assert again.errors.p_value == first.errors.p_value
+    assert again.passes.p_value == first.passes.p_value
 
 
 def test_independent_clustered_difference_by_hand():
@@ -217,8 +232,19 @@ def test_power_plan_by_hand():
     unit_se = 100 * math.sqrt(0.5 * 0.1956 / 10)
     assert plan.repeats == math.ceil((factor * unit_se / 2) ** 2)
     assert plan.total_calls == plan.repeats * 20
-    assert plan.detectable_now == pytest.approx(
-        factor * 100 * math.sqrt(0.5 * 0.18 / 40), rel=1e-9)
+    # the smallest rise detectable now takes the SE at that rise (rates 0.1 + δ), not at no
+    # change: the root of δ = factor · SE(δ), found here by scipy's brentq
+    def gap(delta):
+        q = 0.1 + delta / 100
+        return delta - factor * 100 * math.sqrt(0.5 * (0.09 + q * (1 - q)) / 40)
+
+    assert plan.detectable_now == pytest.approx(optimize.brentq(gap, 1, 90), rel=1e-7)
+    assert plan.detectable_now != pytest.approx(factor * 100 * math.sqrt(0.5 * 0.18 / 40))
+    # how uncertain: R · df / chi2 quantiles, df = 8 sessions − 2 scenarios
+    needed = math.ceil((factor * unit_se / 2) ** 2)
+    assert plan.repeats_range == (max(2, math.ceil(needed * 6 / sps.chi2.ppf(0.9, 6))),
+                                  max(2, math.ceil(needed * 6 / sps.chi2.ppf(0.1, 6))))
+    assert plan.variance_df == 6
 
 
 def test_power_plan_rejects_a_non_positive_rise():
@@ -259,3 +285,115 @@ def test_a_comparison_without_fishers_p_keeps_every_other_figure():
     full, quick = compare_rates(9, 161, 19, 158), compare_rates(9, 161, 19, 158, exact=False)
     assert math.isnan(quick.fisher_p) and 0 < full.fisher_p < 1
     assert dataclasses.replace(quick, fisher_p=full.fisher_p) == full
+
+
+def test_repeats_to_decide_is_the_fewest_repeats_at_which_the_excess_is_detectable():
+    from agent_eval.metrics.regression import repeats_to_decide
+
+    # SE 9.1 at 1 repeat on 2 df, an excess of 8 over the limit: detectable needs
+    # (t_.975 + t_.8) * SE / sqrt(R) <= 8
+    needed = repeats_to_decide(8.0, 9.1, 2, 1)
+    factor = sps.t.ppf(0.975, 2) + sps.t.ppf(0.8, 2)
+    assert factor * 9.1 / math.sqrt(needed) <= 8.0 < factor * 9.1 / math.sqrt(needed - 1)
+    assert repeats_to_decide(-1.0, 9.1, 2, 1) is None
+
+
+def test_expected_flips_under_no_change_sums_each_scenarios_flip_chance():
+    from agent_eval.analysis.comparison import expected_flips
+    from agent_eval.metrics.sufficient import Passes, ScenarioStats, Sums, TargetStats
+
+    def side(**outcomes):
+        return TargetStats({s: ScenarioStats(len(o), Sums(), passes=Passes.of(enumerate(o)))
+                            for s, o in outcomes.items()})
+
+    # s1: 2 of 4 passed pooled, q = .5, 2 repeats each: 2 · .25 · .75 = .375;
+    # s2: every repeat passed on both sides, q = 1: never flips
+    a = side(s1=(True, False), s2=(True, True))
+    b = side(s1=(False, True), s2=(True, True))
+    assert expected_flips(a, b) == pytest.approx(0.375)
+
+
+def test_holm_equals_statsmodels_and_the_step_down_by_hand():
+    from statsmodels.stats.multitest import multipletests
+
+    from agent_eval.analysis.comparison import holm
+
+    adjusted = holm({"AE301": 0.01, "AE304": 0.04, "AE320": 0.03})
+    # sorted 0.01, 0.03, 0.04 -> 3·0.01, max(0.03, 2·0.03), max(0.06, 1·0.04)
+    assert adjusted == pytest.approx({"AE301": 0.03, "AE320": 0.06, "AE304": 0.06})
+    family = {f"C{i}": p for i, p in enumerate(
+        [0.001, 0.2, 0.04, 0.04, 0.9, 0.012, 0.5, 0.3, 0.0049, 1.0, 0.06, 0.02, 0.7, 0.011])}
+    expected = multipletests(list(family.values()), method="holm")[1]
+    assert list(holm(family).values()) == pytest.approx(list(expected))
+
+
+def test_pooled_within_equals_scipys_pooled_two_sample_t_for_sessions_of_equal_size():
+    from agent_eval.metrics.paired import pooled_within
+    from agent_eval.metrics.sufficient import Sums
+
+    # a baseline of 3 repeats against a run of 10, sessions of 10 calls each
+    base = [1, 0, 2]
+    run = [0, 1, 1, 3, 0, 2, 1, 0, 4, 1]
+    var, df = pooled_within(Sums.of((k, 10) for k in base), Sums.of((k, 10) for k in run))
+    t = (sum(run) / 100 - sum(base) / 30) / math.sqrt(var)
+    expected = sps.ttest_ind([k / 10 for k in run], [k / 10 for k in base], equal_var=True)
+    assert (t, df) == (pytest.approx(expected.statistic), 11)
+
+
+def test_unequal_repeats_pool_the_within_scenario_variance_and_name_it():
+    from agent_eval.metrics.clustered import Unit
+    from agent_eval.metrics.paired import POOLED_METHOD, compare_paired
+
+    def units(repeats, errors):
+        return [Unit("t", f"s{s}", r, 10, errors[(s + r) % len(errors)])
+                for s in range(4) for r in range(repeats)]
+
+    cmp = compare_paired(units(3, [0, 1, 2]), units(10, [0, 1, 1, 2, 0]))
+    assert cmp.errors.method == POOLED_METHOD
+    equal = compare_paired(units(3, [0, 1, 2]), units(3, [0, 1, 1]))
+    assert equal.errors.method != POOLED_METHOD
+
+
+def test_one_scenario_with_a_single_session_is_collapsed_into_its_nearest_stratum():
+    from agent_eval.metrics.clustered import ratio_variance
+
+    # 10 scenarios of 3 sessions at very different rates, and one with a single session
+    pairs, strata = [], []
+    for s in range(10):
+        for k in (s, s + 1, s):
+            pairs.append((k, 10))
+            strata.append(f"s{s}")
+    pairs.append((4, 10))
+    strata.append("lone")
+    var, clusters, used = ratio_variance(pairs, strata)
+    # the lone (4, 10) joins s4 (rate 0.43, nearest to 0.4): its stratum then holds 4
+    collapsed = [label if label != "lone" else "s4" for label in strata]
+    assert (var, clusters, used) == (ratio_variance(pairs, collapsed)[0], 31, 10)
+    unstratified, _, _ = ratio_variance(pairs)
+    assert var < unstratified / 4  # dropping the strata kept the spread between scenarios
+
+
+@pytest.mark.parametrize(("k", "n"), [(0, 522), (3, 522), (7, 40), (40, 40)])
+def test_clopper_pearson_float_equals_scipys_exact_interval_for_integer_counts(k, n):
+    from agent_eval.metrics.clustered import clopper_pearson_float
+
+    ci = sps.binomtest(k, n).proportion_ci(method="exact")
+    assert clopper_pearson_float(k, n) == pytest.approx((ci.low, ci.high), abs=1e-12)
+
+
+def test_a_class_with_0_errors_in_522_calls_borrows_the_totals_design_effect():
+    from agent_eval.metrics.clustered import CLASS_METHOD, units_rate
+
+    # 58 sessions of 9 calls (522) over 29 scenarios; denials of another class pile up in
+    # a few sessions, so the total's design effect is large; AE304 is never hit
+    units = [Unit("t", f"s{s}", r, 9, 6 if (s + r) % 9 == 0 else 0,
+                  {"AE301": 6} if (s + r) % 9 == 0 else {})
+             for s in range(29) for r in range(2)]
+    total = units_rate(units)
+    rate = units_rate(units, code="AE304")
+    assert (rate.k, rate.n, rate.method) == (0, 522, CLASS_METHOD)
+    assert rate.deff == pytest.approx(total.deff) and total.deff > 4
+    n_eff = 522 / total.deff * (sps.norm.ppf(0.975) / sps.t.ppf(0.975, 58 - 29)) ** 2
+    assert rate.hi100 == pytest.approx(100 * (1 - 0.025 ** (1 / n_eff)))
+    wilson_independent = sps.binomtest(0, 522).proportion_ci(method="wilson").high
+    assert rate.hi100 > 3 * 100 * wilson_independent  # 0.73 per 100 read as independent

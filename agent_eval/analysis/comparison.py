@@ -46,9 +46,11 @@ from agent_eval.metrics.paired import PairedComparison, compare_paired, paired_l
 from agent_eval.metrics.sufficient import TargetStats, as_stats
 from agent_eval.transcript import NEXT_ACTIONS, CallRow, NextAction, SessionRow
 
-CompareBy = Literal["target", "all"]
-"""``target``: targets matched by name across the runs; ``all``: each run pooled whole."""
-COMPARE_BYS: tuple[CompareBy, ...] = ("target", "all")
+CompareBy = Literal["target", "all", "agent"]
+"""``target``: targets matched by name across the runs; ``all``: each run pooled whole;
+``agent``: the agents whose agent CLI rules judged the sessions, matched by name (no
+session-level analysis and no flips: those are per target and scenario)."""
+COMPARE_BYS: tuple[CompareBy, ...] = ("target", "all", "agent")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,10 @@ class RunComparison:
     rescore: RescoreMoves | None = None
     recovery: dict[str, dict[NextAction, RateComparison]] = field(default_factory=dict)
     units: dict[str, UnitAnalysis] = field(default_factory=dict)
+    class_p_holm: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Per group, each class's z-test p adjusted by Holm's step-down method across the
+    group's classes (:func:`holm`): with 14 classes, one
+    at p < 0.05 by chance alone is likely, so a class is called significant on this p."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +90,21 @@ class UnitAnalysis:
     clustered_b: ClusteredRate
     paired: PairedComparison
     independent: ClusteredDiff
+    expected_flips: float | None = None  # flips the shared scenarios show if nothing changed
+
+    @property
+    def called(self) -> tuple[str, bool] | None:
+        """``(method, significant)`` of the one verdict on errors/100, or None when no
+        difference is called: the table's errors/100 row shows this, not the z-test."""
+        if self.paired.errors is not None:
+            return "paired", self.paired.errors.significant
+        st = self.paired.stratified
+        if st is not None and st.refused is None:
+            return "post-stratified", st.significant
+        i = self.independent
+        if not self.paired.mix.shared and i.diff100 is not None and i.lo100 is not None:
+            return "sessions as clusters", i.significant
+        return None
 
     @property
     def verdict(self) -> str:
@@ -120,8 +141,26 @@ def analyse_units(units_a: Mapping[str, Sequence[Unit] | TargetStats],
     for name in groups:
         a, b = as_stats(units_a.get(name, ())), as_stats(units_b.get(name, ()))
         out[name] = UnitAnalysis(units_rate(a), units_rate(b), compare_paired(a, b),
-                                 compare_independent(a, b))
+                                 compare_independent(a, b), expected_flips(a, b))
     return out
+
+
+def expected_flips(a: TargetStats, b: TargetStats) -> float | None:
+    """How many shared scenarios would flip (every repeat passed on one side, not on the
+    other) if nothing changed: each scenario's pass rate pooled over both runs, ``q``,
+    gives ``P(flip) = qᵃ(1 − qᵇ) + qᵇ(1 − qᵃ)`` for ``a`` and ``b`` repeats, summed over
+    the scenarios.  Flips at about this count are the noise of repeats, not a change.
+    None when the outcomes were not read."""
+    total, seen = 0.0, False
+    for scenario, x in a.scenarios.items():
+        y = b.scenarios.get(scenario)
+        if y is None or x.passes is None or y.passes is None or not x.passes.n or not y.passes.n:
+            continue
+        seen = True
+        q = (x.passes.passed + y.passes.passed) / (x.passes.n + y.passes.n)
+        pa, pb = q ** x.passes.n, q ** y.passes.n
+        total += pa * (1 - pb) + pb * (1 - pa)
+    return total if seen else None
 
 
 def unit_lines(analysis: UnitAnalysis) -> list[str]:
@@ -200,18 +239,35 @@ def compare_runs(
         raise ValueError(f"unknown grouping {by!r}; expected one of {', '.join(COMPARE_BYS)}")
     common = [name for name in summaries_a if name in summaries_b]
     outcomes_a, outcomes_b = _outcomes(repeats_a, by), _outcomes(repeats_b, by)
+    groups = {name: compare_groups(summaries_a[name], summaries_b[name]) for name in common}
     return RunComparison(
         label_a=label_a,
         label_b=label_b,
         by=by,
-        groups={name: compare_groups(summaries_a[name], summaries_b[name]) for name in common},
+        groups=groups,
         only_a=[name for name in summaries_a if name not in summaries_b],
         only_b=[name for name in summaries_b if name not in summaries_a],
         flips={name: _flips(outcomes_a.get(name, {}), outcomes_b.get(name, {}))
                for name in common},
         recovery={name: compare_recovery(summaries_a[name], summaries_b[name])
                   for name in common},
+        class_p_holm={name: holm({code: c.p_value for code, c in group.classes.items()})
+                      for name, group in groups.items()},
     )
+
+
+def holm(p_values: Mapping[str, float]) -> dict[str, float]:
+    """Holm's step-down adjustment of a family of p-values (Holm 1979), keys kept: the
+    ``i``-th smallest of ``m`` becomes ``max_{j ≤ i} min(1, (m − j + 1) p_(j))``.  By hand,
+    so the viewer's compare page imports no scipy.stats; equal to
+    ``statsmodels.stats.multitest.multipletests(method="holm")`` (tested)."""
+    m = len(p_values)
+    out: dict[str, float] = {}
+    running = 0.0
+    for rank, (key, p) in enumerate(sorted(p_values.items(), key=lambda kv: kv[1])):
+        running = max(running, min(1.0, (m - rank) * p))
+        out[key] = running
+    return {key: out[key] for key in p_values}
 
 
 def compare_recovery(a: GroupSummary, b: GroupSummary) -> dict[NextAction, RateComparison]:
@@ -252,16 +308,30 @@ _HEADER = ("measure", "a", "b", "b − a [95% CI]", "p (z-test)", "p (Fisher)", 
 
 
 def comparison_rows(
-    group: GroupComparison, recovery: Mapping[NextAction, RateComparison] | None = None
+    group: GroupComparison, recovery: Mapping[NextAction, RateComparison] | None = None,
+    analysis: UnitAnalysis | None = None, class_p: Mapping[str, float] | None = None,
 ) -> list[tuple[str, ...]]:
     """The table of one group: errors/100, each class, handshake completion and the
-    share of denials followed by each next action (only pivot without ``recovery``)."""
+    share of denials followed by each next action (only pivot without ``recovery``).
+
+    One verdict per row: with ``analysis`` the errors/100 row is called by the
+    session-level method named under the table (``yes (paired)``), the z-test and Fisher
+    p beside it being detail; with ``class_p`` (Holm-adjusted) a class is called on it."""
     from agent_eval.policy import get_rule
 
-    rows = [_row("errors/100 calls", group.errors)]
+    errors = _row("errors/100 calls", group.errors)
+    called = analysis.called if analysis is not None else None
+    if analysis is not None:
+        errors = (*errors[:-1], "– (no verdict)" if called is None
+                  else f"{'yes' if called[1] else 'no'} ({called[0]})")
+    rows = [errors]
     for code, cmp in group.classes.items():
         rule = get_rule(code)
-        rows.append(_row(f"  {code} {rule.name}" if rule else f"  {code}", cmp))
+        row = _row(f"  {code} {rule.name}" if rule else f"  {code}", cmp)
+        if class_p is not None and code in class_p:
+            row = (*row[:-1], f"{'yes' if class_p[code] < 0.05 else 'no'} "
+                   f"(Holm p {_p(class_p[code])})")
+        rows.append(row)
     rows.append(_row("handshake completed %", group.handshake))
     actions = recovery or {"pivot": group.pivot}
     rows += [_row(f"{action} after denial %", cmp) for action, cmp in actions.items()]
@@ -280,6 +350,13 @@ def _row(label: str, cmp: RateComparison) -> tuple[str, ...]:
             "yes" if cmp.significant else "no")
 
 
+def _noise(analysis: UnitAnalysis | None) -> str:
+    if analysis is None or analysis.expected_flips is None:
+        return ""
+    return (f" (about {analysis.expected_flips:.1f} expected from repeat noise alone if "
+            "nothing changed)")
+
+
 def _p(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
@@ -296,8 +373,11 @@ def _legend(cmp: RunComparison) -> list[str]:
         f"b = {cmp.label_b} against a = {cmp.label_a}; differences read b − a "
         "(errors per 100 calls; shares in percentage points).",
         f"significant: {cmp.test} at alpha 0.05; p (Fisher): {cmp.exact_test}"
-        + (" (both treat calls as independent; the paired lines under each table give the "
-           "verdict on errors/100, docs/statistics.md)." if cmp.units else "."),
+        + (" (both treat calls as independent: detail; the errors/100 row is called by the "
+           "session-level method named in its cell and under the table, docs/statistics.md)."
+           if cmp.units else "."),
+        *(["classes: exploratory, each called on its z-test p adjusted by Holm's method "
+           "across the table's classes (family-wise alpha 0.05)."] if cmp.class_p_holm else []),
         "Flipped: outcome (every repeat passed, P/F per repeat) differs between the runs.",
         *([f"clustered interval: {CLUSTERED_METHOD}."] if cmp.units else []),
     ]
@@ -333,7 +413,8 @@ def render_comparison_text(cmp: RunComparison) -> str:
     for a run and its rescore, the exact moves last."""
     lines = [*_legend(cmp), *_missing(cmp)]
     for name, group in cmp.groups.items():
-        rows = [_HEADER, *comparison_rows(group, cmp.recovery.get(name))]
+        rows = [_HEADER, *comparison_rows(group, cmp.recovery.get(name), cmp.units.get(name),
+                                          cmp.class_p_holm.get(name))]
         widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADER))]
         lines += ["", f"== {name} =="]
         for row in rows:
@@ -342,7 +423,7 @@ def render_comparison_text(cmp: RunComparison) -> str:
         if name in cmp.units:
             lines += unit_lines(cmp.units[name])
         flips = cmp.flips.get(name, [])
-        lines.append(f"flipped scenarios: {len(flips)}")
+        lines.append(f"flipped scenarios: {len(flips)}{_noise(cmp.units.get(name))}")
         lines += [f"  {_flip_line(flip)}" for flip in flips]
     if cmp.rescore is not None:
         first, *moves = _rescore_lines(cmp)
@@ -358,11 +439,12 @@ def render_comparison_markdown(cmp: RunComparison) -> str:
         lines += ["", f"### {_md(name)}", "",
                   "| " + " | ".join(_HEADER) + " |", "|---|" + "---:|" * (len(_HEADER) - 1)]
         lines += ["| " + " | ".join(_md(cell.strip()) for cell in row) + " |"
-                  for row in comparison_rows(group, cmp.recovery.get(name))]
+                  for row in comparison_rows(group, cmp.recovery.get(name),
+                                             cmp.units.get(name), cmp.class_p_holm.get(name))]
         if name in cmp.units:
             lines += [""] + [f"{_md(line)}  " for line in unit_lines(cmp.units[name])]
         flips = cmp.flips.get(name, [])
-        lines += ["", f"Flipped scenarios: {len(flips)}"]
+        lines += ["", f"Flipped scenarios: {len(flips)}{_noise(cmp.units.get(name))}"]
         lines += [f"- {_md(_flip_line(flip))}" for flip in flips]
     if cmp.rescore is not None:
         first, *moves = _rescore_lines(cmp)

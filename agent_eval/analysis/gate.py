@@ -26,37 +26,54 @@ What each threshold compares (the same words are in ``agent-eval gate --help``):
     the smallest rise it could have detected; with summaries alone, ``compare_rates``.  So 2 errors in 20 calls
     after 0 in 20 (+10 per 100, but an interval reaching far below zero) does not fail a
     build on noise, while the same jump over 5,000 calls does.  A target absent from the
-    baseline (or with no calls there) is skipped, and the check says so.
+    baseline (or with no calls there) fails, and the check says so, unless
+    ``allow_missing_baseline`` makes it a skip.
 
 A target with no tool calls fails the error-rate and class checks: a run that made no
 calls proves nothing, and a gate should not pass silently when the server died.  A gate
-over no targets at all fails with a ``sessions`` check.
+over no targets at all fails with a ``sessions`` check, one whose baseline was not found
+with a ``baseline`` check, and one that judged nothing (every check skipped, or none
+asked) with a ``judged`` check: a typo in a label must not keep a nightly green.
+``allow_missing_baseline`` (the first nightly of a series) lets the last two pass.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from agent_eval.metrics import GroupSummary, Rate, RateComparison, compare_rates
-from agent_eval.metrics.clustered import Unit, interval_text, units_rate
-from agent_eval.metrics.regression import regression_from_units
+from agent_eval.metrics.clustered import Unit, interval_text, t_quantile, units_rate
+from agent_eval.metrics.regression import exceed_p, regression_from_units
+from agent_eval.metrics.stats import ALPHA
 from agent_eval.metrics.sufficient import TargetStats
 
 Units = Mapping[str, Sequence[Unit] | TargetStats]
 """Per-target session units (``agent_eval.metrics.clustered.session_units``) or their sums
 per scenario (``store.cluster_stats``, what the CLI passes)."""
 
-CheckKind = Literal["sessions", "error-rate", "class-rate", "handshake", "regression"]
-"""``sessions``: the run has something to judge; ``error-rate``: ``max_error_rate``;
+CheckKind = Literal["run-status", "sessions", "baseline", "judged", "error-rate", "class-rate",
+                    "handshake", "regression", "leaks"]
+"""``run-status``: the run finished; ``sessions``: the run, or a target, has something
+to judge; ``baseline``: the baseline asked for exists; ``judged``: at least one check was
+judged; ``error-rate``: ``max_error_rate``;
 ``class-rate``: one ``max_class`` entry; ``handshake``: ``min_handshake``;
-``regression``: ``baseline`` + ``max_regression``."""
+``regression``: ``baseline`` + ``max_regression``; ``leaks``: ``gate --max-leaks``
+(``analysis.leaks``)."""
 
-CheckStatus = Literal["pass", "fail", "skip"]
-"""``skip``: the check could not be judged (no baseline target, no handshake required);
-it never fails the gate and its ``detail`` says why."""
+CheckStatus = Literal["pass", "fail", "inconclusive", "skip"]
+"""``inconclusive``: a regression above the allowed rise that the sample can neither
+confirm nor rule out (the interval straddles the limit); ``skip``: the check could not be
+judged (no handshake required, a missing baseline allowed); it never fails the gate and
+its ``detail`` says why."""
+
+Outcome = Literal["pass", "fail", "inconclusive"]
+"""The gate's verdict: ``fail`` when a check failed, else ``inconclusive`` when a check was
+(unless ``on_inconclusive`` maps it to ``pass`` or ``fail``), else ``pass``.  The CLI exits
+0, 1 and 4 (``EXIT_INCONCLUSIVE``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,22 +90,38 @@ class GateCheck:
     status: CheckStatus
     detail: str
     method: str = ""  # the interval or test the check used, named
+    p_value: float | None = None  # regression: one-sided p of a rise above the limit
 
     @property
     def passed(self) -> bool:
-        """True unless the check failed (a skipped check does not fail the gate)."""
-        return self.status != "fail"
+        """True when the check passed or was skipped (a skip never fails the gate)."""
+        return self.status in ("pass", "skip")
 
 
 @dataclass(frozen=True, slots=True)
 class GateResult:
-    """Every check, in target order then threshold order; ``passed`` when none failed."""
+    """Every check, in target order then threshold order, and the verdict (:data:`Outcome`);
+    ``on_inconclusive`` is the operator's reading of an inconclusive check, ``None`` to keep
+    it a verdict of its own."""
 
     checks: list[GateCheck] = field(default_factory=list)
+    on_inconclusive: Literal["pass", "fail"] | None = None
+
+    @property
+    def outcome(self) -> Outcome:
+        if any(check.status == "fail" for check in self.checks):
+            return "fail"
+        if any(check.status == "inconclusive" for check in self.checks):
+            return self.on_inconclusive or "inconclusive"
+        return "pass"
 
     @property
     def passed(self) -> bool:
-        return all(check.passed for check in self.checks)
+        return self.outcome == "pass"
+
+    @property
+    def inconclusive(self) -> list[GateCheck]:
+        return [check for check in self.checks if check.status == "inconclusive"]
 
     @property
     def failures(self) -> list[GateCheck]:
@@ -105,6 +138,12 @@ def evaluate_gate(
     max_regression: float | None = None,
     units: Units | None = None,
     baseline_units: Units | None = None,
+    missing_baseline: str | None = None,
+    allow_missing_baseline: bool = False,
+    run_status: str | None = None,
+    declared_targets: Sequence[str] = (),
+    allow_incomplete: bool = False,
+    on_inconclusive: Literal["pass", "fail"] | None = None,
 ) -> GateResult:
     """Judge ``current`` (per-target summaries, or one overall summary) against thresholds.
 
@@ -116,6 +155,21 @@ def evaluate_gate(
     also print the clustered interval and the regression check uses the paired analysis
     over shared scenarios, or the session-clustered independent one
     (``agent_eval.metrics.regression``); without them it uses ``compare_rates``.
+
+    A gate is never green by accident: ``missing_baseline`` (why a baseline asked for was
+    not found, e.g. a label no run carries) fails a ``baseline`` check, a target absent
+    from the baseline fails its regression check, and a gate that judged no check at all
+    fails a ``judged`` check; ``allow_missing_baseline`` (the first nightly) turns the
+    first two into skips and lets a gate with only skipped checks pass.
+
+    Nor by a partial run: a ``run_status`` other than ``finished`` (``running``,
+    ``interrupted``, ``failed``) fails a ``run-status`` check, and each of
+    ``declared_targets`` that played no session fails a ``sessions`` check;
+    ``allow_incomplete`` turns both into skips that still name the status and targets.
+
+    A regression check whose rise is above ``max_regression`` but whose interval reaches
+    below it is ``inconclusive`` and names the repeats that would decide it; the verdict
+    is then ``inconclusive`` unless ``on_inconclusive`` says ``pass`` or ``fail``.
     """
     _check_thresholds(max_error_rate, max_class or {}, min_handshake, max_regression)
     targets = _by_target(current)
@@ -126,6 +180,12 @@ def evaluate_gate(
         return GateResult([GateCheck("sessions > 0", "(run)", "sessions", 0, 0, "fail",
                                      "the run holds no sessions: nothing to judge")])
     checks: list[GateCheck] = []
+    if run_status is not None and run_status != "finished":
+        checks.append(_run_status_check(run_status, allow_incomplete))
+    checks += [_silent_target_check(name, allow_incomplete)
+               for name in declared_targets if name not in targets]
+    if missing_baseline is not None:
+        checks.append(_missing_baseline_check(missing_baseline, allow_missing_baseline))
     for name, summary in targets.items():
         mine = None if units is None else units.get(name, ())
         if max_error_rate is not None:
@@ -138,8 +198,76 @@ def evaluate_gate(
         if base is not None:
             theirs = None if baseline_units is None else baseline_units.get(name)
             checks.append(_regression_check(name, summary, base.get(name), max_regression,
-                                            mine, theirs))
-    return GateResult(checks)
+                                            mine, theirs, allow_missing_baseline))
+    checks = adjust_regressions(checks)
+    if not any(check.status != "skip" for check in checks):
+        checks.append(_nothing_judged_check(checks, allow_missing_baseline))
+    return GateResult(checks, on_inconclusive)
+
+
+def adjust_regressions(checks: list[GateCheck]) -> list[GateCheck]:
+    """Holm's step-down adjustment across the gate's regression checks (one per target),
+    so 14 targets at a nominal one-sided 2.5% each do not fail an unchanged model 30% of
+    the time: a regression fails only when its Holm-adjusted p
+    (``analysis.comparison.holm``) is below ``ALPHA / 2``; one that fails alone but not after the
+    adjustment is inconclusive and says so.  A single check is unchanged."""
+    judged = [i for i, c in enumerate(checks)
+              if c.kind == "regression" and c.p_value is not None]
+    if len(judged) < 2:
+        return checks
+    from agent_eval.analysis.comparison import holm
+
+    adjusted = holm({str(i): checks[i].p_value for i in judged})
+    out = list(checks)
+    for i in judged:
+        p = adjusted[str(i)]
+        check = out[i]
+        note = (f"; Holm-adjusted p {p:.3g} across the {len(judged)} regression checks "
+                f"(one-sided, alpha {ALPHA / 2:g})")
+        status = check.status
+        if status == "fail" and not p < ALPHA / 2:
+            status = "inconclusive"
+            note += ": not supported once the other targets' checks are counted"
+        out[i] = dataclasses.replace(check, status=status, detail=check.detail + note,
+                                     method=check.method + "; Holm across targets")
+    return out
+
+
+def _run_status_check(status: str, allowed: bool) -> GateCheck:
+    why = f"the run is {status}, not finished: its sessions may not be all of the suite"
+    if allowed:
+        return GateCheck("run finished", "(run)", "run-status", 0, None, "skip",
+                         f"skipped: {why} (--allow-incomplete)")
+    return GateCheck("run finished", "(run)", "run-status", 0, None, "fail",
+                     f"{why}; resume it, or pass --allow-incomplete to judge what it holds")
+
+
+def _silent_target_check(target: str, allowed: bool) -> GateCheck:
+    why = "the run names this target but it played no session"
+    if allowed:
+        return GateCheck("sessions > 0", target, "sessions", 0, 0, "skip",
+                         f"skipped: {why} (--allow-incomplete)")
+    return GateCheck("sessions > 0", target, "sessions", 0, 0, "fail",
+                     f"{why}: nothing of it was judged (--allow-incomplete skips it)")
+
+
+def _missing_baseline_check(why: str, allowed: bool) -> GateCheck:
+    if allowed:
+        return GateCheck("baseline found", "(run)", "baseline", 0, None, "skip",
+                         f"skipped: {why} (--allow-missing-baseline)")
+    return GateCheck("baseline found", "(run)", "baseline", 0, None, "fail",
+                     f"{why}; a misspelt label would keep the gate green for ever: fix the "
+                     "label, or pass --allow-missing-baseline for the first run of a series")
+
+
+def _nothing_judged_check(checks: Sequence[GateCheck], allowed: bool) -> GateCheck:
+    why = f"all {len(checks)} checks were skipped" if checks else "no check applied"
+    if allowed:
+        return GateCheck("checks judged > 0", "(run)", "judged", 0, 0, "skip",
+                         f"{why}; passing as --allow-missing-baseline allows")
+    return GateCheck("checks judged > 0", "(run)", "judged", 0, 0, "fail",
+                     f"{why}: a gate that judged nothing proves nothing "
+                     "(--allow-missing-baseline lets it pass)")
 
 
 def _with_clustered(check: GateCheck, units: Sequence[Unit] | TargetStats | None,
@@ -180,52 +308,64 @@ def _rate_check(name: str, target: str, kind: CheckKind, rate: Rate, limit: floa
                          "no tool calls to judge (every session errored, or none ran)")
     ok = rate.per100 <= limit
     detail = (f"{what} {rate.per100:.2f} ({rate.k}/{rate.n} calls, 95% CI "
-              f"{rate.lo100:.1f}–{rate.hi100:.1f}) {'<=' if ok else '>'} {_num(limit)}")
+              f"{rate.lo100:.1f}–{rate.hi100:.1f}) {'<=' if ok else '>'} {number_text(limit)}")
     return GateCheck(name, target, kind, limit, rate.per100, "pass" if ok else "fail", detail)
 
 
 def _error_rate_check(target: str, summary: GroupSummary, limit: float) -> GateCheck:
-    return _rate_check(f"errors/100 <= {_num(limit)}", target, "error-rate", summary.errors,
+    return _rate_check(f"errors/100 <= {number_text(limit)}", target, "error-rate", summary.errors,
                        limit, "errors/100")
 
 
 def _class_check(target: str, summary: GroupSummary, code: str, limit: float) -> GateCheck:
     rate = summary.classes.get(code) or Rate.of(0, summary.calls)
-    return _rate_check(f"{code}/100 <= {_num(limit)}", target, "class-rate", rate, limit,
+    return _rate_check(f"{code}/100 <= {number_text(limit)}", target, "class-rate", rate, limit,
                        f"{code}/100")
 
 
 def _handshake_check(target: str, summary: GroupSummary, minimum: float) -> GateCheck:
-    name = f"handshake >= {_num(minimum)}"
+    name = f"handshake >= {number_text(minimum)}"
     done = summary.handshake.completed
     if done.share is None:
         return GateCheck(name, target, "handshake", minimum, None, "skip",
                          "skipped: no session of this target required a handshake")
     ok = done.share >= minimum
     detail = (f"handshake completed in {done.k}/{done.n} sessions = {done.share:.2f} "
-              f"{'>=' if ok else '<'} {_num(minimum)}")
+              f"{'>=' if ok else '<'} {number_text(minimum)}")
     return GateCheck(name, target, "handshake", minimum, done.share, "pass" if ok else "fail",
                      detail)
 
 
 def _regression_check(target: str, summary: GroupSummary, base: GroupSummary | None,
                       limit: float, units: Sequence[Unit] | TargetStats | None = None,
-                      base_units: Sequence[Unit] | TargetStats | None = None) -> GateCheck:
-    name = f"regression vs baseline <= {_num(limit)}"
+                      base_units: Sequence[Unit] | TargetStats | None = None,
+                      allow_missing: bool = False) -> GateCheck:
+    name = f"regression vs baseline <= {number_text(limit)}"
     if base is None or base.calls == 0:
         why = "absent from the baseline" if base is None else "without tool calls in the baseline"
-        return GateCheck(name, target, "regression", limit, None, "skip",
-                         f"skipped: target {why}")
+        if allow_missing:
+            return GateCheck(name, target, "regression", limit, None, "skip",
+                             f"skipped: target {why} (--allow-missing-baseline)")
+        return GateCheck(name, target, "regression", limit, None, "fail",
+                         f"target {why}: nothing to compare with (--allow-missing-baseline "
+                         "skips it)")
     if summary.calls == 0:
         return GateCheck(name, target, "regression", limit, None, "fail",
                          "no tool calls to judge (every session errored, or none ran)")
     if units is not None and base_units is not None:
         reg = regression_from_units(base_units, units, limit)
-        return GateCheck(name, target, "regression", limit, reg.diff100,
-                         "fail" if reg.regressed else "pass", reg.detail, reg.method)
+        status: CheckStatus = ("fail" if reg.regressed else
+                               "inconclusive" if reg.inconclusive else "pass")
+        return GateCheck(name, target, "regression", limit, reg.diff100, status, reg.detail,
+                         reg.method, reg.p_value)
     cmp = compare_rates(base.errors.k, base.calls, summary.errors.k, summary.calls)
-    return GateCheck(name, target, "regression", limit, cmp.diff100,
-                     "fail" if regressed(cmp, limit) else "pass", _regression_detail(cmp, limit))
+    status = ("fail" if regressed(cmp, limit) else
+              "inconclusive" if cmp.diff100 is not None and cmp.diff100 > limit else "pass")
+    se = (None if cmp.lo100 is None or cmp.hi100 is None
+          else (cmp.hi100 - cmp.lo100) / (2 * t_quantile(math.inf)))
+    p = None if cmp.diff100 is None else exceed_p(cmp.diff100, limit, se, math.inf)
+    return GateCheck(name, target, "regression", limit, cmp.diff100, status,
+                     _regression_detail(cmp, limit), p_value=p)
 
 
 def regressed(comparison: RateComparison, max_regression: float) -> bool:
@@ -239,85 +379,15 @@ def _regression_detail(cmp: RateComparison, limit: float) -> str:
               f"{cmp.b.per100:.2f} ({cmp.b.k}/{cmp.b.n}), change {cmp.diff100:+.2f} "
               f"[95% CI {cmp.lo100:+.2f} to {cmp.hi100:+.2f}]")
     if regressed(cmp, limit):
-        verdict = f"even the low end {cmp.lo100:+.2f} exceeds {_num(limit)}: a real regression"
+        verdict = f"even the low end {cmp.lo100:+.2f} exceeds {number_text(limit)}: a real regression"
     elif cmp.diff100 > limit:
-        verdict = (f"above {_num(limit)} but the interval reaches {cmp.lo100:+.2f}: "
-                   "not supported by the sample (noise)")
+        verdict = (f"INCONCLUSIVE: above {number_text(limit)} but the interval reaches "
+                   f"{cmp.lo100:+.2f}, so the sample can neither confirm nor rule out the rise")
     else:
-        verdict = f"within {_num(limit)}"
+        verdict = f"within {number_text(limit)}"
     return f"{counts}; {verdict}"
 
 
-def _num(value: float) -> str:
+def number_text(value: float) -> str:
     """``8`` for 8.0, ``2.5`` for 2.5: thresholds read as the operator typed them."""
     return f"{value:g}"
-
-
-# --- rendering ---------------------------------------------------------------------------
-
-_MARK: dict[CheckStatus, str] = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP"}
-
-
-def render_gate_text(result: GateResult, *, title: str | None = None) -> str:
-    """Plain terminal lines: one per check with its numbers, then the verdict."""
-    lines = [title] if title else []
-    for check in result.checks:
-        lines.append(f"{_MARK[check.status]}  {check.target}: {check.name}: {check.detail}")
-    lines += [f"method ({name}): {method}" for name, method in methods_used(result)]
-    lines.append(_verdict(result))
-    return "\n".join(lines) + "\n"
-
-
-def methods_used(result: GateResult) -> list[tuple[str, str]]:
-    """Each distinct method once, in check order, with the names of the checks resting on
-    it (``"errors/100 <= 8, AE301/100 <= 3"``): said once under the checks rather than
-    on every line, or once per check that shares it."""
-    names: dict[str, list[str]] = {}
-    for check in result.checks:
-        if check.method and check.name not in names.setdefault(check.method, []):
-            names[check.method].append(check.name)
-    return [(", ".join(checks), method) for method, checks in names.items()]
-
-
-def render_gate_markdown(result: GateResult, *, title: str | None = None) -> str:
-    """The same as Markdown, for ``$GITHUB_STEP_SUMMARY`` or a PR comment."""
-    icon = "✅" if result.passed else "❌"
-    lines = [f"## {icon} agent-eval gate: {'passed' if result.passed else 'failed'}", ""]
-    if title:
-        lines += [_escape(title).replace("\n", "  \n"), ""]
-    failures = result.failures
-    if failures:
-        lines.append("Failed thresholds:")
-        lines += [f"- **{_md_name(f.target)}**: {_md(f.name)}: {_md(f.detail)}" for f in failures]
-        lines.append("")
-    lines += ["| result | target | check | threshold | observed | detail |",
-              "|---|---|---|---:|---:|---|"]
-    for c in result.checks:
-        observed = "–" if c.observed is None else f"{c.observed:.2f}"
-        lines.append(f"| {_MARK[c.status]} | {_md_name(c.target)} | {_md(c.name)} | "
-                     f"{_num(c.threshold)} | {observed} | {_md(c.detail)} |")
-    used = methods_used(result)
-    if used:
-        lines += ["", *(f"- method ({_md(name)}): {_md(method)}" for name, method in used)]
-    return "\n".join(lines) + "\n"
-
-
-def _verdict(result: GateResult) -> str:
-    if result.passed:
-        return f"gate passed: {len(result.checks)} checks, none failed"
-    names = ", ".join(f"{f.target}: {f.name}" for f in result.failures)
-    return f"gate FAILED: {len(result.failures)} of {len(result.checks)} checks failed ({names})"
-
-
-def _md(text: str) -> str:
-    """A table cell: pipes and newlines would break the row."""
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _md_name(text: str) -> str:
-    """Target names come from config files: shown as text, never as HTML."""
-    return _md(_escape(text))
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

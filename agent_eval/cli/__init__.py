@@ -7,6 +7,7 @@ docstring is its ``--help``.  Exit codes (documented once, here and in README):
     1  gate failed (``gate``), or the checked call is denied (``check``)
     2  usage or config error: a bad option, file, field or value
     3  model server unreachable, or a harness fault
+    4  gate inconclusive (``gate``): a rise the sample can neither confirm nor rule out
 
 Every ``AgentEvalError`` becomes one ``Error: ...`` line on stderr and its exit code;
 never a traceback.  Commands live in one module per area and register on ``main``.
@@ -21,7 +22,7 @@ import click
 from agent_eval import __version__
 from agent_eval.errors import AgentEvalError
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_FAULT = 0, 1, 2, 3
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_FAULT, EXIT_INCONCLUSIVE = 0, 1, 2, 3, 4
 
 
 # Which module defines each command, so ``agent-eval worker`` imports the worker's module

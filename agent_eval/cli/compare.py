@@ -14,15 +14,20 @@ from agent_eval.errors import ConfigError
 
 @main.command()
 @click.argument("run_a", metavar="RUN_A")
-@click.argument("run_b", metavar="RUN_B")
-@click.option("--by", type=click.Choice(["target", "all"]), default="target", show_default=True,
-              help="Match targets by name across the runs, or pool each run whole.")
+@click.argument("run_b", metavar="[RUN_B]", required=False)
+@click.option("--targets", "targets", metavar="A,B",
+              help="Compare two targets of one run (RUN_A): B against A, paired over the "
+                   "scenarios both played.")
+@click.option("--by", type=click.Choice(["target", "all", "agent"]), default="target",
+              show_default=True,
+              help="Match targets by name across the runs, pool each run whole, or match "
+                   "the agents whose CLI rules judged the sessions (docs/policies.md).")
 @click.option("--markdown", "markdown_path", type=click.Path(path_type=Path), metavar="FILE",
               help="Also write the comparison as Markdown.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the whole comparison as JSON (every rate, interval and p-value).")
 @db_option
-def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
+def compare(run_a, run_b, targets, by, markdown_path, as_json, db) -> None:
     """Compare run B against run A: what changed, is it real, which scenarios flipped.
 
     Example:
@@ -30,18 +35,22 @@ def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
         agent-eval compare label:nightly latest
         agent-eval compare 1 2 --by all --markdown compare.md
         agent-eval compare 1 2 --json
+        agent-eval compare 7 --targets qwen3.5-27b,qwen3.6-35b
 
-    RUN_A and RUN_B are ids, `latest` or `label:NAME`.  For each target in both runs
+    RUN_A and RUN_B are ids, `latest` or `label:NAME`.  With --targets A,B and one run,
+    compares target B of that run against its target A (two models of one targets file),
+    with every figure below, paired over the scenarios both played.  For each target in both runs
     (matched by name; --by all pools each run) prints errors per 100 calls in A and B,
-    the difference B − A with its 95% interval, the two-proportion z-test p-value that
-    decides "significant" (alpha 0.05) and Fisher's exact p; the same per failure class,
+    the difference B − A with its 95% interval, the two-proportion z-test p-value and
+    Fisher's exact p (per call, detail: "significant" on errors/100 is the session-level
+    verdict named in the cell, on a class its Holm-adjusted p); the same per failure class,
     for handshake completion and for the share of denials followed by each next action
     (pivot, retry-denied, repeat, abandon); then the scenarios whose outcome (every
     repeat passed) flipped.  Under each table, the session-level analysis: errors/100
     with its clustered interval (sessions as clusters), and, when the runs share
     scenarios, the paired comparison over the shared mix (per-scenario differences
     weighted by pooled calls, t interval, permutation p; pass rate per scenario and exact
-    McNemar on repeat pairs); that paired line gives the verdict on errors/100.  When
+    McNemar on scenario pairs); that paired line gives the verdict on errors/100.  When
     the mixes differ the comparison is restricted to the shared scenarios and says so;
     when the overlap is too small (under 3 scenarios or half of either run's calls) it
     calls no paired difference; then, when the sessions carry tags, it compares the
@@ -52,27 +61,32 @@ def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
     moved (e.g. `AE301 -> allowed: 12 calls`).  When one run is `agent-eval replay` of
     the other, also the paired table (each reply against the original call it answers:
     both allowed, fixed, broken, both denied, per class, exact McNemar) and the calls
-    that moved.  Sessions that ended in a server fault are left out.  Exit codes: 0 done, 2 bad run or option.
+    that moved.  --by agent lines up the agents whose agent CLI rules judged the
+    sessions (errors per agent; no session-level analysis or flips, which are per target
+    and scenario).  Sessions that ended in a server fault are left out.  Exit codes: 0 done, 2 bad run or option.
     """
-    from agent_eval.analysis.comparison import (
-        compare_runs,
-        render_comparison_markdown,
-        render_comparison_text,
-        rescore_moves,
-    )
+    from agent_eval.analysis.comparison import compare_runs, rescore_moves
     from agent_eval.metrics.repeats import repeats_from_outcomes
     from agent_eval.store import open_store
 
+    if targets is not None:
+        if run_b is not None:
+            raise ConfigError("--targets compares two targets of ONE run: give RUN_A only",
+                              field="--targets")
+        return _compare_targets(run_a, targets, markdown_path, as_json, db)
+    if run_b is None:
+        raise ConfigError("give RUN_B, or --targets A,B to compare two targets of RUN_A",
+                          field="RUN_B")
     with open_store(db, create=False) as store:
         info_a, info_b = store.resolve_run(run_a), store.resolve_run(run_b)
         summaries, units = [], []
         for info in (info_a, info_b):
             ids = [info.id]
             summaries.append(store.summarize(ids, by, with_turns=False, detail="actions"))
-            units.append(side_units(store, info.id, by))
+            units.append(side_units(store, info.id, by) if by != "agent" else {})
         flippable = flip_candidates(*units)  # the P/F of each repeat, for these only
         repeats = [repeats_from_outcomes(store.session_outcomes([info.id], flippable))
-                   for info in (info_a, info_b)]
+                   if by != "agent" else {} for info in (info_a, info_b)]
         paired = _replay_pairs(store, info_a, info_b)
         moved = None
         if _is_rescore_pair(info_a, info_b):
@@ -83,11 +97,26 @@ def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
                           label_a=_label(info_a), label_b=_label(info_b), by=by)
     if moved is not None:
         result = dataclasses.replace(result, rescore=moved)
-    result = with_unit_analysis(result, *units)
+    if by != "agent":
+        result = with_unit_analysis(result, *units)
+    _emit(result, paired, markdown_path, as_json)
+
+
+def _emit(result, paired, markdown_path, as_json) -> None:
+    from agent_eval.analysis.comparison import (
+        render_comparison_markdown,
+        render_comparison_text,
+    )
+
     if as_json:
         import json
 
-        click.echo(json.dumps(jsonable(result) | _replay_json(paired), indent=2))
+        data = jsonable(result)
+        for name, analysis in result.units.items():  # the one verdict on errors/100
+            called = analysis.called
+            data["units"][name]["verdict"] = None if called is None else {
+                "method": called[0], "significant": called[1]}
+        click.echo(json.dumps(data | _replay_json(paired), indent=2))
     else:
         from agent_eval.cli.terminal import escape_terminal
 
@@ -100,6 +129,39 @@ def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
         except OSError as exc:
             raise ConfigError(f"cannot write the Markdown file: {exc.strerror}",
                               path=str(markdown_path), field="--markdown") from None
+
+
+def _compare_targets(run_ref, targets, markdown_path, as_json, db) -> None:
+    """``compare RUN --targets A,B``: target B of one run against its target A, each
+    renamed to one group ``A -> B`` so the comparison pairs them scenario by scenario."""
+    from agent_eval.analysis.comparison import compare_runs
+    from agent_eval.metrics.repeats import repeats_from_outcomes
+    from agent_eval.store import open_store
+
+    names = [t.strip() for t in targets.split(",")]
+    if len(names) != 2 or not all(names) or names[0] == names[1]:
+        raise ConfigError(f"{targets!r} is not two different target names A,B",
+                          field="--targets")
+    a, b = names
+    group = f"{a} -> {b}"
+    with open_store(db, create=False) as store:
+        info = store.resolve_run(run_ref)
+        summaries = store.summarize([info.id], "target", with_turns=False, detail="actions")
+        missing = [n for n in names if n not in summaries]
+        if missing:
+            raise ConfigError(f"run {info.id} has no sessions of {', '.join(map(repr, missing))}"
+                              f"; it holds {', '.join(summaries) or 'none'}", field="--targets")
+        units = side_units(store, info.id, "target")
+        sides = [{group: units[a]}, {group: units[b]}]
+        flippable = flip_candidates(*sides)
+        outcomes = repeats_from_outcomes(store.session_outcomes([info.id], flippable))
+    repeats = [{(group, scenario): r for (target, scenario), r in outcomes.items()
+                if target == name} for name in names]
+    label = _label(info)
+    result = compare_runs({group: summaries[a]}, {group: summaries[b]}, *repeats,
+                          label_a=f"{a} in {label}", label_b=f"{b} in {label}")
+    result = with_unit_analysis(result, *sides)
+    _emit(result, None, markdown_path, as_json)
 
 
 def jsonable(value):

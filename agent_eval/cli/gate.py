@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
 
-from agent_eval.cli import EXIT_FAIL, main
+from agent_eval.cli import EXIT_FAIL, EXIT_INCONCLUSIVE, main
 from agent_eval.cli.db import db_option
 from agent_eval.errors import ConfigError
 
@@ -27,20 +28,36 @@ from agent_eval.errors import ConfigError
 @click.option("--max-regression", type=float, metavar="X",
               help="With --baseline: fail when errors/100 rose by more than X, judged on "
                    "the 95% interval [default 0].")
+@click.option("--max-leaks", type=click.IntRange(min=0), metavar="N",
+              help="Fail a target with more than N leaked calls: allowed by an agent CLI's "
+                   "rules, refused by their strict reading (docs/policies.md).")
+@click.option("--allow-missing-baseline", is_flag=True,
+              help="Pass when the baseline, or a target's baseline, is not found (the first "
+                   "run of a series) instead of failing.")
+@click.option("--allow-incomplete", is_flag=True,
+              help="Judge a run that is not finished, or has a target with no session, "
+                   "instead of failing it (the status and targets are still named).")
+@click.option("--on-inconclusive", type=click.Choice(["pass", "fail"]),
+              help="Read a regression the sample can neither confirm nor rule out as a pass "
+                   "or a fail [default: its own exit code, 4].")
 @click.option("--markdown", "markdown_path", type=click.Path(path_type=Path), metavar="FILE",
               help="Also write the result as Markdown (e.g. for $GITHUB_STEP_SUMMARY).")
+@click.option("--junit", "junit_path", type=click.Path(path_type=Path), metavar="FILE",
+              help="Also write the checks as JUnit XML (one test case per check).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the verdict and every check as JSON (exit codes unchanged).")
 @db_option
 def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_regression,
-         markdown_path, as_json, db) -> None:
-    """Pass or fail a stored run against thresholds; exit 0 pass, 1 fail, 2 usage.
+         max_leaks, allow_missing_baseline, allow_incomplete, on_inconclusive, markdown_path,
+         junit_path, as_json, db) -> None:
+    """Pass or fail a stored run against thresholds; exit 0 pass, 1 fail, 2 usage,
+    4 inconclusive.
 
     Example:
 
         agent-eval gate --run latest --max-error-rate 8 --max-class AE301=3 \\
             --min-handshake 0.8 --baseline label:nightly --max-regression 2 \\
-            --markdown gate.md
+            --markdown gate.md --junit gate.xml
         agent-eval gate --run 12 --max-error-rate 8 --json
 
     Every threshold applies to each target of the run, and every target must pass.
@@ -48,76 +65,109 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     calls (printed with the Wilson 95% interval and the clustered one, sessions as
     clusters, with its design effect: calls of one session err together, so the
     clustered interval is the one to trust; docs/statistics.md).  --baseline compares
-    each target with the baseline target of the same name and fails only when the rise
+    each target with the baseline target of the same name (for `label:NAME`, the newest
+    run of that label that holds the target) and fails only when the rise
     is supported by the sample: the low end of the 95% interval of (run − baseline) must
     exceed --max-regression, so a jump over a handful of calls does not fail a build on
-    noise.  The interval is paired over the scenarios both runs share when they share
+    noise.  A rise above --max-regression whose interval still reaches below it is
+    INCONCLUSIVE (exit 4, or as --on-inconclusive pass|fail says) and names the repeats
+    per scenario that would decide it.  The interval is paired over the scenarios both runs share when they share
     enough of their mix (else post-stratified to the shared tag mix when the sessions
     carry tags, else independent, sessions as clusters), and the check prints the
     smallest rise it could have detected with 80% power.  Each check's method is named
     under the checks (and in --json).
-    A target missing from the baseline, or a `label:NAME` baseline with no other run
-    of that label yet (the first nightly), is skipped and says so.  Sessions that ended
+    A gate is never green by accident: a `label:NAME` baseline with no other run of that
+    label (a typo, or the first nightly) fails, so does a target missing from the
+    baseline, and so does a gate whose every check was skipped; --allow-missing-baseline
+    turns those into skips that say so.  Nor by a partial run: a run that is running,
+    interrupted or failed, and each target of the run that played no session, fail
+    unless --allow-incomplete.  Sessions that ended
     in a server fault are left out of every rate.  Prints each check with its numbers.
+    --max-leaks N counts, per target, the calls judged under an agent CLI's rules that
+    the CLI allowed and the strict reading of its rules refuses (a count, all classes
+    together, each class named); more than N fails.
     """
-    from agent_eval.analysis.gate import evaluate_gate, render_gate_markdown, render_gate_text
+    from agent_eval.analysis.gate import evaluate_gate
+    from agent_eval.analysis.gate_render import (
+        render_gate_junit,
+        render_gate_markdown,
+        render_gate_text,
+    )
     from agent_eval.store import open_store
 
     classes = parse_max_class(max_class)
     if max_regression is not None and baseline_ref is None:
         raise ConfigError("--max-regression needs --baseline RUN or label:NAME",
                           field="--max-regression")
-    if max_error_rate is None and not classes and min_handshake is None and not baseline_ref:
+    if max_error_rate is None and not classes and min_handshake is None and not baseline_ref \
+            and max_leaks is None:
         raise ConfigError("give at least one threshold: --max-error-rate, --max-class, "
-                          "--min-handshake or --baseline", field="gate")
+                          "--min-handshake, --baseline or --max-leaks", field="gate")
     with open_store(db, create=False) as store:
         run = store.resolve_run(run_ref)
-        baseline_run, note = None, None
-        if baseline_ref:
-            baseline_run = resolve_baseline(store, baseline_ref, run.id)
-            if baseline_run is None:
-                note = (f"baseline {baseline_ref}: no run other than run {run.id} has that "
-                        "label yet; regression checks skipped")
         current = rates(store, run.id)
-        baseline = rates(store, baseline_run.id) if baseline_run else None
+        declared = [t.name for t in store.run_targets(run.id)]
         units = store.cluster_stats([run.id], classes=bool(classes))
-        baseline_units = store.cluster_stats([baseline_run.id]) if baseline_run else None
+        pick, note = None, None
+        if baseline_ref:
+            pick = pick_baselines(store, baseline_ref, run.id, list(current))
+            if not pick.runs:
+                note = (f"baseline {baseline_ref}: no run other than run {run.id} has that "
+                        "label; regression checks not judged")
+                pick = None
+        baseline = pick.summaries if pick else None
+        baseline_units = pick.units if pick else None
     try:
         result = evaluate_gate(
             current, max_error_rate=max_error_rate, max_class=classes,
             min_handshake=min_handshake, baseline=baseline,
             max_regression=max_regression if baseline is not None else None,
-            units=units, baseline_units=baseline_units,
+            units=units, baseline_units=baseline_units, missing_baseline=note,
+            allow_missing_baseline=allow_missing_baseline, run_status=run.status,
+            declared_targets=declared, allow_incomplete=allow_incomplete,
+            on_inconclusive=on_inconclusive,
         )
     except ValueError as exc:
         raise ConfigError(str(exc), field="gate") from None
+    if current:
+        from agent_eval.analysis.leaks import with_leak_checks
+
+        result = with_leak_checks(result, current, max_leaks)
     title = f"Run {run.id}" + (f" ({run.label})" if run.label else "")
-    if baseline_run is not None:
-        title += f" against baseline run {baseline_run.id}" + (
-            f" ({baseline_run.label})" if baseline_run.label else "")
-    if note:
-        title += f"\n{note}"
+    if pick is not None:
+        title += f" against {pick.describe(baseline_ref)}"
     if as_json:
-        click.echo(gate_json(result, run.id, baseline_run.id if baseline_run else None, note))
+        click.echo(gate_json(result, run.id, pick, note))
     else:
         from agent_eval.cli.terminal import escape_terminal
 
         click.echo(escape_terminal(render_gate_text(result, title=title)), nl=False)
     if markdown_path is not None:
-        _write(markdown_path, render_gate_markdown(result, title=title))
-    if not result.passed:
+        _write(markdown_path, render_gate_markdown(result, title=title), "--markdown")
+    if junit_path is not None:
+        _write(junit_path, render_gate_junit(result, title=title), "--junit")
+    if result.outcome == "fail":
         sys.exit(EXIT_FAIL)
+    if result.outcome == "inconclusive":
+        sys.exit(EXIT_INCONCLUSIVE)
 
 
-def gate_json(result, run_id: int, baseline_id: int | None, note: str | None) -> str:
-    """``{passed, run, baseline, note, checks: [{name, target, kind, threshold, observed,
-    status, detail, method}]}``; ``method`` names the interval or test a check used."""
+def gate_json(result, run_id: int, pick: BaselinePick | None, note: str | None) -> str:
+    """``{passed, outcome, run, baseline, baselines, note, checks: [{name, target, kind,
+    threshold, observed, status, detail, method, p}]}`` (``p``: a regression check's
+    one-sided p); ``outcome`` is pass, fail or
+    inconclusive (after --on-inconclusive); ``baseline`` is the newest baseline run and
+    ``baselines`` the run each target was compared with; ``method`` names the interval or
+    test a check used."""
     import json
 
     checks = [{"name": c.name, "target": c.target, "kind": c.kind, "threshold": c.threshold,
-               "observed": c.observed, "status": c.status, "detail": c.detail, "method": c.method}
+               "observed": c.observed, "status": c.status, "detail": c.detail, "method": c.method,
+               "p": c.p_value}
               for c in result.checks]
-    return json.dumps({"passed": result.passed, "run": run_id, "baseline": baseline_id,
+    baselines = {} if pick is None else {t: info.id for t, info in pick.by_target.items()}
+    return json.dumps({"passed": result.passed, "outcome": result.outcome, "run": run_id,
+                       "baseline": pick.runs[0].id if pick else None, "baselines": baselines,
                        "note": note, "checks": checks}, indent=2)
 
 
@@ -151,24 +201,56 @@ def parse_max_class(values: tuple[str, ...]) -> dict[str, float]:
     return parsed
 
 
-def resolve_baseline(store, ref: str, current_id: int):
-    """The baseline run: an id or ``latest`` as ``resolve_run`` reads them; for
-    ``label:NAME`` the newest run with that label other than the current run, or None
-    when there is none (the first nightly has nothing to compare with)."""
-    if not ref.startswith("label:"):
-        return store.resolve_run(ref)
-    label = ref[len("label:"):]
-    if not label:
-        return store.resolve_run(ref)  # the store's error for a bare "label:"
-    limit = 100
-    while True:
-        runs = store.list_runs(limit)
-        for info in runs:
-            if info.label == label and info.id != current_id:
-                return info
-        if len(runs) < limit:
-            return None
-        limit *= 10
+@dataclass
+class BaselinePick:
+    """The baseline of each target: ``by_target`` the run it is compared with, ``runs``
+    those runs newest first, and their figures for the picked targets only."""
+
+    runs: list = field(default_factory=list)
+    by_target: dict = field(default_factory=dict)
+    summaries: dict = field(default_factory=dict)
+    units: dict = field(default_factory=dict)
+
+    def describe(self, ref: str) -> str:
+        """``baseline run 3 (nightly)``, or per target when they differ."""
+        if len(self.runs) == 1:
+            info = self.runs[0]
+            return f"baseline run {info.id}" + (f" ({info.label})" if info.label else "")
+        per = ", ".join(f"{t} -> run {info.id}" for t, info in self.by_target.items())
+        return f"baseline {ref} per target: {per}"
+
+
+def pick_baselines(store, ref: str, current_id: int, targets: list[str],
+                   *, search: int = 200) -> BaselinePick:
+    """Each target's baseline.  An id or ``latest`` is one run for every target (as
+    ``resolve_run`` reads it); ``label:NAME`` is, per target, the newest run with that
+    label, other than the current run, that holds that target, so a label whose newest
+    run measured another model still gives each target its own last measurement (the
+    ``search`` newest runs of the label are looked at).  ``runs`` is empty when no run
+    of the label is there to compare with."""
+    if not ref.startswith("label:") or not ref[len("label:"):]:
+        candidates = [store.resolve_run(ref)]  # a bare "label:" gets the store's error
+    else:
+        candidates = [info for info in store.list_runs(search, label=ref[len("label:"):])
+                      if info.id != current_id]
+    pick = BaselinePick()
+    for info in candidates:
+        missing = [t for t in targets if t not in pick.by_target]
+        if pick.runs and not missing:
+            break
+        figures = rates(store, info.id)
+        held = [t for t in missing if t in figures]
+        if not held and pick.runs:
+            continue
+        pick.runs.append(info)
+        stats = store.cluster_stats([info.id])
+        for t in held:
+            pick.by_target[t] = info
+            pick.summaries[t] = figures[t]
+            if t in stats:
+                pick.units[t] = stats[t]
+    pick.by_target = {t: pick.by_target[t] for t in targets if t in pick.by_target}
+    return pick
 
 
 def rates(store, run_id: int):
@@ -186,9 +268,12 @@ def run_units(store, run_id: int):
     return units_by_target(store.session_units([run_id]))
 
 
-def _write(path: Path, text: str) -> None:
+def _write(path: Path, text: str | bytes, option: str) -> None:
     try:
-        path.write_text(text, encoding="utf-8")
+        if isinstance(text, bytes):
+            path.write_bytes(text)
+        else:
+            path.write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"cannot write the Markdown file: {exc.strerror}", path=str(path),
-                          field="--markdown") from None
+        raise ConfigError(f"cannot write the {option[2:]} file: {exc.strerror}", path=str(path),
+                          field=option) from None

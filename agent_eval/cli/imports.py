@@ -12,7 +12,7 @@ from agent_eval.cli.options import ALLOWLIST
 from agent_eval.cli.terminal import escape_terminal
 
 TRANSCRIPT_FORMATS = ("auto", "openai", "opencode", "claude-code", "mini-swe-agent", "swe-agent",
-                      "call-records", "codex", "openhands")
+                      "call-records", "codex", "openhands", "qwen-code", "gemini-cli")
 LOG_FORMATS = ("vllm-log", "llamacpp-log")
 
 
@@ -20,7 +20,12 @@ LOG_FORMATS = ("vllm-log", "llamacpp-log")
 @click.argument("fmt", metavar="[FORMAT]")
 @click.argument("path", required=False, type=click.Path(path_type=Path))
 @click.option("--allowlist", "allowlist_path", type=ALLOWLIST,
-              help="Allow-list YAML every imported call is judged against (transcripts).")
+              help="Allow-list YAML every imported call is judged against (transcripts), "
+                   "or an agent CLI's rules: opencode.json, Claude Code settings.json, "
+                   "Codex .rules (docs/policies.md).")
+@click.option("--agent", default=None, metavar="NAME",
+              help="With an agent CLI's rules: judge every session as agent NAME (default: "
+                   "each session's agent, from its system prompt, else the default agent).")
 @click.option("--protocols", "protocols_path", type=click.Path(path_type=Path),
               help="Protocols YAML: the closing sequences each session must make "
                    "(docs/protocols.md); handshake completion is then reported.")
@@ -30,7 +35,7 @@ LOG_FORMATS = ("vllm-log", "llamacpp-log")
 @click.option("--start", default=None, help="llamacpp-log: wall-clock time of the first line.")
 @click.option("--utc-offset", default=None, help="Server logs: the server clock's offset from UTC, e.g. +02:00.")
 @db_option
-def import_(fmt: str, path: Path | None, allowlist_path: Path | None,
+def import_(fmt: str, path: Path | None, allowlist_path: Path | None, agent: str | None,
             protocols_path: Path | None, model: str | None,
             label: str | None, year: int | None, start: str | None, utc_offset: str | None,
             db: str | None) -> None:
@@ -39,24 +44,33 @@ def import_(fmt: str, path: Path | None, allowlist_path: Path | None,
     FORMAT (needs --allowlist) is one of: auto (the default when FORMAT is left out: each
     file read with the format found in it, a mixed folder in one run), claude-code
     (Claude Code 1.x, 2.0, 2.1 transcripts and subagent files, stream-json), codex (Codex
-    CLI rollout-*.jsonl, 0.3x to 0.89+), opencode (OpenCode 1.1 storage folder, 1.2+
+    CLI rollout-*.jsonl, 0.3x to 0.169), opencode (OpenCode 1.1 storage folder, 1.2+
     opencode.db, export JSON, run stream), mini-swe-agent (0.x bare message lists, 1.x
     and 2.0-2.2 .traj.json, text or tool-call models), swe-agent (SWE-agent 0.x and 1.x
-    .traj), openhands (OpenHands event streams), openai (chat-completions messages) or
-    call-records; or vllm-log / llamacpp-log for server logs (with --year, --start,
+    .traj), openhands (OpenHands event streams), qwen-code (Qwen Code
+    ~/.qwen/projects/*/chats/*.jsonl and subagent files), gemini-cli (Gemini CLI
+    ~/.gemini/tmp/*/chats session files and subagent files), openai (chat-completions
+    messages) or call-records; or vllm-log / llamacpp-log for server logs (with --year, --start,
     --utc-offset as the log needs).  (aider is not a format: its chat history holds
     no structured tool calls.)  A folder is read file by file: a file that cannot be
     read is reported and skipped, never the end of the import.  Broken JSONL lines are
     skipped with a warning (the first three shown, then a count); a broken
     single-document file is an error naming the file and line; a file holding no FORMAT
     session, or one FORMAT would misread, is an error naming the format it is, and nothing
-    is stored.  Calls a file holds that could not be read are counted and reported.  If
+    is stored; so is a file that holds tool calls of which its reader found none.  A
+    subagent session is linked to its parent and to the call that spawned it where the
+    files record it (OpenCode, Claude Code, Codex, Qwen Code, Gemini CLI).  Calls a file holds that could not be read are counted and reported.  If
     the input breaks after whole sessions were read, they stay in a run marked failed;
     Ctrl-C leaves the run marked interrupted and exits 130 (`latest` skips it).
     Prints the run id, counts per format, errors per 100 calls and how often our verdicts
     agree with the verdicts the source recorded itself.  With --protocols FILE each
     session's closing sequence is checked too (docs/protocols.md) and handshake
     completion with the most-missed step is printed.
+
+    --allowlist also takes an agent CLI's own rules (docs/policies.md): each session is
+    then judged by the CLI's matcher under its agent's rules (from its system prompt,
+    else the default agent, or --agent), and calls the strict reading of those rules
+    refuses are counted as leaks.
 
     Example: agent-eval import ~/.claude/projects --allowlist allowlists/ralf.yaml
     """
@@ -88,9 +102,10 @@ def import_(fmt: str, path: Path | None, allowlist_path: Path | None,
     if allowlist_path is None:
         raise ConfigError("--allowlist FILE is required to judge imported calls", field="--allowlist")
     from agent_eval.importers.recording import record_import
-    from agent_eval.policy import load_allowlist
+    from agent_eval.scenario.bundled import find_allowlist, load_policy
 
-    allowlist = load_allowlist(allowlist_path)
+    policy = load_policy(allowlist_path, agent)
+    allowlist_path = find_allowlist(allowlist_path)
     protocols = None
     if protocols_path is not None:
         from agent_eval.scenario.protocols import load_protocols
@@ -100,7 +115,7 @@ def import_(fmt: str, path: Path | None, allowlist_path: Path | None,
     try:
         with open_store(db) as store, _Progress(path) as progress:
             summary = record_import(
-                store, fmt, path, allowlist, allowlist_path=str(allowlist_path), model=model,
+                store, fmt, path, policy, allowlist_path=str(allowlist_path), model=model,
                 label=label, on_skip=warnings.warn, on_session=progress.advance,
                 on_file=progress.file_done, protocols=protocols,
                 protocols_path=str(protocols_path) if protocols_path else None,

@@ -291,6 +291,7 @@ def _play(store, run_id, suite_obj, targets, repeats, *, resume: bool = False,
     else:
         print_run_tables(store, [run_id], console)
     _report_context_full(tally)
+    _report_truncated(tally)
     if _report_unmeasured(tally, console):
         console.print(f"Run {run_id} stored in {store.url}; after the fix, finish it with: "
                       f"agent-eval run --resume {run_id}" if tally.left else
@@ -323,6 +324,21 @@ def _report_context_full(tally) -> None:
                        "server's context window was full (`show` quotes the server); to let "
                        "them go on, start the server with a longer context (llama.cpp -c, "
                        "vLLM --max-model-len) or lower --max-tokens.", err=True)
+
+
+def _report_truncated(tally) -> None:
+    """One warning per target whose replies the token limit cut inside a tool call: those
+    sessions are stored ``error`` (a truncation, not the model's malformed arguments) and
+    left out of every rate, so a limit set too low quietly shrinks the sample."""
+    for name, t in tally.targets.items():
+        if t.truncated:
+            total = t.sessions + t.error_sessions
+            click.echo(escape_terminal(
+                f"Warning: target {name!r}: {t.truncated} of {total} sessions ended when a "
+                "reply was cut by the token limit (finish reason length) inside a tool call; "
+                "they are counted apart as truncations, not as the model's malformed "
+                "arguments (AE102), and left out of every rate. Raise the target's "
+                "max_tokens (--max-tokens)."), err=True)
 
 
 def _report_unmeasured(tally, console: Console) -> bool:

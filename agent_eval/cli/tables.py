@@ -61,6 +61,11 @@ def render_class_table(summaries: dict[str, GroupSummary]) -> Table:
             rule = get_rule(code)
             label = model_text(f"{code} {rule.name}" if rule else code)
         table.add_row(label, *(fmt_rate(cells.get(n), interval=False) for n in summaries))
+    leaked = [f"{name}: " + ", ".join(f"{code} {n}" for code, n in s.leaks.items())
+              for name, s in summaries.items() if s.leaks]
+    if leaked:  # allowed calls: not in the errors above (docs/policies.md)
+        table.caption = ("Leaks (calls the agent CLI's rules allowed that their strict "
+                         "reading refuses): " + "; ".join(leaked))
     return table
 
 
@@ -68,7 +73,8 @@ def tables_json(summaries: dict[str, GroupSummary]) -> dict:
     """The two tables as JSON (``--json`` of run, demo and report): one entry per column.
 
     ``{column: {sessions, messages, tool_calls, errors, errors_per_100, ci95: [lo, hi],
-    handshake: {completed, sessions}, error_sessions, classes: {code: per_100}}}``;
+    handshake: {completed, sessions}, error_sessions, classes: {code: per_100},
+    leaks: {code: calls}}}``;
     rates are null where there were no calls.
     """
     out = {}
@@ -84,6 +90,7 @@ def tables_json(summaries: dict[str, GroupSummary]) -> dict:
             "error_sessions": s.error_sessions,
             "classes": {code: _num(cells[name].per100) for code, cells in classes
                         if code != TOTAL and name in cells},
+            "leaks": dict(s.leaks),
         }
     return out
 

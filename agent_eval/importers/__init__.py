@@ -18,6 +18,8 @@ Formats (``FORMATS``)::
     call-records    flat JSONL, one call a line (e.g. a corpus of real agent tool calls)
     codex           Codex CLI rollouts (~/.codex/sessions/**/rollout-*.jsonl, 0.3x-0.89+)
     openhands       OpenHands event streams (trajectory JSON, events/ folder, V1 events)
+    qwen-code       ~/.qwen/projects/<cwd>/chats/*.jsonl and their subagents/ files
+    gemini-cli      ~/.gemini/tmp/<project>/chats/session-*.jsonl (and .json) and subagents
 
 ``auto`` (or no FORMAT) tells the format of each file (:mod:`.auto`, :mod:`.detect`), so
 a folder mixing formats imports in one run.  A folder is read a file at a time; a file
@@ -36,7 +38,15 @@ own bash or read tool with ``{"command": ...}`` / ``{"path": ...}`` (the argumen
 the allow-list declares); the record keeps the source's tool name and raw arguments.  A
 shell call whose arguments carry no command (a harness format error) reaches the engine
 with its raw arguments and is reported malformed.  Any other tool name stays as it is,
-so a tool the allow-list does not offer is AE101.
+so a tool the allow-list does not offer is AE101.  An agent CLI's own tools
+(``run_shell_command``, ``exec_command``, ``read_file`` ...) are judged by their tool
+profiles (``policy/profiles.py``), as the proxy judges them.
+
+Subagents: where the files keep the link (OpenCode, Claude Code, Codex, Qwen Code, Gemini
+CLI: each reader's docstring says where), a subagent session is stored as a child of its
+parent and the spawning call is linked to it (:func:`import_families`).  A file that
+holds tool calls of which its reader found none is refused, naming the format it looks
+like (``source.refuse_no_calls``): never an import of call-less sessions.
 
 Session status: ``completed`` unless the source recorded a harness or API error, or the
 transcript was cut before the result of its last call (both ``error``: excluded from
@@ -50,22 +60,31 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal, get_args
 
-from agent_eval.calls import CallRecorder
+from agent_eval.calls import CallRecorder, SessionJudges
 from agent_eval.errors import ConfigError
 from agent_eval.importers import (
     call_records,
     claude_code,
     codex,
+    gemini_cli,
     mini_swe_agent,
     openai,
     opencode,
     openhands,
+    qwen_code,
     swe_agent,
 )
 from agent_eval.importers.auto import FileReporter, read_tagged
 from agent_eval.importers.detect import guess_format
-from agent_eval.importers.source import ImportedCall, ImportedSession, SkipReporter, guarded
+from agent_eval.importers.source import (
+    ImportedCall,
+    ImportedSession,
+    SkipReporter,
+    guarded,
+    refuse_no_calls,
+)
 from agent_eval.policy import AllowList
+from agent_eval.policy.sources import ResolvedPolicy
 from agent_eval.policy.verdict import Invocation
 from agent_eval.scenario.protocols import Protocols, system_prompt_of
 from agent_eval.transcript import (
@@ -77,7 +96,7 @@ from agent_eval.transcript import (
 )
 
 ImportFormat = Literal["openai", "opencode", "claude-code", "mini-swe-agent", "swe-agent", "call-records",
-                       "codex", "openhands"]
+                       "codex", "openhands", "qwen-code", "gemini-cli"]
 
 Reader = Callable[..., Iterator[ImportedSession]]
 
@@ -90,10 +109,13 @@ FORMATS: dict[str, Reader] = {
     "call-records": call_records.read_sessions,
     "codex": codex.read_sessions,
     "openhands": openhands.read_sessions,
+    "qwen-code": qwen_code.read_sessions,
+    "gemini-cli": gemini_cli.read_sessions,
 }
 AUTO = "auto"
 """The FORMAT that tells each file's format itself."""
-MISREAD = {("openai", "mini-swe-agent"), ("openai", "openhands"), ("openai", "swe-agent")}
+MISREAD = {("openai", "mini-swe-agent"), ("openai", "openhands"), ("openai", "swe-agent"),
+           ("claude-code", "qwen-code")}
 """(FORMAT named, format found) pairs where the named reader would read the file without
 error but miss its calls: refused up front, naming the right format."""
 assert tuple(FORMATS) == get_args(ImportFormat)
@@ -104,6 +126,7 @@ __all__ = [
     "ImportedCall",
     "ImportedSession",
     "Judge",
+    "import_families",
     "import_sessions",
     "read_sessions",
     "read_tagged_sessions",
@@ -131,26 +154,28 @@ def read_tagged_sessions(
     if not path.exists():
         raise ConfigError("file not found; pass an existing transcript file or folder", path=str(path))
     if fmt != AUTO and not path.is_dir():
-        refuse_misread(fmt, path)
-        return ((fmt, s) for s in guarded(FORMATS[fmt](path, model=model, on_skip=on_skip),
-                                          path, fmt))
+        guess = refuse_misread(fmt, path)
+        sessions = guarded(FORMATS[fmt](path, model=model, on_skip=on_skip), path, fmt)
+        return ((fmt, s) for s in refuse_no_calls(sessions, path, fmt, guess))
     return read_tagged(FORMATS, None if fmt == AUTO else fmt, path, model=model, on_skip=on_skip,
                        on_file=on_file)
 
 
-def refuse_misread(fmt: str, path: Path) -> None:
-    """ConfigError when ``fmt``'s reader would read ``path`` without error but miss its calls."""
+def refuse_misread(fmt: str, path: Path) -> str | None:
+    """ConfigError when ``fmt``'s reader would read ``path`` without error but miss its
+    calls; else the format ``path`` looks like (None: not recognisable)."""
     found = guess_format(path)
     if (fmt, found) in MISREAD:
         raise ConfigError(
             f"this is a {found} file, which the {fmt} reader would read without its calls; "
             f"is this {'an' if fmt[0] in 'aeio' else 'a'} {fmt} file? (try: {found})", path=str(path))
+    return found
 
 
 def import_sessions(
     fmt: str,
     path: str | Path,
-    allowlist: AllowList,
+    allowlist: AllowList | ResolvedPolicy,
     *,
     model: str | None = None,
     on_skip: SkipReporter | None = None,
@@ -158,16 +183,47 @@ def import_sessions(
     protocols: Protocols | None = None,
 ) -> Iterator[SessionRecord]:
     """Parse ``path`` as ``fmt`` (or ``auto``) and judge every call; yield one whole
-    record per session, its ``source`` the format it was read as.
+    record per session, its ``source`` the format it was read as (the records of
+    :func:`import_families`, one after another)."""
+    for family in import_families(fmt, path, allowlist, model=model, on_skip=on_skip,
+                                  on_file=on_file, protocols=protocols):
+        yield from family
+
+
+HELD_FAMILIES = 64
+"""Sessions waiting for a child the file links them to: past this many, the oldest is
+given up on (stored without the link), so memory stays flat whatever the input."""
+
+
+def import_families(
+    fmt: str,
+    path: str | Path,
+    allowlist: AllowList | ResolvedPolicy,
+    *,
+    model: str | None = None,
+    on_skip: SkipReporter | None = None,
+    on_file: FileReporter | None = None,
+    protocols: Protocols | None = None,
+) -> Iterator[list[SessionRecord]]:
+    """The judged sessions of :func:`import_sessions`, a family at a time: a session
+    whose call spawned a subagent session (``ImportedCall.child``) is held until that
+    child is read, and both are yielded together, so they are stored in one batch with
+    the call linked to its child (``CallRecord.child_key``) and the child to its parent
+    (``parent_key``).  Any other session is a family of one.
 
     ``model`` overrides the model name the source recorded (it becomes the target).
     Session keys are the source session ids, made unique within the import; a subagent
-    session links to its parent when the parent was imported before it.  A session whose
-    file held calls the reader could not read carries the tag ``skipped_calls:N``.
-    With ``protocols``, each session's handshake is checked against them.
+    session links to its parent when the parent was imported before it, and a call to
+    its child when the child follows it (a child the files do not hold leaves the call
+    unlinked).  A session whose file held calls the reader could not read carries the
+    tag ``skipped_calls:N``.  With ``protocols``, each session's handshake is checked
+    against them.
     """
     judge = Judge(allowlist, protocols)
     seen: dict[str, int] = {}
+    keys: dict[str, str] = {}  # source session id -> the key it was stored under
+    held: dict[int, tuple[list[SessionRecord], set[str]]] = {}  # family -> records, children awaited
+    waiting: dict[str, tuple[int, CallRecord]] = {}  # child id -> (family, the spawning call)
     for source, session in read_tagged_sessions(fmt, path, model=model, on_skip=on_skip, on_file=on_file):
         key = session.id
         count = seen.get(key, 0)
@@ -177,9 +233,45 @@ def import_sessions(
         record = judge.session(session, key=key, source=source)
         if session.lone_surrogates:  # judged as it came (AE202); stored as U+FFFD
             record = storable(record)
-        if session.parent is not None and session.parent in seen:
-            record.parent_key = session.parent
-        yield record
+        if session.parent is not None and session.parent in keys:
+            record.parent_key = keys[session.parent]
+        keys[session.id] = key
+        family_id, call = waiting.pop(session.id, (None, None))
+        if family_id is not None and family_id in held:
+            call.child_key = key
+            members, awaited = held[family_id]
+            members.append(record)
+            awaited.discard(session.id)
+        else:
+            family_id = id(record)
+            members, awaited = [record], set()
+        for imported, stored in zip(session.calls, record.calls, strict=True):
+            if imported.child is None:
+                continue
+            if imported.child in keys:  # the child came first: it is stored already
+                stored.child_key = keys[imported.child]
+            else:
+                waiting[imported.child] = (family_id, stored)
+                awaited.add(imported.child)
+        if awaited:
+            held[family_id] = (members, awaited)
+            while len(held) > HELD_FAMILIES:
+                yield _release(held, next(iter(held)), waiting)
+        elif family_id in held:
+            yield _release(held, family_id, waiting)
+        else:
+            yield members
+    while held:
+        yield _release(held, next(iter(held)), waiting)
+
+
+def _release(held: dict[int, tuple[list[SessionRecord], set[str]]], family_id: int,
+             waiting: dict[str, tuple[int, CallRecord]]) -> list[SessionRecord]:
+    """The records of a held family, its calls whose child never came left unlinked."""
+    members, awaited = held.pop(family_id)
+    for child in awaited:
+        waiting.pop(child, None)
+    return members
 
 
 def session_tags(session: ImportedSession) -> list[str]:
@@ -194,16 +286,21 @@ class Judge:
     """Judges imported sessions under one allow-list through the call recorder
     (``calls.py``), as the proxy judges the same calls relayed: the source's tool names
     and spellings are read as its harness meant them, and verdicts of repeated calls are
-    reused (real transcripts repeat commands such as ``python reproduce.py`` often)."""
+    reused (real transcripts repeat commands such as ``python reproduce.py`` often).
+    Under an agent CLI's configuration each session is judged by the agent its system
+    prompt names (``calls.SessionJudges``)."""
 
-    def __init__(self, allowlist: AllowList, protocols: Protocols | None = None) -> None:
-        self.allowlist = allowlist
+    def __init__(self, allowlist: AllowList | ResolvedPolicy,
+                 protocols: Protocols | None = None) -> None:
+        self.judges = SessionJudges(allowlist, foreign=True)
+        self.allowlist = self.judges.allowlist
         self.protocols = protocols  # closing sequences to check (scenario/protocols.py)
-        self.calls = CallRecorder(allowlist, foreign=True)
+        self.calls = self.judges.for_session().calls
 
     def session(self, session: ImportedSession, *, key: str, source: str) -> SessionRecord:
         """The stored form of ``session``: every call judged, next actions filled."""
-        judged = [self.judged(c, i) for i, c in enumerate(session.calls)]
+        judge = self.judges.for_session(system_prompt=system_prompt_of(session.messages))
+        judged = [self.judged(c, i, judge.calls) for i, c in enumerate(session.calls)]
         calls = [record for record, _ in judged]
         assign_next_actions(calls)
         handshake = HandshakeResult()
@@ -225,15 +322,18 @@ class Judge:
             started_at=session.started_at,
             finished_at=session.finished_at,
             source=source,
+            policy_agent=judge.agent,
+            policy_agent_via=judge.via,
         )
 
     def call(self, call: ImportedCall, index: int) -> CallRecord:
         """One judged call; the record keeps the source's tool name and raw arguments."""
         return self.judged(call, index)[0]
 
-    def judged(self, call: ImportedCall, index: int) -> tuple[CallRecord, Invocation | None]:
+    def judged(self, call: ImportedCall, index: int, calls: CallRecorder | None = None
+               ) -> tuple[CallRecord, Invocation | None]:
         """One judged call and the script invocation the engine parsed from it."""
-        record, verdict = self.calls.record(
+        record, verdict = (calls or self.calls).record(
             index, call.turn_index, call.tool, call.arguments, kind=call.kind, text=call.text,
             call_id=call.call_id, output=call.output, source_decision=call.source_decision,
             source_reason=call.source_reason)

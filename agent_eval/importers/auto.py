@@ -21,7 +21,13 @@ from pathlib import Path
 from agent_eval.errors import ConfigError
 from agent_eval.importers.claude_code import transcript_order
 from agent_eval.importers.detect import guess_format, guess_whole_folder
-from agent_eval.importers.source import ImportedSession, SkipReporter, guarded, warn_skipped
+from agent_eval.importers.source import (
+    ImportedSession,
+    SkipReporter,
+    guarded,
+    refuse_no_calls,
+    warn_skipped,
+)
 
 SUFFIXES = (".jsonl", ".json", ".traj", ".db")
 """Files a folder import looks at; anything else (logs, images, source) is not a transcript."""
@@ -31,10 +37,17 @@ FileReporter = Callable[[Path, int], None]
 
 
 def folder_files(folder: Path) -> list[Path]:
-    """The transcript candidates under ``folder``, in name order (a Claude Code session
-    file before its subagents)."""
-    files = [p for p in folder.rglob("*") if p.suffix in SUFFIXES and p.is_file()]
+    """The transcript candidates under ``folder``, in name order (a Claude Code, Qwen Code
+    or Gemini CLI session file before its subagents).  The ``.meta.json`` beside a
+    subagent's ``.jsonl`` (Claude Code, Qwen Code) is read with it, not on its own."""
+    files = [p for p in folder.rglob("*") if p.suffix in SUFFIXES and p.is_file()
+             and not _beside_its_subagent(p)]
     return sorted(files, key=transcript_order)
+
+
+def _beside_its_subagent(path: Path) -> bool:
+    return path.name.endswith(".meta.json") and \
+        path.with_name(path.name.removesuffix(".meta.json") + ".jsonl").is_file()
 
 
 def read_tagged(
@@ -54,7 +67,8 @@ def read_tagged(
             raise ConfigError(
                 f"cannot tell which format this file is; name it: agent-eval import FORMAT PATH "
                 f"(FORMAT one of {', '.join(readers)})", path=str(path))
-        for session in guarded(readers[use](path, model=model, on_skip=on_skip), path, use):
+        sessions = guarded(readers[use](path, model=model, on_skip=on_skip), path, use)
+        for session in refuse_no_calls(sessions, path, use, guess_format(path) if fmt else use):
             yield use, session
         if on_file is not None:
             on_file(path, _size(path))
@@ -98,7 +112,8 @@ def _read_one(readers: dict, fmt: str | None, file: Path, *, model: str | None,
         report(file, 0, "format not recognised; file skipped")
         return
     try:
-        for session in guarded(readers[use](file, model=model, on_skip=on_skip), file, use):
+        sessions = guarded(readers[use](file, model=model, on_skip=on_skip), file, use)
+        for session in refuse_no_calls(sessions, file, use, guess):
             yield use, session
     except ConfigError as exc:
         text = str(exc)

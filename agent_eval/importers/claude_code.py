@@ -12,7 +12,10 @@ itself): every ``*.jsonl`` below it is read, in name order, a session file befor
 subagents.  Lines are grouped by session id; subagent lines kept inline by older versions
 (``isSidechain: true``) form their own session ``<id>:sidechain`` so their calls do not
 interleave with the parent's.  A subagent file becomes the session
-``<id>:agent-<agent id>``, a child of session ``<id>``.
+``<id>:agent-<agent id>``, a child of session ``<id>``, and the ``Agent``/``Task`` call
+that started it is linked to it: the call's result line names the subagent in
+``toolUseResult.agentId`` (2.1.332 writes it for the background and the waited-for
+subagent alike), or else the subagent's ``.meta.json`` names the call (``toolUseId``).
 
 Each ``tool_use`` block is one call; its ``tool_result`` (matched by ``tool_use_id``) is
 the output.  ``Bash`` and ``Read`` are judged as our bash and read tools (``command``,
@@ -76,10 +79,14 @@ def transcript_files(folder: Path) -> list[Path]:
 
 
 def transcript_order(path: Path) -> tuple[str, ...]:
-    """Sort key: name order, with ``<session>/subagents/*.jsonl`` right after ``<session>.jsonl``."""
+    """Sort key: name order, with ``<session>/subagents/*.jsonl`` right after ``<session>.jsonl``
+    (Claude Code) and a Gemini CLI ``chats/<session>/`` subagent folder after the session
+    files of ``chats/`` (Qwen Code's ``subagents/`` folder already sorts after ``chats/``)."""
     parts = list(path.parts)
     if len(parts) >= 3 and parts[-2] == "subagents":
         parts[-3] += ".jsonl\uffff"  # after <session>.jsonl
+    elif len(parts) >= 3 and parts[-3] == "chats":
+        parts[-2] = "\uffff" + parts[-2]
     return tuple(parts)
 
 
@@ -114,7 +121,27 @@ def read_file(path: Path, *, model: str | None, on_skip: SkipReporter | None) ->
             continue  # only a `summary` line (older files): nothing was said or called
         if builder.session.title is None and len(titles) == 1:
             builder.session.title = titles[0]
+        if not subagent:
+            _link_by_meta(builder, path)
         yield builder.finish(model or builder.model or init_model or "unknown")
+
+
+def _link_by_meta(builder: _SessionBuilder, path: Path) -> None:
+    """Link the calls no result line linked to the subagent whose ``.meta.json`` names
+    them (``<session>/subagents/agent-<id>.meta.json``, ``toolUseId``): a transcript cut
+    before the spawning call's result still links its subagent."""
+    folder = path.with_suffix("") / "subagents"
+    if not folder.is_dir():
+        return
+    sid = builder.session.id
+    for meta in sorted(folder.glob("agent-*.meta.json")):
+        try:
+            doc = json.loads(meta.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+            continue
+        call = builder.calls_by_id.get(doc.get("toolUseId")) if isinstance(doc, dict) else None
+        if call is not None and call.child is None and (folder / f"{meta.name[:-10]}.jsonl").is_file():
+            call.child = f"{sid}:{meta.name[:-10]}"
 
 
 def permission_denials(path: Path) -> dict[str | None, str]:
@@ -242,6 +269,10 @@ class _SessionBuilder:
                 continue
             call.output = output
             call.source_decision, call.source_reason = source_verdict(obj, block, output, denied.get(tool_use_id))
+            result = obj.get("toolUseResult")
+            agent = result.get("agentId") if isinstance(result, dict) else None
+            if isinstance(agent, str) and agent and not self.session.id.endswith(":sidechain"):
+                call.child = f"{self.session.id.split(':')[0]}:agent-{agent}"
 
     def finish(self, model: str) -> ImportedSession:
         s = self.session

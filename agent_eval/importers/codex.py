@@ -14,11 +14,21 @@ Calls are the ``response_item`` entries the model emitted:
   bash; an argv ``[bash|sh|zsh, -lc|-c, SCRIPT]`` is the script, any other argv is
   shell-quoted and joined;
 * any other ``function_call`` / ``custom_tool_call`` (``apply_patch``, MCP tools) keeps
-  its name and arguments;
+  its name and arguments; a function of a namespace tool is named ``namespace.name``
+  (``multi_agent_v1.spawn_agent``), as the proxy names it (``wire/responses.py``);
 * ``web_search_call`` (Codex's built-in web search, run by the Responses API: no output
   item follows it) is a call of tool ``web_search`` whose arguments are its ``action``
   (``{"type": "search", "query": ...}`` or ``open_page``); ``status: completed`` means
   it ran (``allow``).
+
+Subagents (0.16x, ``[features] multi_agent``): each thread writes its own rollout; a
+subagent's ``session_meta`` names its parent thread (``parent_thread_id``), and the
+parent's ``event_msg`` ``item_completed`` of the ``CollabAgentToolCall`` item of tool
+``spawn_agent`` (id = the call's ``call_id``) names the child threads it started
+(``receiver_thread_ids``): the import links the child to its parent and the spawning call
+to its child (checked against the 0.169.0 rollouts in ``tests/fixtures/clis/codex``;
+``codex-rs/core/src/tools/handlers/multi_agents/spawn.rs`` in github.com/openai/codex).
+Rollouts are read in name order (their start time), a parent before its children.
 
 Output: the ``function_call_output`` / ``custom_tool_call_output`` /
 ``local_shell_call_output`` with the same ``call_id``.  Codex's own verdict: an output
@@ -127,6 +137,8 @@ def call_from_item(item: dict[str, Any], turn: int) -> ImportedCall:
         return ImportedCall(tool="local_shell", arguments=json.dumps(action, ensure_ascii=False),
                             turn_index=turn, kind="bash", text=text, call_id=call_id)
     name = str(item.get("name") or "")
+    if isinstance(item.get("namespace"), str) and item["namespace"]:
+        name = f"{item['namespace']}.{name}"
     raw = item.get("arguments") if kind == "function_call" else item.get("input")
     arguments = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
     if name not in SHELL_FUNCTIONS:
@@ -187,10 +199,14 @@ class _Rollout:
             self.session.finished_at = stamp
         if kind == "session_meta" and payload.get("id"):
             self.session.id = str(payload["id"])
+            if isinstance(payload.get("parent_thread_id"), str):
+                self.session.parent = payload["parent_thread_id"]
         elif kind == "turn_context" and isinstance(payload.get("model"), str):
             self.model = payload["model"]
         elif kind == "event_msg" and payload.get("type") in ("error", "stream_error"):
             self.errored = str(payload.get("message") or payload.get("type"))
+        elif kind == "event_msg" and isinstance(payload.get("item"), dict):
+            self._spawned(payload["item"])
         elif kind == "response_item":
             self._item(payload)
 
@@ -219,6 +235,15 @@ class _Rollout:
         elif itype == "reasoning":
             summary = item.get("summary")
             self._turn().reasoning += text_of(summary) if isinstance(summary, list) else ""
+
+    def _spawned(self, item: dict[str, Any]) -> None:
+        """Link a ``spawn_agent`` call to the thread it started."""
+        if item.get("type") != "CollabAgentToolCall" or item.get("tool") != "spawn_agent":
+            return
+        call = self.calls.get(item["id"]) if isinstance(item.get("id"), str) else None
+        threads = item.get("receiver_thread_ids")
+        if call is not None and isinstance(threads, list) and threads and isinstance(threads[0], str):
+            call.child = threads[0]
 
     def _turn(self) -> TurnRecord:
         if not self.in_turn or not self.session.turns:

@@ -31,6 +31,8 @@ OPENCODE_EVENT_TYPES = frozenset({"step_start", "step_finish", "tool_use", "text
 CODEX_LINE_TYPES = frozenset({"session_meta", "response_item", "turn_context", "event_msg", "compacted"})
 CODEX_ITEM_TYPES = frozenset({"message", "function_call", "function_call_output", "local_shell_call",
                               "reasoning", "custom_tool_call"})
+QWEN_LINE_TYPES = frozenset({"user", "assistant", "tool_result", "system"})
+GEMINI_MESSAGE_TYPES = frozenset({"user", "gemini", "info", "warning", "error"})
 MINI_FENCE = re.compile(r"```(?:bash|mswea_bash_command)\s*\n")
 
 
@@ -68,6 +70,8 @@ def guess_document(doc: Any) -> str | None:
         return None
     if not isinstance(doc, dict):
         return None
+    if _gemini_record(doc):
+        return "gemini-cli"
     if isinstance(doc.get("trajectory"), list):
         return "swe-agent"
     history = doc.get("history")
@@ -101,6 +105,10 @@ def guess_line(obj: Any) -> str | None:
         return "openai"
     if isinstance(obj.get("part"), dict) or (obj.get("type") in OPENCODE_EVENT_TYPES and "sessionID" in obj):
         return "opencode"
+    if _qwen_record(obj):
+        return "qwen-code"
+    if _gemini_record(obj):
+        return "gemini-cli"
     if obj.get("type") in CLAUDE_LINE_TYPES and ("sessionId" in obj or "session_id" in obj or "uuid" in obj):
         return "claude-code"
     if obj.get("type") in CODEX_LINE_TYPES and isinstance(obj.get("payload"), dict):
@@ -148,6 +156,27 @@ def _guess_folder(path: Path) -> str | None:
         return whole
     first = next(iter(sorted(path.rglob("*.jsonl"))), None)
     return _guess_jsonl(first) if first is not None else None
+
+
+def _qwen_record(obj: dict[str, Any]) -> bool:
+    """A Qwen Code session record: Claude Code's envelope (``uuid``, ``sessionId``, a
+    ``type``) around a Gemini ``Content`` (``message.parts``), or a record only Qwen Code
+    writes (``tool_result``, a ``system`` record with ``systemPayload``)."""
+    if obj.get("type") not in QWEN_LINE_TYPES or "sessionId" not in obj or "uuid" not in obj:
+        return False
+    message = obj.get("message")
+    return (isinstance(message, dict) and isinstance(message.get("parts"), list)) \
+        or obj.get("type") == "tool_result" or "systemPayload" in obj
+
+
+def _gemini_record(obj: dict[str, Any]) -> bool:
+    """A Gemini CLI session log record: the metadata (``sessionId`` with ``projectHash``),
+    a ``$set`` or ``$rewindTo`` update, or a message of Gemini CLI's own types."""
+    if "sessionId" in obj and "projectHash" in obj:
+        return True
+    if isinstance(obj.get("$set"), dict) or isinstance(obj.get("$rewindTo"), str):
+        return True
+    return obj.get("type") == "gemini" and isinstance(obj.get("id"), str) and "timestamp" in obj
 
 
 def _openhands_events(value: Any) -> bool:

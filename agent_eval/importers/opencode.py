@@ -20,6 +20,13 @@ OpenCode: a crash, an abort, a missing file) records no verdict (``None``, the e
 as the reason), because nothing in the part proves OpenCode let the call run.  OpenCode's ``invalid`` tool wraps a hallucinated tool name: the call
 is recorded under the name the model used (``execute_command``), source verdict ``deny``.
 
+Subagents: a session started by a ``task`` call is a session of its own whose parent is
+the session of the call (``parent_id`` in the database, ``parentID`` in the JSON files),
+and the ``task`` part names the child in ``state.metadata.sessionId``: the import links
+the child to its parent and the call to its child (``packages/opencode/src/tool/task.ts``
+and ``packages/opencode/src/session/session.sql.ts`` in github.com/anomalyco/opencode).
+Sessions are read oldest first, so a parent comes before its children.
+
 Session status: ``error`` when an assistant message records an error (API error, abort),
 otherwise ``completed``.
 """
@@ -96,6 +103,7 @@ def session_from_messages(info: dict[str, Any], messages: list[Message], *, mode
     session = ImportedSession(
         id=str(info.get("id") or "session"), model="unknown", title=info.get("title"),
         started_at=from_millis(time.get("created")), finished_at=from_millis(time.get("updated")),
+        parent=info.get("parent_id") or info.get("parentID"),
     )
     found_model: str | None = None
     for msg_info, parts in messages:
@@ -152,10 +160,13 @@ def call_from_part(part: dict[str, Any], turn: int) -> ImportedCall:
         else:
             reason = f"tool error in opencode: {output[:300]}"
     kind, text = classify_call(tool, args)
+    metadata = state.get("metadata") if isinstance(state.get("metadata"), dict) else {}
+    child = metadata.get("sessionId") if tool == "task" else None
     return ImportedCall(
         tool=tool, arguments=dump_arguments(args if args is not None else {}), turn_index=turn,
         kind=kind, text=text, call_id=part.get("callID"), output=output,
         source_decision=decision, source_reason=reason,
+        child=child if isinstance(child, str) else None,
     )
 
 
@@ -193,10 +204,14 @@ def _sessions_from_rows(
     for row in sorted(messages, key=lambda r: (r.get("time_created") or 0, str(r.get("id")))):
         info = {**_data(row), "id": row.get("id"), "sessionID": row.get("session_id")}
         messages_of[str(row.get("session_id"))].append((info, parts_of.get(str(row.get("id")), [])))
-    for row in sessions:
+    for row in sorted(sessions, key=lambda r: (_number(r.get("time_created")), str(r.get("id")))):
         info = {k: v for k, v in row.items() if k not in ("time_created", "time_updated")}
         info["time"] = {"created": row.get("time_created"), "updated": row.get("time_updated")}
         yield session_from_messages(info, messages_of.get(str(row.get("id")), []), model=model)
+
+
+def _number(value: Any) -> float:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
 def _data(row: dict[str, Any]) -> dict[str, Any]:

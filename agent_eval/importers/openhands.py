@@ -146,7 +146,9 @@ def _emitted_arguments(meta: dict[str, Any]) -> str | None:
         message = choice.get("message") if isinstance(choice, dict) else None
         calls = message.get("tool_calls") if isinstance(message, dict) else None
         for call in calls if isinstance(calls, list) else ():
-            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(call, dict):
+                continue
+            function = call.get("function")
             if (call.get("id") == meta.get("tool_call_id") and isinstance(function, dict)
                     and isinstance(function.get("arguments"), str)):
                 return function["arguments"]

@@ -21,11 +21,12 @@ from pathlib import Path
 
 from agent_eval import testhook
 from agent_eval.errors import ConfigError
-from agent_eval.importers import import_sessions
+from agent_eval.importers import import_families
 from agent_eval.importers.detect import guess_format
 from agent_eval.importers.outcome import ImportSummary
 from agent_eval.importers.source import SkipReporter
 from agent_eval.policy import ENGINE_VERSION, AllowList
+from agent_eval.policy.sources import ResolvedPolicy
 from agent_eval.scenario.protocols import Protocols
 from agent_eval.transcript import SessionRecord
 
@@ -38,7 +39,7 @@ def record_import(
     store,
     fmt: str,
     path: str | Path,
-    allowlist: AllowList,
+    policy: AllowList | ResolvedPolicy,
     *,
     allowlist_path: str | None = None,
     model: str | None = None,
@@ -55,6 +56,7 @@ def record_import(
     judged, ``on_file`` about each file read with its size (both for progress display).
     ``fmt`` may be ``auto``: each file is read with the format found in it.
     ``protocols`` (read from ``protocols_path``) gives each session its handshake.
+    ``policy`` is an allow-list or an agent CLI's configuration (``policy.sources``).
 
     Raises ConfigError, and stores nothing, when the file holds no session of ``fmt``
     (or only sessions without tool calls while it looks like another format); the
@@ -63,6 +65,10 @@ def record_import(
     marked ``failed`` and says so.
     """
     summary = ImportSummary()
+    allowlist = policy.allowlist if isinstance(policy, ResolvedPolicy) else policy
+    # the agent fixed by --agent; otherwise each session's is chosen and stored with it
+    agent = policy.agent_name if isinstance(policy, ResolvedPolicy) \
+        and policy.via == "option" else None
 
     def note_skip(p: Path, line: int, reason: str) -> None:
         summary.skipped_lines.append((str(p), line, reason))
@@ -76,7 +82,7 @@ def record_import(
             suite=str(path),
             config={"format": fmt, "path": str(path), "allowlist": allowlist.name,
                     "allowlist_path": allowlist_path, "model": model,
-                    "protocols_path": protocols_path, "engine_version": ENGINE_VERSION},
+                    "policy_agent": agent, "protocols_path": protocols_path, "engine_version": ENGINE_VERSION},
             fingerprint={"allowlist": allowlist.fingerprint, "engine_version": ENGINE_VERSION,
                          "source": fmt},
         )
@@ -85,12 +91,14 @@ def record_import(
 
     writer = BatchWriter(store, None, base_url=f"import:{fmt}", create_run=create_run)
     try:
-        for record in import_sessions(fmt, path, allowlist, model=model, on_skip=note_skip,
+        for family in import_families(fmt, path, policy, model=model, on_skip=note_skip,
                                       on_file=on_file, protocols=protocols):
-            summary.add(record)
-            writer.add(record)
+            for record in family:
+                summary.add(record)
+            writer.add(*family)  # a subagent in the batch of the call that spawned it
             if on_session is not None:
-                on_session(record)
+                for record in family:
+                    on_session(record)
     except ConfigError as exc:
         if not summary.sessions:
             raise with_format_hint(exc, fmt, path) from None
@@ -181,9 +189,11 @@ class BatchWriter:
         self.pending_calls = 0
         self.written = 0
 
-    def add(self, record: SessionRecord) -> None:
-        self.pending.append(record)
-        self.pending_calls += len(record.calls)
+    def add(self, *records: SessionRecord) -> None:
+        """Buffer ``records``, written in one batch (a session and the subagent sessions
+        its calls link to)."""
+        self.pending.extend(records)
+        self.pending_calls += sum(len(r.calls) for r in records)
         first_calls = self.run_id is None and self.pending_calls > 0
         if first_calls or self.pending_calls >= BATCH_CALLS or len(self.pending) >= BATCH_SESSIONS:
             self.flush(create=True)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
@@ -82,6 +83,8 @@ class ImportedCall:
     (``read``) that the engine should judge, or ``None`` when the arguments did not carry
     one (the engine then sees the raw arguments and reports them malformed).
     ``source_decision`` is the verdict the source harness recorded itself, if any.
+    ``child`` is the id of the session this call spawned (a subagent), when the source
+    links them; the import links the stored call to that session.
     """
 
     tool: str
@@ -93,6 +96,7 @@ class ImportedCall:
     output: str = ""
     source_decision: Decision | None = None
     source_reason: str | None = None
+    child: str | None = None
 
 
 @dataclass(slots=True)
@@ -320,6 +324,58 @@ def guarded(sessions: Iterator[ImportedSession], path: Path, fmt: str) -> Iterat
         _LONE_SURROGATES.reset(lone)
 
 
+CALL_MARKERS = re.compile(
+    rb'"functionCall"\s*:\s*\{|"toolCalls"\s*:\s*\[\s*\{|"tool_calls"\s*:\s*\[\s*\{|'
+    rb'"type"\s*:\s*"(?:tool_use|function_call|local_shell_call|custom_tool_call)"')
+"""How a tool call is written in the JSON of every format read here (Gemini parts, Gemini
+CLI, chat messages, Claude Code blocks, Responses items): a file holding one holds calls."""
+MARKER_CHUNK = 1 << 20
+
+
+def holds_tool_calls(path: Path) -> bool:
+    """Whether the text of ``path`` writes a tool call in any format read here (a cheap
+    scan, made only when a reader found no call in it; a database is not scanned)."""
+    try:
+        with path.open("rb") as fh:
+            if fh.read(16) == b"SQLite format 3\x00":
+                return False
+            fh.seek(0)
+            tail = b""
+            while chunk := fh.read(MARKER_CHUNK):
+                if CALL_MARKERS.search(tail + chunk):
+                    return True
+                tail = chunk[-64:]
+    except OSError:
+        return False
+    return False
+
+
+def refuse_no_calls(sessions: Iterator[ImportedSession], path: Path, fmt: str,
+                    guess: str | None) -> Iterator[ImportedSession]:
+    """``sessions`` as they come, but a file that holds tool calls of which the reader
+    found none is a ``ConfigError`` naming the file and the format to try (``guess``, the
+    format the file looks like), never an import of call-less sessions.  Sessions are
+    held back only until the first call."""
+    held: list[ImportedSession] = []
+    calls = False
+    for session in sessions:
+        if calls:
+            yield session
+        elif session.calls or session.skipped_calls:
+            calls = True
+            yield from held
+            held.clear()
+            yield session
+        else:
+            held.append(session)
+    if not calls and held and path.is_file() and holds_tool_calls(path):
+        try_ = (f"is this {'an' if fmt[0] in 'aeio' else 'a'} {fmt} file? (try: {guess})"
+                if guess not in (None, fmt) else "name the FORMAT it is: agent-eval import FORMAT PATH")
+        raise ConfigError(f"holds tool calls, but the {fmt} reader found none in it; {try_}",
+                          path=str(path))
+    yield from held
+
+
 _INT_MAX = 2**63 - 1
 
 
@@ -358,7 +414,7 @@ def tidy(session: ImportedSession) -> ImportedSession:
         call.tool, call.arguments, call.output = as_text(call.tool), as_text(call.arguments), \
             as_text(call.output)
         call.text, call.call_id = _maybe_text(call.text), _maybe_text(call.call_id)
-        call.source_reason = _maybe_text(call.source_reason)
+        call.source_reason, call.child = _maybe_text(call.source_reason), _maybe_text(call.child)
         if call.source_decision not in ("allow", "deny"):
             call.source_decision = None
         if call.kind not in ("bash", "read", "other"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+from typing import cast
 
 try:  # the openai SDK ships its HTTP stack as ``httpx2`` from 3.x on
     import httpx2 as httpx
@@ -77,7 +78,10 @@ class GuardedTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self._inner.handle_async_request(request)
-        response.stream = GuardedStream(response.stream, self._max_bytes)
+        # an async transport's body is an async stream (the sync half of the union is
+        # for httpx's sync transports)
+        stream = cast(httpx.AsyncByteStream, response.stream)
+        response.stream = GuardedStream(stream, self._max_bytes)
         return response
 
     async def aclose(self) -> None:

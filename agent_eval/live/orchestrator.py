@@ -24,11 +24,17 @@ The session ends when
   model wrote until the window was full ends ``stalled`` on any turn
   (:data:`CONTEXT_FULL_WRITING`): the prompt fitted, the run-away is the model's;
 - the model server fails past the client's retries: ``error``, with the reason.  Error
-  sessions are excluded from every model rate.
+  sessions are excluded from every model rate;
+- a reply is cut by the token limit (finish reason ``length``) inside a tool call, whose
+  arguments are then incomplete JSON: ``error`` too, with :data:`TRUNCATED` as the reason.
+  The operator's ``max_tokens`` cut it, not the model: it is a truncation, counted apart
+  (the run warns), never the model's AE102 malformed arguments.  The cut call is not
+  judged; a call whose arguments came through whole is judged as usual.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -41,6 +47,7 @@ from agent_eval.policy import Verdict
 from agent_eval.scenario import LoadedScenario, Suite, instantiate
 from agent_eval.transcript import (
     CallRecord,
+    ExitState,
     HandshakeResult,
     SessionRecord,
     TurnRecord,
@@ -54,7 +61,9 @@ CONTEXT_FULL = "context window full, the server refused the next turn: "
 # ... and of one whose model wrote a reply that filled the window (on any turn)
 CONTEXT_FULL_WRITING = "context window full, the model's reply filled it: "
 __all__ = ["CONTEXT_FULL", "CONTEXT_FULL_WRITING", "TEXT_CALL_MESSAGE", "TEXT_CALL_TOOL",
-           "ChatModel", "run_session"]
+           "TRUNCATED", "ChatModel", "run_session"]
+TRUNCATED = "reply cut by the token limit (finish reason length) inside a tool call: "
+"""The reason of a session a truncated reply ended (``error``, out of every model rate)."""
 NO_PARSE_OUTPUT = "(no tool call was parsed; the harness ended the turn)"
 
 
@@ -135,14 +144,17 @@ async def run_session(
     children: list[SessionRecord] = []
     progress = _Progress(scenario, dict(spec.environment.state))
     offered = [*spec.tools, *(t.name for t in spec.extra_tools)]
-    calls = CallRecorder(scenario.allowlist)
+    calls = CallRecorder(scenario.allowlist, policy=scenario.policy)
+    if scenario.policy is not None:  # an agent CLI's rules: whose judged the session
+        record.policy_agent = scenario.policy.agent_name
+        record.policy_agent_via = scenario.policy.via
     tools = scenario.tool_schemas()
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": scenario.system_prompt()},
         {"role": "user", "content": spec.task},
     ]
     seed_key = key
-    status = None
+    status: ExitState | None = None
     for turn_index in range(spec.limits.turns):
         started = _now()
         try:
@@ -166,6 +178,12 @@ async def run_session(
         record.turns.append(turn)
         assistant = assistant_message(reply, turn_index)
         messages.append(assistant)
+        cut = _cut_call(reply)
+        if cut is not None:
+            status = "error"
+            record.error = (f"{TRUNCATED}{cut} after {reply.completion_tokens} completion "
+                            "tokens; raise the target's max_tokens")
+            break
         if not reply.tool_calls:
             if reply.markup:
                 record.calls.append(text_call(len(record.calls), turn_index, reply))
@@ -235,6 +253,19 @@ async def _simulate(call: CallRecord, verdict: Verdict, scenario: LoadedScenario
                       f"it finished with status {records[0].status}.")
             break
     return output
+
+
+def _cut_call(reply: Any) -> str | None:
+    """The name of the first tool call a ``length`` finish left with arguments that are
+    not whole JSON, or None: a reply the token limit cut mid-call."""
+    if reply.finish_reason != "length":
+        return None
+    for out in reply.tool_calls:
+        try:
+            json.loads(out.arguments)
+        except (ValueError, TypeError, RecursionError):
+            return repr(out.name)
+    return None
 
 
 def text_call(index: int, turn_index: int, reply: Any) -> CallRecord:

@@ -41,7 +41,12 @@ from agent_eval import __version__
 from agent_eval.errors import ConfigError, HarnessFault, RequestRejected
 from agent_eval.live.client import REJECTED, ModelClient, Target, target_from_settings
 from agent_eval.live.loop import play_items
-from agent_eval.live.orchestrator import CONTEXT_FULL, CONTEXT_FULL_WRITING, run_session
+from agent_eval.live.orchestrator import (
+    CONTEXT_FULL,
+    CONTEXT_FULL_WRITING,
+    TRUNCATED,
+    run_session,
+)
 from agent_eval.live.recorder import RunRecorder
 from agent_eval.live.targets import TOOL_CHOICE_MODES
 from agent_eval.policy import ENGINE_VERSION
@@ -72,6 +77,7 @@ class TargetTally:
     stopped: str | None = None  # why the target was stopped early (one line)
     first_error: str | None = None  # the first error session's reason
     context_full: int = 0  # sessions the server's context window ended (stalled, not error)
+    truncated: int = 0  # error sessions a reply cut by max_tokens inside a tool call ended
     server_gone: bool = False  # its server stopped answering mid-run
     first: list[str | None] = field(default_factory=list)  # rejections of the first sessions
     n_first: int = 0  # how many first sessions decide (FIRST_SESSIONS, or fewer planned)
@@ -128,6 +134,7 @@ class RunTally:
             tally = self.targets.setdefault(rec.target, TargetTally())
             if rec.status == "error":
                 tally.error_sessions += rec.parent_key is None
+                tally.truncated += (rec.error or "").startswith(TRUNCATED)
                 tally.first_error = tally.first_error or rec.error
                 continue
             tally.sessions += rec.parent_key is None

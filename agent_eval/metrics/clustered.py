@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agent_eval.metrics.lazy import special
-from agent_eval.metrics.repeats import _root_of, split_sessions
+from agent_eval.metrics.repeats import SessionFields, _root_of, split_sessions
 from agent_eval.metrics.stats import ALPHA
 from agent_eval.metrics.sufficient import Sums, TargetStats, as_stats, pooled_variance, total
-from agent_eval.transcript import CallRow, SessionRow
+from agent_eval.transcript import CallRow
 
 ClusterBy = Literal["session", "scenario"]
 FEW_CLUSTERS = 30
@@ -39,6 +39,13 @@ CLUSTERED_METHOD = (
     "Korn–Graubard: Wilson score interval at the effective sample size n/deff, with a "
     "Student-t quantile on (clusters − strata) degrees of freedom; deff from the "
     "cluster-robust (CR1, Taylor-linearised) variance of the ratio errors/calls"
+)
+
+CLASS_METHOD = (
+    "Korn–Graubard: Clopper–Pearson interval at the effective sample size n/deff, "
+    "n_eff scaled by (z/t)² for Student-t on (clusters − strata) df; deff the larger of "
+    "the class's own and the total's (borrowed: a rare class cannot estimate its own), so "
+    "the interval holds at low rates and at 0 errors"
 )
 
 
@@ -119,13 +126,14 @@ def t_quantile(df: float, alpha: float = ALPHA) -> float:
     return float(special.stdtrit(df, 1 - alpha / 2))
 
 
-def ratio_variance(pairs: Sequence[tuple[float, float]], strata: Sequence[str] | None = None
+def ratio_variance(pairs: Sequence[tuple[int, int]], strata: Sequence[str] | None = None
                    ) -> tuple[float, int, int]:
     """Linearised variance of ``Σk / Σn`` over clusters ``(k, n)``, CR1-corrected.
 
     With ``strata`` (one label per cluster) the residuals are centred within each stratum
     and each stratum gets its own ``G_h/(G_h−1)``; strata holding a single cluster are
-    pooled into one, and if that still leaves a lone cluster the strata are dropped.
+    pooled into one, and a lone one left over is collapsed into the stratum nearest it in
+    rate.
     Returns ``(variance, clusters, strata_used)``; a variance of 0 with fewer than two
     clusters means "not estimable".  Computed from each stratum's sums
     (``agent_eval.metrics.sufficient.pooled_variance``).
@@ -175,23 +183,67 @@ def sums_rate(strata: Sequence[Sums], *, by: ClusterBy = "session",
     return ClusteredRate(k, n, g, h, by, 100 * p, 100 * lo, 100 * hi, deff, df)
 
 
+def clopper_pearson_float(k: float, n: float, alpha: float = ALPHA) -> tuple[float, float]:
+    """The exact (Clopper–Pearson) interval for a possibly fractional count: beta
+    quantiles (``scipy.special.betaincinv``), equal to
+    ``scipy.stats.binomtest(k, n).proportion_ci(method="exact")`` for integer counts
+    (tested); by hand only because scipy's takes integers."""
+    if n <= 0:
+        return (0.0, 1.0)
+    k = min(max(k, 0.0), n)
+    lo = 0.0 if k <= 0 else float(special.betaincinv(k, n - k + 1, alpha / 2))
+    hi = 1.0 if k >= n else float(special.betaincinv(k + 1, n - k, 1 - alpha / 2))
+    return (lo, hi)
+
+
+def class_sums_rate(strata: Sequence[Sums], total_deff: float | None, *,
+                    alpha: float = ALPHA) -> ClusteredRate:
+    """A failure class's clustered interval (:data:`CLASS_METHOD`): Korn & Graubard's
+    (1998) effective-sample-size Clopper–Pearson, with the design effect borrowed from the
+    total's when that is larger.  At 0.5–1 errors per 100 a class's own design effect is
+    estimated from a handful of sessions and is too small as often as not, and at 0 errors
+    it is not estimable at all (0 in 522 calls read as independent gives an upper bound of
+    0.76 per 100; with the total's design effect of 4, about 3)."""
+    whole = total(strata)
+    k, n = whole.k, whole.n
+    if n == 0:
+        return ClusteredRate(k, n, whole.g, 0, "session", None, None, None, None, 0,
+                             CLASS_METHOD)
+    var, g, h = pooled_variance(strata)
+    p = k / n
+    if g < 2:
+        return ClusteredRate(k, n, g, h, "session", 100 * p, None, None, None, 0, CLASS_METHOD)
+    df = max(1, g - h)
+    binomial = p * (1 - p) / n
+    own = var / binomial if binomial > 0 else 1.0
+    deff = max(1.0, own, total_deff or 1.0)
+    n_eff = n / deff * (t_quantile(math.inf, alpha) / t_quantile(df, alpha)) ** 2
+    lo, hi = clopper_pearson_float(p * n_eff, n_eff, alpha)
+    return ClusteredRate(k, n, g, h, "session", 100 * p, 100 * lo, 100 * hi, deff, df,
+                         CLASS_METHOD)
+
+
 def units_rate(units: Iterable[Unit] | TargetStats, *, code: str | None = None,
                by: ClusterBy = "session", alpha: float = ALPHA) -> ClusteredRate:
     """Errors (or class ``code``) per 100 calls over ``units`` (or their sums), clustered
     ``by``.
 
     ``session``: each unit is a cluster, stratified by scenario (a fixed suite: the claim
-    is about these tasks).  ``scenario``: units of a scenario form one cluster (the claim
+    is about these tasks); a class's interval is :func:`class_sums_rate`'s.  ``scenario``: units of a scenario form one cluster (the claim
     is across tasks, so the tasks are the sample).
     """
-    per = [s.sums(code) for s in as_stats(units).scenarios.values()]
+    stats = as_stats(units)
+    per = [s.sums(code) for s in stats.scenarios.values()]
+    if code is not None and by == "session":
+        whole = sums_rate([s.errors for s in stats.scenarios.values()], alpha=alpha)
+        return class_sums_rate(per, whole.deff, alpha=alpha)
     if by == "scenario":
         return sums_rate([Sums.of((s.k, s.n) for s in per if s.n > 0)], by="scenario",
                          alpha=alpha)
     return sums_rate(per, by="session", alpha=alpha)
 
 
-def session_units(sessions: Iterable[SessionRow], calls: Iterable[CallRow]) -> list[Unit]:
+def session_units(sessions: Iterable[SessionFields], calls: Iterable[CallRow]) -> list[Unit]:
     """One :class:`Unit` per non-error top-level session, child sessions folded into their
     root (a subagent's calls belong to the repeat that spawned it).  Holds sessions only;
     calls are streamed."""
@@ -208,7 +260,7 @@ def session_units(sessions: Iterable[SessionRow], calls: Iterable[CallRow]) -> l
     return _units(roots, tallies)
 
 
-def units_from_counts(sessions: Iterable[SessionRow], calls: Mapping[int, int],
+def units_from_counts(sessions: Iterable[SessionFields], calls: Mapping[int, int],
                       denied: Iterable[CallRow]) -> list[Unit]:
     """:func:`session_units` from counts already taken: tool calls per session id and the
     denied calls, so the calls are not read twice."""
@@ -218,7 +270,7 @@ def units_from_counts(sessions: Iterable[SessionRow], calls: Mapping[int, int],
     return units_from_class_counts(sessions, calls, by_class)
 
 
-def units_from_class_counts(sessions: Iterable[SessionRow], calls: Mapping[int, int],
+def units_from_class_counts(sessions: Iterable[SessionFields], calls: Mapping[int, int],
                             denied: Mapping[int, Mapping[str, int]]) -> list[Unit]:
     """:func:`session_units` from per-session counts: tool calls per session id, and
     denied calls per session id and primary class (``"unclassified"`` for none): what
@@ -250,7 +302,7 @@ def _tally_of(sid: int, parent, faulted, tallies) -> list | None:
     return tallies.get(_root_of(sid, parent))
 
 
-def _units(roots: dict[int, SessionRow], tallies: dict[int, list]) -> list[Unit]:
+def _units(roots: Mapping[int, SessionFields], tallies: dict[int, list]) -> list[Unit]:
     return [
         Unit(s.target, s.scenario, s.repeat, t[0], t[1], dict(t[2]),
              passed=s.status == "completed" and t[1] == 0, tags=tuple(s.tags))
@@ -334,7 +386,7 @@ def compare_independent(units_a: Iterable[Unit] | TargetStats,
         sides.append((whole.k, whole.n, var, g))
     (ka, na, va, ga), (kb, nb, vb, gb) = sides
     pa, pb = (ka / na if na else None), (kb / nb if nb else None)
-    if na and nb:  # never narrower than independent calls (deff >= 1), at the pooled rate
+    if pa is not None and pb is not None:  # never narrower than independent calls (deff >= 1), at the pooled rate
         pooled = (ka + kb) / (na + nb)
         va = max(va, pa * (1 - pa) / na, pooled * (1 - pooled) / na)
         vb = max(vb, pb * (1 - pb) / nb, pooled * (1 - pooled) / nb)

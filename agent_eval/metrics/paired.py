@@ -19,8 +19,8 @@ than runs do; comparing scenario by scenario removes that spread (docs/statistic
 * **tag mix**: when the scenario mix is refused and the sessions carry tags, the runs are
   compared post-stratified to their shared tag mix (``agent_eval.metrics.stratified``).
 * **pass rate**: the same on each scenario's share of passing repeats, plus the exact
-  McNemar test on repeat pairs (repeat i of a against repeat i of b) by
-  ``scipy.stats.binomtest`` on the discordant pairs.
+  McNemar test on scenario pairs (outcome: every repeat passed; the scenario is the
+  matched unit) by ``scipy.stats.binomtest`` on the discordant scenarios.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from agent_eval.metrics.sufficient import (
     TargetStats,
     as_stats,
     pooled_variance,
-    repeat_pairs,
 )
 
 MIN_SHARED_SCENARIOS = 3
@@ -50,7 +49,12 @@ PAIRED_METHOD = ("paired over shared scenarios: Student-t interval (scenario-clu
 WITHIN_METHOD = ("paired over shared scenarios: Student-t interval, SE from the sessions "
                  "inside each scenario (sessions as clusters, scenarios as strata); p from a "
                  "paired permutation test over scenarios (scipy.stats.permutation_test)")
-MCNEMAR_METHOD = "exact McNemar test on repeat pairs (scipy.stats.binomtest on discordant pairs)"
+POOLED_METHOD = ("paired over shared scenarios: Student-t interval, SE from the sessions "
+                 "inside each scenario with the two runs' session variances pooled (unequal "
+                 "repeats: Welch's form over-trusts the run with fewer); p from a paired "
+                 "permutation test over scenarios (scipy.stats.permutation_test)")
+MCNEMAR_METHOD = ("exact McNemar test on scenario pairs, outcome every repeat passed "
+                  "(scipy.stats.binomtest on the discordant scenarios)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +97,11 @@ class PairedDiff:
 
 @dataclass(frozen=True, slots=True)
 class McNemar:
-    """Repeat pairs where exactly one side passed: ``a_only`` (a passed, b failed) and
-    ``b_only``; ``p_value`` is the exact two-sided McNemar p."""
+    """Matched pairs where exactly one side passed: ``a_only`` (a passed, b failed) and
+    ``b_only``; ``p_value`` is the exact two-sided McNemar p.  In ``compare`` a pair is a
+    shared scenario and its outcome every repeat passed (the matched unit is the
+    scenario: pairing repeat ``i`` with repeat ``i`` is arbitrary, and reordering the same
+    sessions moved p from 0.040 to 0.082); the discordant pairs are the flips."""
 
     pairs: int
     a_only: int
@@ -171,14 +178,14 @@ def match_mix(a: dict[str, ScenarioCell], b: dict[str, ScenarioCell], *,
 def paired_difference(xa: Sequence[float], xb: Sequence[float], weights: Sequence[float], *,
                       alpha: float = ALPHA, seed: int = 0,
                       floor: Sequence[float] | None = None,
-                      within: tuple[Sequence[float], int] | None = None) -> PairedDiff:
+                      within: tuple | None = None) -> PairedDiff:
     """Weighted paired difference ``Σ w (xb − xa)`` (weights normalised), per 100.
 
     ``floor`` (one binomial variance of ``xb − xa`` per scenario) bounds the variance
     from below by ``Σ w² floor``: the paired SE is never smaller than independent calls
     would give, so identical shifts in every scenario do not make a zero-width interval.
     ``within`` = (variance of each ``xb − xa`` from the sessions inside the scenario, degrees
-    of freedom) replaces the spread of the differences across scenarios: the suite's
+    of freedom[, method]) replaces the spread of the differences across scenarios: the suite's
     scenarios are then fixed, not a sample (:data:`WITHIN_METHOD`).
 
     Hand example: xa = (0.1, 0.2, 0.3), xb = (0.2, 0.2, 0.5), equal weights: d = (0.1, 0,
@@ -193,8 +200,8 @@ def paired_difference(xa: Sequence[float], xb: Sequence[float], weights: Sequenc
     var = s / (s - 1) * float(np.sum(w**2 * (d - diff) ** 2)) if s > 1 else math.nan
     df, method = max(0, s - 1), PAIRED_METHOD
     if within is not None and s > 1:
-        var, df, method = float(np.sum(w**2 * np.asarray(within[0], float))), within[1], \
-            WITHIN_METHOD
+        var, df = float(np.sum(w**2 * np.asarray(within[0], float))), within[1]
+        method = within[2] if len(within) > 2 else WITHIN_METHOD
     if floor is not None and s > 1:
         var = max(var, float(np.sum(w**2 * np.asarray(floor, float))))
     se = math.sqrt(var) if s > 1 else math.nan
@@ -205,9 +212,14 @@ def paired_difference(xa: Sequence[float], xb: Sequence[float], weights: Sequenc
 
 
 def permutation_p(a: np.ndarray, b: np.ndarray, w: np.ndarray, *, seed: int = 0) -> float:
-    """Two-sided p of the paired permutation test of ``Σ w (b − a)`` (scipy)."""
+    """Two-sided p of the paired permutation test of ``Σ w (b − a)`` (scipy).  The
+    scenarios are put in one canonical order (by their values) first, so the seeded
+    resamples, and the p, are a function of the data, not of the order the scenarios
+    were stored in."""
     if np.allclose(a, b):
         return 1.0
+    order = np.lexsort((w, b, a))
+    a, b, w = a[order], b[order], w[order]
 
     def statistic(x, y, axis=-1):
         return np.sum(w * (y - x), axis=axis)
@@ -260,29 +272,43 @@ def compare_paired(units_a: Iterable[Unit] | TargetStats, units_b: Iterable[Unit
                                weights, alpha=alpha, within=_within(a, b, shared),
                                floor=[_binomial(a[s].errors + b[s].errors, a[s].calls,
                                                 b[s].calls) for s in shared])
-    with_repeats = [s for s in shared if a[s].passes.n and b[s].passes.n] \
-        if stats_a.has_passes and stats_b.has_passes else []
+    with_repeats: list[tuple[str, Passes, Passes]] = []  # (scenario, a's passes, b's)
+    if stats_a.has_passes and stats_b.has_passes:
+        for s in shared:
+            x, y = a[s].passes, b[s].passes
+            if x is not None and y is not None and x.n and y.n:
+                with_repeats.append((s, x, y))
     passes = mcnemar = None
     if len(with_repeats) >= 2:
-        pa, pb = [a[s].passes for s in with_repeats], [b[s].passes for s in with_repeats]
-        passes = paired_difference([a[s].pass_share for s in with_repeats],
-                                   [b[s].pass_share for s in with_repeats],
+        passes = paired_difference([a[s].pass_share for s, _, _ in with_repeats],
+                                   [b[s].pass_share for s, _, _ in with_repeats],
                                    [1.0] * len(with_repeats), alpha=alpha,
                                    floor=[_binomial(x.passed + y.passed, x.n, y.n)
-                                          for x, y in zip(pa, pb, strict=True)])
-        counts = [repeat_pairs(x, y) for x, y in zip(pa, pb, strict=True)]
-        mcnemar = mcnemar_counts(*(sum(c[i] for c in counts) for i in range(3)))
+                                          for _, x, y in with_repeats])
+        outcomes = [(x.all_passed, y.all_passed) for _, x, y in with_repeats]
+        mcnemar = mcnemar_exact(outcomes)
     return PairedComparison(mix, errors, passes, mcnemar)
 
 
 def _within(a: dict[str, ScenarioCell], b: dict[str, ScenarioCell],
-            shared: Sequence[str]) -> tuple[list[float], int] | None:
+            shared: Sequence[str]) -> tuple | None:
     """Per-scenario variance of ``r_b − r_a`` from the sessions inside each scenario (CR1,
     sessions as clusters), and its Welch–Satterthwaite degrees of freedom (rounded down);
     ``None`` unless every shared
-    scenario has at least two sessions with calls on each side."""
+    scenario has at least two sessions with calls on each side.  When the runs' repeats
+    differ in some scenario (a baseline of 3 against a run of 10), the two sides'
+    variances are pooled (:func:`pooled_within`): Welch's form then leans on the few
+    sessions of the smaller run and over-rejects."""
     if any(a[s].sessions.g < 2 or b[s].sessions.g < 2 for s in shared):
         return None
+    if any(a[s].sessions.g != b[s].sessions.g for s in shared):
+        pooled = [pooled_within(a[s].sessions, b[s].sessions) for s in shared]
+        weights = [a[s].calls + b[s].calls for s in shared]
+        total = sum(w * w * v for (v, _), w in zip(pooled, weights, strict=True))
+        spread = sum((w * w * v) ** 2 / g for (v, g), w in zip(pooled, weights, strict=True))
+        df = (sum(g for _, g in pooled) if spread == 0
+              else max(1, int(total * total / spread)))
+        return [v for v, _ in pooled], df, POOLED_METHOD
     parts = [(pooled_variance([cell.sessions])[0], cell.sessions.g - 1, a[s].calls + b[s].calls)
              for s in shared for cell in (a[s], b[s])]
     variances = [parts[i][0] + parts[i + 1][0] for i in range(0, len(parts), 2)]
@@ -291,6 +317,20 @@ def _within(a: dict[str, ScenarioCell], b: dict[str, ScenarioCell],
     spread = sum((w * w * v) ** 2 / g for v, g, w in parts)
     df = sum(g for _, g, _ in parts) if spread == 0 else max(1, int(total * total / spread))
     return variances, df
+
+
+def pooled_within(x: Sums, y: Sums) -> tuple[float, int]:
+    """The variance of ``r_y − r_x`` for one scenario's sessions of two runs, the
+    per-session variance pooled over both (the two-sample pooled t: Student 1908), and its
+    ``G_x + G_y − 2`` degrees of freedom.  Each side's CR1 ratio variance
+    ``V = G/(G−1) · Σe²/N²`` gives its per-session residual variance ``s² = V·N²/G``;
+    ``s²_p = Σ(G−1)s² / (G_x + G_y − 2)`` and the variance is
+    ``s²_p · (G_x/N_x² + G_y/N_y²)``.  With sessions of equal size it is the pooled
+    two-sample t of the sessions' error shares (``scipy.stats.ttest_ind``, tested)."""
+    vx, vy = pooled_variance([x])[0], pooled_variance([y])[0]
+    df = x.g + y.g - 2
+    s2 = (vx * x.n * x.n * (x.g - 1) / x.g + vy * y.n * y.n * (y.g - 1) / y.g) / df
+    return s2 * (x.g / (x.n * x.n) + y.g / (y.n * y.n)), df
 
 
 def _binomial(k: int, na: int, nb: int) -> float:
@@ -315,8 +355,8 @@ def paired_lines(cmp: PairedComparison) -> list[str]:
                      f"{p.lo100:+.1f} to {p.hi100:+.1f}], permutation p {_p(p.p_value)}")
     if cmp.mcnemar is not None:
         m = cmp.mcnemar
-        lines.append(f"repeat pairs: {m.pairs}; a passed where b failed {m.a_only}, b passed "
-                     f"where a failed {m.b_only}; exact McNemar p {_p(m.p_value)}")
+        lines.append(f"scenario pairs (every repeat passed): {m.pairs}; passed in a only "
+                     f"{m.a_only}, in b only {m.b_only}; exact McNemar p {_p(m.p_value)}")
     return lines
 
 

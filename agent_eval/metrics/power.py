@@ -60,6 +60,8 @@ class PowerPlan:
     detectable_now: float | None
     run_deff: float
     components: tuple[ScenarioComponent, ...]
+    repeats_range: tuple[int, int] | None = None  # 80% range from the variance's uncertainty
+    variance_df: int = 0  # degrees of freedom the plan's variance is estimated on
 
 
 def variance_components(units: Sequence[Unit]) -> tuple[list[ScenarioComponent], float]:
@@ -118,11 +120,51 @@ def plan_power(units: Sequence[Unit], detect: float, *, alpha: float = ALPHA,
     unit_se = paired_se100(components, 1, detect)  # SE at R repeats = unit_se / sqrt(R)
     needed = math.ceil((factor * unit_se / detect) ** 2)
     repeats = max(2, needed) if needed <= MAX_REPEATS else None  # 2: within-scenario SE
-    now = detectable_rise(paired_se100(components, max(1, base_repeats), 0.0), s - 1,
-                          alpha=alpha, power=power)
+    now = detectable_under_alternative(components, max(1, base_repeats), s - 1,
+                                       alpha=alpha, power=power)
     total = None if repeats is None else round(repeats * calls_per_repeat)
+    sessions = sum(per_scenario.values())
+    df = sessions - s if base_repeats >= 2 else s - 1
+    spread = None if repeats is None else repeats_range(needed, df)
     return PowerPlan(detect, alpha, power, s, base_repeats, calls_per_repeat, repeats, total,
-                     now, run_deff, tuple(components))
+                     now, run_deff, tuple(components), spread, df)
+
+
+def detectable_under_alternative(components: Sequence[ScenarioComponent], repeats: float,
+                                 df: float, *, alpha: float = ALPHA,
+                                 power: float = POWER) -> float | None:
+    """The smallest rise ``δ`` caught with probability ``power``, with the standard error
+    taken where the rise is (rates ``p_s + δ``), not under no change: the fixed point of
+    ``δ = (t_{1−α/2} + t_power) · SE(δ)``.  Under no change the SE is smaller, so the rise
+    it names is caught with only 67–75% power.  The root is found by ``scipy.optimize.brentq``
+    (the plain iteration oscillates); None when no rise up to 100% is detected."""
+    from scipy import optimize
+
+    factor = detectable_rise(1.0, df, alpha=alpha, power=power)
+    if factor is None or not components:
+        return None
+
+    def gap(delta: float) -> float:
+        return delta - factor * paired_se100(components, repeats, delta)
+
+    top = 100 * (1 - max(c.rate for c in components))  # a rise past it is past 100%
+    if top <= 0 or gap(top) < 0:
+        return None  # no rise within reach is detected with that power
+    return float(optimize.brentq(gap, 0.0, top, xtol=1e-10))
+
+
+def repeats_range(needed: float, df: int, *, level: float = 0.8) -> tuple[int, int] | None:
+    """How uncertain a plan is: the repeats at the ends of the ``level`` chi-square interval
+    of the variance the plan rests on (estimated on ``df`` degrees of freedom), since
+    repeats scale with that variance: ``R · df / χ²_{(1±level)/2, df}``."""
+    if df < 1 or not math.isfinite(needed):
+        return None
+    from scipy import stats as sps
+
+    upper = (1 + level) / 2
+    low = needed * df / float(sps.chi2.ppf(upper, df))
+    high = needed * df / float(sps.chi2.ppf(1 - upper, df))
+    return max(2, math.ceil(low)), max(2, math.ceil(high))
 
 
 def _t_power(df: int, power: float) -> float:
@@ -147,8 +189,12 @@ def plan_lines(plan: PowerPlan) -> list[str]:
             f"to detect a rise of {plan.detect:g} errors/100 with {100 * plan.power:.0f}% power "
             f"at alpha {plan.alpha:g} (paired, two-sided 95% interval): {plan.repeats} "
             f"repeat(s) per scenario, about {plan.total_calls} tool calls per run")
+        if plan.repeats_range is not None:
+            lo, hi = plan.repeats_range
+            lines.append(f"the plan is an estimate: plausibly {lo}–{hi} repeat(s) (80% range "
+                         f"of the variance it rests on, chi-square on {plan.variance_df} df)")
     if plan.detectable_now is not None:
         lines.append(f"with the baseline's {plan.baseline_repeats} repeat(s) the smallest rise "
                      f"detectable at {100 * plan.power:.0f}% power is "
-                     f"{plan.detectable_now:.2f} errors/100")
+                     f"{plan.detectable_now:.2f} errors/100 (standard error at that rise)")
     return lines

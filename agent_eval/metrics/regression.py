@@ -11,18 +11,28 @@
    (``agent_eval.metrics.clustered.compare_independent``), and the reason paired did not
    apply.
 
-A regression is *supported* when the interval's low end exceeds the allowed rise.  The
-result also carries the smallest rise this design detects with 80% power
-(``detectable_rise``), so a passing gate says what it could not have seen.
+A regression is *supported* when the interval's low end exceeds the allowed rise.  A rise
+above the allowed one that the interval cannot confirm is **inconclusive**: not a pass,
+since the sample could not have failed it.  The result then carries the repeats per
+scenario that would decide it (:func:`repeats_to_decide`: the power rule of
+``agent_eval.metrics.power`` with ``SE ∝ 1/√repeats``), and always the smallest rise this
+design detects with 80% power (``detectable_rise``), so a passing gate says what it could
+not have seen.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent_eval.metrics.clustered import Unit, compare_independent, detectable_rise
-from agent_eval.metrics.paired import WITHIN_METHOD, PairedComparison, compare_paired
+from agent_eval.metrics.paired import (
+    POOLED_METHOD,
+    WITHIN_METHOD,
+    PairedComparison,
+    compare_paired,
+)
 from agent_eval.metrics.stats import ALPHA
 from agent_eval.metrics.sufficient import TargetStats, as_stats
 
@@ -39,6 +49,9 @@ class Regression:
     method: str
     detail: str
     paired: PairedComparison | None
+    inconclusive: bool = False  # above the limit, but the interval reaches below it
+    repeats_needed: int | None = None  # per scenario, to decide an inconclusive rise
+    p_value: float | None = None  # one-sided: the rise exceeds the limit (t, same df)
 
 
 def regression_from_units(baseline: Sequence[Unit] | TargetStats,
@@ -50,10 +63,17 @@ def regression_from_units(baseline: Sequence[Unit] | TargetStats,
     counts = (f"errors/100 {100 * pa[0] / pa[1]:.2f} ({pa[0]}/{pa[1]}) -> "
               f"{100 * pb[0] / pb[1]:.2f} ({pb[0]}/{pb[1]})")
     paired = compare_paired(baseline, current, alpha=alpha)
+    diff: float | None
+    lo: float | None
+    hi: float | None
+    se: float | None
+    df: float
     if paired.errors is not None:
         e = paired.errors
         diff, lo, hi, se, df = e.diff100, e.lo100, e.hi100, e.se100, e.df
         se_from = ("sessions within scenarios" if e.method == WITHIN_METHOD
+                   else "sessions within scenarios, variances pooled (unequal repeats)"
+                   if e.method == POOLED_METHOD
                    else "spread across scenarios")
         method = f"paired over {e.scenarios} shared scenarios (t interval, SE from {se_from}, {df} df)"
         mix = "" if not paired.mix.reweighted else f"; {paired.mix.statement()}"
@@ -70,24 +90,85 @@ def regression_from_units(baseline: Sequence[Unit] | TargetStats,
         method = ("independent, sessions as clusters (Welch t interval); not paired: "
                   f"{paired.mix.refused}")
         mix = ""
-    if lo is None or diff is None:
+    if lo is None or diff is None or se is None:
         return Regression(diff, None, None, False, None, method,
                           f"{counts}; too few sessions for an interval (need 2 per run): "
                           "not judged", paired)
-    mde = detectable_rise(se, df, alpha=alpha)
+    mde = rise_under_alternative(se, df, pa[0] / pa[1], pb[0] / pb[1], alpha=alpha)
     regressed = lo > limit
+    inconclusive = not regressed and diff > limit
+    needed = (repeats_to_decide(diff - limit, se, df, _repeats(current), alpha=alpha)
+              if inconclusive else None)
     if regressed:
         verdict = f"even the low end {lo:+.2f} exceeds {limit:g}: a real regression"
-    elif diff > limit:
-        verdict = (f"above {limit:g} but the interval reaches {lo:+.2f}: not supported by "
-                   "the sample (noise)")
+    elif inconclusive:
+        decide = ("" if needed is None else
+                  f"; about {needed} repeats per scenario would decide it (80% power)")
+        verdict = (f"INCONCLUSIVE: above {limit:g} but the interval reaches {lo:+.2f}, so the "
+                   f"sample can neither confirm nor rule out the rise{decide}")
     else:
         verdict = f"within {limit:g}"
     power = ("" if mde is None else
              f"; smallest rise detectable at 80% power on this run: +{mde:.2f}")
     detail = (f"{counts}, change {diff:+.2f} [95% CI {lo:+.2f} to {hi:+.2f}, {method}]"
               f"{mix}; {verdict}{power}")
-    return Regression(diff, lo, hi, regressed, mde, method, detail, paired)
+    return Regression(diff, lo, hi, regressed, mde, method, detail, paired, inconclusive,
+                      needed, exceed_p(diff, limit, se, df))
+
+
+def exceed_p(diff100: float, limit: float, se100: float | None, df: float) -> float | None:
+    """One-sided p of "the rise exceeds ``limit``": ``P(T_df ≥ (diff − limit) / SE)``
+    (``scipy.stats.t.sf``).  It is below ``α/2`` exactly when the two-sided ``1 − α``
+    interval's low end is above the limit, so one check alone decides as before; the
+    gate adjusts these across its regression checks (Holm)."""
+    if se100 is None or not se100 > 0 or not df > 0:
+        return None
+    from scipy import stats as sps
+
+    t = (diff100 - limit) / se100
+    return float(sps.norm.sf(t) if math.isinf(df) else sps.t.sf(t, df))
+
+
+def rise_under_alternative(se100: float | None, df: float, pa: float, pb: float, *,
+                           alpha: float = ALPHA, power: float = 0.8) -> float | None:
+    """The smallest rise caught with ``power``, with the standard error taken where the rise
+    is: the observed SE rescaled by the binomial variances, ``SE(δ) = SE · √((v(p_a) +
+    v(p_a + δ)) / (v(p_a) + v(p_b)))``, ``v(p) = p(1 − p)``, and ``δ = (t_{1−α/2} +
+    t_power) · SE(δ)`` solved by ``scipy.optimize.brentq``.  The SE under no change
+    named a rise caught with only 67–75% power."""
+    plain = detectable_rise(se100, df, alpha=alpha, power=power)
+    base = pa * (1 - pa) + pb * (1 - pb)
+    if plain is None or se100 is None or base <= 0 or pa >= 1:
+        return plain
+    from scipy import optimize
+
+    factor = plain / se100
+
+    def gap(delta: float) -> float:
+        q = min(1.0, pa + delta / 100)
+        return delta - factor * se100 * math.sqrt((pa * (1 - pa) + q * (1 - q)) / base)
+
+    low, top = 1e-9, 100 * (1 - pa)  # δ = 0 is a root when the baseline has no errors
+    if gap(top) < 0 or gap(low) >= 0:
+        return None
+    return float(optimize.brentq(gap, low, top, xtol=1e-10))
+
+
+def repeats_to_decide(excess100: float, se100: float, df: float, repeats: int, *,
+                      alpha: float = ALPHA, power: float = 0.8) -> int | None:
+    """Repeats per scenario (in both runs) at which a true rise ``excess100`` above the
+    allowed one is confirmed with probability ``power``: the rule of ``agent-eval power``,
+    ``excess ≥ (t_{1−α/2} + t_power) · SE``, with the standard error shrinking as
+    ``1/√repeats`` from ``se100`` at ``repeats``.  ``None`` when it cannot be said."""
+    need = detectable_rise(se100, df, alpha=alpha, power=power)
+    if need is None or excess100 <= 0 or repeats < 1:
+        return None
+    return max(repeats + 1, math.ceil(repeats * (need / excess100) ** 2))
+
+
+def _repeats(stats: TargetStats) -> int:
+    """Sessions per scenario of a run: the fewest over its scenarios (at least 1)."""
+    return max(1, min((s.sessions for s in stats.scenarios.values()), default=1))
 
 
 def _rate(stats: TargetStats) -> tuple[int, int]:

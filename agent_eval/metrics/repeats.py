@@ -14,12 +14,36 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from math import comb
 from operator import itemgetter
-from typing import Literal, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 from agent_eval.metrics.stats import Rate
 from agent_eval.transcript import CallRow, SessionRow
 
 K = TypeVar("K")
+
+
+class SessionFields(Protocol):
+    """What the per-session metrics read of a session: a
+    :class:`~agent_eval.transcript.SessionRow`, or a row holding only these fields (the
+    store's ``UnitSession``)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def parent_id(self) -> int | None: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def target(self) -> str: ...
+    @property
+    def scenario(self) -> str: ...
+    @property
+    def repeat(self) -> int: ...
+    @property
+    def tags(self) -> tuple[str, ...]: ...
+
+
+S = TypeVar("S", bound=SessionFields)
 FlipDirection = Literal["fixed", "broke"]  # b passes where a failed / b fails where a passed
 
 
@@ -146,7 +170,7 @@ def _scenario_of(s: SessionRow) -> str:
 
 
 def _outcomes_by(
-    sessions: Iterable[SessionRow], calls: Iterable[CallRow], key: Callable[[SessionRow], K]
+    sessions: Iterable[S], calls: Iterable[CallRow], key: Callable[[S], K]
 ) -> dict[K, tuple[bool, ...]]:
     """Pass/fail of every non-error top-level session, grouped by ``key(session)`` and
     ordered by repeat.  Holds sessions, never calls."""
@@ -183,12 +207,12 @@ def _root_of(session_id: int, parent: dict[int, int | None]) -> int:
 
 
 def split_sessions(
-    sessions: Iterable[SessionRow],
-) -> tuple[dict[int, int | None], dict[int, SessionRow], set[int]]:
+    sessions: Iterable[S],
+) -> tuple[dict[int, int | None], dict[int, S], set[int]]:
     """``(parent of every session, non-error top-level sessions by id, error session ids)``:
     the one pass that every per-session metric starts from."""
     parent: dict[int, int | None] = {}
-    roots: dict[int, SessionRow] = {}
+    roots: dict[int, S] = {}
     faulted: set[int] = set()
     for s in sessions:
         parent[s.id] = s.parent_id

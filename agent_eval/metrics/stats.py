@@ -137,9 +137,11 @@ def fisher_exact_p(k1: int, n1: int, k2: int, n2: int) -> float:
     _check_counts(k2, n2)
     if n1 == 0 or n2 == 0:
         return 1.0
+    import numpy as np
     from scipy.stats import fisher_exact
 
-    return min(1.0, float(fisher_exact([[k1, n1 - k1], [k2, n2 - k2]]).pvalue))
+    table = np.array([[k1, n1 - k1], [k2, n2 - k2]])
+    return min(1.0, float(fisher_exact(table).pvalue))
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

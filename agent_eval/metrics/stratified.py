@@ -151,13 +151,14 @@ def _fit(cells_a: Sequence[Sequence[Unit]], cells_b: Sequence[Sequence[Unit]],
     import numpy as np
     from statsmodels.regression.linear_model import WLS
 
-    rows, cell_of = [], []
+    rows: list[Unit] = []
+    cell_of: list[int] = []
     for h, (ua, ub) in enumerate(zip(cells_a, cells_b, strict=True)):
         for side, units in ((0, ua), (1, ub)):
             rows += units
             cell_of += [2 * h + side] * len(units)
     y = np.array([u.errors / u.calls for u in rows])
-    n = np.array([u.calls for u in rows], float)
+    n = np.array([u.calls for u in rows], dtype=np.float64)
     design = np.eye(2 * len(weights))[cell_of]
     fit = WLS(y, design, weights=n).fit(
         cov_type="cluster", cov_kwds={"groups": np.arange(len(rows))}, use_t=True)

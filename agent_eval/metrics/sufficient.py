@@ -14,8 +14,8 @@ ints, :func:`stats_from_units`) and the variance is evaluated in exact rational 
 (``fractions.Fraction``) and rounded once, so the one-pass form loses nothing to
 cancellation; tests check it against the per-cluster definition and statsmodels.
 
-Pass rates and the exact McNemar test pair repeat ``i`` of one run with repeat ``i`` of the
-other; a scenario's outcomes are kept as one integer of bits (:class:`Passes`), so even
+Pass rates and the exact McNemar test (scenario against scenario) read each scenario's
+outcomes; a scenario's outcomes are kept as one integer of bits (:class:`Passes`), so even
 3,000 repeats of a scenario are one number, not 3,000 objects.
 
 Pure; no I/O.
@@ -67,9 +67,12 @@ def total(parts: Iterable[Sums]) -> Sums:
 
 def pooled_variance(strata: Iterable[Sums]) -> tuple[float, int, int]:
     """``clustered.ratio_variance`` from each stratum's sums: residuals centred within each
-    stratum with its own ``G_h/(G_h−1)``; strata of a single cluster pooled into one, and
-    the strata dropped when that still leaves a lone cluster.  ``(variance, clusters,
-    strata used)``; a variance of 0 with fewer than two clusters means "not estimable"."""
+    stratum with its own ``G_h/(G_h−1)``; strata of a single cluster pooled into one, and a
+    lone one left over collapsed into the stratum nearest it in rate (the collapsed-strata
+    estimator, Wolter 2007 §2.5), rather than dropping every stratum: one scenario left
+    with a single session no longer widens the interval by the spread between scenarios.
+    ``(variance, clusters, strata used)``; a variance of 0 with fewer than two clusters
+    means "not estimable"."""
     kept = [s for s in strata if s.g]
     whole = total(kept)
     if whole.g < 2 or whole.n <= 0:
@@ -78,8 +81,14 @@ def pooled_variance(strata: Iterable[Sums]) -> tuple[float, int, int]:
     lone = [s for s in kept if s.g == 1]
     if len(lone) >= 2:
         groups.append(total(lone))
+    elif lone and groups:
+        [one] = lone  # cannot be centred alone: collapse it into the nearest stratum
+        rate = one.k / one.n if one.n else 0.0
+        near = min(range(len(groups)),
+                   key=lambda i: abs(groups[i].k / groups[i].n - rate) if groups[i].n else 1.0)
+        groups[near] = groups[near] + one
     elif lone:
-        groups = [whole]  # a lone cluster cannot be centred: drop the strata
+        groups = [whole]
     p = Fraction(whole.k) / Fraction(whole.n)
     var = Fraction(0)
     for s in groups:

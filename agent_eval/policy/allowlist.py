@@ -273,7 +273,8 @@ class ToolSpec(_Model):
                     raise ValueError("`argument`/`required` name keys `arguments` does not "
                                      "declare; give either `arguments` or the short form")
             return data
-        role = _JUDGED_ROLE.get(data.get("kind"))  # type: ignore[arg-type]
+        kind = data.get("kind")
+        role = _JUDGED_ROLE.get(kind) if isinstance(kind, str) else None
         declared: dict[str, dict] = {}
         if role is not None:
             key = data.get("argument") or role

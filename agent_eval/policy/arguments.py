@@ -141,9 +141,9 @@ flags in one command would make the judge slow)."""
 def _unknown_flag(name: str, word: Word, spec: CommandSpec, owner: str, hint: bool) -> Problem:
     known = list(spec.flags)
     close = difflib.get_close_matches(name, known, n=1) if hint else []
-    hint = f"; did you mean {close[0]}?" if close else ""
+    suggestion = f"; did you mean {close[0]}?" if close else ""
     listed = f" (known: {', '.join(known)})" if known else " (it takes no flags)"
-    return Problem("unknown-flag", f"{owner} has no flag {name}{listed}{hint}",
+    return Problem("unknown-flag", f"{owner} has no flag {name}{listed}{suggestion}",
                    word.start, word.end)
 
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
-from typing import Any
+from typing import Any, TypeGuard
 
 from agent_eval.policy.allowlist import AllowList, ArgumentSpec, ToolSpec, accepts_type
 from agent_eval.policy.arguments import Problem
@@ -220,7 +220,7 @@ def _is_choice(value: Any, choices: list[Any] | None) -> bool:
     return any(value == c and type(value) is type(c) for c in choices or ())
 
 
-def _is_argv(value: Any) -> bool:
+def _is_argv(value: Any) -> TypeGuard[list[str]]:
     return isinstance(value, list) and bool(value) and all(isinstance(w, str) for w in value)
 
 

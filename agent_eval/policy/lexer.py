@@ -311,23 +311,23 @@ class _Lexer:
 
     def on_pipe(self, i: int) -> int:
         text = self.text
-        op = "||" if text.startswith("||", i) else "|&" if text.startswith("|&", i) else "|"
+        op: OpKind = "||" if text.startswith("||", i) else "|&" if text.startswith("|&", i) else "|"
         self.end_command(op, i, i + len(op))
         return i + len(op)
 
     def on_ampersand(self, i: int) -> int:
         text = self.text
         if not text.startswith("&>", i):
-            op = "&&" if text.startswith("&&", i) else "&"
+            op: OpKind = "&&" if text.startswith("&&", i) else "&"
             self.end_command(op, i, i + len(op))
             return i + len(op)
         self.finish_word(i)
         self.check_dangling_redirect(i)
-        op = "&>>" if text.startswith("&>>", i) else "&>"
-        redirect = Redirect(op, "&", i, i + len(op))
+        redirect_op = "&>>" if text.startswith("&>>", i) else "&>"
+        redirect = Redirect(redirect_op, "&", i, i + len(redirect_op))
         self.commands[-1].redirects.append(redirect)
         self.target_of = redirect
-        return i + len(op)
+        return i + len(redirect_op)
 
     def on_semicolon(self, i: int) -> int:
         if self.text.startswith((";;", ";&"), i):

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from agent_eval.metrics import Rate
 from agent_eval.report.pages import SessionLink
+from agent_eval.report.summary_format import AgreementEntry
 from agent_eval.transcript import CallRow, Decision
 
 MAX_DISAGREEMENTS = 50
@@ -112,8 +113,8 @@ def disagreement_items(tally: AgreementTally,
             primary=row.primary,
             source=row.source_decision,
         )
-        for row in tally.first
-        if row.session_id in links
+        for row in tally.first  # every one has a source verdict (``watch``)
+        if row.session_id in links and row.source_decision is not None
     )
 
 
@@ -131,15 +132,15 @@ def agreement_cells(a: SourceAgreement) -> tuple[str, ...]:
     return (a.column, str(a.calls), agree, str(a.deny_allow), str(a.allow_deny))
 
 
-def agreement_dict(a: SourceAgreement) -> dict:
+def agreement_dict(a: SourceAgreement) -> AgreementEntry:
     """``summary.json``'s ``source_agreement`` entry of one column."""
     rate = a.agree
     return {
         "calls_with_source_verdict": a.calls,
         "agree": rate.k,
         "agree_per_100": None if rate.per100 is None else round(rate.per100, 2),
-        "agree_ci95": None if rate.lo100 is None else [round(rate.lo100, 2),
-                                                       round(rate.hi100, 2)],
+        "agree_ci95": None if rate.lo100 is None or rate.hi100 is None
+        else [round(rate.lo100, 2), round(rate.hi100, 2)],
         "ours_deny_source_allow": a.deny_allow,
         "ours_allow_source_deny": a.allow_deny,
     }

@@ -40,8 +40,8 @@ from agent_eval.report.render import render_session_batch
 
 # the worker's share of the session files: it also pays for starting an interpreter, and
 # this process first builds the index, lists and summaries, about as much CPU as 80% of
-# the session files of a 10,000-session run (BENCHMARKS.md, "report of 10,000 sessions
-# (issue 15)")
+# the session files of a 10,000-session run (the profiles in
+# benchmarks/history/BENCHMARKS-until-2026-11.md, "report of 10,000 sessions")
 WORKER_SHARE = 0.85
 
 
@@ -120,7 +120,7 @@ class SessionFiles:
         self._future: Future | None = None
 
     def __enter__(self) -> SessionFiles:
-        if self.parallel:
+        if self._theirs is not None:  # parallel
             try:
                 self._pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"))
                 # the session rows go along (pickled) when this process has them: reading

@@ -47,7 +47,7 @@ def class_chart(summaries: dict[str, GroupSummary]) -> Markup:
     for i, (name, s) in enumerate(summaries.items()):
         y = 30 + i * ROW_H
         parts.append(_label(name, y + 16))
-        x = LABEL_W
+        x: float = LABEL_W
         for code in codes:
             rate = s.classes.get(code)
             if rate is None or not rate.k or rate.per100 is None:
@@ -90,7 +90,7 @@ def error_chart(summaries: dict[str, GroupSummary]) -> Markup:
         y = 30 + i * ROW_H + ROW_H // 2
         parts.append(_label(name, y + 4))
         r = s.errors
-        if r.per100 is None:
+        if r.per100 is None or r.lo100 is None or r.hi100 is None:  # all or none: calls
             parts.append(f'<text x="{LABEL_W + 4}" y="{y + 4}" class="num">no calls</text>')
             continue
 

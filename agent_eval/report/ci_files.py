@@ -1,6 +1,7 @@
 """The machine- and CI-facing files: ``summary.md``, ``summary.json`` and ``junit.xml``.
 
-``summary.json`` keys (``schema_version`` 1; keys are only ever added)::
+``summary.json`` keys (``schema_version`` 1; keys are only ever added; the writers are
+type-checked against :mod:`agent_eval.report.summary_format`)::
 
     schema_version        1
     generator             "agent-eval <version>"
@@ -13,6 +14,7 @@
         sessions, error_sessions, messages, tool_calls, errors,
         errors_per_100, errors_per_100_ci95: [lo, hi],
         classes: {code: {errors, per_100, ci95: [lo, hi]}},   # primary class, denied calls
+        leaks: {code: calls},    # allowed by an agent CLI's rules, refused by their strict reading
         handshake: {sessions, completed, completion_per_100, ci95, mean_done_share,
                     most_missed_step},
         recovery: {denials, pivot, retry-denied, repeat, abandon (shares per 100),
@@ -56,7 +58,7 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 from agent_eval import __version__
@@ -65,8 +67,9 @@ from agent_eval.metrics.clustered import CLUSTERED_METHOD, ClusteredSummary
 from agent_eval.metrics.summary import session_failed
 from agent_eval.report.agreement import agreement_dict, agreement_line
 from agent_eval.report.index import IndexPage, RepeatSummary, rate_text
+from agent_eval.report.summary_format import ClusteredEntry, Interval, SummaryJson, TargetEntry
 from agent_eval.report.throughput import work_dict
-from agent_eval.transcript import NEXT_ACTIONS, SessionRow
+from agent_eval.transcript import NEXT_ACTIONS, CallRow, SessionRow
 
 SUMMARY_SCHEMA_VERSION = 1
 SUMMARY_KEYS = ("schema_version", "generator", "runs", "statistics", "columns", "targets",
@@ -99,7 +102,7 @@ def session_outcome(session: SessionRow, denials: int) -> tuple[SessionOutcome, 
 
 def summary_json(page: IndexPage, sessions: list[SessionRow], denials: dict[int, int]) -> str:
     outcomes = [session_outcome(s, denials.get(s.id, 0))[0] for s in sessions]
-    data = {
+    data: SummaryJson = {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "generator": f"agent-eval {__version__}",
         "runs": [
@@ -112,8 +115,7 @@ def summary_json(page: IndexPage, sessions: list[SessionRow], denials: dict[int,
                        "interval_to_trust": INTERVAL_TO_TRUST},
         "columns": list(page.columns),
         "targets": {
-            name: {**_target_dict(s, page.repeats.get(name)),
-                   "clustered": clustered_dict(page.clustered.get(name))}
+            name: _target_dict(s, page.repeats.get(name), page.clustered.get(name))
             for name, s in page.summaries.items()
         },
         "sessions": {
@@ -127,7 +129,8 @@ def summary_json(page: IndexPage, sessions: list[SessionRow], denials: dict[int,
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
-def _target_dict(s: GroupSummary, repeats: RepeatSummary | None) -> dict:
+def _target_dict(s: GroupSummary, repeats: RepeatSummary | None,
+                 clustered: ClusteredSummary | None) -> TargetEntry:
     hs, rec, sp = s.handshake, s.recovery, s.speed
     return {
         "sessions": s.sessions,
@@ -141,6 +144,8 @@ def _target_dict(s: GroupSummary, repeats: RepeatSummary | None) -> dict:
             code: {"errors": r.k, "per_100": _r(r.per100), "ci95": _ci(r)}
             for code, r in s.classes.items()
         },
+        # allowed by an agent CLI's rules, refused by their strict reading (per class)
+        "leaks": dict(s.leaks),
         "handshake": {
             "sessions": hs.sessions,
             "completed": hs.completed.k,
@@ -173,10 +178,11 @@ def _target_dict(s: GroupSummary, repeats: RepeatSummary | None) -> dict:
             "pass_hat": _r(repeats.pass_hat, 4),
             "flips_per_100": _r(repeats.flips.per100),
         },
+        "clustered": clustered_dict(clustered),
     }
 
 
-def clustered_dict(c: ClusteredSummary | None) -> dict | None:
+def clustered_dict(c: ClusteredSummary | None) -> ClusteredEntry | None:
     """The ``clustered`` entry of one column in summary.json."""
     if c is None or c.errors.per100 is None:
         return None
@@ -195,7 +201,7 @@ def clustered_dict(c: ClusteredSummary | None) -> dict | None:
     }
 
 
-def _pair(lo: float | None, hi: float | None) -> list[float] | None:
+def _pair(lo: float | None, hi: float | None) -> Interval:
     return None if lo is None or hi is None else [round(lo, 2), round(hi, 2)]
 
 
@@ -239,7 +245,31 @@ def summary_markdown(page: IndexPage) -> str:
     return "\n".join(lines)
 
 
-def junit_xml(sessions: Iterable[SessionRow], denials: dict[int, int]) -> bytes:
+def denied_lines(session: SessionRow, denied: Sequence[CallRow]) -> list[str]:
+    """One line per denied call of a session: its class and rule name, the command (or
+    path) judged, and the ``agent-eval show`` command that opens the session there."""
+    from agent_eval.policy import get_rule
+
+    lines = []
+    for call in denied:
+        rule = get_rule(call.primary) if call.primary else None
+        what = f"{call.primary} {rule.name}" if rule else (call.primary or "denied")
+        shown = call.command if call.command is not None else call.tool
+        lines.append(f"{what}: call {call.index}: {shown}")
+    return lines
+
+
+def show_line(session: SessionRow) -> str:
+    """The command that opens ``session`` turn by turn."""
+    return f"agent-eval show {session.run_id} {session.id}"
+
+
+def junit_xml(sessions: Iterable[SessionRow], denials: dict[int, int],
+              denied: Mapping[int, Sequence[CallRow]] | None = None) -> bytes:
+    """JUnit XML, one test case per session.  A failure's message names the first denied
+    call's class and command (``AE301 pipe-to-filter: call 3: ls | head``), and its text
+    every denied call and the ``agent-eval show`` line, when ``denied`` (the denied call
+    rows per session id) is given; else the counts alone."""
     suites: dict[str, ET.Element] = {}
     counts: dict[str, dict[str, int]] = {}
     root = ET.Element("testsuites", name="agent-eval")
@@ -261,7 +291,14 @@ def junit_xml(sessions: Iterable[SessionRow], denials: dict[int, int]) -> bytes:
         tally["tests"] += 1
         if outcome == "failure":
             tally["failures"] += 1
-            ET.SubElement(case, "failure", message=reason, type="policy").text = reason
+            message, text = reason, reason
+            if denied is not None:
+                calls = denied_lines(s, denied.get(s.id, ()))
+                if calls:
+                    more = len(calls) - 1
+                    message = calls[0] + (f" (+{more} more denied)" if more else "")
+                text = "\n".join([reason, *calls, f"open it: {show_line(s)}"])
+            ET.SubElement(case, "failure", message=_xml(message), type="policy").text = _xml(text)
         elif outcome == "error":
             tally["errors"] += 1
             ET.SubElement(case, "error", message=reason, type="harness-fault").text = reason
@@ -297,5 +334,7 @@ def _r(value: float | None, digits: int = 2) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def _ci(rate: Rate) -> list[float] | None:
-    return None if rate.lo100 is None else [round(rate.lo100, 2), round(rate.hi100, 2)]
+def _ci(rate: Rate) -> Interval:
+    if rate.lo100 is None or rate.hi100 is None:  # both or neither
+        return None
+    return [round(rate.lo100, 2), round(rate.hi100, 2)]

@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from agent_eval.report.summary_format import UsefulWorkEntry
 from agent_eval.serverlogs import (
     PerfTables,
     Request,
@@ -158,7 +159,7 @@ def work_line(work: UsefulWork) -> str:
     )
 
 
-def work_dict(section: RunThroughput) -> dict | None:
+def work_dict(section: RunThroughput) -> UsefulWorkEntry | None:
     """The useful-work numbers of one run for ``summary.json`` (``None`` without samples)."""
     work, tables = section.work, section.tables
     if work is None or tables is None:

@@ -102,7 +102,10 @@ def write_report(store, run_ids: list[int], out_root: Path, *, workers: int | No
         denials = dict(tally.denials)
         _write(out / "summary.md", summary_markdown(page))
         _write(out / "summary.json", summary_json(page, sessions, denials))
-        (out / "junit.xml").write_bytes(junit_xml(sessions, denials))
+        denied: dict[int, list] = {}
+        for call in tally.denied:
+            denied.setdefault(call.session_id, []).append(call)
+        (out / "junit.xml").write_bytes(junit_xml(sessions, denials, denied))
         index = out / "index.html"
         _write(index, render_index(page))
     return index

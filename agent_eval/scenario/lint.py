@@ -180,8 +180,13 @@ def _playable(suite: Suite, sc: LoadedScenario) -> LoadedScenario | None:
 def _verdicts(sc: LoadedScenario) -> list:
     from agent_eval.policy import check_command, check_read
 
-    return [check_command(step.bash, sc.allowlist) if step.bash is not None
-            else check_read(step.read, sc.allowlist) for step in sc.spec.reference]
+    verdicts = []
+    for step in sc.spec.reference:  # exactly one of bash and read (the step's validator)
+        if step.bash is not None:
+            verdicts.append(check_command(step.bash, sc.allowlist))
+        elif step.read is not None:
+            verdicts.append(check_read(step.read, sc.allowlist))
+    return verdicts
 
 
 def _lint_reference(suite: Suite, sc: LoadedScenario, tree: Any) -> list[Problem]:
@@ -226,7 +231,8 @@ def _answered(sc: LoadedScenario, inv: Any) -> bool:
 def _lint_closing(sc: LoadedScenario, invocations: list, tree: Any) -> list[Problem]:
     path, spec = str(sc.path), sc.spec
     goal_left = list(enumerate(spec.goal))
-    done, closed_at = 0, None
+    done = 0
+    closed_at: int | None = None  # the step that completes the handshake
     for i, inv in enumerate(invocations):
         goal_left = [(n, g) for n, g in goal_left if not g.matches(inv)]
         if done < len(spec.handshake) and spec.handshake[done].matches(inv):
@@ -241,7 +247,7 @@ def _lint_closing(sc: LoadedScenario, invocations: list, tree: Any) -> list[Prob
         out.append(Problem(path, _line(tree, f"handshake.{done}"), f"handshake.{done}",
                            f"unreachable: no reference step (after the previous handshake "
                            f"step) makes {spec.handshake[done].label()!r}"))
-    elif spec.handshake and closed_at != len(invocations) - 1:
+    elif closed_at is not None and closed_at != len(invocations) - 1:
         out.append(Problem(path, _line(tree, f"reference.{closed_at + 1}"),
                            f"reference.{closed_at + 1}",
                            "after the last handshake step the session is over; "

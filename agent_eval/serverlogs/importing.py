@@ -135,15 +135,14 @@ def import_log(
             field="format",
         )
     stamps = [r.ts - offset for r in records]
-    window = {"since": min(stamps), "until": max(stamps) + timedelta(microseconds=1),
-              "source": source}
+    since, until = min(stamps), max(stamps) + timedelta(microseconds=1)
     samples, skipped_samples = _unstored(
         [_sample_row(r, label, offset) for r in records if isinstance(r, Sample)],
-        store.server_samples(**window), _sample_key,
+        store.server_samples(since, until, source), _sample_key,
     )
     requests, skipped_requests = _unstored(
         [_request_row(r, offset) for r in records if isinstance(r, Request)],
-        store.server_requests(**window), _request_key,
+        store.server_requests(since, until, source), _request_key,
     )
     if samples:
         store.add_server_samples(samples)

@@ -79,6 +79,7 @@ if TYPE_CHECKING:
     from agent_eval.metrics.sufficient import TargetStats
     from agent_eval.metrics.summary import GroupKeys, GroupSummary
     from agent_eval.store.aggregates import Detail
+    from agent_eval.store.cluster_stats import StatsBy
 
 __all__ = [
     "CALL_SORTS",
@@ -366,7 +367,7 @@ class Store:
 
         return units_sql(self.engine, run_ids)
 
-    def cluster_stats(self, run_ids: Iterable[int], *, by: str = "target",
+    def cluster_stats(self, run_ids: Iterable[int], *, by: StatsBy = "target",
                       classes: bool = False, passes: bool = False,
                       columns: bool = False) -> dict[str, TargetStats]:
         """Per target (or ``"all"``) the sums behind every clustered and paired statistic
@@ -375,8 +376,8 @@ class Store:
         targets named as report columns."""
         from agent_eval.store.cluster_stats import cluster_stats
 
-        return cluster_stats(self.engine, run_ids, by=by, classes=classes,  # type: ignore[arg-type]
-                             passes=passes, columns=columns)
+        return cluster_stats(self.engine, run_ids, by=by, classes=classes, passes=passes,
+                             columns=columns)
 
     def session_outcomes(self, run_ids: Iterable[int], scenarios: Iterable[str] | None = None):
         """``(target, scenario) -> ((repeat, passed), ...)`` of the top-level, non-error

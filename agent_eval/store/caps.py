@@ -13,7 +13,7 @@ whole reply, so capping changes what ``show`` and the report display, never a ra
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, overload
 
 from agent_eval.transcript import CallRecord, SessionRecord, TurnRecord
 
@@ -23,6 +23,12 @@ STORED_TEXT_CHARS = 65_536
 CAP_MARKER = "\n[agent-eval: stored {kept} of {total} characters; the rest was cut]"
 
 
+@overload
+def cap_text(text: str, limit: int = STORED_TEXT_CHARS) -> str: ...
+@overload
+def cap_text(text: None, limit: int = STORED_TEXT_CHARS) -> None: ...
+@overload
+def cap_text(text: str | None, limit: int = STORED_TEXT_CHARS) -> str | None: ...
 def cap_text(text: str | None, limit: int = STORED_TEXT_CHARS) -> str | None:
     """``text`` itself when short enough, else its first ``limit`` characters and the
     marker naming both lengths."""
@@ -45,7 +51,7 @@ def cap_session(record: SessionRecord, limit: int = STORED_TEXT_CHARS) -> Sessio
 
 
 def _needs_cap(record: SessionRecord, limit: int) -> bool:
-    texts = [t for turn in record.turns for t in (turn.content, turn.reasoning)]
+    texts: list[str | None] = [t for turn in record.turns for t in (turn.content, turn.reasoning)]
     texts += [t for c in record.calls for t in (c.arguments, c.command, c.output, c.source_reason)]
     return any(t is not None and len(t) > limit for t in texts) or any(
         _has_long_text(m, limit) for m in record.messages

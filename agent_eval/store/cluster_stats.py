@@ -32,7 +32,7 @@ page) are still taken from the units.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from operator import itemgetter
@@ -41,7 +41,7 @@ from typing import Any, Literal
 from sqlalchemy import BigInteger, Engine, Integer, and_, case, cast, func, select, type_coerce
 
 from agent_eval.metrics.classes import UNCLASSIFIED
-from agent_eval.metrics.clustered import units_by_target
+from agent_eval.metrics.clustered import Unit, units_by_target
 from agent_eval.metrics.sufficient import (
     Passes,
     ScenarioStats,
@@ -104,8 +104,11 @@ def cluster_stats(engine: Engine, run_ids: Iterable[int], *, by: StatsBy = "targ
                for group, scenarios in out.items()}
     if by == "all":
         return {"all": TargetStats(out.get("all", {}), units)}
-    return {name: TargetStats(scenarios, lambda name=name: by_name().get(name, []))
-            for name, scenarios in out.items()}
+
+    def units_of(name: str) -> Callable[[], list[Unit]]:
+        return lambda: by_name().get(name, [])
+
+    return {name: TargetStats(scenarios, units_of(name)) for name, scenarios in out.items()}
 
 
 @dataclass(frozen=True, slots=True)

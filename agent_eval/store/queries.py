@@ -20,10 +20,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, overload
 
 from sqlalchemy import (
+    Connection,
     Engine,
+    Select,
     String,
     and_,
     case,
@@ -224,7 +226,7 @@ class CallListRow:
 def filter_from(cls, values: dict):
     """A filter record from loose values (query string, CLI options): unknown keys are
     ignored, empty strings are no filter, ids are integers or a ConfigError."""
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     for f in fields(cls):
         raw = values.get(f.name)
         if raw is None or raw == "":
@@ -466,7 +468,7 @@ def _call_where(f: CallFilter, search_index: bool = False) -> tuple[list, bool]:
     c = tool_calls.c
     s = sessions.c
     where: list = []
-    indexed = bool(f.search) and _trigram_search(f.search, search_index)
+    indexed = _trigram_search(f.search, search_index) if f.search else False
     for column, value in ((_run_of(indexed), f.run_id), (c.session_id, f.session_id),
                           (c.primary_code, f.code), (c.decision, f.decision),
                           (c.next_action, f.next_action)):
@@ -530,7 +532,7 @@ def list_calls(engine: Engine, f: CallFilter, *, sort: str = "failed",
             .select_from(tool_calls.join(sessions, sessions.c.id == c.session_id)
                          .join(targets, targets.c.id == c.target_id))
             .where(c.id.in_(ids))).all()}
-    return Page(tuple(CallListRow(*rows[i]) for i in ids), total, limit, offset)
+    return Page(tuple(CallListRow(*tuple(rows[i])) for i in ids), total, limit, offset)
 
 
 def primary_spans(engine: Engine, rows: tuple[CallListRow, ...]) -> dict[int, tuple[int, int]]:
@@ -586,8 +588,14 @@ def _counts_with_page(engine: Engine, f) -> bool:
     return bool(f.search) and engine.dialect.name == "sqlite"
 
 
-def _counted_page(conn, ids_of, count_of, limit: int, offset: int
-                  ) -> tuple[list[int], int | None]:
+@overload
+def _counted_page(conn: Connection, ids_of: Select, count_of: Select, limit: int, offset: int
+                  ) -> tuple[list[int], int]: ...
+@overload
+def _counted_page(conn: Connection, ids_of: Select, count_of: None, limit: int, offset: int
+                  ) -> tuple[list[int], int | None]: ...
+def _counted_page(conn: Connection, ids_of: Select, count_of: Select | None, limit: int,
+                  offset: int) -> tuple[list[int], int | None]:
     """A page of ``ids_of`` and the number of rows it pages through, in one statement
     (``count(*) OVER ()``).  For a search: the text match is a scan of the run either way,
     and a page and a separate count would be two.  ``count_of`` answers only for a page

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, delete, or_, select
+from sqlalchemy import Connection, Insert, delete, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from agent_eval.store.caps import STORED_TEXT_CHARS, cap_message
@@ -117,11 +117,11 @@ def save_blobs(conn: Connection, blobs: dict[str, str], today: date | None = Non
     dialect = conn.dialect.name
     if dialect in ("postgresql", "sqlite"):
         insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-        stmt = insert(request_blobs)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["hash"], set_={"seen_on": stmt.excluded.seen_on},
+        upsert = insert(request_blobs)
+        stmt: Insert = upsert.on_conflict_do_update(
+            index_elements=["hash"], set_={"seen_on": upsert.excluded.seen_on},
             where=or_(request_blobs.c.seen_on.is_(None),
-                      request_blobs.c.seen_on < stmt.excluded.seen_on))
+                      request_blobs.c.seen_on < upsert.excluded.seen_on))
     else:  # pragma: no cover - the store supports SQLite and PostgreSQL only
         have = set(conn.execute(select(request_blobs.c.hash)
                                 .where(request_blobs.c.hash.in_(list(blobs)))).scalars())

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -24,7 +24,7 @@ from sqlalchemy import Connection, Engine, Select, Text, cast, select
 
 from agent_eval.store.schema import findings, sessions, targets, tool_calls, turns
 from agent_eval.store.sessions import StoredSession, rebuild_session
-from agent_eval.transcript import FindingRecord
+from agent_eval.transcript import ExitState, FindingRecord
 
 CHUNK = 100  # sessions read per four queries
 
@@ -59,7 +59,7 @@ class TranscriptHead(NamedTuple):
     key: str
     scenario: str
     repeat: int
-    status: str
+    status: ExitState
     error: str | None
     tags: list[str]
     source: str
@@ -69,11 +69,15 @@ class TranscriptHead(NamedTuple):
     handshake_missed_step: str | None
     parent_id: int | None
     messages: str  # the stored JSON array, as text
+    policy_agent: str | None = None  # whose agent CLI rules judged it, and how chosen
+    policy_agent_via: str | None = None
 
 
 class TranscriptTurn(NamedTuple):
     session_id: int
-    index: int
+    # named as the column and the record field; shadowing tuple.index (never called on a
+    # row) is allowed at runtime, mypy flags any field of that name
+    index: int  # type: ignore[assignment]
     content: str
     reasoning: str
     finish_reason: str | None
@@ -86,7 +90,7 @@ class TranscriptTurn(NamedTuple):
 class TranscriptCall(NamedTuple):
     session_id: int
     id: int
-    index: int
+    index: int  # type: ignore[assignment]  # as TranscriptTurn.index
     turn_index: int
     tool: str
     arguments: str
@@ -98,6 +102,7 @@ class TranscriptCall(NamedTuple):
     source_decision: str | None
     source_reason: str | None
     child_session_id: int | None
+    leak: str | None = None
 
 
 class TranscriptFinding(NamedTuple):
@@ -141,12 +146,13 @@ def stream_transcripts(engine: Engine, run_ids: Iterable[int],
         engine, list(run_ids), id_range,
         (s.id, s.run_id, targets.c.name, s.key, s.scenario, s.repeat, s.status, s.error,
          s.tags, s.source, s.handshake_required, s.handshake_done, s.handshake_completed,
-         s.handshake_missed_step, s.parent_id, cast(s.messages, Text)),
+         s.handshake_missed_step, s.parent_id, cast(s.messages, Text), s.policy_agent,
+         s.policy_agent_via),
         (t.session_id, t.index, t.content, t.reasoning, t.finish_reason, t.latency_s,
          t.ttft_s, t.prompt_tokens, t.completion_tokens),
         (c.session_id, c.id, c.index, c.turn_index, c.tool, c.arguments, c.command,
          c.decision, c.primary_code, c.next_action, c.output, c.source_decision,
-         c.source_reason, c.child_session_id),
+         c.source_reason, c.child_session_id, c.leak),
         (c.session_id, f.tool_call_id, f.code, f.message, f.start, f.end),
         (TranscriptHead, TranscriptTurn, TranscriptCall, TranscriptFinding),
     )
@@ -233,7 +239,7 @@ def _merged(engine: Engine, ids: list[int], id_range: tuple[int, int] | None,
                        finding_rows.get(row.id, []), children.get(row.id, []))
 
 
-def _rows(conn: Connection, query: Select, row_type) -> list:
+def _rows(conn: Connection, query: Select, row_type) -> Sequence[Any]:
     rows = conn.execute(query).all()
     return rows if row_type is None else list(map(row_type._make, rows))
 

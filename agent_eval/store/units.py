@@ -71,5 +71,4 @@ def units_sql(engine: Engine, run_ids: Iterable[int], *, columns: bool = False) 
     by_class: dict[int, Counter] = {}
     for sid, code, n in denied:
         by_class.setdefault(sid, Counter())[code or UNCLASSIFIED] += n
-    return units_from_class_counts(rows, {row.id: row.n_calls for row in rows},  # type: ignore[arg-type]
-                                   by_class)
+    return units_from_class_counts(rows, {row.id: row.n_calls for row in rows}, by_class)

@@ -280,7 +280,7 @@ def run_view_in_thread(store: Store, host: str = "127.0.0.1", port: int = 0,
             loop.run_until_complete(runner.setup())
             site = web.TCPSite(runner, host, port)
             loop.run_until_complete(site.start())
-            bound.append(site._server.sockets[0].getsockname()[1])
+            bound.append(runner.addresses[0][1])  # the one site's first socket: its port
         except BaseException as exc:  # handed to the caller's thread below
             bound.append(exc)
             ready.set()

@@ -55,11 +55,11 @@ def run_units(store: Store, run_id: int, *, classes: bool = False,
 def clustered_view(units: Mapping[str, Sequence[Unit] | TargetStats],
                    targets: Sequence[str]) -> ClusteredView:
     """Rows for every target (in page order) from ``summarize_clustered``."""
-    units = {name: as_stats(us) for name, us in units.items()}
-    found = {code for stats in units.values() for s in stats.scenarios.values()
+    by_target = {name: as_stats(us) for name, us in units.items()}
+    found = {code for stats in by_target.values() for s in stats.scenarios.values()
              for code in s.classes}
     codes = [c for c in RULES if c in found] + sorted(found - set(RULES))
-    summaries = {name: summarize_clustered(units.get(name, ()), codes) for name in targets}
+    summaries = {name: summarize_clustered(by_target.get(name, ()), codes) for name in targets}
     rows = []
     for name, s in summaries.items():
         e, across = s.errors, s.across_tasks
@@ -79,7 +79,7 @@ def clustered_view(units: Mapping[str, Sequence[Unit] | TargetStats],
 def _clustered(rate: ClusteredRate) -> str:
     if rate.per100 is None:
         return "–"
-    if rate.lo100 is None:
+    if rate.lo100 is None or rate.hi100 is None:  # both or neither
         return f"no interval ({rate.clusters} {'session' if rate.by == 'session' else 'scenario'})"
     return _ci(rate.lo100, rate.hi100) + (" few clusters" if rate.few_clusters else "")
 

@@ -13,9 +13,10 @@ from datetime import datetime
 
 from markupsafe import Markup
 
+from agent_eval.analysis.comparison import holm
 from agent_eval.metrics.classes import UNCLASSIFIED
 from agent_eval.metrics.stats import compare_rates, wilson_interval
-from agent_eval.metrics.summary import GroupSummary, Tally
+from agent_eval.metrics.summary import NO_AGENT, GroupSummary, Tally
 from agent_eval.policy import RULES, get_rule
 from agent_eval.report.charts import change_chart, class_chart, error_chart
 from agent_eval.report.lists import ListCell as Cell  # one linked-cell record for report and view
@@ -117,6 +118,8 @@ class RunPage:
     previous_href: str | None  # compare with the previous run of the same label
     clustered: ClusteredView | None = None
     clustered_href: str | None = None  # a big run: the intervals on request (one link)
+    leak_rows: tuple[tuple[Cell, ...], ...] = ()  # leaks per class (agent CLI rules only)
+    agent_rows: tuple[tuple[Cell, ...], ...] = ()  # errors by agent (agent CLI rules only)
     # what people would rather look at than tables (inline SVG, no script)
     error_chart: Markup = Markup("")  # errors/100 per target with its interval
     class_chart: Markup = Markup("")  # per-class bars per target
@@ -141,6 +144,9 @@ def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPag
     return RunPage(
         run=run, columns=tuple(figures), target_head=TARGET_HEAD,
         target_rows=_target_rows(run_id, figures), class_rows=_class_rows(run_id, figures),
+        leak_rows=_leak_rows(figures),
+        agent_rows=_agent_rows(tuple(figures), store.summarize(
+            [run_id], ("agent", "target"), with_turns=False, detail="totals")),
         scenario_rows=_scenario_rows(run_id, tuple(figures), by_scenario),
         recovery_rows=_recovery_rows(run_id, figures), exit_rows=_exit_rows(run_id, figures),
         failed_href=sessions_href(run_id=run_id, failed=True),
@@ -234,6 +240,22 @@ def _class_rows(run_id: int, figures: dict[str, GroupSummary]) -> tuple[tuple[Ce
     return tuple(rows)
 
 
+def _leak_rows(figures: dict[str, GroupSummary]) -> tuple[tuple[Cell, ...], ...]:
+    """Per leak class, per target: the calls an agent CLI's rules let through that their
+    strict reading refuses (docs/policies.md); empty when there is none."""
+    found = {code for t in figures.values() for code in t.leaks}
+    if not found:
+        return ()
+    rows = []
+    for code in [c for c in RULES if c in found] + sorted(found - set(RULES)):
+        rule = get_rule(code)
+        rows.append((Cell(f"{code} {rule.name}" if rule else code,
+                          f"/rules/{code}.html" if rule else None),
+                     *(Cell(str(t.leaks.get(code, 0))) for t in figures.values())))
+    rows.append((Cell("total"), *(Cell(str(sum(t.leaks.values()))) for t in figures.values())))
+    return tuple(rows)
+
+
 def _class_calls(run_id: int, target: str, code: str) -> str | None:
     """The calls of a class; denied calls stored without a class have no filter of theirs."""
     if code == UNCLASSIFIED:
@@ -258,6 +280,25 @@ def _scenario_rows(run_id: int, targets: tuple[str, ...],
                     f"{s.exit_states['completed']}/{s.sessions}")
             cells.append(Cell(text, sessions_href(run_id=run_id, target=name,
                                                   scenario=scenario)))
+        rows.append(tuple(cells))
+    return tuple(rows)
+
+
+def _agent_rows(targets: tuple[str, ...], by_agent: dict[tuple[str, str], GroupSummary]
+                ) -> tuple[tuple[Cell, ...], ...]:
+    """Per agent whose CLI rules judged the sessions, per target: errors/100 and
+    completed/sessions; empty when every session was judged under an allow-list."""
+    agents = sorted({agent for agent, _ in by_agent})
+    if agents in ([], [NO_AGENT]):
+        return ()
+    rows = []
+    for agent in agents:
+        cells = [Cell(agent)]
+        for name in targets:
+            s = by_agent.get((agent, name))
+            cells.append(Cell("–") if s is None else Cell(
+                f"{rate_text(s.errors.k, s.calls, interval=False)} · "
+                f"{s.exit_states['completed']}/{s.sessions}"))
         rows.append(tuple(cells))
     return tuple(rows)
 
@@ -351,14 +392,19 @@ def build_compare_page(store: Store, a_id: int, b_id: int,
     for name in common:
         ta, tb = fig_a[name], fig_b[name]
         codes = [c for c in RULES if c in ta.classes or c in tb.classes]
-        for code, ka, kb in [("total", ta.errors.k, tb.errors.k),
-                             *((c, _k(ta, c), _k(tb, c)) for c in codes)]:
+        counts = [("total", ta.errors.k, tb.errors.k),
+                  *((c, _k(ta, c), _k(tb, c)) for c in codes)]
+        tests = {code: compare_rates(ka, ta.calls, kb, tb.calls, exact=False)
+                 for code, ka, kb in counts if ta.calls and tb.calls}
+        # the classes are one family: each is called on its Holm-adjusted p
+        adjusted = holm({c: t.p_value for c, t in tests.items() if c != "total"})
+        for code, ka, kb in counts:
             f = {"decision": "deny"} if code == "total" else {"code": code}
-            rows.append(_compare_row(name, code, (a_id, ka, ta.calls), (b_id, kb, tb.calls), f))
-            if ta.calls and tb.calls:
-                cmp = compare_rates(ka, ta.calls, kb, tb.calls, exact=False)
-                if cmp.diff100 is not None:
-                    changes.append((f"{name} · {code}", cmp.diff100, cmp.lo100, cmp.hi100))
+            rows.append(_compare_row(name, code, (a_id, ka, ta.calls), (b_id, kb, tb.calls), f,
+                                     tests.get(code), adjusted.get(code)))
+            cmp = tests.get(code)
+            if cmp is not None and cmp.diff100 is not None:
+                changes.append((f"{name} · {code}", cmp.diff100, cmp.lo100, cmp.hi100))
     inline = analysis or _sessions(fig_a) + _sessions(fig_b) <= INLINE_SESSIONS
     lines = compare_analysis(run_units(store, a_id, outcomes=True),
                              run_units(store, b_id, outcomes=True), common) \
@@ -396,14 +442,18 @@ def _replay_view(store: Store, info_a: RunInfo, info_b: RunInfo) -> ReplayView |
         len(moved))
 
 
-def _compare_row(name, code, a, b, f) -> tuple[Cell, ...]:
+def _compare_row(name, code, a, b, f, cmp=None, holm_p=None) -> tuple[Cell, ...]:
+    """One row; ``cmp`` the z-test of its counts (no Fisher p on this table), ``holm_p``
+    a class's p adjusted across the target's classes, on which the class is called."""
     (a_id, ka, na), (b_id, kb, nb) = a, b
-    if na and nb:
-        cmp = compare_rates(ka, na, kb, nb, exact=False)  # the table shows no Fisher p
+    if cmp is not None:
         diff = (f"{cmp.diff100:+.2f} [{cmp.lo100:+.1f}, {cmp.hi100:+.1f}]"
                 if cmp.diff100 is not None else "–")
         p = f"{cmp.p_value:.3g}"
-        moved = "significant" if cmp.significant else ""
+        if holm_p is None:
+            moved = "significant" if cmp.significant else ""
+        else:
+            moved = f"significant (Holm p {holm_p:.3g})" if holm_p < cmp.alpha else ""
     else:
         diff, p, moved = "–", "–", ""
     return (Cell(name), Cell(code),

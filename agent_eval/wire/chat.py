@@ -8,7 +8,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent_eval.wire.records import ParsedCall, ParsedReply, json_object, sse_objects, string
+from agent_eval.wire.records import (
+    ParsedCall,
+    ParsedReply,
+    json_object,
+    mapping,
+    sse_objects,
+    string,
+)
 
 NAME = "chat"
 
@@ -36,16 +43,16 @@ def _parse_whole(text: str) -> ParsedReply:
     choice = _first_choice(obj)
     if obj is None or choice is None:
         return ParsedReply(status="unparseable")
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    message = mapping(choice.get("message"))
     reply = ParsedReply(
         content=string(message.get("content")), reasoning=_reasoning(message),
         finish_reason=string(choice.get("finish_reason")) or None,
-        usage=obj.get("usage") if isinstance(obj.get("usage"), dict) else {},
+        usage=mapping(obj.get("usage")),
         model=string(obj.get("model")) or None,
     )
     for tc in message.get("tool_calls") or []:
         if isinstance(tc, dict):
-            fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+            fn = mapping(tc.get("function"))
             args = fn.get("arguments")
             reply.calls.append(ParsedCall(
                 id=string(tc.get("id")) or None, name=string(fn.get("name")),
@@ -75,7 +82,7 @@ def _parse_stream(text: str) -> ParsedReply:
         if choice is None:
             continue
         reply.finish_reason = string(choice.get("finish_reason")) or reply.finish_reason
-        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+        delta = mapping(choice.get("delta"))
         content.append(string(delta.get("content")))
         reasoning.append(_reasoning(delta))
         for tc in delta.get("tool_calls") or []:
@@ -97,7 +104,7 @@ def _fold_call(calls: dict[int, list[Any]], tc: dict[str, Any]) -> None:
     entry = calls.setdefault(index, [None, "", []])
     if tc.get("id"):
         entry[0] = string(tc["id"])
-    fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+    fn = mapping(tc.get("function"))
     name, arguments = string(fn.get("name")), fn.get("arguments")
     if name and name != entry[1]:
         entry[1] += name

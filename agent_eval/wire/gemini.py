@@ -48,6 +48,7 @@ from agent_eval.wire.records import (
     arguments_text,
     chat_usage,
     dicts,
+    mapping,
     sse_objects,
     string,
 )
@@ -182,7 +183,7 @@ def write_request(chat: dict[str, Any]) -> tuple[str, dict[str, Any]]:
                 parts.append({"text": m["reasoning_content"], "thought": True})
             parts += _parts(m.get("content"))
             for call in dicts(m.get("tool_calls")):
-                fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+                fn = mapping(call.get("function"))
                 fc: dict[str, Any] = {"name": string(fn.get("name")),
                                       "args": arguments_object(fn.get("arguments") or "{}")}
                 if call.get("wire_id"):
@@ -250,7 +251,9 @@ def parse_reply(text: str, *, streamed: bool) -> ParsedReply:
 
 def _fold(chunks: list[dict[str, Any]]) -> ParsedReply:
     reply = ParsedReply()
-    content, reasoning, finish = [], [], None
+    content: list[str] = []
+    reasoning: list[str] = []
+    finish: str | None = None
     names: list[str] = []
     for chunk in chunks:
         reply.model = string(chunk.get("modelVersion")) or reply.model
@@ -271,7 +274,7 @@ def _fold(chunks: list[dict[str, Any]]) -> ParsedReply:
                 finish = "content_filter"
             continue
         first = candidates[0]
-        body = first.get("content") if isinstance(first.get("content"), dict) else {}
+        body = mapping(first.get("content"))
         for part in dicts(body.get("parts")):
             if isinstance(part.get("text"), str):
                 (reasoning if part.get("thought") else content).append(part["text"])
@@ -315,8 +318,9 @@ def render_reply(reply: ParsedReply, *, stream: bool, created: int = 0) -> list[
              "usageMetadata": usage, **tail}
     if not stream:
         return [whole]
-    chunks = [{"candidates": [{"content": {"role": "model", "parts": [p]}, "index": 0}], **tail}
-              for p in parts[:-1]]
+    chunks: list[dict[str, Any]] = [
+        {"candidates": [{"content": {"role": "model", "parts": [p]}, "index": 0}], **tail}
+        for p in parts[:-1]]
     last = parts[-1:] if parts else []
     chunks.append({"candidates": [{"content": {"role": "model", "parts": last},
                                    "finishReason": finish, "index": 0}],

@@ -47,6 +47,7 @@ from agent_eval.wire.records import (
     chat_usage,
     dicts,
     json_object,
+    mapping,
     sse_objects,
     string,
 )
@@ -104,7 +105,7 @@ def _chat_messages(m: dict[str, Any]) -> list[dict[str, Any]]:
     for b in blocks:
         if b.get("type") == "tool_result":
             result = b.get("content")
-            tool = {"role": "tool", "tool_call_id": string(b.get("tool_use_id")),
+            tool: dict[str, Any] = {"role": "tool", "tool_call_id": string(b.get("tool_use_id")),
                     "content": result if isinstance(result, str | list) else ""}
             if b.get("is_error"):
                 tool["is_error"] = True
@@ -150,7 +151,7 @@ def write_request(chat: dict[str, Any]) -> tuple[str, dict[str, Any]]:
             blocks += dicts(content) if isinstance(content, list) else (
                 [{"type": "text", "text": content}] if content else [])
             for call in dicts(m.get("tool_calls")):
-                fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+                fn = mapping(call.get("function"))
                 blocks.append({"type": "tool_use", "id": string(call.get("id")),
                                "name": string(fn.get("name")),
                                "input": arguments_object(fn.get("arguments") or "{}")})
@@ -241,7 +242,7 @@ def _parse_stream(text: str) -> ParsedReply:
         elif kind == "content_block_delta" and event.get("index") in blocks:
             _fold_delta(blocks[event["index"]], event.get("delta"))
         elif kind == "message_delta":
-            delta = event.get("delta") if isinstance(event.get("delta"), dict) else {}
+            delta = mapping(event.get("delta"))
             stop = delta.get("stop_reason") or stop
             if isinstance(event.get("usage"), dict):
                 usage.update({k: v for k, v in event["usage"].items() if v is not None})

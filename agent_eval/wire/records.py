@@ -94,7 +94,8 @@ def sse_events(text: str) -> Iterator[tuple[str, str]]:
     """``(event name, data)`` of each server-sent event, as framed (blank-line separated,
     ``\\r\\n`` or ``\\n``); ``data:`` lines of one event are joined by newlines.  A last
     event cut before its blank line is still yielded: its JSON may be whole or not."""
-    name, data = "", []
+    name = ""
+    data: list[str] = []
     for line in text.splitlines():
         if not line:
             if data:
@@ -162,6 +163,12 @@ def arguments_object(text: Any) -> Any:
 
 def string(value: Any) -> str:
     return value if isinstance(value, str) else ""
+
+
+def mapping(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (a field that is missing or of
+    the wrong type reads as no fields)."""
+    return value if isinstance(value, dict) else {}
 
 
 def dicts(value: Any) -> list[dict[str, Any]]:

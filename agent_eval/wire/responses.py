@@ -50,6 +50,7 @@ from agent_eval.wire.records import (
     chat_usage,
     dicts,
     json_object,
+    mapping,
     sse_objects,
     string,
     text_of,
@@ -139,9 +140,9 @@ def _chat_call(item: dict[str, Any]) -> dict[str, Any]:
     elif item.get("type") == "local_shell_call":
         arguments = json.dumps(item.get("action"), ensure_ascii=False)
     else:
-        arguments = item.get("arguments")
-        arguments = arguments if isinstance(arguments, str) else json.dumps(arguments)
-    call = {"id": string(item.get("call_id")) or string(item.get("id")), "type": "function",
+        sent = item.get("arguments")
+        arguments = sent if isinstance(sent, str) else json.dumps(sent)
+    call: dict[str, Any] = {"id": string(item.get("call_id")) or string(item.get("id")), "type": "function",
             "function": {"name": name, "arguments": arguments}}
     if item.get("type") != "function_call":
         call["wire_type"] = item.get("type")
@@ -211,7 +212,7 @@ def output_items(messages: list[Any]) -> list[dict[str, Any]]:
 
 
 def _wire_call(call: dict[str, Any]) -> dict[str, Any]:
-    fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+    fn = mapping(call.get("function"))
     name, arguments = string(fn.get("name")), string(fn.get("arguments"))
     item: dict[str, Any] = {"type": "function_call", "call_id": string(call.get("id")),
                             "name": name, "arguments": arguments}

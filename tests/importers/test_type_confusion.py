@@ -284,3 +284,18 @@ def test_a_lone_surrogate_is_judged_as_it_came_and_stored_as_u_fffd(store, tmp_p
     assert (bash.decision, bash.primary) == ("deny", "AE202")
     assert bash.command == 'uv run scripts/db_query.py --sql "select \ufffd"'
     assert stored.messages[1]["content"] == "do it \ufffd"
+
+
+@pytest.mark.parametrize("value", ["x", 1, []], ids=["string", "number", "list"])
+def test_an_openhands_model_response_tool_call_that_is_not_an_object_is_passed_over(tmp_path, value):
+    """The example the fuzzer found: ``tool_call_metadata.model_response.choices[0]
+    .message.tool_calls[0]`` replaced by a string made the reader raise."""
+    from agent_eval.importers import read_sessions
+
+    fmt, name, text = SEEDS["openhands"]
+    events = json.loads(text)
+    events[1]["tool_call_metadata"]["model_response"]["choices"][0]["message"]["tool_calls"][0] = value
+    path = tmp_path / name
+    path.write_text(json.dumps(events))
+    [session] = read_sessions(fmt, path)
+    assert len(session.calls) == 2

@@ -32,6 +32,8 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
                      "scripts.a.py.flags", "must start with '-'", id="flag-without-dash"),
         pytest.param("extends: nowhere.yaml", "extends", "not found", id="missing-base"),
         pytest.param("extends: [a]", "extends", "path of another allow-list", id="bad-extends"),
+        pytest.param("tools: [{name: sh, kind: [bash]}]", "tools.0.kind",
+                     "Input should be 'bash', 'read' or 'other'", id="tool-kind-not-a-string"),
     ],
 )
 def test_a_bad_allowlist_names_the_file_the_field_and_the_fix(tmp_path, text, field, message):

@@ -265,3 +265,16 @@ def test_without_a_retention_setting_no_prompt_text_is_ever_deleted(store, tmp_p
     with store.engine.connect() as conn:
         assert "0" * 64 in set(conn.execute(select(request_blobs.c.hash)).scalars())
     assert recorder.status()["pruned_request_texts"] == 0
+
+
+def test_a_call_cut_by_max_tokens_is_a_truncation_kept_in_the_transcript_not_ae102(sessions):
+    body = json.loads(completion(GOOD, PIPED))
+    choice = body["choices"][0]
+    choice["finish_reason"] = "length"
+    cut = choice["message"]["tool_calls"][1]["function"]
+    cut["arguments"] = cut["arguments"][:20]  # max_tokens: 48 ended it mid-arguments
+    sessions.take(exchange([SYSTEM, TASK], json.dumps(body).encode()), 0.0)
+    [record] = sessions.close_all()
+    assert [(c.decision, c.primary) for c in record.calls] == [("allow", None)]
+    assert "reply:length-cut" in record.tags
+    assert record.messages[-1]["tool_calls"][1]["function"]["arguments"] == cut["arguments"]

@@ -52,7 +52,14 @@ def test_junit_fails_exactly_denied_and_missed_handshake_sessions(hostile_report
     cases = _junit_cases(hostile_report)
     failed = sorted(name for name, c in cases.items() if c.find("failure") is not None)
     assert failed == ["careful.xss", "sloppy.handshake"]
-    assert cases["careful.xss"].find("failure").get("message") == "1 tool call denied"
+    failure = cases["careful.xss"].find("failure")
+    command = "uv run scripts/db_query.py --sql \"SELECT '<script>alert(1)</script>'\" | head -5"
+    assert failure.get("message") == f"AE301 pipe-to-filter: call 0: {command}"
+    [session_id] = [c.get("name").split("(session ")[1].rstrip(")")
+                    for n, c in cases.items() if n == "careful.xss"]
+    assert failure.text.splitlines() == ["1 tool call denied",
+                                         f"AE301 pipe-to-filter: call 0: {command}",
+                                         f"open it: agent-eval show 1 {session_id}"]
     assert "missed update_attempt_outcome.py" in cases["sloppy.handshake"].find("failure").text
 
 
