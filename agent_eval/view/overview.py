@@ -403,7 +403,8 @@ def build_compare_page(store: Store, a_id: int, b_id: int,
             rows.append(_compare_row(name, code, (a_id, ka, ta.calls), (b_id, kb, tb.calls), f,
                                      tests.get(code), adjusted.get(code)))
             cmp = tests.get(code)
-            if cmp is not None and cmp.diff100 is not None:
+            if cmp is not None and cmp.diff100 is not None and cmp.lo100 is not None \
+                    and cmp.hi100 is not None:
                 changes.append((f"{name} · {code}", cmp.diff100, cmp.lo100, cmp.hi100))
     inline = analysis or _sessions(fig_a) + _sessions(fig_b) <= INLINE_SESSIONS
     lines = compare_analysis(run_units(store, a_id, outcomes=True),
