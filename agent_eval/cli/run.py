@@ -365,7 +365,7 @@ def print_run_tables(store, run_ids: list[int], console: Console) -> None:
     from agent_eval.cli.tables import render_class_table, render_target_table, summarize_runs
 
     summaries = summarize_runs(store, run_ids)
-    console.print(render_target_table(summaries))
+    console.print(render_target_table(summaries, console.width))
     console.print(render_class_table(summaries))
 
 
@@ -414,8 +414,9 @@ def _replace(target, **changes):
 
 
 def _console(stderr: bool = False) -> Console:
-    stream = sys.stderr if stderr else sys.stdout
-    return Console(highlight=False, width=None if stream.isatty() else 120, stderr=stderr)
+    from agent_eval.cli.terminal import table_console
+
+    return table_console(120, stderr=stderr)
 
 
 @main.command()

@@ -185,3 +185,16 @@ def test_calls_show_the_denied_span_of_a_long_command(tmp_path, monkeypatch, col
     lines = at_columns(monkeypatch, columns, "calls", "latest", "--db", db)
     (piped,) = [row for row in body_rows(lines) if "AE301" in row]
     assert "| head" in piped, "\n".join(lines)
+
+
+@pytest.mark.parametrize("columns", [80, 100, 200])
+def test_the_per_target_table_keeps_a_row_per_target_at_the_terminal_width(
+        tmp_path, monkeypatch, columns):
+    db = narrow_store(tmp_path)
+    lines = at_columns(monkeypatch, columns, "report", "latest", "--out", str(tmp_path / "r"),
+                       "--db", db)
+    table = lines[:next(i for i, line in enumerate(lines) if line.startswith("└")) + 1]
+    assert all(len(line) <= columns for line in table), "\n".join(table)
+    (row,) = body_rows(table)
+    assert row.split("│")[1].strip().startswith("Qwen3.5-27B")  # cut with … when narrow
+    assert "errors/100 [95% CI]" in "\n".join(table)
