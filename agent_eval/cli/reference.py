@@ -44,8 +44,8 @@ def command_paths(group: click.Group, prefix: tuple[str, ...] = ()
 
 def command_help(main: click.Group, path: tuple[str, ...], cmd: click.Command) -> str:
     """``agent-eval PATH --help`` as click prints it, at :data:`WIDTH` columns."""
-    ctx = click.Context(main, info_name="agent-eval", terminal_width=WIDTH,
-                        max_content_width=WIDTH)
+    settings = {**main.context_settings, "terminal_width": WIDTH, "max_content_width": WIDTH}
+    ctx = click.Context(main, info_name="agent-eval", **settings)  # -h as the CLI has it
     for name in path[:-1]:
         ctx = click.Context(ctx.command.commands[name], parent=ctx, info_name=name)  # type: ignore[attr-defined]
     sub = click.Context(cmd, parent=ctx, info_name=path[-1])
