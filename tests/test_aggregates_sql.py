@@ -81,7 +81,8 @@ def _session(rng: random.Random, key: str, target: str, scenario: str, repeat: i
     done = rng.randint(0, 3) if required else 0
     return SessionRecord(
         key=key, target=target, scenario=scenario, repeat=repeat, turns=turns, calls=calls,
-        tags=rng.sample(["fast", "db", "web"], rng.randint(0, 2)),
+        # side-request: an agent CLI's side request, left out of every figure
+        tags=rng.sample(["fast", "db", "web", "side-request"], rng.randint(0, 2)),
         handshake=HandshakeResult(required, done, required > 0 and done == required,
                                   rng.choice(["claim.py", "report.py"])
                                   if required and done < required else None),
@@ -262,7 +263,8 @@ def test_the_seeded_store_covers_every_figure(store):
     assert sum(s.handshake.sessions for s in pure.values()) > 0  # handshakes,
     assert any("unclassified" in s.classes for s in pure.values())  # unclassified denials,
     assert any(s.parent_id for s in store.session_rows(ids))  # child sessions,
-    assert {len(s.tags) for s in store.session_rows(ids)} >= {0, 1, 2}  # and tags
+    assert {len(s.tags) for s in store.session_rows(ids)} >= {0, 1, 2}  # tags,
+    assert sum(s.side_requests for s in pure.values()) > 0  # and side requests
 
 
 @pytest.mark.parametrize("by", GROUPINGS, ids=str)

@@ -149,3 +149,27 @@ def test_a_one_turn_tool_less_request_is_a_side_request_and_a_tooled_one_is_not(
     assert one({"model": "m", "messages": messages}) == ["link:new", "side-request"]
     bash = [{"type": "function", "function": {"name": "bash", "parameters": {}}}]
     assert one({"model": "m", "messages": messages, "tools": bash}) == ["link:new"]
+
+
+def test_side_requests_are_stored_listed_and_left_out_of_the_run_figures(store) -> None:
+    """OpenCode's run stored: three sessions, the title request listed by its tag, and the
+    run's figures count the main session and its subagent only."""
+    from agent_eval.store import SessionFilter
+    from agent_eval.store.aggregates import summarize_sql
+
+    records = record("opencode")
+    run_id = store.create_run(label="opencode", kind="proxy", suite="", config={},
+                              fingerprint={})
+    store.add_target(run_id, name="capture-model", model="capture-model",
+                     base_url="http://x/v1", settings={})
+    store.record_sessions(run_id, records)
+    listed = store.list_sessions(SessionFilter(run_id=run_id, tag="side-request"),
+                                 sort="id", limit=50, offset=0)
+    assert [r.tags[-1] for r in listed.rows] == ["side:title"]
+    [figures] = summarize_sql(store.engine, [run_id]).values()
+    assert (figures.sessions, figures.side_requests, figures.calls) == (2, 1, 4)
+    assert sum(figures.exit_states.values()) == 2
+    assert figures.speed.turns == 6  # the title request's turn is not among them
+    [by_tag] = [s for k, s in summarize_sql(store.engine, [run_id], by="tag").items()
+                if k == "side-request"]
+    assert (by_tag.sessions, by_tag.side_requests) == (0, 1)
