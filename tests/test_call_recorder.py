@@ -24,6 +24,7 @@ from agent_eval.live.client import Target
 from agent_eval.live.replay import allowlist_source, plan_replay, play_replay, start_replay
 from agent_eval.live.run import play_run, start_run
 from agent_eval.policy import load_allowlist
+from agent_eval.policy.allowlist import AllowList
 from agent_eval.proxy import Exchange
 from agent_eval.proxy.sessions import Sessions
 from agent_eval.scenario import load_suite
@@ -190,8 +191,8 @@ def test_a_subagent_call_gets_one_verdict_in_the_proxy_and_on_import(arguments, 
 
 
 def test_a_cli_tool_whose_profile_is_switched_off_is_unknown_in_the_proxy_as_on_import():
-    allowlist = load_allowlist(ALLOWLIST)
-    allowlist = allowlist.model_copy(update={"profiles": {"opencode": False}})
+    allowlist = AllowList.model_validate({**load_allowlist(ALLOWLIST).model_dump(),
+                                          "profiles": {"opencode": False}})
     calls = CallRecorder(allowlist, foreign=True)
     relayed = calls.judge("task", TASK_CALL, offered=["bash", "read", "task"])
     imported = calls.judge("task", TASK_CALL)

@@ -321,3 +321,55 @@ def convert(config: Path, agents: tuple[str, ...], out_dir: Path | None, workdir
         docs.append(text)
     if out_dir is None:
         sys.stdout.write("---\n".join(docs))
+
+
+@policy.command()
+@click.option("--allowlist", "allowlist_path", default=None, type=click.Path(path_type=Path),
+              help="Show the profiles as this allow-list has them (some switched off, its "
+                   "own added); default: the built-in ones.")
+@click.option("--json", "as_json", is_flag=True, help="Print the profiles as JSON.")
+def profiles(allowlist_path: Path | None, as_json: bool) -> None:
+    """List the tool profiles: each agent CLI's shell, read and subagent tools, with every
+    argument key they take and how it is judged.
+
+    Calls the proxy relays and `import` reads are judged by these (docs/profiles.md): a
+    CLI's shell tool exactly as the allow-list's bash, its read tool as read, a working
+    directory as a read path, a sandbox or background switch as AE106/AE107, any other key
+    AE105.  An allow-list switches a profile off (`profiles: {codex: false}`) or adds one.
+
+    Example: agent-eval policy profiles --allowlist ralf
+    """
+    from agent_eval.policy import AllowList
+    from agent_eval.policy.profiles import BUILTIN
+    from agent_eval.policy.sources import resolve_allowlist
+    from agent_eval.scenario.bundled import find_allowlist
+
+    allowlist = (resolve_allowlist(find_allowlist(allowlist_path))
+                 if allowlist_path is not None else AllowList(name="built-in"))
+    active = allowlist.active_profiles
+    off = [name for name in BUILTIN if name not in active]
+    if as_json:
+        click.echo(json.dumps({
+            "allowlist": allowlist.name, "switched_off": off,
+            "profiles": {name: p.model_dump(mode="json", exclude_defaults=True)
+                         for name, p in active.items()}}, indent=2))
+        return
+    for name, profile in active.items():
+        click.echo(f"{name}: {escape_terminal(profile.description)}")
+        for tool in profile.tools:
+            keys = ", ".join(_key_text(k, a) for k, a in tool.arguments.items())
+            click.echo(f"  {escape_terminal(tool.name)} ({tool.kind}): {escape_terminal(keys)}")
+    if off:
+        click.echo(f"switched off by {escape_terminal(allowlist.name)}: {', '.join(off)}")
+
+
+def _key_text(key: str, arg: Any) -> str:
+    """One argument key as `policy profiles` shows it: `command*` (required), `workdir:path`,
+    `run_in_background:AE107`..."""
+    from agent_eval.policy.rules import code_for
+
+    if arg.holds == "absent":
+        role = code_for(arg.denial)
+    else:
+        role = arg.holds if arg.holds != "value" else arg.type
+    return f"{key}{'*' if arg.required else ''}:{role}"
