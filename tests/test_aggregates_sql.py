@@ -134,7 +134,7 @@ def _shown(s, detail: str, with_turns: bool) -> dict:
 
     hs = s.handshake
     out = {"group": s.group, "sessions": s.sessions, "error_sessions": s.error_sessions,
-           "calls": s.calls, "errors": s.errors, "exit_states": s.exit_states,
+           "side_requests": s.side_requests, "calls": s.calls, "errors": s.errors, "exit_states": s.exit_states,
            "handshake": (hs.sessions, hs.completed)}
     if detail != "totals":
         out["classes"] = s.classes
