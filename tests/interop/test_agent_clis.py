@@ -310,6 +310,7 @@ def test_cli_runs_shell_read_and_subagent_calls_through_the_proxy(
         assert run.outcome.returncode == 0, run.outcome.stderr[-2000:]
         _relayed_byte_for_byte(run)
         requests = [x.request.decoded_body().decode() for x in run.client_exchanges()]
+        executed = _event_strings(run.outcome.stdout)
         files = {"sessions": sorted(run.home.glob(SESSION_FILES[name])),
                  "children": sorted(run.home.glob(SUBAGENT_FILES.get(name, "none")))}
     # the shell call ran: its output (the listing, which names notes.txt) went back
@@ -328,6 +329,19 @@ def test_cli_runs_shell_read_and_subagent_calls_through_the_proxy(
     stored = [(c.tool, c.command) for r in records for c in r.calls]
     assert stored, "the proxy stored no call"
     assert (SHELL_TOOL[name], SHELL_COMMAND) in stored
+    # every shell call stored is judged as `agent-eval check` judges its command, and is
+    # one the CLI ran: the main session's as its own event stream names them, the
+    # subagent's as its output came back (above; most CLIs leave a subagent's steps out
+    # of the main event stream)
+    allowlist = load_allowlist(CLI_ALLOWLIST)
+    for record in records:
+        for call in (c for c in record.calls if c.tool == SHELL_TOOL[name]):
+            verdict = check_call("bash", json.dumps({"command": call.command}), allowlist)
+            assert (call.decision, call.primary) == (verdict.decision, verdict.primary)
+            if record.parent_key is None:
+                assert _ran(call.command, executed), call.command
+            else:
+                assert call.command == CHILD_COMMAND
     # the main session and the subagent's, as the CLI had them: the child's shell call in
     # its own session, linked to the call that spawned it; the CLI's side requests
     # (OpenCode's title) tagged, not counted among them
