@@ -26,6 +26,13 @@ spelt its own way, so they are read the way the CLI meant them:
   kind, so a night of Claude Code traffic is judged like a night of OpenCode's;
 - anything else goes to the engine as it is: a tool nobody offered is AE101 there.
 
+Under an agent CLI's own rules (``policy``: a ``ResolvedPolicy`` with an agent, from
+``policy.sources``) every call is judged twice, by that CLI's matcher emulated and by the
+strict reading of the same rules; the stored verdict is the CLI's (what the model was
+actually refused) and ``leak`` names the strict class of a call the CLI let through that
+the strict reading refuses (docs/policies.md).  A tool nobody offered with the call is
+still judged by the engine (AE101) and never a leak.
+
 The stored ``command`` is the command or path the engine judged (None for other tools).
 A denied call's ``output`` is the allow-list's denial text unless the source recorded
 what the tool answered (imports).  Only the recorder makes calls with a verdict: a call
@@ -42,6 +49,14 @@ from typing import Any, Literal
 from agent_eval.policy import AllowList, Verdict, check_call, command_text, render_denial
 from agent_eval.policy.calls import tool_for_call
 from agent_eval.policy.profiles import BUILTIN
+from agent_eval.policy.sources import (
+    ResolvedPolicy,
+    choose_agent,
+    judge_call,
+    judge_command,
+    judge_read,
+    recorded_verdict,
+)
 from agent_eval.transcript import CallRecord, Decision, FindingRecord
 
 ToolKind = Literal["bash", "read", "other"]
@@ -121,12 +136,14 @@ def _parsed(arguments: str | dict[str, Any]) -> Any:
 @dataclass(frozen=True, slots=True)
 class Judged:
     """A call as the engine saw it (``tool``, ``arguments``) and its verdict; ``command``
-    is the command or path judged, None for other tools."""
+    is the command or path judged, None for other tools; ``leak`` the strict class of a
+    call an agent CLI's rules let through that their strict reading refuses."""
 
     tool: str
     arguments: str | dict[str, Any]
     verdict: Verdict
     command: str | None
+    leak: str | None = None
 
 
 class CallRecorder:
@@ -137,9 +154,11 @@ class CallRecorder:
     ``check_call`` is pure, so the verdict of a call seen before is reused: a night of
     traffic or a big import repeats the same calls."""
 
-    def __init__(self, allowlist: AllowList, *, foreign: bool = False) -> None:
+    def __init__(self, allowlist: AllowList, *, foreign: bool = False,
+                 policy: ResolvedPolicy | None = None) -> None:
         self.allowlist = allowlist
         self.foreign = foreign
+        self.policy = policy if policy is not None and policy.agent is not None else None
         self._by_kind = {kind: next((t for t in allowlist.tools if t.kind == kind), None)
                          for kind in ("bash", "read")}
         self._cache: dict[tuple[Any, ...], Judged] = {}
@@ -163,6 +182,8 @@ class CallRecorder:
     def _judge(self, tool: str, arguments: str | dict[str, Any], offered: Sequence[str] | None,
                kind: ToolKind | None, text: str | None) -> Judged:
         parsed = _parsed(arguments)
+        if self.policy is not None and (offered is None or tool in offered):
+            return self._dual(tool, arguments, parsed, kind, text)
         if not self.foreign or (offered is not None and tool not in offered):
             spec = None  # the harness's own call, or a tool the session never had: as emitted
         elif tool in self.allowlist.profile_tools and (isinstance(parsed, dict) or text is None):
@@ -197,6 +218,25 @@ class CallRecorder:
                 shown, carried = {argument: text}, text
         verdict = check_call(spec.name, shown, self.allowlist, offered=offered)
         return Judged(spec.name, shown, verdict, carried if isinstance(carried, str) else None)
+
+    def _dual(self, tool: str, arguments: str | dict[str, Any], parsed: Any,
+              kind: ToolKind | None, text: str | None) -> Judged:
+        """A call judged under an agent CLI's rules: the harness's verdict stored, the
+        strict one's class kept as the leak.  A shell or read tool of any harness is
+        judged as a command or path; the agent's own tool list still applies."""
+        policy = self.policy
+        agent, setting = policy.agent, policy.setting
+        if kind is None:
+            kind, text = classify_call(tool, parsed)
+        restricted = agent.tools is not None and tool not in agent.tools
+        if kind == "bash" and isinstance(text, str) and not restricted:
+            dual = judge_command(agent, text, setting)
+        elif kind == "read" and isinstance(text, str) and not restricted:
+            dual = judge_read(agent, text, setting)
+        else:
+            dual = judge_call(agent, tool, arguments, setting)
+        command = text if kind in ("bash", "read") and isinstance(text, str) else None
+        return Judged(tool, arguments, recorded_verdict(dual), command, dual.leak_class)
 
     def _renamed(self, tool: str, parsed: dict[str, Any], kind: ToolKind,
                  offered: Sequence[str] | None) -> Judged:
@@ -245,8 +285,65 @@ class CallRecorder:
             findings=[FindingRecord(f.code, f.message, f.start, f.end) for f in verdict.findings],
             command=judged.command, output=output,
             script=invocation.script if invocation is not None else None,
-            source_decision=source_decision, source_reason=source_reason,
+            source_decision=source_decision, source_reason=source_reason, leak=judged.leak,
         ), verdict
+
+
+@dataclass(frozen=True, slots=True)
+class SessionJudge:
+    """The recorder that judges one session's calls, and whose rules those are: the
+    agent's name and how it was chosen (``policy.sources.Via``), None under an
+    agent-eval allow-list.  ``stamp`` writes them on the session's record."""
+
+    calls: CallRecorder
+    agent: str | None = None
+    via: str | None = None
+
+    def stamp(self, record: Any) -> None:
+        record.policy_agent, record.policy_agent_via = self.agent, self.via
+
+
+class SessionJudges:
+    """One :class:`CallRecorder` per agent of a policy, picked per session.
+
+    Under an agent-eval allow-list every session gets the same recorder.  Under an agent
+    CLI's configuration a session is judged by the agent named for it (a client's header,
+    a scenario's ``agent:``), else the agent whose own prompt its system prompt holds,
+    else the configuration's default agent (``policy.sources.choose_agent``); an agent
+    fixed by the operator (``--agent``) or by a scenario judges every session."""
+
+    def __init__(self, policy: ResolvedPolicy | AllowList, *, foreign: bool = False) -> None:
+        if isinstance(policy, AllowList):
+            policy = ResolvedPolicy("", policy)
+        self.policy = policy
+        self.foreign = foreign
+        self._by_agent: dict[str | None, CallRecorder] = {}
+
+    @property
+    def allowlist(self) -> AllowList:
+        return self.policy.allowlist
+
+    def _recorder(self, policy: ResolvedPolicy) -> CallRecorder:
+        name = policy.agent_name
+        if name not in self._by_agent:
+            self._by_agent[name] = CallRecorder(policy.allowlist, foreign=self.foreign,
+                                                policy=policy)
+        return self._by_agent[name]
+
+    def for_session(self, *, named: str | None = None, system_prompt: str | None = None,
+                    named_via: str = "header") -> SessionJudge:
+        """The judge of one session; ``named``: the agent its client or scenario names
+        (``named_via`` says which)."""
+        policy = self.policy
+        if policy.source is None:
+            return SessionJudge(self._recorder(policy))
+        if policy.via in ("option", "scenario"):  # fixed by the operator or the scenario
+            return SessionJudge(self._recorder(policy), policy.agent_name, policy.via)
+        choice = choose_agent(policy.source, named=named, system_prompt=system_prompt)
+        name = choice.agent.name
+        recorder = self._by_agent.get(name) or self._recorder(policy.for_agent(choice))
+        via = named_via if choice.via == "header" else choice.via
+        return SessionJudge(recorder, name, via)
 
 
 def text_call(index: int, turn_index: int, content: str, span: tuple[int, int],

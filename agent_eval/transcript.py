@@ -84,6 +84,9 @@ class CallRecord:
     source_decision: Decision | None = None
     source_reason: str | None = None
     child_key: str | None = None  # key of the child session this call spawned
+    # under an agent CLI's rules: the strict class of a call its matcher let through
+    # that the strict reading of the same rules refuses (docs/policies.md "leaks")
+    leak: str | None = None
 
 
 @dataclass(slots=True)
@@ -146,6 +149,10 @@ class SessionRecord:
     # the wire protocol its requests were recorded in (agent_eval.wire: "chat",
     # "responses", "messages", "gemini"), for replay; None: Chat Completions, or unknown
     protocol: str | None = None
+    # judged under an agent CLI's rules: whose rules (the agent's name) and how that
+    # agent was chosen (policy.sources.Via); None under an agent-eval allow-list
+    policy_agent: str | None = None
+    policy_agent_via: str | None = None
 
 
 _REPLAY_KEY = re.compile(r"^(?P<key>.*)@turn(?P<turn>\d+)(?:/repeat(?P<repeat>\d+))?$", re.DOTALL)
@@ -271,6 +278,7 @@ class SessionRow:
     started_at: datetime | None
     finished_at: datetime | None
     key: str = ""
+    policy_agent: str | None = None  # whose agent CLI rules judged it (None: an allow-list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,6 +296,7 @@ class CallRow:
     script: str | None = None
     command: str | None = None
     source_decision: Decision | None = None
+    leak: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

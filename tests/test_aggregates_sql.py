@@ -49,9 +49,11 @@ from agent_eval.view import overview
 
 PACKAGE = Path(__file__).resolve().parents[1] / "agent_eval"
 CODES = ["AE301", "AE304", "AE101", None]  # None: a denial with no primary (unclassified)
+LEAKS = [None, None, None, "AE303", "AE304"]  # an allowed call an agent CLI's rules leaked
+AGENTS = [None, "email", "lights"]  # whose CLI rules judged the session (None: a list)
 DETAILS = ("all", "actions", "rates", "totals")
-GROUPINGS = ("target", "scenario", "run", "all", "tag", ("scenario", "target"),
-             ("tag", "target"), ("run", "target"))
+GROUPINGS = ("target", "scenario", "run", "all", "tag", "agent", ("scenario", "target"),
+             ("tag", "target"), ("run", "target"), ("agent", "target"))
 
 
 T0 = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
@@ -74,7 +76,8 @@ def _session(rng: random.Random, key: str, target: str, scenario: str, repeat: i
             calls.append(CallRecord(
                 index=len(calls), turn_index=turn, tool="bash", arguments="{}",
                 decision="deny" if denied else "allow",
-                primary=rng.choice(CODES) if denied else None, command="ls"))
+                primary=rng.choice(CODES) if denied else None, command="ls",
+                leak=None if denied else rng.choice(LEAKS)))
     assign_next_actions(calls)
     start = T0 + timedelta(seconds=rng.randint(0, 3600))
     required = rng.choice([0, 0, 3])
@@ -86,7 +89,8 @@ def _session(rng: random.Random, key: str, target: str, scenario: str, repeat: i
         handshake=HandshakeResult(required, done, required > 0 and done == required,
                                   rng.choice(["claim.py", "report.py"])
                                   if required and done < required else None),
-        started_at=start, finished_at=start + timedelta(seconds=rng.randint(1, 900)), **kw)
+        started_at=start, finished_at=start + timedelta(seconds=rng.randint(1, 900)),
+        policy_agent=rng.choice(AGENTS), **kw)
 
 
 def _fill(store, seed: int = 3) -> list[int]:
@@ -138,6 +142,7 @@ def _shown(s, detail: str, with_turns: bool) -> dict:
            "handshake": (hs.sessions, hs.completed)}
     if detail != "totals":
         out["classes"] = s.classes
+        out["leaks"] = s.leaks
     if detail in ("all", "actions"):
         out["actions"] = (s.recovery.denials, s.recovery.actions)
     if detail == "all":
@@ -156,7 +161,7 @@ def _shown(s, detail: str, with_turns: bool) -> dict:
 
 def _same_summaries(got, expected, detail="all", with_turns=True, by="target") -> None:
     parts = (by,) if isinstance(by, str) else by
-    if "scenario" in parts or "tag" in parts:  # ordered by first target, then by name
+    if {"scenario", "tag", "agent"} & set(parts):  # ordered by first target, then by name
         assert sorted(got) == sorted(expected)
     else:
         assert list(got) == list(expected)  # the same groups in the same order
@@ -264,6 +269,8 @@ def test_the_seeded_store_covers_every_figure(store):
     assert any("unclassified" in s.classes for s in pure.values())  # unclassified denials,
     assert any(s.parent_id for s in store.session_rows(ids))  # child sessions,
     assert {len(s.tags) for s in store.session_rows(ids)} >= {0, 1, 2}  # tags,
+    assert {c for s in pure.values() for c in s.leaks} == {"AE303", "AE304"}  # leaks,
+    assert {s.policy_agent for s in store.session_rows(ids)} == set(AGENTS)  # agents,
     assert sum(s.side_requests for s in pure.values()) > 0  # and side requests
 
 

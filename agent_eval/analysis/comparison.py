@@ -46,9 +46,11 @@ from agent_eval.metrics.paired import PairedComparison, compare_paired, paired_l
 from agent_eval.metrics.sufficient import TargetStats, as_stats
 from agent_eval.transcript import NEXT_ACTIONS, CallRow, NextAction, SessionRow
 
-CompareBy = Literal["target", "all"]
-"""``target``: targets matched by name across the runs; ``all``: each run pooled whole."""
-COMPARE_BYS: tuple[CompareBy, ...] = ("target", "all")
+CompareBy = Literal["target", "all", "agent"]
+"""``target``: targets matched by name across the runs; ``all``: each run pooled whole;
+``agent``: the agents whose agent CLI rules judged the sessions, matched by name (no
+session-level analysis and no flips: those are per target and scenario)."""
+COMPARE_BYS: tuple[CompareBy, ...] = ("target", "all", "agent")
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,10 +49,11 @@ Units = Mapping[str, Sequence[Unit] | TargetStats]
 """Per-target session units (``agent_eval.metrics.clustered.session_units``) or their sums
 per scenario (``store.cluster_stats``, what the CLI passes)."""
 
-CheckKind = Literal["sessions", "error-rate", "class-rate", "handshake", "regression"]
+CheckKind = Literal["sessions", "error-rate", "class-rate", "handshake", "regression", "leaks"]
 """``sessions``: the run has something to judge; ``error-rate``: ``max_error_rate``;
 ``class-rate``: one ``max_class`` entry; ``handshake``: ``min_handshake``;
-``regression``: ``baseline`` + ``max_regression``."""
+``regression``: ``baseline`` + ``max_regression``; ``leaks``: ``gate --max-leaks``
+(``analysis.leaks``)."""
 
 CheckStatus = Literal["pass", "fail", "skip"]
 """``skip``: the check could not be judged (no baseline target, no handshake required);

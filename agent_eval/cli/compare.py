@@ -15,8 +15,10 @@ from agent_eval.errors import ConfigError
 @main.command()
 @click.argument("run_a", metavar="RUN_A")
 @click.argument("run_b", metavar="RUN_B")
-@click.option("--by", type=click.Choice(["target", "all"]), default="target", show_default=True,
-              help="Match targets by name across the runs, or pool each run whole.")
+@click.option("--by", type=click.Choice(["target", "all", "agent"]), default="target",
+              show_default=True,
+              help="Match targets by name across the runs, pool each run whole, or match "
+                   "the agents whose CLI rules judged the sessions (docs/policies.md).")
 @click.option("--markdown", "markdown_path", type=click.Path(path_type=Path), metavar="FILE",
               help="Also write the comparison as Markdown.")
 @click.option("--json", "as_json", is_flag=True,
@@ -52,7 +54,9 @@ def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
     moved (e.g. `AE301 -> allowed: 12 calls`).  When one run is `agent-eval replay` of
     the other, also the paired table (each reply against the original call it answers:
     both allowed, fixed, broken, both denied, per class, exact McNemar) and the calls
-    that moved.  Sessions that ended in a server fault are left out.  Exit codes: 0 done, 2 bad run or option.
+    that moved.  --by agent lines up the agents whose agent CLI rules judged the
+    sessions (errors per agent; no session-level analysis or flips, which are per target
+    and scenario).  Sessions that ended in a server fault are left out.  Exit codes: 0 done, 2 bad run or option.
     """
     from agent_eval.analysis.comparison import (
         compare_runs,
@@ -69,10 +73,10 @@ def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
         for info in (info_a, info_b):
             ids = [info.id]
             summaries.append(store.summarize(ids, by, with_turns=False, detail="actions"))
-            units.append(side_units(store, info.id, by))
+            units.append(side_units(store, info.id, by) if by != "agent" else {})
         flippable = flip_candidates(*units)  # the P/F of each repeat, for these only
         repeats = [repeats_from_outcomes(store.session_outcomes([info.id], flippable))
-                   for info in (info_a, info_b)]
+                   if by != "agent" else {} for info in (info_a, info_b)]
         paired = _replay_pairs(store, info_a, info_b)
         moved = None
         if _is_rescore_pair(info_a, info_b):
@@ -83,7 +87,8 @@ def compare(run_a, run_b, by, markdown_path, as_json, db) -> None:
                           label_a=_label(info_a), label_b=_label(info_b), by=by)
     if moved is not None:
         result = dataclasses.replace(result, rescore=moved)
-    result = with_unit_analysis(result, *units)
+    if by != "agent":
+        result = with_unit_analysis(result, *units)
     if as_json:
         import json
 

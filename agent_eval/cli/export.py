@@ -24,7 +24,7 @@ from agent_eval.cli.db import db_option
 COLUMNS = (
     "run", "session", "session_key", "target", "scenario", "repeat", "session_status",
     "turn", "call", "tool", "verdict", "class", "class_name", "next_action", "script",
-    "command", "source_verdict",
+    "command", "source_verdict", "leak", "agent",
 )
 """The export's columns, in order (documented in README, ``agent-eval export``)."""
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\0")
@@ -49,7 +49,8 @@ def export_rows(store, run_id: int):
             "tool": c.tool, "verdict": c.decision, "class": c.primary,
             "class_name": names.get(c.primary) if c.primary else None,
             "next_action": c.next_action, "script": c.script, "command": c.command,
-            "source_verdict": c.source_decision,
+            "source_verdict": c.source_decision, "leak": c.leak,
+            "agent": s.policy_agent if s else None,
         }
 
 

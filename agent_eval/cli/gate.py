@@ -27,13 +27,16 @@ from agent_eval.errors import ConfigError
 @click.option("--max-regression", type=float, metavar="X",
               help="With --baseline: fail when errors/100 rose by more than X, judged on "
                    "the 95% interval [default 0].")
+@click.option("--max-leaks", type=click.IntRange(min=0), metavar="N",
+              help="Fail a target with more than N leaked calls: allowed by an agent CLI's "
+                   "rules, refused by their strict reading (docs/policies.md).")
 @click.option("--markdown", "markdown_path", type=click.Path(path_type=Path), metavar="FILE",
               help="Also write the result as Markdown (e.g. for $GITHUB_STEP_SUMMARY).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the verdict and every check as JSON (exit codes unchanged).")
 @db_option
 def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_regression,
-         markdown_path, as_json, db) -> None:
+         max_leaks, markdown_path, as_json, db) -> None:
     """Pass or fail a stored run against thresholds; exit 0 pass, 1 fail, 2 usage.
 
     Example:
@@ -59,6 +62,9 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     A target missing from the baseline, or a `label:NAME` baseline with no other run
     of that label yet (the first nightly), is skipped and says so.  Sessions that ended
     in a server fault are left out of every rate.  Prints each check with its numbers.
+    --max-leaks N counts, per target, the calls judged under an agent CLI's rules that
+    the CLI allowed and the strict reading of its rules refuses (a count, all classes
+    together, each class named); more than N fails.
     """
     from agent_eval.analysis.gate import evaluate_gate, render_gate_markdown, render_gate_text
     from agent_eval.store import open_store
@@ -67,9 +73,10 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     if max_regression is not None and baseline_ref is None:
         raise ConfigError("--max-regression needs --baseline RUN or label:NAME",
                           field="--max-regression")
-    if max_error_rate is None and not classes and min_handshake is None and not baseline_ref:
+    if max_error_rate is None and not classes and min_handshake is None and not baseline_ref \
+            and max_leaks is None:
         raise ConfigError("give at least one threshold: --max-error-rate, --max-class, "
-                          "--min-handshake or --baseline", field="gate")
+                          "--min-handshake, --baseline or --max-leaks", field="gate")
     with open_store(db) as store:
         run = store.resolve_run(run_ref)
         baseline_run, note = None, None
@@ -91,6 +98,10 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
         )
     except ValueError as exc:
         raise ConfigError(str(exc), field="gate") from None
+    if current:
+        from agent_eval.analysis.leaks import with_leak_checks
+
+        result = with_leak_checks(result, current, max_leaks)
     title = f"Run {run.id}" + (f" ({run.label})" if run.label else "")
     if baseline_run is not None:
         title += f" against baseline run {baseline_run.id}" + (

@@ -19,7 +19,12 @@ LOG_FORMATS = ("vllm-log", "llamacpp-log")
 @click.argument("fmt", metavar="[FORMAT]")
 @click.argument("path", required=False, type=click.Path(path_type=Path))
 @click.option("--allowlist", "allowlist_path", type=click.Path(path_type=Path),
-              help="Allow-list YAML every imported call is judged against (transcripts).")
+              help="Allow-list YAML every imported call is judged against (transcripts), "
+                   "or an agent CLI's rules: opencode.json, Claude Code settings.json, "
+                   "Codex .rules (docs/policies.md).")
+@click.option("--agent", default=None, metavar="NAME",
+              help="With an agent CLI's rules: judge every session as agent NAME (default: "
+                   "each session's agent, from its system prompt, else the default agent).")
 @click.option("--protocols", "protocols_path", type=click.Path(path_type=Path),
               help="Protocols YAML: the closing sequences each session must make "
                    "(docs/protocols.md); handshake completion is then reported.")
@@ -29,7 +34,7 @@ LOG_FORMATS = ("vllm-log", "llamacpp-log")
 @click.option("--start", default=None, help="llamacpp-log: wall-clock time of the first line.")
 @click.option("--utc-offset", default=None, help="Server logs: the server clock's offset from UTC, e.g. +02:00.")
 @db_option
-def import_(fmt: str, path: Path | None, allowlist_path: Path | None,
+def import_(fmt: str, path: Path | None, allowlist_path: Path | None, agent: str | None,
             protocols_path: Path | None, model: str | None,
             label: str | None, year: int | None, start: str | None, utc_offset: str | None,
             db: str | None) -> None:
@@ -56,6 +61,11 @@ def import_(fmt: str, path: Path | None, allowlist_path: Path | None,
     agree with the verdicts the source recorded itself.  With --protocols FILE each
     session's closing sequence is checked too (docs/protocols.md) and handshake
     completion with the most-missed step is printed.
+
+    --allowlist also takes an agent CLI's own rules (docs/policies.md): each session is
+    then judged by the CLI's matcher under its agent's rules (from its system prompt,
+    else the default agent, or --agent), and calls the strict reading of those rules
+    refuses are counted as leaks.
 
     Example: agent-eval import ~/.claude/projects --allowlist allowlists/ralf.yaml
     """
@@ -87,11 +97,10 @@ def import_(fmt: str, path: Path | None, allowlist_path: Path | None,
     if allowlist_path is None:
         raise ConfigError("--allowlist FILE is required to judge imported calls", field="--allowlist")
     from agent_eval.importers.recording import record_import
-    from agent_eval.policy import load_allowlist
-    from agent_eval.scenario.bundled import find_allowlist
+    from agent_eval.scenario.bundled import find_allowlist, load_policy
 
+    policy = load_policy(allowlist_path, agent)
     allowlist_path = find_allowlist(allowlist_path)
-    allowlist = load_allowlist(allowlist_path)
     protocols = None
     if protocols_path is not None:
         from agent_eval.scenario.protocols import load_protocols
@@ -101,7 +110,7 @@ def import_(fmt: str, path: Path | None, allowlist_path: Path | None,
     try:
         with open_store(db) as store, _Progress(path) as progress:
             summary = record_import(
-                store, fmt, path, allowlist, allowlist_path=str(allowlist_path), model=model,
+                store, fmt, path, policy, allowlist_path=str(allowlist_path), model=model,
                 label=label, on_skip=warnings.warn, on_session=progress.advance,
                 on_file=progress.file_done, protocols=protocols,
                 protocols_path=str(protocols_path) if protocols_path else None,

@@ -16,7 +16,12 @@ from agent_eval.errors import ConfigError
 @click.option("--upstream", required=True, metavar="URL",
               help="The model server's base URL, e.g. http://127.0.0.1:8000/v1.")
 @click.option("--allowlist", "allowlist_path", required=True, type=click.Path(),
-              help="Allow-list YAML every tool call is judged against.")
+              help="Allow-list YAML every tool call is judged against, or an agent CLI's "
+                   "rules: opencode.json, Claude Code settings.json, Codex .rules.")
+@click.option("--agent", default=None, metavar="NAME",
+              help="With an agent CLI's rules: judge every session as agent NAME (default: "
+                   "per session, the x-agent-eval-agent header, else the agent whose prompt "
+                   "the system prompt holds, else the default agent).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8100, show_default=True,
               help="Port to listen on (0: a free one, printed).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
@@ -43,7 +48,7 @@ from agent_eval.errors import ConfigError
                    "or the previous answer's end: also how long an idle connection is "
                    "kept), and again its body (then a 408).")
 @db_option
-def proxy(upstream: str, allowlist_path: str, port: int, host: str, label: str,
+def proxy(upstream: str, allowlist_path: str, agent: str | None, port: int, host: str, label: str,
           idle_timeout: float, journal: str, protocols_path: str | None,
           otel_endpoint: str | None, keep_requests_days: int, client_timeout: float,
           db: str | None) -> None:
@@ -69,10 +74,14 @@ def proxy(upstream: str, allowlist_path: str, port: int, host: str, label: str,
     --client-timeout seconds is disconnected (a 408 for the body), so trickling
     connections cannot hold memory.  A user and password in --upstream are never shown,
     logged or stored (nor sent: the relay asks the upstream's origin).
+    --allowlist also takes an agent CLI's own rules (docs/policies.md): each session is
+    judged by its agent's rules (the client's x-agent-eval-agent header, else the agent
+    whose own prompt its system prompt holds, else the default agent; each stored session
+    says which and how) under that CLI's matcher, and the calls the strict reading of the
+    rules refuses are counted as leaks.
     Status: GET /_agent_eval/status.  Stop with Ctrl-C (open sessions are written then).
     Exit codes: 0 stopped, 2 bad option, file or --db.
     """
-    from agent_eval.policy import load_allowlist
     from agent_eval.proxy.recorder import by_protocol
     from agent_eval.proxy.relay import public_url
     from agent_eval.proxy.worker import RecorderConfig, RecorderProcess
@@ -85,7 +94,9 @@ def proxy(upstream: str, allowlist_path: str, port: int, host: str, label: str,
         from agent_eval.proxy.otel import check_otel
 
         check_otel(otel_endpoint)
-    load_allowlist(allowlist_path)  # the operator's mistakes are reported here, not in the child
+    from agent_eval.scenario.bundled import load_policy
+
+    load_policy(allowlist_path, agent)  # the operator's mistakes are reported here, not in the child
     if protocols_path is not None:
         from agent_eval.scenario.protocols import load_protocols
 
@@ -94,7 +105,7 @@ def proxy(upstream: str, allowlist_path: str, port: int, host: str, label: str,
     db_url = store.url
     store.close()
     recorder = RecorderProcess(RecorderConfig(
-        db=db, allowlist_path=allowlist_path, upstream=upstream, label=label,
+        db=db, allowlist_path=allowlist_path, agent=agent, upstream=upstream, label=label,
         idle_s=idle_timeout, journal=journal, protocols_path=protocols_path,
         otel_endpoint=otel_endpoint, keep_requests_days=keep_requests_days))
     from agent_eval.proxy.loop import run

@@ -52,12 +52,16 @@ def _knob_options(f):
 @click.option("--repeats", type=click.IntRange(1), default=1, show_default=True,
               help="Replies per context, to see the candidate's own noise.")
 @click.option("--allowlist", "allowlist_path", type=click.Path(path_type=Path), default=None,
-              help="Judge under this allow-list [default: the one the original run used].")
+              help="Judge under this allow-list or agent CLI's rules (opencode.json, Claude "
+                   "Code settings.json, Codex .rules) [default: the original run's].")
+@click.option("--agent", default=None, metavar="NAME",
+              help="With an agent CLI's rules: judge every reply as agent NAME (default: "
+                   "each session's agent, from its system prompt).")
 @click.option("--label", help="Label for the replay run.")
 @_knob_options
 @db_option
 def replay(run_ref, base_url, model, target_name, targets, sample, seed, concurrency, repeats,
-           allowlist_path, label, db, **knobs) -> None:
+           allowlist_path, agent, label, db, **knobs) -> None:
     """Send a stored run's contexts to a candidate model and pair each reply with the
     original call.
 
@@ -90,7 +94,7 @@ def replay(run_ref, base_url, model, target_name, targets, sample, seed, concurr
 
     with open_store(db) as store:
         info = store.resolve_run(run_ref)
-        override = _load_override(allowlist_path)
+        override = _load_override(allowlist_path, agent)
         plan = plan_replay(store.session_rows([info.id]), store.call_rows([info.id]),
                            store.request_refs(info.id), sample=sample, seed=seed,
                            targets=targets)
@@ -109,7 +113,8 @@ def replay(run_ref, base_url, model, target_name, targets, sample, seed, concurr
         server_models = asyncio.run(probe_targets([target]))[target.name]
         run_id = start_replay(store, info, target, plan, label=label,
                               server_models=server_models, sample=sample, seed=seed,
-                              repeats=repeats, allowlist=override,
+                              repeats=repeats,
+                              allowlist=override.allowlist if override else None,
                               allowlist_path=str(allowlist_path) if allowlist_path else None)
         tally = _play(store, run_id, plan, target, allowlist_for, repeats,
                       foreign=info.kind in ("proxy", "import"))
@@ -118,13 +123,17 @@ def replay(run_ref, base_url, model, target_name, targets, sample, seed, concurr
         sys.exit(EXIT_FAULT)
 
 
-def _load_override(path: Path | None):
+def _load_override(path: Path | None, agent: str | None):
     if path is None:
-        return None
-    from agent_eval.policy import load_allowlist
-    from agent_eval.scenario.bundled import find_allowlist
+        if agent is not None:
+            from agent_eval.errors import ConfigError
 
-    return load_allowlist(find_allowlist(path))
+            raise ConfigError("--agent picks an agent of --allowlist CONFIG; give both",
+                              field="--agent")
+        return None
+    from agent_eval.scenario.bundled import load_policy
+
+    return load_policy(path, agent)
 
 
 def _play(store, run_id, plan, target, allowlist_for, repeats, *, foreign):

@@ -122,6 +122,9 @@ def render_session(page, *, full: bool = False) -> list:
         error = page.status == "error"
         head.append("\nerror: " if error else "ended: ", style="bold red" if error else "yellow")
         head.append(esc(page.error))
+    if page.policy_agent:  # judged under an agent CLI's rules (docs/policies.md)
+        head.append(f"\njudged as agent {esc(page.policy_agent, one_line=True)} of the agent "
+                    f"CLI's rules (chosen by {esc(page.policy_agent_via or '', one_line=True)})")
     if page.parent:
         head.append(f"\nparent session {page.parent.id}")
     if page.children:
@@ -154,6 +157,9 @@ def _turn_panel(turn, limit_r, limit_o) -> Panel:
                 line.append(f" ({esc(_clip(call.source_reason, limit))})")
             if call.disagrees:
                 line.append("  DISAGREES", style="bold black on yellow")
+        if call.leak:
+            line.append(f"  leak {call.leak} {call.leak_name or ''}".rstrip(),
+                        style="bold magenta")
         parts.append(line)
         command = Text("  $ ")
         offset = len(command)

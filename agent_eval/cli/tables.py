@@ -61,6 +61,11 @@ def render_class_table(summaries: dict[str, GroupSummary]) -> Table:
             rule = get_rule(code)
             label = model_text(f"{code} {rule.name}" if rule else code)
         table.add_row(label, *(fmt_rate(cells.get(n), interval=False) for n in summaries))
+    leaked = [f"{name}: " + ", ".join(f"{code} {n}" for code, n in s.leaks.items())
+              for name, s in summaries.items() if s.leaks]
+    if leaked:  # allowed calls: not in the errors above (docs/policies.md)
+        table.caption = ("Leaks (calls the agent CLI's rules allowed that their strict "
+                         "reading refuses): " + "; ".join(leaked))
     return table
 
 
@@ -69,8 +74,9 @@ def tables_json(summaries: dict[str, GroupSummary]) -> dict:
 
     ``{column: {sessions, messages, tool_calls, errors, errors_per_100, ci95: [lo, hi],
     handshake: {completed, sessions}, error_sessions, side_requests, classes: {code:
-    per_100}}}``; rates are null where there were no calls; side requests (an agent CLI's
-    title or memory requests the proxy saw) are in no other figure.
+    per_100}, leaks: {code: calls}}}``; rates are null where there were no calls; side
+    requests (an agent CLI's title or memory requests the proxy saw) are in no other
+    figure.
     """
     out = {}
     classes = class_table(summaries)
@@ -85,6 +91,7 @@ def tables_json(summaries: dict[str, GroupSummary]) -> dict:
             "error_sessions": s.error_sessions, "side_requests": s.side_requests,
             "classes": {code: _num(cells[name].per100) for code, cells in classes
                         if code != TOTAL and name in cells},
+            "leaks": dict(s.leaks),
         }
     return out
 

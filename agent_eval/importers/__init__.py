@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal, get_args
 
-from agent_eval.calls import CallRecorder
+from agent_eval.calls import CallRecorder, SessionJudges
 from agent_eval.errors import ConfigError
 from agent_eval.importers import (
     call_records,
@@ -66,6 +66,7 @@ from agent_eval.importers.auto import FileReporter, read_tagged
 from agent_eval.importers.detect import guess_format
 from agent_eval.importers.source import ImportedCall, ImportedSession, SkipReporter, guarded
 from agent_eval.policy import AllowList
+from agent_eval.policy.sources import ResolvedPolicy
 from agent_eval.policy.verdict import Invocation
 from agent_eval.scenario.protocols import Protocols, system_prompt_of
 from agent_eval.transcript import (
@@ -150,7 +151,7 @@ def refuse_misread(fmt: str, path: Path) -> None:
 def import_sessions(
     fmt: str,
     path: str | Path,
-    allowlist: AllowList,
+    allowlist: AllowList | ResolvedPolicy,
     *,
     model: str | None = None,
     on_skip: SkipReporter | None = None,
@@ -194,16 +195,21 @@ class Judge:
     """Judges imported sessions under one allow-list through the call recorder
     (``calls.py``), as the proxy judges the same calls relayed: the source's tool names
     and spellings are read as its harness meant them, and verdicts of repeated calls are
-    reused (real transcripts repeat commands such as ``python reproduce.py`` often)."""
+    reused (real transcripts repeat commands such as ``python reproduce.py`` often).
+    Under an agent CLI's configuration each session is judged by the agent its system
+    prompt names (``calls.SessionJudges``)."""
 
-    def __init__(self, allowlist: AllowList, protocols: Protocols | None = None) -> None:
-        self.allowlist = allowlist
+    def __init__(self, allowlist: AllowList | ResolvedPolicy,
+                 protocols: Protocols | None = None) -> None:
+        self.judges = SessionJudges(allowlist, foreign=True)
+        self.allowlist = self.judges.allowlist
         self.protocols = protocols  # closing sequences to check (scenario/protocols.py)
-        self.calls = CallRecorder(allowlist, foreign=True)
+        self.calls = self.judges.for_session().calls
 
     def session(self, session: ImportedSession, *, key: str, source: str) -> SessionRecord:
         """The stored form of ``session``: every call judged, next actions filled."""
-        judged = [self.judged(c, i) for i, c in enumerate(session.calls)]
+        judge = self.judges.for_session(system_prompt=system_prompt_of(session.messages))
+        judged = [self.judged(c, i, judge.calls) for i, c in enumerate(session.calls)]
         calls = [record for record, _ in judged]
         assign_next_actions(calls)
         handshake = HandshakeResult()
@@ -225,15 +231,18 @@ class Judge:
             started_at=session.started_at,
             finished_at=session.finished_at,
             source=source,
+            policy_agent=judge.agent,
+            policy_agent_via=judge.via,
         )
 
     def call(self, call: ImportedCall, index: int) -> CallRecord:
         """One judged call; the record keeps the source's tool name and raw arguments."""
         return self.judged(call, index)[0]
 
-    def judged(self, call: ImportedCall, index: int) -> tuple[CallRecord, Invocation | None]:
+    def judged(self, call: ImportedCall, index: int, calls: CallRecorder | None = None
+               ) -> tuple[CallRecord, Invocation | None]:
         """One judged call and the script invocation the engine parsed from it."""
-        record, verdict = self.calls.record(
+        record, verdict = (calls or self.calls).record(
             index, call.turn_index, call.tool, call.arguments, kind=call.kind, text=call.text,
             call_id=call.call_id, output=call.output, source_decision=call.source_decision,
             source_reason=call.source_reason)

@@ -26,6 +26,7 @@ from agent_eval.importers.detect import guess_format
 from agent_eval.importers.outcome import ImportSummary
 from agent_eval.importers.source import SkipReporter
 from agent_eval.policy import ENGINE_VERSION, AllowList
+from agent_eval.policy.sources import ResolvedPolicy
 from agent_eval.scenario.protocols import Protocols
 from agent_eval.transcript import SessionRecord
 
@@ -38,7 +39,7 @@ def record_import(
     store,
     fmt: str,
     path: str | Path,
-    allowlist: AllowList,
+    policy: AllowList | ResolvedPolicy,
     *,
     allowlist_path: str | None = None,
     model: str | None = None,
@@ -55,6 +56,7 @@ def record_import(
     judged, ``on_file`` about each file read with its size (both for progress display).
     ``fmt`` may be ``auto``: each file is read with the format found in it.
     ``protocols`` (read from ``protocols_path``) gives each session its handshake.
+    ``policy`` is an allow-list or an agent CLI's configuration (``policy.sources``).
 
     Raises ConfigError, and stores nothing, when the file holds no session of ``fmt``
     (or only sessions without tool calls while it looks like another format); the
@@ -63,6 +65,10 @@ def record_import(
     marked ``failed`` and says so.
     """
     summary = ImportSummary()
+    allowlist = policy.allowlist if isinstance(policy, ResolvedPolicy) else policy
+    # the agent fixed by --agent; otherwise each session's is chosen and stored with it
+    agent = policy.agent_name if isinstance(policy, ResolvedPolicy) \
+        and policy.via == "option" else None
 
     def note_skip(p: Path, line: int, reason: str) -> None:
         summary.skipped_lines.append((str(p), line, reason))
@@ -76,7 +82,7 @@ def record_import(
             suite=str(path),
             config={"format": fmt, "path": str(path), "allowlist": allowlist.name,
                     "allowlist_path": allowlist_path, "model": model,
-                    "protocols_path": protocols_path, "engine_version": ENGINE_VERSION},
+                    "policy_agent": agent, "protocols_path": protocols_path, "engine_version": ENGINE_VERSION},
             fingerprint={"allowlist": allowlist.fingerprint, "engine_version": ENGINE_VERSION,
                          "source": fmt},
         )
@@ -85,7 +91,7 @@ def record_import(
 
     writer = BatchWriter(store, None, base_url=f"import:{fmt}", create_run=create_run)
     try:
-        for record in import_sessions(fmt, path, allowlist, model=model, on_skip=note_skip,
+        for record in import_sessions(fmt, path, policy, model=model, on_skip=note_skip,
                                       on_file=on_file, protocols=protocols):
             summary.add(record)
             writer.add(record)

@@ -10,7 +10,9 @@ it: calls of imported and proxied sessions as another harness's (source tool nam
 as ``Bash`` or ``swe-agent-shell`` read onto the allow-list's bash and read tools, the
 command the importer read out of its format), calls of live sessions exactly as they
 were emitted, each with the tools its turn's stored request offered.  So a rescore under
-the same allow-list gives every call the verdict it has.  The handshake result is
+the same allow-list gives every call the verdict it has.  Under an agent CLI's rules
+(``policy.sources``) a session keeps the agent that judged it before, else gets the one
+its system prompt names, else the default agent (``calls.SessionJudges``).  The handshake result is
 carried over unchanged: it depends on the scenario, which a re-score does not reload.
 
 Streaming: sessions are loaded one family (a parent and its children) at a time and
@@ -21,10 +23,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from agent_eval.calls import TEXT_CALL_TOOL, CallRecorder, kind_of_tool, offered_tools
+from agent_eval.calls import (
+    TEXT_CALL_TOOL,
+    CallRecorder,
+    SessionJudges,
+    kind_of_tool,
+    offered_tools,
+)
 from agent_eval.importers.outcome import ImportSummary
 from agent_eval.importers.recording import BatchWriter
 from agent_eval.policy import ENGINE_VERSION, AllowList
+from agent_eval.policy.sources import ResolvedPolicy
+from agent_eval.scenario.protocols import system_prompt_of
 from agent_eval.transcript import CallRecord, FindingRecord, SessionRecord, assign_next_actions
 
 
@@ -46,9 +56,12 @@ def rescore_run(store, run_id: int, allowlist: AllowList, *, label: str | None =
     return rescore(store, run_id, allowlist, label=label, allowlist_path=allowlist_path).run_id
 
 
-def rescore(store, run_id: int, allowlist: AllowList, *, label: str | None = None,
+def rescore(store, run_id: int, policy: AllowList | ResolvedPolicy, *, label: str | None = None,
             allowlist_path: str | None = None) -> RescoreResult:
-    """Like :func:`rescore_run`, with the before/after summary the CLI prints."""
+    """Like :func:`rescore_run`, with the before/after summary the CLI prints; ``policy``
+    may be an agent CLI's configuration."""
+    judges = {foreign: SessionJudges(policy, foreign=foreign) for foreign in (False, True)}
+    allowlist = judges[False].allowlist
     old = store.get_run(run_id)
     new_id = store.create_run(
         label=label or f"rescore of run {old.id} under {allowlist.name}",
@@ -65,14 +78,17 @@ def rescore(store, run_id: int, allowlist: AllowList, *, label: str | None = Non
         store.add_target(new_id, name=target.name, model=target.model,
                          base_url=target.base_url, settings=target.settings)
         writer.targets.add(target.name)
-    recorders = {foreign: CallRecorder(allowlist, foreign=foreign) for foreign in (False, True)}
     before, after = ImportSummary(run_id=old.id), ImportSummary(run_id=new_id)
     changed = 0
     try:
         for family in _families(store, old.id):
             for session_id in family:
                 record = store.load_session(session_id).record
-                fresh = rejudge_session(record, recorders[record.source != "live"])
+                judge = judges[record.source != "live"].for_session(
+                    named=record.policy_agent, named_via=record.policy_agent_via or "header",
+                    system_prompt=system_prompt_of(record.messages))
+                fresh = rejudge_session(record, judge.calls)
+                judge.stamp(fresh)
                 changed += sum(a.decision != b.decision for a, b in zip(record.calls, fresh.calls, strict=True))
                 before.add(record)
                 after.add(fresh)
@@ -112,6 +128,7 @@ def rejudge_call(call: CallRecord, calls: CallRecorder,
         call, decision=verdict.decision, primary=verdict.primary,
         findings=[FindingRecord(f.code, f.message, f.start, f.end) for f in verdict.findings],
         script=invocation.script if invocation is not None else None, next_action=None,
+        leak=judged.leak,
     )
 
 

@@ -135,7 +135,10 @@ async def run_session(
     children: list[SessionRecord] = []
     progress = _Progress(scenario, dict(spec.environment.state))
     offered = [*spec.tools, *(t.name for t in spec.extra_tools)]
-    calls = CallRecorder(scenario.allowlist)
+    calls = CallRecorder(scenario.allowlist, policy=scenario.policy)
+    if scenario.policy is not None:  # an agent CLI's rules: whose judged the session
+        record.policy_agent = scenario.policy.agent_name
+        record.policy_agent_via = scenario.policy.via
     tools = scenario.tool_schemas()
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": scenario.system_prompt()},

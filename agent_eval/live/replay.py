@@ -57,12 +57,14 @@ from pathlib import Path
 from typing import Any
 
 from agent_eval import __version__
-from agent_eval.calls import CallRecorder, offered_tools
+from agent_eval.calls import CallRecorder, SessionJudges, offered_tools
 from agent_eval.errors import ConfigError, HarnessFault, ServerUnreachable
 from agent_eval.live.loop import play_items
 from agent_eval.live.orchestrator import assistant_message, text_call, turn_record
 from agent_eval.live.recorder import RunRecorder
-from agent_eval.policy import ENGINE_VERSION, AllowList, load_allowlist
+from agent_eval.policy import ENGINE_VERSION, AllowList
+from agent_eval.policy.sources import ResolvedPolicy
+from agent_eval.scenario.protocols import system_prompt_of
 from agent_eval.store import STORED_TEXT_CHARS, RunInfo, Store
 from agent_eval.transcript import CallRecord, CallRow, SessionRecord, SessionRow, replay_key
 
@@ -167,11 +169,12 @@ def refusal(info: RunInfo, plan: ReplayPlan) -> str | None:
     return line
 
 
-AllowListFor = Callable[[str], AllowList]
+AllowListFor = Callable[[str], AllowList | ResolvedPolicy]
 """The allow-list a session of a scenario was judged under, by scenario name."""
 
 
-def allowlist_source(info: RunInfo, override: AllowList | None = None) -> AllowListFor:
+def allowlist_source(info: RunInfo, override: AllowList | ResolvedPolicy | None = None
+                     ) -> AllowListFor:
     """How the original run judged its calls, so a candidate's call is judged the same way.
 
     ``override`` (``--allowlist``) wins.  A live run records its suite (``config.suite``):
@@ -191,11 +194,11 @@ def allowlist_source(info: RunInfo, override: AllowList | None = None) -> AllowL
                       "nor an allow-list); give --allowlist FILE", field="--allowlist")
 
 
-def _load_named(info: RunInfo, named: str) -> AllowList:
-    from agent_eval.scenario.bundled import find_allowlist
+def _load_named(info: RunInfo, named: str) -> ResolvedPolicy:
+    from agent_eval.scenario.bundled import load_policy
 
     try:
-        return load_allowlist(find_allowlist(named))
+        return load_policy(named, (info.config or {}).get("policy_agent"))
     except ConfigError as exc:
         raise ConfigError(f"run {info.id} was judged under the allow-list {named!r}, which "
                           f"does not load here ({exc}); give --allowlist FILE",
@@ -212,12 +215,12 @@ def _suite_source(info: RunInfo, suite_path: str) -> AllowListFor:
         raise ConfigError(f"run {info.id} played the suite {suite_path}, which does not load "
                           f"here ({exc}); give --allowlist FILE", field="--allowlist") from None
 
-    def allowlist_for(scenario: str) -> AllowList:
+    def allowlist_for(scenario: str) -> AllowList | ResolvedPolicy:
         found = suite.scenarios.get(scenario)
         if found is None:
             raise ConfigError(f"scenario {scenario!r} of run {info.id} is no longer in the "
                               f"suite {suite_path}; give --allowlist FILE", field="--allowlist")
-        return found.allowlist
+        return found.policy if found.policy is not None else found.allowlist
 
     return allowlist_for
 
@@ -341,13 +344,17 @@ async def execute_replay(recorder: RunRecorder, plan: ReplayPlan, client: Any,
     ``foreign``: the contexts come from another harness (a proxy run, an import), whose
     tools the call recorder reads as it read the original calls (``calls.py``)."""
     tally = ReplayTally(planned=len(plan.contexts) * repeats)
-    recorders: dict[int, CallRecorder] = {}
+    judges: dict[int, SessionJudges] = {}
     source = ReplayItems(plan.sessions())
 
     async def play(group: list[Context]) -> list[SessionRecord] | None:
         requests = recorder.store.load_requests(group[0].session_id)
-        allowlist = allowlist_for(group[0].scenario)
-        calls = recorders.setdefault(id(allowlist), CallRecorder(allowlist, foreign=foreign))
+        policy = allowlist_for(group[0].scenario)
+        first = requests[group[0].turn].request
+        judge = judges.setdefault(id(policy), SessionJudges(policy, foreign=foreign)).for_session(
+            system_prompt=system_prompt_of(first.get("messages") or [])
+            if isinstance(first, dict) else None)
+        calls = judge.calls
         records = []
         for ctx in group:
             body, protocol = requests[ctx.turn].request, requests[ctx.turn].protocol
@@ -364,6 +371,7 @@ async def execute_replay(recorder: RunRecorder, plan: ReplayPlan, client: Any,
                 sent = getattr(outcome, "request", None) or body
                 records.append(replay_record(ctx, repeat, target, sent, outcome, calls,
                                              started))
+                judge.stamp(records[-1])
         return records
 
     def after(_group: list[Context], records: list[SessionRecord]) -> bool:

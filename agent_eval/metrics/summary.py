@@ -8,6 +8,11 @@ Definitions (docs/design.md "Metrics", docs/design.md) as implemented here:
   other figure, so a crashing server never shows up as model errors.
 * ``errors`` is denied calls per 100 tool calls.  A denied call counts once, under its
   primary code, so the ``classes`` rates add up to ``errors``.
+* ``leaks`` counts, per strict class, the calls an agent CLI's rules let through that
+  the strict reading of the same rules refuses (``CallRow.leak``; docs/policies.md).
+  They are allowed calls: not in ``errors``.
+* ``by="agent"`` groups by whose rules judged the session (an agent CLI's agent;
+  :data:`NO_AGENT` for sessions judged under an agent-eval allow-list).
 * ``messages`` is the sum of ``SessionRow.n_messages`` (docs/design.md's "messages" column).
 * A session belongs to one group per key, except ``by="tag"``: it counts once in each of
   its tags (so tag columns may add up to more than the whole), and an untagged session is
@@ -44,8 +49,10 @@ from agent_eval.transcript import (
 )
 from agent_eval.wire.side import SIDE_REQUEST_TAG
 
-GroupBy = Literal["all", "target", "scenario", "tag", "run"]
-GROUP_BYS: tuple[GroupBy, ...] = ("all", "target", "scenario", "tag", "run")
+GroupBy = Literal["all", "target", "scenario", "tag", "run", "agent"]
+GROUP_BYS: tuple[GroupBy, ...] = ("all", "target", "scenario", "tag", "run", "agent")
+NO_AGENT = "(allow-list)"
+"""The agent group of sessions judged under an agent-eval allow-list, not a CLI's rules."""
 GroupKeys = GroupBy | tuple[GroupBy, ...]
 """One key (groups named by a string) or several (groups keyed by a tuple of names)."""
 
@@ -134,6 +141,7 @@ class GroupSummary:
     calls: int
     errors: Rate
     classes: dict[str, Rate]  # primary code -> rate per 100 calls, precedence order
+    leaks: dict[str, int]  # strict class -> calls the CLI's rules let through, precedence order
     exit_states: dict[ExitState, int]  # every state, ``error`` included
     handshake: HandshakeStats
     recovery: RecoveryStats
@@ -158,6 +166,7 @@ class Tally:
     calls: int = 0
     denied: int = 0
     classes: Counter = field(default_factory=Counter)
+    leaks: Counter = field(default_factory=Counter)
     actions: Counter = field(default_factory=Counter)
     turns_burned: int = 0
     hs_sessions: int = 0
@@ -224,6 +233,8 @@ class Tally:
             calls=self.calls,
             errors=Rate.of(self.denied, self.calls),
             classes={code: Rate.of(self.classes[code], self.calls) for code in codes},
+            leaks={code: self.leaks[code] for code in order_classes(self.leaks)
+                   if self.leaks[code]},
             exit_states={state: self.exit_states[state] for state in EXIT_STATES},
             handshake=HandshakeStats(
                 sessions=self.hs_sessions,
@@ -302,6 +313,8 @@ def group_keys(by: GroupKeys) -> Callable[[SessionRow], tuple]:
         return lambda s: (str(s.run_id),)
     if by == "tag":
         return lambda s: tuple(dict.fromkeys(s.tags))
+    if by == "agent":
+        return lambda s: (s.policy_agent or NO_AGENT,)
     raise ValueError(f"unknown grouping {by!r}; expected one of {', '.join(GROUP_BYS)}")
 
 
@@ -339,6 +352,8 @@ def summarize(
         all_denied[turn] = all_denied.get(turn, True) and denied
         for tally in mine:
             tally.calls += 1
+            if c.leak is not None:
+                tally.leaks[c.leak] += 1
             if denied:
                 tally.denied += 1
                 tally.classes[c.primary or UNCLASSIFIED] += 1

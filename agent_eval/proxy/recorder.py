@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_eval.policy import ENGINE_VERSION, AllowList
+from agent_eval.policy.sources import ResolvedPolicy
 from agent_eval.proxy.relay import Exchange, public_url
 from agent_eval.proxy.sessions import Sessions
 from agent_eval.scenario.protocols import Protocols
@@ -65,7 +66,7 @@ class RecorderStats:
 class Recorder:
     """One proxy run's writer: ``start()``, ``submit()`` from the loop, ``stop()``."""
 
-    def __init__(self, store: Any, allowlist: AllowList, *, upstream: str,
+    def __init__(self, store: Any, allowlist: AllowList | ResolvedPolicy, *, upstream: str,
                  label: str | None = None, allowlist_path: str | None = None,
                  idle_s: float = 600.0, queue_size: int = 1024,
                  journal: str | Path = "agent-eval-proxy.journal",
@@ -78,7 +79,8 @@ class Recorder:
         ``prune_every_s`` seconds; 0 keeps them for ever."""
         self.store = store
         self.protocols_path = protocols_path
-        self.allowlist = allowlist
+        self.policy = allowlist if isinstance(allowlist, ResolvedPolicy) else None
+        self.allowlist = self.policy.allowlist if self.policy is not None else allowlist
         self.label = label
         self.upstream = public_url(upstream)  # stored in the run's config: no credentials
         self.allowlist_path = allowlist_path
@@ -186,6 +188,8 @@ class Recorder:
                 label=self.label or "proxy", kind="proxy", suite=None,
                 config={"upstream": self.upstream, "allowlist": self.allowlist.name,
                         "allowlist_path": self.allowlist_path,
+                        "policy_agent": self.policy.agent_name if self.policy is not None
+                        and self.policy.via == "option" else None,
                         "protocols_path": self.protocols_path,
                         "idle_timeout_s": self.sessions.linker.idle_s,
                         "session_rule": "linking.py: client-id, retry, continuation, "

@@ -49,10 +49,11 @@ HOP_BY_HOP = frozenset({
 })
 SESSION_HEADERS = (
     "x-agent-eval-session", "x-claude-code-session-id", "thread-id", "x-session-id",
-    "session-id", "x-codex-parent-thread-id", "x-parent-session-id",
+    "session-id", "x-codex-parent-thread-id", "x-parent-session-id", "x-agent-eval-agent",
 )
 """Headers that name a conversation or its parent, strongest first (the override leads;
-docs/clients.md says which CLI sends which).  Only these request headers reach the
+docs/clients.md says which CLI sends which), and the agent whose rules judge it
+(``x-agent-eval-agent``: an agent of the CLI configuration given as ``--allowlist``).  Only these request headers reach the
 recorder; nothing else of the request's headers is kept."""
 CAPTURE_LIMIT = 64 * 1024 * 1024
 """Bytes of one answer kept for judging, and the most a compressed body is inflated to

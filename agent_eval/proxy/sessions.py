@@ -18,6 +18,11 @@ not judged, so they never count against the model.  A session's status is ``erro
 its last reply failed upstream, ``completed`` otherwise: with no scenario there is no task
 to call stalled or abandoned.  No handshake is required unless `--protocols` declares one
 (scenario/protocols.py).
+
+Under an agent CLI's configuration (``--allowlist opencode.json``...) each session is
+judged by one agent's rules, chosen when the session opens (``calls.SessionJudges``): the
+agent its client names in the ``x-agent-eval-agent`` header, else the agent whose own
+prompt its system prompt holds, else the default agent; the record says which and how.
 """
 
 from __future__ import annotations
@@ -28,9 +33,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agent_eval import wire
-from agent_eval.calls import CallRecorder, offered_tools, text_call
+from agent_eval.calls import SessionJudge, SessionJudges, offered_tools, text_call
 from agent_eval.live.client import find_tool_markup
 from agent_eval.policy import AllowList
+from agent_eval.policy.sources import AGENT_HEADER, ResolvedPolicy
 from agent_eval.proxy.linking import (
     PARENT_HEADERS,
     Conversation,
@@ -70,6 +76,7 @@ class SessionState:
     parent_key: str | None = None  # the session whose call spawned this one (spawns.py)
     lone_surrogates: bool = False  # some request or reply escapes one: stored mended
     protocol: str = "chat"  # the wire protocol of its requests (agent_eval.wire)
+    judge: SessionJudge | None = None  # whose rules judge its calls (set when it opens)
     side: str | None = None  # the known side request it is (wire/side.py), if one
 
 
@@ -85,9 +92,10 @@ class ProtocolCounts:
 class Sessions:
     """Open sessions of one proxy run; see the module docstring."""
 
-    def __init__(self, allowlist: AllowList, *, idle_s: float = 600.0,
+    def __init__(self, allowlist: AllowList | ResolvedPolicy, *, idle_s: float = 600.0,
                  protocols: Protocols | None = None) -> None:
-        self.allowlist = allowlist
+        self.judges = SessionJudges(allowlist, foreign=True)  # an agent CLI's calls (calls.py)
+        self.allowlist = self.judges.allowlist
         self.protocols = protocols  # closing sequences (scenario/protocols.py), if given
         self.linker = Linker(idle_s=idle_s)
         self.unparseable = 0
@@ -95,7 +103,7 @@ class Sessions:
         self._responses: dict[str, str] = {}  # Responses reply id -> its session's key
         self.spawns = Spawns()
         self._held: dict[str, list[SessionRecord]] = {}  # closed children of open parents
-        self.calls = CallRecorder(allowlist, foreign=True)  # an agent CLI's calls (calls.py)
+        self.calls = self.judges.for_session().calls  # the default agent's, or the list's
 
     def take(self, ex: Exchange, now: float) -> None:
         protocol = wire.protocol_of(ex.path) or "chat"
@@ -115,6 +123,9 @@ class Sessions:
             model = request.get("model")
             conv.state = SessionState(target=model if isinstance(model, str) and model else "unknown",
                                       started_at=ex.started_at, protocol=protocol)
+            named = {k.lower(): v for k, v in ex.session_headers.items()}.get(AGENT_HEADER)
+            conv.state.judge = self.judges.for_session(
+                named=named, system_prompt=system_prompt_of(messages))
         state: SessionState = conv.state
         if escapes_a_lone_surrogate(ex):
             state.lone_surrogates = True
@@ -218,9 +229,10 @@ class Sessions:
         if reply is None or status != "complete":
             return
         offered = offered_tools(request)
+        calls = state.judge.calls if state.judge is not None else self.calls
         if reply.calls:
             for call in reply.calls:
-                state.calls.append(self.calls.record(len(state.calls), index, call.name,
+                state.calls.append(calls.record(len(state.calls), index, call.name,
                                                      call.arguments, offered=offered,
                                                      call_id=call.id)[0])
         elif spans := find_tool_markup(reply.content):
@@ -270,7 +282,8 @@ class Sessions:
         failed = state.last_status in ("upstream-error", "unparseable")
         handshake = HandshakeResult()
         if self.protocols is not None:
-            invocations = [self.calls.judge(c.tool, c.arguments).verdict.invocation
+            calls = state.judge.calls if state.judge is not None else self.calls
+            invocations = [calls.judge(c.tool, c.arguments).verdict.invocation
                            for c in state.calls if c.decision == "allow"]
             handshake = self.protocols.handshake(invocations, system_prompt_of(state.messages))
         record = SessionRecord(
@@ -285,6 +298,8 @@ class Sessions:
             source="proxy", parent_key=state.parent_key, handshake=handshake,
             protocol=None if state.protocol == "chat" else state.protocol,
         )
+        if state.judge is not None:
+            state.judge.stamp(record)
         # judged on the text as it came (a lone surrogate is AE202); stored as U+FFFD
         return storable(record) if state.lone_surrogates else record
 

@@ -53,6 +53,7 @@ class RecorderConfig:
     db: str | None
     allowlist_path: str
     upstream: str
+    agent: str | None = None  # with an agent CLI's configuration: the agent fixed by --agent
     label: str | None = None
     idle_s: float = 600.0
     journal: str = "agent-eval-proxy.journal"
@@ -190,8 +191,8 @@ def serve(config: RecorderConfig, source: Any, stats: Any, ready: Any, parent: i
 
 def build_recorder(config: RecorderConfig):
     """The Recorder a config describes (the CLI validated the files and --db already)."""
-    from agent_eval.policy import load_allowlist
     from agent_eval.proxy.recorder import Recorder
+    from agent_eval.scenario.bundled import load_policy
     from agent_eval.store import open_store
 
     protocols = None
@@ -204,7 +205,7 @@ def build_recorder(config: RecorderConfig):
         from agent_eval.proxy.otel import TracedStore
 
         store = TracedStore(store, config.otel_endpoint)
-    return Recorder(store, load_allowlist(config.allowlist_path), upstream=config.upstream,
+    return Recorder(store, load_policy(config.allowlist_path, config.agent), upstream=config.upstream,
                     label=config.label, allowlist_path=config.allowlist_path,
                     idle_s=config.idle_s, journal=config.journal, protocols=protocols,
                     protocols_path=config.protocols_path,

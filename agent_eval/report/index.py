@@ -29,6 +29,7 @@ from agent_eval.metrics import (
     repeat_stats,
     summarize_repeats,
 )
+from agent_eval.metrics.classes import order_classes
 from agent_eval.metrics.clustered import (
     CLUSTERED_METHOD,
     FEW_CLUSTERS,
@@ -36,7 +37,7 @@ from agent_eval.metrics.clustered import (
     summarize_clustered,
 )
 from agent_eval.metrics.sufficient import TargetStats
-from agent_eval.metrics.summary import GroupBy, session_failed
+from agent_eval.metrics.summary import NO_AGENT, GroupBy, session_failed
 from agent_eval.policy import get_rule
 from agent_eval.report.agreement import (
     AgreementTally,
@@ -144,6 +145,8 @@ class IndexPage:
     server: tuple[RunThroughput, ...] = ()
     scenario_rows: tuple[BreakdownRow, ...] = ()
     tag_rows: tuple[BreakdownRow, ...] = ()
+    agent_rows: tuple[BreakdownRow, ...] = ()  # by whose agent CLI rules judged (if any)
+    leak_rows: tuple[tuple[str, ...], ...] = ()  # (class, name, count per column)
     agreement: tuple[SourceAgreement, ...] = ()  # columns with source verdicts only
     agreement_rows: tuple[tuple[str, ...], ...] = ()
     disagreements: tuple[DisagreementItem, ...] = ()  # the first MAX_DISAGREEMENTS
@@ -204,6 +207,7 @@ class RunFigures:
     by_scenario: dict[tuple[str, str], GroupSummary]
     by_tag: dict[tuple[str, str], GroupSummary]
     clustered: dict[str, TargetStats]
+    by_agent: dict[tuple[str, str], GroupSummary] = dataclasses.field(default_factory=dict)
 
 
 def read_figures(store: Store, run_ids: list[int]) -> RunFigures:
@@ -213,7 +217,9 @@ def read_figures(store: Store, run_ids: list[int]) -> RunFigures:
                                detail="totals")
 
     return RunFigures(store.summarize(run_ids, "target", columns=True), by("scenario"),
-                      by("tag"), store.cluster_stats(run_ids, classes=True, columns=True))
+                      by("tag"), store.cluster_stats(run_ids, classes=True, columns=True),
+                      store.summarize(run_ids, ("agent", "target"), columns=True,
+                                      with_turns=False, detail="rates"))
 
 
 @dataclass(slots=True)
@@ -297,11 +303,40 @@ def build_index_page(
                                      (s.scenario for s in sessions if s.status != "error")),
         tag_rows=breakdown_rows(figures.by_tag, columns, (
             tag for s in sessions if s.status != "error" for tag in s.tags)),
+        agent_rows=agent_rows(figures.by_agent, columns, sessions),
+        leak_rows=leak_rows(summaries),
         agreement=agreed,
         agreement_rows=tuple(agreement_cells(a) for a in agreed),
         disagreements=disagreement_items(agreement, links),
         **clustered_fields(figures.clustered, summaries),
     )
+
+
+def agent_rows(figures: dict[tuple[str, str], GroupSummary], columns: tuple[str, ...],
+               sessions: list[SessionRow]) -> tuple[BreakdownRow, ...]:
+    """The "By agent" table: errors per agent whose CLI rules judged the sessions; empty
+    when every session was judged under an agent-eval allow-list."""
+    if all(name == NO_AGENT for name, _ in figures):
+        return ()
+    return breakdown_rows(figures, columns, (s.policy_agent or NO_AGENT for s in sessions
+                                             if s.status != "error"))
+
+
+def leak_rows(summaries: dict[str, GroupSummary]) -> tuple[tuple[str, ...], ...]:
+    """One row per leak class (calls an agent CLI's rules let through that their strict
+    reading refuses), its count per column, then the total; empty with no leak."""
+    codes = order_classes(code for s in summaries.values() for code in s.leaks)
+    if not codes:
+        return ()
+    rows = [(code, _rule_name(code), *(str(s.leaks.get(code, 0)) for s in summaries.values()))
+            for code in codes]
+    rows.append(("total", "", *(str(sum(s.leaks.values())) for s in summaries.values())))
+    return tuple(rows)
+
+
+def _rule_name(code: str) -> str:
+    rule = get_rule(code)
+    return rule.name if rule is not None else ""
 
 
 CLUSTERED_HEAD = ("target", "errors/100", "Wilson 95% CI", "clustered 95% CI (sessions)",

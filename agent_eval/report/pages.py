@@ -85,6 +85,8 @@ class CallView:
     child: SessionLink | None
     source_decision: Decision | None = None  # the source harness's own verdict (imports)
     source_reason: str | None = None
+    leak: str | None = None  # allowed by an agent CLI's rules, refused by their strict reading
+    leak_name: str | None = None
 
     @property
     def output_summary(self) -> str:
@@ -156,6 +158,8 @@ class SessionPage:
     calls: int
     denials: int
     index_href: str = "../index.html"
+    policy_agent: str | None = None  # whose agent CLI rules judged it (None: an allow-list)
+    policy_agent_via: str | None = None  # how that agent was chosen
 
     @property
     def handshake_text(self) -> str:
@@ -274,7 +278,8 @@ def build_session_page(stored: StoredSession, links: dict[int, SessionLink]) -> 
     head = TranscriptHead(
         stored.id, stored.run_id, stored.target, record.key, record.scenario, record.repeat,
         record.status, record.error, record.tags, record.source, hs.required, hs.done,
-        hs.completed, hs.missed_step, stored.parent_id, "")
+        hs.completed, hs.missed_step, stored.parent_id, "", record.policy_agent,
+        record.policy_agent_via)
     return _session_page(head, record.messages, record.turns, record.calls,
                          lambda call: call.findings, dict(stored.child_links),
                          stored.child_ids, links)
@@ -319,6 +324,8 @@ def _session_page(s: TranscriptHead, messages: list, turns: Iterable, calls: Ite
         children=tuple(_link(cid, links) for cid in child_ids),
         calls=n_calls,
         denials=denials,
+        policy_agent=s.policy_agent,
+        policy_agent_via=s.policy_agent_via,
     )
 
 
@@ -392,6 +399,8 @@ def _call_view(call: CallRecord, findings: Iterable[FindingRecord], child: Sessi
         child=child,
         source_decision=call.source_decision,
         source_reason=call.source_reason,
+        leak=call.leak,
+        leak_name=_rule_link(call.leak)[0] if call.leak else None,
     )
 
 

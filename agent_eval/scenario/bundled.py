@@ -61,6 +61,17 @@ def find_allowlist(path: str | Path) -> Path:
     return _existing_or_bundled(Path(path), "allowlists", ".yaml", is_dir=False)
 
 
+def load_policy(path: str | Path, agent: str | None = None):
+    """The one loader of every ``--allowlist`` (``run`` and suites, ``proxy``, ``import``,
+    ``rescore``, ``check``, ``replay``): an agent-eval allow-list (found as
+    :func:`find_allowlist` finds it) or an agent CLI's configuration (``opencode.json``,
+    Claude Code ``settings.json``, Codex ``.rules``), with ``agent`` picking one agent of
+    it; a ``policy.sources.ResolvedPolicy``.  Anything unreadable is one ConfigError."""
+    from agent_eval.policy.sources import resolve_policy
+
+    return resolve_policy(find_allowlist(path), agent)
+
+
 def find_suite(path: str | Path) -> Path:
     """``path`` itself when it exists; otherwise the bundled suite it names
     (``scenarios/ralf`` or ``ralf``)."""

@@ -15,8 +15,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent_eval.errors import ConfigError
-from agent_eval.policy import AllowList, load_allowlist
+from agent_eval.policy import AllowList
 from agent_eval.policy.allowlist import read_yaml_mapping
+from agent_eval.policy.sources import ResolvedPolicy, choose_agent, resolve_policy
 from agent_eval.scenario.prompt import render_system_prompt, tool_schemas
 from agent_eval.scenario.spec import (
     PLACEHOLDER,
@@ -28,11 +29,17 @@ from agent_eval.scenario.spec import (
 
 @dataclass(frozen=True)
 class LoadedScenario:
-    """A validated scenario with its allow-list resolved and its file remembered."""
+    """A validated scenario with its allow-list resolved and its file remembered.
+
+    When the scenario's ``allowlist`` is an agent CLI's configuration (``opencode.json``,
+    Claude Code ``settings.json``, Codex ``.rules``), ``policy`` holds the rules of the
+    agent its ``agent:`` names (the configuration's default agent when it names none)
+    and ``allowlist`` their conversion: the tools offered, the denial text."""
 
     spec: Scenario
     allowlist: AllowList
     path: Path
+    policy: ResolvedPolicy | None = None
 
     @property
     def name(self) -> str:
@@ -110,7 +117,7 @@ def load_suite(path: str | Path) -> Suite:
         raise ConfigError("no scenario files (*.yaml) in this folder", path=str(path))
     folder = path if path.is_dir() else path.parent
     defaults = _read_suite_defaults(folder / "suite.yaml")
-    allowlists: dict[Path, AllowList] = {}
+    allowlists: dict[Path, ResolvedPolicy] = {}
     scenarios: dict[str, LoadedScenario] = {}
     for file in files:
         sc = _load_scenario(file, defaults, allowlists)
@@ -157,7 +164,8 @@ def instantiate(loaded: LoadedScenario, values: Mapping[str, str]) -> LoadedScen
             f"filled with {filling}, the scenario is invalid: {err['msg']}",
             path=str(loaded.path), field=".".join(str(p) for p in err["loc"]),
         ) from None
-    instance = LoadedScenario(spec=spec, allowlist=loaded.allowlist, path=loaded.path)
+    instance = LoadedScenario(spec=spec, allowlist=loaded.allowlist, path=loaded.path,
+                              policy=loaded.policy)
     if len(loaded._instances) >= MAX_CACHED_INSTANCES:
         loaded._instances.pop(next(iter(loaded._instances)))
     loaded._instances[key] = instance
@@ -286,7 +294,25 @@ def _check_extra_tool(extra: ExtraTool, allowlist: AllowList, file: Path, where:
             "its `arguments` or drop them", path=str(file), field=f"{where}.parameters")
 
 
-def _load_scenario(file: Path, defaults: dict, allowlists: dict[Path, AllowList]) -> LoadedScenario:
+def _scenario_policy(policy: ResolvedPolicy, spec: Scenario, named: bool, file: Path
+                     ) -> ResolvedPolicy | None:
+    """The rules that judge the scenario: an allow-list's own, or the agent of an agent
+    CLI's configuration its ``agent:`` names (``named``: the field was given)."""
+    if policy.source is None:
+        return None
+    if not named:
+        return policy
+    if spec.agent not in policy.source.agents:
+        raise ConfigError(f"agent {spec.agent!r} is not an agent of {policy.path}; its "
+                          f"agents: {', '.join(policy.source.agents)}", path=str(file),
+                          field="agent")
+    chosen = policy.for_agent(choose_agent(policy.source, named=spec.agent))
+    return ResolvedPolicy(chosen.path, chosen.allowlist, chosen.agent, chosen.source,
+                          chosen.setting, chosen.notes, "scenario")
+
+
+def _load_scenario(file: Path, defaults: dict, allowlists: dict[Path, ResolvedPolicy]
+                   ) -> LoadedScenario:
     raw = _read_yaml(file)
     merged = dict(defaults)
     merged.update(raw)
@@ -315,8 +341,9 @@ def _load_scenario(file: Path, defaults: dict, allowlists: dict[Path, AllowList]
                 f"allow-list {spec.allowlist!r} not found (looked at {al_path})",
                 path=str(file), field="allowlist",
             )
-        allowlists[al_path] = load_allowlist(al_path)
-    allowlist = allowlists[al_path]
+        allowlists[al_path] = resolve_policy(al_path)
+    policy = _scenario_policy(allowlists[al_path], spec, "agent" in merged, file)
+    allowlist = policy.allowlist if policy is not None else allowlists[al_path].allowlist
     offered = {t.name for t in allowlist.tools}
     for tool in spec.tools:
         if tool not in offered:
@@ -339,4 +366,4 @@ def _load_scenario(file: Path, defaults: dict, allowlists: dict[Path, AllowList]
                 "use a listed script or add it to the allow-list",
                 path=str(file), field=f"{where}.script",
             )
-    return LoadedScenario(spec=spec, allowlist=allowlist, path=file)
+    return LoadedScenario(spec=spec, allowlist=allowlist, path=file, policy=policy)

@@ -21,6 +21,8 @@ No row per call leaves the database (SQLAlchemy Core, both dialects alike):
   minus those of the few error sessions (counting all, then subtracting the faulted few,
   keeps the big query a plain index range);
 * burned turns: the denied calls grouped per reply, checked against all the reply's calls;
+* leaks: the calls with a leak class, one range of the partial ``ix_tool_calls_run_leak``
+  (only calls judged under an agent CLI's rules that leaked are in it);
 * speed: the turns' sums, and the latency percentiles from the two ranks around each.
 
 ``Detail`` leaves out what a reader does not show, each a pass the reader then skips.
@@ -43,7 +45,7 @@ from typing import Any, Literal
 from sqlalchemy import Engine, and_, case, func, or_, select, true
 
 from agent_eval.metrics.classes import UNCLASSIFIED
-from agent_eval.metrics.summary import GROUP_BYS, GroupKeys, GroupSummary, Tally
+from agent_eval.metrics.summary import GROUP_BYS, NO_AGENT, GroupKeys, GroupSummary, Tally
 from agent_eval.store.schema import (
     counted_sessions,
     denied_calls,
@@ -90,6 +92,9 @@ def summarize_sql(engine: Engine, run_ids: Iterable[int], *, by: GroupKeys = "ta
                 tally.classes[code or UNCLASSIFIED] += n
                 if action is not None:
                     tally.actions[action] += n
+        if detail != "totals":
+            for raw, code, n in _leak_counts(conn, ids, g):
+                tallies[g.name(raw)].leaks[code] += n
         if full:
             for raw, n in _burned_turns(conn, ids, g):
                 tallies[g.name(raw)].turns_burned += n
@@ -120,7 +125,8 @@ class _Grouping:
         s, c = sessions.c, tool_calls.c
         tags = _session_tags(conn, ids) if "tag" in parts else None
         on_session = {"target": s.target_id, "scenario": s.scenario, "run": s.run_id,
-                      "tag": tags.c.tag if tags is not None else None}
+                      "tag": tags.c.tag if tags is not None else None,
+                      "agent": s.policy_agent}
         on_call = {"target": c.target_id, "run": c.run_id}
         keyed = [p for p in parts if p != "all"]
         rows = conn.execute(select(targets.c.id, targets.c.name, targets.c.run_id)
@@ -146,6 +152,9 @@ class _Grouping:
                 out.append("all")
             elif part == "target":
                 out.append(self.names[next(values)])
+            elif part == "agent":  # NULL: judged under an agent-eval allow-list
+                value = next(values)
+                out.append(NO_AGENT if value is None else str(value))
             else:
                 out.append(str(next(values)))
         return out[0] if len(out) == 1 else tuple(out)
@@ -275,6 +284,19 @@ def _denied_counts(conn, ids: list[int], g: _Grouping, *, actions: bool) -> list
     if actions:
         return [(tuple(row[:width]), *row[width:]) for row in out]
     return [(tuple(row[:width]), row[width], None, row[width + 1]) for row in out]
+
+
+def _leak_counts(conn, ids: list[int], g: _Grouping) -> list[tuple]:
+    """``(key values, leak class, calls)`` of the leaked calls outside error sessions and side requests."""
+    c, s = tool_calls.c, sessions.c
+    keys = g.call_cols if g.call_cols is not None else g.session_cols
+    rows = conn.execute(
+        select(*keys, c.leak, func.count())
+        .select_from(tool_calls.join(g.sessions(), s.id == c.session_id))
+        .where(c.run_id.in_(ids), c.leak.is_not(None), *counted_sessions())
+        .group_by(*keys, c.leak)).all()
+    width = len(keys)
+    return [(tuple(row[:width]), row[width], row[width + 1]) for row in rows]
 
 
 def _burned_turns(conn, ids: list[int], g: _Grouping) -> list[tuple[tuple, int]]:

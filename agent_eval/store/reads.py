@@ -52,6 +52,7 @@ def session_rows(engine: Engine, run_ids: Iterable[int]) -> Iterator[SessionRow]
             started_at=r.started_at,
             finished_at=r.finished_at,
             key=r.key,
+            policy_agent=r.policy_agent,
         )
 
 
@@ -74,6 +75,7 @@ def call_rows(engine: Engine, run_ids: Iterable[int]) -> Iterator[CallRow]:
             c.script,
             c.command,
             c.source_decision,
+            c.leak,
         )
         .join(sessions, sessions.c.id == c.session_id)
         .join(targets, targets.c.id == c.target_id)

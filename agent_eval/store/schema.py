@@ -33,6 +33,7 @@ from sqlalchemy import (
     not_,
     or_,
     select,
+    text,
 )
 from sqlalchemy.types import TypeDecorator
 
@@ -172,6 +173,10 @@ sessions = Table(
     # the wire protocol a proxied session's requests came in (migration session_protocol):
     # replay re-sends its turns in it; NULL for Chat Completions and every other source
     Column("protocol", String(16)),
+    # judged under an agent CLI's rules (migration policy_agents): whose rules judged it
+    # and how that agent was chosen (policy.sources.Via); NULL under an allow-list
+    Column("policy_agent", String(200)),
+    Column("policy_agent_via", String(16)),
     UniqueConstraint("run_id", "key", name="uq_sessions_run_key"),
     # covering the run pages' GROUP BYs (migration viewer_speed) and the repeat outcomes
     # compare pairs (migration session_repeats)
@@ -235,11 +240,17 @@ tool_calls = Table(
     Column("source_decision", String(10)),
     Column("source_reason", ModelText),
     Column("child_session_id", Integer, ForeignKey("sessions.id", ondelete="SET NULL")),
+    # the strict class of a call an agent CLI's rules let through that their strict
+    # reading refuses (migration policy_agents); NULL for every other call
+    Column("leak", String(20)),
     Index("ix_tool_calls_breakdown", "run_id", "target_id", "primary_code", "decision"),
     Index("ix_tool_calls_session", "session_id", "index"),
     Index("ix_tool_calls_run_decision", "run_id", "decision", "session_id", "id", "target_id",
           "primary_code", "next_action"),  # a run's denied calls, read from the index alone
     Index("ix_tool_calls_session_turn", "session_id", "turn_index"),  # burned turns (aggregates)
+    # the leaked calls alone (migration policy_agents): the aggregator's leak counts
+    Index("ix_tool_calls_run_leak", "run_id", "leak",
+          sqlite_where=text("leak IS NOT NULL"), postgresql_where=text("leak IS NOT NULL")),
 )
 
 findings = Table(

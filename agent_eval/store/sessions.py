@@ -291,6 +291,8 @@ def _session_values(run_id: int, target_id: int, r: SessionRecord) -> dict:
         "source": r.source,
         "schema_version": r.schema_version,
         "protocol": r.protocol,
+        "policy_agent": r.policy_agent,
+        "policy_agent_via": r.policy_agent_via,
         "started_at": r.started_at,
         "finished_at": r.finished_at,
     }
@@ -302,7 +304,7 @@ _TURN_FIELDS = (
 ).split()
 _CALL_FIELDS = (
     "index turn_index call_id tool arguments command script decision next_action output "
-    "source_decision source_reason"
+    "source_decision source_reason leak"
 ).split()
 # one C-level getter per row kind: rebuilding 10,000 sessions for a report reads ~1M fields
 _turn_row_fields = attrgetter(*_TURN_FIELDS)
@@ -433,6 +435,8 @@ def rebuild_session(row, turn_rows, call_rows, found, child_ids, *, parent_key, 
         source=row.source,
         schema_version=row.schema_version,
         protocol=row.protocol,
+        policy_agent=row.policy_agent,
+        policy_agent_via=row.policy_agent_via,
     )
     return StoredSession(
         id=row.id,

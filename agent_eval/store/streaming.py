@@ -69,6 +69,8 @@ class TranscriptHead(NamedTuple):
     handshake_missed_step: str | None
     parent_id: int | None
     messages: str  # the stored JSON array, as text
+    policy_agent: str | None = None  # whose agent CLI rules judged it, and how chosen
+    policy_agent_via: str | None = None
 
 
 class TranscriptTurn(NamedTuple):
@@ -98,6 +100,7 @@ class TranscriptCall(NamedTuple):
     source_decision: str | None
     source_reason: str | None
     child_session_id: int | None
+    leak: str | None = None
 
 
 class TranscriptFinding(NamedTuple):
@@ -141,12 +144,13 @@ def stream_transcripts(engine: Engine, run_ids: Iterable[int],
         engine, list(run_ids), id_range,
         (s.id, s.run_id, targets.c.name, s.key, s.scenario, s.repeat, s.status, s.error,
          s.tags, s.source, s.handshake_required, s.handshake_done, s.handshake_completed,
-         s.handshake_missed_step, s.parent_id, cast(s.messages, Text)),
+         s.handshake_missed_step, s.parent_id, cast(s.messages, Text), s.policy_agent,
+         s.policy_agent_via),
         (t.session_id, t.index, t.content, t.reasoning, t.finish_reason, t.latency_s,
          t.ttft_s, t.prompt_tokens, t.completion_tokens),
         (c.session_id, c.id, c.index, c.turn_index, c.tool, c.arguments, c.command,
          c.decision, c.primary_code, c.next_action, c.output, c.source_decision,
-         c.source_reason, c.child_session_id),
+         c.source_reason, c.child_session_id, c.leak),
         (c.session_id, f.tool_call_id, f.code, f.message, f.start, f.end),
         (TranscriptHead, TranscriptTurn, TranscriptCall, TranscriptFinding),
     )

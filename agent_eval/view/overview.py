@@ -15,7 +15,7 @@ from markupsafe import Markup
 
 from agent_eval.metrics.classes import UNCLASSIFIED
 from agent_eval.metrics.stats import compare_rates, wilson_interval
-from agent_eval.metrics.summary import GroupSummary, Tally
+from agent_eval.metrics.summary import NO_AGENT, GroupSummary, Tally
 from agent_eval.policy import RULES, get_rule
 from agent_eval.report.lists import ListCell as Cell  # one linked-cell record for report and view
 from agent_eval.report.runs import run_cells
@@ -116,6 +116,8 @@ class RunPage:
     previous_href: str | None  # compare with the previous run of the same label
     clustered: ClusteredView | None = None
     clustered_href: str | None = None  # a big run: the intervals on request (one link)
+    leak_rows: tuple[tuple[Cell, ...], ...] = ()  # leaks per class (agent CLI rules only)
+    agent_rows: tuple[tuple[Cell, ...], ...] = ()  # errors by agent (agent CLI rules only)
 
 
 TARGET_HEAD = ("target", "sessions", "tool calls", "errors", "errors/100 [95% CI]",
@@ -136,6 +138,9 @@ def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPag
     return RunPage(
         run=run, columns=tuple(figures), target_head=TARGET_HEAD,
         target_rows=_target_rows(run_id, figures), class_rows=_class_rows(run_id, figures),
+        leak_rows=_leak_rows(figures),
+        agent_rows=_agent_rows(tuple(figures), store.summarize(
+            [run_id], ("agent", "target"), with_turns=False, detail="totals")),
         scenario_rows=_scenario_rows(run_id, tuple(figures), by_scenario),
         recovery_rows=_recovery_rows(run_id, figures), exit_rows=_exit_rows(run_id, figures),
         failed_href=sessions_href(run_id=run_id, failed=True),
@@ -216,6 +221,22 @@ def _class_rows(run_id: int, figures: dict[str, GroupSummary]) -> tuple[tuple[Ce
     return tuple(rows)
 
 
+def _leak_rows(figures: dict[str, GroupSummary]) -> tuple[tuple[Cell, ...], ...]:
+    """Per leak class, per target: the calls an agent CLI's rules let through that their
+    strict reading refuses (docs/policies.md); empty when there is none."""
+    found = {code for t in figures.values() for code in t.leaks}
+    if not found:
+        return ()
+    rows = []
+    for code in [c for c in RULES if c in found] + sorted(found - set(RULES)):
+        rule = get_rule(code)
+        rows.append((Cell(f"{code} {rule.name}" if rule else code,
+                          f"/rules/{code}.html" if rule else None),
+                     *(Cell(str(t.leaks.get(code, 0))) for t in figures.values())))
+    rows.append((Cell("total"), *(Cell(str(sum(t.leaks.values()))) for t in figures.values())))
+    return tuple(rows)
+
+
 def _class_calls(run_id: int, target: str, code: str) -> str | None:
     """The calls of a class; denied calls stored without a class have no filter of theirs."""
     if code == UNCLASSIFIED:
@@ -240,6 +261,25 @@ def _scenario_rows(run_id: int, targets: tuple[str, ...],
                     f"{s.exit_states['completed']}/{s.sessions}")
             cells.append(Cell(text, sessions_href(run_id=run_id, target=name,
                                                   scenario=scenario)))
+        rows.append(tuple(cells))
+    return tuple(rows)
+
+
+def _agent_rows(targets: tuple[str, ...], by_agent: dict[tuple[str, str], GroupSummary]
+                ) -> tuple[tuple[Cell, ...], ...]:
+    """Per agent whose CLI rules judged the sessions, per target: errors/100 and
+    completed/sessions; empty when every session was judged under an allow-list."""
+    agents = sorted({agent for agent, _ in by_agent})
+    if agents in ([], [NO_AGENT]):
+        return ()
+    rows = []
+    for agent in agents:
+        cells = [Cell(agent)]
+        for name in targets:
+            s = by_agent.get((agent, name))
+            cells.append(Cell("–") if s is None else Cell(
+                f"{rate_text(s.errors.k, s.calls, interval=False)} · "
+                f"{s.exit_states['completed']}/{s.sessions}"))
         rows.append(tuple(cells))
     return tuple(rows)
 

@@ -33,11 +33,13 @@ class Proxied:
 
 @contextmanager
 def proxy_in_thread(upstream: str, store, tmp_path: Path, *, client_timeout_s: float = 60.0,
-                    **recorder_options) -> Iterator[Proxied]:
+                    policy=None, **recorder_options) -> Iterator[Proxied]:
     """The proxy in front of ``upstream``, recording into ``store``; on exit it stops and
-    the recorder has written (or journaled) every session."""
+    the recorder has written (or journaled) every session.  ``policy``: what judges the
+    calls (default: the ralf allow-list)."""
     recorder_options.setdefault("journal", tmp_path / "proxy.journal")
-    recorder = Recorder(store, load_allowlist(ALLOWLIST), upstream=upstream, **recorder_options)
+    recorder = Recorder(store, load_allowlist(ALLOWLIST) if policy is None else policy,
+                        upstream=upstream, **recorder_options)
     loop = asyncio.new_event_loop()
     ready = threading.Event()
     stop = asyncio.Event()

@@ -9,12 +9,15 @@ Public surface::
         needs, ``judge_call`` gives both verdicts for a policy source.
     load_policy_source(path) -> PolicySource      the agents of a CLI configuration
     judge_call / judge_command / judge_read      -> DualVerdict (harness + strict)
+    recorded_verdict(dual) -> Verdict            the harness's decision, as stored
+    choose_agent(source, named=, system_prompt=) -> Choice (the agent and how chosen)
     convert_agent(agent, config_name=...)        -> Conversion (allow-list + notes)
 
 Module map: ``model`` (records), ``files`` (the only I/O: JSON with comments, front
 matter), ``wildcard`` (OpenCode's matcher), ``shellsplit`` (how each CLI cuts a command,
 over the engine's lexer), ``opencode`` / ``claude_code`` / ``codex`` (reading and
-emulation, one per CLI), ``judge`` (the two verdicts), ``convert`` (allow-list output).
+emulation, one per CLI), ``judge`` (the two verdicts), ``convert`` (allow-list output),
+``choose`` (which agent judges a session).
 docs/policies.md describes each format, the emulation, its quirks and what a leak is.
 """
 
@@ -28,9 +31,16 @@ from agent_eval.errors import ConfigError
 from agent_eval.policy.allowlist import AllowList, load_allowlist
 from agent_eval.policy.calls import check_call
 from agent_eval.policy.sources import claude_code, codex, opencode
+from agent_eval.policy.sources.choose import AGENT_HEADER, Choice, Via, choose_agent
 from agent_eval.policy.sources.convert import Conversion, convert_agent
 from agent_eval.policy.sources.files import read_json
-from agent_eval.policy.sources.judge import Setting, judge_call, judge_command, judge_read
+from agent_eval.policy.sources.judge import (
+    Setting,
+    judge_call,
+    judge_command,
+    judge_read,
+    recorded_verdict,
+)
 from agent_eval.policy.sources.model import (
     AgentPolicy,
     DualVerdict,
@@ -41,7 +51,9 @@ from agent_eval.policy.sources.model import (
 from agent_eval.policy.verdict import Verdict
 
 __all__ = [
+    "AGENT_HEADER",
     "AgentPolicy",
+    "Choice",
     "Conversion",
     "DualVerdict",
     "HarnessVerdict",
@@ -49,11 +61,14 @@ __all__ = [
     "ResolvedPolicy",
     "Rule",
     "Setting",
+    "Via",
+    "choose_agent",
     "convert_agent",
     "judge_call",
     "judge_command",
     "judge_read",
     "load_policy_source",
+    "recorded_verdict",
     "resolve_allowlist",
     "resolve_policy",
     "source_kind",
@@ -128,6 +143,21 @@ class ResolvedPolicy:
     source: PolicySource | None = None
     setting: Setting = field(default_factory=Setting)
     notes: list[str] = field(default_factory=list)
+    via: Via | None = None
+
+    @property
+    def agent_name(self) -> str | None:
+        return self.agent.name if self.agent is not None else None
+
+    def for_agent(self, choice: Choice) -> ResolvedPolicy:
+        """The same configuration, judging as ``choice.agent`` (chosen ``choice.via``)."""
+        if self.source is None:
+            return self
+        conversion = convert_agent(choice.agent, config_name=Path(self.path).stem,
+                                   workdir=self.setting.workdir)
+        return ResolvedPolicy(self.path, conversion.allowlist(), choice.agent, self.source,
+                              self.setting, list(self.source.notes) + conversion.notes,
+                              choice.via)
 
     def judge_call(self, tool: str, arguments: str | dict[str, Any]) -> DualVerdict | None:
         if self.agent is None:
@@ -163,7 +193,8 @@ def resolve_policy(path: str | Path, agent: str | None = None,
     chosen = _pick_agent(source, agent)
     conversion = convert_agent(chosen, config_name=path.stem, workdir=setting.workdir)
     return ResolvedPolicy(str(path), conversion.allowlist(), chosen, source, setting,
-                          list(source.notes) + conversion.notes)
+                          list(source.notes) + conversion.notes,
+                          "default" if agent is None else "option")
 
 
 def resolve_allowlist(path: str | Path, agent: str | None = None) -> AllowList:

@@ -191,3 +191,22 @@ def judge_call(agent: AgentPolicy, tool: str, arguments: str | dict[str, Any],
     return DualVerdict(harness, _refused("unknown-tool", f"tool {tool!r} is not allowed for "
                                          f"agent {agent.name}: {harness.reason}", 0),
                        "other", tool)
+
+
+def recorded_verdict(dual: DualVerdict) -> Verdict:
+    """The verdict stored for a call judged under an agent CLI's rules: the harness's
+    decision, since that is what the model was actually refused (``ask`` refuses too).
+
+    A call the harness refused keeps the strict reading's findings when that refuses it
+    too (its class says what is wrong with the command); a call only the harness refuses
+    is classed by what was refused: a command ``disallowed-program``, a read
+    ``blocked-read-path``, another tool ``unknown-tool``, with the harness's reason."""
+    if dual.harness.allowed:
+        return Verdict("allow", path=dual.strict.path)
+    if not dual.strict.allowed:
+        return dual.strict
+    rule = {"bash": "disallowed-program", "read": "blocked-read-path"}.get(dual.kind,
+                                                                          "unknown-tool")
+    by = ", ".join(r.label() for r in dual.harness.rules)
+    return _refused(rule, f"refused by the agent CLI's rules ({dual.harness.decision}"
+                    f"{' by ' + by if by else ''}): {dual.harness.reason}", len(dual.text))
