@@ -30,11 +30,11 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import product
-from typing import Literal
+from typing import Literal, Protocol
 
 from agent_eval.metrics.classes import PRECEDENCE, UNCLASSIFIED, order_classes
 from agent_eval.metrics.stats import Rate, percentile
@@ -279,13 +279,22 @@ class Tally:
         )
 
 
-def is_side_request(s: SessionRow) -> bool:
+class Counted(Protocol):
+    """What :func:`is_counted` reads of a session (a ``SessionRow`` or a store row)."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def tags(self) -> Sequence[str]: ...
+
+
+def is_side_request(s: Counted) -> bool:
     """An agent CLI's side request (tag ``side-request``, ``wire/side.py``): not a
     conversation of the stack, so in no figure but ``side_requests``."""
     return SIDE_REQUEST_TAG in s.tags
 
 
-def is_counted(s: SessionRow) -> bool:
+def is_counted(s: Counted) -> bool:
     """Whether the session's calls, turns and time count: not an error session (the
     server's or harness's fault) and not a side request."""
     return s.status != "error" and not is_side_request(s)
