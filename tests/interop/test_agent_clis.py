@@ -207,7 +207,13 @@ def _relayed_byte_for_byte(run: Capture) -> None:
         assert twin is not None, f"{mine.request.target}: no identical request reached the sim"
         assert mine.response is not None and twin.response is not None
         assert mine.response.status == twin.response.status == 200
-        assert mine.response.body == twin.response.body
+        if mine.response.complete and twin.response.complete:
+            assert mine.response.body == twin.response.body
+        else:  # a CLI (Codex) may hang up once it has the event it waits for: what it got
+            # is then every byte sent, up to whole events, and nothing else
+            shorter, longer = sorted((mine.response.body, twin.response.body), key=len)
+            assert longer.startswith(shorter) and mine.response.body == shorter
+            assert shorter.endswith((b"\n\n", b"\r\n\r\n")), shorter[-200:]
     assert len(run.upstream_exchanges()) == len(pairs)
 
 
