@@ -122,3 +122,25 @@ def test_shell_completion_script_is_served_as_the_readme_says():
     assert script.returncode == 0, script.stderr
     assert "_agent_eval_completion()" in script.stdout
     assert "complete -o nosort -F _agent_eval_completion agent-eval" in script.stdout
+
+
+def test_no_tracker_numbers_in_code_tests_or_docs():
+    """Code, tests and docs say what and why, not which ticket of a tracker that is not in
+    the repository (the word "issue" and a number); upstream references (a URL,
+    `repo#123`) are fine."""
+    import re
+
+    tracker = re.compile(r"\b[Ii]ssues? #?\d+")
+    found = []
+    for folder in ("agent_eval", "tests", "docs", "scripts", "benchmarks"):
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.suffix not in (".py", ".md", ".sh", ".yaml", ".txt") or not path.is_file():
+                continue
+            for number, line in enumerate(path.read_text(encoding="utf-8",
+                                                         errors="replace").splitlines(), 1):
+                if tracker.search(line):
+                    found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:80]}")
+    for name in ("README.md", "BENCHMARKS.md"):
+        text = (ROOT / name).read_text(encoding="utf-8")
+        found += [f"{name}: {m.group()}" for m in tracker.finditer(text)]
+    assert not found, "\n".join(found)
