@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from agent_eval.policy import AllowList, Verdict, check_call, command_text, render_denial
@@ -59,6 +59,7 @@ from agent_eval.policy.sources import (
     judge_read,
     recorded_verdict,
 )
+from agent_eval.policy.sources.choose import Choice
 from agent_eval.transcript import CallRecord, Decision, FindingRecord
 
 ToolKind = Literal["bash", "read", "other"]
@@ -320,33 +321,39 @@ class SessionJudges:
             policy = ResolvedPolicy("", policy)
         self.policy = policy
         self.foreign = foreign
-        self._by_agent: dict[str | None, CallRecorder] = {}
+        self._by_agent: dict[tuple[str | None, str], CallRecorder] = {}
 
     @property
     def allowlist(self) -> AllowList:
         return self.policy.allowlist
 
     def _recorder(self, policy: ResolvedPolicy) -> CallRecorder:
-        name = policy.agent_name
-        if name not in self._by_agent:
-            self._by_agent[name] = CallRecorder(policy.allowlist, foreign=self.foreign,
-                                                policy=policy)
-        return self._by_agent[name]
+        key = (policy.agent_name, policy.setting.workdir)
+        if key not in self._by_agent:
+            self._by_agent[key] = CallRecorder(policy.allowlist, foreign=self.foreign,
+                                               policy=policy)
+        return self._by_agent[key]
 
     def for_session(self, *, named: str | None = None, system_prompt: str | None = None,
-                    named_via: str = "header") -> SessionJudge:
+                    named_via: str = "header", workdir: str | None = None) -> SessionJudge:
         """The judge of one session; ``named``: the agent its client or scenario names
-        (``named_via`` says which)."""
+        (``named_via`` says which); ``workdir``: the folder the CLI ran in, when its file
+        says, against which its own rules read paths (default: the policy's setting)."""
         policy = self.policy
         if policy.source is None:
             return SessionJudge(self._recorder(policy))
         if policy.via in ("option", "scenario"):  # fixed by the operator or the scenario
+            choice = Choice(policy.agent, policy.via) if policy.agent is not None else None
+        else:
+            choice = choose_agent(policy.source, named=named, system_prompt=system_prompt)
+        if choice is None:
             return SessionJudge(self._recorder(policy), policy.agent_name, policy.via)
-        choice = choose_agent(policy.source, named=named, system_prompt=system_prompt)
-        name = choice.agent.name
-        recorder = self._by_agent.get(name) or self._recorder(policy.for_agent(choice))
+        if workdir and workdir != policy.setting.workdir:
+            policy = replace(policy, setting=replace(policy.setting, workdir=workdir))
+        key = (choice.agent.name, policy.setting.workdir)
+        recorder = self._by_agent.get(key) or self._recorder(policy.for_agent(choice))
         via = named_via if choice.via == "header" else choice.via
-        return SessionJudge(recorder, name, via)
+        return SessionJudge(recorder, choice.agent.name, via)
 
 
 def text_call(index: int, turn_index: int, content: str, span: tuple[int, int],

@@ -84,7 +84,8 @@ def _session(rng: random.Random, key: str, target: str, scenario: str, repeat: i
     done = rng.randint(0, 3) if required else 0
     return SessionRecord(
         key=key, target=target, scenario=scenario, repeat=repeat, turns=turns, calls=calls,
-        tags=rng.sample(["fast", "db", "web"], rng.randint(0, 2)),
+        # side-request: an agent CLI's side request, left out of every figure
+        tags=rng.sample(["fast", "db", "web", "side-request"], rng.randint(0, 2)),
         handshake=HandshakeResult(required, done, required > 0 and done == required,
                                   rng.choice(["claim.py", "report.py"])
                                   if required and done < required else None),
@@ -137,7 +138,7 @@ def _shown(s, detail: str, with_turns: bool) -> dict:
 
     hs = s.handshake
     out = {"group": s.group, "sessions": s.sessions, "error_sessions": s.error_sessions,
-           "calls": s.calls, "errors": s.errors, "exit_states": s.exit_states,
+           "side_requests": s.side_requests, "calls": s.calls, "errors": s.errors, "exit_states": s.exit_states,
            "handshake": (hs.sessions, hs.completed)}
     if detail != "totals":
         out["classes"] = s.classes
@@ -269,7 +270,8 @@ def test_the_seeded_store_covers_every_figure(store):
     assert any(s.parent_id for s in store.session_rows(ids))  # child sessions,
     assert {len(s.tags) for s in store.session_rows(ids)} >= {0, 1, 2}  # tags,
     assert {c for s in pure.values() for c in s.leaks} == {"AE303", "AE304"}  # leaks,
-    assert {s.policy_agent for s in store.session_rows(ids)} == set(AGENTS)  # and agents
+    assert {s.policy_agent for s in store.session_rows(ids)} == set(AGENTS)  # agents,
+    assert sum(s.side_requests for s in pure.values()) > 0  # and side requests
 
 
 @pytest.mark.parametrize("by", GROUPINGS, ids=str)

@@ -1,4 +1,4 @@
-"""The statistics on the command line (issue #18): `agent-eval power`, and `compare` /
+"""The statistics on the command line: `agent-eval power`, and `compare` /
 `gate --baseline` choosing paired, restricted-mix, refused or independent analysis."""
 
 from __future__ import annotations

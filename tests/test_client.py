@@ -417,7 +417,7 @@ async def test_server_error_whose_body_changes_is_a_harness_fault_after_all_retr
     assert len(server.seen) == 3
 
 
-# llama-cpp-python 0.3's answer to an assistant turn with `content: null` (issue 10).
+# llama-cpp-python 0.3's answer to an assistant turn with `content: null`.
 LLAMA_NULL_CONTENT_500 = error_json(
     500, "[{'type': 'string_type', 'loc': ('body', 'messages', 2, 'typed-dict', 'content'), "
          "'msg': 'Input should be a valid string', 'input': None}]")

@@ -75,7 +75,8 @@ def _fill(store, seed: int, *, children: bool = False, scenarios: int = 6,
                 key = f"{target}/{scenario}/{repeat}/{i}"
                 records.append(SessionRecord(key=key, target=target, scenario=scenario,
                                              repeat=repeat, status=status,
-                                             tags=rng.sample(["db", "web"], rng.randint(0, 2)),
+                                             tags=rng.sample(["db", "web", "side-request"],
+                                                                rng.randint(0, 2)),
                                              calls=_calls(rng, n, p_deny)))
                 if children and rng.random() < 0.3:
                     records.append(SessionRecord(

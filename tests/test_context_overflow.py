@@ -1,4 +1,4 @@
-"""A server's "context length exceeded" answer (issue 10): read in each server's words,
+"""A server's "context length exceeded" answer: read in each server's words,
 a reply budget cut to what fits, and a conversation that outgrew the window ending its
 session ``stalled`` with the server's words, never ``error``.
 

@@ -165,3 +165,25 @@ def test_the_quick_start_makes_a_venv_first_and_says_what_to_open_after_the_demo
                       "agent-eval show ID"):
         assert next_step in user
     assert "$ bash scripts/test.sh" in developer and "llama.cpp" not in user
+
+
+def test_no_tracker_numbers_in_code_tests_or_docs():
+    """Code, tests and docs say what and why, not which ticket of a tracker that is not in
+    the repository (the word "issue" and a number); upstream references (a URL,
+    `repo#123`) are fine."""
+    import re
+
+    tracker = re.compile(r"\b[Ii]ssues? #?\d+")
+    found = []
+    for folder in ("agent_eval", "tests", "docs", "scripts", "benchmarks"):
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.suffix not in (".py", ".md", ".sh", ".yaml", ".txt") or not path.is_file():
+                continue
+            for number, line in enumerate(path.read_text(encoding="utf-8",
+                                                         errors="replace").splitlines(), 1):
+                if tracker.search(line):
+                    found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:80]}")
+    for name in ("README.md", "BENCHMARKS.md"):
+        text = (ROOT / name).read_text(encoding="utf-8")
+        found += [f"{name}: {m.group()}" for m in tracker.finditer(text)]
+    assert not found, "\n".join(found)

@@ -1,4 +1,4 @@
-"""Shared-server manners (issue 13 item 2, ``agent_eval/live/manners.py``): one cap on
+"""Shared-server manners: one cap on
 the requests in flight to a server across every target of a process, a 429/503 that
 pauses every request to that server for its ``Retry-After``, and a limit that halves when
 the server queues (time to first token, vLLM's ``num_requests_waiting``) and comes back

@@ -458,7 +458,7 @@ def test_the_viewer_compare_page_shows_the_paired_table_and_each_moved_call_one_
 
 
 def test_an_openai_import_that_kept_its_tools_replays_and_one_that_did_not_is_refused(tmp_path):
-    """Issue 17's "an import that keeps full context": an OpenAI-format session object
+    """The case of "an import that keeps full context": an OpenAI-format session object
     with the ``tools`` it offered keeps each turn's exact request; without them the import
     is refused with the reason."""
     from agent_eval.importers.recording import record_import

@@ -1,4 +1,4 @@
-"""The report shows the clustered interval beside Wilson's and names it (issue #18)."""
+"""The report shows the clustered interval beside Wilson's and names it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``agent-eval run`` fails fast and says why (issue 10 item 5).
+"""``agent-eval run`` fails fast and says why.
 
 Against a loopback server that refuses a request the same way every time, as
 llama-cpp-python 0.3 answered 500 to ``content: null``: the client does not retry the

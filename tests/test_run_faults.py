@@ -74,7 +74,7 @@ FAULTS = [
 def test_every_failing_session_is_stored_as_error_with_its_reason(
         tmp_path, small_suite, faults, options, reason):
     result, run_id = run_against(faults, tmp_path / "s.db", small_suite, *options)
-    # nothing was measured: never exit 0 with an empty table (issue 10), one Error line
+    # nothing was measured: never exit 0 with an empty table, one Error line
     assert result.exit_code == 3, result.output
     [line] = [ln for ln in result.stderr.splitlines() if ln.startswith("Error:")]
     assert "'disciplined'" in line and reason in line
@@ -169,7 +169,7 @@ def test_hostile_answers_end_their_sessions_as_server_faults_and_the_run_finishe
         tmp_path, small_suite, faults, options, reason):
     result, run_id = run_against(faults, tmp_path / "s.db", small_suite, *options)
     # every session is a server fault, so nothing was measured: exit 3 with the reason
-    # (issue #10 item 5), never 0 with an empty table; the run itself is whole
+    #, never 0 with an empty table; the run itself is whole
     assert result.exit_code == 3, result.output
     assert "produced no judged tool call" in result.output and reason in result.output
     with open_store(str(tmp_path / "s.db")) as store:

@@ -1,6 +1,6 @@
 """Conversation shaping: what goes on the wire is what every major server accepts.
 
-Built from issue 10: llama-cpp-python answers 500 to an assistant turn with
+Built from a real failure: llama-cpp-python answers 500 to an assistant turn with
 ``content: null`` (llama-cpp-python#1805) and to one without ``content``; vLLM answers 400
 to an empty assistant turn without tool calls (vllm#21089).  The end-to-end tests play a
 real scenario through the real client against a loopback server that refuses exactly what
@@ -23,7 +23,7 @@ from agent_eval.scenario import load_suite
 
 RALF = Path(__file__).resolve().parents[1] / "scenarios" / "ralf"
 
-# The second request of issue 10, as agent-eval sent it before the fix.
+# The second request of that failure, as agent-eval sent it before the fix.
 CALL = {"id": "call_1", "type": "function",
         "function": {"name": "bash", "arguments": '{"command": "uv run scripts/lights.py --status"}'}}
 ISSUE_10 = [
@@ -146,7 +146,7 @@ def _bash(command: str, call_id: str | None) -> dict:
 
 
 def test_session_against_a_strict_server_is_judged_not_an_error():
-    """Issue 10: null content beside tool calls, no ids and reasoning all go out shaped."""
+    """Null content beside tool calls, no ids and reasoning all go out shaped."""
     replies = [
         {"content": None, "reasoning_content": "list first",
          "tool_calls": [_bash("uv run scripts/lights.py status", None)]},

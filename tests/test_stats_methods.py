@@ -1,5 +1,5 @@
-"""Each statistical method against hand-computed values and scipy on small tables
-(issue #18): Wilson, z-test and Fisher kept by hand, the clustered interval, the paired
+"""Each statistical method against hand-computed values and scipy on small tables:
+Wilson, z-test and Fisher kept by hand, the clustered interval, the paired
 difference, exact McNemar, mix matching, the independent clustered test and power."""
 
 from __future__ import annotations

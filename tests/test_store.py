@@ -850,7 +850,7 @@ def test_resolve_db_url_refuses_what_it_cannot_open(value):
     assert caught.value.field == "--db"
 
 
-# --- latest and label:NAME skip runs that stored nothing (issue #5) ----------------------
+# --- latest and label:NAME skip runs that stored nothing ----------------------
 
 
 def _run_with_sessions(store, label: str, keys: tuple[str, ...], kind: str = "import") -> int:
@@ -908,7 +908,7 @@ def test_resolve_run_falls_back_to_the_newest_run_when_none_qualifies(store):
     assert store.resolve_run("latest").id == newest
 
 
-# --- stored model text is capped, visibly (issue #10) -----------------------------------
+# --- stored model text is capped, visibly -----------------------------------
 
 
 def test_a_runaway_reply_is_stored_capped_with_a_marker_everywhere_it_appears(store, run_id):
@@ -946,7 +946,7 @@ def test_text_under_the_cap_is_stored_unchanged(store, run_id):
     assert store.load_session(sid).record.turns[0].content == text
 
 
-# --- db upgrade on what is not an agent-eval store: one Error line, exit 2 (issue #10) ---
+# --- db upgrade on what is not an agent-eval store: one Error line, exit 2 ---
 
 
 def _sqlite_not_a_store(tmp_path, kind: str) -> str:
@@ -1027,7 +1027,7 @@ def test_db_upgrade_on_a_postgresql_database_that_is_not_a_store_is_one_error(pg
     assert NOT_A_STORE[kind] in result.stderr
 
 
-# --- run leases: one process plays a run at a time (issue #10) --------------------------
+# --- run leases: one process plays a run at a time --------------------------
 
 
 def _lease_row(store, run_id):

@@ -1,4 +1,4 @@
-"""Post-stratification to a common tag mix (issue #18 "Mix matching"), and the hand-kept
+"""Post-stratification to a common tag mix, and the hand-kept
 ratio variance checked against statsmodels' cluster-robust covariance."""
 
 from __future__ import annotations

@@ -163,7 +163,7 @@ def test_text_tool_call_is_ae104_against_the_setup_and_show_says_so(name, tmp_pa
 
 
 def test_recorded_llama_cpp_python_500_on_null_content_is_rejected_after_one_retry():
-    """The body llama-cpp-python 0.3.36 really sent (issue 10): not retried 4 times."""
+    """The body llama-cpp-python 0.3.36 really sent: not retried 4 times."""
     from agent_eval.errors import RequestRejected
     from agent_eval.live.run import likely_fix
 

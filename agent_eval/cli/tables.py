@@ -85,9 +85,10 @@ def tables_json(summaries: dict[str, GroupSummary]) -> dict:
     """The two tables as JSON (``--json`` of run, demo and report): one entry per column.
 
     ``{column: {sessions, messages, tool_calls, errors, errors_per_100, ci95: [lo, hi],
-    handshake: {completed, sessions}, error_sessions, classes: {code: per_100},
-    leaks: {code: calls}}}``;
-    rates are null where there were no calls.
+    handshake: {completed, sessions}, error_sessions, side_requests, classes: {code:
+    per_100}, leaks: {code: calls}}}``; rates are null where there were no calls; side
+    requests (an agent CLI's title or memory requests the proxy saw) are in no other
+    figure.
     """
     out = {}
     classes = class_table(summaries)
@@ -99,7 +100,7 @@ def tables_json(summaries: dict[str, GroupSummary]) -> dict:
             "ci95": [_num(s.errors.lo100), _num(s.errors.hi100)]
             if s.errors.per100 is not None else None,
             "handshake": {"completed": hs.k, "sessions": hs.n},
-            "error_sessions": s.error_sessions,
+            "error_sessions": s.error_sessions, "side_requests": s.side_requests,
             "classes": {code: _num(cells[name].per100) for code, cells in classes
                         if code != TOTAL and name in cells},
             "leaks": dict(s.leaks),

@@ -299,7 +299,8 @@ class Judge:
 
     def session(self, session: ImportedSession, *, key: str, source: str) -> SessionRecord:
         """The stored form of ``session``: every call judged, next actions filled."""
-        judge = self.judges.for_session(system_prompt=system_prompt_of(session.messages))
+        judge = self.judges.for_session(system_prompt=system_prompt_of(session.messages),
+                                        workdir=session.workdir)
         judged = [self.judged(c, i, judge.calls) for i, c in enumerate(session.calls)]
         calls = [record for record, _ in judged]
         assign_next_actions(calls)

@@ -115,6 +115,8 @@ def read_file(path: Path, *, model: str | None, on_skip: SkipReporter | None) ->
         if builder is None:
             builder = builders[key] = _new_builder(sid, key[1], subagent, path)
         builder.add(obj, denied)
+        if builder.session.workdir is None and isinstance(obj.get("cwd"), str):
+            builder.session.workdir = obj["cwd"]
     titles = [b.session.title for b in builders.values() if b.session.title]
     for builder in builders.values():
         if not builder.session.turns and not builder.session.messages:

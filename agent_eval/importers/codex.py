@@ -197,6 +197,8 @@ class _Rollout:
         if stamp:
             self.session.started_at = self.session.started_at or stamp
             self.session.finished_at = stamp
+        if kind in ("session_meta", "turn_context") and isinstance(payload.get("cwd"), str):
+            self.session.workdir = self.session.workdir or payload["cwd"]
         if kind == "session_meta" and payload.get("id"):
             self.session.id = str(payload["id"])
             if isinstance(payload.get("parent_thread_id"), str):

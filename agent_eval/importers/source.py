@@ -123,6 +123,8 @@ class ImportedSession:
     skipped_calls: int = 0
     skipped_reasons: list[str] = field(default_factory=list)
     lone_surrogates: bool = False  # its file escapes one: stored mended once judged
+    workdir: str | None = None  # the folder the CLI ran in, when the file says (Claude
+    # Code's `cwd`, Codex's `session_meta.cwd`): a CLI's own rules read paths against it
 
     def skip_call(self, reason: str) -> None:
         """Count one call of the file that could not be read, with why."""

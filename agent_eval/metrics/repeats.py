@@ -17,6 +17,7 @@ from operator import itemgetter
 from typing import Literal, Protocol, TypeVar
 
 from agent_eval.metrics.stats import Rate
+from agent_eval.metrics.summary import is_counted
 from agent_eval.transcript import CallRow, SessionRow
 
 K = TypeVar("K")
@@ -216,7 +217,7 @@ def split_sessions(
     faulted: set[int] = set()
     for s in sessions:
         parent[s.id] = s.parent_id
-        if s.status == "error":
+        if not is_counted(s):  # an error session or a side request
             faulted.add(s.id)
         elif s.parent_id is None:
             roots[s.id] = s

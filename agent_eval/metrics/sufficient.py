@@ -1,6 +1,6 @@
 """Sufficient statistics of session clusters: every clustered and paired figure of a run
 from a few sums per scenario, so a million-call run is judged without a Python object per
-session (issue #13).
+session.
 
 A cluster is a top-level session with ``k`` denied calls (of all classes, or of one) out
 of ``n`` calls.  The ratio estimator ``p = Σk / Σn`` and its linearised CR1 variance

@@ -30,11 +30,11 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import product
-from typing import Literal
+from typing import Literal, Protocol
 
 from agent_eval.metrics.classes import PRECEDENCE, UNCLASSIFIED, order_classes
 from agent_eval.metrics.stats import Rate, percentile
@@ -47,6 +47,7 @@ from agent_eval.transcript import (
     SessionRow,
     TurnRow,
 )
+from agent_eval.wire.side import SIDE_REQUEST_TAG
 
 GroupBy = Literal["all", "target", "scenario", "tag", "run", "agent"]
 GROUP_BYS: tuple[GroupBy, ...] = ("all", "target", "scenario", "tag", "run", "agent")
@@ -145,6 +146,7 @@ class GroupSummary:
     handshake: HandshakeStats
     recovery: RecoveryStats
     speed: SpeedStats
+    side_requests: int = 0  # sessions tagged side-request: in no other figure
 
 
 @dataclass(slots=True)
@@ -158,6 +160,7 @@ class Tally:
     exit_states: Counter = field(default_factory=Counter)
     sessions: int = 0
     error_sessions: int = 0
+    side_requests: int = 0
     messages: int = 0
     replies: int = 0
     calls: int = 0
@@ -182,6 +185,9 @@ class Tally:
     reasoning_tokens: int = 0
 
     def add_session(self, s: SessionRow) -> None:
+        if is_side_request(s):
+            self.side_requests += 1
+            return
         self.exit_states[s.status] += 1
         if s.status == "error":
             self.error_sessions += 1
@@ -243,6 +249,7 @@ class Tally:
                 turns_burned=self.turns_burned,
             ),
             speed=self._speed(),
+            side_requests=self.side_requests,
         )
 
     def _speed(self) -> SpeedStats:
@@ -270,6 +277,27 @@ class Tally:
             allowed_calls_per_min=per(allowed, 60),
             completed_sessions_per_hour=per(self.exit_states["completed"], 3600),
         )
+
+
+class Counted(Protocol):
+    """What :func:`is_counted` reads of a session (a ``SessionRow`` or a store row)."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def tags(self) -> Sequence[str]: ...
+
+
+def is_side_request(s: Counted) -> bool:
+    """An agent CLI's side request (tag ``side-request``, ``wire/side.py``): not a
+    conversation of the stack, so in no figure but ``side_requests``."""
+    return SIDE_REQUEST_TAG in s.tags
+
+
+def is_counted(s: Counted) -> bool:
+    """Whether the session's calls, turns and time count: not an error session (the
+    server's or harness's fault) and not a side request."""
+    return s.status != "error" and not is_side_request(s)
 
 
 def _as_utc(moment: datetime | None) -> datetime | None:
@@ -320,7 +348,7 @@ def summarize(
         mine = tuple(tallies.setdefault(key, Tally()) for key in key_of(s))
         for tally in mine:
             tally.add_session(s)
-        if s.status != "error":
+        if is_counted(s):
             live[s.id] = mine
 
     all_denied: dict[tuple[int, int], bool] = {}  # (session, turn) -> every call denied so far

@@ -58,6 +58,7 @@ from agent_eval.transcript import (
     share_messages,
     storable,
 )
+from agent_eval.wire.side import SIDE_REQUEST_TAG, side_request_of, tool_less_turn
 
 
 @dataclass
@@ -76,6 +77,7 @@ class SessionState:
     lone_surrogates: bool = False  # some request or reply escapes one: stored mended
     protocol: str = "chat"  # the wire protocol of its requests (agent_eval.wire)
     judge: SessionJudge | None = None  # whose rules judge its calls (set when it opens)
+    side: str | None = None  # the known side request it is (wire/side.py), if one
 
 
 @dataclass
@@ -128,7 +130,9 @@ class Sessions:
         if escapes_a_lone_surrogate(ex):
             state.lone_surrogates = True
         if link.new:
-            self._link_child(conv, messages, ex.session_headers)
+            state.side = side_request_of(messages)
+            if state.side is None:  # a CLI's side request is nobody's subagent
+                self._link_child(conv, messages, ex.session_headers)
         _fill_outputs(state, messages)
         first_call = len(state.calls)
         self._add_turn(state, ex, request, reply, status)
@@ -292,7 +296,8 @@ class Sessions:
             status="error" if failed else "completed",
             error=f"last reply: {state.last_status}" if failed else None,
             tags=[*(f"link:{m}" for m in conv.methods),
-                  *(f"reply:{s}" for s in sorted(state.statuses) if s != "complete")],
+                  *(f"reply:{s}" for s in sorted(state.statuses) if s != "complete"),
+                  *side_tags(state)],
             messages=state.messages, turns=state.turns, calls=state.calls,
             started_at=state.started_at, finished_at=state.finished_at or datetime.now(UTC),
             source="proxy", parent_key=state.parent_key, handshake=handshake,
@@ -315,6 +320,16 @@ def _whole_json(arguments: str) -> bool:
     except (ValueError, TypeError, RecursionError):
         return False
     return True
+
+
+def side_tags(state: SessionState) -> list[str]:
+    """``side-request`` (and ``side:<name>`` for a known one) when the session is an agent
+    CLI's side request, not a conversation of the stack (``wire/side.py``)."""
+    if state.side is not None:
+        return [SIDE_REQUEST_TAG, f"side:{state.side}"]
+    if len(state.turns) == 1 and tool_less_turn(state.turns[0].request, len(state.calls)):
+        return [SIDE_REQUEST_TAG]
+    return []
 
 
 def read_request(ex: Exchange, protocol: str) -> dict[str, Any] | None:

@@ -1,6 +1,6 @@
 """Agreement with the source harness: our verdict beside the one an imported transcript
 recorded itself (an OpenCode permission error, a Claude Code denial, a harness format
-error), per column, and the calls where the two differ (issue #5).
+error), per column, and the calls where the two differ.
 
 Definitions, stated once (the index, ``summary.json`` and ``summary.md`` use them):
 

@@ -6,8 +6,9 @@ Anthropic Messages (``/v1/messages``) and Gemini
 (``/v1beta/models/M:generateContent`` and ``:streamGenerateContent?alt=sse``); a request
 in any of them is read into a chat conversation, the same behaviour plays it, and the
 reply goes back in the request's protocol, streamed when asked.  In front of an agent CLI
-it finds the scenario's task inside the CLI's wrapped first messages and answers with the
-CLI's own shell and read tools (``clients.py``).
+it finds the scenario's task inside the CLI's wrapped first messages, answers with the
+CLI's own shell and read tools, and answers the CLI's side requests with text
+(``clients.py``).
 
 It sees only the HTTP request, like a real model server: it finds the scenario by the
 first user message (a child template's filled task too, see ``TaskIndex``), the profile by the ``model`` field (a profile name or ``sim-<name>``;
@@ -43,7 +44,7 @@ from agent_eval.scenario import load_suite
 from agent_eval.scenario.bundled import BUNDLED_SUITE_NAME, data_dir
 from agent_eval.sim import hostile
 from agent_eval.sim.behaviour import TaskIndex, index_tasks, plan_reply
-from agent_eval.sim.clients import adapt_calls, find_scenario
+from agent_eval.sim.clients import SIDE_REPLY, adapt_calls, is_side_request, locate
 from agent_eval.sim.profiles import PROFILES, Profile, get_profile
 from agent_eval.sim.wire import build_completion, render_chunks, render_completion, render_error
 
@@ -286,10 +287,14 @@ async def _answer(request: web.Request, state: SimState) -> web.StreamResponse:
     hostile_draws = hostile.draw(faults, draw)
 
     profile = state.profile_for(body.get("model"))
-    scenario, task = find_scenario(state.scenarios, messages)
-    key = request.headers.get(SEED_HEADER) or task
+    found = locate(state.scenarios, messages)
+    key = request.headers.get(SEED_HEADER) or found.task
     rng = conversation_rng(state.seed, profile, key, len(messages))
-    reply = adapt_calls(plan_reply(messages, scenario, profile, rng), body.get("tools"))
+    if is_side_request(messages, body.get("tools"), found):
+        reply = SIDE_REPLY
+    else:
+        reply = adapt_calls(plan_reply(messages, found.scenario, profile, rng),
+                            body.get("tools"))
     model = body.get("model") if isinstance(body.get("model"), str) else state.model_name
     done = build_completion(
         body, reply, model=model, created=int(time.time()), rng=rng, malformed=malformed

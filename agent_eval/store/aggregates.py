@@ -10,6 +10,9 @@ tests/test_aggregates_sql.py holds every reader to it on SQLite and PostgreSQL.
 
 No row per call leaves the database (SQLAlchemy Core, both dialects alike):
 
+* side requests (tag ``side-request``: an agent CLI's title or memory request, not a
+  conversation of the stack) are left out of every figure, as error sessions are, and
+  counted apart (``side_requests``); telling them apart reads the sessions' tags;
 * sessions: one GROUP BY per (group, target, exit state); the calls and denied calls are
   the sessions' stored ``n_calls`` and ``n_denied`` (written with the calls, in their
   transaction: ``store.sessions``), so the totals are one range of the covering
@@ -44,13 +47,18 @@ from sqlalchemy import Engine, and_, case, func, or_, select, true
 from agent_eval.metrics.classes import UNCLASSIFIED
 from agent_eval.metrics.summary import GROUP_BYS, NO_AGENT, GroupKeys, GroupSummary, Tally
 from agent_eval.store.schema import (
+    counted_sessions,
     denied_calls,
     faulted_calls,
     sessions,
+    side_request,
     targets,
     tool_calls,
     turns,
+    uncounted_sessions,
 )
+
+SIDE = "side-request"  # the group kind of side-request sessions in the session GROUP BY
 
 Detail = Literal["all", "actions", "rates", "totals"]
 """What a reader needs, most first.  ``all``: every figure.  ``actions``: no burned turns,
@@ -185,14 +193,15 @@ def _session_tallies(conn, ids: list[int], g: _Grouping, *, full: bool, denied: 
              func.sum(case((required, done * 1.0 / s.handshake_required), else_=0.0)),
              func.min(s.started_at), func.max(s.finished_at))
     keys = g.session_cols
+    kind = case((side_request(), SIDE), else_=s.status)
     rows = conn.execute(
-        select(*keys, s.target_id, s.status, func.count(),
+        select(*keys, s.target_id, kind, func.count(),
                func.sum(s.n_calls), func.sum(s.n_denied),
                func.sum(case((required, 1), else_=0)),
                func.sum(case((and_(required, s.handshake_completed), 1), else_=0)),
                *(extra if full else ()))
         .select_from(g.sessions()).where(s.run_id.in_(ids))
-        .group_by(*_in_index_order(keys, s.target_id, s.status))).all()
+        .group_by(*_in_index_order(keys, s.target_id, s.status), kind)).all()
     if not full:
         rows = [(*row, 0, 0, 0.0, None, None) for row in rows]
     width = len(keys)
@@ -205,6 +214,9 @@ def _session_tallies(conn, ids: list[int], g: _Grouping, *, full: bool, denied: 
         tally = tallies[g.name(row[:width])]
         (_t, status, n, n_calls, n_denied, hs_n, hs_ok, messages, replies, hs_share,
          start, end) = row[width:]
+        if status == SIDE:
+            tally.side_requests += n
+            continue
         tally.exit_states[status] += n
         if status == "error":
             tally.error_sessions += n
@@ -226,7 +238,7 @@ def _session_tallies(conn, ids: list[int], g: _Grouping, *, full: bool, denied: 
         missed_steps = conn.execute(
             select(*keys, s.handshake_missed_step, func.count())
             .select_from(g.sessions())
-            .where(s.run_id.in_(ids), s.status != "error", s.handshake_required > 0,
+            .where(s.run_id.in_(ids), *counted_sessions(), s.handshake_required > 0,
                    s.handshake_completed.is_(False), s.handshake_missed_step.is_not(None),
                    s.handshake_missed_step != "")
             .group_by(*keys, s.handshake_missed_step)).all()
@@ -266,7 +278,7 @@ def _denied_counts(conn, ids: list[int], g: _Grouping, *, actions: bool) -> list
         out = conn.execute(
             select(*keys, *counted, func.count())
             .select_from(tool_calls.join(g.sessions(), s.id == c.session_id))
-            .where(*denied_calls(ids), s.status != "error")
+            .where(*denied_calls(ids), *counted_sessions())
             .group_by(*keys, *counted)).all()
     width = len(keys)
     if actions:
@@ -275,13 +287,13 @@ def _denied_counts(conn, ids: list[int], g: _Grouping, *, actions: bool) -> list
 
 
 def _leak_counts(conn, ids: list[int], g: _Grouping) -> list[tuple]:
-    """``(key values, leak class, calls)`` of the leaked calls outside error sessions."""
+    """``(key values, leak class, calls)`` of the leaked calls outside error sessions and side requests."""
     c, s = tool_calls.c, sessions.c
     keys = g.call_cols if g.call_cols is not None else g.session_cols
     rows = conn.execute(
         select(*keys, c.leak, func.count())
         .select_from(tool_calls.join(g.sessions(), s.id == c.session_id))
-        .where(c.run_id.in_(ids), c.leak.is_not(None), s.status != "error")
+        .where(c.run_id.in_(ids), c.leak.is_not(None), *counted_sessions())
         .group_by(*keys, c.leak)).all()
     width = len(keys)
     return [(tuple(row[:width]), row[width], row[width + 1]) for row in rows]
@@ -307,7 +319,7 @@ def _burned_turns(conn, ids: list[int], g: _Grouping) -> list[tuple[tuple, int]]
         rows = conn.execute(
             select(*keys, func.count()).select_from(per_turn)
             .join(g.sessions(), s.id == per_turn.c.session_id)
-            .where(s.status != "error", per_turn.c.n == every).group_by(*keys)).all()
+            .where(*counted_sessions(), per_turn.c.n == every).group_by(*keys)).all()
         return [(tuple(raw), n) for *raw, n in rows]
     turn_keys = [per_turn.c[col.name] for col in g.call_cols]
     out: Counter = Counter({tuple(raw): n for *raw, n in conn.execute(
@@ -315,7 +327,7 @@ def _burned_turns(conn, ids: list[int], g: _Grouping) -> list[tuple[tuple, int]]
         .where(per_turn.c.n == every).group_by(*turn_keys)).all()})
     faulted = (select(*(s[col.name] for col in g.call_cols), c.session_id, c.turn_index)
                .select_from(sessions).join(tool_calls, c.session_id == s.id)
-               .where(s.run_id.in_(ids), s.status == "error")
+               .where(s.run_id.in_(ids), uncounted_sessions())
                .group_by(*(s[col.name] for col in g.call_cols), c.session_id, c.turn_index)
                .having(func.sum(case((c.decision == "deny", 1), else_=0)) == func.count())
                .subquery())
@@ -331,7 +343,7 @@ def _turn_figures(conn, ids: list[int], g: _Grouping, tallies: dict[Any, Tally])
     time-to-first-token percentiles from the two ranks around each, read in SQL order."""
     s, t = sessions.c, turns.c
     keys = g.session_cols
-    scope = (s.run_id.in_(ids), s.status != "error")
+    scope = (s.run_id.in_(ids), *counted_sessions())
     source = turns.join(g.sessions(), s.id == t.session_id)
     rows = conn.execute(
         select(*keys, func.count(), func.sum(t.decode_tps), func.count(t.decode_tps),

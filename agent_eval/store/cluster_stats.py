@@ -50,7 +50,7 @@ from agent_eval.metrics.sufficient import (
     merge_stats,
     stats_from_units,
 )
-from agent_eval.store.schema import denied_calls, sessions, targets, tool_calls
+from agent_eval.store.schema import counted_sessions, denied_calls, sessions, targets, tool_calls
 from agent_eval.store.units import units_sql
 
 StatsBy = Literal["target", "all"]
@@ -135,9 +135,9 @@ def _clusters(conn, ids: list[int]) -> _Clusters:
     roots down, so a child whose parent is missing or in a cycle reaches no root."""
     s = sessions.c
     if not _nested(conn, ids):
-        return _Clusters(sessions, (s.run_id.in_(ids), s.status != "error"))
+        return _Clusters(sessions, (s.run_id.in_(ids), *counted_sessions()))
     tree = (select(s.id.label("id"), s.id.label("root"))
-            .where(s.run_id.in_(ids), s.parent_id.is_(None), s.status != "error")
+            .where(s.run_id.in_(ids), s.parent_id.is_(None), *counted_sessions())
             .cte("tree", recursive=True))
     child = sessions.alias("child")
     tree = tree.union_all(select(child.c.id, tree.c.root)
@@ -146,7 +146,7 @@ def _clusters(conn, ids: list[int]) -> _Clusters:
     folded = (select(tree.c.root.label("id"), func.sum(member.c.n_calls).label("n_calls"),
                      func.sum(member.c.n_denied).label("n_denied"))
               .select_from(tree).join(member, member.c.id == tree.c.id)
-              .where(member.c.status != "error").group_by(tree.c.root).subquery())
+              .where(*counted_sessions(member.c)).group_by(tree.c.root).subquery())
     root = sessions.alias("root")
     units = (select(root.c.id, root.c.target_id, root.c.scenario, root.c.repeat,
                     root.c.status, folded.c.n_calls, folded.c.n_denied)
@@ -288,7 +288,7 @@ def _class_sums(conn, ids: list[int], clusters: _Clusters
         select(s.target_id, s.scenario, d.c.code, func.sum(k), func.sum(k * k),
                func.sum(k * n))
         .select_from(d).join(clusters.source, s.id == d.c.session_id)
-        .where(s.status != "error", n > 0)
+        .where(*clusters.where, s.status != "error", n > 0)
         .group_by(s.target_id, s.scenario, d.c.code)).all()
     out: dict[tuple[int, str], dict[str, tuple[int, int, int]]] = {}
     for target, scenario, name, sk, skk, skn in rows:

@@ -11,6 +11,7 @@ with no join.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 from sqlalchemy import (
@@ -28,10 +29,15 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    cast,
+    not_,
+    or_,
     select,
     text,
 )
 from sqlalchemy.types import TypeDecorator
+
+from agent_eval.wire.side import SIDE_REQUEST_TAG
 
 
 class UtcDateTime(TypeDecorator):
@@ -340,8 +346,26 @@ def denied_calls(run_ids: list[int]) -> list:
 
 
 def faulted_calls(run_ids: list[int]) -> list:
-    """The denied calls of the runs' error sessions, reached from those few sessions."""
+    """The denied calls of the runs' uncounted sessions (error sessions and side
+    requests), reached from those few sessions."""
     c, s = tool_calls.c, sessions.c
-    return [c.session_id.in_(select(s.id).where(s.run_id.in_(run_ids), s.status == "error",
+    return [c.session_id.in_(select(s.id).where(s.run_id.in_(run_ids), uncounted_sessions(s),
                                                 s.n_denied > 0)),
             c.decision == "deny"]
+
+
+def side_request(s=sessions.c):
+    """The session is an agent CLI's side request (tag ``side-request``, ``wire/side.py``),
+    matched on the JSON text of its tags as both dialects store it."""
+    return cast(s.tags, String).like(f'%{json.dumps(SIDE_REQUEST_TAG)}%')
+
+
+def uncounted_sessions(s=sessions.c):
+    """Sessions the run's figures leave out: error sessions (a fault of the server or
+    harness, not the model's) and side requests (not conversations of the stack)."""
+    return or_(s.status == "error", side_request(s))
+
+
+def counted_sessions(s=sessions.c) -> list:
+    """Sessions the run's figures count: the negation of :func:`uncounted_sessions`."""
+    return [s.status != "error", not_(side_request(s))]

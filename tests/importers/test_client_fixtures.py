@@ -1,5 +1,5 @@
 """Each client version in tests/fixtures/clients/ imports with exactly its hand-counted
-calls, commands taken from where the client put them (issue #11).
+calls, commands taken from where the client put them.
 
 The counts and how they were made are in each folder's MANIFEST.md."""
 
@@ -341,7 +341,7 @@ def test_openhands_events_folder_reads_as_one_session(tmp_path):
 
 
 def test_mini_swe_agent_2_import_judges_the_commands_not_the_prose(tmp_path):
-    """Issue #11: 2.x tool-call files stored the prose as the command, every call AE102,
+    """Claude Code 2.x tool-call files stored the prose as the command, every call AE102,
     and a meaningless 31/31 agreement.  Now only the two format errors carry a verdict
     (constructed file: the real 2.2.7 one has no format error)."""
     path = MINI_CONSTRUCTED
@@ -399,7 +399,7 @@ SHOW_CASES = [
 @pytest.mark.parametrize(("fmt", "rel", "task", "command", "verdict"), SHOW_CASES,
                          ids=[(c.values if hasattr(c, "values") else c)[1] for c in SHOW_CASES])
 def test_show_prints_an_imported_session_of_each_format_like_a_live_one(tmp_path, fmt, rel, task, command, verdict):
-    """Issue #11: ``show`` on an imported session gives the header, the task the user
+    """``show`` on an imported session gives the header, the task the user
     typed (not the client's injected instructions), each command and both verdicts."""
     db = str(tmp_path / "s.db")
     runner = CliRunner()

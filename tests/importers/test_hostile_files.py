@@ -1,5 +1,5 @@
 """Truncated, garbage and hostile files never raise anything but a ConfigError from any
-reader, and never a traceback from `agent-eval import` (issue #11)."""
+reader, and never a traceback from `agent-eval import`."""
 
 from __future__ import annotations
 

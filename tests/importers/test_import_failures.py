@@ -1,5 +1,5 @@
 """A failed import leaves no empty run behind, and `latest` stays on the last real run;
-a break after whole sessions keeps them in a run marked failed (issue #5)."""
+a break after whole sessions keeps them in a run marked failed."""
 
 from __future__ import annotations
 

@@ -181,3 +181,53 @@ def test_the_operators_agent_judges_every_imported_session(tmp_path):
         calls, chosen, _ = imported(db, "claude-code", transcript, seed, "--agent", agent)
         assert [c[1] for c in calls] == [decision]
         assert chosen == (agent, "option")
+
+
+# --- the files the real CLIs wrote (tests/fixtures/clis), under those CLIs' own rules ----
+
+CLIS = Path(__file__).resolve().parents[1] / "fixtures" / "clis"
+
+
+def stored_calls(db: str) -> list[tuple[str, str | None, str, str | None]]:
+    with open_store(db) as store:
+        run_id = store.resolve_run("label:judged").id
+        return [(c.tool, c.command, c.decision, c.primary)
+                for c in sorted(store.call_rows([run_id]), key=lambda c: (c.session_id, c.index))]
+
+
+def test_claude_code_settings_judge_the_session_claude_code_wrote(tmp_path):
+    """Claude Code 2.1.332's own files (a main session and its subagent's): `Bash(ls *)`
+    allows `ls -la`; reading notes.txt in the session's working directory needs no rule
+    (the file's `cwd`, /home/agent/project, not a default); the `Agent` call needs no
+    approval; the subagent's `echo` matches no rule, so it would ask: blocked."""
+    sessions = CLIS / "claude-code" / "sessions" / ".claude" / "projects" / "-home-agent-project"
+    db = str(tmp_path / "runs.db")
+    result = CliRunner().invoke(main, [
+        "import", "claude-code", str(sessions), "--db", db, "--label", "judged",
+        "--allowlist", str(POLICIES / "claude-code" / ".claude" / "settings.json")])
+    assert result.exit_code == 0, result.output
+    assert stored_calls(db) == [
+        ("Bash", "ls -la", "allow", None),
+        ("Read", "/home/agent/project/notes.txt", "allow", None),
+        ("Agent", None, "allow", None),
+        ("Bash", "echo subagent shell call", "deny", "AE307"),
+    ]
+
+
+def test_a_codex_rules_file_judges_the_rollouts_codex_wrote(tmp_path):
+    """Codex 0.169's own rollouts (main thread and spawned agent) under the seed rules:
+    no rule names `ls`, `cat` or `echo`, so each would prompt: blocked; the multi-agent
+    tools are not gated by the rules."""
+    rollouts = CLIS / "codex" / "sessions" / ".codex" / "sessions"
+    db = str(tmp_path / "runs.db")
+    result = CliRunner().invoke(main, [
+        "import", "codex", str(rollouts), "--db", db, "--label", "judged",
+        "--allowlist", str(POLICIES / "codex" / "seed.rules")])
+    assert result.exit_code == 0, result.output
+    assert stored_calls(db) == [
+        ("exec_command", "ls -la", "deny", "AE307"),
+        ("exec_command", "cat notes.txt", "deny", "AE307"),
+        ("multi_agent_v1.spawn_agent", None, "allow", None),
+        ("multi_agent_v1.wait_agent", None, "allow", None),
+        ("exec_command", "echo subagent shell call", "deny", "AE307"),
+    ]

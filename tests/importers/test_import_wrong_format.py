@@ -1,5 +1,5 @@
 """A file read as the wrong FORMAT: exit 2, one error line naming the file and the format
-it looks like, a handful of warnings, and nothing stored (issue #5)."""
+it looks like, a handful of warnings, and nothing stored."""
 
 from __future__ import annotations
 

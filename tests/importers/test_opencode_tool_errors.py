@@ -1,5 +1,5 @@
 """OpenCode: a tool that crashed inside OpenCode records no source verdict; it was stored
-as the source's "allow" (issue #11).  Parts shaped as in the captured 1.18.34 export."""
+as the source's "allow".  Parts shaped as in the captured 1.18.34 export."""
 
 from __future__ import annotations
 

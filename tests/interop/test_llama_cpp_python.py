@@ -48,7 +48,7 @@ def test_replay_sends_a_stored_context_to_real_llama_cpp_python(played, llama_se
     """One stored context of the gemma3 target (``--sample 1``: each real request costs
     seconds on CI's cores; its named tool choice keeps ``max_tokens``, which
     chatml-function-calling ignores under ``auto``) sent again as it was: llama-cpp-python takes it, the reply is judged and paired with
-    the original call (agent-eval replay, issue 17)."""
+    the original call (agent-eval replay)."""
     db = played["gemma3"].db
     result = CliRunner().invoke(main, [
         "replay", "1", "--base-url", llama_servers["gemma3"], "--model", "gemma3",
@@ -67,7 +67,7 @@ def test_replay_sends_a_stored_context_to_real_llama_cpp_python(played, llama_se
 
 def test_a_plain_openai_sdk_loop_through_the_proxy_in_front_of_real_llama_cpp_python(
         llama_servers, tmp_path):
-    """Issue 16 against a real server: a two-turn agent loop written with the openai SDK
+    """Against a real server: a two-turn agent loop written with the openai SDK
     gets the same answers through ``agent-eval proxy`` as directly (temperature 0), and
     the proxy stores it as one judged session whose turns keep the requests sent."""
     import json
@@ -137,7 +137,7 @@ def test_a_plain_openai_sdk_loop_through_the_proxy_in_front_of_real_llama_cpp_py
 
 def test_agent_eval_run_through_the_proxy_in_front_of_real_llama_cpp_python(
         llama_servers, tmp_path):
-    """Issue 16 against a real server with the project's own runner as the client: one
+    """Against a real server with the project's own runner as the client: one
     bundled scenario played by ``agent-eval run`` through ``agent-eval proxy`` in front of
     real Gemma 3; the proxy's stored calls and verdicts are the run's own, call for call."""
     import os

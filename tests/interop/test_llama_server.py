@@ -1,4 +1,4 @@
-"""The CI scenarios against llama.cpp's native ``llama-server --jinja`` (issue 10, item 2).
+"""The CI scenarios against llama.cpp's native ``llama-server --jinja``.
 
 The same two real models as the llama-cpp-python tests, served by the ``llama-server``
 that ``scripts/ci/llama.sh`` builds from the llama.cpp tree of llama-cpp-python's source

@@ -1,4 +1,4 @@
-"""Red-team findings of issue #9, each from the exact command that was wrongly judged.
+"""Red-team findings (the first attack round), each from the exact command that was wrongly judged.
 
 Every case here was allowed (or denied) against ``allowlists/ralf.yaml`` before the fix.
 Line continuations (backslash-newline) are removed by bash before anything else, so they

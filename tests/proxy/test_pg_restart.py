@@ -1,4 +1,4 @@
-"""Issue #16's fault "store killed mid-run": ``agent-eval proxy --db postgresql://…``
+"""The fault "store killed mid-run": ``agent-eval proxy --db postgresql://…``
 records into a private PostgreSQL cluster (tests/pgcluster.py) that is stopped while
 traffic flows and started again.  While it is down the client's bytes are the server's
 bytes and the closed sessions wait in the journal; once it is back they are written, no

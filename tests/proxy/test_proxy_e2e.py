@@ -115,7 +115,7 @@ def test_proxied_runs_store_the_runs_sessions_calls_and_verdicts(tmp_path):
         assert calls_by_class(recorded.id) == {
             target: (2 * n, {code: 2 * k for code, k in classes.items()})
             for target, (n, classes) in calls_by_class(runs[0]).items()}
-    # issue 17: a proxy run keeps each turn's exact request, so it replays and pairs
+    # a proxy run keeps each turn's exact request, so it replays and pairs
     with run_sim_in_thread("disciplined", suite=SUITE) as candidate:
         replayed = cli("replay", str(recorded.id), "--base-url", candidate, "--model",
                        "sim-disciplined", "--sample", "6", "--seed", "1", "--db", db,

@@ -1,4 +1,4 @@
-"""Our verdict beside the source harness's own (issue #5): on the session page, in
+"""Our verdict beside the source harness's own: on the session page, in
 ``show``, as an agreement table and a disagreement list on the index, in summary.json and
 summary.md; and imported outputs labelled as what the source recorded.
 

@@ -1,4 +1,4 @@
-"""Importing the same server log twice stores its samples and requests once (issue #5)."""
+"""Importing the same server log twice stores its samples and requests once."""
 
 from __future__ import annotations
 

@@ -114,7 +114,7 @@ ONE_REQUEST_NO_ACCESS_LINE = [
 
 
 def test_a_log_with_one_finished_request_and_no_access_line_yields_one_request():
-    """Issue #11: such a log stored "1 samples and 0 requests"."""
+    """Before: such a log stored "1 samples and 0 requests"."""
     stats = LogStats()
     records = list(parse_llamacpp_log(ONE_REQUEST_NO_ACCESS_LINE, start=START, stats=stats))
     [sample] = [r for r in records if isinstance(r, Sample)]

@@ -243,7 +243,7 @@ def test_postgresql_without_pg_trgm_rights_upgrades_with_a_warning_and_scans(pg_
             admin.execute(f'DROP ROLE IF EXISTS "{name}"')
 
 
-# --- the search with and without its fast structure (issue 15, search15) ------------------
+# --- the search with and without its fast structure ------------------
 
 FAST_STRUCTURE = {"sqlite": SEARCH_SCAN_INDEX, "postgresql": SEARCH_INDEX}
 

@@ -3,7 +3,7 @@
 Revision ID: viewer_speed
 Revises: request_blob_seen
 
-Issue 15: every ``agent-eval view`` page under 300 ms over a million calls.
+Why: every ``agent-eval view`` page under 300 ms over a million calls.
 
 * ``sessions.n_denied``: the session's denied calls, written with them (so right for a
   run still going: a session and its calls are stored in one transaction), filled here

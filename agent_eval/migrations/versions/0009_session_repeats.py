@@ -3,7 +3,7 @@
 Revision ID: session_repeats
 Revises: viewer_speed
 
-Issue 13: ``compare`` pairs the repeats of two runs (the exact McNemar test, pass rates per
+Why: ``compare`` pairs the repeats of two runs (the exact McNemar test, pass rates per
 scenario) from each session's repeat and outcome (``store/cluster_stats.py``).  With the
 repeat in ``ix_sessions_run_target_status`` (which already holds the target, status,
 scenario, call and denial counts) that read is one range of the index, with no session

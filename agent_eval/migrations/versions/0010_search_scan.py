@@ -3,7 +3,7 @@
 Revision ID: search_scan
 Revises: session_repeats
 
-Issue 15: the command search (``calls?search=``, ``sessions?search=``, ``--search``) under
+Why: the command search (``calls?search=``, ``sessions?search=``, ``--search``) under
 300 ms over a million calls on a SQLite store without the opt-in FTS5 table.  Its
 ``command LIKE '%text%'`` cannot use an index range, so it scans the run's calls; without
 this index that scan reads every wide call row (arguments, output: ~0.5 KB each) through

@@ -65,7 +65,10 @@ from agent_eval.policy.sources.wildcard import glob_match
 QUIRKS = ("whole-command-prefix", "cd-chain", "inline-shell-unseen")
 WRAPPERS = ("timeout", "time", "nice", "stdbuf", "nohup", "command", "builtin", "noglob")
 PROTECTED = (".claude", ".git", ".vscode", ".idea")
-READ_ONLY_TOOLS = ("Read", "Glob", "Grep", "LS", "NotebookRead", "TodoWrite")
+READ_ONLY_TOOLS = ("Read", "Glob", "Grep", "LS", "NotebookRead", "TodoWrite", "Agent", "Task")
+"""Tools that run without approval: the read-only ones, and the subagent tool (``Agent``,
+formerly ``Task``), which an ``Agent(name)`` deny rule can stop but nothing asks for
+(code.claude.com/docs/en/permissions, "Tool-specific permission rules")."""
 SHELLS = ("bash", "sh", "zsh", "dash")
 MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
 DEFAULT_AGENT = "main"

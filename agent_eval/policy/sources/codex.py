@@ -46,6 +46,10 @@ FUNCTIONS = {"prefix_rule": ("pattern", "decision", "match", "not_match", "justi
              "host_executable": ("name", "paths"),
              "network_rule": ("host", "protocol", "decision", "justification")}
 DEFAULT_AGENT = "default"
+UNGATED_TOOL_PREFIXES = ("multi_agent_v1.", "view_image")
+"""Codex tools its rules and approval policy do not gate: the multi-agent namespace's
+functions (spawn, wait, send input, resume, close) and viewing an image; the rules
+(``prefix_rule``) decide commands only (codex-rs/execpolicy/README.md)."""
 MAX_FILES = 256
 
 

@@ -99,6 +99,8 @@ def harness_tool(agent: AgentPolicy, tool: str) -> HarnessVerdict:
         return opencode.judge_tool(agent, tool)
     if agent.harness == "claude-code":
         return claude_code.judge_tool(agent, tool)
+    if tool.startswith(codex.UNGATED_TOOL_PREFIXES):
+        return HarnessVerdict("allow", (), reason=f"{tool} is not gated by Codex's rules")
     return HarnessVerdict("ask", (), reason=f"Codex rules govern commands, not tool {tool}")
 
 
@@ -157,6 +159,20 @@ def _arguments(arguments: str | dict[str, Any]) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def _profile_call(tool: str, args: dict[str, Any]) -> tuple[str, str] | None:
+    """``(kind, command or path)`` of a shell or read call of an agent CLI, read through
+    the built-in tool profiles (``policy/profiles.py``: ``run_shell_command``,
+    ``read_file``, ``exec_command``...); None for any other call."""
+    from agent_eval.policy.calls import command_text
+    from agent_eval.policy.profiles import BUILTIN
+
+    spec = next((t for p in BUILTIN.values() for t in p.tools if t.name == tool), None)
+    if spec is None or spec.kind == "other":
+        return None
+    value = command_text(spec, args)
+    return (spec.kind, value) if value is not None else None
+
+
 def judge_call(agent: AgentPolicy, tool: str, arguments: str | dict[str, Any],
                setting: Setting | None = None) -> DualVerdict:
     """Both verdicts for one tool call as the model emitted it."""
@@ -167,6 +183,13 @@ def judge_call(agent: AgentPolicy, tool: str, arguments: str | dict[str, Any],
         return DualVerdict(HarnessVerdict("deny", (), reason="arguments not a JSON object"),
                            refused, "other", "")
     offered = agent.tools is None or tool in agent.tools
+    profiled = _profile_call(tool, args)
+    if profiled is not None and offered:
+        kind, value = profiled
+        if kind == "bash" and tool != "shell":  # Codex's argv `shell` is read below
+            return judge_command(agent, value, setting)
+        if kind == "read":
+            return judge_read(agent, value, setting)
     if tool in BASH_TOOLS and offered:
         value = next((args[k] for k in COMMAND_KEYS if k in args), None)
         if agent.harness == "codex" and isinstance(value, list) \

@@ -126,7 +126,9 @@ def capture(name: str, *, upstream: str = "capture", prompt: str = PROMPT,
         stack.callback(tap.close)
         proxy, proxy_url = stack.enter_context(_process(
             [agent_eval, "proxy", "--upstream", f"http://127.0.0.1:{tap.listen_port}/v1",
-             "--allowlist", str(allowlist), "--port", "0", "--idle-timeout", "5",
+             # sessions close when the proxy stops: an idle timeout shorter than a CLI's
+             # slowest step (OpenCode took 9 s over one failing command) splits a session
+             "--allowlist", str(allowlist), "--port", "0", "--idle-timeout", "600",
              "--label", f"cli-{name}", "--journal", str(work / "proxy.journal"),
              "--db", f"sqlite:///{work / 'proxy.db'}"], work, "proxy"))
         box = stack.enter_context(Sandbox(_port(proxy_url), clis_dir=CLIS_DIR, keep=keep))

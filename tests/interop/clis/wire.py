@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
 import h11
 
@@ -23,6 +24,7 @@ class Message:
     method: str = ""
     target: str = ""
     status: int = 0
+    complete: bool = True  # False: the connection closed before the message ended
 
     def header(self, name: str) -> str | None:
         name = name.lower()
@@ -44,8 +46,11 @@ def _headers(event: h11.Request | h11.Response) -> list[tuple[str, str]]:
     return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in event.headers]
 
 
-def _next(conn: h11.Connection, data: bytes, *, at_end: bool) -> tuple[object, bytes, bytes]:
-    """(head event, body, bytes left after the message) of the next message in ``data``."""
+def _next(conn: h11.Connection, data: bytes, *, at_end: bool,
+          partial: bool = False) -> tuple[Any, bytes, bytes | None]:
+    """(head event, body, bytes left after the message) of the next message in ``data``.
+    With ``partial``, a message whose head came whole but whose body the connection's
+    close cut is returned with ``None`` as the bytes left (the last message)."""
     conn.receive_data(data)
     if at_end:
         conn.receive_data(b"")
@@ -54,6 +59,8 @@ def _next(conn: h11.Connection, data: bytes, *, at_end: bool) -> tuple[object, b
         try:
             event = conn.next_event()
         except h11.RemoteProtocolError as exc:
+            if partial and head is not None:
+                return head, bytes(body), None
             raise ValueError(f"the recorded stream ends inside a message ({exc})") from None
         if isinstance(event, h11.Request | h11.Response):
             head = event
@@ -98,7 +105,10 @@ def exchanges(connection: Connection) -> list[Exchange]:
         client.send(h11.Request(method=head.method, target=head.target,
                                 headers=[("Host", "recorded"), ("Content-Length", "0")]))
         client.send(h11.EndOfMessage())
-        head, body, received = _next(client, received, at_end=True)
-        out.append(Exchange(request, Message(_headers(head), body, status=head.status_code),
-                            started))
+        head, body, left = _next(client, received, at_end=True, partial=True)
+        out.append(Exchange(request, Message(_headers(head), body, status=head.status_code,
+                                             complete=left is not None), started))
+        if left is None:  # the connection closed inside this response: nothing follows
+            break
+        received = left
     return out
