@@ -39,3 +39,33 @@ def test_check_and_validate_from_an_unrelated_folder(tmp_path, monkeypatch):
     assert linted.exit_code == 0, linted.output
     missing = runner.invoke(main, ["check", "--allowlist", "allowlists/nope.yaml", "ls"])
     assert missing.exit_code == 2 and "nope.yaml" in missing.output
+
+
+def _allowlist_options():
+    import click
+
+    def walk(command, path):
+        if isinstance(command, click.Group):
+            for name, sub in command.commands.items():
+                yield from walk(sub, [*path, name])
+        for param in command.params:
+            if "--allowlist" in getattr(param, "opts", ()):
+                yield " ".join(path), param
+
+    return list(walk(main, []))
+
+
+def test_every_allowlist_option_reads_the_bundled_names_through_one_resolver():
+    from agent_eval.cli.options import ALLOWLIST
+
+    found = {name: param.type for name, param in _allowlist_options()}
+    assert {"proxy", "check", "rescore", "replay", "import"} <= set(found)
+    assert all(kind is ALLOWLIST for kind in found.values()), found
+
+
+def test_proxy_takes_a_bundled_name_or_its_clone_path_outside_a_clone(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ralf = data_dir() / "allowlists" / "ralf.yaml"
+    (param,) = [p for name, p in _allowlist_options() if name == "proxy"]
+    assert param.type.convert("ralf", param, None) == ralf
+    assert param.type.convert("allowlists/ralf.yaml", param, None) == ralf

@@ -367,6 +367,7 @@ def test_usage_errors_exit_2_with_one_line_naming_the_value(db, args, message):
 
 
 def test_an_empty_store_is_a_usage_error(db):
+    open_store(db).close()
     result = gate(db, "--max-error-rate", "8")
     assert result.exit_code == 2
     assert "the store holds no runs yet" in result.stderr

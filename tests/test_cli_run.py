@@ -144,3 +144,69 @@ def test_demo_prints_both_tables_with_a_column_per_profile(tmp_path):
                   and "Errors per" not in line)
     assert [name for name in PROFILES if name in header] == list(PROFILES)
     assert "finished" in out
+
+
+def test_a_base_url_without_v1_names_the_url_and_suggests_v1(tmp_path):
+    from agent_eval.sim import run_sim_in_thread
+
+    with run_sim_in_thread(profile="piper") as base_url:
+        root = base_url.removesuffix("/v1")
+        result = invoke(*["run", "--base-url", root, "--model", "piper", "--limit", "1",
+                          "--db", str(tmp_path / "s.db")])
+    line = assert_one_error_line(result, EXIT_USAGE)
+    assert line == (f"Error: base_url: {root}/models answered 404 Not Found: "
+                    "OpenAI-compatible servers answer under /v1; "
+                    f"try --base-url {root}/v1")
+
+
+@pytest.mark.e2e
+def test_max_turns_and_tool_calls_bound_every_session_and_are_stored_in_the_run(tmp_path):
+    from agent_eval.sim import run_sim_in_thread
+    from agent_eval.store import open_store
+
+    db = str(tmp_path / "s.db")
+    with run_sim_in_thread(profile="disciplined") as base_url:
+        result = invoke("run", "--base-url", base_url, "--model", "disciplined", "--db", db,
+                        "--scenario", "lights-evening-off", "--max-turns", "2",
+                        "--max-tool-calls", "1")
+    assert result.exit_code == 0, result.output
+    with open_store(db) as store:
+        run = store.resolve_run("latest")
+        assert run.config["limits"] == {"turns": 2, "tool_calls": 1}
+        records = [store.load_session(row.id).record for row in store.session_rows([run.id])]
+    assert [(r.status, len(r.calls)) for r in records] == [("stalled", 1)]
+
+
+def test_resume_keeps_the_limits_the_run_started_with(tmp_path):
+    result = invoke("run", "--resume", "1", "--max-turns", "3", "--db", str(tmp_path / "s.db"))
+    assert assert_one_error_line(result, EXIT_USAGE) == (
+        "Error: --max-turns/--max-tool-calls: --resume keeps the limits the run started with")
+
+
+def test_a_resumed_plan_reads_the_limits_back(tmp_path):
+    from agent_eval.live.client import Target
+    from agent_eval.live.run import load_run_plan, start_run
+    from agent_eval.scenario import load_suite
+    from agent_eval.scenario.select import limit_scenarios
+    from agent_eval.store import open_store
+
+    suite = limit_scenarios(load_suite(RALF_SUITE), turns=2)
+    with open_store(str(tmp_path / "s.db")) as store:
+        run_id = start_run(store, suite, [Target(name="t", base_url="http://x/v1", model="m")],
+                           1, label=None, server_models={})
+        _, resumed, _, _ = load_run_plan(store, run_id)
+    assert {sc.spec.limits.turns for sc in resumed.scenarios.values()} == {2}
+    assert resumed.fingerprint == suite.fingerprint
+
+
+@pytest.mark.e2e
+def test_the_demo_ends_by_saying_what_to_open_next(tmp_path):
+    db = str(tmp_path / "demo.db")
+    result = invoke("demo", "--profiles", "piper", "--repeats", "1", "--tag", "lights",
+                    "--no-report", "--db", db)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-4:] == [
+        "Next:",
+        f"  agent-eval view --db {db}: browse the run at http://127.0.0.1:8700/",
+        f"  agent-eval sessions latest --failed --db {db}: the sessions that went wrong",
+        f"  agent-eval show ID --db {db}: one session turn by turn (an id from sessions)"]

@@ -84,8 +84,34 @@ def test_power_plans_repeats_from_the_baselines_variance_components(db):
         "it rests on, chi-square on 19 df)",
         f"with the baseline's 1 repeat(s) the smallest rise detectable at 80% power is "
         f"{now:.2f} errors/100 (standard error at that rise)",
+        "Ready: agent-eval run --config TARGETS.yaml --repeats 3 (the baseline's targets file)",
     ]
     assert repeats == 3
+
+
+def test_power_ends_with_the_run_to_paste_and_its_length_from_the_baselines_timing(db):
+    from datetime import UTC, datetime
+
+    from sqlalchemy import update
+
+    from agent_eval.store.schema import runs
+
+    run_id = add_run(db, "nightly", qwen=TargetPlan(1000, {"AE301": 40}, sessions=20))
+    config = {"suite": "scenarios/ralf", "repeats": 1, "targets": [{
+        "name": "qwen", "base_url": "http://127.0.0.1:8000/v1", "model": "Qwen/Qwen3.5-27B",
+        "sampling": {"temperature": 1.0, "top_p": 0.95, "top_k": 20}, "max_tokens": 4096}]}
+    with open_store(db) as store, store.engine.begin() as conn:
+        conn.execute(update(runs).where(runs.c.id == run_id).values(
+            config=config, created_at=datetime(2026, 11, 27, 2, 0, tzinfo=UTC),
+            finished_at=datetime(2026, 11, 27, 2, 10, tzinfo=UTC)))
+    result = cli(db, "power", "--baseline", "label:nightly", "--detect", "2")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-2:] == [
+        "Ready: agent-eval run --suite scenarios/ralf --base-url http://127.0.0.1:8000/v1 "
+        "--model Qwen/Qwen3.5-27B --name qwen --temperature 1.0 --top-p 0.95 --top-k 20 "
+        "--max-tokens 4096 --repeats 3 --label nightly",
+        "Estimated length: about 30 min (baseline run 1 took 10 min for 1 repeat(s), scaled "
+        "to the repeats, with the same targets, servers and concurrency)"]
 
 
 def test_power_needs_more_repeats_for_a_smaller_rise(db):

@@ -50,21 +50,54 @@ def test_every_command_has_help_with_an_example(command):
     assert cmd.help and "agent-eval" in cmd.help, f"`{command}` --help needs an example line"
 
 
-def _long_options() -> list[tuple[str, str]]:
-    out = []
-    for command in COMMANDS:
-        cmd = main
-        for part in command.split():
-            cmd = cmd.commands[part]
-        out += [(command, opt) for p in cmd.params if isinstance(p, click.Option)
-                for opt in p.opts if opt.startswith("--") and opt != "--help"]
-    return out
+def test_cli_doc_is_the_commands_rendering():
+    from agent_eval.cli.reference import cli_markdown
+
+    doc = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert doc == cli_markdown(), (
+        "docs/cli.md is stale; regenerate: python -m agent_eval.cli.reference > docs/cli.md")
 
 
-@pytest.mark.parametrize(("command", "option"), _long_options())
-def test_every_long_option_is_named_in_the_readme(command, option):
-    assert f"`{option}" in README or f" {option}" in README, (
-        f"README.md never names {option} of `agent-eval {command}`; document it")
+def _options_by_command() -> dict[str, set[str]]:
+    from agent_eval.cli.reference import command_paths
+
+    return {" ".join(path): {o for p in cmd.params if isinstance(p, click.Option)
+                             for o in (*p.opts, *p.secondary_opts)} | {"--help"}
+            for path, cmd in command_paths(main)}
+
+
+def _invocations(text: str, known: dict[str, set[str]]):
+    """(command, option) of every `agent-eval CMD ... --option` the text shows, up to the
+    end of its code span, a shell operator or the line."""
+    import re
+
+    for m in re.finditer(r"agent-eval ([a-z][a-z-]*(?: [a-z][a-z-]*)?)([^`\n|&;]*)", text):
+        words = m.group(1).split()
+        name = " ".join(words) if " ".join(words) in known else words[0]
+        if name not in known:
+            continue
+        rest = m.group(2) if name == " ".join(words) else " ".join(words[1:]) + m.group(2)
+        for option in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", rest):
+            yield name, option
+
+
+DOCS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")
+                             if p.name != "cli.md")]
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_every_option_a_doc_shows_a_command_with_exists(doc):
+    known = _options_by_command()
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    wrong = sorted({f"agent-eval {name} {option}" for name, option in _invocations(text, known)
+                    if option not in known[name]})
+    assert not wrong, f"{doc} shows options the commands do not have: {wrong}"
+
+
+def test_the_doc_check_sees_a_wrong_option():
+    known = {"gate": {"--baseline", "--help"}}
+    text = "run `agent-eval gate --baseline 3 --max-leak 2` and `agent-eval rules --json`"
+    assert list(_invocations(text, known)) == [("gate", "--baseline"), ("gate", "--max-leak")]
 
 
 def test_readme_opens_with_install_and_demo():
@@ -122,6 +155,16 @@ def test_shell_completion_script_is_served_as_the_readme_says():
     assert script.returncode == 0, script.stderr
     assert "_agent_eval_completion()" in script.stdout
     assert "complete -o nosort -F _agent_eval_completion agent-eval" in script.stdout
+
+
+def test_the_quick_start_makes_a_venv_first_and_says_what_to_open_after_the_demo():
+    quick = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    user, developer = quick.split("### Run the tests (developers)", 1)
+    assert user.index("python3 -m venv") < user.index("$ pip install . && agent-eval demo")
+    for next_step in ("agent-eval view", "agent-eval sessions latest --failed",
+                      "agent-eval show ID"):
+        assert next_step in user
+    assert "$ bash scripts/test.sh" in developer and "llama.cpp" not in user
 
 
 def test_no_tracker_numbers_in_code_tests_or_docs():

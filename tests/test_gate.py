@@ -327,3 +327,14 @@ def test_a_rise_that_survives_holm_still_fails():
     baseline = summaries(("t0", 1000, {"AE301": 50}), *others)
     result = evaluate_gate(summaries(("t0", 1000, {"AE301": 150}), *others), baseline=baseline)
     assert [c.status for c in result.checks][:2] == ["fail", "pass"]
+
+
+def test_the_gate_says_each_method_once_for_every_check_and_target_resting_on_it():
+    from agent_eval.analysis.gate import GateCheck, GateResult
+
+    wilson = "Wilson score interval at the effective sample size n/deff"
+    checks = [GateCheck(name, target, "rate", 8.0, 2.0, "pass", "ok", wilson)
+              for target in ("qwen", "llama") for name in ("errors/100 <= 8", "AE301/100 <= 3")]
+    text = render_gate_text(GateResult(checks))
+    assert text.count(wilson) == 1
+    assert f"method (errors/100 <= 8, AE301/100 <= 3): {wilson}" in text

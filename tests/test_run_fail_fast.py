@@ -135,7 +135,7 @@ def test_a_worker_whose_first_sessions_are_refused_alike_stops_with_one_line(tmp
         planned = CliRunner().invoke(main, [
             "run", "--plan-only", "--suite", str(suite_of(tmp_path)), "--db", db,
             "--base-url", url, "--model", "m", "--name", "llama", "--json"])
-        run_id = json.loads(planned.output)["run"]
+        run_id = json.loads(planned.stdout)["run"]
         worked = CliRunner().invoke(main, ["worker", str(run_id), "--db", db,
                                            "--concurrency", "1"])
     assert worked.exit_code == EXIT_FAULT, worked.output

@@ -142,7 +142,7 @@ def test_a_planned_run_is_played_by_a_worker_and_marked_finished(tmp_path):
     with run_sim_in_thread("disciplined", suite=RALF) as base_url:
         planned = runner.invoke(main, plan_args(db, base_url, RALF, "--limit", "3"))
         assert planned.exit_code == 0, planned.output
-        run_id = json.loads(planned.output)["run"]
+        run_id = json.loads(planned.stdout)["run"]
         with open_store(db) as store:
             assert store.finished_keys(run_id) == set()
             assert store.work_progress(run_id).planned == 3
@@ -162,7 +162,7 @@ def test_resuming_a_planned_run_plays_its_work_items_here_and_leaves_none(tmp_pa
     runner = CliRunner()
     with run_sim_in_thread("disciplined", suite=RALF) as base_url:
         planned = runner.invoke(main, plan_args(db, base_url, RALF, "--limit", "3"))
-        run_id = json.loads(planned.output)["run"]
+        run_id = json.loads(planned.stdout)["run"]
         resumed = runner.invoke(main, ["run", "--resume", str(run_id), "--db", db, "--json"])
         late = runner.invoke(main, ["worker", str(run_id), "--db", db, "--json"])
     assert resumed.exit_code == 0, resumed.output
@@ -185,7 +185,7 @@ def test_a_worker_whose_suite_differs_from_the_planners_is_refused(tmp_path):
     runner = CliRunner()
     with run_sim_in_thread("disciplined", suite=RALF) as base_url:
         planned = runner.invoke(main, plan_args(db, base_url, suite, "--limit", "2"))
-        run_id = json.loads(planned.output)["run"]
+        run_id = json.loads(planned.stdout)["run"]
         edited = suite / "calendar-book-review.yaml"
         edited.write_text(edited.read_text().replace("45-minute", "50-minute"))
         refused = runner.invoke(main, ["worker", str(run_id), "--db", db])
@@ -284,7 +284,7 @@ def test_workers_killed_paused_and_cut_off_still_store_every_planned_session_onc
         planned = CliRunner().invoke(main, plan_args(url, base_url, RALF, "--repeats",
                                                      str(REPEATS)))
         assert planned.exit_code == 0, planned.output
-        run_id, n_planned = json.loads(planned.output)["run"], json.loads(planned.output)["planned"]
+        run_id, n_planned = json.loads(planned.stdout)["run"], json.loads(planned.stdout)["planned"]
         store = open_store(url)
         workers = [start_worker(run_id, url, tmp_path / f"w{i}") for i in range(WORKERS)]
 

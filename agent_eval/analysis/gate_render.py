@@ -25,13 +25,14 @@ def render_gate_text(result: GateResult, *, title: str | None = None) -> str:
 
 
 def methods_used(result: GateResult) -> list[tuple[str, str]]:
-    """Each distinct (check name, method) once, in check order: which interval or test
-    every check rests on, named once under the checks rather than on every line."""
-    seen: dict[tuple[str, str], None] = {}
+    """Each distinct method once, in check order, with the names of the checks resting on
+    it (``"errors/100 <= 8, AE301/100 <= 3"``): said once under the checks rather than
+    on every line, or once per check that shares it."""
+    names: dict[str, list[str]] = {}
     for check in result.checks:
-        if check.method:
-            seen.setdefault((check.name, check.method), None)
-    return list(seen)
+        if check.method and check.name not in names.setdefault(check.method, []):
+            names[check.method].append(check.name)
+    return [(", ".join(checks), method) for method, checks in names.items()]
 
 
 def render_gate_markdown(result: GateResult, *, title: str | None = None) -> str:

@@ -77,7 +77,7 @@ def compare(run_a, run_b, targets, by, markdown_path, as_json, db) -> None:
     if run_b is None:
         raise ConfigError("give RUN_B, or --targets A,B to compare two targets of RUN_A",
                           field="RUN_B")
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         info_a, info_b = store.resolve_run(run_a), store.resolve_run(run_b)
         summaries, units = [], []
         for info in (info_a, info_b):
@@ -144,7 +144,7 @@ def _compare_targets(run_ref, targets, markdown_path, as_json, db) -> None:
                           field="--targets")
     a, b = names
     group = f"{a} -> {b}"
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         info = store.resolve_run(run_ref)
         summaries = store.summarize([info.id], "target", with_turns=False, detail="actions")
         missing = [n for n in names if n not in summaries]

@@ -88,7 +88,7 @@ def export(run_ref: str, fmt: str, output: Path | None, raw: bool, db: str | Non
     """
     from agent_eval.store import open_store
 
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         run = store.resolve_run(run_ref)
         stream = output.open("w", encoding="utf-8", newline="") if output else sys.stdout
         if stream.isatty():  # a model's text must not drive the terminal it is shown on

@@ -103,7 +103,7 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
             and max_leaks is None:
         raise ConfigError("give at least one threshold: --max-error-rate, --max-class, "
                           "--min-handshake, --baseline or --max-leaks", field="gate")
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         run = store.resolve_run(run_ref)
         current = rates(store, run.id)
         declared = [t.name for t in store.run_targets(run.id)]
@@ -176,12 +176,13 @@ def parse_max_class(values: tuple[str, ...]) -> dict[str, float]:
     unknown code or a session-level code (AE4xx, never a call's class) is a ConfigError
     naming the value."""
     from agent_eval.metrics import PRECEDENCE
-    from agent_eval.policy import get_rule
+    from agent_eval.policy import find_rule, get_rule, near_rules
 
     parsed: dict[str, float] = {}
     for value in values:
         code, sep, number = value.partition("=")
-        code = code.strip().upper()
+        named = find_rule(code)  # a code in any case, or a rule name
+        code = named.code if named is not None else code.strip().upper()
         try:
             limit = float(number)
         except ValueError:
@@ -192,7 +193,9 @@ def parse_max_class(values: tuple[str, ...]) -> dict[str, float]:
         if code not in PRECEDENCE:
             known = get_rule(code)
             why = ("a session outcome, not a call's failure class" if known
-                   else "not a rule code: see `agent-eval rules`")
+                   else "not a rule code or name: " + (
+                       f"did you mean {' or '.join(near_rules(code))}? "
+                       if near_rules(code) else "") + "`agent-eval rules` lists them")
             raise ConfigError(f"{value!r}: {code} is {why}", field="--max-class")
         parsed[code] = limit
     return parsed

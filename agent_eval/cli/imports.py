@@ -8,6 +8,7 @@ import click
 
 from agent_eval.cli import main
 from agent_eval.cli.db import db_option
+from agent_eval.cli.options import ALLOWLIST
 from agent_eval.cli.terminal import escape_terminal
 
 TRANSCRIPT_FORMATS = ("auto", "openai", "opencode", "claude-code", "mini-swe-agent", "swe-agent",
@@ -18,7 +19,7 @@ LOG_FORMATS = ("vllm-log", "llamacpp-log")
 @main.command(name="import")
 @click.argument("fmt", metavar="[FORMAT]")
 @click.argument("path", required=False, type=click.Path(path_type=Path))
-@click.option("--allowlist", "allowlist_path", type=click.Path(path_type=Path),
+@click.option("--allowlist", "allowlist_path", type=ALLOWLIST,
               help="Allow-list YAML every imported call is judged against (transcripts), "
                    "or an agent CLI's rules: opencode.json, Claude Code settings.json, "
                    "Codex .rules (docs/policies.md).")

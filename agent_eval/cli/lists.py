@@ -7,11 +7,9 @@ a filter gives the same rows here, in ``--json`` and in the browser.
 from __future__ import annotations
 
 import json
-import sys
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from agent_eval.cli import main
 from agent_eval.cli.db import db_option
@@ -22,7 +20,23 @@ SESSION_HEAD = ("id", "target", "scenario", "repeat", "status", "calls", "denial
                 "handshake", "tags")  # fmt: skip
 CALL_HEAD = ("id", "session", "target", "scenario", "#", "tool", "decision", "class",
              "next", "command")  # fmt: skip
-COMMAND_CHARS = 80
+# how each column gives way on a narrow terminal (terminal.fitted_table)
+SESSION_COLUMNS = {
+    "id": {"justify": "right"}, "target": {"flex": True}, "scenario": {"flex": True, "min": 12},
+    "repeat": {"justify": "right", "drop": 2}, "status": {"flex": True, "min": 9},
+    "calls": {"justify": "right", "drop": 1}, "denials": {"justify": "right"},
+    "tags": {"flex": True, "drop": 3},
+}
+CALL_COLUMNS = {
+    "id": {"justify": "right"}, "session": {"justify": "right"},
+    "target": {"flex": True, "min": 6}, "scenario": {"flex": True, "min": 8, "drop": 1},
+    "#": {"justify": "right", "drop": 4}, "tool": {"flex": True, "min": 4, "drop": 3},
+    "next": {"flex": True, "min": 6, "drop": 2},
+    "command": {"flex": True, "min": 24},
+}
+COMMAND_CHARS = 80  # the most of a command a row shows (--json gives it whole)
+COMMAND_MIN = 24
+OTHER_COLUMNS = 76  # about what the other columns and the borders take
 
 
 def _filters(func):
@@ -31,7 +45,8 @@ def _filters(func):
         click.option("--scenario", help="Only this scenario."),
         click.option("--tag", help="Only sessions carrying this tag."),
         click.option("--class", "code", metavar="CODE",
-                     help="Only denied calls of this primary class (e.g. AE301)."),
+                     help="Only denied calls of this primary class: a code or a rule name "
+                          "(AE301, pipe-to-filter)."),
         click.option("--status", type=click.Choice(["completed", "stalled", "abandoned",
                                                     "error"]), help="Session exit state."),
         click.option("--decision", type=click.Choice(["allow", "deny"]), help="Call verdict."),
@@ -71,22 +86,24 @@ def sessions(run_ref, sort, limit, offset, as_json, db, **filters) -> None:
     """
     from agent_eval.store import SessionFilter, filter_from, open_store
 
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         run = store.resolve_run(run_ref)
+        _check_filters(store, run.id, filters)
         f = filter_from(SessionFilter, {**filters, "run_id": run.id})
         page = store.list_sessions(f, sort=sort, limit=limit, offset=offset)
     if as_json:
         click.echo(json.dumps([r.as_json() for r in page.rows], indent=2))
         return
-    table = Table(title=_title("Sessions", run.id, page))
-    for col in SESSION_HEAD:
-        table.add_column(col, justify="right" if col in ("id", "repeat", "calls", "denials")
-                         else "left")
-    for r in page.rows:
-        table.add_row(str(r.id), model_text(r.target), model_text(r.scenario), str(r.repeat),
-                      model_text(r.status_text, "red" if r.failed else "green"), str(r.calls),
-                      str(r.denials), handshake_cell(r), model_text(", ".join(r.tags)))
-    _console().print(table)
+    from agent_eval.cli.terminal import fitted_table
+
+    rows = [[str(r.id), model_text(r.target), model_text(r.scenario), str(r.repeat),
+             model_text(r.status_text, "red" if r.failed else "green"), str(r.calls),
+             str(r.denials), handshake_cell(r), model_text(", ".join(r.tags))]
+            for r in page.rows]
+    console = _console()
+    console.print(fitted_table(_title("Sessions", run.id, page),
+                               [(col, SESSION_COLUMNS.get(col, {})) for col in SESSION_HEAD],
+                               rows, console.width))
 
 
 @main.command()
@@ -108,28 +125,58 @@ def calls(run_ref, sort, limit, offset, as_json, db, **filters) -> None:
         agent-eval calls latest --class AE301 --target careful --json
 
     --search finds calls whose command contains TEXT (matched literally).  Commands are
-    shown with control characters escaped and cut at 80 characters (--json gives them
-    whole).  Exit codes: 0 listed, 2 bad run or option.
+    shown with control characters escaped and cut to fit the terminal (--json gives them
+    whole); a denied call's command is cut around the span its finding points at (the
+    `| head`), with some context before it.  Through a pipe the width is $COLUMNS, or
+    200; on a narrow terminal the least needed columns go first.  Exit codes: 0 listed,
+    2 bad run or option.
     """
     from agent_eval.store import CallFilter, filter_from, open_store
 
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         run = store.resolve_run(run_ref)
+        _check_filters(store, run.id, filters)
         f = filter_from(CallFilter, {**filters, "run_id": run.id})
         page = store.list_calls(f, sort=sort, limit=limit, offset=offset)
+        spans = store.primary_spans(page.rows)
     if as_json:
         click.echo(json.dumps([r.as_json() for r in page.rows], indent=2))
         return
-    table = Table(title=_title("Calls", run.id, page))
-    for col in CALL_HEAD:
-        table.add_column(col, justify="right" if col in ("id", "session", "#") else "left")
-    for r in page.rows:
-        table.add_row(str(r.id), str(r.session_id), model_text(r.target), model_text(r.scenario),
-                      str(r.index), model_text(r.tool),
-                      model_text(r.decision, "red" if r.decision == "deny" else "green"),
-                      model_text(r.primary_code), model_text(r.next_action),
-                      model_text(r.command, limit=COMMAND_CHARS))
-    _console().print(table)
+    from agent_eval.cli.terminal import fitted_table
+
+    console = _console()
+    room = max(COMMAND_MIN, min(COMMAND_CHARS, console.width - OTHER_COLUMNS))
+    rows = [[str(r.id), str(r.session_id), model_text(r.target), model_text(r.scenario),
+             str(r.index), model_text(r.tool),
+             model_text(r.decision, "red" if r.decision == "deny" else "green"),
+             model_text(r.primary_code), model_text(r.next_action),
+             command_cell(r.command, spans.get(r.id), room)]
+            for r in page.rows]
+    console.print(fitted_table(_title("Calls", run.id, page),
+                               [(col, CALL_COLUMNS.get(col, {})) for col in CALL_HEAD],
+                               rows, console.width))
+
+
+def _check_filters(store, run_id: int, filters: dict) -> None:
+    """Filters that name nothing are refused rather than answered with an empty table:
+    --class takes a code or a rule name (made the code), --target one of the run's."""
+    from agent_eval.cli.options import known_name, rule_code
+
+    if filters.get("code"):
+        filters["code"] = rule_code(filters["code"], "--class")
+    if filters.get("target"):
+        known_name(filters["target"], [t.name for t in store.run_targets(run_id)],
+                   "target", "--target")
+
+
+def command_cell(command: str | None, span: tuple[int, int] | None, room: int):
+    """The command cut to ``room`` characters; a denied call's around the span its finding
+    points at (``| head``), with some context before it and the span underlined."""
+    from agent_eval.cli.terminal import span_window
+
+    if span is None or command is None:
+        return model_text(command, limit=room)
+    return span_window(command, span[0], span[1], room)
 
 
 def handshake_cell(r) -> str:
@@ -147,4 +194,6 @@ def _title(what: str, run_id: int, page) -> str:
 
 
 def _console() -> Console:
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    from agent_eval.cli.terminal import table_console
+
+    return table_console(200)

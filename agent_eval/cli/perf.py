@@ -72,7 +72,7 @@ def perf(
     if start and end and end <= start:
         raise ConfigError(f"--until {until} is not after --since {since}", field="--until")
     work = None
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         if run_ref is not None:
             run = store.resolve_run(run_ref)
             sessions = list(store.session_rows([run.id]))
@@ -173,3 +173,5 @@ def _print(tables, work, scope: str) -> None:
         for row in rows:
             table.add_row(*(model_text(cell) for cell in row))
         console.print(table)
+    if tables.requests == 0 and tables.throughput:
+        console.print(render.NO_ACCESS_LINES, markup=False, highlight=False)

@@ -18,6 +18,7 @@ import click
 
 from agent_eval.cli import main
 from agent_eval.cli.db import db_option
+from agent_eval.cli.options import ALLOWLIST
 from agent_eval.cli.terminal import escape_terminal
 from agent_eval.errors import ConfigError
 
@@ -167,7 +168,7 @@ def _run_calls(ref: str, db: str | None) -> tuple[list, str]:
     from agent_eval.store import open_store
 
     calls = []
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         run = store.resolve_run(ref)
         for row in store.session_rows([run.id]):
             record = store.load_session(row.id).record
@@ -324,7 +325,7 @@ def convert(config: Path, agents: tuple[str, ...], out_dir: Path | None, workdir
 
 
 @policy.command()
-@click.option("--allowlist", "allowlist_path", default=None, type=click.Path(path_type=Path),
+@click.option("--allowlist", "allowlist_path", default=None, type=ALLOWLIST,
               help="Show the profiles as this allow-list has them (some switched off, its "
                    "own added); default: the built-in ones.")
 @click.option("--json", "as_json", is_flag=True, help="Print the profiles as JSON.")
@@ -342,9 +343,8 @@ def profiles(allowlist_path: Path | None, as_json: bool) -> None:
     from agent_eval.policy import AllowList
     from agent_eval.policy.profiles import BUILTIN
     from agent_eval.policy.sources import resolve_allowlist
-    from agent_eval.scenario.bundled import find_allowlist
 
-    allowlist = (resolve_allowlist(find_allowlist(allowlist_path))
+    allowlist = (resolve_allowlist(allowlist_path)
                  if allowlist_path is not None else AllowList(name="built-in"))
     active = allowlist.active_profiles
     off = [name for name in BUILTIN if name not in active]

@@ -13,6 +13,7 @@ from typing import TextIO
 import click
 
 from agent_eval.cli import EXIT_FAIL, EXIT_OK, main
+from agent_eval.cli.options import ALLOWLIST
 from agent_eval.cli.terminal import escape_terminal
 from agent_eval.errors import ConfigError
 from agent_eval.policy import (
@@ -120,8 +121,7 @@ def format_harness(dual) -> str:
 
 
 @main.command()
-@click.option("--allowlist", "allowlist_path", required=True,
-              type=click.Path(path_type=Path),
+@click.option("--allowlist", "allowlist_path", required=True, type=ALLOWLIST,
               help="Allow-list YAML, or an agent CLI's rules: opencode.json, Claude Code "
                    "settings.json, Codex .rules.")
 @click.option("--agent", default=None, metavar="NAME",
@@ -160,9 +160,8 @@ def check(allowlist_path: Path, agent: str | None, tool: str, batch: str | None,
     from agent_eval.policy.sources import judge_command as dual_command
     from agent_eval.policy.sources import judge_read as dual_read
     from agent_eval.policy.sources import resolve_policy
-    from agent_eval.scenario.bundled import find_allowlist
 
-    resolved = resolve_policy(find_allowlist(allowlist_path), agent)
+    resolved = resolve_policy(allowlist_path, agent)
     source_agent = resolved.agent
 
     def judge(value: str):

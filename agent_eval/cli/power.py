@@ -35,7 +35,10 @@ def power(baseline_ref, detect, power, target, db) -> None:
     variance components: each scenario's error rate, calls per session and design effect
     of sessions (how much calls of one session err together); the spread between
     scenarios cancels in the paired design.  Also prints the smallest rise the baseline's
-    own number of repeats detects.  Method: docs/statistics.md.  Exit codes: 0 done,
+    own number of repeats detects, then the `agent-eval run` that carries the plan out
+    (a live baseline's suite, server, model and sampling, with the repeats needed) and
+    how long it should take, scaled from the baseline's own duration.  Method:
+    docs/statistics.md.  Exit codes: 0 done,
     2 bad run or option.
     """
     from agent_eval.cli.gate import run_units
@@ -48,7 +51,7 @@ def power(baseline_ref, detect, power, target, db) -> None:
     if not 0 < power < 1:
         raise ConfigError(f"must be a probability strictly between 0 and 1, got {power:g}",
                           field="--power")
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         info = store.resolve_run(baseline_ref)
         units = run_units(store, info.id)
     if target is not None:
@@ -61,7 +64,65 @@ def power(baseline_ref, detect, power, target, db) -> None:
                           field="--baseline")
     label = f" ({escape_terminal(info.label, one_line=True)})" if info.label else ""
     click.echo(f"Baseline run {info.id}{label}")
+    plans = {}
     for name, items in units.items():
         click.echo(f"== {escape_terminal(name, one_line=True)} ==")
-        for line in plan_lines(plan_power(items, detect, power=power)):
+        plans[name] = plan_power(items, detect, power=power)
+        for line in plan_lines(plans[name]):
             click.echo(line)
+    for line in next_run_lines(info, plans):
+        click.echo(escape_terminal(line))
+
+
+SAMPLING_OPTIONS = {"temperature": "--temperature", "top_p": "--top-p", "top_k": "--top-k",
+                    "min_p": "--min-p", "presence_penalty": "--presence-penalty",
+                    "repetition_penalty": "--repetition-penalty"}
+
+
+def next_run_lines(info, plans: dict) -> list[str]:
+    """The ``run`` that carries the plan out, ready to paste (a live baseline's suite,
+    server, model and sampling with the planned repeats), and how long it should take,
+    scaled from the baseline's own duration."""
+    import shlex
+
+    needed = [p.repeats for p in plans.values() if p.repeats is not None]
+    if not needed:
+        return []
+    repeats = max(needed)
+    config = info.config or {}
+    settings = [t for t in config.get("targets", []) if t.get("name") in plans]
+    lines = []
+    if info.kind == "live" and len(settings) == 1:
+        t = settings[0]
+        words = ["agent-eval", "run"]
+        if config.get("suite"):
+            words += ["--suite", config["suite"]]
+        words += ["--base-url", t["base_url"], "--model", t["model"], "--name", t["name"]]
+        for key, option in SAMPLING_OPTIONS.items():
+            if t.get("sampling", {}).get(key) is not None:
+                words += [option, str(t["sampling"][key])]
+        if t.get("max_tokens"):
+            words += ["--max-tokens", str(t["max_tokens"])]
+        words += ["--repeats", str(repeats)]
+        if info.label:
+            words += ["--label", info.label]
+        lines.append("Ready: " + shlex.join(words))
+    else:
+        lines.append(f"Ready: agent-eval run --config TARGETS.yaml --repeats {repeats} "
+                     "(the baseline's targets file)")
+    base = config.get("repeats")
+    took = (info.finished_at - info.created_at).total_seconds() if info.finished_at else None
+    if base and took and took > 0:
+        lines.append(f"Estimated length: about {_duration(took * repeats / base)} "
+                     f"(baseline run {info.id} took {_duration(took)} for {base} repeat(s), "
+                     "scaled to the repeats, with the same targets, servers and concurrency)")
+    return lines
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"

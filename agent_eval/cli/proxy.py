@@ -9,13 +9,14 @@ import click
 
 from agent_eval.cli import main
 from agent_eval.cli.db import db_option
+from agent_eval.cli.options import ALLOWLIST
 from agent_eval.errors import ConfigError
 
 
 @main.command()
 @click.option("--upstream", required=True, metavar="URL",
               help="The model server's base URL, e.g. http://127.0.0.1:8000/v1.")
-@click.option("--allowlist", "allowlist_path", required=True, type=click.Path(),
+@click.option("--allowlist", "allowlist_path", required=True, type=ALLOWLIST,
               help="Allow-list YAML every tool call is judged against, or an agent CLI's "
                    "rules: opencode.json, Claude Code settings.json, Codex .rules.")
 @click.option("--agent", default=None, metavar="NAME",
@@ -105,7 +106,7 @@ def proxy(upstream: str, allowlist_path: str, agent: str | None, port: int, host
     db_url = store.url
     store.close()
     recorder = RecorderProcess(RecorderConfig(
-        db=db, allowlist_path=allowlist_path, agent=agent, upstream=upstream, label=label,
+        db=db, allowlist_path=str(allowlist_path), agent=agent, upstream=upstream, label=label,
         idle_s=idle_timeout, journal=journal, protocols_path=protocols_path,
         otel_endpoint=otel_endpoint, keep_requests_days=keep_requests_days))
     from agent_eval.proxy.loop import run

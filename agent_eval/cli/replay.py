@@ -10,6 +10,7 @@ import click
 
 from agent_eval.cli import EXIT_FAULT, main
 from agent_eval.cli.db import db_option
+from agent_eval.cli.options import ALLOWLIST
 
 
 def _knob_options(f):
@@ -51,7 +52,7 @@ def _knob_options(f):
               help="Sessions replayed at once (each session's turns go in order).")
 @click.option("--repeats", type=click.IntRange(1), default=1, show_default=True,
               help="Replies per context, to see the candidate's own noise.")
-@click.option("--allowlist", "allowlist_path", type=click.Path(path_type=Path), default=None,
+@click.option("--allowlist", "allowlist_path", type=ALLOWLIST, default=None,
               help="Judge under this allow-list or agent CLI's rules (opencode.json, Claude "
                    "Code settings.json, Codex .rules) [default: the original run's].")
 @click.option("--agent", default=None, metavar="NAME",
@@ -92,7 +93,7 @@ def replay(run_ref, base_url, model, target_name, targets, sample, seed, concurr
     from agent_eval.live.run import probe_targets
     from agent_eval.store import open_store
 
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         info = store.resolve_run(run_ref)
         override = _load_override(allowlist_path, agent)
         plan = plan_replay(store.session_rows([info.id]), store.call_rows([info.id]),

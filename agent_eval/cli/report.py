@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from agent_eval.cli import main
 from agent_eval.cli.db import db_option
+from agent_eval.cli.terminal import table_console
 
 
 @main.command()
@@ -39,7 +38,7 @@ def report(runs: tuple[str, ...], out: Path, quiet: bool, as_json: bool, db: str
     from agent_eval.report import write_report
     from agent_eval.store import open_store
 
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         run_ids = [store.resolve_run(ref).id for ref in (runs or ("latest",))]
         index = write_report(store, run_ids, out)
         if as_json:
@@ -52,8 +51,8 @@ def report(runs: tuple[str, ...], out: Path, quiet: bool, as_json: bool, db: str
                                   indent=2))
             return
         if not quiet:
-            console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+            console = table_console(120)
             summaries = summarize_runs(store, run_ids)
-            console.print(render_target_table(summaries))
+            console.print(render_target_table(summaries, console.width))
             console.print(render_class_table(summaries))
     click.echo(f"HTML report: {index}" if not quiet else str(index))

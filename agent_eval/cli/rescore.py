@@ -8,11 +8,12 @@ import click
 
 from agent_eval.cli import main
 from agent_eval.cli.db import db_option
+from agent_eval.cli.options import ALLOWLIST
 
 
 @main.command()
 @click.argument("run")
-@click.option("--allowlist", "allowlist_path", required=True, type=click.Path(path_type=Path),
+@click.option("--allowlist", "allowlist_path", required=True, type=ALLOWLIST,
               help="Allow-list YAML to judge every stored call against, or an agent CLI's "
                    "rules: opencode.json, Claude Code settings.json, Codex .rules.")
 @click.option("--agent", default=None, metavar="NAME",
@@ -40,7 +41,7 @@ def rescore(run: str, allowlist_path: Path, agent: str | None, label: str | None
     policy = load_policy(allowlist_path, agent)
     allowlist = policy.allowlist
     allowlist_path = find_allowlist(allowlist_path)
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         old = store.resolve_run(run)
         result = rescore_stored(store, old.id, policy, label=label,
                                 allowlist_path=str(allowlist_path))

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from agent_eval.cli import EXIT_FAULT, main
 from agent_eval.cli.db import db_option
@@ -98,6 +97,11 @@ def _pop_selection(knobs: dict) -> dict:
 @click.option("--concurrency", type=click.IntRange(1), default=None,
               help="Sessions in flight per target [default 4].")
 @click.option("--label", help="Label for the run (gate --baseline label:NAME).")
+@click.option("--max-turns", type=click.IntRange(1), default=None, metavar="N",
+              help="End every session after N model replies, over the suite's own limits "
+                   "(stored in the run's config; --resume keeps it).")
+@click.option("--max-tool-calls", type=click.IntRange(1), default=None, metavar="N",
+              help="End every session after N tool calls, over the suite's own limits.")
 @click.option("--plan-only", is_flag=True,
               help="Store the run's plan for `agent-eval worker` processes; play nothing.")
 @_selection_options
@@ -106,7 +110,7 @@ def _pop_selection(knobs: dict) -> dict:
               help="Progress on stderr; the two tables as one JSON object on stdout.")
 @db_option
 def run(suite, base_url, model, target_name, config_file, resume, repeats, concurrency, label,
-        plan_only, as_json, db, **knobs) -> None:
+        max_turns, max_tool_calls, plan_only, as_json, db, **knobs) -> None:
     """Run a scenario suite against a served model and store every call.
 
     Example:
@@ -117,7 +121,9 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
 
     Play part of a suite with --scenario GLOB, --tag TAG, --exclude GLOB (each
     repeatable) and --limit N, e.g. `--scenario 'research-*' --exclude '*-web' --limit 2`;
-    --resume keeps to the selection the run started with.
+    --resume keeps to the selection the run started with.  --max-turns N and
+    --max-tool-calls N bound a slow model without editing the suite: they replace every
+    scenario's own limits and are stored in the run's config (--resume keeps them).
 
     Prints a progress bar, then the per-target table and the failure-class breakdown.
     A request the server fails (500, dropped, hung past --timeout, cut off) ends its
@@ -153,6 +159,9 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
 
     selection = _pop_selection(knobs)
     store = open_store(db)
+    if resume and (max_turns or max_tool_calls):
+        raise ConfigError("--resume keeps the limits the run started with",
+                          field="--max-turns/--max-tool-calls")
     if resume and plan_only:
         raise ConfigError("--plan-only plans a new run; workers finish a planned one "
                           "(agent-eval worker RUN)", field="--plan-only")
@@ -180,17 +189,30 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
     from agent_eval.scenario.bundled import find_suite
 
     suite_obj = _select(load_suite(find_suite(suite) if suite else _bundled_suite()), selection)
-    run_id = _start(store, suite_obj, targets, repeats or 1, label)
+    from agent_eval.scenario.select import limit_scenarios
+
+    suite_obj = limit_scenarios(suite_obj, turns=max_turns, tool_calls=max_tool_calls)
+    run_id = _start(store, suite_obj, targets, repeats or 1, label, _console(stderr=as_json))
     if plan_only:
         _plan(store, run_id, suite_obj, targets, repeats or 1, as_json)
         return
     _play(store, run_id, suite_obj, targets, repeats or 1, as_json=as_json)
 
 
-def _start(store, suite_obj, targets, repeats, label) -> int:
+def _start(store, suite_obj, targets, repeats, label, console: Console) -> int:
+    """Probe the targets' servers (said at once: a busy server may take minutes to answer
+    ``/v1/models``) and record the run."""
     from agent_eval.live.run import record_new_run
 
+    console.print(checking_line(targets), markup=False, highlight=False, soft_wrap=True)
     return record_new_run(store, suite_obj, targets, repeats, label=label)
+
+
+def checking_line(targets) -> str:
+    """``Checking 2 servers… (URL, URL)``: the first line a run prints."""
+    urls = list(dict.fromkeys(t.base_url for t in targets))
+    return (f"Checking {len(urls)} server{'s' if len(urls) != 1 else ''}… "
+            f"({', '.join(escape_terminal(u) for u in urls)})")
 
 
 def _resume_planned(store, run_id, suite_obj, targets, as_json) -> None:
@@ -238,15 +260,19 @@ def _play(store, run_id, suite_obj, targets, repeats, *, resume: bool = False,
           as_json: bool = False) -> None:
     """Play the run with a progress bar, then print the two tables (or, with ``as_json``,
     the progress on stderr and one JSON object on stdout)."""
+    from agent_eval.cli.progress import run_progress
     from agent_eval.live.run import RunTally, play_run
 
     console = _console(stderr=as_json)
     tally = RunTally()
-    bar = _Bar(console, run_id)
+    bar = run_progress(console, run_id, tally)
 
     def on_start(n: int) -> None:
         if resume:
             console.print(f"Resuming run {run_id}: {n} sessions left.")
+            if n:
+                console.print(checking_line(targets), markup=False, highlight=False,
+                              soft_wrap=True)
         bar.start(n)
 
     try:
@@ -276,36 +302,6 @@ def _play(store, run_id, suite_obj, targets, repeats, *, resume: bool = False,
                       f"answering.[/] Finish later with: agent-eval run --resume {run_id}")
         sys.exit(EXIT_FAULT)
     console.print(f"Run {run_id} finished: {tally.done} sessions stored in {store.url}.")
-
-
-class _Bar:
-    """The run's progress bar, shown once the number of sessions to play is known."""
-
-    def __init__(self, console: Console, run_id: int) -> None:
-        self.console, self.run_id = console, run_id
-        self.progress: Progress | None = None
-
-    def start(self, total: int) -> None:
-        if not total:
-            return
-        self.progress = Progress(
-            TextColumn("[bold]run {task.fields[run]}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("top-level sessions · {task.fields[calls]} calls · "
-                       "{task.fields[rate]} errors/100"),
-            TimeElapsedColumn(), console=self.console, transient=False)
-        self.task = self.progress.add_task("run", total=total, run=self.run_id, calls=0,
-                                           rate="–")
-        self.progress.start()
-
-    def update(self, t, _records) -> None:
-        if self.progress is not None:
-            rate = f"{100 * t.errors / t.calls:.1f}" if t.calls else "–"
-            self.progress.update(self.task, completed=t.done, calls=t.calls, rate=rate)
-
-    def stop(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-            self.progress = None
 
 
 def _print_json(store, run_id: int, status: str, stored: int) -> None:
@@ -369,7 +365,7 @@ def print_run_tables(store, run_ids: list[int], console: Console) -> None:
     from agent_eval.cli.tables import render_class_table, render_target_table, summarize_runs
 
     summaries = summarize_runs(store, run_ids)
-    console.print(render_target_table(summaries))
+    console.print(render_target_table(summaries, console.width))
     console.print(render_class_table(summaries))
 
 
@@ -418,8 +414,9 @@ def _replace(target, **changes):
 
 
 def _console(stderr: bool = False) -> Console:
-    stream = sys.stderr if stderr else sys.stdout
-    return Console(highlight=False, width=None if stream.isatty() else 120, stderr=stderr)
+    from agent_eval.cli.terminal import table_console
+
+    return table_console(120, stderr=stderr)
 
 
 @main.command()
@@ -462,10 +459,24 @@ def demo(repeats, profiles, concurrency, report, as_json, db, **selection) -> No
                    timeout_s=30.0)
             for name in names
         ]
-        run_id = _start(store, suite_obj, targets, repeats, "demo")
+        run_id = _start(store, suite_obj, targets, repeats, "demo", _console(stderr=as_json))
         _play(store, run_id, suite_obj, targets, repeats, as_json=as_json)
+    console = _console(stderr=as_json)
     if report:
         from agent_eval.report import write_report
 
         path = write_report(store, [run_id], Path(os.environ.get("AGENT_EVAL_REPORTS", "reports")))
-        _console(stderr=as_json).print(f"HTML report: {path}")
+        console.print(f"HTML report: {path}", markup=False)
+    for line in next_steps(db):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def next_steps(db: str | None) -> list[str]:
+    """What to open after the demo: the viewer, the failed sessions, one session."""
+    import shlex
+
+    where = f" --db {shlex.quote(db)}" if db else ""
+    return ["Next:",
+            f"  agent-eval view{where}: browse the run at http://127.0.0.1:8700/",
+            f"  agent-eval sessions latest --failed{where}: the sessions that went wrong",
+            f"  agent-eval show ID{where}: one session turn by turn (an id from sessions)"]

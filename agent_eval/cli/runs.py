@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import json
-import sys
 from datetime import UTC, datetime, timedelta
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from agent_eval.cli import main
 from agent_eval.cli.db import db_option
 from agent_eval.cli.terminal import escape_terminal, model_text
 from agent_eval.store import MAX_ID
+
+# how each column gives way on a narrow terminal (terminal.fitted_table)
+RUN_COLUMNS = {
+    "id": {"justify": "right"}, "sessions": {"justify": "right"},
+    "calls": {"justify": "right", "drop": 3}, "label": {"flex": True, "min": 5},
+    "kind": {"drop": 5}, "status": {"flex": True, "min": 8},
+    "targets": {"flex": True, "min": 10}, "started": {"flex": True, "min": 10, "drop": 2},
+    "duration": {"drop": 4},
+}
 
 
 @main.group(invoke_without_command=True)
@@ -45,18 +52,21 @@ def runs(ctx, label, kind, status, limit, offset, as_json, db) -> None:
     from agent_eval.report.runs import RUN_HEAD, run_cells
     from agent_eval.store import open_store
 
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         page = store.list_run_rows(label=label, kind=kind, status=status, limit=limit,
                                    offset=offset)
     if as_json:
         click.echo(json.dumps([r.as_json() for r in page.rows], indent=2))
         return
-    table = Table(title=f"Runs {page.offset + 1}–{page.offset + len(page.rows)} of {page.total}")
-    for col in RUN_HEAD:
-        table.add_column(col, justify="right" if col in ("id", "sessions", "calls") else "left")
-    for r in page.rows:  # labels, targets (model names) are outside text: never markup
-        table.add_row(*(model_text(cell) for cell in run_cells(r)))
-    _console().print(table)
+    from agent_eval.cli.terminal import fitted_table
+
+    console = _console()
+    columns = [(col, RUN_COLUMNS.get(col, {})) for col in RUN_HEAD]
+    # labels, targets (model names) are outside text: never markup
+    rows = [[model_text(cell) for cell in run_cells(r)] for r in page.rows]
+    console.print(fitted_table(
+        f"Runs {page.offset + 1}–{page.offset + len(page.rows)} of {page.total}",
+        columns, rows, console.width))
 
 
 @runs.command("delete")
@@ -75,7 +85,7 @@ def delete_cmd(run_ref: str, yes: bool, db: str | None) -> None:
     """
     from agent_eval.store import open_store
 
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         run = store.resolve_run(run_ref)
         label = escape_terminal(run.label or "no label", one_line=True)
         if not yes and not click.confirm(f"Delete run {run.id} ({label})?"):
@@ -103,7 +113,7 @@ def prune_cmd(days: int, yes: bool, db: str | None) -> None:
     from agent_eval.store import open_store
 
     before = datetime.now(UTC) - timedelta(days=days)
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         ids = store.prune_runs(before, dry_run=not yes)
     listed = ", ".join(map(str, ids)) or "none"
     click.echo(f"deleted runs: {listed}" if yes else
@@ -111,4 +121,6 @@ def prune_cmd(days: int, yes: bool, db: str | None) -> None:
 
 
 def _console() -> Console:
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    from agent_eval.cli.terminal import table_console
+
+    return table_console(160)

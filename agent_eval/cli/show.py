@@ -8,16 +8,15 @@ control characters written out (``terminal.escape_terminal``), spans are underli
 
 from __future__ import annotations
 
-import sys
-
 import click
-from rich.console import Console, Group
+from rich.console import Group
 from rich.panel import Panel
 from rich.text import Text
 
 from agent_eval.cli import main
 from agent_eval.cli.db import db_option
 from agent_eval.cli.terminal import escape_terminal as esc
+from agent_eval.cli.terminal import table_console
 
 REASONING_CHARS = 300
 OUTPUT_CHARS = 600
@@ -61,7 +60,7 @@ def show(ref: str, session_ref: str | None, full: bool, as_json: bool, db: str |
     from agent_eval.report.pages import build_session_page
     from agent_eval.store import open_store
 
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         session_id = resolve_session(store, ref, session_ref)
         page = build_session_page(store.load_session(session_id), {})
     if as_json:
@@ -70,7 +69,7 @@ def show(ref: str, session_ref: str | None, full: bool, as_json: bool, db: str |
 
         click.echo(json.dumps(dataclasses.asdict(page), indent=2, default=str))
         return
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+    console = table_console(120)
     for block in render_session(page, full=full):
         console.print(block)
 

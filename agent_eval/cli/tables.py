@@ -33,19 +33,31 @@ def fmt_rate(rate: Rate | None, *, interval: bool = True) -> str:
     return f"{rate.per100:.2f} [{rate.lo100:.1f}–{rate.hi100:.1f}]"
 
 
-def render_target_table(summaries: dict[str, GroupSummary]) -> Table:
-    """sessions, messages, tool calls, errors, errors/100 (95% CI), handshake completion."""
-    table = Table(title="Per target (error sessions are excluded from every rate)")
-    for col in ("target", "sessions", "messages", "tool calls", "errors",
-                "errors/100 [95% CI]", "handshake done", "error sessions"):
-        table.add_column(col, justify="left" if col == "target" else "right")
+# how each column of the per-target table gives way on a narrow terminal
+TARGET_COLUMNS = (
+    ("target", {"flex": True, "min": 8}), ("sessions", {"justify": "right"}),
+    ("messages", {"justify": "right", "drop": 3}), ("tool calls", {"justify": "right"}),
+    ("errors", {"justify": "right", "drop": 2}),
+    ("errors/100 [95% CI]", {"justify": "right"}),
+    ("handshake done", {"justify": "right"}),
+    ("error sessions", {"justify": "right", "drop": 1}),
+)
+
+
+def render_target_table(summaries: dict[str, GroupSummary], width: int = 200) -> Table:
+    """sessions, messages, tool calls, errors, errors/100 (95% CI), handshake completion;
+    one line per target at ``width`` columns (the least needed columns go first)."""
+    from agent_eval.cli.terminal import fitted_table
+
+    rows = []
     for name, s in summaries.items():
         hs = s.handshake
         hs_text = (f"{hs.completed.k}/{hs.completed.n} ({hs.completed.per100:.0f}%)"
                    if hs.completed.n else "–")
-        table.add_row(model_text(name), str(s.sessions), str(s.messages), str(s.calls),
-                      str(s.errors.k), fmt_rate(s.errors), hs_text, str(s.error_sessions))
-    return table
+        rows.append([model_text(name), str(s.sessions), str(s.messages), str(s.calls),
+                     str(s.errors.k), fmt_rate(s.errors), hs_text, str(s.error_sessions)])
+    return fitted_table("Per target (error sessions are excluded from every rate)",
+                        list(TARGET_COLUMNS), rows, width)
 
 
 def render_class_table(summaries: dict[str, GroupSummary]) -> Table:

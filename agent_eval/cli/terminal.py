@@ -61,3 +61,86 @@ def model_text(text: str | None, style: str = "", *, one_line: bool = True,
     if limit is not None and len(shown) > limit:
         shown = shown[: limit - 1] + "…"
     return Text(shown, style=style)
+
+
+def table_console(default_width: int, *, stderr: bool = False):
+    """A rich console for tables: the terminal's width on a terminal; through a pipe
+    ``$COLUMNS`` when set (CI logs, ``| less``), else ``default_width``."""
+    import os
+    import sys
+
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    width: int | None = None
+    if not stream.isatty():
+        columns = os.environ.get("COLUMNS", "")
+        width = int(columns) if columns.isdigit() and int(columns) >= 20 else default_width
+    return Console(highlight=False, width=width, stderr=stderr)
+
+
+def span_window(text: str, start: int, end: int, limit: int, *, before: int = 12,
+                style: str = "bold underline") -> Text:
+    """``text`` (escaped, one line) cut to about ``limit`` characters so that the span
+    ``[start, end)`` shows: ``before`` characters of context ahead of it, the span styled,
+    then as much of what follows as fits; ``…`` where text was cut.  A call's command cut
+    at a fixed width hid exactly the ``| head`` that was denied."""
+    from rich.text import Text
+
+    start, end = max(0, min(start, len(text))), max(0, min(end, len(text)))
+    head = escape_terminal(text[:start], one_line=True)
+    span = escape_terminal(text[start:end], one_line=True)
+    tail = escape_terminal(text[end:], one_line=True)
+    if len(head) + len(span) + len(tail) <= limit:
+        return Text.assemble(head, (span, style), tail)
+    if len(head) > before:
+        head = "…" + head[len(head) - before + 1:]
+    if len(head) + len(span) > limit:
+        span = span[: max(1, limit - len(head) - 1)] + "…"
+        tail = ""
+    room = limit - len(head) - len(span)
+    if len(tail) > room:
+        tail = tail[: max(0, room - 1)] + "…"
+    return Text.assemble(head, (span, style), tail)
+
+
+def fitted_table(title: str, columns: list[tuple[str, dict]], rows: list[list], width: int):
+    """A rich table whose every row keeps to one line at ``width`` columns (80, 100, 200).
+
+    Each column is ``(header, spec)``: ``justify``; ``flex`` (a name or a command: cut
+    with ``…`` to share what is left, down to ``min`` characters, default 8); ``drop`` (a
+    column that goes when the table cannot fit; the highest first; 0 never).  Other
+    columns (ids, counts, verdicts) keep their full width.
+    """
+    from rich.table import Table
+    from rich.text import Text
+
+    def cell_len(value) -> int:
+        return value.cell_len if isinstance(value, Text) else len(str(value))
+
+    natural = [max([len(head), *(cell_len(r[i]) for r in rows)]) for i, (head, _) in
+               enumerate(columns)]
+    least = [min(natural[i], spec.get("min", 8)) if spec.get("flex") else natural[i]
+             for i, (_, spec) in enumerate(columns)]
+    keep = list(range(len(columns)))
+    for i in sorted(keep, key=lambda i: -columns[i][1].get("drop", 0)):
+        if sum(least[j] for j in keep) + 3 * len(keep) + 1 <= width:
+            break
+        if columns[i][1].get("drop", 0):
+            keep.remove(i)
+    widths = {i: least[i] for i in keep}
+    spare = width - (sum(widths.values()) + 3 * len(keep) + 1)
+    flexible = [i for i in keep if columns[i][1].get("flex")]
+    while spare > 0 and any(widths[i] < natural[i] for i in flexible):
+        for i in flexible:  # share what is left, a character at a time, up to each's need
+            if spare > 0 and widths[i] < natural[i]:
+                widths[i] += 1
+                spare -= 1
+    table = Table(title=title)
+    for i in keep:
+        head, spec = columns[i]
+        table.add_column(head, justify=spec.get("justify", "left"), no_wrap=True,
+                         overflow="ellipsis", width=widths[i])
+    for r in rows:
+        table.add_row(*(r[i] for i in keep))
+    return table

@@ -34,20 +34,27 @@ def view(port: int, host: str, allow_hosts: tuple[str, ...], db: str | None) -> 
     403), so a web page that points its own name at this machine (DNS rebinding) cannot
     read it: localhost, the loopback addresses, --host (and any IP address when --host
     is 0.0.0.0 or ::); to open it by another name, add --allow-host NAME.  Stop with
-    Ctrl-C.  Exit codes: 0 stopped, 2 bad --db or option.
+    Ctrl-C.  A --port in use is one `Error:` line (--port 0 picks a free port and
+    prints it).  Exit codes: 0 stopped, 2 bad --db or option, or the port in use.
     """
     from agent_eval.store import open_store
-    from agent_eval.view import serve
+    from agent_eval.view import bind, serve
     from agent_eval.view.app import LOOPBACK
 
-    store = open_store(db)
+    store = open_store(db, create=False)
+    try:
+        sock = bind(host, port)
+    except BaseException:
+        store.close()
+        raise
+    port = sock.getsockname()[1]
     click.echo(f"agent-eval view: http://{_url_host(host)}:{port}/ over {store.url} "
                "(read-only; Ctrl-C stops)")
     if host not in LOOPBACK:
         click.echo(f"warning: listening on {host}, not loopback: anyone who can reach this "
                    f"machine on port {port} can read every stored transcript", err=True)
     try:
-        serve(store, host=host, port=port, allow_hosts=allow_hosts)
+        serve(store, host=host, sock=sock, allow_hosts=allow_hosts)
     finally:
         store.close()
 

@@ -55,7 +55,7 @@ def worker(run_ref, concurrency, lease_s, suite, as_json, db) -> None:
     from agent_eval.live.workers import play_as_worker
     from agent_eval.store import open_store
 
-    store = open_store(db)
+    store = open_store(db, create=False)
     run_id, suite_obj, targets, _ = load_run_plan(store, run_ref, suite)
     if not store.has_work_items(run_id):
         raise ConfigError(f"run {run_id} was not planned for workers: plan one with "

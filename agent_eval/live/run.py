@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_eval import __version__
-from agent_eval.errors import ConfigError, HarnessFault
+from agent_eval.errors import ConfigError, HarnessFault, RequestRejected
 from agent_eval.live.client import REJECTED, ModelClient, Target, target_from_settings
 from agent_eval.live.loop import play_items
 from agent_eval.live.orchestrator import (
@@ -51,7 +51,7 @@ from agent_eval.live.recorder import RunRecorder
 from agent_eval.live.targets import TOOL_CHOICE_MODES
 from agent_eval.policy import ENGINE_VERSION
 from agent_eval.scenario import LoadedScenario, Suite, load_suite
-from agent_eval.scenario.select import select_scenarios
+from agent_eval.scenario.select import limit_scenarios, select_scenarios
 from agent_eval.store import Store
 from agent_eval.transcript import SessionRecord
 
@@ -91,6 +91,12 @@ class RunTally:
     planned: int = 0
     done: int = 0
     targets: dict[str, TargetTally] = field(default_factory=dict)
+    # what is under way, for the progress line: sessions started and not yet stored,
+    # requests sent and not yet answered (one per turn), and the completion tokens the
+    # servers reported so far (tokens/s where the server reports usage)
+    sessions_in_flight: int = 0
+    requests_in_flight: int = 0
+    completion_tokens: int = 0
 
     @property
     def calls(self) -> int:
@@ -220,6 +226,8 @@ def run_config(suite: Suite, targets: list[Target], repeats: int) -> dict[str, A
         "scenarios": sorted(sc.name for sc in suite.top_level()),
         "repeats": repeats,
         "targets": [t.settings() for t in targets],
+        # run --max-turns/--max-tool-calls over the suite's own limits (None: the suite's)
+        "limits": suite.limits,
     }
 
 
@@ -245,9 +253,23 @@ async def probe_targets(targets: list[Target], client_factory: ClientFactory = M
         client = client_factory(target)
         try:
             answers[target.name] = await client.list_models()
+        except RequestRejected as exc:
+            if exc.status == 404 and not target.base_url.rstrip("/").endswith("/v1"):
+                raise ConfigError(not_found_line(target.base_url, exc.server_message),
+                                  field="base_url") from None
+            raise
         finally:
             await client.aclose()
     return answers
+
+
+def not_found_line(base_url: str, server_message: str) -> str:
+    """What a 404 on ``/models`` under a base URL without ``/v1`` most often means."""
+    url = base_url.rstrip("/")
+    said = "" if server_message.strip().lower() in ("not found", "404: not found") else \
+        f" ({server_message})"
+    return (f"{url}/models answered 404 Not Found{said}: OpenAI-compatible servers answer "
+            f"under /v1; try --base-url {url}/v1")
 
 
 def start_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *,
@@ -305,6 +327,9 @@ def load_run_plan(store: Store, run_ref: str | int, suite_path: Path | None = No
         suite = load_suite(suite_path or Path(config["suite"]))
         if config.get("scenarios"):  # runs stored before selection have no such key
             suite = select_scenarios(suite, include=list(config["scenarios"]))
+        if config.get("limits"):
+            suite = limit_scenarios(suite, turns=config["limits"].get("turns"),
+                                    tool_calls=config["limits"].get("tool_calls"))
         targets = [target_from_settings(s) for s in config["targets"]]
         repeats = int(config["repeats"])
     except (KeyError, TypeError, ValueError) as exc:
@@ -346,8 +371,13 @@ def session_player(suite: Suite, clients: dict[str, Any], tally: RunTally
     async def play(item: WorkItem) -> list[SessionRecord] | None:
         name = item.target.name
         client = clients[name]
-        records = await run_session(item.scenario, client, target=name, suite=suite,
-                                    repeat=item.repeat, key=item.key)
+        tally.sessions_in_flight += 1
+        try:
+            records = await run_session(item.scenario, CountingClient(client, tally),
+                                        target=name, suite=suite, repeat=item.repeat,
+                                        key=item.key)
+        finally:
+            tally.sessions_in_flight -= 1
         target = tally.target(name)
         if _any_error(records) and (target.server_gone or not await _answers(client)):
             target.server_gone = True
@@ -355,6 +385,26 @@ def session_player(suite: Suite, clients: dict[str, Any], tally: RunTally
         return records
 
     return play
+
+
+class CountingClient:
+    """A model client that counts, in the run's tally, the requests in flight and the
+    completion tokens the server reported; everything else goes to the client."""
+
+    def __init__(self, client: Any, tally: RunTally) -> None:
+        self._client, self._tally = client, tally
+
+    async def complete(self, *args: Any, **kwargs: Any) -> Any:
+        self._tally.requests_in_flight += 1
+        try:
+            reply = await self._client.complete(*args, **kwargs)
+        finally:
+            self._tally.requests_in_flight -= 1
+        self._tally.completion_tokens += getattr(reply, "completion_tokens", None) or 0
+        return reply
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
 
 
 def session_counter(tally: RunTally,

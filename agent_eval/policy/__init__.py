@@ -29,7 +29,16 @@ from agent_eval.policy.engine import (
     judge_command,
     render_denial,
 )
-from agent_eval.policy.rules import PRECEDENCE, RULES, Example, Rule, get_rule, primary_code
+from agent_eval.policy.rules import (
+    PRECEDENCE,
+    RULES,
+    Example,
+    Rule,
+    find_rule,
+    get_rule,
+    near_rules,
+    primary_code,
+)
 from agent_eval.policy.verdict import Decision, Finding, Invocation, Verdict
 
 __all__ = [
@@ -49,7 +58,9 @@ __all__ = [
     "check_command",
     "check_read",
     "clear_cache",
+    "find_rule",
     "get_rule",
+    "near_rules",
     "judge_command",
     "load_allowlist",
     "primary_code",

@@ -465,6 +465,24 @@ def get_rule(code: str) -> Rule | None:
     return RULES.get(code.strip().upper()) if isinstance(code, str) else None
 
 
+def find_rule(value: str) -> Rule | None:
+    """The rule a person names: its code in any case (``ae301``) or its name
+    (``pipe-to-filter``); None when neither."""
+    if not isinstance(value, str):
+        return None
+    return get_rule(value) or _BY_NAME.get(value.strip().lower())
+
+
+def near_rules(value: str) -> list[str]:
+    """Codes and names that look like ``value`` (a typo, a guessed name): a did-you-mean."""
+    import difflib
+
+    value = value.strip()
+    codes = difflib.get_close_matches(value.upper(), list(RULES), n=3, cutoff=0.75)
+    names = difflib.get_close_matches(value.lower(), list(_BY_NAME), n=3, cutoff=0.6)
+    return [*codes, *(f"{_BY_NAME[n].code} ({n})" for n in names)]
+
+
 def code_for(name: str) -> str:
     """The stable code of a rule name; emitting sites use names, never literal codes."""
     return _BY_NAME[name].code

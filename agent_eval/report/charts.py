@@ -113,6 +113,38 @@ def error_chart(summaries: dict[str, GroupSummary]) -> Markup:
     return Markup("".join(parts))
 
 
+def change_chart(changes: list[tuple[str, float, float, float]]) -> Markup:
+    """The change B − A per row (``(label, diff, lo, hi)`` per 100 calls): a dot with its
+    95% interval around a zero line; red where the interval lies above zero (worse),
+    green below (better), grey where it crosses zero."""
+    if not changes:
+        return Markup("")
+    scale = _nice_max(max(max(abs(lo), abs(hi)) for _, _, lo, hi in changes))
+    height = 30 + len(changes) * ROW_H + 10
+    width = LABEL_W + BAR_W + 70
+    parts = [_open(width, height, "Change B − A in errors per 100 tool calls, 95% intervals")]
+
+    def px(v: float) -> float:
+        return LABEL_W + BAR_W * (v + scale) / (2 * scale)
+
+    for k in range(5):
+        v = -scale + 2 * scale * k / 4
+        parts.append(f'<line x1="{px(v):.1f}" x2="{px(v):.1f}" y1="22" y2="{height - 10}" '
+                     f'class="grid"/><text x="{px(v):.1f}" y="16" text-anchor="middle" '
+                     f'class="tick">{v:+g}</text>')
+    for i, (label, diff, lo, hi) in enumerate(changes):
+        y = 30 + i * ROW_H + ROW_H // 2
+        colour = "#c62828" if lo > 0 else "#2e7d32" if hi < 0 else "#7f7f7f"
+        tip = f"{label}: {diff:+.2f} [{lo:+.1f}, {hi:+.1f}] per 100"
+        parts.append(_label(label, y + 4))
+        parts.append(f'<line x1="{px(lo):.1f}" x2="{px(hi):.1f}" y1="{y}" y2="{y}" '
+                     f'stroke="{colour}" stroke-width="2"/>'
+                     f'<circle cx="{px(diff):.1f}" cy="{y}" r="4" fill="{colour}">'
+                     f'<title>{escape(tip)}</title></circle>')
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
 def _all_codes(summaries: dict[str, GroupSummary]) -> dict[str, None]:
     order: dict[str, None] = {}
     for s in summaries.values():

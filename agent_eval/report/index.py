@@ -107,6 +107,13 @@ class SessionItem:
         return session_failed(self.link.status or "", self.denials, self.handshake_open)
 
     @property
+    def status_class(self) -> str:
+        """The status cell's colour: a failed session is never drawn green (``completed
+        with 2 denials`` is a failure)."""
+        status = self.link.status or ""
+        return "st-failed" if self.failed and status == "completed" else f"st-{status}"
+
+    @property
     def status_text(self) -> str:
         """``completed with 3 denials`` rather than a bare ``completed``."""
         if self.denials and self.link.status != "error":
@@ -379,8 +386,29 @@ def _title(runs: list[RunInfo]) -> str:
 
 def _run_view(run: RunInfo) -> RunView:
     engine = run.fingerprint.get("engine_version") if isinstance(run.fingerprint, dict) else None
-    return RunView(run.id, run.label, run.kind, run.status, run.suite, run.created_at,
-                   str(engine) if engine is not None else None)
+    return RunView(run.id, run.label, run.kind, run.status, suite_shown(run.suite),
+                   run.created_at, str(engine) if engine is not None else None)
+
+
+def suite_shown(suite: str | None) -> str | None:
+    """The suite as a report shared in CI should name it: a bundled suite by its name
+    (``ralf (bundled)``), one under the working directory relative to it, any other by
+    its folder's name; never the runner's absolute paths (a venv, a home folder)."""
+    if not suite:
+        return suite
+    from pathlib import Path
+
+    from agent_eval.scenario.bundled import data_dir
+
+    path = Path(suite)
+    if not path.is_absolute():
+        return suite
+    for root, shown in ((data_dir() / "scenarios", "{} (bundled)"), (Path.cwd(), "{}")):
+        try:
+            return shown.format(path.resolve().relative_to(root.resolve()).as_posix())
+        except (ValueError, OSError):
+            continue
+    return path.name
 
 
 def _target_row(name: str, s: GroupSummary) -> tuple[str, ...]:

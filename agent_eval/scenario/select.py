@@ -27,6 +27,22 @@ from agent_eval.errors import ConfigError
 from agent_eval.scenario.suite import Suite
 
 
+def limit_scenarios(suite: Suite, *, turns: int | None = None,
+                    tool_calls: int | None = None) -> Suite:
+    """``suite`` with every scenario's turn and tool-call limits replaced by those given
+    (``run --max-turns N --max-tool-calls M``: bound a slow model without editing the
+    suite); the suite's fingerprint changes with them."""
+    given = {k: v for k, v in (("turns", turns), ("tool_calls", tool_calls)) if v is not None}
+    if not given:
+        return suite
+    scenarios = {
+        name: replace(sc, spec=sc.spec.model_copy(
+            update={"limits": sc.spec.limits.model_copy(update=given)}))
+        for name, sc in suite.scenarios.items()
+    }
+    return replace(suite, scenarios=scenarios, limits={**(suite.limits or {}), **given})
+
+
 def select_scenarios(suite: Suite, *, include: Sequence[str] = (), tags: Sequence[str] = (),
                      exclude: Sequence[str] = (), limit: int | None = None) -> Suite:
     """``suite`` with only the selected top-level scenarios (and every child-only one)."""

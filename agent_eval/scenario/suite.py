@@ -90,6 +90,9 @@ class Suite:
     name: str
     path: Path
     scenarios: dict[str, LoadedScenario]
+    # limits a run set over every scenario's own (run --max-turns/--max-tool-calls):
+    # {"turns": N, "tool_calls": M}, kept in the run's config so --resume keeps them
+    limits: dict[str, int] | None = None
 
     @property
     def fingerprint(self) -> str:

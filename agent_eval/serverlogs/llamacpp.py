@@ -31,7 +31,12 @@ Time: many llama.cpp logs carry no timestamps, so line order is the clock.  It s
 log with a run) and moves forward by each block's total time, i.e. as if requests ran
 one after another.  Where the log does carry time it wins: ``--log-timestamps`` prefixes
 (``M.SS.mmm.uuu``, minutes since the server started) are added to ``start``; epoch
-``timestamp`` fields of 2024 builds are taken as UTC wall time.  In a stamped log a
+``timestamp`` fields of 2024 builds are taken as UTC wall time.  A log read from the
+journal (``journalctl -u llama-server``: ``Nov 27 02:13:45 host llama-server[812]: ...``,
+or ``-o short-iso``: ``2026-11-27T02:13:45+0000 host llama-server[812]: ...``) takes each
+line's journal time, the host's wall clock (``--utc-offset`` says its zone; the ISO form
+carries it); the year-less form takes the year of ``start``, else the current year (a
+date past today is last year's).  In a stamped log a
 block's sample takes the time of the last stamped line before its rate lines (the
 ``print_timing`` header, written when the request finished).
 """
@@ -48,6 +53,12 @@ from agent_eval.serverlogs.records import CHAT_PATH, LogStats, Request, Sample
 RELATIVE_EPOCH = datetime(1970, 1, 1)
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_MONTHS = {m: i for i, m in enumerate(
+    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+_JOURNAL = re.compile(
+    r"^(?:(?P<mon>[A-Z][a-z]{2}) {1,2}(?P<day>\d{1,2}) (?P<hms>\d\d:\d\d:\d\d)(?:\.(?P<frac>\d+))?"
+    r"|(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(?P<zone>Z|[+-]\d\d:?\d\d)?)"
+    r" \S+ [^\s:\[]+(?:\[\d+\])?: ")
 _REL_STAMP = re.compile(r"^(\d+)\.(\d{2})\.(\d{3})\.(\d{3}) (?:[IWED] )?")
 _EPOCH = re.compile(r"""\btimestamp["=:\s]+(\d{9,11})\b""")
 _RATE = r"=\s*(\d+(?:\.\d+)?) ms /\s*(\d+) (?:tokens|runs)\s*\(\s*\d+(?:\.\d+)? ms per token,\s*(\d+(?:\.\d+)?|inf|nan) tokens per second\)"
@@ -117,12 +128,18 @@ class _Parser:
         self.unclaimed: tuple[datetime, float] | None = None  # last finished block: ts, total ms
         self.held: Request | None = None  # a completion access line before its block
         self.has_stamps = False
+        self.year = start.year if start is not None else None
         self.access_seen = False
 
     def feed(self, lineno: int, raw: str) -> list[Sample | Request]:
         self.stats.lines += 1
         line = _ANSI.sub("", raw).strip()
-        stamped = _line_time(line, self.origin)
+        journal = _JOURNAL.match(line)
+        if journal is not None:
+            line = _REL_STAMP.sub("", line[journal.end():])  # the journal's clock wins
+            stamped = _journal_time(journal, self.year)
+        else:
+            stamped = _line_time(line, self.origin)
         if stamped is not None:
             self.clock = max(self.clock, stamped)
             self.has_stamps = True
@@ -234,6 +251,29 @@ class _Parser:
             out.append(self.held)
         self.held = request
         return out
+
+
+def _journal_time(m: re.Match[str], year: int | None) -> datetime | None:
+    """A journal prefix's time, naive UTC for the ISO form with a zone, else the host's
+    wall clock (see the module docstring for the year)."""
+    try:
+        if m.group("iso"):
+            when = datetime.fromisoformat(m.group("iso"))
+            zone = m.group("zone")
+            if zone:
+                zone = "+00:00" if zone == "Z" else zone[:3] + ":" + zone[-2:]
+                when = datetime.fromisoformat(m.group("iso") + zone).astimezone(UTC)
+            return when.replace(tzinfo=None)
+        hours, minutes, seconds = (int(p) for p in m.group("hms").split(":"))
+        micros = int((m.group("frac") or "0")[:6].ljust(6, "0"))
+        now = datetime.now(UTC).replace(tzinfo=None)
+        when = datetime(year or now.year, _MONTHS[m.group("mon")], int(m.group("day")),
+                        hours, minutes, seconds, micros)
+        if year is None and when > now + timedelta(days=1):
+            when = when.replace(year=when.year - 1)
+        return when
+    except (KeyError, ValueError):
+        return None
 
 
 def _line_time(line: str, origin: datetime) -> datetime | None:

@@ -70,7 +70,17 @@ def prefill_rows(tables: PerfTables) -> list[list[str]]:
     ]
 
 
+NO_ACCESS_LINES = (
+    "Completions per minute: unknown, the log holds no access lines (vLLM started with "
+    "--disable-uvicorn-access-log or --disable-log-requests, or a llama.cpp build that "
+    "logs none); its throughput lines count tokens, not finished requests.")
+
+
 def completion_rows(tables: PerfTables) -> list[list[str]]:
+    """The completions table; none when the window holds no access line at all (a table
+    of zeros would read as a server that finished nothing)."""
+    if tables.requests == 0:
+        return []
     return [
         [str(r.running), str(r.windows), _f(r.minutes, 2), str(r.completions), _f(r.per_minute, 2)]
         for r in tables.throughput
@@ -120,7 +130,10 @@ def render_markdown(tables: PerfTables, work: UsefulWork | None = None, *, scope
     parts += ["## Prefill tokens/s by concurrency", ""]
     parts += [*_table(PREFILL_HEADER, prefill_rows(tables)), ""]
     parts += ["## Completions per minute by concurrency", ""]
-    parts += [*_table(COMPLETIONS_HEADER, completion_rows(tables)), ""]
+    if tables.requests == 0 and tables.throughput:
+        parts += [NO_ACCESS_LINES, ""]
+    else:
+        parts += [*_table(COMPLETIONS_HEADER, completion_rows(tables)), ""]
     parts += [DEFINITIONS.format(window=tables.window_s), ""]
     return "\n".join(parts)
 

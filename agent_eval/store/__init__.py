@@ -52,6 +52,7 @@ from agent_eval.store.database import (
     check_schema,
     connect,
     head_revision,
+    refuse_missing_sqlite,
     refuse_writes,
     resolve_db_url,
     upgrade,
@@ -106,18 +107,24 @@ __all__ = [
     "filter_from",
     "head_revision",
     "open_store",
+    "refuse_missing_sqlite",
     "resolve_db_url",
     "scrub_secrets",
     "upgrade",
 ]
 
 
-def open_store(url: str | URL | None = None) -> Store:
+def open_store(url: str | URL | None = None, *, create: bool = True) -> Store:
     """Open the store at ``url`` (a ``--db`` value; None: ``$AGENT_EVAL_DB`` or
     ``agent_eval.db``; or another store's :attr:`Store.address`), creating a new database
     at head and refusing one at another revision with a ConfigError that says what to
-    run."""
-    engine = connect(url if isinstance(url, URL) else resolve_db_url(url))
+    run.  With ``create=False`` (the commands that only read or add to stored runs) a
+    SQLite file that does not exist is refused, naming the path, instead of created: a
+    typo'd ``--db`` must not leave an empty database behind."""
+    resolved = url if isinstance(url, URL) else resolve_db_url(url)
+    if not create:
+        refuse_missing_sqlite(resolved)
+    engine = connect(resolved)
     try:
         check_schema(engine)
     except BaseException:
@@ -390,6 +397,10 @@ class Store:
                    limit: int = queries.PAGE_SIZE, offset: int = 0) -> Page:
         """A page of ``CallListRow``s matching ``f``, denied first by default."""
         return queries.list_calls(self.engine, f, sort=sort, limit=limit, offset=offset)
+
+    def primary_spans(self, rows) -> dict[int, tuple[int, int]]:
+        """Where in its command each denied call of ``rows`` (a list page) went wrong."""
+        return queries.primary_spans(self.engine, rows)
 
     def neighbour_sessions(self, f: SessionFilter, session_id: int
                            ) -> tuple[int | None, int | None]:

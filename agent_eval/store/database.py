@@ -66,6 +66,28 @@ def resolve_db_url(value: str | None) -> str:
     return "sqlite:///" + str(Path(value).expanduser())
 
 
+def refuse_missing_sqlite(url: str | URL) -> None:
+    """ConfigError when ``url`` names a SQLite file that does not exist, with the nearest
+    ``*.db`` file beside it as a did-you-mean."""
+    import difflib
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database \
+            or parsed.database == ":memory:" or parsed.database.startswith("file:"):
+        return
+    path = Path(parsed.database)
+    if path.exists():
+        return
+    folder = path.parent if str(path.parent) else Path(".")
+    near = []
+    if folder.is_dir():
+        names = [p.name for p in folder.iterdir() if p.suffix in (".db", ".sqlite", ".sqlite3")]
+        near = difflib.get_close_matches(path.name, names, n=1, cutoff=0.6)
+    hint = f"did you mean {str(path.with_name(near[0]))!r}? " if near else ""
+    raise ConfigError(f"no database at {str(path)!r}: {hint}check --db; only run, demo, "
+                      "import and proxy create one", field="--db")
+
+
 def describe_url(url: str | URL) -> str:
     """The URL as safe to print: any password replaced by ``***``."""
     try:

@@ -535,6 +535,25 @@ def list_calls(engine: Engine, f: CallFilter, *, sort: str = "failed",
     return Page(tuple(CallListRow(*tuple(rows[i])) for i in ids), total, limit, offset)
 
 
+def primary_spans(engine: Engine, rows: tuple[CallListRow, ...]) -> dict[int, tuple[int, int]]:
+    """The span (start, end) in its command of each denied call's primary finding, by call
+    id (the first finding of that code; calls whose finding concerns the whole call are
+    left out)."""
+    wanted = {r.id: r.primary_code for r in rows if r.primary_code}
+    if not wanted:
+        return {}
+    spans: dict[int, tuple[int, int]] = {}
+    with engine.connect() as conn:
+        for call_id, code, start, end in conn.execute(
+                select(findings.c.tool_call_id, findings.c.code, findings.c.start,
+                       findings.c.end)
+                .where(findings.c.tool_call_id.in_(list(wanted)))
+                .order_by(findings.c.tool_call_id, findings.c.id)):
+            if code == wanted[call_id] and end > start and call_id not in spans:
+                spans[call_id] = (start, end)
+    return spans
+
+
 def _failed_first(conn, ids_of, count_of, limit: int, offset: int, counted: bool
                   ) -> tuple[list[int], int]:
     """The page of denied-then-allowed calls, each part in (session, id) order, and the

@@ -9,6 +9,6 @@ Pages render with the report's jinja2 templates (autoescape on) plus the ones un
 ``view/templates``; no script, no CDN, nothing but HTML and inline CSS and SVG.
 """
 
-from agent_eval.view.app import make_app, serve
+from agent_eval.view.app import bind, make_app, serve
 
-__all__ = ["make_app", "serve"]
+__all__ = ["bind", "make_app", "serve"]

@@ -18,7 +18,9 @@ when bound to all interfaces (an address cannot be rebound), and ``--allow-host`
 from __future__ import annotations
 
 import asyncio
+import errno
 import ipaddress
+import socket
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -103,11 +105,31 @@ def make_app(store: Store, hosts: frozenset[str] | None = None,
     return app
 
 
-def serve(store: Store, *, host: str = "127.0.0.1", port: int = 8700,
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (port 0: a free one), bound before anything is
+    printed: a port in use is a ConfigError naming it, not a traceback after the ready
+    line."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(f"port {port} on {host} is in use (another viewer?): give "
+                              "--port N, or --port 0 for a free one", field="--port") from None
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                          field="--host") from None
+    return sock
+
+
+def serve(store: Store, *, host: str = "127.0.0.1", sock: socket.socket,
           allow_hosts: Iterable[str] = ()) -> None:
-    """Serve until Ctrl-C."""
+    """Serve on ``sock`` (from :func:`bind`) until Ctrl-C."""
     app = make_app(store, allowed_hosts(host, allow_hosts), host in WILDCARDS)
-    web.run_app(app, host=host, port=port, print=None, handle_signals=True)
+    web.run_app(app, sock=sock, print=None, handle_signals=True)
 
 
 def _host_name(value: str) -> str:

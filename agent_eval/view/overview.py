@@ -18,6 +18,7 @@ from agent_eval.metrics.classes import UNCLASSIFIED
 from agent_eval.metrics.stats import compare_rates, wilson_interval
 from agent_eval.metrics.summary import NO_AGENT, GroupSummary, Tally
 from agent_eval.policy import RULES, get_rule
+from agent_eval.report.charts import change_chart, class_chart, error_chart
 from agent_eval.report.lists import ListCell as Cell  # one linked-cell record for report and view
 from agent_eval.report.runs import run_cells
 from agent_eval.store import Page, RunInfo, Store
@@ -119,6 +120,10 @@ class RunPage:
     clustered_href: str | None = None  # a big run: the intervals on request (one link)
     leak_rows: tuple[tuple[Cell, ...], ...] = ()  # leaks per class (agent CLI rules only)
     agent_rows: tuple[tuple[Cell, ...], ...] = ()  # errors by agent (agent CLI rules only)
+    # what people would rather look at than tables (inline SVG, no script)
+    error_chart: Markup = Markup("")  # errors/100 per target with its interval
+    class_chart: Markup = Markup("")  # per-class bars per target
+    trend: Markup | None = None  # the label's nightly trend, each point a link to its run
 
 
 TARGET_HEAD = ("target", "sessions", "tool calls", "errors", "errors/100 [95% CI]",
@@ -150,7 +155,20 @@ def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPag
         clustered=(clustered_view(run_units(store, run_id, classes=True), tuple(figures))
                    if inline else None),
         clustered_href=None if inline else f"/runs/{run_id}?intervals=1",
+        error_chart=error_chart(figures), class_chart=class_chart(figures),
+        trend=_trend(store, info.label),
     )
+
+
+def _trend(store: Store, label: str | None) -> Markup | None:
+    """The nightly trend of the run's label (two runs at least), dated and linked."""
+    if not label:
+        return None
+    infos = store.list_runs(TREND_RUNS, label=label)
+    if len(infos) < 2:
+        return None
+    runs = [(r.id, r.created_at.strftime("%m-%d")) for r in reversed(infos)]
+    return trend_chart(label, label_trend(store, label), runs)
 
 
 def _by_target(store: Store, run_id: int, detail) -> dict[str, GroupSummary]:
@@ -324,6 +342,7 @@ class ComparePage:
     analysis: tuple[TargetAnalysis, ...] = ()
     analysis_href: str | None = None  # big runs: the session-level analysis on request
     replay: ReplayView | None = None  # B replays A (or A replays B): the paired result
+    change_chart: Markup = Markup("")  # the change per target and class with its interval
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,7 +388,7 @@ def build_compare_page(store: Store, a_id: int, b_id: int,
         sides.append(_by_target(store, run_id, "rates"))
     fig_a, fig_b = sides
     common = [n for n in fig_a if n in fig_b]
-    rows = []
+    rows, changes = [], []
     for name in common:
         ta, tb = fig_a[name], fig_b[name]
         codes = [c for c in RULES if c in ta.classes or c in tb.classes]
@@ -383,6 +402,10 @@ def build_compare_page(store: Store, a_id: int, b_id: int,
             f = {"decision": "deny"} if code == "total" else {"code": code}
             rows.append(_compare_row(name, code, (a_id, ka, ta.calls), (b_id, kb, tb.calls), f,
                                      tests.get(code), adjusted.get(code)))
+            cmp = tests.get(code)
+            if cmp is not None and cmp.diff100 is not None and cmp.lo100 is not None \
+                    and cmp.hi100 is not None:
+                changes.append((f"{name} · {code}", cmp.diff100, cmp.lo100, cmp.hi100))
     inline = analysis or _sessions(fig_a) + _sessions(fig_b) <= INLINE_SESSIONS
     lines = compare_analysis(run_units(store, a_id, outcomes=True),
                              run_units(store, b_id, outcomes=True), common) \
@@ -391,7 +414,7 @@ def build_compare_page(store: Store, a_id: int, b_id: int,
                        tuple(n for n in fig_a if n not in fig_b),
                        tuple(n for n in fig_b if n not in fig_a), lines,
                        None if inline else f"/compare?a={a_id}&b={b_id}&analysis=1",
-                       _replay_view(store, *infos))
+                       _replay_view(store, *infos), change_chart(changes))
 
 
 def _k(summary: GroupSummary, code: str) -> int:

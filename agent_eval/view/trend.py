@@ -11,9 +11,12 @@ from agent_eval.report.charts import PALETTE
 W, H, LEFT, TOP, PANEL = 560, 150, 44, 22, 110
 
 
-def trend_chart(label: str, points: list[dict[str, GroupSummary]]) -> Markup:
+def trend_chart(label: str, points: list[dict[str, GroupSummary]],
+                runs: list[tuple[int, str]] | None = None) -> Markup:
     """Two panels side by side: errors/100 (left) and handshake completion % (right); one
-    line per target, one point per run (its figures per target), oldest left."""
+    line per target, one point per run (its figures per target), oldest left.  With
+    ``runs`` (each point's run id and date, oldest first) the x axis is dated and every
+    point is a link to its run's page."""
     names = list(dict.fromkeys(n for p in points for n in p))
     colour = {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
     errors = {n: [(i, 100 * v.errors.k / v.calls) for i, p in enumerate(points)
@@ -27,8 +30,9 @@ def trend_chart(label: str, points: list[dict[str, GroupSummary]]) -> Markup:
              f'height="{H + 20 + 16 * ((len(names) + 3) // 4)}" role="img" '
              f'aria-label="trend of {escape(label)}">',
              f'<title>Trend of “{escape(label)}” over its last {len(points)} runs</title>']
-    parts += _panel(0, "errors/100", errors, top, colour, len(points))
-    parts += _panel(W // 2 + 10, "handshake completed %", handshake, 100.0, colour, len(points))
+    parts += _panel(0, "errors/100", errors, top, colour, len(points), runs)
+    parts += _panel(W // 2 + 10, "handshake completed %", handshake, 100.0, colour, len(points),
+                    runs)
     for i, name in enumerate(names):
         x, y = 8 + (i % 4) * 140, H + 14 + 16 * (i // 4)
         parts.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{colour[name]}"/>'
@@ -37,7 +41,8 @@ def trend_chart(label: str, points: list[dict[str, GroupSummary]]) -> Markup:
     return Markup("".join(parts))
 
 
-def _panel(x0: int, title: str, lines: dict, top: float, colour: dict, n: int) -> list[str]:
+def _panel(x0: int, title: str, lines: dict, top: float, colour: dict, n: int,
+           runs: list[tuple[int, str]] | None = None) -> list[str]:
     inner = W // 2 - LEFT - 10
     out = [f'<text x="{x0 + LEFT}" y="14">{escape(title)}</text>',
            f'<line class="grid" x1="{x0 + LEFT}" y1="{TOP + PANEL}" x2="{x0 + LEFT + inner}" '
@@ -56,7 +61,18 @@ def _panel(x0: int, title: str, lines: dict, top: float, colour: dict, n: int) -
             path = " ".join(f"{x:.1f},{y:.1f}" for x, y in coords)
             out.append(f'<polyline fill="none" stroke="{colour[name]}" stroke-width="1.8" '
                        f'points="{path}"/>')
-        for (x, y), (_, v) in zip(coords, points, strict=True):
-            out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.6" fill="{colour[name]}">'
-                       f'<title>{escape(name)}: {v:.1f}</title></circle>')
+        for (x, y), (i, v) in zip(coords, points, strict=True):
+            dot = (f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour[name]}">'
+                   f'<title>{escape(name)}: {v:.1f}')
+            if runs:
+                run_id, date = runs[i]
+                out.append(f'<a class="point" href="/runs/{run_id}">{dot} (run {run_id}, '
+                           f'{escape(date)})</title></circle></a>')
+            else:
+                out.append(f"{dot}</title></circle>")
+    if runs:  # dates under the first, middle and last points
+        for i in sorted({0, (n - 1) // 2, n - 1}):
+            x = x0 + LEFT + (inner * i / (n - 1) if n > 1 else inner / 2)
+            out.append(f'<text class="tick" x="{x:.1f}" y="{TOP + PANEL + 12}" '
+                       f'text-anchor="middle">{escape(runs[i][1])}</text>')
     return out

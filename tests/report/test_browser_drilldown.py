@@ -157,3 +157,42 @@ def test_static_report_two_clicks_from_the_ae301_cell_to_the_transcript(browser,
     page.wait_for_url("**/lists/scenario-*.html")
     assert "Scenario evaluator-step" in page.locator("h1").inner_text()
     page.close()
+
+
+def test_view_run_page_shows_results_drawn_before_the_method(browser, two_runs, tmp_path):
+    from agent_eval.view.app import run_view_in_thread
+
+    with open_store(two_runs) as store, run_view_in_thread(store) as base:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"{base}/runs/1")
+        page.screenshot(path=str(tmp_path / "run-page.png"), full_page=True)
+        charts = page.locator("svg.chart")
+        assert charts.count() >= 2
+        first_chart = charts.first.bounding_box()
+        assert first_chart and first_chart["height"] > 40 and first_chart["width"] > 300
+        assert first_chart["y"] < page.locator("#class-table").bounding_box()["y"]
+        method = page.locator("#method p")
+        assert not method.is_visible()  # behind its disclosure
+        page.locator("#method summary").click()
+        assert method.is_visible()
+        page.goto(f"{base}/compare?a=1&b=2")
+        page.screenshot(path=str(tmp_path / "compare-page.png"), full_page=True)
+        change = page.locator("svg.chart").first.bounding_box()
+        assert change and change["y"] < page.locator("#compare-table").bounding_box()["y"]
+        page.close()
+
+
+def test_report_opens_with_the_headline_and_draws_failures_red(browser, demo_db, tmp_path):
+    from agent_eval.report import write_report
+
+    with open_store(demo_db) as store:
+        index = write_report(store, [1], tmp_path / "report")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(index.resolve().as_uri())
+    page.screenshot(path=str(tmp_path / "report.png"))
+    assert page.locator("#target-table").bounding_box()["y"] < \
+        page.locator("#failed-table").bounding_box()["y"]
+    completed = page.locator("#failed-table td.st-failed").first
+    assert completed.inner_text().startswith("completed with")
+    assert completed.evaluate("e => getComputedStyle(e).color") == "rgb(198, 40, 40)"
+    page.close()

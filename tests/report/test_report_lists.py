@@ -1,5 +1,5 @@
-"""The static report navigates like the viewer: failed sessions first, class and scenario
-cells open pre-filtered lists, each list row opens the call inside its session's batch
+"""The static report navigates like the viewer: failed sessions right under the headline
+tables, class and scenario cells open pre-filtered lists, each list row opens the call inside its session's batch
 file, and sessions share files a hundred at a time."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ def page(report, name: str) -> str:
     return (report / name).read_text(encoding="utf-8")
 
 
-def test_failed_sessions_lead_the_index_with_status_words(hostile_report, hostile_store):
+def test_failed_sessions_follow_the_headline_with_status_words(hostile_report, hostile_store):
     html = page(hostile_report, "index.html")
-    assert html.index('id="failed"') < html.index('id="targets"')
+    assert html.index('id="targets"') < html.index('id="classes"') < html.index('id="failed"')
     rows = Tables(html).tables["failed-table"][1:]
     ids = hostile_store.ids
     assert [int(r[0]) for r in rows] == sorted(

@@ -188,3 +188,28 @@ def test_import_command_stores_the_one_request_of_a_one_request_log(tmp_path):
                                        "--db", str(tmp_path / "s.db")])
     assert result.exit_code == 0, result.output
     assert result.output.startswith(f"imported 1 samples and 1 requests from {log}")
+
+
+def test_a_journald_log_takes_each_lines_journal_time():
+    """`journalctl -u llama-server` output: every line stamped by the journal, none by
+    llama.cpp (the log `perf` refused for "no timestamps")."""
+    samples, requests, stats = parse("llamacpp_journald.log", start=datetime(2026, 1, 1))
+    assert [s.ts for s in samples] == [datetime(2026, 11, 27, 2, 13, 54),
+                                       datetime(2026, 11, 27, 2, 14, 4)]
+    assert [s.generation_tps for s in samples] == [54.57, 40.0]
+    assert len(requests) == 3 and stats.malformed == 0
+    assert all(r.ts.year == 2026 for r in requests)
+
+
+def test_a_journald_log_without_a_start_takes_a_year_not_in_the_future():
+    samples, _, _ = parse("llamacpp_journald.log")
+    now = datetime.now()
+    assert [(s.ts.month, s.ts.day, s.ts.hour, s.ts.minute) for s in samples] == [
+        (11, 27, 2, 13), (11, 27, 2, 14)]
+    assert samples[0].ts <= now + timedelta(days=1) and samples[0].ts.year >= now.year - 1
+
+
+def test_a_short_iso_journald_log_is_read_in_utc():
+    samples, _, _ = parse("llamacpp_journald_iso.log")
+    assert [s.ts for s in samples] == [datetime(2026, 11, 27, 1, 13, 54),
+                                       datetime(2026, 11, 27, 1, 14, 4)]

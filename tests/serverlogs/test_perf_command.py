@@ -145,3 +145,31 @@ def test_pooled_sources_are_named(db, tmp_path):
     result, doc, _ = run_perf(db, tmp_path)
     assert doc["sources"] == ["llama", "qwen"]
     assert "pooled sources: llama, qwen (pick one with --source)" in result.output
+
+
+def test_a_journald_llamacpp_log_imports_without_start_and_perf_reads_it(tmp_path):
+    db = str(tmp_path / "j.db")
+    log = str(Path(__file__).parent / "fixtures" / "llamacpp_journald_iso.log")
+    imported = CliRunner().invoke(main, ["import", "llamacpp-log", log, "--db", db])
+    assert imported.exit_code == 0, imported.output
+    assert imported.stdout.startswith("imported 2 samples and 3 requests")
+    perf = CliRunner().invoke(main, ["perf", "--db", db, "--out", str(tmp_path / "out")])
+    assert perf.exit_code == 0, perf.output
+    assert "Generation tokens/s by concurrency" in perf.stdout
+
+
+def test_a_vllm_log_without_access_lines_says_completions_are_unknown_not_zero(tmp_path):
+    """vLLM started with its access log off: the throughput lines count tokens only, so a
+    completions-per-minute table would be all zeros."""
+    db = str(tmp_path / "v.db")
+    log = str(Path(__file__).parent / "fixtures" / "vllm_v1_no_access.log")
+    imported = CliRunner().invoke(main, ["import", "vllm-log", log, "--year", "2025",
+                                         "--db", db])
+    assert imported.exit_code == 0, imported.output
+    perf = CliRunner().invoke(main, ["perf", "--db", db, "--out", str(tmp_path / "out")])
+    assert perf.exit_code == 0, perf.output
+    out = " ".join(perf.stdout.split())
+    assert "Completions per minute by concurrency" not in out
+    assert "Completions per minute: unknown, the log holds no access lines" in out
+    md = (tmp_path / "out" / "perf.md").read_text(encoding="utf-8")
+    assert "Completions per minute: unknown" in md and "| completions |" not in md

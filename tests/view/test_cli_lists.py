@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 from view_fixtures import ESC
 
@@ -92,6 +93,108 @@ def test_runs_delete_asks_and_prune_lists_without_yes(filled):
 
 
 def test_bad_run_is_one_error_line(tmp_path):
+    from agent_eval.store import open_store
+
+    open_store(str(tmp_path / "x.db")).close()
     result = CliRunner().invoke(main, ["sessions", "99", "--db", str(tmp_path / "x.db")])
     assert result.exit_code == 2
     assert result.output == "Error: run: no run with id 99 in this store: check --db and the run id\n"
+
+
+def run_refused(store, *args: str) -> str:
+    url = store.engine.url.render_as_string(hide_password=False)
+    result = CliRunner().invoke(main, [*args, "--db", url])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    return line
+
+
+def test_a_rule_name_filters_as_its_code(filled):
+    store, f = filled
+    by_code = json.loads(run_cli(store, "calls", "latest", "--class", "AE301", "--json"))
+    by_name = json.loads(run_cli(store, "calls", "latest", "--class", "pipe-to-filter",
+                                 "--json"))
+    assert by_name == by_code and [r["primary_code"] for r in by_name] == ["AE301", "AE301"]
+
+
+def test_a_code_that_names_no_rule_is_refused_not_an_empty_table(filled):
+    store, _ = filled
+    assert run_refused(store, "calls", "latest", "--class", "AE999") == (
+        "Error: --class: no such code or rule name 'AE999': `agent-eval rules` lists them")
+    assert run_refused(store, "sessions", "latest", "--class", "pipe-to-fliter") == (
+        "Error: --class: no such code or rule name 'pipe-to-fliter': did you mean "
+        "AE301 (pipe-to-filter)? `agent-eval rules` lists them")
+
+
+def test_a_typod_target_is_refused_with_the_nearest_name(filled):
+    store, _ = filled
+    assert run_refused(store, "calls", "latest", "--target", "sloppyy") == (
+        "Error: --target: no such target 'sloppyy': did you mean 'sloppy'? this run has: "
+        "careful, sloppy")
+
+
+PIPED = ("uv run scripts/web_search.py --query 'quarterly supplier prices for the offsite "
+         "catering, all regions' | head -n 5")
+
+
+def narrow_store(tmp_path) -> str:
+    from view_fixtures import judged, record
+
+    from agent_eval.store import open_store
+
+    db = str(tmp_path / "narrow.db")
+    with open_store(db) as store:
+        run = store.create_run(label="nightly-long-label", kind="live", suite=None, config={},
+                               fingerprint={})
+        store.add_target(run, name="Qwen3.5-27B-Instruct", model="m", base_url="u", settings={})
+        store.record_session(run, record("Qwen3.5-27B-Instruct/research-market-scan/0", [
+            judged(0, 0, "ls scripts/"), judged(1, 0, PIPED)], tags=["ralf", "research"]))
+    return db
+
+
+def at_columns(monkeypatch, columns: int, *args: str) -> list[str]:
+    monkeypatch.setenv("COLUMNS", str(columns))
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 0, result.output
+    return result.stdout.splitlines()
+
+
+def body_rows(lines: list[str]) -> list[str]:
+    """The table's body lines (between the header rule and the bottom border)."""
+    start = next(i for i, line in enumerate(lines) if line.startswith("┡"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("└"))
+    return lines[start + 1:end]
+
+
+@pytest.mark.parametrize("columns", [80, 100, 200])
+@pytest.mark.parametrize("command", ["runs", "sessions", "calls"])
+def test_every_row_keeps_to_one_line_at_the_terminal_width(tmp_path, monkeypatch, columns,
+                                                           command):
+    db = narrow_store(tmp_path)
+    args = [command] if command == "runs" else [command, "latest"]
+    lines = at_columns(monkeypatch, columns, *args, "--db", db)
+    assert all(len(line) <= columns for line in lines), "\n".join(lines)
+    rows = body_rows(lines)
+    assert len(rows) == (2 if command == "calls" else 1), "\n".join(lines)
+    assert all(row.split("│")[1].strip().isdigit() for row in rows)  # the id shows
+
+
+@pytest.mark.parametrize("columns", [80, 100, 200])
+def test_calls_show_the_denied_span_of_a_long_command(tmp_path, monkeypatch, columns):
+    db = narrow_store(tmp_path)
+    lines = at_columns(monkeypatch, columns, "calls", "latest", "--db", db)
+    (piped,) = [row for row in body_rows(lines) if "AE301" in row]
+    assert "| head" in piped, "\n".join(lines)
+
+
+@pytest.mark.parametrize("columns", [80, 100, 200])
+def test_the_per_target_table_keeps_a_row_per_target_at_the_terminal_width(
+        tmp_path, monkeypatch, columns):
+    db = narrow_store(tmp_path)
+    lines = at_columns(monkeypatch, columns, "report", "latest", "--out", str(tmp_path / "r"),
+                       "--db", db)
+    table = lines[:next(i for i, line in enumerate(lines) if line.startswith("└")) + 1]
+    assert all(len(line) <= columns for line in table), "\n".join(table)
+    (row,) = body_rows(table)
+    assert row.split("│")[1].strip().startswith("Qwen3.5-27B")  # cut with … when narrow
+    assert "errors/100 [95% CI]" in "\n".join(table)

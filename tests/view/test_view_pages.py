@@ -278,3 +278,39 @@ def test_a_big_compare_page_does_not_import_scipy_stats(viewer):
                           check=True)
     rows = len(overview.build_compare_page(store, f.old_run_id, f.run_id).rows)
     assert rows > 0 and done.stdout.split() == [str(rows), "False"]
+
+
+def test_run_page_shows_results_first_drawn_and_the_method_behind_a_disclosure(viewer):
+    get, store, f = viewer
+    html = get(f"/runs/{f.run_id}").html
+    order = [html.index(mark) for mark in (
+        'id="target-table"', "Errors per 100 tool calls with Wilson 95% intervals",
+        'id="class-table"', "Errors per 100 tool calls by failure class, per target",
+        'id="clustered-table"', '<details id="method">')]
+    assert order == sorted(order)
+    assert html.index("Calls of one session err together") > html.index('<details id="method">')
+    assert "<script" not in html
+
+
+def test_run_page_trend_has_dates_and_each_point_opens_its_run(viewer):
+    get, store, f = viewer
+    if store.get_run(f.run_id).label != store.get_run(f.old_run_id).label:
+        pytest.skip("the fixture's runs do not share a label")
+    html = get(f"/runs/{f.run_id}").html
+    trend = html[html.index('id="trend"'):]
+    assert f'<a class="point" href="/runs/{f.old_run_id}">' in trend
+    assert f'<a class="point" href="/runs/{f.run_id}">' in trend
+    date = store.get_run(f.old_run_id).created_at.strftime("%m-%d")
+    assert f'text-anchor="middle">{date}</text>' in trend
+
+
+def test_compare_page_draws_the_change_per_class_with_its_interval(viewer):
+    from agent_eval.metrics.stats import compare_rates
+
+    get, _, f = viewer
+    html = get(f"/compare?a={f.old_run_id}&b={f.run_id}").html
+    assert html.index("Change B − A in errors per 100 tool calls") < html.index(
+        'id="compare-table"')
+    cmp = compare_rates(0, 4, 1, 4, exact=False)  # careful: 0/4 calls denied in A, 1/4 in B
+    assert (f"<title>careful · total: {cmp.diff100:+.2f} [{cmp.lo100:+.1f}, "
+            f"{cmp.hi100:+.1f}] per 100</title>") in html
