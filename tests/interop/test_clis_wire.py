@@ -43,9 +43,17 @@ def test_exchanges_keep_a_request_the_connection_never_answered() -> None:
     assert len(got) == 1 and got[0].response is None
 
 
-def test_exchanges_refuse_a_stream_cut_inside_a_reply() -> None:
+def test_a_reply_the_connection_cut_is_kept_as_far_as_it_came_and_marked() -> None:
+    """A CLI may hang up inside a streamed reply once it has what it waits for (Codex after
+    `response.completed`): the bytes it got are the reply, marked incomplete."""
+    [got] = exchanges(Connection(bytearray(REQUEST), bytearray(SIZED[:-1]), []))
+    assert got.response is not None and not got.response.complete
+    assert got.response.body == SIZED.split(b"\r\n\r\n", 1)[1][:-1]
+
+
+def test_exchanges_refuse_a_request_cut_inside_its_body() -> None:
     with pytest.raises(ValueError, match="ends inside a message"):
-        exchanges(Connection(bytearray(REQUEST), bytearray(SIZED[:-1]), []))
+        exchanges(Connection(bytearray(REQUEST[:-1]), bytearray(), []))
 
 
 SHELL = {"type": "object", "properties": {"command": {"type": "string"},
