@@ -30,6 +30,7 @@ import shlex
 import socket
 import subprocess
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,10 @@ from agent_eval.scenario.bundled import BUNDLED_SUITE_NAME, data_dir
 from agent_eval.store import open_store
 
 CLI_TIMEOUT_S = 110.0  # each CLI run; a whole test stays under ~2 minutes
+CLI_ATTEMPTS = 2
+"""A real CLI that fails on its own side (exits non-zero, never runs the scripted command:
+seen about once in ten loaded runs of Qwen Code) is played once more, with a warning; the
+relay is checked byte for byte on every attempt and never retried."""
 SCENARIO = "db-open-attempts"  # one reference call: a `uv run scripts/db_query.py ...`
 SESSION_FILES = {  # where each CLI keeps its sessions, under its HOME (docs/clients.md)
     "opencode": ".local/share/opencode/opencode.db",
@@ -312,20 +317,31 @@ def test_cli_plays_a_bundled_scenario_through_the_proxy_to_the_simulator(
 def test_cli_runs_shell_read_and_subagent_calls_through_the_proxy(
         sandbox_ok, name: str, tmp_path: Path) -> None:
     _ensure_installed(name)
-    with capture(name, work=tmp_path, timeout=CLI_TIMEOUT_S, allowlist=CLI_ALLOWLIST) as run:
-        assert run.outcome.returncode == 0, run.outcome.stderr[-2000:]
-        _relayed_byte_for_byte(run)
-        requests = [x.request.decoded_body().decode() for x in run.client_exchanges()]
-        executed = _event_strings(run.outcome.stdout)
-        files = {"sessions": sorted(run.home.glob(SESSION_FILES[name])),
-                 "children": sorted(run.home.glob(SUBAGENT_FILES.get(name, "none")))}
-    # the shell call ran: its output (the listing, which names notes.txt) went back
-    answered = [r for r in requests if "notes.txt" in r and "drwx" in r]
-    assert answered, f"no request carried the output of `{SHELL_COMMAND}`"
-    # the subagent ran its own shell call and sent its output back
-    child = [r for r in requests if SUBAGENT_MARK in r and "subagent shell call" in r
-             and CHILD_COMMAND in r]
-    assert child, "the subagent's shell call never came back"
+    for attempt in range(1, CLI_ATTEMPTS + 1):
+        work = tmp_path / f"attempt{attempt}"
+        work.mkdir()
+        with capture(name, work=work, timeout=CLI_TIMEOUT_S, allowlist=CLI_ALLOWLIST) as run:
+            _relayed_byte_for_byte(run)  # whatever the CLI did: the proxy is never retried
+            requests = [x.request.decoded_body().decode() for x in run.client_exchanges()]
+            executed = _event_strings(run.outcome.stdout)
+            files = {"sessions": sorted(run.home.glob(SESSION_FILES[name])),
+                     "children": sorted(run.home.glob(SUBAGENT_FILES.get(name, "none")))}
+            # the shell call ran: its output (the listing, which names notes.txt) went
+            # back; the subagent ran its own shell call and sent its output back
+            answered = [r for r in requests if "notes.txt" in r and "drwx" in r]
+            child = [r for r in requests if SUBAGENT_MARK in r and "subagent shell call" in r
+                     and CHILD_COMMAND in r]
+            failed = ("" if run.outcome.returncode == 0 else
+                      f"exit {run.outcome.returncode}: {run.outcome.stderr[-2000:]}") or (
+                "" if answered else f"no request carried the output of `{SHELL_COMMAND}`") or (
+                "" if child else "the subagent's shell call never came back")
+        if not failed:
+            break
+        if attempt == CLI_ATTEMPTS:
+            pytest.fail(f"{name}, {attempt} attempts: {failed}")
+        warnings.warn(f"{name} attempt {attempt} failed on the CLI's side, played again: "
+                      f"{failed[:500]}", stacklevel=1)
+    tmp_path = work
     assert files["sessions"], f"no session file at ~/{SESSION_FILES[name]}"
     if name == "codex":
         assert len(files["children"]) == 2  # the parent's rollout and the child's
