@@ -1,6 +1,6 @@
 """Policy engine throughput and latency on one core, beside plain ``bashlex.parse``.
 
-Run:  python benchmarks/bench_policy.py [--repeat-rounds 20] [--corpora DIR]
+Run:  python benchmarks/bench_policy.py [--repeat-rounds 20] [--corpora DIR] [--batch]
 
 Workloads (all judged under allowlists/ralf.yaml):
   real corpus   every line of ../shared/corpora/shell-corpus.txt and
@@ -12,6 +12,10 @@ Workloads (all judged under allowlists/ralf.yaml):
 
 Throughput sums the best of 3 timings of each chunk of 250 commands (bashlex: 1 on the
 corpus); p50/p99 come from a separate pass timing every call.
+
+With ``--batch``, a second table: ``agent-eval check --batch`` as a child process (the
+commands as JSON lines on stdin) beside ``bashlex.parse`` in this process on the same commands,
+both in CPU seconds (best of 3); the child's start-up, measured on empty input, is given apart.
 
 Goals: >= 4,000 checks/s on the real corpus, >= 25,000/s on the agent mix, >= 200,000/s
 repeated, and the engine >= 8x plain bashlex.parse on the agent mix in the same run (the
@@ -25,7 +29,9 @@ import json
 import os
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -129,10 +135,45 @@ def safe_bashlex(text: str) -> None:
         pass
 
 
+def child_cpu(cmd: list[str], stdin_path: Path) -> float:
+    """User + system CPU seconds of one child process run to its end (output discarded)."""
+    with open(stdin_path, "rb") as src, open(os.devnull, "wb") as sink:
+        proc = subprocess.Popen(cmd, stdin=src, stdout=sink, stderr=sink, cwd=REPO)
+        _pid, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"bench_policy: {' '.join(cmd)} exited {os.waitstatus_to_exitcode(status)}")
+    return usage.ru_utime + usage.ru_stime
+
+
+def batch_row(label: str, items: list[str], passes: int = 3) -> dict:
+    """``agent-eval check --batch`` (a child process, the commands as JSON lines on stdin)
+    beside plain ``bashlex.parse`` in this process on the same commands, both in CPU
+    seconds, best of ``passes``.  The child's start-up (interpreter, imports, allow-list)
+    is measured by the same command on empty input and given apart."""
+    cmd = [sys.executable, "-m", "agent_eval", "check", "--allowlist",
+           str(REPO / "allowlists" / "ralf.yaml"), "--batch", "-", "--format", "jsonl"]
+    with tempfile.TemporaryDirectory() as tmp:
+        full, empty = Path(tmp) / "cmds.jsonl", Path(tmp) / "empty.jsonl"
+        full.write_text("".join(json.dumps(t) + "\n" for t in items), encoding="utf-8")
+        empty.write_text("", encoding="utf-8")
+        whole = min(child_cpu(cmd, full) for _ in range(passes))
+        start = min(child_cpu(cmd, empty) for _ in range(passes))
+    bl = float("inf")
+    for _ in range(passes):
+        t0 = time.process_time()
+        for text in items:
+            safe_bashlex(text)
+        bl = min(bl, time.process_time() - t0)
+    return {"label": label, "n": len(items), "whole": whole, "start": start, "bashlex": bl}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat-rounds", type=int, default=20)
     parser.add_argument("--mix-size", type=int, default=5000)
+    parser.add_argument("--batch", action="store_true",
+                        help="also time `agent-eval check --batch` (a child process) against "
+                             "bashlex.parse on the agent mix and the real corpus, in CPU seconds")
     parser.add_argument("--corpora", type=Path, default=CORPORA,
                         help="folder holding shell-corpus.txt and agent-multiline-commands.jsonl")
     args = parser.parse_args()
@@ -178,6 +219,19 @@ def main() -> None:
         ratio = f"{r['rate'] / r['bashlex']:.1f}×" if r.get("bashlex") else "-"
         print(f"| {r['label']} | {r['n']:,} | {r['rate']:,.0f} | {r['p50']:.1f} | "
               f"{r['p99']:.1f} | {bl} | {ratio} |")
+    if not args.batch:
+        return
+    batch = [batch_row("agent mix", mix)]
+    if corpus is not None:
+        batch.append(batch_row("real corpus", corpus))
+    print()
+    print("| `check --batch` input | commands | child CPU s (start-up s) | checks/CPU-s whole "
+          "| checks/CPU-s less start-up | bashlex.parse/CPU-s | ratio whole (less start-up) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for b in batch:
+        whole, net, bl = b["n"] / b["whole"], b["n"] / (b["whole"] - b["start"]), b["n"] / b["bashlex"]
+        print(f"| {b['label']} | {b['n']:,} | {b['whole']:.2f} ({b['start']:.2f}) | {whole:,.0f} "
+              f"| {net:,.0f} | {bl:,.0f} | {whole / bl:.2f}× ({net / bl:.2f}×) |")
 
 
 if __name__ == "__main__":
