@@ -297,7 +297,7 @@ def _flips(a: dict[str, tuple[bool, ...]], b: dict[str, tuple[bool, ...]]) -> li
     flips = []
     for scenario in sorted(a.keys() & b.keys()):
         if a[scenario] and b[scenario] and all(a[scenario]) != all(b[scenario]):
-            direction = "fixed" if all(b[scenario]) else "broke"
+            direction: Literal["fixed", "broke"] = "fixed" if all(b[scenario]) else "broke"
             flips.append(ScenarioFlip(scenario, a[scenario], b[scenario], direction))
     return flips
 

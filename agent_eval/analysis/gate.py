@@ -195,7 +195,7 @@ def evaluate_gate(
             checks.append(_with_clustered(_class_check(name, summary, code, limit), mine, code))
         if min_handshake is not None:
             checks.append(_handshake_check(name, summary, min_handshake))
-        if base is not None:
+        if base is not None and max_regression is not None:  # set above whenever base is
             theirs = None if baseline_units is None else baseline_units.get(name)
             checks.append(_regression_check(name, summary, base.get(name), max_regression,
                                             mine, theirs, allow_missing_baseline))
@@ -211,13 +211,14 @@ def adjust_regressions(checks: list[GateCheck]) -> list[GateCheck]:
     the time: a regression fails only when its Holm-adjusted p
     (``analysis.comparison.holm``) is below ``ALPHA / 2``; one that fails alone but not after the
     adjustment is inconclusive and says so.  A single check is unchanged."""
-    judged = [i for i, c in enumerate(checks)
-              if c.kind == "regression" and c.p_value is not None]
+    p_values = {i: c.p_value for i, c in enumerate(checks)
+                if c.kind == "regression" and c.p_value is not None}
+    judged = list(p_values)
     if len(judged) < 2:
         return checks
     from agent_eval.analysis.comparison import holm
 
-    adjusted = holm({str(i): checks[i].p_value for i in judged})
+    adjusted = holm({str(i): p for i, p in p_values.items()})
     out = list(checks)
     for i in judged:
         p = adjusted[str(i)]
@@ -380,7 +381,7 @@ def _regression_detail(cmp: RateComparison, limit: float) -> str:
               f"[95% CI {cmp.lo100:+.2f} to {cmp.hi100:+.2f}]")
     if regressed(cmp, limit):
         verdict = f"even the low end {cmp.lo100:+.2f} exceeds {number_text(limit)}: a real regression"
-    elif cmp.diff100 > limit:
+    elif cmp.diff100 is not None and cmp.diff100 > limit:
         verdict = (f"INCONCLUSIVE: above {number_text(limit)} but the interval reaches "
                    f"{cmp.lo100:+.2f}, so the sample can neither confirm nor rule out the rise")
     else:

@@ -286,7 +286,7 @@ CLASS_HEADER = ("class", "original", "candidate", "fixed", "broken", "McNemar p"
 def class_rows(pr: PairedReplay) -> list[tuple[str, ...]]:
     from agent_eval.policy import get_rule
 
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for c in pr.classes:
         rule = get_rule(c.code)
         name = f"{c.code} {rule.name}" if rule else c.code

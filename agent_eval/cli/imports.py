@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import click
 
@@ -87,10 +88,11 @@ def import_(fmt: str, path: Path | None, allowlist_path: Path | None, agent: str
             param_hint="'[FORMAT]'")
 
     if fmt in LOG_FORMATS:
-        from agent_eval.serverlogs import import_log
+        from agent_eval.serverlogs import LogFormat, import_log
 
+        log_format = cast(LogFormat, fmt)  # one of LOG_FORMATS, checked just above
         with open_store(db) as store:
-            stats = import_log(store, fmt, path, label=label, year=year, start=start,
+            stats = import_log(store, log_format, path, label=label, year=year, start=start,
                                utc_offset=utc_offset)
         skipped = f"; {stats.already_imported} already imported, skipped" if stats.already_imported else ""
         click.echo(f"imported {stats.samples} samples and {stats.requests} requests from {path} "

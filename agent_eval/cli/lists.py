@@ -13,7 +13,7 @@ from rich.console import Console
 
 from agent_eval.cli import main
 from agent_eval.cli.db import db_option
-from agent_eval.cli.terminal import model_text
+from agent_eval.cli.terminal import ColumnSpec, model_text
 from agent_eval.store import MAX_ID
 
 SESSION_HEAD = ("id", "target", "scenario", "repeat", "status", "calls", "denials",
@@ -21,13 +21,13 @@ SESSION_HEAD = ("id", "target", "scenario", "repeat", "status", "calls", "denial
 CALL_HEAD = ("id", "session", "target", "scenario", "#", "tool", "decision", "class",
              "next", "command")  # fmt: skip
 # how each column gives way on a narrow terminal (terminal.fitted_table)
-SESSION_COLUMNS = {
+SESSION_COLUMNS: dict[str, ColumnSpec] = {
     "id": {"justify": "right"}, "target": {"flex": True}, "scenario": {"flex": True, "min": 12},
     "repeat": {"justify": "right", "drop": 2}, "status": {"flex": True, "min": 9},
     "calls": {"justify": "right", "drop": 1}, "denials": {"justify": "right"},
     "tags": {"flex": True, "drop": 3},
 }
-CALL_COLUMNS = {
+CALL_COLUMNS: dict[str, ColumnSpec] = {
     "id": {"justify": "right"}, "session": {"justify": "right"},
     "target": {"flex": True, "min": 6}, "scenario": {"flex": True, "min": 8, "drop": 1},
     "#": {"justify": "right", "drop": 4}, "tool": {"flex": True, "min": 4, "drop": 3},

@@ -54,6 +54,7 @@ def make_setting(workdir: str, home: str, quirks: str):
 
     if not workdir.startswith("/") or not home.startswith("/"):
         raise ConfigError("must be an absolute folder path", field="--workdir/--home")
+    chosen: frozenset[str] | None
     if quirks == "all":
         chosen = None
     elif quirks == "none":

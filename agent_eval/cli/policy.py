@@ -42,7 +42,8 @@ def format_verdict(text: str, verdict: Verdict) -> str:
     """The verdict for humans: decision, then each finding's line with a caret line."""
     if verdict.allowed:
         return "allow"
-    out = [f"deny {verdict.primary} {get_rule(verdict.primary).name}"]
+    rule = get_rule(verdict.primary or "")  # a deny always names its primary code
+    out = [f"deny {verdict.primary} {rule.name}" if rule else f"deny {verdict.primary}"]
     shown_line = None
     for f in verdict.findings:
         line_start = text.rfind("\n", 0, f.start) + 1
@@ -204,7 +205,7 @@ def check(allowlist_path: Path, agent: str | None, tool: str, batch: str | None,
     finally:
         if batch != "-":
             stream.close()
-        elif stream is not sys.stdin:
+        elif stream is not sys.stdin and isinstance(stream, io.TextIOWrapper):
             stream.detach()  # leave the process's stdin open
     total = sum(counts.values())
     parts = [f"{code} {n}" for code, n in sorted(counts.items()) if code != "allow"]

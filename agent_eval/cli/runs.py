@@ -10,11 +10,11 @@ from rich.console import Console
 
 from agent_eval.cli import main
 from agent_eval.cli.db import db_option
-from agent_eval.cli.terminal import escape_terminal, model_text
+from agent_eval.cli.terminal import ColumnSpec, escape_terminal, model_text
 from agent_eval.store import MAX_ID
 
 # how each column gives way on a narrow terminal (terminal.fitted_table)
-RUN_COLUMNS = {
+RUN_COLUMNS: dict[str, ColumnSpec] = {
     "id": {"justify": "right"}, "sessions": {"justify": "right"},
     "calls": {"justify": "right", "drop": 3}, "label": {"flex": True, "min": 5},
     "kind": {"drop": 5}, "status": {"flex": True, "min": 8},

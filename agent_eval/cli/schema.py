@@ -16,8 +16,15 @@ def schema(kind: str) -> None:
 
     Example: agent-eval schema allowlist > allowlist.schema.json
     """
+    from pydantic import BaseModel
+
+    model: type[BaseModel]
     if kind == "allowlist":
-        from agent_eval.policy.allowlist import AllowList as model
+        from agent_eval.policy.allowlist import AllowList
+
+        model = AllowList
     else:
-        from agent_eval.scenario import Scenario as model
+        from agent_eval.scenario import Scenario
+
+        model = Scenario
     click.echo(json.dumps(model.model_json_schema(), indent=2))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from agent_eval.cli.terminal import model_text
+from agent_eval.cli.terminal import ColumnSpec, model_text
 from agent_eval.metrics import TOTAL, GroupSummary, Rate, class_table
 from agent_eval.policy import get_rule
 
@@ -34,7 +34,7 @@ def fmt_rate(rate: Rate | None, *, interval: bool = True) -> str:
 
 
 # how each column of the per-target table gives way on a narrow terminal
-TARGET_COLUMNS = (
+TARGET_COLUMNS: tuple[tuple[str, ColumnSpec], ...] = (
     ("target", {"flex": True, "min": 8}), ("sessions", {"justify": "right"}),
     ("messages", {"justify": "right", "drop": 3}), ("tool calls", {"justify": "right"}),
     ("errors", {"justify": "right", "drop": 2}),

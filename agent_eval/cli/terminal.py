@@ -24,7 +24,7 @@ Rich itself only strips bell, backspace, vertical tab, form feed and carriage re
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 if TYPE_CHECKING:  # rich is imported when a table is drawn, not by every command
     from rich.text import Text
@@ -104,7 +104,17 @@ def span_window(text: str, start: int, end: int, limit: int, *, before: int = 12
     return Text.assemble(head, (span, style), tail)
 
 
-def fitted_table(title: str, columns: list[tuple[str, dict]], rows: list[list], width: int):
+class ColumnSpec(TypedDict, total=False):
+    """How a :func:`fitted_table` column gives way on a narrow terminal."""
+
+    justify: Literal["left", "right", "center"]
+    flex: bool
+    min: int
+    drop: int
+
+
+def fitted_table(title: str, columns: list[tuple[str, ColumnSpec]], rows: list[list],
+                 width: int):
     """A rich table whose every row keeps to one line at ``width`` columns (80, 100, 200).
 
     Each column is ``(header, spec)``: ``justify``; ``flex`` (a name or a command: cut

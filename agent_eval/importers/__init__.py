@@ -237,7 +237,7 @@ def import_families(
             record.parent_key = keys[session.parent]
         keys[session.id] = key
         family_id, call = waiting.pop(session.id, (None, None))
-        if family_id is not None and family_id in held:
+        if family_id is not None and call is not None and family_id in held:
             call.child_key = key
             members, awaited = held[family_id]
             members.append(record)

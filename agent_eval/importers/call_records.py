@@ -44,7 +44,7 @@ def read_sessions(
             (on_skip or warn_skipped)(path, line, "not a call record with `tool`")
             continue
         rec_key = (rec.get("source_repo"), rec.get("model"), rec.get("session_id"))
-        if rec_key != key:
+        if current is None or rec_key != key:  # no session yet only before the first record
             if current is not None:
                 yield current
             key = rec_key

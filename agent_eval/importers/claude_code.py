@@ -44,6 +44,7 @@ from agent_eval.importers.source import (
     ImportedSession,
     SkipReporter,
     classify_call,
+    dict_field,
     from_iso,
     iter_jsonl,
     text_of,
@@ -141,7 +142,8 @@ def _link_by_meta(builder: _SessionBuilder, path: Path) -> None:
             doc = json.loads(meta.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError, RecursionError):
             continue
-        call = builder.calls_by_id.get(doc.get("toolUseId")) if isinstance(doc, dict) else None
+        use_id = doc.get("toolUseId") if isinstance(doc, dict) else None
+        call = builder.calls_by_id.get(use_id) if isinstance(use_id, str) else None
         if call is not None and call.child is None and (folder / f"{meta.name[:-10]}.jsonl").is_file():
             call.child = f"{sid}:{meta.name[:-10]}"
 
@@ -215,7 +217,7 @@ class _SessionBuilder:
         msg_id = message.get("id") or object()
         if msg_id != self.last_message_id or self.current is None:
             self.last_message_id = msg_id
-            usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
+            usage = dict_field(message, "usage")
             s.turns.append(TurnRecord(
                 index=len(s.turns), finish_reason=message.get("stop_reason"),
                 prompt_tokens=usage.get("input_tokens"),
@@ -251,7 +253,7 @@ class _SessionBuilder:
                                           "function": {"name": name, "arguments": arguments}})
 
     def _add_user(self, obj: dict[str, Any], denied: dict[Any, str]) -> None:
-        message = obj.get("message") if isinstance(obj.get("message"), dict) else {}
+        message = dict_field(obj, "message")
         content = message.get("content")
         if not isinstance(content, list):
             self.session.messages.append({"role": "user", "content": text_of(content)})
@@ -266,7 +268,7 @@ class _SessionBuilder:
             output = text_of(block.get("content"))
             tool_use_id = _id(block.get("tool_use_id"))
             self.session.messages.append({"role": "tool", "tool_call_id": tool_use_id, "content": output})
-            call = self.calls_by_id.get(tool_use_id)
+            call = self.calls_by_id.get(tool_use_id) if tool_use_id is not None else None
             if call is None:
                 continue
             call.output = output

@@ -52,6 +52,7 @@ from agent_eval.importers.source import (
     ImportedCall,
     ImportedSession,
     SkipReporter,
+    dict_field,
     from_iso,
     iter_jsonl,
     text_of,
@@ -132,7 +133,7 @@ def call_from_item(item: dict[str, Any], turn: int) -> ImportedCall:
     call_id = item.get("call_id") or item.get("id")
     call_id = str(call_id) if call_id is not None else None
     if kind == "local_shell_call":
-        action = item.get("action") if isinstance(item.get("action"), dict) else {}
+        action = dict_field(item, "action")
         text = command_text(action.get("command"))
         return ImportedCall(tool="local_shell", arguments=json.dumps(action, ensure_ascii=False),
                             turn_index=turn, kind="bash", text=text, call_id=call_id)
@@ -156,7 +157,7 @@ def call_from_item(item: dict[str, Any], turn: int) -> ImportedCall:
 
 def web_search_from_item(item: dict[str, Any], turn: int) -> ImportedCall:
     """One call from a ``web_search_call`` item, which carries its own status (pure)."""
-    action = item.get("action") if isinstance(item.get("action"), dict) else {}
+    action = dict_field(item, "action")
     call_id = item.get("id") or item.get("call_id")
     return ImportedCall(
         tool="web_search", arguments=json.dumps(action, ensure_ascii=False), turn_index=turn,

@@ -85,7 +85,9 @@ def guess_document(doc: Any) -> str | None:
     if isinstance(messages, list) and messages and isinstance(messages[0], dict):
         if "parts" in messages[0] and isinstance(messages[0].get("info"), dict):
             return "opencode"
-        info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
+        info = doc.get("info")
+        if not isinstance(info, dict):
+            info = {}
         if str(doc.get("trajectory_format", "")).startswith("mini-swe-agent") or "mini_version" in info:
             return "mini-swe-agent"
     if _chat_list(messages) or _chat_list(doc.get("traj")):

@@ -49,8 +49,10 @@ from agent_eval.importers.source import (
     ImportedSession,
     SkipReporter,
     classify_call,
+    dict_field,
     from_iso,
     iter_jsonl,
+    list_field,
     load_json_document,
     read_text,
     text_of,
@@ -139,8 +141,8 @@ def read_file(path: Path, *, model: str | None, on_skip: SkipReporter | None) ->
 
 
 def _reply(session: ImportedSession, message: dict[str, Any]) -> None:
-    tokens = message.get("tokens") if isinstance(message.get("tokens"), dict) else {}
-    thoughts = message.get("thoughts") if isinstance(message.get("thoughts"), list) else []
+    tokens = dict_field(message, "tokens")
+    thoughts = list_field(message, "thoughts")
     turn = TurnRecord(
         index=len(session.turns), content=content_text(message.get("content")),
         reasoning="\n".join(str(t.get("description") or "") for t in thoughts if isinstance(t, dict)),
@@ -151,7 +153,7 @@ def _reply(session: ImportedSession, message: dict[str, Any]) -> None:
     session.turns.append(turn)
     out: dict[str, Any] = {"role": "assistant", "content": turn.content}
     results = []
-    calls = message.get("toolCalls") if isinstance(message.get("toolCalls"), list) else []
+    calls = list_field(message, "toolCalls")
     for entry in calls:
         if not isinstance(entry, dict):
             continue

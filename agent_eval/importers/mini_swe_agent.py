@@ -37,6 +37,8 @@ from agent_eval.importers.source import (
     ImportedCall,
     ImportedSession,
     SkipReporter,
+    dict_field,
+    list_field,
     load_json_document,
     text_of,
 )
@@ -62,9 +64,9 @@ def read_sessions(
             "list of chat messages; pass a .traj.json file or pick another FORMAT",
             path=str(path),
         )
-    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
-    config = info.get("config") if isinstance(info.get("config"), dict) else {}
-    agent = config.get("agent") if isinstance(config.get("agent"), dict) else {}
+    info = dict_field(doc, "info")
+    config = dict_field(info, "config")
+    agent = dict_field(config, "agent")
     try:
         pattern = re.compile(str(agent.get("action_regex") or ACTION_REGEX), re.DOTALL)
     except re.error:
@@ -102,7 +104,7 @@ def calls_of_reply(
                              turn_index=turn, kind="bash", source_decision="deny",
                              source_reason="format error: a tool call that is not an object")
                 for tc in tool_calls]
-    extra = msg.get("extra") if isinstance(msg.get("extra"), dict) else {}
+    extra = dict_field(msg, "extra")
     actions = extra.get("actions")
     if isinstance(actions, list) and actions and all(
         isinstance(a, dict) and isinstance(a.get("command"), str) for a in actions
@@ -113,7 +115,9 @@ def calls_of_reply(
 
 def call_from_tool_call(tc: dict[str, Any], turn: int, outputs: dict[str, str]) -> ImportedCall:
     """One call from a chat ``tool_calls`` entry or a Responses ``function_call`` item (pure)."""
-    function = tc.get("function") if isinstance(tc.get("function"), dict) else tc
+    function = tc.get("function")
+    if not isinstance(function, dict):
+        function = tc
     name = str(function.get("name") or "")
     raw = function.get("arguments")
     arguments = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
@@ -160,7 +164,7 @@ def _is_message(m: Any) -> bool:
 
 def _tool_calls(msg: dict[str, Any]) -> list[Any]:
     if msg.get("object") == "response":
-        output = msg.get("output") if isinstance(msg.get("output"), list) else []
+        output = list_field(msg, "output")
         return [o for o in output if isinstance(o, dict) and o.get("type") == "function_call"]
     calls = msg.get("tool_calls")
     return list(calls) if isinstance(calls, list) else []
@@ -185,7 +189,7 @@ def _next_output(messages: list[Any], i: int) -> str:
 
 
 def _response_text(msg: dict[str, Any]) -> str:
-    output = msg.get("output") if isinstance(msg.get("output"), list) else []
+    output = list_field(msg, "output")
     texts = [text_of(o.get("content")) for o in output if isinstance(o, dict) and o.get("type") == "message"]
     return "\n".join(texts)
 
@@ -208,7 +212,7 @@ def exit_state(status: Any) -> tuple[ExitState, str | None]:
 
 
 def _model_of(config: dict[str, Any], messages: list[Any]) -> str:
-    model_cfg = config.get("model") if isinstance(config.get("model"), dict) else {}
+    model_cfg = dict_field(config, "model")
     name = model_cfg.get("model_name")
     if name:
         return str(name)
@@ -227,7 +231,7 @@ def _turn(index: int, content: str, extra: Any) -> TurnRecord:
     response = extra.get("response") if isinstance(extra, dict) else None
     if not isinstance(response, dict):
         return turn
-    usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
+    usage = dict_field(response, "usage")
     turn.prompt_tokens = usage.get("prompt_tokens")
     turn.completion_tokens = usage.get("completion_tokens")
     details = usage.get("completion_tokens_details") or {}

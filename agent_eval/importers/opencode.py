@@ -47,6 +47,7 @@ from agent_eval.importers.source import (
     ImportedSession,
     SkipReporter,
     classify_call,
+    dict_field,
     dump_arguments,
     from_millis,
     iter_jsonl,
@@ -97,9 +98,11 @@ def read_sessions(
     )
 
 
-def session_from_messages(info: dict[str, Any], messages: list[Message], *, model: str | None) -> ImportedSession:
-    """One session from its info record and its messages in order (pure)."""
-    time = info.get("time") if isinstance(info.get("time"), dict) else {}
+def session_from_messages(info: dict[str, Any], messages: list[tuple[Any, Any]], *,
+                          model: str | None) -> ImportedSession:
+    """One session from its info record and its messages in order (pure); each message is
+    its ``(info, parts)`` as the file has it, either possibly not an object or array."""
+    time = dict_field(info, "time")
     session = ImportedSession(
         id=str(info.get("id") or "session"), model="unknown", title=info.get("title"),
         started_at=from_millis(time.get("created")), finished_at=from_millis(time.get("updated")),
@@ -139,7 +142,7 @@ def session_from_messages(info: dict[str, Any], messages: list[Message], *, mode
 
 def call_from_part(part: dict[str, Any], turn: int) -> ImportedCall:
     """One call from an OpenCode ``tool`` part, with OpenCode's own verdict (pure)."""
-    state = part.get("state") if isinstance(part.get("state"), dict) else {}
+    state = dict_field(part, "state")
     tool = str(part.get("tool") or "")
     args = state.get("input")
     status = state.get("status")
@@ -160,7 +163,7 @@ def call_from_part(part: dict[str, Any], turn: int) -> ImportedCall:
         else:
             reason = f"tool error in opencode: {output[:300]}"
     kind, text = classify_call(tool, args)
-    metadata = state.get("metadata") if isinstance(state.get("metadata"), dict) else {}
+    metadata = dict_field(state, "metadata")
     child = metadata.get("sessionId") if tool == "task" else None
     return ImportedCall(
         tool=tool, arguments=dump_arguments(args if args is not None else {}), turn_index=turn,
@@ -171,9 +174,9 @@ def call_from_part(part: dict[str, Any], turn: int) -> ImportedCall:
 
 
 def _turn(index: int, info: dict[str, Any], parts: list[dict[str, Any]], content: str) -> TurnRecord:
-    tokens = info.get("tokens") if isinstance(info.get("tokens"), dict) else {}
-    cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
-    time = info.get("time") if isinstance(info.get("time"), dict) else {}
+    tokens = dict_field(info, "tokens")
+    cache = dict_field(tokens, "cache")
+    time = dict_field(info, "time")
     created, completed = time.get("created"), time.get("completed")
     latency = (completed - created) / 1000 if isinstance(created, int) and isinstance(completed, int) else None
     return TurnRecord(

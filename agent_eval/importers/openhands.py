@@ -29,12 +29,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from agent_eval.calls import ToolKind
 from agent_eval.errors import ConfigError
 from agent_eval.importers.source import (
     ImportedCall,
     ImportedSession,
     SkipReporter,
     classify_call,
+    dict_field,
     from_iso,
     iter_jsonl,
     load_json_document,
@@ -47,7 +49,7 @@ from agent_eval.transcript import Decision, TurnRecord
 
 NOT_CALLS = frozenset({"message", "system", "change_agent_state", "recall", "null", "condensation",
                        "condensation_request", "mcp_list"})
-KIND_OF_ACTION = {"run": "bash", "read": "read"}
+KIND_OF_ACTION: dict[str, ToolKind] = {"run": "bash", "read": "read"}
 EDITORS = frozenset({"file_editor", "str_replace_editor"})
 """V1 editor tools: a ``view`` command is a read of its ``path``."""
 
@@ -119,10 +121,10 @@ def call_of(event: dict[str, Any], turn: int, outputs: dict[Any, dict[str, Any]]
     action = event.get("action")
     if event.get("source") != "agent" or not isinstance(action, str) or action in NOT_CALLS:
         return None
-    args = event.get("args") if isinstance(event.get("args"), dict) else {}
-    meta = event.get("tool_call_metadata") if isinstance(event.get("tool_call_metadata"), dict) else {}
+    args = dict_field(event, "args")
+    meta = dict_field(event, "tool_call_metadata")
     tool = str(meta.get("function_name") or action)
-    kind = KIND_OF_ACTION.get(action, "other")
+    kind: ToolKind = KIND_OF_ACTION.get(action, "other")
     text = args.get("command") if kind == "bash" else args.get("path") if kind == "read" else None
     observation = outputs.get(_key(event.get("id")))
     decision, reason = verdict(args.get("confirmation_state"), observation)
@@ -168,7 +170,7 @@ def verdict(confirmation: Any, observation: dict[str, Any] | None) -> tuple[Deci
 
 
 def _v1_call(event: dict[str, Any], turn: int, outputs: dict[Any, dict[str, Any]]) -> ImportedCall:
-    action = event.get("action") if isinstance(event.get("action"), dict) else {}
+    action = dict_field(event, "action")
     tool = str(event.get("tool_name") or action.get("kind") or "")
     args = _v1_arguments(event, action)
     if tool in EDITORS and args.get("command") == "view":
@@ -186,7 +188,7 @@ def _v1_call(event: dict[str, Any], turn: int, outputs: dict[Any, dict[str, Any]
 def _v1_arguments(event: dict[str, Any], action: dict[str, Any]) -> dict[str, Any]:
     """The arguments the model sent (``tool_call.arguments``), else the action's fields
     (an MCP tool's are under ``data``)."""
-    call = event.get("tool_call") if isinstance(event.get("tool_call"), dict) else {}
+    call = dict_field(event, "tool_call")
     raw = call.get("arguments")
     if isinstance(raw, str):
         try:
@@ -241,7 +243,7 @@ def _content(observation: dict[str, Any] | None) -> str:
 
 
 def _thought(event: dict[str, Any]) -> str:
-    args = event.get("args") if isinstance(event.get("args"), dict) else {}
+    args = dict_field(event, "args")
     thought = args.get("thought") or event.get("thought") or ""
     return text_of(thought)
 
@@ -254,7 +256,7 @@ def _model(event: dict[str, Any]) -> str | None:
 
 
 def _state(session: ImportedSession, event: dict[str, Any]) -> None:
-    extras = event.get("extras") if isinstance(event.get("extras"), dict) else {}
+    extras = dict_field(event, "extras")
     if event.get("observation") == "agent_state_changed" and extras.get("agent_state") == "error":
         session.status, session.error = "error", f"openhands agent error: {str(extras.get('reason') or '')[:200]}"
 
@@ -268,7 +270,7 @@ def _message(session: ImportedSession, event: dict[str, Any]) -> None:
     if event.get("action") != "message":
         return
     role = "assistant" if event.get("source") == "agent" else "user"
-    args = event.get("args") if isinstance(event.get("args"), dict) else {}
+    args = dict_field(event, "args")
     session.messages.append({"role": role, "content": text_of(args.get("content") or event.get("message"))})
 
 

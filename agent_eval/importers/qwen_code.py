@@ -51,6 +51,7 @@ from agent_eval.importers.source import (
     ImportedSession,
     SkipReporter,
     classify_call,
+    dict_field,
     from_iso,
     iter_jsonl,
     text_of,
@@ -117,7 +118,8 @@ def _link_children(builder: _SessionBuilder, path: Path) -> None:
         return
     for meta_file in sorted(folder.glob("agent-*.meta.json")):
         meta = _subagent_meta(meta_file.with_name(meta_file.name.removesuffix(".meta.json") + ".jsonl"))
-        call = builder.calls_by_id.get(meta.get("toolUseId")) if isinstance(meta.get("toolUseId"), str) else None
+        use_id = meta.get("toolUseId")
+        call = builder.calls_by_id.get(use_id) if isinstance(use_id, str) else None
         agent = meta.get("agentId")
         if call is not None and isinstance(agent, str):
             call.child = f"{builder.session.id}:agent-{agent}"
@@ -137,7 +139,7 @@ class _SessionBuilder:
         if stamp:
             self.session.started_at = self.session.started_at or stamp
             self.session.finished_at = stamp
-        message = obj.get("message") if isinstance(obj.get("message"), dict) else {}
+        message = dict_field(obj, "message")
         parts = [p for p in message.get("parts") or [] if isinstance(p, dict)] \
             if isinstance(message.get("parts"), list) else []
         if kind == "assistant":
@@ -145,7 +147,7 @@ class _SessionBuilder:
                 self.model = obj["model"]
             self._reply(parts, obj.get("usageMetadata"))
         elif kind == "tool_result":
-            result = obj.get("toolCallResult") if isinstance(obj.get("toolCallResult"), dict) else {}
+            result = dict_field(obj, "toolCallResult")
             for part in parts:
                 if isinstance(part.get("functionResponse"), dict):
                     self._result(part["functionResponse"], result)

@@ -201,7 +201,7 @@ class BatchWriter:
     def flush(self, *, create: bool = False) -> None:
         """Write the buffered sessions; before the run exists, only when ``create``."""
         if self.run_id is None:
-            if not create:
+            if not create or self.create_run is None:  # __init__ takes no writer without either
                 return
             self.run_id = self.create_run()
         if not self.pending:

@@ -32,7 +32,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -194,14 +194,16 @@ def iter_jsonl(
     large the file; an empty (or missing, unreadable) file is a ``ConfigError``.
     """
     report = on_skip or warn_skipped
-    lines = text.splitlines() if text is not None else _file_lines(path)
-    for number, line in enumerate(lines, start=1):
-        if isinstance(line, bytes):
+    lines: Iterable[str | bytes] = text.splitlines() if text is not None else _file_lines(path)
+    for number, raw in enumerate(lines, start=1):
+        if isinstance(raw, bytes):
             try:
-                line = line.decode("utf-8")
+                line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
                 report(path, number, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
                 continue
+        else:
+            line = raw
         if not line.strip():
             continue
         try:
@@ -428,3 +430,15 @@ def tidy(session: ImportedSession) -> ImportedSession:
 
 def _maybe_text(value: Any) -> str | None:
     return None if value is None else as_text(value)
+
+
+def dict_field(obj: dict[str, Any], key: str) -> dict[str, Any]:
+    """``obj[key]`` when it is a JSON object, else an empty one (a reader's lenient view)."""
+    value = obj.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def list_field(obj: dict[str, Any], key: str) -> list[Any]:
+    """``obj[key]`` when it is a JSON array, else an empty one."""
+    value = obj.get(key)
+    return value if isinstance(value, list) else []

@@ -28,6 +28,7 @@ from agent_eval.importers.source import (
     ImportedCall,
     ImportedSession,
     SkipReporter,
+    dict_field,
     load_json_document,
     text_of,
 )
@@ -49,7 +50,7 @@ def read_sessions(
             "not a SWE-agent trajectory: expected an object with `trajectory` (0.x, 1.x) or "
             "`history` (1.x); pass a .traj file or pick another FORMAT", path=str(path),
         )
-    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
+    info = dict_field(doc, "info")
     session = ImportedSession(id=path.name.removesuffix(".traj"), model=model or model_of(doc, path))
     session.status, session.error = exit_state(info.get("exit_status"))
     steps = doc.get("trajectory") if isinstance(doc.get("trajectory"), list) else None

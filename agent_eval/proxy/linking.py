@@ -106,7 +106,9 @@ def normal_message(message: Any) -> list[Any]:
         return ["?"]
     calls = []
     for call in _calls_of(message):
-        fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+        fn = call.get("function")
+        if not isinstance(fn, dict):
+            fn = {}
         calls.append([fn.get("name"), canonical_arguments(fn.get("arguments"))])
     return [message.get("role"), content_text(message.get("content")), calls]
 
@@ -228,7 +230,7 @@ class Conversation:
     root: str
     role: str = ""  # role_hash: names the session's scenario
     methods: list[str] = field(default_factory=list)
-    client_id: str | None = None
+    client_id: tuple[str, str] | None = None  # (header:value, system hash or "")
     last_seen: float = 0.0
     waiting: tuple[tuple[str, ...], str] | None = None  # reply_key of its last reply
     prefix: str | None = None  # prefix_hash of its last request

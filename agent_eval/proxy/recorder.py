@@ -32,6 +32,7 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
+from types import EllipsisType
 from typing import Any
 
 from agent_eval.policy import ENGINE_VERSION, AllowList
@@ -79,8 +80,12 @@ class Recorder:
         ``prune_every_s`` seconds; 0 keeps them for ever."""
         self.store = store
         self.protocols_path = protocols_path
-        self.policy = allowlist if isinstance(allowlist, ResolvedPolicy) else None
-        self.allowlist = self.policy.allowlist if self.policy is not None else allowlist
+        self.policy: ResolvedPolicy | None = None
+        self.allowlist: AllowList
+        if isinstance(allowlist, ResolvedPolicy):
+            self.policy, self.allowlist = allowlist, allowlist.allowlist
+        else:
+            self.allowlist = allowlist
         self.label = label
         self.upstream = public_url(upstream)  # stored in the run's config: no credentials
         self.allowlist_path = allowlist_path
@@ -135,6 +140,7 @@ class Recorder:
 
     def _work(self) -> None:
         while True:
+            item: Exchange | EllipsisType | None  # ...: no exchange within a tick
             try:
                 item = self.queue.get(timeout=self.tick_s)
             except queue.Empty:
@@ -219,6 +225,8 @@ class Recorder:
             if not self._ensure_run():
                 return False
             run_id = self.run_id
+            if run_id is None:  # _ensure_run sets it when it succeeds
+                return False
 
         def write(batch: list[SessionRecord]) -> None:
             for model in sorted({r.target for r in batch} - self._targets_of(run_id)):

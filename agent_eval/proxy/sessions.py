@@ -170,7 +170,7 @@ class Sessions:
         the session its parent's child; a shared session id alone never does (OpenCode's
         title request shares it, and is nobody's subagent)."""
         state: SessionState = conv.state
-        spawned = self.spawns.claim(messages)
+        spawned: tuple[str, CallRecord | None] | None = self.spawns.claim(messages)
         if spawned is None:
             spawned = self._spawned_by_header(conv, messages, headers)
         if spawned is not None:
@@ -208,6 +208,7 @@ class Sessions:
         completion = _int(usage.get("completion_tokens"))
         ttft, latency = ex.ttft_s, ex.latency_s
         decode = (latency - ttft) if latency is not None and ttft is not None else latency
+        shared = share_messages(state.turns[-1].request if state.turns else None, request)
         state.turns.append(TurnRecord(
             index=index, content=reply.content if reply else "",
             reasoning=reply.reasoning if reply else "",
@@ -218,12 +219,12 @@ class Sessions:
             latency_s=latency, ttft_s=ttft,
             decode_tps=completion / decode if completion and decode and decode > 0 else None,
             started_at=ex.started_at,
-            request=share_messages(state.turns[-1].request if state.turns else None, request),
+            request=shared,
         ))
         state.statuses.add(status)
         state.last_status = status
         state.finished_at = ex.started_at + timedelta(seconds=latency or 0.0)
-        state.messages = list(state.turns[-1].request["messages"])
+        state.messages = list(shared["messages"])
         if reply is not None:
             state.messages.append(reply.message())
         if reply is None or status != "complete":

@@ -76,10 +76,10 @@ def unwrapped(text: str) -> str:
             break
         rest = rest[found.end():]
     for _ in range(MAX_WRAPPERS):
-        found = _trailing_block(rest)
-        if found is None:
+        cut = _trailing_block(rest)
+        if cut is None:
             break
-        rest = rest[:found]
+        rest = rest[:cut]
     return rest.strip() or text.strip()
 
 

@@ -30,10 +30,14 @@ import queue
 import signal
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_eval.proxy.relay import Exchange
 from agent_eval.wire import PROTOCOLS
+
+if TYPE_CHECKING:
+    from agent_eval.proxy.otel import TracedStore
+    from agent_eval.store import Store
 
 STATS = ("run_id", "open_sessions", "stored_sessions", "stored_turns", "journaled_sessions",
          "lost_turns", "unparseable_requests", "store_errors", "journal_errors",
@@ -200,7 +204,7 @@ def build_recorder(config: RecorderConfig):
         from agent_eval.scenario.protocols import load_protocols
 
         protocols = load_protocols(config.protocols_path)
-    store = open_store(config.db)
+    store: Store | TracedStore = open_store(config.db)
     if config.otel_endpoint is not None:
         from agent_eval.proxy.otel import TracedStore
 

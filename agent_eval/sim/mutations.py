@@ -17,6 +17,7 @@ import random
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 from urllib.parse import quote_plus
 
@@ -264,6 +265,16 @@ def unknown_flag(step: Step, rng: random.Random) -> PlannedCall:
 _BAD_CHOICES = ("complete", "search-videos", "finished", "urgent", "everything")
 
 
+def _replaced(words: list[str], i: int, value: str) -> list[str]:
+    """``words`` with the one at ``i`` replaced by ``value``."""
+    return words[:i] + [value] + words[i + 1:]
+
+
+def _without(words: list[str], i: int) -> list[str]:
+    """``words`` without the flag at ``i`` and its value after it."""
+    return words[:i] + words[i + 2:]
+
+
 def invalid_argument(step: Step, rng: random.Random) -> PlannedCall:
     parsed = _parse(step)
     assert parsed is not None, "invalid-argument applies to script steps only"
@@ -275,11 +286,11 @@ def invalid_argument(step: Step, rng: random.Random) -> PlannedCall:
             continue
         if spec.choices:
             bad = next(c for c in _BAD_CHOICES if c not in spec.choices)
-            options.append(lambda i=i, bad=bad: words[:i + 1] + [bad] + words[i + 2:])
+            options.append(partial(_replaced, words, i + 1, bad))
         elif spec.type in ("int", "float"):
-            options.append(lambda i=i: words[:i + 1] + ["many"] + words[i + 2:])
+            options.append(partial(_replaced, words, i + 1, "many"))
         if spec.required:
-            options.append(lambda i=i: words[:i] + words[i + 2:])
+            options.append(partial(_without, words, i))
     if not options:
         options.append(lambda: words + ["extra"])
     return step.bash(_join(rng.choice(options)()), "AE311")

@@ -206,7 +206,7 @@ async def list_models(request: web.Request) -> web.Response:
     state = request.app[STATE]
     ids = [state.model_name] + [p.model_id for p in PROFILES.values()]
     created = int(time.time())
-    data = [
+    data: list[dict[str, Any]] = [
         {"id": i, "object": "model", "created": created, "owned_by": "agent-eval-sim",
          "root": i, "parent": None, "max_model_len": 65536, "permission": []}
         for i in dict.fromkeys(ids)
@@ -260,7 +260,8 @@ async def _answer(request: web.Request, state: SimState) -> web.StreamResponse:
     body = wire.PROTOCOLS[protocol].read_request(raw, request.path) \
         if isinstance(raw, dict) else None
     messages = body.get("messages") if isinstance(body, dict) else None
-    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+    if (not isinstance(body, dict) or not isinstance(messages, list)
+            or not all(isinstance(m, dict) for m in messages)):
         what = {"chat": "`messages`", "messages": "`messages`", "responses": "`input`",
                 "gemini": "`contents`"}[protocol]
         return _error(400, f"{what} must be a list of message objects")
@@ -295,7 +296,8 @@ async def _answer(request: web.Request, state: SimState) -> web.StreamResponse:
     else:
         reply = adapt_calls(plan_reply(messages, found.scenario, profile, rng),
                             body.get("tools"))
-    model = body.get("model") if isinstance(body.get("model"), str) else state.model_name
+    requested = body.get("model")
+    model = requested if isinstance(requested, str) else state.model_name
     done = build_completion(
         body, reply, model=model, created=int(time.time()), rng=rng, malformed=malformed
     )

@@ -49,6 +49,6 @@ def choose_agent(source: PolicySource, *, named: str | None = None,
                  if a.prompt and len(a.prompt.strip()) >= MIN_PROMPT
                  and a.prompt.strip() in system_prompt]
         if found:
-            best = max(found, key=lambda a: (len(a.prompt.strip()), a.name))
+            best = max(found, key=lambda a: (len((a.prompt or "").strip()), a.name))
             return Choice(best, "prompt")
     return Choice(source.agent(None), "default")

@@ -51,6 +51,7 @@ Quirks (each reported against a released Claude Code, emulated unless turned off
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 import re
 from pathlib import Path
@@ -58,7 +59,14 @@ from typing import Any
 
 from agent_eval.errors import ConfigError
 from agent_eval.policy.sources.files import read_front_matter, read_json
-from agent_eval.policy.sources.model import AgentPolicy, HarnessVerdict, PolicySource, Rule
+from agent_eval.policy.sources.model import (
+    Action,
+    AgentPolicy,
+    HarnessDecision,
+    HarnessVerdict,
+    PolicySource,
+    Rule,
+)
 from agent_eval.policy.sources.shellsplit import Piece, top_commands
 from agent_eval.policy.sources.wildcard import glob_match
 
@@ -75,7 +83,7 @@ DEFAULT_AGENT = "main"
 _RULE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_\-]*)\s*(?:\((.*)\))?\s*", re.DOTALL)
 
 
-def _parse_rule(text: Any, action: str, path: str, field: str) -> Rule:
+def _parse_rule(text: Any, action: Action, path: str, field: str) -> Rule:
     if not isinstance(text, str):
         raise ConfigError("each rule must be a string such as Bash(git status:*)", path=path,
                           field=field)
@@ -106,7 +114,8 @@ def load(path: Path) -> PolicySource:
         raise ConfigError("must be an object with allow, ask and deny lists", path=where,
                           field="permissions")
     rules: list[Rule] = []
-    for action in ("deny", "ask", "allow"):
+    actions: tuple[Action, ...] = ("deny", "ask", "allow")
+    for action in actions:
         items = permissions.get(action, [])
         if not isinstance(items, list):
             raise ConfigError("must be a list of rules", path=where,
@@ -122,10 +131,9 @@ def load(path: Path) -> PolicySource:
         raise ConfigError(f"{mode!r} is not a mode; use one of {', '.join(MODES)}",
                           path=where, field="permissions.defaultMode")
     notes = (f"defaultMode {mode}",) if mode != "default" else ()
-    base = dict(harness="claude-code", rules=tuple(rules), directories=tuple(directories),
-                source=where)
-    base["mode"] = mode
-    agents = {DEFAULT_AGENT: AgentPolicy(name=DEFAULT_AGENT, **base)}
+    default = AgentPolicy(harness="claude-code", name=DEFAULT_AGENT, rules=tuple(rules),
+                          directories=tuple(directories), source=where, mode=mode)
+    agents = {DEFAULT_AGENT: default}
     folder = path.parent / "agents" if path.parent.name == ".claude" else \
         path.parent / ".claude" / "agents"
     for file in sorted(folder.glob("*.md")) if folder.is_dir() else []:
@@ -134,10 +142,10 @@ def load(path: Path) -> PolicySource:
         if not isinstance(name, str) or not name:
             raise ConfigError("must be the agent's name", path=str(file), field="name")
         description = front.get("description", "")
-        agents[name] = AgentPolicy(name=name, prompt=body or None,
-                                   description=description if isinstance(description, str) else "",
-                                   tools=_tools_list(front.get("tools"), str(file)),
-                                   **{**base, "source": str(file)})
+        agents[name] = dataclasses.replace(
+            default, name=name, prompt=body or None,
+            description=description if isinstance(description, str) else "",
+            tools=_tools_list(front.get("tools"), str(file)), source=str(file))
     return PolicySource("claude-code", where, agents, DEFAULT_AGENT, notes)
 
 
@@ -256,8 +264,8 @@ def judge_command(agent: AgentPolicy, command: str, *, quirks: frozenset[str] = 
         if rule is None:
             if mode == "bypassPermissions":
                 continue
-            action = "deny" if mode == "dontAsk" else "ask"
-            return HarnessVerdict(action, (), reason=f"no rule allows {text!r}")
+            unmatched: HarnessDecision = "deny" if mode == "dontAsk" else "ask"
+            return HarnessVerdict(unmatched, (), reason=f"no rule allows {text!r}")
         if rule not in used:
             used.append(rule)
     return HarnessVerdict("allow", tuple(used), quirk=quirk,

@@ -26,7 +26,7 @@ class _BoundedLoader(yaml.SafeLoader):
     """A safe YAML loader that refuses more than ``MAX_ALIASES`` aliases (a front matter
     of nested aliases expands to billions of nodes when anything walks it)."""
 
-    def compose_node(self, parent, index):  # type: ignore[override]
+    def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             self.aliases_seen = getattr(self, "aliases_seen", 0) + 1
             if self.aliases_seen > MAX_ALIASES:

@@ -191,19 +191,19 @@ def judge_call(agent: AgentPolicy, tool: str, arguments: str | dict[str, Any],
         if kind == "read":
             return judge_read(agent, value, setting)
     if tool in BASH_TOOLS and offered:
-        value = next((args[k] for k in COMMAND_KEYS if k in args), None)
-        if agent.harness == "codex" and isinstance(value, list) \
-                and all(isinstance(v, str) for v in value):
-            argvs, how = codex.shell_argv(value)
-            text = " ".join(value) if how == "argv" else value[2]
+        command = next((args[k] for k in COMMAND_KEYS if k in args), None)
+        if agent.harness == "codex" and isinstance(command, list) \
+                and all(isinstance(v, str) for v in command):
+            argvs, how = codex.shell_argv(command)
+            text = " ".join(command) if how == "argv" else command[2]
             harness = codex.judge_argv(agent, argvs, how)
             return DualVerdict(harness, strict_command(agent, text, setting), "bash", text)
-        if isinstance(value, str):
-            return judge_command(agent, value, setting)
+        if isinstance(command, str):
+            return judge_command(agent, command, setting)
     if tool in READ_TOOLS and offered:
-        value = next((args[k] for k in PATH_KEYS if k in args), None)
-        if isinstance(value, str):
-            return judge_read(agent, value, setting)
+        path = next((args[k] for k in PATH_KEYS if k in args), None)
+        if isinstance(path, str):
+            return judge_read(agent, path, setting)
     if (tool in BASH_TOOLS or tool in READ_TOOLS) and offered:
         refused = _refused("missing-argument", f"{tool} call without its command or path", 0)
         return DualVerdict(HarnessVerdict("deny", (), reason="required argument missing"),

@@ -44,6 +44,7 @@ from typing import Any
 from agent_eval.errors import ConfigError
 from agent_eval.policy.sources.files import read_front_matter, read_json
 from agent_eval.policy.sources.model import (
+    Action,
     AgentPolicy,
     HarnessVerdict,
     PolicySource,
@@ -68,7 +69,7 @@ BUILT_IN_EXTRAS: dict[str, dict[str, Any]] = {
 }
 EXTERNAL_PATH_COMMANDS = ("cd", "rm", "cp", "mv", "mkdir", "touch", "chmod", "chown", "cat")
 EDIT_TOOLS = ("edit", "write", "patch", "multiedit", "apply_patch")
-V2_ACTIONS = {"shell": "bash"}
+V2_ACTIONS: dict[str, str] = {"shell": "bash"}
 DEFAULT_WORKDIR = "/project"
 DEFAULT_HOME = "/home/user"
 
@@ -117,7 +118,8 @@ def _rules_from_v2(value: Any, origin: str, path: str, home: str) -> list[Rule]:
                 or not all(isinstance(item[k], str) for k in item):
             raise ConfigError("each rule needs exactly the string fields action, resource and "
                               "effect", path=path, field=where)
-        permission = V2_ACTIONS.get(item["action"], item["action"])
+        name: str = item["action"]
+        permission = V2_ACTIONS.get(name, name)
         rules.append(Rule(permission, _expand(item["resource"], home),
                           _action(item["effect"], path, f"{where}.effect"), where))
     return rules
@@ -132,7 +134,7 @@ def _rules_from_tools(value: Any, origin: str, path: str) -> list[Rule]:
                  f"{origin}.{name}") for name, on in value.items()]
 
 
-def _action(value: Any, path: str, field: str) -> str:
+def _action(value: Any, path: str, field: str) -> Action:
     if value not in ACTIONS:
         raise ConfigError(f"{value!r} is not an action; use allow, ask or deny", path=path,
                           field=field)
@@ -219,12 +221,12 @@ def evaluate(agent: AgentPolicy, permission: str, pattern: str) -> Rule | None:
 
 
 def _decide(agent: AgentPolicy, permission: str, patterns: list[str]
-            ) -> tuple[str, list[Rule], Rule | None, str]:
+            ) -> tuple[Action, list[Rule], Rule | None, str]:
     """``ask()`` over several patterns: the first denied or asked one stops the call."""
     used: list[Rule] = []
     for pattern in patterns:
         rule = evaluate(agent, permission, pattern)
-        action = rule.action if rule else "ask"
+        action: Action = rule.action if rule else "ask"
         if action != "allow":
             why = (f"{permission} {pattern!r} is {action}"
                    + (f" by {rule.label()}" if rule else " (no rule matches)"))
