@@ -48,7 +48,7 @@ from typing import Any, Literal
 
 from agent_eval.policy import AllowList, Verdict, check_call, command_text, render_denial
 from agent_eval.policy.calls import tool_for_call
-from agent_eval.policy.profiles import BUILTIN
+from agent_eval.policy.profiles import BUILTIN_TOOLS
 from agent_eval.policy.sources import (
     AgentPolicy,
     ResolvedPolicy,
@@ -74,9 +74,6 @@ Terminus and unparseable harness replies in flat call records)."""
 READ_TOOLS = frozenset({"read", "Read", "view", "read_file", "ReadFile"})
 """Tool names that read a file."""
 
-PROFILE_TOOLS = frozenset(t.name for p in BUILTIN.values() for t in p.tools)
-"""Every tool of a built-in profile: judged by its profile, or AE101 where an allow-list
-switched that profile off."""
 
 COMMAND_KEYS = ("command", "cmd")
 PATH_KEYS = ("path", "file_path", "filePath", "file")
@@ -197,7 +194,7 @@ class CallRecorder:
             spec = tool_for_call(self.allowlist, tool, parsed, profiles=True)
             return Judged(tool, arguments, verdict,
                           command_text(spec, parsed) if spec is not None else None)
-        elif tool in PROFILE_TOOLS:
+        elif tool in BUILTIN_TOOLS:  # its profile switched off: AE101
             spec = None  # a CLI's tool whose profile this allow-list switched off: AE101
         else:
             listed = self.allowlist.tool(tool)

@@ -275,12 +275,13 @@ def tool_for_call(allowlist: AllowList, tool_name: str, arguments: Any, *,
     profiled = allowlist.profile_tools.get(tool_name) if profiles else None
     if own is None or profiled is None:
         return own or profiled
-    if isinstance(arguments, (str, bytes, bytearray)):
-        try:
-            arguments = json.loads(arguments)
-        except (ValueError, RecursionError):
-            return own
-    keys = set(arguments) if isinstance(arguments, dict) else set()
+    return _fitting(own, profiled, _decode(arguments, allowlist))
+
+
+def _fitting(own: ToolSpec, profiled: ToolSpec, args: dict[str, Any] | Problem) -> ToolSpec:
+    """Of two specs of one name, the one that declares every key of ``args``, the
+    allow-list's first; the allow-list's when neither does or the text is no object."""
+    keys = set(args) if isinstance(args, dict) else set()
     for spec in (own, profiled):
         if keys <= set(spec.arguments):
             return spec
@@ -298,15 +299,23 @@ def check_call(tool_name: str, arguments: str | bytes | dict[str, Any], allowlis
     allow-list's active profiles first.
     """
     try:
-        spec = (tool_for_call(allowlist, tool_name, arguments, profiles=profiles)
-                if isinstance(tool_name, str) else None)
+        own = allowlist.tool(tool_name) if isinstance(tool_name, str) else None
+        profiled = (allowlist.profile_tools.get(tool_name)
+                    if profiles and isinstance(tool_name, str) else None)
+        args: dict[str, Any] | Problem | None = None
+        if own is not None and profiled is not None:  # decoded once, for both steps
+            args = _decode(arguments, allowlist)
+            spec: ToolSpec | None = _fitting(own, profiled, args)
+        else:
+            spec = own or profiled
         if spec is None or (offered is not None and tool_name not in set(offered)):
             known = [*allowlist.tools, *(allowlist.profile_tools.values() if profiles else ())]
             listed = sorted({t.name for t in known if offered is None or t.name in set(offered)})
             why = "is not on the allow-list" if spec is None else "is not offered here"
             return verdict_of([Problem("unknown-tool", f"tool {tool_name!r} {why} (allowed "
                                        f"tools: {', '.join(listed) or 'none'})", 0, 0)])
-        args = _decode(arguments, allowlist)
+        if args is None:
+            args = _decode(arguments, allowlist)
         if isinstance(args, Problem):
             return verdict_of([args])
         judged = spec.judged_key

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_eval.policy.allowlist import ProfileSpec
+from agent_eval.policy.allowlist import ProfileSpec, ToolSpec
 
 _TEXT: dict[str, Any] = {"holds": "value"}
 _INT: dict[str, Any] = {"holds": "value", "type": "integer"}
@@ -154,3 +154,10 @@ BUILTIN: dict[str, ProfileSpec] = {
 }
 """The built-in profiles by name, in lookup order; every one is on unless an allow-list
 switches it off (``profiles: {claude-code: false}``)."""
+
+BUILTIN_TOOLS: dict[str, ToolSpec] = {}
+"""Every tool of a built-in profile by name (the first profile naming it), whether or not
+an allow-list switched its profile off."""
+for _profile in BUILTIN.values():
+    for _spec in _profile.tools:
+        BUILTIN_TOOLS.setdefault(_spec.name, _spec)

@@ -107,3 +107,15 @@ def test_policy_profiles_json_says_what_an_allowlist_switched_off(tmp_path):
     assert data["switched_off"] == ["openhands"]
     assert list(data["profiles"]) == ["opencode", "qwen-code", "codex", "claude-code",
                                       "gemini-cli"]
+
+
+def test_a_call_whose_name_both_have_is_held_to_the_argument_cap_before_any_parse():
+    """`bash` is both the allow-list's tool and OpenCode's: choosing between them reads the
+    keys, through the same capped decode as the judging (never an uncapped json.loads)."""
+    from agent_eval.policy.calls import arguments_cap
+
+    huge = '{"command": "uv run scripts/lights.py status", "description": "' + "x" * (
+        arguments_cap(RALF) + 1) + '"}'
+    verdict = check_call("bash", huge, RALF, profiles=True)
+    assert verdict.primary == "AE202"
+    assert "longer than the cap" in verdict.findings[0].message

@@ -164,9 +164,9 @@ def _profile_call(tool: str, args: dict[str, Any]) -> tuple[str, str] | None:
     the built-in tool profiles (``policy/profiles.py``: ``run_shell_command``,
     ``read_file``, ``exec_command``...); None for any other call."""
     from agent_eval.policy.calls import command_text
-    from agent_eval.policy.profiles import BUILTIN
+    from agent_eval.policy.profiles import BUILTIN_TOOLS
 
-    spec = next((t for p in BUILTIN.values() for t in p.tools if t.name == tool), None)
+    spec = BUILTIN_TOOLS.get(tool)
     if spec is None or spec.kind == "other":
         return None
     value = command_text(spec, args)
