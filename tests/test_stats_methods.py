@@ -397,3 +397,35 @@ def test_a_class_with_0_errors_in_522_calls_borrows_the_totals_design_effect():
     assert rate.hi100 == pytest.approx(100 * (1 - 0.025 ** (1 / n_eff)))
     wilson_independent = sps.binomtest(0, 522).proportion_ci(method="wilson").high
     assert rate.hi100 > 3 * 100 * wilson_independent  # 0.73 per 100 read as independent
+
+
+def test_the_gate_decides_without_drawing_the_permutation_p(monkeypatch):
+    """The regression check reads the interval only; the permutation p (scipy's resamples,
+    most of a check's time) is drawn when something reads it, and is then the same p."""
+    import agent_eval.metrics.paired as paired
+    from agent_eval.metrics.clustered import Unit
+    from agent_eval.metrics.regression import regression_from_units
+
+    def units(errors):
+        return [Unit("t", f"s{s}", r, 10, errors[s][r], {}, passed=errors[s][r] == 0)
+                for s in range(len(errors)) for r in range(3)]
+
+    a = units([[0, 1, 0], [2, 1, 1], [0, 0, 1], [1, 0, 0]])
+    b = units([[1, 2, 1], [3, 2, 2], [1, 0, 1], [1, 1, 2]])
+    calls = []
+    real = paired.permutation_p
+    monkeypatch.setattr(paired, "permutation_p", lambda *a, **k: calls.append(1) or real(*a, **k))
+    reg = regression_from_units(a, b, 0.0)
+    assert reg.regressed and calls == []
+    p = reg.paired.errors.p_value
+    assert calls == [1] and reg.paired.errors.p_value == p and calls == [1]
+    assert p == real(*_arrays(a, b)) == 2 / 16  # every scenario rose: 2 of 2⁴ sign flips as far
+
+
+def _arrays(a, b):
+    import numpy as np
+
+    def rates(units):
+        return np.array([sum(u.errors for u in units if u.scenario == f"s{s}") /
+                         sum(u.calls for u in units if u.scenario == f"s{s}") for s in range(4)])
+    return rates(a), rates(b), np.full(4, 60.0) / 240.0

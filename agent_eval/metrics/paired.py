@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agent_eval.metrics.clustered import Unit, t_quantile
 from agent_eval.metrics.lazy import np, sps
@@ -78,17 +78,29 @@ class ScenarioCell:
 
 @dataclass(frozen=True, slots=True)
 class PairedDiff:
-    """``b − a`` (per 100) over the shared scenarios, with its interval and paired p."""
+    """``b − a`` (per 100) over the shared scenarios, with its interval and paired p.
+
+    The permutation p is drawn the first time it is read (``permuted`` holds the
+    scenarios' ``(a, b, w)`` until then): the gate decides on the interval alone and
+    never pays for the resamples."""
 
     diff100: float
     lo100: float
     hi100: float
     se100: float
     df: int
-    p_value: float
+    permuted: tuple | float = field(compare=False)  # the p, or the (a, b, w, seed) behind it
     scenarios: int
     alpha: float = ALPHA
     method: str = PAIRED_METHOD
+
+    @property
+    def p_value(self) -> float:
+        if isinstance(self.permuted, tuple):
+            object.__setattr__(self, "permuted", permutation_p(*self.permuted[:3],
+                                                              seed=self.permuted[3]))
+        assert isinstance(self.permuted, float)
+        return self.permuted
 
     @property
     def significant(self) -> bool:
@@ -206,7 +218,7 @@ def paired_difference(xa: Sequence[float], xb: Sequence[float], weights: Sequenc
         var = max(var, float(np.sum(w**2 * np.asarray(floor, float))))
     se = math.sqrt(var) if s > 1 else math.nan
     half = t_quantile(df, alpha) * se if s > 1 else math.inf
-    p = permutation_p(a, b, w, seed=seed) if s > 1 else 1.0
+    p: tuple | float = (a, b, w, seed) if s > 1 else 1.0
     return PairedDiff(100 * diff, 100 * (diff - half), 100 * (diff + half), 100 * se,
                       df, p, s, alpha, method)
 
