@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from agent_eval.cli import main
-from agent_eval.cli.db import db_option
+from agent_eval.cli.options import db_option, json_option
 from agent_eval.errors import ConfigError
 
 
@@ -24,8 +24,7 @@ from agent_eval.errors import ConfigError
                    "the agents whose CLI rules judged the sessions (docs/policies.md).")
 @click.option("--markdown", "markdown_path", type=click.Path(path_type=Path), metavar="FILE",
               help="Also write the comparison as Markdown.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the whole comparison as JSON (every rate, interval and p-value).")
+@json_option("the whole comparison as JSON (every rate, interval and p-value)")
 @db_option
 def compare(run_a, run_b, targets, by, markdown_path, as_json, db) -> None:
     """Compare run B against run A: what changed, is it real, which scenarios flipped.

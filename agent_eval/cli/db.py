@@ -1,22 +1,11 @@
-"""``agent-eval db``: the store's schema; and ``db_option``, the ``--db`` every command takes."""
+"""``agent-eval db``: the store's schema."""
 
 from __future__ import annotations
 
 import click
 
 from agent_eval.cli import main
-
-db_option = click.option(
-    "--db",
-    "db",
-    metavar="URL",
-    envvar="AGENT_EVAL_DB",
-    default=None,
-    help="Store: a SQLite file path, sqlite:///PATH or postgresql://USER@HOST:PORT/DB "
-    "[env AGENT_EVAL_DB; default agent_eval.db].",
-)
-"""The ``--db URL`` option, the same on every command: ``@db_option`` passes ``db``
-(None when neither the option nor ``$AGENT_EVAL_DB`` is given) for ``open_store(db)``."""
+from agent_eval.cli.options import db_option
 
 
 @main.group()

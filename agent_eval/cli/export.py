@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 
 from agent_eval.cli import main
-from agent_eval.cli.db import db_option
+from agent_eval.cli.options import db_option, run_argument
 
 COLUMNS = (
     "run", "session", "session_key", "target", "scenario", "repeat", "session_status",
@@ -55,7 +55,7 @@ def export_rows(store, run_id: int):
 
 
 @main.command()
-@click.argument("run_ref", metavar="RUN")
+@run_argument()
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl",
               show_default=True, help="JSON lines (one object a call) or CSV with a header.")
 @click.option("--output", "-o", type=click.Path(path_type=Path), default=None,

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from agent_eval.cli import EXIT_FAIL, EXIT_INCONCLUSIVE, main
-from agent_eval.cli.db import db_option
+from agent_eval.cli.options import db_option, json_option
 from agent_eval.errors import ConfigError
 
 
@@ -44,8 +44,7 @@ from agent_eval.errors import ConfigError
               help="Also write the result as Markdown (e.g. for $GITHUB_STEP_SUMMARY).")
 @click.option("--junit", "junit_path", type=click.Path(path_type=Path), metavar="FILE",
               help="Also write the checks as JUnit XML (one test case per check).")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the verdict and every check as JSON (exit codes unchanged).")
+@json_option("the verdict and every check as JSON (exit codes unchanged)")
 @db_option
 def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_regression,
          max_leaks, allow_missing_baseline, allow_incomplete, on_inconclusive, markdown_path,

@@ -8,8 +8,7 @@ from typing import cast
 import click
 
 from agent_eval.cli import main
-from agent_eval.cli.db import db_option
-from agent_eval.cli.options import ALLOWLIST
+from agent_eval.cli.options import ALLOWLIST, db_option
 from agent_eval.cli.terminal import escape_terminal
 
 TRANSCRIPT_FORMATS = ("auto", "openai", "opencode", "claude-code", "mini-swe-agent", "swe-agent",

@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 
 from agent_eval.cli import main
-from agent_eval.cli.db import db_option
+from agent_eval.cli.options import db_option, json_option, run_argument
 from agent_eval.cli.terminal import ColumnSpec, model_text
 from agent_eval.store import MAX_ID
 
@@ -58,7 +58,7 @@ def _filters(func):
                      help="Rows per page."),
         click.option("--offset", type=click.IntRange(0, MAX_ID), default=0,
                      help="Skip this many rows."),
-        click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON."),
+        json_option("the rows as JSON"),
         db_option,
     ]
     for option in reversed(options):
@@ -67,7 +67,7 @@ def _filters(func):
 
 
 @main.command()
-@click.argument("run_ref", metavar="RUN")
+@run_argument()
 @_filters
 @click.option("--sort", type=click.Choice(["failed", "id", "-id", "denials", "scenario",
                                            "handshake"]), default="failed", show_default=True,
@@ -107,7 +107,7 @@ def sessions(run_ref, sort, limit, offset, as_json, db, **filters) -> None:
 
 
 @main.command()
-@click.argument("run_ref", metavar="RUN")
+@run_argument()
 @_filters
 @click.option("--next", "next_action",
               type=click.Choice(["pivot", "retry-denied", "repeat", "abandon"]),

@@ -1,4 +1,7 @@
-"""Option types shared by several commands, declared once.
+"""Options shared by several commands, declared once: ``--db`` (:data:`db_option`),
+``--json`` (:func:`json_option`), a stored run (:func:`run_argument`), the sampling and client
+knobs of ``run`` and ``replay`` (:func:`sampling_options`), the scenario selection of ``run``
+and ``demo`` (:func:`selection_options`), and ``--allowlist``'s type.
 
 ``ALLOWLIST`` is the one way a command reads ``--allowlist``: a file that exists is taken
 as it is; otherwise a bundled allow-list's name (``ralf``) or its path in a clone
@@ -9,9 +12,100 @@ loader's one-line error naming the file.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+db_option = click.option(
+    "--db",
+    "db",
+    metavar="URL",
+    envvar="AGENT_EVAL_DB",
+    default=None,
+    help="Store: a SQLite file path, sqlite:///PATH or postgresql://USER@HOST:PORT/DB "
+    "[env AGENT_EVAL_DB; default agent_eval.db].",
+)
+"""The ``--db URL`` option, the same on every command: ``@db_option`` passes ``db``
+(None when neither the option nor ``$AGENT_EVAL_DB`` is given) for ``open_store(db)``."""
+
+
+def json_option(what: str) -> Callable[[F], F]:
+    """``--json`` (passed as ``as_json``): ``what`` says what it prints, e.g. "the rows as
+    JSON"."""
+    return click.option("--json", "as_json", is_flag=True, help=f"Print {what}.")
+
+
+def run_argument(name: str = "run_ref", *, required: bool = True) -> Callable[[F], F]:
+    """A stored run named as every command names one: an id, ``latest`` or
+    ``label:NAME`` (``Store.resolve_run``)."""
+    return click.argument(name, metavar="RUN" if required else "[RUN]", required=required)
+
+
+# (flag, parameter type, what it is when `run` sends it, the request field a replay overrides)
+SAMPLING: tuple[tuple[str, Any, str, str], ...] = (
+    ("--temperature", float, "Sampling temperature (typical agent setting: 1.0).",
+     "temperature"),
+    ("--top-p", float, "Nucleus sampling (typical agent setting: 0.95).", "top_p"),
+    ("--top-k", int, "Top-k, sent in the body as vLLM accepts it.", "top_k"),
+    ("--min-p", float, "Min-p, sent in the body.", "min_p"),
+    ("--presence-penalty", float, "Presence penalty (typical agent setting: 1.5).",
+     "presence penalty"),
+    ("--repetition-penalty", float, "Repetition penalty, in the body.", "repetition penalty"),
+    ("--max-tokens", int, "Max tokens per reply.", "max_tokens"),
+)
+
+
+def sampling_options(*, override: bool = False) -> Callable[[F], F]:
+    """The sampling knobs and the client's own (``--stream``, ``--timeout``,
+    ``--api-key-env``), as ``run`` sends them, or (``override``) as ``replay`` puts them in
+    place of a stored request's values."""
+    options = [click.option(flag, type=kind,
+                            help=f"Override the stored {field}." if override else what)
+               for flag, kind, what, field in SAMPLING]
+    options.insert(6, click.option(
+        "--enable-thinking/--disable-thinking", default=None,
+        help="Override chat_template_kwargs.enable_thinking." if override
+        else "chat_template_kwargs.enable_thinking for Qwen templates."))
+    options += [
+        click.option("--stream/--no-stream", default=False, show_default=True,
+                     help="Stream replies (measures time to first token; what the model "
+                          "sees is the same)."),
+        click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True,
+                     help="Seconds before a request counts as a server fault."),
+        click.option("--api-key-env", metavar="VAR",
+                     help="Environment variable holding the API key (never stored)."),
+    ]
+    return _stack(options)
+
+
+def selection_options(f: F) -> F:
+    """``--scenario GLOB --tag T --exclude GLOB --limit N``: which of a suite's scenarios
+    to play (rules: scenario/select.py)."""
+    return _stack([
+        click.option("--scenario", "include", multiple=True, metavar="GLOB",
+                     help="Play only scenarios whose name matches (repeatable), e.g. "
+                          "'research-*'."),
+        click.option("--tag", "tags", multiple=True, metavar="TAG",
+                     help="Play only scenarios with any of these tags (repeatable)."),
+        click.option("--exclude", multiple=True, metavar="GLOB",
+                     help="Skip scenarios whose name matches (repeatable)."),
+        click.option("--limit", type=click.IntRange(1), default=None, metavar="N",
+                     help="Play at most N scenarios (the first N by name, after the "
+                          "filters)."),
+    ])(f)
+
+
+def _stack(options: list[Callable[[F], F]]) -> Callable[[F], F]:
+    """The options applied so that ``--help`` lists them in the order given."""
+    def apply(f: F) -> F:
+        for option in reversed(options):
+            f = option(f)
+        return f
+    return apply
 
 
 class AllowlistPath(click.ParamType):

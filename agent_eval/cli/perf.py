@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from agent_eval.cli import main
-from agent_eval.cli.db import db_option
+from agent_eval.cli.options import db_option, json_option
 from agent_eval.errors import ConfigError
 from agent_eval.serverlogs.stored import (
     naive_utc,
@@ -38,8 +38,7 @@ from agent_eval.serverlogs.stored import (
     type=click.Path(file_okay=False),
     help="Directory for perf.md and perf.json.",
 )
-@click.option("--json", "as_json", is_flag=True,
-              help="Print perf.json's content on stdout instead of the tables.")
+@json_option("perf.json's content on stdout instead of the tables")
 @db_option
 def perf(
     since: str | None,

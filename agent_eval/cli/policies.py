@@ -17,8 +17,7 @@ from typing import Any
 import click
 
 from agent_eval.cli import main
-from agent_eval.cli.db import db_option
-from agent_eval.cli.options import ALLOWLIST
+from agent_eval.cli.options import ALLOWLIST, db_option, json_option
 from agent_eval.cli.terminal import escape_terminal
 from agent_eval.errors import ConfigError
 
@@ -237,7 +236,7 @@ def _print_report(report) -> None:
                    "calls, .txt of commands, or a transcript the importers read), or "
                    "`redteam` (the bundled corpus, the default).")
 @setting_options
-@click.option("--json", "as_json", is_flag=True, help="Print the reports as JSON.")
+@json_option("the reports as JSON")
 @db_option
 def audit(config: Path, agents: tuple[str, ...], calls_ref: str | None, workdir: str,
           home: str, quirks: str, as_json: bool, db: str | None) -> None:
@@ -329,7 +328,7 @@ def convert(config: Path, agents: tuple[str, ...], out_dir: Path | None, workdir
 @click.option("--allowlist", "allowlist_path", default=None, type=ALLOWLIST,
               help="Show the profiles as this allow-list has them (some switched off, its "
                    "own added); default: the built-in ones.")
-@click.option("--json", "as_json", is_flag=True, help="Print the profiles as JSON.")
+@json_option("the profiles as JSON")
 def profiles(allowlist_path: Path | None, as_json: bool) -> None:
     """List the tool profiles: each agent CLI's shell, read and subagent tools, with every
     argument key they take and how it is judged.

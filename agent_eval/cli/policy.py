@@ -13,7 +13,7 @@ from typing import TextIO
 import click
 
 from agent_eval.cli import EXIT_FAIL, EXIT_OK, main
-from agent_eval.cli.options import ALLOWLIST
+from agent_eval.cli.options import ALLOWLIST, json_option
 from agent_eval.cli.terminal import escape_terminal
 from agent_eval.errors import ConfigError
 from agent_eval.policy import (
@@ -217,7 +217,7 @@ def check(allowlist_path: Path, agent: str | None, tool: str, batch: str | None,
 
 
 @main.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the registry as JSON.")
+@json_option("the registry as JSON")
 @click.option("--markdown", "as_markdown", is_flag=True,
               help="Print the registry as a Markdown page (docs/rules.md).")
 def rules(as_json: bool, as_markdown: bool) -> None:
@@ -239,7 +239,7 @@ def rules(as_json: bool, as_markdown: bool) -> None:
 
 @main.command()
 @click.argument("code")
-@click.option("--json", "as_json", is_flag=True, help="Print the rule as JSON.")
+@json_option("the rule as JSON")
 def rule(code: str, as_json: bool) -> None:
     """Print one rule in full: summary, why it matters, bad and good examples.
 

@@ -10,6 +10,7 @@ After changing a command, regenerate with one command::
 
 from __future__ import annotations
 
+import copy
 import sys
 
 import click
@@ -48,8 +49,12 @@ def command_help(main: click.Group, path: tuple[str, ...], cmd: click.Command) -
     ctx = click.Context(main, info_name="agent-eval", **settings)  # -h as the CLI has it
     for name in path[:-1]:
         ctx = click.Context(ctx.command.commands[name], parent=ctx, info_name=name)  # type: ignore[attr-defined]
-    sub = click.Context(cmd, parent=ctx, info_name=path[-1])
-    return cmd.get_help(sub).rstrip()
+    # click caches a command's help option where it was first built; a command invoked on
+    # its own (a test's CliRunner) caches a bare --help, so render from an uncached copy
+    fresh = copy.copy(cmd)
+    fresh._help_option = None
+    sub = click.Context(fresh, parent=ctx, info_name=path[-1])
+    return fresh.get_help(sub).rstrip()
 
 
 def cli_markdown() -> str:

@@ -9,37 +9,11 @@ from pathlib import Path
 import click
 
 from agent_eval.cli import EXIT_FAULT, main
-from agent_eval.cli.db import db_option
-from agent_eval.cli.options import ALLOWLIST
-
-
-def _knob_options(f):
-    """Sampling and client knobs; a knob given here replaces the stored request's value."""
-    opts = [
-        click.option("--temperature", type=float, help="Override the stored temperature."),
-        click.option("--top-p", type=float, help="Override the stored top_p."),
-        click.option("--top-k", type=int, help="Override the stored top_k."),
-        click.option("--min-p", type=float, help="Override the stored min_p."),
-        click.option("--presence-penalty", type=float, help="Override the stored presence penalty."),
-        click.option("--repetition-penalty", type=float,
-                     help="Override the stored repetition penalty."),
-        click.option("--enable-thinking/--disable-thinking", default=None,
-                     help="Override chat_template_kwargs.enable_thinking."),
-        click.option("--max-tokens", type=int, help="Override the stored max_tokens."),
-        click.option("--stream/--no-stream", default=False, show_default=True,
-                     help="Stream replies (how they travel, not what the model sees)."),
-        click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True,
-                     help="Seconds before a request counts as a server fault."),
-        click.option("--api-key-env", metavar="VAR",
-                     help="Environment variable holding the API key (never stored)."),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
+from agent_eval.cli.options import ALLOWLIST, db_option, run_argument, sampling_options
 
 
 @main.command()
-@click.argument("run_ref", metavar="RUN")
+@run_argument()
 @click.option("--base-url", required=True, help="The candidate's OpenAI-compatible endpoint.")
 @click.option("--model", required=True, help="The candidate model, as its server names it.")
 @click.option("--name", "target_name", help="Target name in reports [default: the model].")
@@ -59,7 +33,7 @@ def _knob_options(f):
               help="With an agent CLI's rules: judge every reply as agent NAME (default: "
                    "each session's agent, from its system prompt).")
 @click.option("--label", help="Label for the replay run.")
-@_knob_options
+@sampling_options(override=True)
 @db_option
 def replay(run_ref, base_url, model, target_name, targets, sample, seed, concurrency, repeats,
            allowlist_path, agent, label, db, **knobs) -> None:

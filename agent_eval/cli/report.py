@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from agent_eval.cli import main
-from agent_eval.cli.db import db_option
+from agent_eval.cli.options import db_option, json_option
 from agent_eval.cli.terminal import table_console
 
 
@@ -17,8 +17,7 @@ from agent_eval.cli.terminal import table_console
               default=Path("reports"), show_default=True,
               help="Folder the report folder is written under.")
 @click.option("--quiet", is_flag=True, help="Print only the path of index.html.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the tables and the report path as one JSON object.")
+@json_option("the tables and the report path as one JSON object")
 @db_option
 def report(runs: tuple[str, ...], out: Path, quiet: bool, as_json: bool, db: str | None) -> None:
     """Write the report of RUN (default: latest) under OUT/<run>/.

@@ -7,8 +7,7 @@ from pathlib import Path
 import click
 
 from agent_eval.cli import main
-from agent_eval.cli.db import db_option
-from agent_eval.cli.options import ALLOWLIST
+from agent_eval.cli.options import ALLOWLIST, db_option
 
 
 @main.command()

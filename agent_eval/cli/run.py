@@ -10,7 +10,7 @@ import click
 from rich.console import Console
 
 from agent_eval.cli import EXIT_FAULT, main
-from agent_eval.cli.db import db_option
+from agent_eval.cli.options import db_option, json_option, sampling_options, selection_options
 from agent_eval.cli.terminal import escape_terminal
 from agent_eval.errors import ConfigError
 from agent_eval.live.targets import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES
@@ -22,52 +22,21 @@ def _bundled_suite() -> Path:
     return bundled_suite()
 
 
-def _sampling_options(f):
-    opts = [
-        click.option("--temperature", type=float, help="Sampling temperature (typical agent setting: 1.0)."),
-        click.option("--top-p", type=float, help="Nucleus sampling (typical agent setting: 0.95)."),
-        click.option("--top-k", type=int, help="Top-k, sent in the body as vLLM accepts it."),
-        click.option("--min-p", type=float, help="Min-p, sent in the body."),
-        click.option("--presence-penalty", type=float, help="Presence penalty (typical agent setting: 1.5)."),
-        click.option("--repetition-penalty", type=float, help="Repetition penalty, in the body."),
-        click.option("--enable-thinking/--disable-thinking", default=None,
-                     help="chat_template_kwargs.enable_thinking for Qwen templates."),
-        click.option("--max-tokens", type=int, help="Max tokens per reply."),
-        click.option("--stream/--no-stream", default=False, show_default=True,
-                     help="Stream replies (measures time to first token)."),
-        click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True,
-                     help="Seconds before a request counts as a server fault."),
+def _client_options(f):
+    """The sampling knobs (cli/options.py) and the bounds only a live run sets."""
+    f = sampling_options()(f)
+    for opt in reversed([
         click.option("--deadline", "deadline_s", type=click.FloatRange(min=0, min_open=True),
                      default=DEFAULT_DEADLINE_S, show_default=True,
                      help="Seconds one request may take in all (ends an endless stream)."),
         click.option("--max-reply-bytes", type=click.IntRange(1024),
                      default=DEFAULT_MAX_REPLY_BYTES, show_default=True,
                      help="Bytes one reply may have on the wire; more is a server fault."),
-        click.option("--api-key-env", metavar="VAR",
-                     help="Environment variable holding the API key (never stored)."),
         click.option("--tool-choice", metavar="auto|none|required|TOOL", default="auto",
                      show_default=True,
                      help="tool_choice sent with the tools: a mode, or the name of the tool "
                           "the model must call (base models); docs/servers.md."),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
-
-
-def _selection_options(f):
-    """``--scenario GLOB --tag T --exclude GLOB --limit N`` (rules: scenario/select.py)."""
-    opts = [
-        click.option("--scenario", "include", multiple=True, metavar="GLOB",
-                     help="Play only scenarios whose name matches (repeatable), e.g. 'research-*'."),
-        click.option("--tag", "tags", multiple=True, metavar="TAG",
-                     help="Play only scenarios with any of these tags (repeatable)."),
-        click.option("--exclude", multiple=True, metavar="GLOB",
-                     help="Skip scenarios whose name matches (repeatable)."),
-        click.option("--limit", type=click.IntRange(1), default=None, metavar="N",
-                     help="Play at most N scenarios (the first N by name, after the filters)."),
-    ]
-    for opt in reversed(opts):
+    ]):
         f = opt(f)
     return f
 
@@ -104,10 +73,9 @@ def _pop_selection(knobs: dict) -> dict:
               help="End every session after N tool calls, over the suite's own limits.")
 @click.option("--plan-only", is_flag=True,
               help="Store the run's plan for `agent-eval worker` processes; play nothing.")
-@_selection_options
-@_sampling_options
-@click.option("--json", "as_json", is_flag=True,
-              help="Progress on stderr; the two tables as one JSON object on stdout.")
+@selection_options
+@_client_options
+@json_option("the two tables as one JSON object on stdout, progress on stderr")
 @db_option
 def run(suite, base_url, model, target_name, config_file, resume, repeats, concurrency, label,
         max_turns, max_tool_calls, plan_only, as_json, db, **knobs) -> None:
@@ -426,9 +394,8 @@ def _console(stderr: bool = False) -> Console:
 @click.option("--concurrency", type=click.IntRange(1), default=8, show_default=True)
 @click.option("--report/--no-report", default=True, show_default=True,
               help="Write the HTML report under reports/.")
-@_selection_options
-@click.option("--json", "as_json", is_flag=True,
-              help="Progress on stderr; the two tables as one JSON object on stdout.")
+@selection_options
+@json_option("the two tables as one JSON object on stdout, progress on stderr")
 @db_option
 def demo(repeats, profiles, concurrency, report, as_json, db, **selection) -> None:
     """Run the bundled suite against every simulated behaviour profile; no GPU, no model.

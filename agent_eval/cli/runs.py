@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 
 from agent_eval.cli import main
-from agent_eval.cli.db import db_option
+from agent_eval.cli.options import db_option, json_option, run_argument
 from agent_eval.cli.terminal import ColumnSpec, escape_terminal, model_text
 from agent_eval.store import MAX_ID
 
@@ -32,7 +32,7 @@ RUN_COLUMNS: dict[str, ColumnSpec] = {
 @click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True,
               help="Runs per page.")
 @click.option("--offset", type=click.IntRange(0, MAX_ID), default=0, help="Skip this many runs.")
-@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+@json_option("the rows as JSON")
 @db_option
 @click.pass_context
 def runs(ctx, label, kind, status, limit, offset, as_json, db) -> None:
@@ -70,7 +70,7 @@ def runs(ctx, label, kind, status, limit, offset, as_json, db) -> None:
 
 
 @runs.command("delete")
-@click.argument("run_ref", metavar="RUN")
+@run_argument()
 @click.option("--yes", is_flag=True, help="Delete without asking.")
 @db_option
 def delete_cmd(run_ref: str, yes: bool, db: str | None) -> None:

@@ -14,7 +14,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from agent_eval.cli import main
-from agent_eval.cli.db import db_option
+from agent_eval.cli.options import db_option, json_option
 from agent_eval.cli.terminal import escape_terminal as esc
 from agent_eval.cli.terminal import table_console
 
@@ -32,8 +32,7 @@ NEXT_STYLE = {"pivot": "green", "retry-denied": "red", "repeat": "bold red",
 @click.argument("ref", metavar="[RUN] SESSION")
 @click.argument("session_ref", metavar="", required=False)
 @click.option("--full", is_flag=True, help="Do not truncate reasoning and outputs.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the session (every turn, call, verdict and finding) as JSON.")
+@json_option("the session (every turn, call, verdict and finding) as JSON")
 @db_option
 def show(ref: str, session_ref: str | None, full: bool, as_json: bool, db: str | None) -> None:
     """Show one stored session turn by turn: verdicts, underlined spans, what came back.

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from agent_eval.cli import EXIT_FAIL, main
+from agent_eval.cli.options import json_option
 from agent_eval.cli.terminal import escape_terminal
 
 
@@ -33,7 +34,7 @@ def init(folder: Path) -> None:
 
 @main.command()
 @click.argument("suite", type=click.Path(path_type=Path), default=Path("."), required=False)
-@click.option("--json", "as_json", is_flag=True, help="Print the problems as JSON.")
+@json_option("the problems as JSON")
 def validate(suite: Path, as_json: bool) -> None:
     """Lint a suite folder [default: the current folder]: YAML and schema errors at
     file:line, unknown keys, reference steps denied by their own allow-list, unreachable

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from agent_eval.cli import main
-from agent_eval.cli.db import db_option
+from agent_eval.cli.options import db_option
 
 
 @main.command()

@@ -9,13 +9,13 @@ from pathlib import Path
 import click
 
 from agent_eval.cli import EXIT_FAULT, main
-from agent_eval.cli.db import db_option
+from agent_eval.cli.options import db_option, json_option, run_argument
 from agent_eval.cli.terminal import escape_terminal
 from agent_eval.errors import ConfigError
 
 
 @main.command()
-@click.argument("run_ref", metavar="RUN")
+@run_argument()
 @click.option("--concurrency", type=click.IntRange(1), default=4, show_default=True,
               help="Sessions this worker plays at once.")
 @click.option("--lease-s", type=click.FloatRange(min=1.0), default=60.0, show_default=True,
@@ -23,7 +23,7 @@ from agent_eval.errors import ConfigError
                    "dead worker's sessions are replayed by others after it.")
 @click.option("--suite", type=click.Path(path_type=Path), default=None,
               help="The suite folder on this machine [default: the planner's path].")
-@click.option("--json", "as_json", is_flag=True, help="The closing tally as one JSON object.")
+@json_option("the closing tally as one JSON object")
 @db_option
 def worker(run_ref, concurrency, lease_s, suite, as_json, db) -> None:
     """Play a run planned with `run --plan-only`, sharing it with any number of workers.

@@ -1,0 +1,60 @@
+"""The options several commands share are declared once, in agent_eval/cli/options.py:
+every command's ``--db`` and ``--json`` and the sampling knobs of ``run`` and ``replay`` come
+from there, so their names, environment variables and help cannot drift apart."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import click
+
+from agent_eval.cli import main
+from agent_eval.cli.options import SAMPLING
+
+CLI = Path(__file__).resolve().parents[1] / "agent_eval" / "cli"
+SHARED = {"--db", "--json", *(flag for flag, *_ in SAMPLING), "--enable-thinking/--disable-thinking",
+          "--stream/--no-stream", "--api-key-env"}
+
+
+def _commands(group: click.Group, prefix: str = ""):
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            yield from _commands(command, f"{prefix}{name} ")
+        else:
+            yield f"{prefix}{name}", command
+
+
+def test_no_command_module_declares_a_shared_option_itself():
+    declared = []
+    for path in sorted(CLI.glob("*.py")):
+        if path.name == "options.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "option" and node.args
+                    and isinstance(node.args[0], ast.Constant) and node.args[0].value in SHARED):
+                declared.append(f"{path.name}:{node.lineno} {node.args[0].value}")
+    assert declared == [], "declare these in agent_eval/cli/options.py and import them"
+
+
+def test_every_db_option_reads_the_same_variable_and_says_the_same():
+    db = {name: p for name, c in _commands(main) for p in c.params if p.name == "db"}
+    assert len(db) >= 20  # run, import, proxy, the read commands, ...
+    assert {p.envvar for p in db.values()} == {"AGENT_EVAL_DB"}
+    assert len({p.help for p in db.values()}) == 1
+    as_json = [p for _, c in _commands(main) for p in c.params if p.name == "as_json"]
+    assert as_json and all(p.opts == ["--json"] and p.help.startswith("Print ") for p in as_json)
+
+
+def test_run_and_replay_take_the_same_sampling_knobs():
+    commands = dict(_commands(main))
+    knobs = {flag for flag, *_ in SAMPLING} | {"--stream", "--timeout", "--api-key-env",
+                                                "--enable-thinking"}
+
+    def flags(name):
+        return {o for p in commands[name].params for o in p.opts}
+
+    assert knobs <= flags("run") and knobs <= flags("replay")
+    replay = {p.opts[0]: p.help for p in commands["replay"].params}
+    assert replay["--top-p"] == "Override the stored top_p."
