@@ -159,7 +159,8 @@ def calls(run_ref, sort, limit, offset, as_json, db, **filters) -> None:
 
 def _check_filters(store, run_id: int, filters: dict) -> None:
     """Filters that name nothing are refused rather than answered with an empty table:
-    --class takes a code or a rule name (made the code), --target one of the run's."""
+    --class takes a code or a rule name (made the code), --target and --scenario one of the
+    run's (a did-you-mean names the nearest)."""
     from agent_eval.cli.options import known_name, rule_code
 
     if filters.get("code"):
@@ -167,6 +168,8 @@ def _check_filters(store, run_id: int, filters: dict) -> None:
     if filters.get("target"):
         known_name(filters["target"], [t.name for t in store.run_targets(run_id)],
                    "target", "--target")
+    if filters.get("scenario"):
+        known_name(filters["scenario"], store.run_scenarios(run_id), "scenario", "--scenario")
 
 
 def command_cell(command: str | None, span: tuple[int, int] | None, room: int):

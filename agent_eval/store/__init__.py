@@ -251,6 +251,10 @@ class Store:
     def run_targets(self, run_id: int) -> list[TargetInfo]:
         return runs.run_targets(self.engine, run_id)
 
+    def run_scenarios(self, run_id: int) -> list[str]:
+        """The scenarios the run has sessions of, by name."""
+        return runs.run_scenarios(self.engine, run_id)
+
     def previous_run_id(self, run: RunInfo) -> int | None:
         """The newest run older than ``run`` with the same label, if any."""
         return runs.previous_run_id(self.engine, run)

@@ -241,6 +241,14 @@ def run_targets(engine: Engine, run_id: int) -> list[TargetInfo]:
     ]
 
 
+def run_scenarios(engine: Engine, run_id: int) -> list[str]:
+    """The names of the scenarios the run has sessions of, sorted (read from the sessions'
+    covering index)."""
+    with engine.connect() as conn:
+        return list(conn.execute(select(sessions.c.scenario).where(sessions.c.run_id == run_id)
+                                 .distinct().order_by(sessions.c.scenario)).scalars())
+
+
 def _run_row(conn, run_id: int) -> Row | None:
     return conn.execute(select(runs).where(runs.c.id == run_id)).first()
 

@@ -133,6 +133,18 @@ def test_a_typod_target_is_refused_with_the_nearest_name(filled):
         "careful, sloppy")
 
 
+def test_a_typod_scenario_is_refused_with_the_nearest_name(filled):
+    store, _ = filled
+    assert run_refused(store, "sessions", "latest", "--scenario", "pipes") == (
+        "Error: --scenario: no such scenario 'pipes': did you mean 'pipe'? this run has: "
+        "clean, evaluator-step, fault, pipe")
+    assert run_refused(store, "calls", "latest", "--scenario", "nothing-near") == (
+        "Error: --scenario: no such scenario 'nothing-near': this run has: clean, "
+        "evaluator-step, fault, pipe")
+    assert [r["scenario"] for r in json.loads(run_cli(
+        store, "sessions", "latest", "--scenario", "pipe", "--json"))] == ["pipe", "pipe"]
+
+
 PIPED = ("uv run scripts/web_search.py --query 'quarterly supplier prices for the offsite "
          "catering, all regions' | head -n 5")
 
