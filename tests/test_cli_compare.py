@@ -279,3 +279,32 @@ def test_json_carries_the_one_verdict_and_the_holm_adjusted_class_p(db):
     assert data["units"]["qwen"]["verdict"] == {"method": "paired", "significant": False}
     assert data["class_p_holm"]["qwen"]["AE301"] == pytest.approx(
         3 * data["groups"]["qwen"]["classes"]["AE301"]["p_value"])
+
+
+# --- at 80, 100 and 200 columns -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("columns", [80, 100, 200])
+def test_every_line_keeps_to_the_terminal_width_and_every_number_stays(db, monkeypatch,
+                                                                         columns):
+    monkeypatch.setenv("COLUMNS", str(columns))
+    out = compare(db, "1", "2").stdout
+    lines = out.splitlines()
+    assert all(len(line) <= columns for line in lines), "\n".join(lines)
+    text = " ".join(out.split())  # a wrapped line read as one
+    for number in ("5.59 (9/161)", "12.03 (19/158)", "+6.44 [+0.25 to +12.63]",
+                   "6.33 (10/158)", "no (paired)",
+                   "paired verdict on errors/100: not significant (permutation p 0.500, "
+                   "alpha 0.05)"):
+        assert number in text
+    whole = compare(db, "1", "2").stdout if columns == 200 else None
+    if columns >= 200:  # wide enough: the table with both p columns, one row a line
+        assert row(whole, "errors/100 calls")[4:6] == ["0.042", "0.049"]
+    else:  # the p columns move under each measure, "head value" never split
+        assert "p (z-test) 0.042" in out and "p (Fisher) 0.049" in out
+
+
+def test_through_a_pipe_without_columns_lines_stay_whole(db):
+    out = compare(db, "1", "2").stdout
+    assert max(map(len, out.splitlines())) > 120  # the legend's lines, unwrapped
+    assert row(out, "errors/100 calls")[4:6] == ["0.042", "0.049"]

@@ -178,14 +178,36 @@ def test_a_jump_over_20_calls_against_the_nightly_is_inconclusive_with_exit_4(db
     lines = result.stdout.splitlines()
     assert lines[0] == "Run 2 (pr-3) against baseline run 1 (nightly)"
     assert lines[1].startswith("INCONCLUSIVE  qwen: regression vs baseline <= 2: ")
-    assert ("errors/100 0.00 (0/20) -> 10.00 (2/20), change +10.00 [95% CI -29.15 to +49.15, "
-            "independent, sessions as clusters (Welch t interval); not paired: only 2 shared "
+    assert ("errors/100 0.00 (0/20) -> 10.00 (2/20), change +10.00 [95% CI -29.15 to +49.15; "
+            "independent, 2 df; not paired: only 2 shared "
             "scenarios with calls on both sides (need 3)]; INCONCLUSIVE: above 2 but the "
             "interval reaches -29.15, so the sample can neither confirm nor rule out the rise; "
             "about 37 repeats per scenario would decide it (80% power)" in lines[1])
     assert "smallest rise detectable at 80% power on this run: +72.04" in lines[1]
     assert lines[-1] == ("gate INCONCLUSIVE: 1 of 1 checks could not be decided by the sample "
                          "(qwen: regression vs baseline <= 2); none failed")
+
+
+@pytest.mark.parametrize("columns", [80, 100, 200])
+def test_gate_lines_keep_to_the_terminal_width_and_the_method_is_said_once(db, monkeypatch,
+                                                                           columns):
+    add_run(db, "nightly", qwen=TargetPlan(20, {}, sessions=2), llama=TargetPlan(20, {}, sessions=2))
+    add_run(db, "pr-3", qwen=TargetPlan(20, {"AE301": 2}, sessions=2),
+            llama=TargetPlan(20, {"AE301": 1}, sessions=2))
+    monkeypatch.setenv("COLUMNS", str(columns))
+    result = gate(db, "--baseline", "label:nightly", "--max-regression", "2",
+                  "--max-error-rate", "8")
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= columns for line in lines), "\n".join(lines)
+    starts = [line.split("  ")[0] for line in lines if not line.startswith(" ")]
+    assert starts.count("INCONCLUSIVE") == 2 and starts.count("FAIL") == 1  # qwen 10 > 8
+    methods = [line for line in lines if line.startswith("method (")]
+    assert [m.split(":")[0] for m in methods] == ["method (errors/100 <= 8)",
+                                                  "method (regression vs baseline <= 2)"]
+    text = " ".join(result.stdout.split())
+    assert ("method (regression vs baseline <= 2): independent, sessions as clusters (Welch t "
+            "interval), where the runs cannot be paired; Holm's adjustment across the 2 "
+            "regression checks (one-sided, alpha 0.025)") in text
 
 
 @pytest.mark.parametrize(("reading", "code", "verdict"), [
@@ -205,8 +227,10 @@ def test_the_same_jump_over_1000_calls_fails(db):
     add_run(db, "pr-4", qwen=TargetPlan(1000, {"AE301": 100}, sessions=20))
     result = gate(db, "--baseline", "label:nightly", "--max-regression", "2")
     assert result.exit_code == 1
-    assert ("change +10.00 [95% CI +7.96 to +12.04, paired over 20 shared scenarios "
-            "(t interval, SE from spread across scenarios, 19 df)]") in result.stdout
+    assert "change +10.00 [95% CI +7.96 to +12.04; 20 scenarios paired, 19 df]" \
+        in result.stdout
+    assert ("method (regression vs baseline <= 2): paired over the shared scenarios "
+            "(t interval, SE from spread across scenarios)\n") in result.stdout
     # the smallest rise under the alternative: the SE at rates (0, δ), not at the observed
     # (0, 0.10): root of δ = (t.975 + t.8 on 19 df) · SE · √(q(1 − q) / 0.09), q = δ/100
     from scipy import optimize

@@ -192,8 +192,10 @@ def test_compare_and_gate_post_stratify_a_changed_suite_on_its_tags(db):
     [check] = json.loads(gate)["checks"]
     assert check["detail"].startswith("errors/100 20.00 (32/160) -> 20.00 (32/160), change "
                                       f"+5.00 [95% CI {expected.lo100:+.2f} to "
-                                      f"{expected.hi100:+.2f}, post-stratified over 2 shared tag "
-                                      "strata (statsmodels WLS, session-clustered CR1 SE")
+                                      f"{expected.hi100:+.2f}; 2 tag strata, ")
+    assert check["method"] == ("post-stratified over the shared tag strata (statsmodels WLS, "
+                               "session-clustered CR1 SE, t interval), where the scenario mix "
+                               "differs")
 
 
 def test_gate_and_compare_show_the_librarys_clustered_interval_and_name_its_method(db):
@@ -229,8 +231,9 @@ def test_gate_without_shared_scenarios_names_the_independent_interval(db):
     add_mixed_run(db, "nightly", suite([f"s{i}" for i in range(5)]))
     add_mixed_run(db, "pr", suite([f"t{i}" for i in range(5)], denied=2))
     out = cli(db, "gate", "--baseline", "label:nightly").stdout
-    assert ("independent, sessions as clusters (Welch t interval); not paired: only 0 shared "
-            "scenarios with calls on both sides (need 3)") in out
+    assert ("; not paired: only 0 shared scenarios with calls on both sides (need 3)]") in out
+    assert ("method (regression vs baseline <= 0): independent, sessions as clusters (Welch t "
+            "interval), where the runs cannot be paired\n") in out
     assert "smallest rise detectable at 80% power on this run: +" in out
 
 
@@ -238,5 +241,6 @@ def test_gate_regression_on_repeated_scenarios_uses_sessions_within_scenarios(db
     add_mixed_run(db, "nightly", suite([f"s{i}" for i in range(6)], denied=1))
     add_mixed_run(db, "pr", [(f"s{i}", 20, 1 + (i % 2) + r) for i in range(6) for r in (0, 1)])
     result = cli(db, "gate", "--baseline", "label:nightly", "--max-regression", "0")
-    assert "paired over 6 shared scenarios (t interval, SE from sessions within scenarios" \
+    assert "6 scenarios paired" in result.stdout
+    assert "paired over the shared scenarios (t interval, SE from sessions within scenarios" \
         in result.stdout

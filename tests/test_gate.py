@@ -316,9 +316,10 @@ def test_one_of_14_targets_rising_at_one_sided_p_0_01_is_inconclusive_after_holm
     result = evaluate_gate(summaries(("t0", 1000, {"AE301": 75}), *others), baseline=baseline)
     t0 = result.checks[0]
     assert t0.status == "inconclusive"
-    assert t0.detail.endswith(f"; Holm-adjusted p {min(1, 14 * t0.p_value):.3g} across the 14 "
-                              "regression checks (one-sided, alpha 0.025): not supported once "
-                              "the other targets' checks are counted")
+    assert t0.detail.endswith(f"; Holm-adjusted p {min(1, 14 * t0.p_value):.3g}: not "
+                              "supported once the other targets' checks are counted")
+    assert t0.method == ("Holm's adjustment across the 14 regression checks (one-sided, "
+                         "alpha 0.025)")
     assert result.outcome == "inconclusive"
 
 

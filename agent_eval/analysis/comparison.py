@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from agent_eval.analysis.wrapping import fit_lines
 from agent_eval.metrics import (
     FISHER_TEST,
     Z_TEST,
@@ -408,27 +409,61 @@ def _rescore_lines(cmp: RunComparison) -> list[str]:
     return lines
 
 
-def render_comparison_text(cmp: RunComparison) -> str:
+def render_comparison_text(cmp: RunComparison, *, width: int | None = None) -> str:
     """Aligned plain-text tables, one per group, each followed by its flipped scenarios;
-    for a run and its rescore, the exact moves last."""
-    lines = [*_legend(cmp), *_missing(cmp)]
+    for a run and its rescore, the exact moves last.  Within ``width`` columns: prose wraps
+    between words; a table too wide drops its two p columns (detail beside the verdict,
+    said under the table), and one still too wide gives each measure two lines."""
+    lines = fit_lines([*_legend(cmp), *_missing(cmp)], width)
     for name, group in cmp.groups.items():
         rows = [_HEADER, *comparison_rows(group, cmp.recovery.get(name), cmp.units.get(name),
                                           cmp.class_p_holm.get(name))]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADER))]
-        lines += ["", f"== {name} =="]
-        for row in rows:
-            cells = [row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))]
-            lines.append("  ".join(cells).rstrip())
-        if name in cmp.units:
-            lines += unit_lines(cmp.units[name])
+        lines += ["", f"== {name} ==", *_table_lines(rows, width)]
+        after = unit_lines(cmp.units[name]) if name in cmp.units else []
         flips = cmp.flips.get(name, [])
-        lines.append(f"flipped scenarios: {len(flips)}{_noise(cmp.units.get(name))}")
-        lines += [f"  {_flip_line(flip)}" for flip in flips]
+        after.append(f"flipped scenarios: {len(flips)}{_noise(cmp.units.get(name))}")
+        after += [f"  {_flip_line(flip)}" for flip in flips]
+        lines += fit_lines(after, width)
     if cmp.rescore is not None:
         first, *moves = _rescore_lines(cmp)
-        lines += ["", "== rescore: what moved ==", first, *(f"  {m}" for m in moves)]
+        lines += ["", "== rescore: what moved ==",
+                  *fit_lines([first, *(f"  {m}" for m in moves)], width)]
     return "\n".join(lines) + "\n"
+
+
+_P_COLUMNS = (4, 5)  # p (z-test), p (Fisher): the detail a narrow terminal does without
+
+
+def _table_lines(rows: list[tuple[str, ...]], width: int | None) -> list[str]:
+    """The aligned table; narrower when ``width`` asks (see :func:`render_comparison_text`)."""
+    full = _aligned(rows)
+    if width is None or max(map(len, full)) <= width:
+        return full
+    keep = [i for i in range(len(_HEADER)) if i not in _P_COLUMNS]
+    narrow = _aligned([tuple(row[i] for i in keep) for row in rows])
+    if max(map(len, narrow)) <= width:
+        return [*narrow, *fit_lines(["(p (z-test) and p (Fisher) left out at this width: "
+                                     "--json or --markdown has them)"], width)]
+    out = []
+    for row in rows[1:]:  # each measure: its name, then its values, "head value" unbroken
+        out.append(row[0])
+        indent = " " * (len(row[0]) - len(row[0].lstrip(" ")) + 4)
+        line = ""
+        for head, cell in zip(_HEADER[1:], row[1:], strict=True):
+            piece = f"{head} {cell.strip()}"
+            if line and len(line) + 3 + len(piece) > width:
+                out.append(line)
+                line = ""
+            line = f"{line}   {piece}" if line else indent + piece
+        out.append(line)
+    return out
+
+
+def _aligned(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join([row[0].ljust(widths[0]),
+                       *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))]).rstrip()
+            for row in rows]
 
 
 def render_comparison_markdown(cmp: RunComparison) -> str:

@@ -220,17 +220,18 @@ def adjust_regressions(checks: list[GateCheck]) -> list[GateCheck]:
 
     adjusted = holm({str(i): p for i, p in p_values.items()})
     out = list(checks)
+    holm_note = (f"Holm's adjustment across the {len(judged)} regression checks (one-sided, "
+                 f"alpha {ALPHA / 2:g})")
     for i in judged:
         p = adjusted[str(i)]
         check = out[i]
-        note = (f"; Holm-adjusted p {p:.3g} across the {len(judged)} regression checks "
-                f"(one-sided, alpha {ALPHA / 2:g})")
+        note = f"; Holm-adjusted p {p:.3g}"
         status = check.status
         if status == "fail" and not p < ALPHA / 2:
             status = "inconclusive"
             note += ": not supported once the other targets' checks are counted"
         out[i] = dataclasses.replace(check, status=status, detail=check.detail + note,
-                                     method=check.method + "; Holm across targets")
+                                     method="; ".join(filter(None, (check.method, holm_note))))
     return out
 
 
@@ -358,7 +359,7 @@ def _regression_check(target: str, summary: GroupSummary, base: GroupSummary | N
         status: CheckStatus = ("fail" if reg.regressed else
                                "inconclusive" if reg.inconclusive else "pass")
         return GateCheck(name, target, "regression", limit, reg.diff100, status, reg.detail,
-                         reg.method, reg.p_value)
+                         reg.family or reg.method, reg.p_value)
     cmp = compare_rates(base.errors.k, base.calls, summary.errors.k, summary.calls)
     status = ("fail" if regressed(cmp, limit) else
               "inconclusive" if cmp.diff100 is not None and cmp.diff100 > limit else "pass")

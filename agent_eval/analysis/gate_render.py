@@ -9,19 +9,22 @@ from __future__ import annotations
 import re
 
 from agent_eval.analysis.gate import CheckStatus, GateResult, number_text
+from agent_eval.analysis.wrapping import fit_lines
 
 _MARK: dict[CheckStatus, str] = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE",
                                  "skip": "SKIP"}
 
 
-def render_gate_text(result: GateResult, *, title: str | None = None) -> str:
-    """Plain terminal lines: one per check with its numbers, then the verdict."""
+def render_gate_text(result: GateResult, *, title: str | None = None,
+                     width: int | None = None) -> str:
+    """Plain terminal lines: one per check with its numbers, each method once, then the
+    verdict; a line longer than ``width`` wraps between words under its own start."""
     lines = [title] if title else []
     for check in result.checks:
         lines.append(f"{_MARK[check.status]}  {check.target}: {check.name}: {check.detail}")
     lines += [f"method ({name}): {method}" for name, method in methods_used(result)]
     lines.append(_verdict(result))
-    return "\n".join(lines) + "\n"
+    return "\n".join(fit_lines(lines, width)) + "\n"
 
 
 def methods_used(result: GateResult) -> list[tuple[str, str]]:

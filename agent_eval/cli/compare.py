@@ -117,10 +117,10 @@ def _emit(result, paired, markdown_path, as_json) -> None:
                 "method": called[0], "significant": called[1]}
         click.echo(json.dumps(data | _replay_json(paired), indent=2))
     else:
-        from agent_eval.cli.terminal import escape_terminal
+        from agent_eval.cli.terminal import escape_terminal, text_width
 
-        click.echo(escape_terminal(render_comparison_text(result) + _replay_text(paired)),
-                   nl=False)
+        click.echo(escape_terminal(render_comparison_text(result, width=text_width())
+                                   + _replay_text(paired)), nl=False)
     if markdown_path is not None:
         try:
             markdown_path.write_text(render_comparison_markdown(result)

@@ -138,9 +138,10 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     if as_json:
         click.echo(gate_json(result, run.id, pick, note))
     else:
-        from agent_eval.cli.terminal import escape_terminal
+        from agent_eval.cli.terminal import escape_terminal, text_width
 
-        click.echo(escape_terminal(render_gate_text(result, title=title)), nl=False)
+        click.echo(escape_terminal(render_gate_text(result, title=title, width=text_width())),
+                   nl=False)
     if markdown_path is not None:
         _write(markdown_path, render_gate_markdown(result, title=title), "--markdown")
     if junit_path is not None:

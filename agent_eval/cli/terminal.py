@@ -79,6 +79,20 @@ def table_console(default_width: int, *, stderr: bool = False):
     return Console(highlight=False, width=width, stderr=stderr)
 
 
+def text_width(*, stderr: bool = False) -> int | None:
+    """The width prose wraps at: the terminal's on a terminal; through a pipe ``$COLUMNS``
+    when set, else None (lines stay whole, for grep and CI logs that wrap themselves)."""
+    import os
+    import shutil
+    import sys
+
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return shutil.get_terminal_size().columns
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) >= 20 else None
+
+
 def span_window(text: str, start: int, end: int, limit: int, *, before: int = 12,
                 style: str = "bold underline") -> Text:
     """``text`` (escaped, one line) cut to about ``limit`` characters so that the span

@@ -52,6 +52,8 @@ class Regression:
     inconclusive: bool = False  # above the limit, but the interval reaches below it
     repeats_needed: int | None = None  # per scenario, to decide an inconclusive rise
     p_value: float | None = None  # one-sided: the rise exceeds the limit (t, same df)
+    family: str = ""  # the method in general terms, the same for every target judged so
+    # (the detail names only this target's scenarios and degrees of freedom)
 
 
 def regression_from_units(baseline: Sequence[Unit] | TargetStats,
@@ -76,6 +78,8 @@ def regression_from_units(baseline: Sequence[Unit] | TargetStats,
                    if e.method == POOLED_METHOD
                    else "spread across scenarios")
         method = f"paired over {e.scenarios} shared scenarios (t interval, SE from {se_from}, {df} df)"
+        family = f"paired over the shared scenarios (t interval, SE from {se_from})"
+        specifics = f"{e.scenarios} scenarios paired, {df} df"
         mix = "" if not paired.mix.reweighted else f"; {paired.mix.statement()}"
     elif paired.stratified is not None and paired.stratified.refused is None:
         st = paired.stratified
@@ -83,17 +87,23 @@ def regression_from_units(baseline: Sequence[Unit] | TargetStats,
         method = (f"post-stratified over {len(st.cells)} shared tag strata (statsmodels WLS, "
                   f"session-clustered CR1 SE, t interval, {df} df); not paired: "
                   f"{paired.mix.refused}")
+        family = ("post-stratified over the shared tag strata (statsmodels WLS, "
+                  "session-clustered CR1 SE, t interval), where the scenario mix differs")
+        specifics = f"{len(st.cells)} tag strata, {df} df; not paired: {paired.mix.refused}"
         mix = f"; {st.statement()}"
     else:
         ind = compare_independent(baseline, current, alpha=alpha)
         diff, lo, hi, se, df = ind.diff100, ind.lo100, ind.hi100, ind.se100, ind.df
         method = ("independent, sessions as clusters (Welch t interval); not paired: "
                   f"{paired.mix.refused}")
+        family = ("independent, sessions as clusters (Welch t interval), where the runs "
+                  "cannot be paired")
+        specifics = f"independent, {df:.0f} df; not paired: {paired.mix.refused}"
         mix = ""
     if lo is None or diff is None or se is None:
         return Regression(diff, None, None, False, None, method,
                           f"{counts}; too few sessions for an interval (need 2 per run): "
-                          "not judged", paired)
+                          "not judged", paired, family=family)
     mde = rise_under_alternative(se, df, pa[0] / pa[1], pb[0] / pb[1], alpha=alpha)
     regressed = lo > limit
     inconclusive = not regressed and diff > limit
@@ -110,10 +120,10 @@ def regression_from_units(baseline: Sequence[Unit] | TargetStats,
         verdict = f"within {limit:g}"
     power = ("" if mde is None else
              f"; smallest rise detectable at 80% power on this run: +{mde:.2f}")
-    detail = (f"{counts}, change {diff:+.2f} [95% CI {lo:+.2f} to {hi:+.2f}, {method}]"
+    detail = (f"{counts}, change {diff:+.2f} [95% CI {lo:+.2f} to {hi:+.2f}; {specifics}]"
               f"{mix}; {verdict}{power}")
     return Regression(diff, lo, hi, regressed, mde, method, detail, paired, inconclusive,
-                      needed, exceed_p(diff, limit, se, df))
+                      needed, exceed_p(diff, limit, se, df), family)
 
 
 def exceed_p(diff100: float, limit: float, se100: float | None, df: float) -> float | None:

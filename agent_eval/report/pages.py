@@ -168,6 +168,29 @@ class SessionPage:
             self.handshake_missed_step,
         )
 
+    @property
+    def failed(self) -> bool:
+        """``metrics.session_failed``: not completed, a denied call, or an open handshake."""
+        from agent_eval.metrics.summary import session_failed
+
+        return session_failed(self.status, self.denials,
+                              self.handshake_required > 0 and not self.handshake_completed)
+
+    @property
+    def status_class(self) -> str:
+        """The status's colour: a failed session is never drawn green."""
+        return "st-failed" if self.failed and self.status == "completed" else f"st-{self.status}"
+
+    @property
+    def status_text(self) -> str:
+        """``completed with 2 denials``, ``completed, handshake open``, or the bare status."""
+        text = str(self.status)
+        if self.denials and self.status != "error":
+            text += f" with {self.denials} denial{'s' if self.denials > 1 else ''}"
+        if self.status == "completed" and self.handshake_required and not self.handshake_completed:
+            text += ", handshake open"
+        return text
+
 
 @dataclass(frozen=True, slots=True)
 class ExampleView:

@@ -195,4 +195,10 @@ def test_report_opens_with_the_headline_and_draws_failures_red(browser, demo_db,
     completed = page.locator("#failed-table td.st-failed").first
     assert completed.inner_text().startswith("completed with")
     assert completed.evaluate("e => getComputedStyle(e).color") == "rgb(198, 40, 40)"
+    # its own page says so too, in the same red
+    completed.locator("xpath=..").locator("a.session-link").click()
+    target = page.url.split("#", 1)[1]
+    status = page.locator(f"[id='{target}'] td.st-failed").first
+    assert status.inner_text().startswith("completed with")
+    assert status.evaluate("e => getComputedStyle(e).color") == "rgb(198, 40, 40)"
     page.close()

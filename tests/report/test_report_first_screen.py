@@ -39,6 +39,16 @@ def test_a_failed_session_that_completed_is_drawn_as_a_failure(tmp_path):
     assert "st-completed" not in failed
 
 
+def test_a_failed_session_that_completed_is_drawn_as_a_failure_on_its_own_page(tmp_path):
+    written_index(tmp_path, "suite")
+    pages = "".join(p.read_text(encoding="utf-8")
+                    for p in sorted((tmp_path / "out").rglob("sessions/*.html")))
+    status = re.findall(r'<th>status</th><td class="(st-[a-z]+)">([^<]*)</td>', pages)
+    assert ("st-failed", "completed with 1 denial") in status
+    assert [text for cls, text in status if cls == "st-completed"] and all(
+        text == "completed" for cls, text in status if cls == "st-completed")
+
+
 def test_a_bundled_suite_is_named_not_its_path_inside_the_venv(tmp_path):
     bundled = str(data_dir() / "scenarios" / "ralf")
     html = written_index(tmp_path, bundled)

@@ -159,6 +159,17 @@ def test_session_page_steps_through_failed_sessions_of_the_same_list(viewer):
     assert "child session" in page.html
 
 
+def test_session_page_draws_a_completed_session_with_a_denial_as_failed(viewer):
+    get, _, f = viewer
+    failed = get(f"/sessions/{f.ids['careful/pipe/0']}.html")
+    assert '<td class="st-failed">completed with 1 denial</td>' in failed.html
+    assert 'class="st-completed"' not in failed.html.split('class="child-session"')[0]
+    clean = get(f"/sessions/{f.ids['careful/clean/0']}.html")
+    assert '<td class="st-completed">completed</td>' in clean.html
+    abandoned = get(f"/sessions/{f.ids['sloppy/pipe/0']}.html")
+    assert '<td class="st-abandoned">abandoned with 2 denials</td>' in abandoned.html
+
+
 def test_compare_links_each_side_to_its_calls(viewer):
     get, _, f = viewer
     page = get(f"/compare?a={f.old_run_id}&b={f.run_id}")
