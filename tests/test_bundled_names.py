@@ -19,6 +19,22 @@ def test_clone_paths_and_bare_names_reach_the_bundled_files(tmp_path, monkeypatc
     assert find_suite("ralf") == data_dir() / "scenarios" / "ralf"
 
 
+def test_every_bundled_name_the_readme_shows_reaches_a_bundled_file(tmp_path, monkeypatch):
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    allowlists = set(re.findall(r"(?<![\w/.])(allowlists/[\w-]+\.yaml)", readme))
+    suites = set(re.findall(r"(?<![\w/.])(scenarios/[\w-]+)(?![\w/.-])", readme))
+    assert {"allowlists/ralf.yaml", "allowlists/permissive.yaml"} <= allowlists
+    assert "scenarios/ralf" in suites
+    monkeypatch.chdir(tmp_path)
+    for name in allowlists:
+        assert find_allowlist(name) == data_dir() / name, name
+    for name in suites:
+        assert find_suite(name) == data_dir() / name, name
+
+
 def test_a_file_that_exists_wins_and_unknown_names_come_back_unchanged(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "allowlists").mkdir()

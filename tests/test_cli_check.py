@@ -115,9 +115,23 @@ def test_unknown_rule_is_a_usage_error():
 
 
 @pytest.mark.parametrize("command", ["check", "rules", "rule"])
-def test_command_is_documented_in_the_readme(command):
+def test_command_is_documented_in_the_readme_and_the_reference(command):
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    cli = (root / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert f"| [`agent-eval {command}`](docs/cli.md#agent-eval-{command}) |" in readme
+    assert f"\n## `agent-eval {command}`\n" in cli
+
+
+def test_the_readme_shows_the_check_it_documents():
+    """The README's "Check a command" example prints what `check` prints."""
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    assert f"### `agent-eval {command}`" in readme
+    section = readme.split("\n## Check a command\n", 1)[1].split("\n## ", 1)[0]
+    shown = section.split("    $ agent-eval check --allowlist allowlists/ralf.yaml ", 1)[1]
+    command, *printed = shown.split("\n\n", 1)[0].splitlines()
+    result = run("check", "--allowlist", RALF, command.strip("'"))
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [line[4:] for line in printed]
 
 
 def test_batch_of_read_paths(tmp_path):

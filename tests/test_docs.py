@@ -35,11 +35,117 @@ def test_the_cli_has_every_command_design_md_names():
     assert expected <= set(COMMANDS)
 
 
+def _section(text: str, heading: str) -> str:
+    """The body of the ``## heading`` section of a Markdown text, up to the next ``## ``."""
+    return text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def _command_rows(readme: str) -> dict[str, str]:
+    """README's Commands table: command -> the docs/cli.md anchor its first cell links to."""
+    import re
+
+    rows = {}
+    for line in _section(readme, "Commands").splitlines():
+        m = re.match(r"\| \[`agent-eval ([a-z -]+)`\]\(docs/cli\.md#([a-z-]+)\) \|", line)
+        if m:
+            rows[m.group(1)] = m.group(2)
+    return rows
+
+
 @pytest.mark.parametrize("command", COMMANDS)
-def test_every_command_has_a_readme_section(command):
-    assert f"### `agent-eval {command}`" in README, (
-        f"README.md has no '### `agent-eval {command}`' section; document the command"
-    )
+def test_every_command_is_in_the_readme_table_and_the_reference(command):
+    rows = _command_rows(README)
+    assert command in rows, (
+        f"README.md's Commands table has no row for `agent-eval {command}`; add "
+        f"| [`agent-eval {command}`](docs/cli.md#agent-eval-{command.replace(' ', '-')}) | ... |")
+    cli = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert f"\n## `agent-eval {command}`\n" in cli, f"docs/cli.md has no section for {command}"
+    assert rows[command] in _anchors(cli), f"README links {command} to a missing anchor"
+
+
+def test_the_table_check_reads_only_linked_rows_of_the_commands_section():
+    text = ("# x\n\n## Commands\n\n| command | what |\n|---|---|\n"
+            "| [`agent-eval run`](docs/cli.md#agent-eval-run) | play |\n"
+            "| `agent-eval gate` | no link |\n"
+            "| [`agent-eval show`](README.md#agent-eval-show) | wrong file |\n\n"
+            "## Next\n\n| [`agent-eval view`](docs/cli.md#agent-eval-view) | elsewhere |\n")
+    assert _command_rows(text) == {"run": "agent-eval-run"}
+
+
+def test_the_readme_is_a_guide_not_a_command_reference():
+    """Per-command sections live in docs/cli.md (generated) and the docs/*.md guides; the
+    README keeps the table, a few task-oriented sections and the guide."""
+    assert "### `agent-eval" not in README
+    assert len(README.splitlines()) <= 450, "README.md is growing back into a reference"
+
+
+def _reference_commands() -> list[tuple[str, click.Command]]:
+    from agent_eval.cli.reference import command_paths
+
+    return [(" ".join(path), cmd) for path, cmd in command_paths(main)]
+
+
+@pytest.mark.parametrize("path, cmd", _reference_commands(),
+                         ids=[path for path, _ in _reference_commands()])
+def test_every_option_is_in_the_command_reference(path, cmd):
+    """docs/cli.md is click's --help, so this holds while click prints every option;
+    it fails when the rendering leaves a command or an option out."""
+    cli = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    body = cli.split(f"\n## `agent-eval {path}`\n", 1)[1].split("\n## ", 1)[0]
+    options = {o for p in cmd.params if isinstance(p, click.Option) for o in p.opts}
+    missing = sorted(o for o in options if o not in body)
+    assert not missing, f"docs/cli.md's `agent-eval {path}` lacks {missing}"
+
+
+def _anchors(markdown: str) -> set[str]:
+    """GitHub's anchors for the headings of a Markdown text (lower case, punctuation
+    dropped, blanks to hyphens, ``-1``, ``-2`` for repeats); fenced blocks skipped."""
+    import re
+
+    anchors: set[str] = set()
+    fenced = False
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        if fenced or not re.match(r"#{1,6} ", line):
+            continue
+        slug = re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+        n, base = 0, slug
+        while slug in anchors:
+            n += 1
+            slug = f"{base}-{n}"
+        anchors.add(slug)
+    return anchors
+
+
+def test_anchors_are_githubs():
+    text = "# A `b` c\n## Patterns, `extends` and YAML\n## x\n## x\n```\n# not\n```\n"
+    assert _anchors(text) == {"a-b-c", "patterns-extends-and-yaml", "x", "x-1"}
+
+
+LINKED = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+
+
+@pytest.mark.parametrize("doc", LINKED)
+def test_every_local_link_reaches_a_file_and_heading(doc):
+    """The README's and the guides' links to each other, and to their headings, resolve:
+    moving text between them must not leave a link behind."""
+    import re
+
+    path = ROOT / doc
+    text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue
+        file, _, anchor = target.partition("#")
+        linked = (path.parent / file).resolve() if file else path
+        if not linked.exists():
+            broken.append(target)
+        elif anchor and linked.suffix == ".md" and anchor not in _anchors(
+                linked.read_text(encoding="utf-8")):
+            broken.append(target)
+    assert not broken, f"{doc} links to what is not there: {broken}"
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -109,7 +109,7 @@ def test_a_wheel_install_runs_the_demo_from_an_unrelated_folder(wheel, tmp_path)
         assert done.returncode == code, (args, done.stdout[-1500:], done.stderr[-1500:])
         return done.stdout
 
-    # the README's commands that need no model server, against the demo's store
+    # the commands README.md and docs/*.md show that need no model server, on the demo's store
     db = ("--db", "demo.db")
     assert "AE301" in agent_eval("rules")
     assert "pipe-to-filter" in agent_eval("rule", "AE301")

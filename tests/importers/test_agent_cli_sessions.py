@@ -241,11 +241,11 @@ def test_every_import_format_is_documented_and_offered_by_the_command():
     from agent_eval.cli.imports import TRANSCRIPT_FORMATS
     from agent_eval.importers import FORMATS
 
-    readme = (ROOT / "README.md").read_text()
+    guide = (ROOT / "docs" / "import.md").read_text()
     clients = (ROOT / "docs" / "clients.md").read_text()
     assert set(TRANSCRIPT_FORMATS) == {"auto", *FORMATS}
     for fmt in FORMATS:
-        assert f"| `{fmt}` |" in readme, fmt
+        assert f"| `{fmt}` |" in guide, fmt
     for cli in CASES:
         assert f"| `{CASES[cli][0]}` |" in clients, cli
 
