@@ -58,8 +58,15 @@ def browser():
 def two_runs(demo_db, tmp_path_factory) -> str:
     """The demo store (copied) plus a rescore of its run under the permissive allow-list,
     so there are two runs to compare."""
+    import sqlite3
+
     db = str(tmp_path_factory.mktemp("drill") / "demo.db")
-    shutil.copy(demo_db, db)
+    # SQLite's backup, not a file copy: the run's last writes may still sit in demo.db-wal
+    # (a copy of demo.db alone showed the finished run as running)
+    with sqlite3.connect(demo_db) as source, sqlite3.connect(db) as copy:
+        source.backup(copy)
+    with open_store(db) as store:
+        assert store.get_run(1).status == "finished"
     allowlist = Path(__file__).resolve().parents[2] / "allowlists" / "permissive.yaml"
     result = CliRunner().invoke(main, ["rescore", "1", "--allowlist", str(allowlist),
                                        "--db", db])
@@ -98,6 +105,8 @@ def test_view_two_clicks_from_the_ae301_cell_to_the_transcript(browser, two_runs
         first.locator("td").first.locator("a").click()
         page.wait_for_url("**/sessions/*.html**")
         _check_session_page(page)
+        if SCREENSHOTS:
+            page.screenshot(path=str(Path(SCREENSHOTS) / "view-session.png"))
         here = page.url
 
         page.locator("#next-failed").click()
@@ -113,6 +122,8 @@ def test_view_two_clicks_from_the_ae301_cell_to_the_transcript(browser, two_runs
         assert scenarios and set(scenarios) == {"evaluator-step"}
 
         page.goto(f"{base}/compare?a=1&b=2")
+        if SCREENSHOTS:
+            page.screenshot(path=str(Path(SCREENSHOTS) / "view-compare.png"))
         assert page.locator("#compare-table tr").count() > 1
         page.locator("#compare-table a").first.click()
         page.wait_for_url("**/calls?run_id=*")
@@ -150,6 +161,8 @@ def test_static_report_two_clicks_from_the_ae301_cell_to_the_transcript(browser,
     assert call.locator("u.span").count() >= 1
     assert "AE301 pipe-to-filter:" in call.locator("p.rule-text").inner_text()
     assert page.locator(f"section#{session_id} h1").inner_text().startswith("Session ")
+    if SCREENSHOTS:
+        page.screenshot(path=str(Path(SCREENSHOTS) / "report-session.png"))
 
     # a scenario cell opens that scenario's sessions
     page.goto(index.resolve().as_uri())
