@@ -733,13 +733,42 @@ def newer_migrations(tmp_path, monkeypatch):
         'def downgrade():\n    op.drop_table("probe")\n'
     )
 
-    shipped = store_database.MIGRATIONS_DIR
+    shipped, shipped_head = store_database.MIGRATIONS_DIR, store_database.HEAD_REVISION
 
     def use_newer(yes: bool) -> None:
         target = copy if yes else shipped
         monkeypatch.setattr(store_database, "MIGRATIONS_DIR", target)
+        monkeypatch.setattr(store_database, "HEAD_REVISION", "0002" if yes else shipped_head)
 
     return use_newer
+
+
+def test_the_head_revision_is_alembics_head():
+    from alembic.script import ScriptDirectory
+
+    assert head_revision() == ScriptDirectory.from_config(
+        store_database._alembic_config()).get_current_head()
+
+
+def test_opening_a_store_at_head_reads_its_revision_without_importing_alembic(tmp_path):
+    """Alembic and its migration scripts cost every command a tenth of a second of start-up;
+    only a new, older or newer database needs them."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "head.db"
+    open_store(str(db)).close()
+    probe = ("import sys\nfrom agent_eval.store import open_store\n"
+             f"open_store({str(db)!r}).close()\n"
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('alembic', 'mako')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
+    fresh = ("import sys\nfrom agent_eval.store import open_store\n"
+             f"open_store({str(tmp_path / 'fresh.db')!r}).close()\n"
+             "print('alembic' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", fresh], capture_output=True, text=True,
+                          check=True).stdout.strip() == "True"  # a new file is migrated
 
 
 def test_a_database_at_an_older_revision_is_refused_with_the_fix(tmp_path, newer_migrations):

@@ -18,21 +18,24 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util.exc import CommandError
-from sqlalchemy import URL, Connection, Engine, create_engine, event, inspect
+from sqlalchemy import URL, Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, SQLAlchemyError
 
 from agent_eval.errors import ConfigError
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 DEFAULT_DB_URL = "sqlite:///agent_eval.db"
 ENV_VAR = "AGENT_EVAL_DB"
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+# The newest migration's revision (agent_eval/migrations/versions/), so that opening a store
+# already at head reads one row and never imports Alembic (a tenth of a second of every
+# command's start); tests/test_store.py holds it to Alembic's own head.
+HEAD_REVISION = "policy_agents"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 _URL_FIX = (
@@ -159,6 +162,8 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
 
 
 def _alembic_config(conn: Connection | None = None) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     if conn is not None:
@@ -168,15 +173,16 @@ def _alembic_config(conn: Connection | None = None) -> Config:
 
 def head_revision() -> str:
     """The newest migration this code ships."""
-    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
-    assert head is not None, f"no migrations found in {MIGRATIONS_DIR}"
-    return head
+    return HEAD_REVISION
 
 
 def current_revision(engine: Engine) -> str | None:
-    """The revision the database is at; None for a database Alembic never touched."""
+    """The revision the database is at (the row Alembic keeps in ``alembic_version``); None
+    for a database Alembic never touched."""
     with _opened(engine) as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+        if not inspect(conn).has_table("alembic_version"):
+            return None
+        return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
 
 
 def upgrade(url: str | None) -> str:
@@ -211,6 +217,9 @@ def _upgrade_engine(engine: Engine) -> None:
     """Migrate to head, after refusing a database that is not an agent-eval store (a
     foreign one, garbage, or one from a newer agent-eval).  Any database error on the way
     is one ConfigError line, never a traceback."""
+    from alembic import command
+    from alembic.util.exc import CommandError
+
     _refuse_newer(engine)
     if current_revision(engine) is None:
         _refuse_foreign(engine)
@@ -270,6 +279,9 @@ def _refuse_newer(engine: Engine) -> None:
     current = current_revision(engine)
     if current is None:
         return
+    from alembic.script import ScriptDirectory
+    from alembic.util.exc import CommandError
+
     try:
         known = ScriptDirectory.from_config(_alembic_config()).get_revision(current)
     except CommandError:
