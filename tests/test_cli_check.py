@@ -85,6 +85,48 @@ def test_batch_bad_jsonl_line_names_the_line_and_judges_the_rest(tmp_path):
     assert out[1] == {"line": 2, "error": 'not a JSON string or an object with a string "command"'}
 
 
+def test_batch_answers_each_line_as_it_comes_through_a_pipe_and_needs_no_bashlex_for_it():
+    """A harness may feed ``check --batch -`` one command at a time and wait for each
+    verdict: the answer to a read is written and flushed before the next read.  Plain and
+    denied commands never reach bashlex, so it is not even imported (its import rebuilds
+    its parser tables: 70 ms)."""
+    import subprocess
+    import sys
+    import threading
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import runpy, sys; sys.argv[0] = 'agent-eval'; "
+         "import atexit; atexit.register(lambda: print('bashlex' in sys.modules, "
+         "file=sys.stderr)); runpy.run_module('agent_eval', run_name='__main__')",
+         "check", "--allowlist", RALF, "--batch", "-", "--format", "jsonl"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watchdog = threading.Timer(120, proc.kill)  # a buffered answer would wait for ever
+    watchdog.start()
+    try:
+        answers = []
+        for command in ("ls | head", "uv run scripts/lights.py status"):
+            proc.stdin.write(json.dumps({"command": command}) + "\n")
+            proc.stdin.flush()
+            answers.append(json.loads(proc.stdout.readline()))  # before the next is sent
+        rest, err = proc.communicate()  # closes stdin: the batch ends
+    finally:
+        watchdog.cancel()
+    assert [(a["decision"], a["primary"]) for a in answers] == [("deny", "AE301"),
+                                                                ("allow", None)]
+    assert rest == "" and proc.returncode == 0
+    assert err.splitlines() == ["judged 2: allow 1, deny 1 (AE301 1)", "False"]
+
+
+def test_batch_input_that_is_not_utf8_is_one_error_naming_the_line(tmp_path):
+    batch = tmp_path / "calls.txt"
+    batch.write_bytes(b"ls\nuv run scripts/lights.py status \xff\n")
+    result = run("check", "--allowlist", RALF, "--batch", str(batch))
+    assert result.exit_code == 2
+    assert result.stderr.strip().endswith(
+        f"{batch}: not UTF-8 text (invalid start byte) at line 2")
+    assert json.loads(result.stdout.splitlines()[0])["primary"] == "AE307"  # line 1 judged
+
+
 def test_rules_lists_every_registered_code():
     result = run("rules")
     assert result.exit_code == 0

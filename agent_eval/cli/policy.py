@@ -8,7 +8,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO
 
 import click
 
@@ -65,44 +65,70 @@ def format_verdict(text: str, verdict: Verdict) -> str:
 _NOT_INPUT = 'not a JSON string or an object with a string "command"'
 
 
-def _batch_items(stream: TextIO, fmt: str) -> Iterator[tuple[int, str, str | None]]:
-    """(line number, command, "") per input line, or (number, "", why) for a bad one.
+def _batch_items(stream: BinaryIO, fmt: str, source: str
+                 ) -> Iterator[list[tuple[int, str, str | None]]]:
+    """Per read of the input, its complete lines as (line number, command, None), or
+    (number, "", why) for a bad one: the caller answers a read's lines together and then
+    flushes, so a pipe that feeds one line at a time gets its verdict at once and a file
+    costs one write per chunk, not one per line.
 
     Lines end at ``\\n`` only: a ``\\r`` (or U+2028, U+0085) is part of the command and
     gets the library's verdict, never trimmed away.  A jsonl object with a key given
     twice is a bad line (which ``command`` was meant is ambiguous)."""
-    for number, raw in enumerate(stream, 1):
-        line = raw[:-1] if raw.endswith("\n") else raw
-        if fmt == "lines":
-            if line:
-                yield number, line, None
-            continue
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line, object_pairs_hook=unique_object)
-        except DuplicateKey as dup:
-            yield number, "", f"duplicate key {dup.args[0]!r}; which value was meant is ambiguous"
-            continue
-        except ValueError:
-            item = None
-        if isinstance(item, dict):
-            item = item.get("command")
-        if isinstance(item, str):
-            yield number, item, None
+    read = getattr(stream, "read1", stream.read)
+    pending, number = b"", 0
+    while True:
+        data = read(1 << 16)
+        if data:
+            *lines, pending = (pending + data).split(b"\n")
         else:
-            yield number, "", _NOT_INPUT
+            lines, pending = ([pending] if pending else []), b""
+        items = []
+        for raw in lines:
+            number += 1
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                if items:
+                    yield items  # the lines before it are answered
+                raise ConfigError(f"not UTF-8 text ({exc.reason}) at line {number}",
+                                  path=source) from None
+            item = _batch_item(line, fmt)
+            if item is not None:
+                items.append((number, *item))
+        if items:
+            yield items
+        if not data:
+            return
 
 
-def _open_batch(batch: str) -> tuple[TextIO, str]:
-    """The batch input as text split on ``\\n`` only (stdin too), and its name."""
+def _batch_item(line: str, fmt: str) -> tuple[str, str | None] | None:
+    """(command, None), ("", why) for a bad line, or None for a blank one."""
+    if fmt == "lines":
+        return (line, None) if line else None
+    if not line.strip():
+        return None
+    try:
+        item = json.loads(line, object_pairs_hook=unique_object)
+    except DuplicateKey as dup:
+        return "", f"duplicate key {dup.args[0]!r}; which value was meant is ambiguous"
+    except ValueError:
+        item = None
+    if isinstance(item, dict):
+        item = item.get("command")
+    return (item, None) if isinstance(item, str) else ("", _NOT_INPUT)
+
+
+def _open_batch(batch: str) -> tuple[BinaryIO, str]:
+    """The batch input as bytes (stdin too; lines are cut on ``\\n`` and decoded here),
+    and its name."""
     if batch == "-":
         raw = getattr(sys.stdin, "buffer", None)
-        if raw is None:
-            return sys.stdin, "<stdin>"
-        return io.TextIOWrapper(raw, encoding="utf-8", newline="\n"), "<stdin>"
+        if raw is None:  # a text stream without bytes under it
+            return io.BytesIO(sys.stdin.read().encode("utf-8")), "<stdin>"
+        return raw, "<stdin>"
     try:
-        return open(batch, encoding="utf-8", newline="\n"), batch  # noqa: SIM115
+        return open(batch, "rb"), batch  # noqa: SIM115
     except OSError as exc:
         raise ConfigError(f"cannot read batch file ({exc.strerror})", path=batch) from None
 
@@ -186,27 +212,29 @@ def check(allowlist_path: Path, agent: str | None, tool: str, batch: str | None,
     stream, source = _open_batch(batch)
     counts: Counter[str] = Counter()
     bad_lines = 0
+    out = sys.stdout
     try:
-        for number, command, problem in _batch_items(stream, fmt):
-            if problem is not None:
-                bad_lines += 1
-                click.echo(f"Error: {source}: line {number}: {problem}; line skipped", err=True)
-                click.echo(json.dumps({"line": number, "error": problem}))
-                continue
-            verdict, dual = judge(command)
-            counts[verdict.primary or "allow"] += 1
-            row = _verdict_dict(command, verdict)
-            if dual is not None:
-                row["harness"] = dual.harness.decision
-                row["leak"] = dual.leak
-            click.echo(json.dumps(row))  # ASCII: one line, always
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"not UTF-8 text ({exc.reason})", path=source) from None
+        for items in _batch_items(stream, fmt, source):
+            rows = []
+            for number, command, problem in items:
+                if problem is not None:
+                    bad_lines += 1
+                    click.echo(f"Error: {source}: line {number}: {problem}; line skipped",
+                               err=True)
+                    rows.append(json.dumps({"line": number, "error": problem}))
+                    continue
+                verdict, dual = judge(command)
+                counts[verdict.primary or "allow"] += 1
+                row = _verdict_dict(command, verdict)
+                if dual is not None:
+                    row["harness"] = dual.harness.decision
+                    row["leak"] = dual.leak
+                rows.append(json.dumps(row))  # ASCII: one line, always
+            out.write("\n".join(rows) + "\n")
+            out.flush()  # the lines of one read answered together
     finally:
         if batch != "-":
             stream.close()
-        elif stream is not sys.stdin and isinstance(stream, io.TextIOWrapper):
-            stream.detach()  # leave the process's stdin open
     total = sum(counts.values())
     parts = [f"{code} {n}" for code, n in sorted(counts.items()) if code != "allow"]
     summary = f"judged {total}: allow {counts['allow']}, deny {total - counts['allow']}"

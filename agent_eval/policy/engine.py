@@ -41,7 +41,6 @@ from collections.abc import Iterable
 from itertools import islice
 from typing import Any
 
-import bashlex
 
 from agent_eval.policy.allowlist import AllowList
 from agent_eval.policy.arguments import Problem
@@ -162,6 +161,15 @@ def _word_expansion(word: Any, command: str, scan: Scan) -> str | None:
     return None
 
 
+def _bashlex():
+    """bashlex, imported by the first command that needs it: its import builds its LR
+    tables afresh each time (about 70 ms of CPU; it never reads its shipped parsetab), and
+    plain or denied commands never reach it, so ``check --batch`` over them never pays."""
+    import bashlex
+
+    return bashlex
+
+
 def _bashlex_words(command: str, scan: Scan) -> list[list[tuple[int, int]]] | str:
     """Word spans of each simple command as bashlex sees them, or why it refused the text.
 
@@ -170,8 +178,9 @@ def _bashlex_words(command: str, scan: Scan) -> list[list[tuple[int, int]]] | st
     owns the values; bashlex confirms the structure: the same commands, the same words
     at the same places, and nothing else (no substitution or expansion inside a word, no
     compound, function...)."""
+    parse = _bashlex().parse
     try:
-        trees = bashlex.parse(_masked(command, scan))
+        trees = parse(_masked(command, scan))
     except RecursionError:
         return "nesting too deep for the parser"
     except Exception as exc:  # bashlex raises many types; every one fails closed

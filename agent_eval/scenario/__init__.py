@@ -17,28 +17,54 @@ Modules split along the data: ``spec`` (the file format), ``suite`` (loading, ch
 templates), ``prompt`` (what the model is shown).
 """
 
-from agent_eval.scenario.prompt import quote_command, render_system_prompt, tool_schemas
-from agent_eval.scenario.spec import (
-    PLACEHOLDER,
-    TEMPLATED_FIELDS,
-    CallMatch,
-    CannedOutput,
-    ChildSpawn,
-    Environment,
-    ExtraTool,
-    Limits,
-    ReferenceStep,
-    Scenario,
-    Temptation,
-)
-from agent_eval.scenario.suite import (
-    MAX_CACHED_INSTANCES,
-    SUITE_DEFAULT_FIELDS,
-    LoadedScenario,
-    Suite,
-    instantiate,
-    load_suite,
-)
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the names below load with their module on first use (``__getattr__``)
+    from agent_eval.scenario.prompt import quote_command, render_system_prompt, tool_schemas
+    from agent_eval.scenario.spec import (
+        PLACEHOLDER,
+        TEMPLATED_FIELDS,
+        CallMatch,
+        CannedOutput,
+        ChildSpawn,
+        Environment,
+        ExtraTool,
+        Limits,
+        ReferenceStep,
+        Scenario,
+        Temptation,
+    )
+    from agent_eval.scenario.suite import (
+        MAX_CACHED_INSTANCES,
+        SUITE_DEFAULT_FIELDS,
+        LoadedScenario,
+        Suite,
+        instantiate,
+        load_suite,
+    )
+
+_HOME = {
+    **dict.fromkeys(("quote_command", "render_system_prompt", "tool_schemas"), "prompt"),
+    **dict.fromkeys(("PLACEHOLDER", "TEMPLATED_FIELDS", "CallMatch", "CannedOutput",
+                     "ChildSpawn", "Environment", "ExtraTool", "Limits", "ReferenceStep",
+                     "Scenario", "Temptation"), "spec"),
+    **dict.fromkeys(("MAX_CACHED_INSTANCES", "SUITE_DEFAULT_FIELDS", "LoadedScenario", "Suite",
+                     "instantiate", "load_suite"), "suite"),
+}
+
+
+def __getattr__(name: str):
+    """``from agent_eval.scenario import Suite`` loads ``scenario.suite`` then, not before:
+    the commands that only find a bundled file (``scenario.bundled``) skip the loaders."""
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "MAX_CACHED_INSTANCES",
