@@ -31,6 +31,11 @@ have no timestamp of their own: each takes the timestamp of the nearest precedin
 that has one (any vLLM log line, not only throughput lines).  uvicorn writes the line when
 the response starts, so a streamed completion is stamped near its start and a
 non-streamed one near its end; either way the stamp is never later than the event.
+An access line printed after a throughput line happened after the window that line
+closed, so it is stamped one microsecond past that line's time (seconds are all vLLM
+prints), never inside the window it closed: with request logging off (no ``Received
+request`` lines, the default of recent vLLM) a completion would otherwise be counted in
+the window before its own, the idle one when it came after a pause.
 Access lines before any timestamped line are dropped and counted as ``untimed``.
 """
 
@@ -39,7 +44,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from agent_eval.serverlogs.records import LogStats, Request, Sample
 
@@ -57,6 +62,7 @@ _ACCESS = re.compile(
 )
 _ACCESS_HINT = re.compile(r'^INFO:\s+\S+ - "')
 _THROUGHPUT_HINT = "Avg prompt throughput"
+_AFTER = timedelta(microseconds=1)
 
 _NUM = r"(\d+(?:\.\d+)?|nan)"
 _PROMPT = re.compile(rf"Avg prompt throughput: {_NUM} tokens/s")
@@ -84,6 +90,7 @@ def parse_vllm_log(
     stats = stats if stats is not None else LogStats()
     clock = _YearClock(year if year is not None else datetime.now().year)
     last_ts: datetime | None = None
+    closed: datetime | None = None  # the end of the last window a throughput line closed
     held: Sample | None = None  # V0 may print its prefix hit rate on the next line
     for lineno, raw in enumerate(lines, start=1):
         stats.lines += 1
@@ -113,6 +120,7 @@ def parse_vllm_log(
                 stats.note_malformed(lineno)
             else:
                 stats.samples += 1
+                closed = ts
             continue
         access = _ACCESS.match(line)
         if access is not None:
@@ -121,7 +129,7 @@ def parse_vllm_log(
                 continue
             stats.requests += 1
             yield Request(
-                ts=last_ts,
+                ts=last_ts if closed is None else max(last_ts, closed + _AFTER),
                 source=source,
                 method=access["method"],
                 path=access["path"].split("?", 1)[0],
