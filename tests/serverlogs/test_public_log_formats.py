@@ -124,32 +124,43 @@ def test_a_short_iso_journal_of_a_router_child_takes_the_journal_time_in_utc():
 
 class TestVllmWithoutRequestLogging:
     """A recent vLLM with request logging off (no `Received request` lines): each access
-    line comes right after the throughput line that closed the previous window."""
+    line comes right after the throughput line that closed the previous window, and
+    idle throughput lines are skipped (none from 10:01:12 to 10:01:52)."""
 
-    def test_an_access_line_after_a_throughput_line_is_stamped_just_after_it(self):
+    def test_an_access_line_after_a_throughput_line_takes_the_next_stamp(self):
         records = list(parse_vllm_log(
             (FIXTURES / "vllm_v1_no_request_log.log").read_text().splitlines(), year=2026))
-        posts = [r.ts for r in records if isinstance(r, Request) and r.method == "POST"]
-        assert posts == [datetime(2026, 11, 20, 10, 0, s, 1) for s in (12, 22, 32, 32, 52)]
+        requests = [(r.method, r.ts) for r in records if isinstance(r, Request)]
+        at = [datetime(2026, 11, 20, 10, m, s) for m, s in
+              ((0, 0), (0, 22), (0, 32), (0, 42), (0, 42), (0, 42), (1, 2), (1, 52))]
+        assert requests == list(zip(["GET", "POST", "POST", "POST", "POST", "GET", "POST",
+                                     "POST"], at, strict=True))
+
+    def test_at_the_end_of_the_log_it_is_stamped_just_past_the_throughput_line(self):
+        lines = (FIXTURES / "vllm_v1_no_request_log.log").read_text().splitlines()[:7]
+        *_, request = parse_vllm_log(lines, year=2026)
+        assert request.ts == datetime(2026, 11, 20, 10, 0, 12, 1)
 
     def test_perf_puts_each_completion_in_the_window_it_ran_in(self, tmp_path):
         imported, doc = import_and_perf(tmp_path, "vllm-log", "vllm_v1_no_request_log.log",
                                         "--year", "2026")
-        assert imported.stdout.startswith("imported 7 samples and 7 requests")
-        assert (doc["first_ts"], doc["last_ts"]) == (
-            "2026-11-20 10:00:00", "2026-11-20 10:01:12")
-        assert (doc["requests"], doc["completions"], doc["unwindowed_completions"]) == (7, 5, 0)
-        # running 0: 10:00:12, 10:01:12; running 1: 10:00:22, 10:00:52, 10:01:02;
-        # running 2: 10:00:32, 10:00:42
+        assert imported.stdout.startswith("imported 8 samples and 8 requests")
+        assert (doc["first_ts"], doc["last_ts"]) == ("2026-11-20 10:00:00", "2026-11-20 10:01:52")
+        assert (doc["requests"], doc["completions"], doc["unwindowed_completions"]) == (8, 6, 0)
+        # running 0: 10:00:12, 10:01:12, 10:01:52; running 1: 10:00:22, 10:00:52,
+        # 10:01:02; running 2: 10:00:32, 10:00:42
         assert rows(doc, "generation", "running", "samples", "average_tps", "peak_tps") == [
-            (0, 2, pytest.approx(6.05), 12.1), (1, 3, pytest.approx(44.5667, abs=1e-4), 47.5),
+            (0, 3, pytest.approx(14.1667, abs=1e-4), 30.4),
+            (1, 3, pytest.approx(44.5667, abs=1e-4), 47.5),
             (2, 2, pytest.approx(92.95), 97.3)]
         assert rows(doc, "prefill", "running", "sustained_tps", "active_tps") == [
-            (0, 0.0, None), (1, pytest.approx(506.8), 1520.4), (2, 1105.0, 2210.0)]
-        # completions after the lines of 10:00:12 (one), 10:00:22 (one), 10:00:32 (two)
-        # and 10:00:52 (one) fall in the windows closing 10 s later
+            (0, pytest.approx(103.3333, abs=1e-4), 310.0), (1, pytest.approx(506.8), 1520.4),
+            (2, 1105.0, 2210.0)]
+        # one completion in 10:01:52's window (30 s over 3 windows: 2 a minute), two in
+        # 10:00:22's and 10:01:02's (30 s: 4 a minute), three in 10:00:32's and 10:00:42's
+        # (20 s: 9 a minute)
         assert rows(doc, "completions_per_minute", "running", "windows", "completions",
-                    "per_minute") == [(0, 2, 0, 0.0), (1, 3, 2, pytest.approx(4.0)),
+                    "per_minute") == [(0, 3, 1, pytest.approx(2.0)), (1, 3, 2, pytest.approx(4.0)),
                                       (2, 2, 3, pytest.approx(9.0))]
 
 
