@@ -96,6 +96,9 @@ def import_(fmt: str, path: Path | None, allowlist_path: Path | None, agent: str
         skipped = f"; {stats.already_imported} already imported, skipped" if stats.already_imported else ""
         click.echo(f"imported {stats.samples} samples and {stats.requests} requests from {path} "
                    f"as source {stats.source!r} ({stats.malformed} malformed lines){skipped}")
+        if stats.hidden:
+            click.echo(f"{stats.hidden} lines were hidden by journalctl as [blob data] "
+                       "(llama.cpp's timing lines): export the journal again with journalctl -a")
         return
     if year is not None or start is not None or utc_offset is not None:
         raise ConfigError("--year, --start and --utc-offset apply to server logs only",

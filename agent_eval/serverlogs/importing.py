@@ -49,7 +49,8 @@ class ImportStats:
 
     ``samples`` and ``requests`` count the rows written; ``already_imported`` counts the
     rows the log holds that the store already had (an earlier import of the same lines),
-    skipped.
+    skipped.  ``hidden`` counts lines a journal export printed as ``[101B blob data]``
+    (see :class:`LogStats`): the command tells the user to export with ``journalctl -a``.
     """
 
     path: str
@@ -61,6 +62,7 @@ class ImportStats:
     ignored: int
     malformed: int
     untimed: int
+    hidden: int = 0
     malformed_lines: tuple[int, ...] = ()
     first_ts: datetime | None = None
     last_ts: datetime | None = None
@@ -126,6 +128,13 @@ def import_log(
                 path=where,
                 field="start",
             )
+    if not records and stats.hidden:
+        raise ConfigError(
+            f"{stats.hidden} of its {stats.lines} lines were hidden by journalctl as "
+            "[blob data]: export the journal again with journalctl -a",
+            path=where,
+            field="format",
+        )
     if not records:
         other = "llamacpp-log" if fmt == "vllm-log" else "vllm-log"
         raise ConfigError(
@@ -158,6 +167,7 @@ def import_log(
         ignored=stats.ignored,
         malformed=stats.malformed,
         untimed=stats.untimed,
+        hidden=stats.hidden,
         malformed_lines=tuple(stats.malformed_lines),
         first_ts=min(stamps),
         last_ts=max(stamps),

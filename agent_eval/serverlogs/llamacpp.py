@@ -19,7 +19,10 @@ Access lines ``srv  log_server_r: request: POST /v1/chat/completions 127.0.0.1 2
 (``done request:`` in 2025+ builds, and the 2024 ``log_server_request`` records) become
 :class:`Request`; a completion request takes the total time of its timing block as
 ``duration_s``: the block just before it, or, where the build writes the access line
-first (2025+ streaming), the block right after it.  A finished timing block no access
+first (2025+ streaming), the block right after it; and the block's time as its ``ts``:
+a completion is counted when it finished, in the window of its own sample (its access
+line comes a moment after the block, past that window's end, or, streamed, a whole
+request before it).  A finished timing block no access
 line claims, in a log that has printed no access line (builds and verbosity levels that
 log none, the ``print_timings`` logs of 2023), is itself a finished completion: it
 becomes a ``POST /v1/chat/completions`` 200 request at the block's time, lasting its
@@ -39,6 +42,12 @@ carries it); the year-less form takes the year of ``start``, else the current ye
 date past today is last year's).  In a stamped log a
 block's sample takes the time of the last stamped line before its rate lines (the
 ``print_timing`` header, written when the request finished).
+
+A journal exported without ``journalctl -a`` shows a line holding a control character
+as ``[101B blob data]``, as it does llama.cpp's timing lines in some builds: such lines
+are counted in ``LogStats.hidden``, their content lost.  In router mode (one
+``llama-server`` serving several models) every line of a model's server is prefixed
+with its port, ``[51234] ``; the prefix is dropped.
 """
 
 from __future__ import annotations
@@ -60,6 +69,8 @@ _JOURNAL = re.compile(
     r"|(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(?P<zone>Z|[+-]\d\d:?\d\d)?)"
     r" \S+ [^\s:\[]+(?:\[\d+\])?: ")
 _REL_STAMP = re.compile(r"^(\d+)\.(\d{2})\.(\d{3})\.(\d{3}) (?:[IWED] )?")
+_ROUTER_PORT = re.compile(r"^\[\d+\] ")
+_BLOB = re.compile(r"^\[[\d.]+[KMG]?B blob data\]$")
 _EPOCH = re.compile(r"""\btimestamp["=:\s]+(\d{9,11})\b""")
 _RATE = r"=\s*(\d+(?:\.\d+)?) ms /\s*(\d+) (?:tokens|runs)\s*\(\s*\d+(?:\.\d+)? ms per token,\s*(\d+(?:\.\d+)?|inf|nan) tokens per second\)"
 _PROMPT = re.compile(r"prompt eval time\s*" + _RATE)
@@ -136,13 +147,18 @@ class _Parser:
         line = _ANSI.sub("", raw).strip()
         journal = _JOURNAL.match(line)
         if journal is not None:
-            line = _REL_STAMP.sub("", line[journal.end():])  # the journal's clock wins
+            line = _ROUTER_PORT.sub("", line[journal.end():])
+            line = _REL_STAMP.sub("", line)  # the journal's clock wins
             stamped = _journal_time(journal, self.year)
         else:
+            line = _ROUTER_PORT.sub("", line)
             stamped = _line_time(line, self.origin)
         if stamped is not None:
             self.clock = max(self.clock, stamped)
             self.has_stamps = True
+        if _BLOB.match(line):
+            self.stats.hidden += 1
+            return []
         line = _REL_STAMP.sub("", line)
         slot_match = _SLOT_ID.search(line)
         if slot_match is not None:
@@ -213,7 +229,7 @@ class _Parser:
         out.append(Sample(ts=self.clock, source=self.source, prompt_tps=b.prompt_tps,
                           generation_tps=b.eval_tps, running=running))
         if self.held is not None:
-            out.append(replace(self.held, duration_s=total_ms / 1000.0))
+            out.append(replace(self.held, ts=self.clock, duration_s=total_ms / 1000.0))
             self.held = None
         else:
             self.unclaimed = (self.clock, total_ms)
@@ -245,8 +261,8 @@ class _Parser:
         if method != "POST" or path not in _COMPLETION_PATHS:
             return [*out, request]
         if self.unclaimed is not None:
-            ms, self.unclaimed = self.unclaimed[1], None
-            return [*out, replace(request, duration_s=ms / 1000.0)]
+            (ts, ms), self.unclaimed = self.unclaimed, None
+            return [*out, replace(request, ts=ts, duration_s=ms / 1000.0)]
         if self.held is not None:
             out.append(self.held)
         self.held = request

@@ -52,8 +52,14 @@ class Request:
 
     @property
     def is_completion(self) -> bool:
-        """A successful chat completion: the unit of "completions per minute"."""
-        return self.method == "POST" and self.path == CHAT_PATH and self.status == 200
+        """A successful chat completion: the unit of "completions per minute".
+
+        Any path ending in ``/chat/completions`` is that endpoint: llama.cpp also serves it
+        without ``/v1`` (clients whose base URL lacks it call ``/chat/completions``), and a
+        gateway in front of vLLM may add a prefix (``/openai/v1/chat/completions``).
+        """
+        return (self.method == "POST" and self.status == 200
+                and self.path.endswith("/chat/completions"))
 
 
 CHAT_PATH = "/v1/chat/completions"
@@ -67,7 +73,10 @@ class LogStats:
     ``malformed`` lines looked like a throughput, timing or access line but could not be
     read in full (truncated, a field missing, a bad date); their 1-based line numbers are
     kept, the first 20 of them, in ``malformed_lines``.  ``untimed`` access lines came
-    before any timestamp they could borrow and were dropped.
+    before any timestamp they could borrow and were dropped.  ``hidden`` lines are
+    ones a journal export printed as ``[101B blob data]`` instead of their text
+    (``journalctl`` does so, unless run with ``-a``, for a line holding a control
+    character, as llama.cpp's timing lines can): what they said is lost.
     """
 
     lines: int = 0
@@ -76,6 +85,7 @@ class LogStats:
     ignored: int = 0
     malformed: int = 0
     untimed: int = 0
+    hidden: int = 0
     malformed_lines: list[int] = field(default_factory=list)
 
     def note_malformed(self, lineno: int) -> None:

@@ -13,7 +13,7 @@ DEFINITIONS = (
     "{window:g} s); windows are bucketed by the running-request count of their sample. "
     "Per request = average / running. Prefill sustained averages all windows of a bucket, "
     "active only the windows with prompt tokens/s > 0. Completions/min counts successful "
-    "POST /v1/chat/completions in the bucket's windows over the minutes they cover."
+    "POST .../chat/completions in the bucket's windows over the minutes they cover."
 )
 
 

@@ -16,7 +16,7 @@ Prefill tokens/s (per bucket)
     ``active`` = average over the windows with ``prompt_tps > 0`` only (``None`` if none),
     i.e. prefill speed while prefilling, not diluted by decode-only windows.
 Completions per minute (per bucket)
-    successful ``POST /v1/chat/completions`` requests (status 200) whose ``ts`` falls in a
+    successful ``POST .../chat/completions`` requests (status 200) whose ``ts`` falls in a
     window of the bucket (start exclusive, end inclusive), divided by the minutes those
     windows cover.  Requests of other sources, or in no window, count in no bucket
     (``unwindowed``).

@@ -27,11 +27,18 @@ New Year).  A date with a year (``2025-08-01 12:00:10``, optional ``,123``/``.12
 fraction) is used as written.  Times are kept naive, as the server's clock printed them.
 
 Access lines (``INFO:     127.0.0.1:54321 - "POST /v1/chat/completions HTTP/1.1" 200 OK``)
-have no timestamp of their own: each takes the timestamp of the nearest preceding line
-that has one (any vLLM log line, not only throughput lines).  uvicorn writes the line when
+have no timestamp of their own.  Each takes the timestamp of the nearest preceding line
+that has one (any vLLM log line, not only throughput lines): uvicorn writes the line when
 the response starts, so a streamed completion is stamped near its start and a
-non-streamed one near its end; either way the stamp is never later than the event.
-Access lines before any timestamped line are dropped and counted as ``untimed``.
+non-streamed one near its end, never later than the event.  Except right after a
+throughput line (no newer stamp between them), the common case with request logging off
+(no ``Received request`` lines, the default of recent vLLM): that line closed the window
+*before* the request's, so the access line takes the stamp of the next stamped line
+instead, the end of the window it was written in, at most one logging interval late.
+vLLM skips idle throughput lines, so a request after a pause lands in the window where it
+ran, not in the idle one before it.  At the end of the log it takes one microsecond past
+the throughput line's stamp.  Access lines before any timestamped line are dropped and
+counted as ``untimed``.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from agent_eval.serverlogs.records import LogStats, Request, Sample
 
@@ -57,6 +64,7 @@ _ACCESS = re.compile(
 )
 _ACCESS_HINT = re.compile(r'^INFO:\s+\S+ - "')
 _THROUGHPUT_HINT = "Avg prompt throughput"
+_AFTER = timedelta(microseconds=1)
 
 _NUM = r"(\d+(?:\.\d+)?|nan)"
 _PROMPT = re.compile(rf"Avg prompt throughput: {_NUM} tokens/s")
@@ -84,6 +92,8 @@ def parse_vllm_log(
     stats = stats if stats is not None else LogStats()
     clock = _YearClock(year if year is not None else datetime.now().year)
     last_ts: datetime | None = None
+    closed: datetime | None = None  # the end of the last window a throughput line closed
+    pending: list[Request] = []  # access lines after it, waiting for the next stamp
     held: Sample | None = None  # V0 may print its prefix hit rate on the next line
     for lineno, raw in enumerate(lines, start=1):
         stats.lines += 1
@@ -104,6 +114,9 @@ def parse_vllm_log(
                 stats.note_malformed(lineno)
                 continue
             last_ts = ts
+            for request in pending:  # written after the previous window closed
+                yield replace(request, ts=max(ts, request.ts + _AFTER))
+            pending = []
             msg = header["msg"]
             if _THROUGHPUT_HINT not in msg:
                 stats.ignored += 1
@@ -113,6 +126,7 @@ def parse_vllm_log(
                 stats.note_malformed(lineno)
             else:
                 stats.samples += 1
+                closed = ts
             continue
         access = _ACCESS.match(line)
         if access is not None:
@@ -120,13 +134,17 @@ def parse_vllm_log(
                 stats.untimed += 1
                 continue
             stats.requests += 1
-            yield Request(
+            request = Request(
                 ts=last_ts,
                 source=source,
                 method=access["method"],
                 path=access["path"].split("?", 1)[0],
                 status=int(access["status"]),
             )
+            if closed is not None and last_ts <= closed:
+                pending.append(request)
+            else:
+                yield request
             continue
         if _THROUGHPUT_HINT in line or _ACCESS_HINT.match(line):
             stats.note_malformed(lineno)
@@ -134,6 +152,8 @@ def parse_vllm_log(
             stats.ignored += 1
     if held is not None:
         yield held
+    for request in pending:
+        yield replace(request, ts=request.ts + _AFTER)
 
 
 class _YearClock:

@@ -73,7 +73,9 @@ def test_log_timestamps_prefix_is_added_to_start():
     assert samples_[0].ts == START + timedelta(
         minutes=1, seconds=7, milliseconds=600, microseconds=500
     )
-    assert requests[0].ts == START + timedelta(minutes=1, seconds=7, milliseconds=601)
+    # the completion is stamped when its block closed (not 1 ms later, at its access
+    # line), so it falls in the window of its own sample
+    assert requests[0].ts == samples_[0].ts
     assert requests[0].duration_s == 2.5
 
 
@@ -81,7 +83,7 @@ def test_epoch_timestamps_of_2024_records_are_wall_time():
     samples_, requests, _ = parse("llamacpp_json.log", start=START)
     assert samples_[0].ts == datetime(2024, 5, 29, 16, 26, 40)
     assert (requests[0].ts, requests[0].path, requests[0].status) == (
-        datetime(2024, 5, 29, 16, 26, 41),
+        datetime(2024, 5, 29, 16, 26, 40),  # its block's time, not its access line's 41
         "/v1/chat/completions",
         200,
     )
@@ -145,7 +147,9 @@ def test_done_request_line_written_before_its_block_takes_the_block_duration():
     records = list(parse_llamacpp_log(lines, start=START, stats=stats))
     [request] = [r for r in records if isinstance(r, Request)]
     assert (stats.samples, stats.requests) == (1, 1)
-    assert (request.ts, request.duration_s) == (START, pytest.approx(69.5897))
+    # stamped when it finished (the block), not when its response started
+    assert (request.ts, request.duration_s) == (
+        START + timedelta(milliseconds=69589.70), pytest.approx(69.5897))
 
 
 def test_block_without_eval_line_is_malformed():

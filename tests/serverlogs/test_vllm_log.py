@@ -156,15 +156,17 @@ def test_source_names_the_stream():
             "vllm_v1_apiserver.log",
             [
                 ("POST", "/v1/chat/completions", 200, datetime(2025, 10, 3, 9, 15, 1)),
-                ("POST", "/v1/chat/completions", 400, datetime(2025, 10, 3, 9, 15, 8)),
+                # right after a throughput line: the next stamp, its own window's end
+                ("POST", "/v1/chat/completions", 400, datetime(2025, 10, 3, 9, 15, 18)),
             ],
-            id="apiserver-prefix-stamp-of-throughput-line",
+            id="apiserver-prefix-after-throughput-line-next-stamp",
         ),
         pytest.param(
             "vllm_v0.log",
             [
                 ("POST", "/v1/chat/completions", 200, datetime(2025, 5, 14, 10, 22, 25)),
-                ("GET", "/v1/models", 200, datetime(2025, 5, 14, 10, 22, 41)),
+                # after the last throughput line: just past it
+                ("GET", "/v1/models", 200, datetime(2025, 5, 14, 10, 22, 41, 1)),
             ],
             id="v0",
         ),
