@@ -41,7 +41,6 @@ from collections.abc import Iterable
 from itertools import islice
 from typing import Any
 
-
 from agent_eval.policy.allowlist import AllowList
 from agent_eval.policy.arguments import Problem
 from agent_eval.policy.characters import COMMAND_WHITESPACE, classify, describe, find_hidden
