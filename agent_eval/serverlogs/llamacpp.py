@@ -64,7 +64,8 @@ RELATIVE_EPOCH = datetime(1970, 1, 1)
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _MONTHS = {m: i for i, m in enumerate(
     ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
-_JOURNAL = re.compile(
+JOURNAL_PREFIX = re.compile(  # journalctl's short and ISO forms: time, host, unit[pid]
+
     r"^(?:(?P<mon>[A-Z][a-z]{2}) {1,2}(?P<day>\d{1,2}) (?P<hms>\d\d:\d\d:\d\d)(?:\.(?P<frac>\d+))?"
     r"|(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(?P<zone>Z|[+-]\d\d:?\d\d)?)"
     r" \S+ [^\s:\[]+(?:\[\d+\])?: ")
@@ -145,7 +146,7 @@ class _Parser:
     def feed(self, lineno: int, raw: str) -> list[Sample | Request]:
         self.stats.lines += 1
         line = _ANSI.sub("", raw).strip()
-        journal = _JOURNAL.match(line)
+        journal = JOURNAL_PREFIX.match(line)
         if journal is not None:
             line = _ROUTER_PORT.sub("", line[journal.end():])
             line = _REL_STAMP.sub("", line)  # the journal's clock wins

@@ -48,6 +48,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from agent_eval.serverlogs.llamacpp import JOURNAL_PREFIX
 from agent_eval.serverlogs.records import LogStats, Request, Sample
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -97,7 +98,11 @@ def parse_vllm_log(
     held: Sample | None = None  # V0 may print its prefix hit rate on the next line
     for lineno, raw in enumerate(lines, start=1):
         stats.lines += 1
-        line = _PROC_PREFIX.sub("", _COLLECTOR_STAMP.sub("", _ANSI.sub("", raw).strip()))
+        line = _ANSI.sub("", raw).strip()
+        journal = JOURNAL_PREFIX.match(line)  # journalctl -u vllm: vLLM's own stamp wins
+        if journal is not None:
+            line = line[journal.end():]
+        line = _PROC_PREFIX.sub("", _COLLECTOR_STAMP.sub("", line))
         header = _HEADER.match(line)
         if header is not None and held is not None and header["msg"].startswith("Prefix cache"):
             hit = _number(_PREFIX_V0, header["msg"])

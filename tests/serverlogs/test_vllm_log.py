@@ -224,3 +224,21 @@ class TestMalformedInput:
         stats = LogStats()
         assert list(parse_vllm_log([line], stats=stats)) == []
         assert stats.lines == 1 and stats.samples == 0
+
+
+@pytest.mark.parametrize("prefix", ["Aug  1 12:00:09 gpu-host vllm[2210]: ",
+                                    "2025-08-01T12:00:09.123456+0000 gpu-host vllm[2210]: "])
+@pytest.mark.parametrize("name", ["vllm_v1.log", "vllm_v0.log", "vllm_v1_apiserver.log"])
+def test_a_journal_export_reads_as_the_log_itself(tmp_path, name, prefix):
+    """``journalctl -u vllm`` puts its own time, host and unit before every line; vLLM's
+    own stamp is the one read, so the journal reads exactly as the plain log."""
+    plain, plain_stats = parse(name)
+    lines = (FIXTURES / name).read_text(encoding="utf-8").splitlines()
+    (tmp_path / name).write_text("".join(prefix + line + "\n" for line in lines),
+                                 encoding="utf-8")
+    stats = LogStats()
+    journal = list(parse_vllm_log((tmp_path / name).read_text(encoding="utf-8").splitlines(),
+                                  year=2025, stats=stats))
+    assert journal == plain and plain
+    assert (stats.samples, stats.requests, stats.malformed) == (
+        plain_stats.samples, plain_stats.requests, plain_stats.malformed)
