@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from agent_eval.errors import ConfigError
 from agent_eval.live.targets import load_run_config
@@ -119,3 +120,32 @@ def test_yaml_nested_too_deep_is_an_error_not_a_recursion_error(tmp_path):
     path.write_text("name: deep\nrunner: " + "[" * 20_000 + "]" * 20_000 + "\n")
     with pytest.raises(ConfigError, match="deep.yaml: nested too deep to read"):
         load_allowlist(path)
+
+
+@pytest.mark.parametrize("depth", [1_200, 4_900])
+def test_libyamls_depth_is_refused_as_the_python_loader_refuses_it(tmp_path, depth):
+    """Under the fast loader's bound, libyaml reads the file and stops at its own 1,000
+    levels: the same one-line refusal as the pure-Python loader's RecursionError."""
+    from agent_eval.policy.allowlist import C_LOADER_MAX_DEPTH, _loader_for
+
+    text = "name: deep\nrunner: " + "[" * depth + "]" * depth + "\n"
+    assert _loader_for(text) is getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    assert depth < C_LOADER_MAX_DEPTH
+    path = tmp_path / "deep.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="deep.yaml: nested too deep to read"):
+        load_allowlist(path)
+
+
+def test_the_fast_loader_reads_every_bundled_file_as_the_python_loader_does():
+    """Every bundled scenario and allow-list (and the suite's defaults) gives the same data
+    through libyaml as through PyYAML's pure-Python loader; the fast one is the one used."""
+    from agent_eval.policy.allowlist import _loader_for, parse_yaml
+
+    root = Path(__file__).resolve().parents[1]
+    files = sorted([*(root / "scenarios").rglob("*.yaml"), *(root / "allowlists").glob("*.yaml")])
+    assert len(files) > 30
+    for file in files:
+        text = file.read_text(encoding="utf-8")
+        assert _loader_for(text) is yaml.CSafeLoader, file
+        assert parse_yaml(text)[1] == yaml.load(text, Loader=yaml.SafeLoader), file  # noqa: S506
