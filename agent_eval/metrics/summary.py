@@ -65,6 +65,20 @@ def session_failed(status: str, denials: int, handshake_open: bool) -> bool:
     return status != "completed" or denials > 0 or handshake_open
 
 
+def status_text(status: str, denials: int) -> str:
+    """A session's status as the lists and pages print it: ``completed with 3 denials``
+    rather than a bare ``completed`` (a fault's denials are not its story)."""
+    if denials and status != "error":
+        return f"{status} with {denials} denial{'s' if denials > 1 else ''}"
+    return status
+
+
+def status_class(status: str, failed: bool) -> str:
+    """The status's colour class (``st-…``): a failed session is never drawn green, so
+    ``completed with 2 denials`` is ``st-failed``."""
+    return "st-failed" if failed and status == "completed" else f"st-{status}"
+
+
 @dataclass(frozen=True, slots=True)
 class HandshakeStats:
     """Closing-protocol completion over non-error sessions that required a handshake.

@@ -37,7 +37,13 @@ from agent_eval.metrics.clustered import (
     summarize_clustered,
 )
 from agent_eval.metrics.sufficient import TargetStats
-from agent_eval.metrics.summary import NO_AGENT, GroupBy, session_failed
+from agent_eval.metrics.summary import (
+    NO_AGENT,
+    GroupBy,
+    session_failed,
+    status_class,
+    status_text,
+)
 from agent_eval.policy import get_rule
 from agent_eval.report.agreement import (
     AgreementTally,
@@ -108,18 +114,11 @@ class SessionItem:
 
     @property
     def status_class(self) -> str:
-        """The status cell's colour: a failed session is never drawn green (``completed
-        with 2 denials`` is a failure)."""
-        status = self.link.status or ""
-        return "st-failed" if self.failed and status == "completed" else f"st-{status}"
+        return status_class(self.link.status or "", self.failed)
 
     @property
     def status_text(self) -> str:
-        """``completed with 3 denials`` rather than a bare ``completed``."""
-        if self.denials and self.link.status != "error":
-            plural = "s" if self.denials > 1 else ""
-            return f"{self.link.status} with {self.denials} denial{plural}"
-        return self.link.status or ""
+        return status_text(self.link.status or "", self.denials)
 
 
 @dataclass(frozen=True, slots=True)

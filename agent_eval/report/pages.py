@@ -178,18 +178,15 @@ class SessionPage:
 
     @property
     def status_class(self) -> str:
-        """The status's colour: a failed session is never drawn green."""
-        return "st-failed" if self.failed and self.status == "completed" else f"st-{self.status}"
+        from agent_eval.metrics.summary import status_class
+
+        return status_class(self.status, self.failed)
 
     @property
     def status_text(self) -> str:
-        """``completed with 2 denials``, ``completed, handshake open``, or the bare status."""
-        text = str(self.status)
-        if self.denials and self.status != "error":
-            text += f" with {self.denials} denial{'s' if self.denials > 1 else ''}"
-        if self.status == "completed" and self.handshake_required and not self.handshake_completed:
-            text += ", handshake open"
-        return text
+        from agent_eval.metrics.summary import status_text
+
+        return status_text(self.status, self.denials)
 
 
 @dataclass(frozen=True, slots=True)

@@ -169,10 +169,9 @@ class SessionListRow:
 
     @property
     def status_text(self) -> str:
-        """``completed with 3 denials`` rather than a bare ``completed``."""
-        if self.denials and self.status != "error":
-            return f"{self.status} with {self.denials} denial{'s' if self.denials > 1 else ''}"
-        return self.status
+        from agent_eval.metrics.summary import status_text
+
+        return status_text(self.status, self.denials)
 
     def as_json(self) -> dict:
         out = asdict(self)
