@@ -19,8 +19,13 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # pytest-xdist's workers run with COLUMNS=80 in their environment (a plain pytest process
-# has none), and the tables honour $COLUMNS when piped: every test starts without it, and
-# a test of a width sets the one it means.
+# has none), and the tables and prose honour $COLUMNS when piped: the whole session runs
+# without it (module-scoped fixtures run before any function's fixture), every test starts
+# without it, and a test of a width sets the one it means.
+for _inherited in ("COLUMNS", "LINES"):
+    os.environ.pop(_inherited, None)
+
+
 @pytest.fixture(autouse=True)
 def _no_inherited_columns(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("COLUMNS", raising=False)

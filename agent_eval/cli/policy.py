@@ -83,7 +83,7 @@ def _batch_items(stream: BinaryIO, fmt: str, source: str
             *lines, pending = (pending + data).split(b"\n")
         else:
             lines, pending = ([pending] if pending else []), b""
-        items = []
+        items: list[tuple[int, str, str | None]] = []
         for raw in lines:
             number += 1
             try:
