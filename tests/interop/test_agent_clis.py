@@ -291,7 +291,9 @@ def test_cli_plays_a_bundled_scenario_through_the_proxy_to_the_simulator(
     records = _stored(tmp_path, f"cli-{name}")
     shell = [(c.command, c.decision, c.primary) for c in
              (c for r in records for c in r.calls) if c.tool == SHELL_TOOL[name]]
-    assert (first_command, "allow", None) in shell
+    assert (first_command, "allow", None) in shell, (
+        [(r.key, r.tags, [(c.tool, c.command, c.decision) for c in r.calls]) for r in records],
+        proxy_said)
     for command, decision, primary in shell:
         verdict = check_call("bash", json.dumps({"command": command}), allowlist)
         assert (decision, primary) == (verdict.decision, verdict.primary)
