@@ -354,13 +354,20 @@ def profiles(allowlist_path: Path | None, as_json: bool) -> None:
             "profiles": {name: p.model_dump(mode="json", exclude_defaults=True)
                          for name, p in active.items()}}, indent=2))
         return
+    from agent_eval.analysis.wrapping import fit_lines
+    from agent_eval.cli.terminal import text_width
+
+    lines = []
     for name, profile in active.items():
-        click.echo(f"{name}: {escape_terminal(profile.description)}")
+        lines.append(f"{name}: {escape_terminal(profile.description)}")
         for tool in profile.tools:
             keys = ", ".join(_key_text(k, a) for k, a in tool.arguments.items())
-            click.echo(f"  {escape_terminal(tool.name)} ({tool.kind}): {escape_terminal(keys)}")
+            lines.append(f"  {escape_terminal(tool.name)} ({tool.kind}): "
+                         f"{escape_terminal(keys)}")
     if off:
-        click.echo(f"switched off by {escape_terminal(allowlist.name)}: {', '.join(off)}")
+        lines.append(f"switched off by {escape_terminal(allowlist.name)}: {', '.join(off)}")
+    for line in fit_lines(lines, text_width()):
+        click.echo(line)
 
 
 def _key_text(key: str, arg: Any) -> str:

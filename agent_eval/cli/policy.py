@@ -260,9 +260,15 @@ def rules(as_json: bool, as_markdown: bool) -> None:
     if as_markdown:
         click.echo(rules_markdown(), nl=False)
         return
+    from agent_eval.analysis.wrapping import fit_lines
+    from agent_eval.cli.terminal import text_width
+
     width = max(len(r.name) for r in RULES.values())
-    for r in RULES.values():
-        click.echo(f"{r.code}  {r.name:<{width}}  {r.scope:<10}  {r.status:<7}  {r.summary}")
+    rows = [f"{r.code}  {r.name:<{width}}  {r.scope:<10}  {r.status:<7}  {r.summary}"
+            for r in RULES.values()]
+    summary_at = len(rows[0]) - len(next(iter(RULES.values())).summary)
+    for line in fit_lines(rows, text_width(), indent=" " * summary_at):
+        click.echo(line)
 
 
 @main.command()
@@ -280,9 +286,14 @@ def rule(code: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(found.as_dict(), indent=2, ensure_ascii=False))
         return
-    lines = [f"{found.code} {found.name}", "", found.summary, "", f"Why: {found.why}",
-             f"Scope: {found.scope}; status: {found.status}"
-             + ("" if found.emitted_by_engine else "; decided outside the policy engine")]
+    from agent_eval.analysis.wrapping import fit_lines
+    from agent_eval.cli.terminal import text_width
+
+    # the prose wraps at the terminal; the examples stay whole, as commands to copy
+    lines = fit_lines([f"{found.code} {found.name}", "", found.summary, "", f"Why: {found.why}",
+                       f"Scope: {found.scope}; status: {found.status}"
+                       + ("" if found.emitted_by_engine else
+                          "; decided outside the policy engine")], text_width(), indent="")
     for title, examples in (("Bad", found.bad), ("Good", found.good)):
         lines += ["", f"{title}:"]
         for ex in examples:

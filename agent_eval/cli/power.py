@@ -62,16 +62,22 @@ def power(baseline_ref, detect, power, target, db) -> None:
     if not units:
         raise ConfigError(f"run {info.id} holds no sessions with tool calls to plan from",
                           field="--baseline")
+    from agent_eval.analysis.wrapping import fit_lines
+    from agent_eval.cli.terminal import text_width
+
+    width = text_width()
     label = f" ({escape_terminal(info.label, one_line=True)})" if info.label else ""
     click.echo(f"Baseline run {info.id}{label}")
     plans = {}
     for name, items in units.items():
         click.echo(f"== {escape_terminal(name, one_line=True)} ==")
         plans[name] = plan_power(items, detect, power=power)
-        for line in plan_lines(plans[name]):
+        for line in fit_lines(plan_lines(plans[name]), width):
             click.echo(line)
-    for line in next_run_lines(info, plans):
-        click.echo(escape_terminal(line))
+    for line in next_run_lines(info, plans):  # the ready command stays one line, to copy
+        shown = escape_terminal(line)
+        for part in ([shown] if shown.startswith("Ready:") else fit_lines([shown], width)):
+            click.echo(part)
 
 
 SAMPLING_OPTIONS = {"temperature": "--temperature", "top_p": "--top-p", "top_k": "--top-k",
