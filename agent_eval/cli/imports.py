@@ -10,10 +10,10 @@ import click
 from agent_eval.cli import main
 from agent_eval.cli.options import ALLOWLIST, db_option
 from agent_eval.cli.terminal import escape_terminal
+from agent_eval.serverlogs.importing import LOG_FORMATS
 
 TRANSCRIPT_FORMATS = ("auto", "openai", "opencode", "claude-code", "mini-swe-agent", "swe-agent",
                       "call-records", "codex", "openhands", "qwen-code", "gemini-cli")
-LOG_FORMATS = ("vllm-log", "llamacpp-log")
 
 
 @main.command(name="import")
