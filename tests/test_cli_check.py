@@ -117,6 +117,31 @@ def test_batch_answers_each_line_as_it_comes_through_a_pipe_and_needs_no_bashlex
     assert err.splitlines() == ["judged 2: allow 1, deny 1 (AE301 1)", "False"]
 
 
+def test_batch_lines_split_across_reads_are_joined_whole():
+    """A read may end anywhere: inside a line, inside a UTF-8 character, right after a
+    newline; a line longer than a read (a 200,000-character command) comes out whole, and
+    joining it costs one copy, not one per read."""
+    import io
+
+    from agent_eval.cli.policy import _batch_items
+
+    class Trickle(io.RawIOBase):
+        def __init__(self, data: bytes, size: int):
+            self.data, self.size = data, size
+
+        def read1(self, n: int = -1) -> bytes:
+            piece, self.data = self.data[:self.size], self.data[self.size:]
+            return piece
+
+    long = "echo " + "é" * 100_000
+    text = f"ls\r\n{long}\n\nuv run scripts/lights.py status".encode()
+    for size in (1, 3, 7, 65_536):
+        got = [item for items in _batch_items(Trickle(text, size), "lines", "-")
+               for item in items]
+        assert got == [(1, "ls\r", None), (2, long, None),
+                       (4, "uv run scripts/lights.py status", None)], size
+
+
 def test_batch_input_that_is_not_utf8_is_one_error_naming_the_line(tmp_path):
     batch = tmp_path / "calls.txt"
     batch.write_bytes(b"ls\nuv run scripts/lights.py status \xff\n")

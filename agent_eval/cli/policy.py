@@ -76,13 +76,20 @@ def _batch_items(stream: BinaryIO, fmt: str, source: str
     gets the library's verdict, never trimmed away.  A jsonl object with a key given
     twice is a bad line (which ``command`` was meant is ambiguous)."""
     read = getattr(stream, "read1", stream.read)
-    pending, number = b"", 0
+    pending: list[bytes] = []  # an unfinished line's pieces, joined once its end comes
+    number = 0
     while True:
         data = read(1 << 16)
         if data:
-            *lines, pending = (pending + data).split(b"\n")
+            lines = data.split(b"\n")
+            if len(lines) == 1:
+                pending.append(data)
+                continue
+            lines[0] = b"".join([*pending, lines[0]])
+            last = lines.pop()
+            pending = [last] if last else []
         else:
-            lines, pending = ([pending] if pending else []), b""
+            lines, pending = ([b"".join(pending)] if pending else []), []
         items: list[tuple[int, str, str | None]] = []
         for raw in lines:
             number += 1
