@@ -572,6 +572,19 @@ def test_suite_tags_come_first_then_the_scenario_tags(tmp_path):
         "ralf", "nightly", "lights"]
 
 
+@pytest.mark.parametrize("where", ["suite", "scenario"])
+def test_the_side_request_tag_is_reserved(tmp_path, where):
+    """Sessions tagged side-request are left out of every figure: a scenario carrying the
+    tag (its own or the suite's) is refused at load, not silently dropped from the run."""
+    if where == "suite":
+        write(tmp_path, "suite", {"tags": ["side-request"]})
+        write(tmp_path, "kitchen-off", VALID)
+    else:
+        write(tmp_path, "kitchen-off", {**VALID, "tags": ["lights", "side-request"]})
+    with pytest.raises(ConfigError, match="kitchen-off.yaml.*tags.*'side-request' is reserved"):
+        load_suite(tmp_path)
+
+
 def test_a_bare_yaml_on_key_is_the_child_trigger(tmp_path):
     """PyYAML reads `on:` as the boolean True; the suite writes it bare anyway."""
     write(tmp_path, "evaluator", {**VALID, "child_only": True})

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent_eval.policy.verdict import Invocation
 
@@ -180,3 +180,16 @@ class Scenario(_Model):
     temptations: list[Temptation] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     child_only: bool = Field(False, description="Runs only when spawned by a parent.")
+
+    @field_validator("tags")
+    @classmethod
+    def _no_reserved_tag(cls, tags: list[str]) -> list[str]:
+        """``side-request`` marks an agent CLI's side request, which every figure leaves
+        out: a scenario carrying it would vanish from its own run's numbers."""
+        from agent_eval.wire.side import SIDE_REQUEST_TAG
+
+        if SIDE_REQUEST_TAG in tags:
+            raise ValueError(f"the tag {SIDE_REQUEST_TAG!r} is reserved for an agent CLI's "
+                             "side requests, which every figure leaves out; name the tag "
+                             "otherwise")
+        return tags
