@@ -60,14 +60,16 @@ def test_power_plans_repeats_from_the_baselines_variance_components(db):
     result = cli(db, "power", "--baseline", "label:nightly", "--detect", "2")
     assert result.exit_code == 0, result.output
     # 20 scenarios of one 50-call session, 2 errors each (p = 0.04), no session spread:
-    # SE²(R) = 20 · (1/20)² · (0.04·0.96 + 0.06·0.94) / (50 R); factor t(19) .975 + .8
+    # SE²(R) = 20 · (1/20)² · (q + 0.06·0.94 + q/50) / (50 R), q = 0.0384 / (1 − 1/50) the
+    # unbiased p(1 − p) of a rate read from 50 calls; factor t(19) .975 + .8
     factor = sps.t.ppf(0.975, 19) + sps.t.ppf(0.8, 19)
-    unit_se = 100 * math.sqrt(0.05 * (0.0384 + 0.0564) / 50)
+    q = 0.0384 / (1 - 1 / 50)
+    unit_se = 100 * math.sqrt(0.05 * (q + 0.0564 + q / 50) / 50)
     repeats = max(2, math.ceil((factor * unit_se / 2) ** 2))
     # the rise detectable now, with the SE at that rise: root of δ = factor · SE(δ)
     def gap(delta):
-        q = 0.04 + delta / 100
-        return delta - factor * 100 * math.sqrt(0.05 * (0.0384 + q * (1 - q)) / 50)
+        r = 0.04 + delta / 100
+        return delta - factor * 100 * math.sqrt(0.05 * (q + r * (1 - r) + q / 50) / 50)
 
     now = optimize.brentq(gap, 0, 50)
     needed = math.ceil((factor * unit_se / 2) ** 2)  # 19 df: 20 scenarios of one repeat

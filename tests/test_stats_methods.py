@@ -224,19 +224,22 @@ def test_detectable_rise_is_t_alpha_plus_t_power_times_se():
 
 
 def test_power_plan_by_hand():
-    # 2 scenarios, 10 calls per session, rates 0.1 each, no extra session spread (deff 1):
-    # SE²(R) = Σ (1/2)² · (0.1·0.9 + 0.12·0.88)/(10 R) = 0.5 · 0.1956/(10 R)
+    # 2 scenarios, 10 calls per session, rates 0.1 each, no extra session spread (deff 1),
+    # each rate from n = 40 calls: p(1 − p) unbiased is 0.09 / (1 − 1/40) = 0.0923, and
+    # p'(1 − p') is 0.12·0.88 + that / 40 (the baseline rate's own variance):
+    # SE²(R) = Σ (1/2)² · (0.0923 + 0.1056 + 0.0023)/(10 R)
     base = units({"x": [(1, 10, False)] * 4, "y": [(1, 10, False)] * 4})
     plan = plan_power(base, detect=2)
     factor = sps.t.ppf(0.975, 1) + sps.t.ppf(0.8, 1)
-    unit_se = 100 * math.sqrt(0.5 * 0.1956 / 10)
+    q = 0.09 / (1 - 1 / 40)
+    unit_se = 100 * math.sqrt(0.5 * (q + 0.12 * 0.88 + q / 40) / 10)
     assert plan.repeats == math.ceil((factor * unit_se / 2) ** 2)
     assert plan.total_calls == plan.repeats * 20
     # the smallest rise detectable now takes the SE at that rise (rates 0.1 + δ), not at no
     # change: the root of δ = factor · SE(δ), found here by scipy's brentq
     def gap(delta):
-        q = 0.1 + delta / 100
-        return delta - factor * 100 * math.sqrt(0.5 * (0.09 + q * (1 - q)) / 40)
+        r = 0.1 + delta / 100
+        return delta - factor * 100 * math.sqrt(0.5 * (q + r * (1 - r) + q / 40) / 40)
 
     assert plan.detectable_now == pytest.approx(optimize.brentq(gap, 1, 90), rel=1e-7)
     assert plan.detectable_now != pytest.approx(factor * 100 * math.sqrt(0.5 * 0.18 / 40))
