@@ -752,7 +752,7 @@ def test_the_head_revision_is_alembics_head():
 
 def test_opening_a_store_at_head_reads_its_revision_without_importing_alembic(tmp_path):
     """Alembic and its migration scripts cost every command a tenth of a second of start-up;
-    only a new, older or newer database needs them."""
+    only an older or newer database (or a new PostgreSQL one) needs them."""
     import subprocess
     import sys
 
@@ -764,11 +764,6 @@ def test_opening_a_store_at_head_reads_its_revision_without_importing_alembic(tm
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
-    fresh = ("import sys\nfrom agent_eval.store import open_store\n"
-             f"open_store({str(tmp_path / 'fresh.db')!r}).close()\n"
-             "print('alembic' in sys.modules)")
-    assert subprocess.run([sys.executable, "-c", fresh], capture_output=True, text=True,
-                          check=True).stdout.strip() == "True"  # a new file is migrated
 
 
 def test_a_database_at_an_older_revision_is_refused_with_the_fix(tmp_path, newer_migrations):
@@ -1177,3 +1172,56 @@ def test_two_processes_racing_for_a_lease_get_it_once(store, run_id):
 
     assert (len(won), len(refused)) == (1, 3)
     assert _lease_row(store, run_id).token == won[0].token
+
+
+def _sqlite_schema(path) -> dict:
+    """Every table's columns (type, not null, default, key), foreign keys, indexes (unique,
+    partial, columns, WHERE) and CHECKs, and the stamped revision, as SQLite reports them."""
+    import re
+
+    with sqlite3.connect(path) as conn:
+        out: dict = {"revision": conn.execute("SELECT * FROM alembic_version").fetchall()}
+        tables = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+        for name in tables:
+            columns = sorted(tuple(r[1:7]) for r in conn.execute(f"PRAGMA table_xinfo('{name}')"))
+            keys = sorted(tuple(r[2:]) for r in conn.execute(f"PRAGMA foreign_key_list('{name}')"))
+            indexes = []
+            for _, index, unique, origin, partial in conn.execute(f"PRAGMA index_list('{name}')"):
+                cols = tuple(r[2] for r in conn.execute(f"PRAGMA index_info('{index}')"))
+                sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?",
+                                   (index,)).fetchone()
+                where = (" ".join(sql[0].split(" WHERE ", 1)[1].split())
+                         if sql and sql[0] and " WHERE " in sql[0] else None)
+                indexes.append((index if origin == "c" else origin, unique, partial, cols, where))
+            table_sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?",
+                                     (name,)).fetchone()[0]
+            checks = sorted(" ".join(c.split()) for c in re.findall(r"CHECK\s*\((.*?)\)",
+                                                                    table_sql))
+            out[name] = (columns, keys, sorted(indexes), checks)
+    return out
+
+
+def test_a_new_sqlite_store_built_at_head_is_the_schema_the_migrations_build(tmp_path):
+    """A new SQLite file is built from ``metadata`` and stamped (no Alembic run); the
+    twelve migrations from empty give exactly the same tables, columns, keys, indexes
+    (the partial one built outside ``metadata`` too) and revision."""
+    import subprocess
+    import sys
+
+    from alembic import command
+
+    fast, migrated = tmp_path / "fast.db", tmp_path / "migrated.db"
+    probe = ("import sys\nfrom agent_eval.store import open_store\n"
+             f"open_store({str(fast)!r}).close()\n"
+             "print('alembic' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True).stdout.strip() == "False"  # no migration ran
+    engine = store_database.connect(resolve_db_url(str(migrated)))
+    with engine.connect() as conn, conn.begin():
+        command.upgrade(store_database._alembic_config(conn), "head")
+    engine.dispose()
+    built, expected = _sqlite_schema(fast), _sqlite_schema(migrated)
+    assert built == expected
+    assert expected["revision"] == [(head_revision(),)]
+    assert len(expected) > 8  # the tables were read
