@@ -80,7 +80,22 @@ def record(base_url: str, concurrency: int, repeats: int, db: Path) -> list:
     return RecordingClient.log
 
 
-async def loop_openai(base_url: str, requests: list, concurrency: int, post: bool = False) -> None:
+async def _drain(requests: list, concurrency: int, send) -> None:
+    """``concurrency`` workers taking the logged requests off one queue, each sent with
+    ``send(messages, tools, seed_key)``: the shape of every loop here."""
+    queue: asyncio.Queue = asyncio.Queue()
+    for r in requests:
+        queue.put_nowait(r)
+
+    async def worker() -> None:
+        while not queue.empty():
+            await send(*queue.get_nowait())
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+async def loop_openai(base_url: str, requests: list, concurrency: int, post: bool = False,
+                      model: str = MODEL) -> None:
     import openai
     from openai.types.chat import ChatCompletion
 
@@ -90,25 +105,20 @@ async def loop_openai(base_url: str, requests: list, concurrency: int, post: boo
         limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency))
     client = openai.AsyncOpenAI(base_url=base_url, api_key="EMPTY", max_retries=0,
                                 timeout=httpx.Timeout(120, pool=None), http_client=http)
-    queue: asyncio.Queue = asyncio.Queue()
-    for r in requests:
-        queue.put_nowait(r)
 
-    async def worker() -> None:
-        while not queue.empty():
-            messages, tools, seed_key = queue.get_nowait()
-            kwargs = {"tools": tools, "tool_choice": "auto"} if tools else {}
-            if post:  # the body as built, no per-call transform (as the harness sends it)
-                headers = {SEED_HEADER: seed_key} if seed_key else {}
-                await client.post("/chat/completions", cast_to=ChatCompletion,
-                                  body={"model": MODEL, "messages": messages, **kwargs},
-                                  options={"headers": headers} if headers else {})
-            else:
-                await client.chat.completions.create(
-                    model=MODEL, messages=messages, extra_headers={SEED_HEADER: seed_key},
-                    **kwargs)
+    async def send(messages, tools, seed_key) -> None:
+        kwargs = {"tools": tools, "tool_choice": "auto"} if tools else {}
+        if post:  # the body as built, no per-call transform (as the harness sends it)
+            headers = {SEED_HEADER: seed_key} if seed_key else {}
+            await client.post("/chat/completions", cast_to=ChatCompletion,
+                              body={"model": model, "messages": messages, **kwargs},
+                              options={"headers": headers} if headers else {})
+        else:
+            await client.chat.completions.create(
+                model=model, messages=messages, extra_headers={SEED_HEADER: seed_key},
+                **kwargs)
 
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    await _drain(requests, concurrency, send)
     await client.close()
 
 
@@ -117,22 +127,17 @@ async def loop_httpx(base_url: str, requests: list, concurrency: int) -> None:
     client = httpx.AsyncClient(
         base_url=base_url, timeout=httpx.Timeout(120, pool=None),
         limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency))
-    queue: asyncio.Queue = asyncio.Queue()
-    for r in requests:
-        queue.put_nowait(r)
 
-    async def worker() -> None:
-        while not queue.empty():
-            messages, tools, seed_key = queue.get_nowait()
-            body = {"model": MODEL, "messages": messages}
-            if tools:
-                body.update(tools=tools, tool_choice="auto")
-            resp = await client.post("/chat/completions", json=body,
-                                     headers={SEED_HEADER: seed_key} if seed_key else None)
-            resp.raise_for_status()
-            resp.json()
+    async def send(messages, tools, seed_key) -> None:
+        body = {"model": MODEL, "messages": messages}
+        if tools:
+            body.update(tools=tools, tool_choice="auto")
+        resp = await client.post("/chat/completions", json=body,
+                                 headers={SEED_HEADER: seed_key} if seed_key else None)
+        resp.raise_for_status()
+        resp.json()
 
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    await _drain(requests, concurrency, send)
     await client.aclose()
 
 

@@ -39,17 +39,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import openai  # noqa: E402
-
-from agent_eval.live.client import SEED_HEADER, ModelClient, Target  # noqa: E402
+from agent_eval.live.client import ModelClient, Target  # noqa: E402
 from agent_eval.live.run import RunTally, play_run, start_run  # noqa: E402
 from agent_eval.scenario import Suite, load_suite  # noqa: E402
 from agent_eval.store import open_store  # noqa: E402
-
-try:
-    import httpx2 as httpx
-except ImportError:  # pragma: no cover
-    import httpx  # type: ignore[no-redef]
 
 SUITE = REPO / "scenarios" / "ralf"
 SHORT = "lights-evening-off"
@@ -95,27 +88,13 @@ def play(suite: Suite, target: Target, repeats: int, db: Path,
 
 
 async def replay(base_url: str, model: str, requests: list, concurrency: int) -> float:
-    """Wall seconds for a plain AsyncOpenAI loop to send ``requests`` with C workers."""
-    http = openai.DefaultAsyncHttpxClient(
-        limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency))
-    client = openai.AsyncOpenAI(base_url=base_url, api_key="EMPTY", max_retries=0,
-                                timeout=httpx.Timeout(120, pool=None), http_client=http)
-    queue: asyncio.Queue = asyncio.Queue()
-    for r in requests:
-        queue.put_nowait(r)
-
-    async def worker() -> None:
-        while not queue.empty():
-            messages, tools, seed_key = queue.get_nowait()
-            kwargs = {"tools": tools, "tool_choice": "auto"} if tools else {}
-            await client.chat.completions.create(
-                model=model, messages=messages, extra_headers={SEED_HEADER: seed_key}, **kwargs)
+    """Wall seconds for a plain AsyncOpenAI loop (``chat.completions.create``, C workers)
+    to send ``requests``: bench_harness_cpu.py's loop, timed."""
+    from bench_harness_cpu import loop_openai
 
     start = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    wall = time.perf_counter() - start
-    await client.close()
-    return wall
+    await loop_openai(base_url, requests, concurrency, model=model)
+    return time.perf_counter() - start
 
 
 def measure(base_url: str, concurrency: int, repeats: int, tmp: Path, rounds: int) -> dict:
