@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agent_eval.wire.records import text_of
+
 SIDE_REQUEST_TAG = "side-request"
 """The tag of a session that is a side request; ``side:<name>`` names a known one."""
 
@@ -41,22 +43,13 @@ SIDE_REQUESTS: tuple[SideRequest, ...] = (
 )
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content
-                       if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return ""
-
-
 def side_request_of(messages: list[Any]) -> str | None:
     """The name of the known side request these (chat) messages are, or None: the
     leading system or developer message opens with its prompt."""
     for m in messages:
         if not isinstance(m, dict) or m.get("role") not in ("system", "developer"):
             return None
-        text = _text(m.get("content")).lstrip()
+        text = text_of(m.get("content")).lstrip()
         if text:
             return next((s.name for s in SIDE_REQUESTS if text.startswith(s.opening)), None)
     return None
