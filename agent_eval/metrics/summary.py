@@ -65,6 +65,30 @@ def session_failed(status: str, denials: int, handshake_open: bool) -> bool:
     return status != "completed" or denials > 0 or handshake_open
 
 
+class SessionOutcome:
+    """What a stored session row says of its outcome (the store's list rows and the
+    report's session pages are these): failed, and its status as text and colour."""
+
+    __slots__ = ()
+    status: str
+    denials: int
+    handshake_required: int
+    handshake_completed: bool
+
+    @property
+    def failed(self) -> bool:
+        return session_failed(self.status, self.denials,
+                              self.handshake_required > 0 and not self.handshake_completed)
+
+    @property
+    def status_text(self) -> str:
+        return status_text(self.status, self.denials)
+
+    @property
+    def status_class(self) -> str:
+        return status_class(self.status, self.failed)
+
+
 def status_text(status: str, denials: int) -> str:
     """A session's status as the lists and pages print it: ``completed with 3 denials``
     rather than a bare ``completed`` (a fault's denials are not its story)."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from agent_eval.metrics.summary import SessionOutcome
 from agent_eval.policy import RULES, Rule, get_rule
 from agent_eval.store import SessionTranscript, StoredSession, TranscriptHead
 from agent_eval.transcript import (
@@ -133,7 +134,7 @@ class TurnView:
 
 
 @dataclass(frozen=True, slots=True)
-class SessionPage:
+class SessionPage(SessionOutcome):
     """One session's drill-down (a section of ``sessions/<first>-<last>.html``)."""
 
     id: int
@@ -167,26 +168,6 @@ class SessionPage:
             self.handshake_required, self.handshake_done, self.handshake_completed,
             self.handshake_missed_step,
         )
-
-    @property
-    def failed(self) -> bool:
-        """``metrics.session_failed``: not completed, a denied call, or an open handshake."""
-        from agent_eval.metrics.summary import session_failed
-
-        return session_failed(self.status, self.denials,
-                              self.handshake_required > 0 and not self.handshake_completed)
-
-    @property
-    def status_class(self) -> str:
-        from agent_eval.metrics.summary import status_class
-
-        return status_class(self.status, self.failed)
-
-    @property
-    def status_text(self) -> str:
-        from agent_eval.metrics.summary import status_text
-
-        return status_text(self.status, self.denials)
 
 
 @dataclass(frozen=True, slots=True)

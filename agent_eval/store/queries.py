@@ -42,6 +42,7 @@ from sqlalchemy import (
 from sqlalchemy import column as column_of
 
 from agent_eval.errors import ConfigError
+from agent_eval.metrics.summary import SessionOutcome
 from agent_eval.store.database import write_transaction
 from agent_eval.store.schema import (
     SEARCH_TABLE,
@@ -144,7 +145,7 @@ class SessionFilter:
 
 
 @dataclass(frozen=True, slots=True)
-class SessionListRow:
+class SessionListRow(SessionOutcome):
     id: int
     run_id: int
     target: str
@@ -159,19 +160,6 @@ class SessionListRow:
     parent_id: int | None
     tags: tuple[str, ...] = field(default_factory=tuple)
     error: str | None = None
-
-    @property
-    def failed(self) -> bool:
-        from agent_eval.metrics.summary import session_failed
-
-        return session_failed(self.status, self.denials,
-                              self.handshake_required > 0 and not self.handshake_completed)
-
-    @property
-    def status_text(self) -> str:
-        from agent_eval.metrics.summary import status_text
-
-        return status_text(self.status, self.denials)
 
     def as_json(self) -> dict:
         out = asdict(self)
