@@ -66,31 +66,31 @@ def model_text(text: str | None, style: str = "", *, one_line: bool = True,
 def table_console(default_width: int, *, stderr: bool = False):
     """A rich console for tables: the terminal's width on a terminal; through a pipe
     ``$COLUMNS`` when set (CI logs, ``| less``), else ``default_width``."""
-    import os
     import sys
 
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
-    width: int | None = None
-    if not stream.isatty():
-        columns = os.environ.get("COLUMNS", "")
-        width = int(columns) if columns.isdigit() and int(columns) >= 20 else default_width
+    width = None if stream.isatty() else (_piped_columns() or default_width)
     return Console(highlight=False, width=width, stderr=stderr)
+
+
+def _piped_columns() -> int | None:
+    """``$COLUMNS`` when it names a usable width (20 or more), else None."""
+    import os
+
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) >= 20 else None
 
 
 def text_width(*, stderr: bool = False) -> int | None:
     """The width prose wraps at: the terminal's on a terminal; through a pipe ``$COLUMNS``
     when set, else None (lines stay whole, for grep and CI logs that wrap themselves)."""
-    import os
     import shutil
     import sys
 
     stream = sys.stderr if stderr else sys.stdout
-    if stream.isatty():
-        return shutil.get_terminal_size().columns
-    columns = os.environ.get("COLUMNS", "")
-    return int(columns) if columns.isdigit() and int(columns) >= 20 else None
+    return shutil.get_terminal_size().columns if stream.isatty() else _piped_columns()
 
 
 def span_window(text: str, start: int, end: int, limit: int, *, before: int = 12,
