@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "agent_eval"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "transcript", "testhook"),  # the error tree, the records every stage passes
-    # on, and the test suite's pause points
+    ("errors", "transcript", "testhook", "heap"),  # the error tree, the records every stage
+    # passes on, the test suite's pause points, the collector's start-up setting
     ("policy", "wire"),  # the engine (pure); the wire protocols read into chat turns (pure)
     ("scenario", "metrics", "calls"),  # suites; pure figures; the call recorder
     ("sim", "importers", "serverlogs"),  # sources other than a live run

@@ -19,7 +19,7 @@ import sys
 
 import click
 
-from agent_eval import __version__
+from agent_eval import __version__, heap
 from agent_eval.errors import AgentEvalError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_FAULT, EXIT_INCONCLUSIVE = 0, 1, 2, 3, 4
@@ -93,10 +93,22 @@ class _Commands(dict):
         return dict.items(self)
 
 
+# Commands that play model turns turn the collector back on when they start playing
+# (``live/loop.py``), after their imports and set-up; the others as soon as they are
+# resolved (``heap.py``).
+PLAYERS = frozenset({"demo", "replay", "run", "worker"})
+
+
 class _Group(click.Group):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.commands = _Commands(self.commands)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        name, command, rest = super().resolve_command(ctx, args)
+        if name not in PLAYERS:
+            heap.settle()
+        return name, command, rest
 
     def invoke(self, ctx: click.Context):
         try:

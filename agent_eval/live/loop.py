@@ -24,6 +24,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
+from agent_eval import heap
 from agent_eval.live.recorder import RunRecorder
 from agent_eval.transcript import SessionRecord
 
@@ -48,6 +49,7 @@ async def play_items(source: ItemSource[Any], recorder: RunRecorder,
                      play: Callable[[Any], Awaitable[list[SessionRecord] | None]],
                      after: Callable[[Any, list[SessionRecord]], bool] | None = None) -> None:
     """Play every item ``source`` hands out; see the module docstring."""
+    heap.settle()  # set up: the collector back on, what was built frozen (heap.py)
 
     async def slot(lane: str | None) -> None:
         while (item := await source.take(lane)) is not None:

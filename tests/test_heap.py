@@ -1,0 +1,79 @@
+"""The command line's collector setting (agent_eval/heap.py): off while the process
+starts, back on with the start-up objects frozen once a command settles, and untouched in
+any other process (a library user's, this test suite's)."""
+
+from __future__ import annotations
+
+import gc
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from agent_eval import heap
+
+REPO = Path(__file__).resolve().parents[1]
+RALF = REPO / "scenarios" / "ralf"
+
+# Runs the command line as ``python -m agent_eval`` does, and reports on stderr, as JSON:
+# at each collection, the freeze count and whether click (imported by the command line,
+# not by this preamble) was loaded; whether the collector is on at exit and the freeze
+# count then.  A collection with click loaded and nothing frozen ran while the command
+# line started, before settle().
+_WATCH = (
+    "import gc, json, runpy, sys, atexit\n"
+    "seen = []\n"
+    "gc.callbacks.append(lambda phase, info: phase == 'start' and "
+    "seen.append([gc.get_freeze_count(), 'click' in sys.modules]))\n"
+    "atexit.register(lambda: print(json.dumps({'seen': seen, 'enabled': gc.isenabled(), "
+    "'frozen': gc.get_freeze_count()}), file=sys.stderr))\n"
+    "sys.argv[0] = 'agent-eval'\n"
+    "runpy.run_module('agent_eval', run_name='__main__')\n"
+)
+
+
+def _watched(*args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    proc = subprocess.run([sys.executable, "-c", _WATCH, *args], capture_output=True,
+                          text=True, cwd=REPO, timeout=300)
+    report = json.loads(proc.stderr.strip().splitlines()[-1])
+    return proc, report
+
+
+def test_settle_does_nothing_in_a_process_the_command_line_did_not_start():
+    before = (gc.isenabled(), gc.get_freeze_count())
+    heap.settle()
+    assert (gc.isenabled(), gc.get_freeze_count()) == before
+
+
+def test_a_command_that_plays_nothing_settles_as_soon_as_it_is_resolved():
+    proc, report = _watched("schema", "scenario")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["title"]  # the command did its work
+    assert report["enabled"] is True
+    assert report["frozen"] > 10_000  # click, pydantic and the package, frozen
+    assert [0, True] not in report["seen"], "the collector ran while the process started"
+
+
+def test_a_run_starts_lean_and_plays_with_the_collector_on_and_start_up_frozen(tmp_path):
+    """A real run against the simulator (its own process): no collection before the first
+    session is played, the collector on after it, with the openai SDK, SQLAlchemy and
+    the suite frozen; the run's sessions all stored."""
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "agent_eval", "sim-server", "--port", "0", "--suite", str(RALF)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO)
+    try:
+        base_url = sim.stdout.readline().strip()
+        db = tmp_path / "runs.db"
+        proc, report = _watched(
+            "run", "--suite", str(RALF), "--base-url", base_url, "--model", "sim-disciplined",
+            "--repeats", "2", "--concurrency", "4", "--db", str(db), "--json")
+    finally:
+        sim.terminate()
+        sim.wait(timeout=10)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "finished" and out["sessions_stored"] > 50
+    assert report["enabled"] is True
+    assert report["frozen"] > 50_000  # the SDK's types alone are tens of thousands
+    assert report["seen"], "a run of 58 sessions makes garbage: the collector ran"
+    assert [0, True] not in report["seen"], "the collector ran while the process started"
