@@ -15,9 +15,10 @@ only what was made since.  CPython's documentation gives the same recipe for ser
 that fork after start-up (``gc.freeze``).
 
 A command that plays model turns (``run``, ``demo``, ``worker``, ``replay``) settles when
-the first item is played (``live/loop.py``), after its imports and set-up; every other
-command settles as soon as it is resolved (``cli/__init__.py``), so a long-lived process
-(``view``, ``proxy``, ``sim-server``) collects as usual.  Only a process started by
+the first item is played (``live/loop.py``), after its imports and set-up, and ``check
+--batch`` when its batch starts; every other command settles as soon as it is resolved
+(``cli/__init__.py``: ``SETTLE_LATER``), so a long-lived process (``view``, ``proxy``,
+``sim-server``) collects as usual.  Only a process started by
 :func:`start_lean` is touched: a library user's process and the test suite's (which call
 the commands through ``CliRunner``) keep their collector as it is.
 """

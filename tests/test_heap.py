@@ -32,9 +32,9 @@ _WATCH = (
 )
 
 
-def _watched(*args: str) -> tuple[subprocess.CompletedProcess, dict]:
+def _watched(*args: str, stdin: str | None = None) -> tuple[subprocess.CompletedProcess, dict]:
     proc = subprocess.run([sys.executable, "-c", _WATCH, *args], capture_output=True,
-                          text=True, cwd=REPO, timeout=300)
+                          text=True, cwd=REPO, timeout=300, input=stdin)
     report = json.loads(proc.stderr.strip().splitlines()[-1])
     return proc, report
 
@@ -51,6 +51,20 @@ def test_a_command_that_plays_nothing_settles_as_soon_as_it_is_resolved():
     assert json.loads(proc.stdout)["title"]  # the command did its work
     assert report["enabled"] is True
     assert report["frozen"] > 10_000  # click, pydantic and the package, frozen
+    assert [0, True] not in report["seen"], "the collector ran while the process started"
+
+
+def test_check_batch_settles_when_its_batch_starts():
+    """``check --batch`` imports the engine and reads the allow-list with the collector
+    off, then judges with it on: verdicts as without the setting."""
+    lines = "".join(json.dumps({"command": c}) + "\n" for c in
+                    ["ls | head", "uv run scripts/lights.py status"] * 300)
+    proc, report = _watched("check", "--allowlist", str(REPO / "allowlists" / "ralf.yaml"),
+                            "--batch", "-", "--format", "jsonl", stdin=lines)
+    assert proc.returncode == 0, proc.stderr
+    decisions = [json.loads(line)["decision"] for line in proc.stdout.splitlines()]
+    assert decisions == ["deny", "allow"] * 300
+    assert report["enabled"] is True and report["frozen"] > 10_000
     assert [0, True] not in report["seen"], "the collector ran while the process started"
 
 

@@ -93,10 +93,11 @@ class _Commands(dict):
         return dict.items(self)
 
 
-# Commands that play model turns turn the collector back on when they start playing
-# (``live/loop.py``), after their imports and set-up; the others as soon as they are
-# resolved (``heap.py``).
-PLAYERS = frozenset({"demo", "replay", "run", "worker"})
+# Commands that turn the collector back on themselves once set up (``heap.py``): those
+# that play model turns when the first item is played (``live/loop.py``), ``check`` when
+# its batch starts (one TEXT ends right after its verdict).  The others settle as soon
+# as they are resolved.
+SETTLE_LATER = frozenset({"check", "demo", "replay", "run", "worker"})
 
 
 class _Group(click.Group):
@@ -106,7 +107,7 @@ class _Group(click.Group):
 
     def resolve_command(self, ctx: click.Context, args: list[str]):
         name, command, rest = super().resolve_command(ctx, args)
-        if name not in PLAYERS:
+        if name not in SETTLE_LATER:
             heap.settle()
         return name, command, rest
 

@@ -12,6 +12,7 @@ from typing import BinaryIO
 
 import click
 
+from agent_eval import heap
 from agent_eval.cli import EXIT_FAIL, EXIT_OK, main
 from agent_eval.cli.options import ALLOWLIST, json_option
 from agent_eval.cli.terminal import escape_terminal
@@ -217,6 +218,7 @@ def check(allowlist_path: Path, agent: str | None, tool: str, batch: str | None,
         raise ConfigError("give either TEXT or --batch, not both", field="--batch")
     fmt = fmt or ("jsonl" if batch.endswith(".jsonl") else "lines")
     stream, source = _open_batch(batch)
+    heap.settle()  # set up: the collector back on, what was built frozen
     counts: Counter[str] = Counter()
     bad_lines = 0
     out = sys.stdout
