@@ -745,3 +745,21 @@ def test_readme_targets_example_loads(tmp_path, monkeypatch):
 def test_missing_targets_file_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="file not found"):
         load_run_config(tmp_path / "nope.yaml")
+
+
+@run_async
+async def test_every_client_of_the_process_shares_one_tls_context():
+    """Building a TLS context reads the CA bundle (~16 ms); a run builds a client for the
+    probe, one per target and one per ``/v1/models`` check, all with the same context,
+    which verifies certificates as httpx's default does."""
+    import ssl
+
+    contexts = []
+    for name in ("a", "b"):
+        client = ModelClient(Target(name=name, base_url="https://127.0.0.1:9/v1", model="m"))
+        try:
+            contexts.append(client._http._transport._inner._pool._ssl_context)
+        finally:
+            await client.aclose()
+    assert contexts[0] is contexts[1]
+    assert contexts[0].verify_mode == ssl.CERT_REQUIRED and contexts[0].check_hostname

@@ -149,3 +149,18 @@ def test_the_fast_loader_reads_every_bundled_file_as_the_python_loader_does():
         text = file.read_text(encoding="utf-8")
         assert _loader_for(text) is yaml.CSafeLoader, file
         assert parse_yaml(text)[1] == yaml.load(text, Loader=yaml.SafeLoader), file  # noqa: S506
+
+
+def test_the_alias_count_runs_only_where_a_star_could_write_an_alias(monkeypatch):
+    """An alias is written ``*name``: a document without a ``*`` has none, so its nodes are
+    not walked again (a suite's thirty files are read at every run's start); one with a
+    ``*`` anywhere, even in a quoted glob, is walked."""
+    import agent_eval.policy.allowlist as allowlist
+
+    walked = []
+    monkeypatch.setattr(allowlist, "_check_aliases", lambda node: walked.append(node))
+    assert allowlist.parse_yaml("name: plain\nrunner: [uv, run]\n")[1] == {
+        "name": "plain", "runner": ["uv", "run"]}
+    assert walked == []
+    assert allowlist.parse_yaml("name: globs\nsee: 'docs/*.md'\n")[1]["see"] == "docs/*.md"
+    assert len(walked) == 1

@@ -32,10 +32,12 @@ Targets and the targets file live in ``targets.py`` and are re-exported here.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import random
 import re
+import ssl
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -271,6 +273,15 @@ _CAUGHT = (openai.OpenAIError, httpx.HTTPError, ValueError, _GarbledReply, Reply
            DeadlinePassed, RecursionError)
 
 
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """The TLS context every client of the process shares: the one httpx builds by
+    default (CA bundle, ``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured), built once, since
+    reading the CA bundle costs ~16 ms and a run builds a client for the probe, one per
+    target, and one per ``/v1/models`` check."""
+    return httpx.create_ssl_context()
+
+
 class ModelClient:
     """Chat completions for one :class:`Target` over one pooled ``AsyncOpenAI``.
 
@@ -294,7 +305,7 @@ class ModelClient:
         limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
         self._http = openai.DefaultAsyncHttpxClient(
             limits=limits,
-            transport=GuardedTransport(httpx.AsyncHTTPTransport(limits=limits),
+            transport=GuardedTransport(httpx.AsyncHTTPTransport(limits=limits, verify=_tls()),
                                         target.max_reply_bytes),
         )
         self._client = openai.AsyncOpenAI(  # pool=None: waiting for a free slot is no fault

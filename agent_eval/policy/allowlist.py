@@ -506,7 +506,8 @@ def parse_yaml(text: str) -> tuple[yaml.Node | None, object]:
             node = loader.get_single_node()
             if node is None:
                 return None, None
-            _check_aliases(node)
+            if "*" in text:  # an alias is written *name: without a star there is none
+                _check_aliases(node)
             return node, loader.construct_document(node)
         except RecursionError:
             raise YamlRefused("nested too deep to read; flatten it") from None
