@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Insert, delete, or_, select
+from sqlalchemy import Connection, Dialect, Insert, delete, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
+from agent_eval.store.bulk import insert_rows
 from agent_eval.store.caps import STORED_TEXT_CHARS, cap_message
 from agent_eval.store.schema import request_blobs, sessions, turns
 
@@ -66,13 +67,16 @@ def split_request(
         if known is not None:
             capped = capped or known[1]
             return known[0]
-        cut = cap_message(value, limit)
-        text = blob_text(cut)
+        text = blob_text(value)
+        cut = False
+        # a string longer than the cap is longer still as JSON: a short text has none
+        if len(text) > limit and (short := cap_message(value, limit)) != value:
+            text, cut = blob_text(short), True
         digest = blob_hash(text)
         blobs.setdefault(digest, text)
         if seen is not None:
-            seen[id(value)] = (digest, cut != value)
-        capped = capped or cut != value
+            seen[id(value)] = (digest, cut)
+        capped = capped or cut
         return digest
 
     ref: dict[str, Any] = {"v": REF_VERSION}
@@ -113,22 +117,20 @@ def save_blobs(conn: Connection, blobs: dict[str, str], today: date | None = Non
     if not blobs:
         return
     today = today or datetime.now(UTC).date()
-    rows = [{"hash": h, "body": text, "seen_on": today} for h, text in blobs.items()]
-    dialect = conn.dialect.name
-    if dialect in ("postgresql", "sqlite"):
-        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-        upsert = insert(request_blobs)
-        stmt: Insert = upsert.on_conflict_do_update(
-            index_elements=["hash"], set_={"seen_on": upsert.excluded.seen_on},
-            where=or_(request_blobs.c.seen_on.is_(None),
-                      request_blobs.c.seen_on < upsert.excluded.seen_on))
-    else:  # pragma: no cover - the store supports SQLite and PostgreSQL only
-        have = set(conn.execute(select(request_blobs.c.hash)
-                                .where(request_blobs.c.hash.in_(list(blobs)))).scalars())
-        rows = [r for r in rows if r["hash"] not in have]
-        stmt = request_blobs.insert()
-    for start in range(0, len(rows), 500):
-        conn.execute(stmt, rows[start:start + 500])
+    insert_rows(conn, request_blobs,
+                [{"hash": h, "body": text, "seen_on": today} for h, text in blobs.items()],
+                _blob_upsert)
+
+
+def _blob_upsert(dialect: Dialect) -> Insert:
+    """``INSERT ... ON CONFLICT (hash) DO UPDATE SET seen_on`` where it was older (SQLite
+    and PostgreSQL, the two stores, share the form)."""
+    insert = postgresql.insert if dialect.name == "postgresql" else sqlite.insert
+    upsert = insert(request_blobs)
+    return upsert.on_conflict_do_update(
+        index_elements=["hash"], set_={"seen_on": upsert.excluded.seen_on},
+        where=or_(request_blobs.c.seen_on.is_(None),
+                  request_blobs.c.seen_on < upsert.excluded.seen_on))
 
 
 def prune_blobs(conn: Connection, keep_days: int, today: date | None = None) -> int:

@@ -3,7 +3,7 @@
 A batch of sessions (a parent and the children it spawned, or any set) is written in one
 transaction: either every session, turn, call and finding of the batch is stored, or none
 is.  Model text is capped on the way in (``caps.py``).  Rows go in with one driver-level executemany per
-table and batch (``_insert_rows``), so a batch of 200 sessions with 2,000 calls and 16,000
+table and batch (``bulk.insert_rows``), so a batch of 200 sessions with 2,000 calls and 16,000
 findings costs a handful of statements, not 18,000.  Everything the model wrote travels as
 bound parameters.
 """
@@ -11,16 +11,15 @@ bound parameters.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from operator import attrgetter, itemgetter
-from typing import Any
+from operator import attrgetter
 
-from sqlalchemy import Connection, Dialect, Engine, Table, bindparam, insert, select, update
+from sqlalchemy import Connection, Engine, bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 
 from agent_eval.errors import ConfigError
+from agent_eval.store.bulk import insert_rows
 from agent_eval.store.caps import cap_session
 from agent_eval.store.database import write_transaction
 from agent_eval.store.requests import load_requests, save_blobs, split_request
@@ -115,7 +114,7 @@ def _insert_batch(conn: Connection, run_id: int, records: list[SessionRecord]) -
             )
     batch_keys = [r.key for r in records]
     # a key stored before is refused by the unique (run_id, key) index: IntegrityError
-    _insert_rows(conn, sessions, [_session_values(run_id, target_ids[r.target], r) for r in records])
+    insert_rows(conn, sessions, [_session_values(run_id, target_ids[r.target], r) for r in records])
     id_by_key = _ids_by_key(conn, run_id, batch_keys)
     session_ids = [id_by_key[key] for key in batch_keys]
     linked = {r.parent_key for r in records if r.parent_key} | {
@@ -133,7 +132,7 @@ def _insert_batch(conn: Connection, run_id: int, records: list[SessionRecord]) -
         for turn in r.turns
     ]
     save_blobs(conn, blobs)
-    _insert_rows(conn, turns, turn_rows)
+    insert_rows(conn, turns, turn_rows)
     call_rows, call_findings = [], []
     for sid, record in zip(session_ids, records, strict=True):
         for call in record.calls:
@@ -143,7 +142,7 @@ def _insert_batch(conn: Connection, run_id: int, records: list[SessionRecord]) -
             call_rows.append(_call_values(sid, run_id, target_ids[record.target], call, child_id))
             call_findings.append(call.findings)
     if call_rows:
-        _insert_rows(conn, tool_calls, call_rows)
+        insert_rows(conn, tool_calls, call_rows)
         call_ids = _call_ids(conn, session_ids, call_rows)
         finding_rows = [
             {
@@ -156,50 +155,8 @@ def _insert_batch(conn: Connection, run_id: int, records: list[SessionRecord]) -
             for cid, found in zip(call_ids, call_findings, strict=True)
             for f in found
         ]
-        _insert_rows(conn, findings, finding_rows)
+        insert_rows(conn, findings, finding_rows)
     return list(session_ids)
-
-
-def _insert_rows(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
-    """INSERT ``rows`` (dicts with the same keys, column names) in one DBAPI executemany.
-
-    ``conn.execute(insert(table), rows)`` runs every row through SQLAlchemy's per-row
-    parameter building (``construct_params``): 2.2 s of a 9.9 s import profile, for 15,381
-    calls and 123,497 findings.  Here the statement is compiled once per table, column set
-    and dialect, and each row goes to the driver after the very type processors SQLAlchemy
-    applies (JSON text, UTC timestamps, the NUL stand-in on PostgreSQL, booleans), so
-    the stored rows are the same.  Values are still bound parameters, never SQL text.
-    """
-    if not rows:
-        return
-    sql, order, processors, positional = _bulk_insert(table, tuple(rows[0]), conn.dialect)
-    values = itemgetter(*order) if len(order) > 1 else (lambda row: (row[order[0]],))
-    params: list[Any] = []
-    for row in rows:
-        row_values = list(values(row))
-        for i, process in processors:
-            row_values[i] = process(row_values[i])
-        params.append(tuple(row_values) if positional else dict(zip(order, row_values, strict=True)))
-    conn.exec_driver_sql(sql, params)
-
-
-@lru_cache(maxsize=64)
-def _bulk_insert(
-    table: Table, columns: tuple[str, ...], dialect: Dialect
-) -> tuple[str, tuple[str, ...], list[tuple[int, Callable[[Any], Any]]], bool]:
-    """(SQL text, bind order, (position, type processor) pairs, positional?) for an
-    executemany INSERT of ``columns`` into ``table`` under ``dialect``."""
-    compiled = insert(table).compile(dialect=dialect, column_keys=list(columns),
-                                     for_executemany=True)
-    order = tuple(compiled.positiontup or ()) if compiled.positional else columns
-    if set(order) != set(columns) or compiled.escaped_bind_names:
-        raise RuntimeError(f"cannot bulk-insert {table.name}: bind names differ from columns")
-    processors: list[tuple[int, Callable[[Any], Any]]] = []
-    for i, name in enumerate(order):
-        process = table.c[name].type.dialect_impl(dialect).bind_processor(dialect)
-        if process is not None:
-            processors.append((i, process))
-    return compiled.string, order, processors, compiled.positional
 
 
 def _link_parents(
