@@ -228,6 +228,29 @@ async def test_non_streaming_reply_carries_tool_calls_reasoning_and_usage():
 
 
 @run_async
+async def test_a_reply_read_whole_keeps_only_what_it_can_trust():
+    """The whole reply is read by ``wire``'s chat parser: token counts that are not whole
+    numbers (a string, a negative, a boolean) are unknown, not stored as they came;
+    arguments sent as an object arrive as its JSON text; a reply without a finish reason
+    is still a reply."""
+    message = {"content": "ok", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": {"command": "ls"}}}]}
+    usage = {"prompt_tokens": "41000", "completion_tokens": -3,
+             "prompt_tokens_details": {"cached_tokens": True},
+             "completion_tokens_details": {"reasoning_tokens": 7}}
+    body = completion(message, usage=usage)
+    body["choices"][0]["finish_reason"] = None
+    async with serve(reply_json(body)) as server:
+        async with client_for(server) as client:
+            reply = await client.complete(MESSAGES, BASH_TOOL)
+    assert (reply.prompt_tokens, reply.completion_tokens, reply.cached_tokens) == (None, None, None)
+    assert reply.reasoning_tokens == 7 and reply.decode_tps is None
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in reply.tool_calls] == [
+        ("c1", "bash", {"command": "ls"})]
+    assert (reply.content, reply.finish_reason) == ("ok", None)
+
+
+@run_async
 async def test_streaming_assembles_split_tool_call_deltas_and_reasoning():
     chunks = [
         chunk({"role": "assistant", "content": ""}),

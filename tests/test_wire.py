@@ -81,3 +81,20 @@ def test_hostile_bodies_read_to_a_clear_outcome(protocol, body):
     for streamed in (False, True):
         reply = wire.parse_reply(protocol, body, streamed=streamed)
         assert reply.status in ("unparseable", "truncated", "upstream-error", "complete")
+
+
+@pytest.mark.parametrize("body, status", [
+    ({"choices": [{"index": 0, "message": {"content": "hi"}, "finish_reason": "stop"}]},
+     "complete"),
+    ({"choices": [{"index": 0, "message": {"content": "hi"}}]}, "truncated"),
+    ({"choices": [{"index": 0, "finish_reason": "stop"}]}, "unparseable"),
+    ({"choices": [{"index": 0, "message": "hi", "finish_reason": "stop"}]}, "unparseable"),
+    ({"choices": []}, "unparseable"),
+], ids=["whole", "no-finish", "no-message", "message-not-an-object", "no-choices"])
+def test_a_chat_completion_needs_a_choice_with_a_message(body, status):
+    """A choice without a message object is not a chat completion (the live client's
+    garbled reply, retried); one without a finish reason is a reply cut short."""
+    reply = wire.parse_reply("chat", json.dumps(body).encode(), streamed=False)
+    assert reply.status == status
+    if status != "unparseable":
+        assert reply.content == "hi"

@@ -32,6 +32,7 @@ Targets and the targets file live in ``targets.py`` and are re-exported here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import os
@@ -45,6 +46,7 @@ from typing import Any, Literal
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
+from agent_eval import wire
 from agent_eval.errors import (
     ConfigError,
     ContextExceeded,
@@ -385,8 +387,6 @@ class ModelClient:
         whole and parsed as the protocol's reply; one that did not end (no terminal event)
         is a garbled reply, retried.  Gemini's methods live under ``/v1beta``: a base URL
         ending in ``/v1`` is taken as the same server's ``/v1beta`` for them."""
-        from agent_eval import wire
-
         request = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
         request.update(model=self.target.model, stream=bool(self.target.stream))
         path, native = wire.write_request(protocol, request)
@@ -495,39 +495,41 @@ class ModelClient:
                            adaptive=self.target.adaptive)
 
     async def _create(self, request: dict[str, Any]) -> Any:
-        """POST ``/chat/completions`` through the SDK's documented custom-request path.
+        """POST ``/chat/completions`` through the SDK's documented custom-request path:
+        the raw answer (``httpx.Response``, read whole through the guard), or with
+        ``stream`` the SDK's chunk stream.
 
         ``chat.completions.create`` first walks the whole message list through the SDK's
         TypedDict transform on every call: with a long prompt that is the biggest cost on
         the client side, and our body is plain JSON already.  ``post`` sends the same body
-        over the same HTTP stack and parses the same ``ChatCompletion`` (or stream) types.
+        over the same HTTP stack, status faults and all (``openai.APIStatusError``).
         """
         body = sent_body(request)
         headers = request.get("extra_headers")
-        stream = bool(body.get("stream"))
-        return await self._client.post(
-            "/chat/completions", body=body, cast_to=ChatCompletion,
-            options={"headers": headers} if headers else {},
-            stream=stream, stream_cls=openai.AsyncStream[ChatCompletionChunk] if stream else None,
-        )
+        if body.get("stream"):
+            return await self._client.post(
+                "/chat/completions", body=body, cast_to=ChatCompletion,
+                options={"headers": headers} if headers else {},
+                stream=True, stream_cls=openai.AsyncStream[ChatCompletionChunk])
+        return await self._client.post("/chat/completions", body=body, cast_to=httpx.Response,
+                                       options={"headers": headers} if headers else {})
 
     async def _complete_once(self, request: dict[str, Any]) -> Reply:
+        """One whole reply, read by ``wire``'s Chat Completions parser (the one the proxy
+        and ``replay`` read replies with), not built into the SDK's ``ChatCompletion``
+        models: a fifth of the client's CPU per turn went to building objects whose
+        fields are read once.  A 200 that is not a chat completion (HTML, no choices, a
+        choice without a message) is a garbled reply, retried."""
         start = time.perf_counter()
-        completion = await self._create(request)
+        answer = await self._create(request)
         latency = time.perf_counter() - start
-        try:
-            choice = completion.choices[0]
-            message = choice.message
-            calls = [
-                ToolCallOut(tc.id, tc.function.name or "", tc.function.arguments or "")
-                for tc in message.tool_calls or ()
-            ]
-            return _reply(
-                message.content or "", _reasoning_of(message), calls,
-                choice.finish_reason, completion.usage, latency, None,
-            )
-        except (AttributeError, TypeError, IndexError) as exc:
-            raise _GarbledReply(f"not a chat completion: {str(completion)[:200]}") from exc
+        parsed = wire.parse_reply("chat", answer.content, streamed=False)
+        if parsed.status == "unparseable":
+            text = answer.text
+            with contextlib.suppress(ValueError):
+                json.loads(text)  # nested too deep: a RecursionError, classified as such
+            raise _GarbledReply(f"not a chat completion: {text[:200]}")
+        return _wire_reply(parsed, latency)
 
     async def _stream_once(self, request: dict[str, Any]) -> Reply:
         start = time.perf_counter()
@@ -563,25 +565,31 @@ class ModelClient:
 
 
 def _wire_reply(parsed: Any, latency: float) -> Reply:
-    """A reply read by ``agent_eval.wire`` (usage in Chat Completions' keys) as a Reply."""
+    """A reply read by ``agent_eval.wire`` (usage in Chat Completions' keys) as a Reply;
+    a token count that is not a whole number (a server's string, a negative) is unknown."""
     usage = parsed.usage or {}
 
-    def detail(outer: str, inner: str) -> Any:
+    def detail(outer: str, inner: str) -> int | None:
         value = usage.get(outer)
-        return value.get(inner) if isinstance(value, dict) else None
+        return _count(value.get(inner)) if isinstance(value, dict) else None
 
-    completion = usage.get("completion_tokens")
+    completion = _count(usage.get("completion_tokens"))
     return Reply(
         content=parsed.content, reasoning=parsed.reasoning,
         tool_calls=[ToolCallOut(c.id, c.name, c.arguments) for c in parsed.calls],
-        finish_reason=parsed.finish_reason, prompt_tokens=usage.get("prompt_tokens"),
+        finish_reason=parsed.finish_reason, prompt_tokens=_count(usage.get("prompt_tokens")),
         completion_tokens=completion,
         reasoning_tokens=detail("completion_tokens_details", "reasoning_tokens"),
         cached_tokens=detail("prompt_tokens_details", "cached_tokens"),
         latency_s=latency, ttft_s=None,
-        decode_tps=completion / latency if isinstance(completion, int) and latency > 0 else None,
+        decode_tps=completion / latency if completion is not None and latency > 0 else None,
         markup=find_tool_markup(parsed.content),
     )
+
+
+def _count(value: Any) -> int | None:
+    """A token count as a server reports it: a whole number >= 0, else None."""
+    return value if type(value) is int and value >= 0 else None
 
 
 def sent_body(request: dict[str, Any]) -> dict[str, Any]:

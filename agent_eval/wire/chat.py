@@ -41,9 +41,9 @@ def parse_reply(text: str, *, streamed: bool) -> ParsedReply:
 def _parse_whole(text: str) -> ParsedReply:
     obj = json_object(text)
     choice = _first_choice(obj)
-    if obj is None or choice is None:
-        return ParsedReply(status="unparseable")
-    message = mapping(choice.get("message"))
+    if obj is None or choice is None or not isinstance(choice.get("message"), dict):
+        return ParsedReply(status="unparseable")  # not a chat completion
+    message = choice["message"]
     reply = ParsedReply(
         content=string(message.get("content")), reasoning=_reasoning(message),
         finish_reason=string(choice.get("finish_reason")) or None,
