@@ -38,6 +38,37 @@ def test_vllm_queue_gauge_is_summed_over_engines_and_absent_elsewhere():
     assert metrics_url("http://gpu:8000/v1") == "http://gpu:8000/metrics"
 
 
+def test_slots_past_the_cap_wait_in_turn_and_a_pause_holds_every_request():
+    """Twenty requests through a gate capped at three: never more than three in flight,
+    every one served, the waiting ones in the order they came; then a busy answer's
+    pause holds a request that would have had room until the pause is over."""
+
+    async def play() -> tuple[int, list[int], float, float]:
+        gate = ServerGate(cap=3, adaptive=False)
+        most, order = 0, []
+
+        async def request(n: int) -> None:
+            nonlocal most
+            async with gate.slot():
+                most = max(most, gate.in_flight)
+                order.append(n)
+                await asyncio.sleep(0.01)
+
+        await asyncio.gather(*(request(n) for n in range(20)))
+        assert gate.in_flight == 0
+        gate.busy(0.2, 0.0)
+        start = asyncio.get_running_loop().time()
+        async with gate.slot():
+            waited = asyncio.get_running_loop().time() - start
+        return most, order, waited, gate.limit
+
+    most, order, waited, limit = asyncio.run(play())
+    assert most == 3
+    assert order == list(range(20))
+    assert waited >= 0.19
+    assert limit == 1  # the busy answer halved the limit (3 // 2)
+
+
 def test_a_slow_reply_halves_the_limit_and_fast_ones_restore_it_one_step_at_a_time():
     gate = ServerGate(cap=8)
     gate.in_flight = 8

@@ -40,6 +40,7 @@ import random
 import re
 import ssl
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -315,6 +316,7 @@ class ModelClient:
             timeout=httpx.Timeout(target.timeout_s, pool=None), http_client=self._http,
         )
         self._request = self._build_request()
+        self._gate_on: tuple[weakref.ref[asyncio.AbstractEventLoop], ServerGate] | None = None
 
     def _build_request(self) -> dict[str, Any]:
         t = self.target
@@ -490,9 +492,14 @@ class ModelClient:
 
     def _gate(self) -> ServerGate:
         """This server's gate on the running loop, shared with every client of the process
-        that sends to the same base URL."""
-        return server_gate(self.target.base_url, cap=self.target.server_limit,
-                           adaptive=self.target.adaptive)
+        that sends to the same base URL (looked up once per loop: the registry is keyed
+        by the loop through a weak reference, made anew on each lookup)."""
+        loop = asyncio.get_running_loop()
+        if self._gate_on is None or self._gate_on[0]() is not loop:
+            self._gate_on = (weakref.ref(loop), server_gate(self.target.base_url,
+                                                            cap=self.target.server_limit,
+                                                            adaptive=self.target.adaptive))
+        return self._gate_on[1]
 
     async def _create(self, request: dict[str, Any]) -> Any:
         """POST ``/chat/completions`` through the SDK's documented custom-request path:
