@@ -700,3 +700,24 @@ def test_the_cli_starts_without_importing_scipy():
     from agent_eval.metrics.lazy import sps
 
     assert sps.norm.ppf(0.975) == pytest.approx(1.959964, abs=1e-6)
+
+
+def test_the_metrics_package_loads_a_module_when_one_of_its_names_is_used():
+    """A run reads a few figures at its end; the gate's, compare's and power's modules
+    load only for them.  Every public name still resolves, to its module's object."""
+    import importlib
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, sys; from agent_eval.metrics import summarize, wilson_interval; "
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('agent_eval.metrics'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == ["agent_eval.metrics", "agent_eval.metrics.classes",
+                                      "agent_eval.metrics.stats", "agent_eval.metrics.summary"]
+    metrics = importlib.import_module("agent_eval.metrics")
+    for name in metrics.__all__:
+        home = importlib.import_module(f"agent_eval.metrics.{metrics._HOME[name]}")
+        assert getattr(metrics, name) is getattr(home, name)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        metrics.nope  # noqa: B018

@@ -31,52 +31,93 @@ statistics are computed from), ``paired`` (scenario by scenario, mix matching),
 ``regression`` (the gate's baseline rule), ``power`` (run planning); docs/statistics.md.
 """
 
-from agent_eval.metrics.classes import PRECEDENCE, TOTAL, UNCLASSIFIED, class_table, order_classes
-from agent_eval.metrics.clustered import (
-    ClusteredDiff,
-    ClusteredRate,
-    ClusteredSummary,
-    Unit,
-    compare_independent,
-    session_units,
-    summarize_clustered,
-    units_by_target,
-    units_rate,
-)
-from agent_eval.metrics.compare import GroupComparison, compare_groups
-from agent_eval.metrics.paired import PairedComparison, PairedDiff, compare_paired
-from agent_eval.metrics.power import PowerPlan, plan_power
-from agent_eval.metrics.regression import Regression, regression_from_units
-from agent_eval.metrics.repeats import (
-    FlipDirection,
-    RepeatStats,
-    RepeatSummary,
-    ScenarioFlip,
-    flipped_scenarios,
-    repeat_stats,
-    summarize_repeats,
-)
-from agent_eval.metrics.stats import (
-    FISHER_TEST,
-    Z95,
-    Z_TEST,
-    Rate,
-    RateComparison,
-    compare_rates,
-    fisher_exact_p,
-    percentile,
-    wilson_interval,
-)
-from agent_eval.metrics.summary import (
-    GROUP_BYS,
-    GroupBy,
-    GroupSummary,
-    HandshakeStats,
-    RecoveryStats,
-    SpeedStats,
-    group_keys,
-    summarize,
-)
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the names below load with their module on first use (``__getattr__``)
+    from agent_eval.metrics.classes import (
+        PRECEDENCE,
+        TOTAL,
+        UNCLASSIFIED,
+        class_table,
+        order_classes,
+    )
+    from agent_eval.metrics.clustered import (
+        ClusteredDiff,
+        ClusteredRate,
+        ClusteredSummary,
+        Unit,
+        compare_independent,
+        session_units,
+        summarize_clustered,
+        units_by_target,
+        units_rate,
+    )
+    from agent_eval.metrics.compare import GroupComparison, compare_groups
+    from agent_eval.metrics.paired import PairedComparison, PairedDiff, compare_paired
+    from agent_eval.metrics.power import PowerPlan, plan_power
+    from agent_eval.metrics.regression import Regression, regression_from_units
+    from agent_eval.metrics.repeats import (
+        FlipDirection,
+        RepeatStats,
+        RepeatSummary,
+        ScenarioFlip,
+        flipped_scenarios,
+        repeat_stats,
+        summarize_repeats,
+    )
+    from agent_eval.metrics.stats import (
+        FISHER_TEST,
+        Z95,
+        Z_TEST,
+        Rate,
+        RateComparison,
+        compare_rates,
+        fisher_exact_p,
+        percentile,
+        wilson_interval,
+    )
+    from agent_eval.metrics.summary import (
+        GROUP_BYS,
+        GroupBy,
+        GroupSummary,
+        HandshakeStats,
+        RecoveryStats,
+        SpeedStats,
+        group_keys,
+        summarize,
+    )
+
+_HOME = {
+    **dict.fromkeys(("PRECEDENCE", "TOTAL", "UNCLASSIFIED", "class_table", "order_classes"),
+                    "classes"),
+    **dict.fromkeys(("ClusteredDiff", "ClusteredRate", "ClusteredSummary", "Unit",
+                     "compare_independent", "session_units", "summarize_clustered",
+                     "units_by_target", "units_rate"), "clustered"),
+    **dict.fromkeys(("GroupComparison", "compare_groups"), "compare"),
+    **dict.fromkeys(("PairedComparison", "PairedDiff", "compare_paired"), "paired"),
+    **dict.fromkeys(("PowerPlan", "plan_power"), "power"),
+    **dict.fromkeys(("Regression", "regression_from_units"), "regression"),
+    **dict.fromkeys(("FlipDirection", "RepeatStats", "RepeatSummary", "ScenarioFlip",
+                     "flipped_scenarios", "repeat_stats", "summarize_repeats"), "repeats"),
+    **dict.fromkeys(("FISHER_TEST", "Rate", "RateComparison", "Z95", "Z_TEST", "compare_rates",
+                     "fisher_exact_p", "percentile", "wilson_interval"), "stats"),
+    **dict.fromkeys(("GROUP_BYS", "GroupBy", "GroupSummary", "HandshakeStats", "RecoveryStats",
+                     "SpeedStats", "group_keys", "summarize"), "summary"),
+}
+
+
+def __getattr__(name: str):
+    """``from agent_eval.metrics import summarize`` loads ``metrics.summary`` then, and
+    only it: a run reads a few figures at its end and never plans power or compares."""
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ClusteredDiff",
