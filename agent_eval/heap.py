@@ -12,7 +12,12 @@ objects of 140,000 here), and :func:`settle` turns it back on with everything al
 moment moved to the permanent generation (``gc.freeze``: the modules, the suite, the
 store and the clients live until the process exits), so each later collection walks
 only what was made since.  CPython's documentation gives the same recipe for servers
-that fork after start-up (``gc.freeze``).
+that fork after start-up (``gc.freeze``).  From then on the young generation is collected
+every :data:`YOUNG_THRESHOLD` net allocations instead of CPython's 700: a turn's requests
+and replies are dicts and lists freed by reference counting, and at 700 a run of 1,300
+turns ran ~70 young collections (and, 16 sessions in flight, a full one) walking the
+sessions under way: 0.04 CPU-s of 1.3, for at most a few MB more garbage held between
+collections.
 
 A command that plays model turns (``run``, ``demo``, ``worker``, ``replay``) settles when
 the first item is played (``live/loop.py``), after its imports and set-up, and ``check
@@ -27,6 +32,9 @@ from __future__ import annotations
 
 import gc
 
+YOUNG_THRESHOLD = 10_000
+"""Net allocations between young-generation collections once settled."""
+
 _lean = False
 
 
@@ -38,11 +46,14 @@ def start_lean() -> None:
 
 
 def settle() -> None:
-    """Freeze what is alive and turn the collector back on; once per process, and only in
-    a process that :func:`start_lean` started (elsewhere nothing happens)."""
+    """Freeze what is alive and turn the collector back on, its young generation at
+    :data:`YOUNG_THRESHOLD`; once per process, and only in a process that
+    :func:`start_lean` started (elsewhere nothing happens)."""
     global _lean
     if not _lean:
         return
     _lean = False
     gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(YOUNG_THRESHOLD, middle, old)
     gc.enable()

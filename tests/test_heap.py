@@ -26,7 +26,7 @@ _WATCH = (
     "gc.callbacks.append(lambda phase, info: phase == 'start' and "
     "seen.append([gc.get_freeze_count(), 'click' in sys.modules]))\n"
     "atexit.register(lambda: print(json.dumps({'seen': seen, 'enabled': gc.isenabled(), "
-    "'frozen': gc.get_freeze_count()}), file=sys.stderr))\n"
+    "'frozen': gc.get_freeze_count(), 'young': gc.get_threshold()[0]}), file=sys.stderr))\n"
     "sys.argv[0] = 'agent-eval'\n"
     "runpy.run_module('agent_eval', run_name='__main__')\n"
 )
@@ -40,9 +40,9 @@ def _watched(*args: str, stdin: str | None = None) -> tuple[subprocess.Completed
 
 
 def test_settle_does_nothing_in_a_process_the_command_line_did_not_start():
-    before = (gc.isenabled(), gc.get_freeze_count())
+    before = (gc.isenabled(), gc.get_freeze_count(), gc.get_threshold())
     heap.settle()
-    assert (gc.isenabled(), gc.get_freeze_count()) == before
+    assert (gc.isenabled(), gc.get_freeze_count(), gc.get_threshold()) == before
 
 
 def test_a_command_that_plays_nothing_settles_as_soon_as_it_is_resolved():
@@ -69,9 +69,10 @@ def test_check_batch_settles_when_its_batch_starts():
 
 
 def test_a_run_starts_lean_and_plays_with_the_collector_on_and_start_up_frozen(tmp_path):
-    """A real run against the simulator (its own process): no collection before the first
-    session is played, the collector on after it, with the openai SDK, SQLAlchemy and
-    the suite frozen; the run's sessions all stored."""
+    """A real run (4 x 29 sessions) against the simulator, in its own process: no
+    collection before the first session is played; then the collector on, the openai
+    SDK, SQLAlchemy and the suite frozen, the young generation at YOUNG_THRESHOLD and
+    collected during the run; the run's sessions all stored."""
     sim = subprocess.Popen(
         [sys.executable, "-m", "agent_eval", "sim-server", "--port", "0", "--suite", str(RALF)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO)
@@ -80,14 +81,14 @@ def test_a_run_starts_lean_and_plays_with_the_collector_on_and_start_up_frozen(t
         db = tmp_path / "runs.db"
         proc, report = _watched(
             "run", "--suite", str(RALF), "--base-url", base_url, "--model", "sim-disciplined",
-            "--repeats", "2", "--concurrency", "4", "--db", str(db), "--json")
+            "--repeats", "4", "--concurrency", "4", "--db", str(db), "--json")
     finally:
         sim.terminate()
         sim.wait(timeout=10)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert out["status"] == "finished" and out["sessions_stored"] > 50
-    assert report["enabled"] is True
+    assert out["status"] == "finished" and out["sessions_stored"] > 100
+    assert report["enabled"] is True and report["young"] == heap.YOUNG_THRESHOLD
     assert report["frozen"] > 50_000  # the SDK's types alone are tens of thousands
-    assert report["seen"], "a run of 58 sessions makes garbage: the collector ran"
+    assert [frozen for frozen, _ in report["seen"] if frozen], "the collector ran in the run"
     assert [0, True] not in report["seen"], "the collector ran while the process started"
