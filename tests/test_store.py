@@ -718,6 +718,44 @@ def test_migrations_build_exactly_the_tables_the_code_uses(backend, tmp_path, re
     assert diff == []
 
 
+@pytest.mark.postgres
+def test_postgresql_keeps_the_leak_index_partial_as_its_migration_builds_it(pg_url):
+    """metadata names only SQLite's predicate of ix_tool_calls_run_leak (naming
+    PostgreSQL's imports that dialect in every process); PostgreSQL's index, built by
+    the migrations, is partial all the same."""
+    assert upgrade(pg_url) == head_revision()
+    engine = store_database.connect(resolve_db_url(pg_url))
+    with engine.connect() as conn:
+        indexdef = conn.exec_driver_sql(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_tool_calls_run_leak'").scalar()
+    engine.dispose()
+    assert "WHERE (leak IS NOT NULL)" in indexdef
+
+
+def test_a_sqlite_store_never_imports_the_postgresql_dialect(tmp_path):
+    """A run against a SQLite file writes sessions and request blobs without importing
+    SQLAlchemy's PostgreSQL dialect (~15 ms of every process's start)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from agent_eval.store import open_store\n"
+        "from agent_eval.transcript import SessionRecord, TurnRecord\n"
+        f"store = open_store({str(tmp_path / 's.db')!r})\n"
+        "rid = store.create_run(label=None, kind='live', suite=None, config={}, fingerprint={})\n"
+        "store.add_target(rid, name='t', model='m', base_url='http://x', settings={})\n"
+        "turn = TurnRecord(index=0, content='ok', request={'model': 'm', 'messages': "
+        "[{'role': 'user', 'content': 'hi'}]})\n"
+        "store.record_sessions(rid, [SessionRecord(key='k', target='t', scenario='s', "
+        "repeat=0, status='completed', turns=[turn])])\n"
+        "print(sorted(m for m in sys.modules if 'postgresql' in m))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
 @pytest.fixture
 def newer_migrations(tmp_path, monkeypatch):
     """This code's migrations plus a 0002, as a later agent-eval would ship them."""

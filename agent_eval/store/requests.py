@@ -26,7 +26,6 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Dialect, Insert, delete, or_, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from agent_eval.store.bulk import insert_rows
 from agent_eval.store.caps import STORED_TEXT_CHARS, cap_message
@@ -125,8 +124,14 @@ def save_blobs(conn: Connection, blobs: dict[str, str], today: date | None = Non
 def _blob_upsert(dialect: Dialect) -> Insert:
     """``INSERT ... ON CONFLICT (hash) DO UPDATE SET seen_on`` where it was older (SQLite
     and PostgreSQL, the two stores, share the form)."""
-    insert = postgresql.insert if dialect.name == "postgresql" else sqlite.insert
-    upsert = insert(request_blobs)
+    if dialect.name == "postgresql":  # each dialect's module loads with its store only
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        upsert: Any = pg_insert(request_blobs)
+    else:
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        upsert = sqlite_insert(request_blobs)
     return upsert.on_conflict_do_update(
         index_elements=["hash"], set_={"seen_on": upsert.excluded.seen_on},
         where=or_(request_blobs.c.seen_on.is_(None),
