@@ -41,6 +41,33 @@ def test_without_a_terminal_the_progress_is_plain_lines():
     assert isinstance(run_progress(console, 1, RunTally()), PlainProgress)
 
 
+def test_on_a_terminal_the_progress_is_rich_bar_loaded_only_then():
+    """The bar draws its sessions done; a process without a terminal never imports
+    rich's progress (progress_bar.py)."""
+    import subprocess
+    import sys
+
+    from agent_eval.cli.progress_bar import Bar
+
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=120)
+    bar = run_progress(console, 7, RunTally())
+    assert isinstance(bar, Bar)
+    bar.start(4)
+    tally = RunTally(planned=4)
+    tally.done = 3
+    bar.update(tally, [])
+    bar.stop()
+    assert "run 7" in out.getvalue() and "3/4" in out.getvalue()
+    code = ("import io, sys; from rich.console import Console; "
+            "from agent_eval.cli.progress import run_progress; "
+            "from agent_eval.live.run import RunTally; "
+            "run_progress(Console(file=io.StringIO(), force_terminal=False), 1, RunTally()); "
+            "print('rich.progress' in sys.modules)")
+    probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert probe.stdout.strip() == "False"
+
+
 def test_plain_progress_prints_a_line_at_start_on_its_interval_and_at_the_end():
     out = io.StringIO()
     lines: list[str] = []
