@@ -150,3 +150,25 @@ def test_a_turn_whose_texts_were_pruned_reads_as_without_a_request_and_replay_na
     assert [c.turn for c in plan.contexts] == [0]
     assert plan.skipped == {"pruned": 1}
     assert "retention" in SKIPS["pruned"]
+
+
+def test_many_blobs_in_one_save_are_stored_and_upserted_in_statements_of_bounded_size(store):
+    """A batch bigger than one statement may bind: on SQLite the rows go in multi-row
+    statements cut to the connection's parameter limit (lowered here to 40: 13 rows a
+    statement), on PostgreSQL in one executemany; every row stored once, and a later
+    day's save of half of them marks just those seen, the rest untouched."""
+    import sqlite3
+
+    day = date(2026, 11, 1)
+    blobs = {f"{i:064x}": f"text {i}" for i in range(1_234)}
+    with store.engine.begin() as conn:
+        if conn.dialect.name == "sqlite":
+            conn.connection.dbapi_connection.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 40)
+        save_blobs(conn, blobs, today=day)
+        later = {h: t for n, (h, t) in enumerate(blobs.items()) if n % 2}
+        save_blobs(conn, later, today=day + timedelta(days=1))
+    with store.engine.connect() as conn:
+        stored = dict(conn.execute(select(request_blobs.c.hash, request_blobs.c.body)).all())
+    assert stored == blobs
+    marks = seen_on(store)
+    assert [marks[h] for h in blobs] == [day + timedelta(days=n % 2) for n in range(1_234)]

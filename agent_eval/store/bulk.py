@@ -7,10 +7,18 @@ blobs alone.  Here the statement is compiled once per table, column set, stateme
 and dialect, and each row goes to the driver after the very type processors SQLAlchemy
 applies (JSON text, UTC timestamps and dates, the NUL stand-in on PostgreSQL, booleans),
 so the stored rows are the same.  Values are still bound parameters, never SQL text.
+
+On SQLite the rows go as multi-row ``INSERT ... VALUES (...), (...)`` statements of up to
+:data:`SQLITE_ROWS` rows rather than an executemany: Python's sqlite3 hands the GIL back
+around every step, one per row in an executemany, and a run's writer thread stores ~4
+rows a turn while the event loop wants the GIL: at concurrency 16 each handoff cost both
+threads a wake-up (the writer's CPU per turn 0.17-0.21 ms with an executemany, 0.14-0.16
+ms with these statements; BENCHMARKS.md).  PostgreSQL (psycopg) keeps its executemany.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from functools import lru_cache
 from operator import itemgetter
@@ -25,8 +33,9 @@ Compiled once per function, so pass a module-level function, not a new lambda.""
 
 def insert_rows(conn: Connection, table: Table, rows: list[dict[str, Any]],
                 build: Build | None = None) -> None:
-    """INSERT ``rows`` (dicts with the same keys, column names) in one DBAPI executemany;
-    ``build`` gives another statement over the same columns (``ON CONFLICT ...``)."""
+    """INSERT ``rows`` (dicts with the same keys, column names): one DBAPI executemany,
+    or on SQLite multi-row statements; ``build`` gives another statement over the same
+    columns (``ON CONFLICT ...``)."""
     if not rows:
         return
     sql, order, processors, positional = _compiled(table, tuple(rows[0]), conn.dialect, build)
@@ -37,7 +46,40 @@ def insert_rows(conn: Connection, table: Table, rows: list[dict[str, Any]],
         for i, process in processors:
             row_values[i] = process(row_values[i])
         params.append(tuple(row_values) if positional else dict(zip(order, row_values, strict=True)))
-    conn.exec_driver_sql(sql, params)
+    split = _values_group(sql, len(order)) if conn.dialect.name == "sqlite" else None
+    if split is None:
+        conn.exec_driver_sql(sql, params)
+        return
+    head, group, tail = split
+    per = max(1, min(SQLITE_ROWS, _sqlite_max_params(conn) // len(order)))
+    for start in range(0, len(params), per):
+        chunk = params[start:start + per]
+        conn.exec_driver_sql(head + ", ".join([group] * len(chunk)) + tail,
+                             tuple(value for row in chunk for value in row))
+
+
+SQLITE_ROWS = 500
+"""Most rows in one SQLite statement (its text and preparation stay small)."""
+
+
+def _sqlite_max_params(conn: Connection) -> int:
+    """The most parameters one statement may bind on this SQLite connection (999 before
+    SQLite 3.32, 32,766 since, unless the build says otherwise)."""
+    dbapi = conn.connection.dbapi_connection
+    return dbapi.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) if dbapi is not None else 999
+
+
+@lru_cache(maxsize=64)
+def _values_group(sql: str, n: int) -> tuple[str, str, str] | None:
+    """``sql`` cut around its one ``VALUES (?, ...)`` group of ``n`` parameters (what
+    SQLAlchemy compiles for SQLite), so one statement can carry many rows; None when it
+    has no such group."""
+    group = "(" + ", ".join(["?"] * n) + ")"
+    at = sql.find(" VALUES " + group)
+    if at < 0 or sql.count(group) != 1:
+        return None
+    cut = at + len(" VALUES ")
+    return sql[:cut], group, sql[cut + len(group):]
 
 
 @lru_cache(maxsize=64)
