@@ -33,6 +33,8 @@ statistics are computed from), ``paired`` (scenario by scenario, mix matching),
 
 from typing import TYPE_CHECKING
 
+from agent_eval import lazy_attributes
+
 if TYPE_CHECKING:  # the names below load with their module on first use (``__getattr__``)
     from agent_eval.metrics.classes import (
         PRECEDENCE,
@@ -106,17 +108,9 @@ _HOME = {
 }
 
 
-def __getattr__(name: str):
-    """``from agent_eval.metrics import summarize`` loads ``metrics.summary`` then, and
-    only it: a run reads a few figures at its end and never plans power or compares."""
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+# ``from agent_eval.metrics import summarize`` loads ``metrics.summary`` then, and only it:
+# a run reads a few figures at its end and never plans power or compares.
+__getattr__ = lazy_attributes(__name__, _HOME, globals())
 
 
 __all__ = [

@@ -19,6 +19,8 @@ templates), ``prompt`` (what the model is shown).
 
 from typing import TYPE_CHECKING
 
+from agent_eval import lazy_attributes
+
 if TYPE_CHECKING:  # the names below load with their module on first use (``__getattr__``)
     from agent_eval.scenario.prompt import quote_command, render_system_prompt, tool_schemas
     from agent_eval.scenario.spec import (
@@ -53,17 +55,9 @@ _HOME = {
 }
 
 
-def __getattr__(name: str):
-    """``from agent_eval.scenario import Suite`` loads ``scenario.suite`` then, not before:
-    the commands that only find a bundled file (``scenario.bundled``) skip the loaders."""
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+# ``from agent_eval.scenario import Suite`` loads ``scenario.suite`` then, not before: the
+# commands that only find a bundled file (``scenario.bundled``) skip the loaders.
+__getattr__ = lazy_attributes(__name__, _HOME, globals())
 
 
 __all__ = [
