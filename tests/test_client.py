@@ -771,18 +771,23 @@ def test_missing_targets_file_is_a_config_error(tmp_path):
 
 
 @run_async
-async def test_every_client_of_the_process_shares_one_tls_context():
-    """Building a TLS context reads the CA bundle (~16 ms); a run builds a client for the
-    probe, one per target and one per ``/v1/models`` check, all with the same context,
-    which verifies certificates as httpx's default does."""
+async def test_clients_share_a_tls_context_per_kind_and_an_http_one_trusts_no_ca():
+    """Building httpx's default TLS context reads the CA bundle (~16 ms); a run builds a
+    client for the probe, one per target and one per ``/v1/models`` check, so they share
+    it.  A plain-http server needs none: its clients share a context with no CA, which
+    still demands a verified certificate and host name (a redirect to https fails closed)."""
     import ssl
 
-    contexts = []
-    for name in ("a", "b"):
-        client = ModelClient(Target(name=name, base_url="https://127.0.0.1:9/v1", model="m"))
+    contexts = {}
+    for name, url in (("a", "https://127.0.0.1:9/v1"), ("b", "HTTPS://127.0.0.1:9/v1"),
+                      ("c", "http://127.0.0.1:9/v1"), ("d", "http://127.0.0.1:10/v1")):
+        client = ModelClient(Target(name=name, base_url=url, model="m"))
         try:
-            contexts.append(client._http._transport._inner._pool._ssl_context)
+            contexts[name] = client._http._transport._inner._pool._ssl_context
         finally:
             await client.aclose()
-    assert contexts[0] is contexts[1]
-    assert contexts[0].verify_mode == ssl.CERT_REQUIRED and contexts[0].check_hostname
+    assert contexts["a"] is contexts["b"] and contexts["c"] is contexts["d"]
+    for ctx in contexts.values():
+        assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
+    assert contexts["a"].cert_store_stats()["x509_ca"] > 0
+    assert contexts["c"].cert_store_stats()["x509_ca"] == 0

@@ -277,12 +277,18 @@ _CAUGHT = (openai.OpenAIError, httpx.HTTPError, ValueError, _GarbledReply, Reply
 
 
 @functools.cache
-def _tls() -> ssl.SSLContext:
-    """The TLS context every client of the process shares: the one httpx builds by
-    default (CA bundle, ``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured), built once, since
-    reading the CA bundle costs ~16 ms and a run builds a client for the probe, one per
-    target, and one per ``/v1/models`` check."""
-    return httpx.create_ssl_context()
+def _tls(https: bool) -> ssl.SSLContext:
+    """The TLS context every client of the process shares, built once per kind.
+
+    For an ``https`` server, the one httpx builds by default (the CA bundle,
+    ``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured): reading the bundle costs ~16 ms, and a
+    run builds a client for the probe, one per target and one per ``/v1/models`` check.
+    A plain ``http`` server (the usual local vLLM or llama.cpp) never needs one, so its
+    clients get a context with no CA at all: it still requires a verified certificate
+    and the host name, so a redirect to ``https`` fails closed instead of trusting it."""
+    if https:
+        return httpx.create_ssl_context()
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
 class ModelClient:
@@ -308,8 +314,9 @@ class ModelClient:
         limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
         self._http = openai.DefaultAsyncHttpxClient(
             limits=limits,
-            transport=GuardedTransport(httpx.AsyncHTTPTransport(limits=limits, verify=_tls()),
-                                        target.max_reply_bytes),
+            transport=GuardedTransport(httpx.AsyncHTTPTransport(
+                limits=limits, verify=_tls(target.base_url.lower().startswith("https:"))),
+                target.max_reply_bytes),
         )
         self._client = openai.AsyncOpenAI(  # pool=None: waiting for a free slot is no fault
             base_url=target.base_url, api_key=api_key, max_retries=0,
