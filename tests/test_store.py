@@ -319,6 +319,51 @@ def test_leading_messages_decodes_up_to_the_first_of_each_role(text, roles):
     assert found == (whole[: len(found)] if isinstance(whole, list) else [whole])
 
 
+def test_ids_are_taken_before_the_rows_go_in_and_every_link_holds(store, run_id):
+    """A session's, call's and finding's ids are allocated before the insert (SQLite: after
+    the largest, under the write lock; PostgreSQL: from the table's sequence), so links go
+    in the rows: a parent before its child in the batch, a grandchild, findings on the
+    right calls; a later batch continues after them, and a row the database numbers
+    itself afterwards does not collide."""
+    from sqlalchemy import func, insert, select
+
+    from agent_eval.store.schema import targets
+
+    def family(tag: str) -> list:
+        parent = session(f"{tag}", calls=[
+            denied(0, "ls | head", "AE301", start=3),
+            replace(allowed(1, "uv run scripts/ralf_spawn.py step_evaluator"),
+                    child_key=f"{tag}/child")])
+        child = session(f"{tag}/child", parent_key=tag, calls=[
+            denied(0, "cat x | grep y", "AE302", start=6),
+            replace(allowed(1, "uv run scripts/ralf_spawn.py step_evaluator"),
+                    child_key=f"{tag}/child/grand")])
+        grand = session(f"{tag}/child/grand", parent_key=f"{tag}/child",
+                        calls=[denied(0, "rm -rf /", "AE303", start=0)])
+        return [parent, child, grand]
+
+    first = store.record_sessions(run_id, family("a"))
+    second = store.record_sessions(run_id, family("b"))
+    assert first == sorted(first) and min(second) > max(first)
+    for ids in (first, second):
+        parent, child, grand = (store.load_session(i) for i in ids)
+        assert (child.parent_id, grand.parent_id) == (ids[0], ids[1])
+        assert parent.child_links == ((1, ids[1]),) and child.child_links == ((1, ids[2]),)
+        assert [(c.findings[0].code if c.findings else None) for c in parent.record.calls] == [
+            "AE301", None]
+        assert grand.record.calls[0].findings[0].code == "AE303"
+    with store.engine.begin() as conn:  # the database numbers a row itself after them
+        target_id = conn.execute(select(targets.c.id).where(targets.c.run_id == run_id)).scalar()
+        new_id = conn.execute(insert(sessions).values(
+            run_id=run_id, target_id=target_id, key="direct", scenario="s", repeat=0,
+            status="completed", tags=[], handshake_required=0, handshake_done=0,
+            handshake_completed=False, n_turns=0, n_messages=0, n_calls=0, n_denied=0,
+            messages=[], source="live", schema_version=1, started_at=T0,
+            finished_at=T0).returning(sessions.c.id)).scalar()
+        assert new_id > max(second)
+        assert conn.execute(select(func.count()).select_from(sessions)).scalar() == 7
+
+
 def test_a_child_may_link_to_a_parent_stored_earlier(store, run_id):
     parent_id = store.record_session(run_id, session("p"))
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
-from sqlalchemy import Connection, Engine, bindparam, select, update
+from sqlalchemy import Connection, Engine, Table, bindparam, func, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from agent_eval.errors import ConfigError
@@ -113,16 +113,24 @@ def _insert_batch(conn: Connection, run_id: int, records: list[SessionRecord]) -
                 field="target",
             )
     batch_keys = [r.key for r in records]
-    # a key stored before is refused by the unique (run_id, key) index: IntegrityError
-    insert_rows(conn, sessions, [_session_values(run_id, target_ids[r.target], r) for r in records])
-    id_by_key = _ids_by_key(conn, run_id, batch_keys)
-    session_ids = [id_by_key[key] for key in batch_keys]
+    # ids taken before the rows go in (allocate_ids), so parents, children and findings
+    # link in the rows themselves instead of being read back and updated after
+    session_ids = allocate_ids(conn, sessions, len(records))
+    id_by_key = dict(zip(batch_keys, session_ids, strict=True))
     linked = {r.parent_key for r in records if r.parent_key} | {
         c.child_key for r in records for c in r.calls if c.child_key
     }
     if missing := sorted(linked - id_by_key.keys()):
         id_by_key |= _ids_by_key(conn, run_id, missing)
-    _link_parents(conn, run_id, records, id_by_key)
+    parents, later = _parent_ids(run_id, records, id_by_key)
+    # a key stored before is refused by the unique (run_id, key) index: IntegrityError
+    insert_rows(conn, sessions, [
+        _session_values(run_id, target_ids[r.target], r, sid, pid)
+        for r, sid, pid in zip(records, session_ids, parents, strict=True)
+    ])
+    if later:
+        conn.execute(update(sessions).where(sessions.c.id == bindparam("sid"))
+                     .values(parent_id=bindparam("pid")), later)
 
     blobs: dict[str, str] = {}
     seen: dict[int, tuple[str, bool]] = {}  # each message object serialised once a batch
@@ -133,50 +141,60 @@ def _insert_batch(conn: Connection, run_id: int, records: list[SessionRecord]) -
     ]
     save_blobs(conn, blobs)
     insert_rows(conn, turns, turn_rows)
-    call_rows, call_findings = [], []
-    for sid, record in zip(session_ids, records, strict=True):
-        for call in record.calls:
-            child_id = _resolve(
-                id_by_key, call.child_key, run_id, f"{record.key} call {call.index}", "child_key"
-            )
-            call_rows.append(_call_values(sid, run_id, target_ids[record.target], call, child_id))
-            call_findings.append(call.findings)
-    if call_rows:
-        insert_rows(conn, tool_calls, call_rows)
-        call_ids = _call_ids(conn, session_ids, call_rows)
-        finding_rows = [
-            {
-                "tool_call_id": cid,
-                "code": f.code,
-                "message": f.message,
-                "start": f.start,
-                "end": f.end,
-            }
-            for cid, found in zip(call_ids, call_findings, strict=True)
-            for f in found
-        ]
-        insert_rows(conn, findings, finding_rows)
+    calls = [(sid, record, call) for sid, record in zip(session_ids, records, strict=True)
+             for call in record.calls]
+    call_ids = allocate_ids(conn, tool_calls, len(calls))
+    call_rows = [
+        _call_values(sid, run_id, target_ids[record.target], call, _resolve(
+            id_by_key, call.child_key, run_id, f"{record.key} call {call.index}", "child_key"),
+            cid)
+        for cid, (sid, record, call) in zip(call_ids, calls, strict=True)
+    ]
+    insert_rows(conn, tool_calls, call_rows)
+    insert_rows(conn, findings, [
+        {"tool_call_id": cid, "code": f.code, "message": f.message, "start": f.start,
+         "end": f.end}
+        for cid, (_sid, _record, call) in zip(call_ids, calls, strict=True)
+        for f in call.findings
+    ])
     return list(session_ids)
 
 
-def _link_parents(
-    conn: Connection, run_id: int, records: list[SessionRecord], id_by_key: dict[str, int]
-) -> None:
-    links = [
-        {
-            "sid": id_by_key[r.key],
-            "pid": _resolve(id_by_key, r.parent_key, run_id, r.key, "parent_key"),
-        }
-        for r in records
-        if r.parent_key
-    ]
-    if links:
-        conn.execute(
-            update(sessions)
-            .where(sessions.c.id == bindparam("sid"))
-            .values(parent_id=bindparam("pid")),
-            links,
-        )
+def allocate_ids(conn: Connection, table: Table, n: int) -> list[int]:
+    """``n`` primary keys for rows about to be inserted into ``table``, taken before the
+    insert.  SQLite: the ones after the largest id, as SQLite itself would give them
+    (every write here runs under ``BEGIN IMMEDIATE``, so no other writer can take them
+    meanwhile); PostgreSQL: from the table's own sequence, as the server would."""
+    if n == 0:
+        return []
+    if conn.dialect.name == "postgresql":
+        taken = conn.execute(
+            text("SELECT nextval(pg_get_serial_sequence(:table, 'id')) "
+                 "FROM generate_series(1, :n)"), {"table": table.name, "n": n})
+        return [row[0] for row in taken]
+    first = (conn.execute(select(func.max(table.c.id))).scalar() or 0) + 1
+    if first + n - 1 > MAX_ID:
+        raise ConfigError(f"the store's {table.name} table is out of ids (over {MAX_ID:,})",
+                          field="--db")
+    return list(range(first, first + n))
+
+
+def _parent_ids(run_id: int, records: list[SessionRecord], id_by_key: dict[str, int]
+                ) -> tuple[list[int | None], list[dict[str, int]]]:
+    """Each record's parent id as its row can carry it, and the links set after the
+    insert: a parent stored before or earlier in the batch is in the row (its row is
+    there when the foreign key is checked); one later in the batch, or the session
+    itself, is linked by an UPDATE once every row is in."""
+    position = {r.key: i for i, r in enumerate(records)}
+    now: list[int | None] = []
+    later: list[dict[str, int]] = []
+    for i, r in enumerate(records):
+        pid = _resolve(id_by_key, r.parent_key, run_id, r.key, "parent_key")
+        if r.parent_key is not None and pid is not None and position.get(r.parent_key, -1) >= i:
+            later.append({"sid": id_by_key[r.key], "pid": pid})
+            pid = None
+        now.append(pid)
+    return now, later
 
 
 def _resolve(
@@ -193,23 +211,6 @@ def _resolve(
     return id_by_key[key]
 
 
-def _call_ids(conn: Connection, session_ids: list[int], call_rows: list[dict]) -> list[int]:
-    """Ids of the calls just inserted, in ``call_rows`` order, by (session, call index).
-
-    Read back rather than RETURNING: SQLite cannot promise RETURNING order for a
-    multi-row insert, and SQLAlchemy would fall back to one statement per row.
-    """
-    found = {
-        (sid, index): cid
-        for cid, sid, index in conn.execute(
-            select(tool_calls.c.id, tool_calls.c.session_id, tool_calls.c.index).where(
-                tool_calls.c.session_id.in_(session_ids)
-            )
-        )
-    }
-    return [found[(row["session_id"], row["index"])] for row in call_rows]
-
-
 def _ids_by_key(conn: Connection, run_id: int, keys: list[str]) -> dict[str, int]:
     found: dict[str, int] = {}
     for start in range(0, len(keys), 500):
@@ -224,8 +225,10 @@ def _ids_by_key(conn: Connection, run_id: int, keys: list[str]) -> dict[str, int
     return found
 
 
-def _session_values(run_id: int, target_id: int, r: SessionRecord) -> dict:
+def _session_values(run_id: int, target_id: int, r: SessionRecord, session_id: int,
+                    parent_id: int | None) -> dict:
     return {
+        "id": session_id,
         "run_id": run_id,
         "target_id": target_id,
         "key": r.key,
@@ -233,7 +236,7 @@ def _session_values(run_id: int, target_id: int, r: SessionRecord) -> dict:
         "repeat": r.repeat,
         "status": r.status,
         "error": r.error,
-        "parent_id": None,
+        "parent_id": parent_id,
         "tags": list(r.tags),
         "handshake_required": r.handshake.required,
         "handshake_done": r.handshake.done,
@@ -281,9 +284,11 @@ def _turn_values(session_id: int, turn: TurnRecord, blobs: dict[str, str],
 
 
 def _call_values(
-    session_id: int, run_id: int, target_id: int, call: CallRecord, child_id: int | None
+    session_id: int, run_id: int, target_id: int, call: CallRecord, child_id: int | None,
+    call_id: int,
 ) -> dict:
     return {
+        "id": call_id,
         "session_id": session_id,
         "run_id": run_id,
         "target_id": target_id,
