@@ -250,6 +250,24 @@ async def test_a_reply_read_whole_keeps_only_what_it_can_trust():
     assert (reply.content, reply.finish_reason) == ("ok", None)
 
 
+@pytest.mark.parametrize("usage", [
+    {"prompt_tokens": "41000", "completion_tokens": -3,
+     "prompt_tokens_details": {"cached_tokens": -2}},
+    "not a usage object",
+], ids=["odd-counts", "usage-a-string"])
+@run_async
+async def test_a_streamed_reply_keeps_only_whole_token_counts(usage):
+    """The streamed path builds its Reply where the whole one does: counts that are not
+    whole numbers are unknown, and a usage that is not an object is no usage at all."""
+    chunks = [chunk({"content": "ok"}), chunk({}, finish="stop"), chunk(None, usage=usage)]
+    async with serve(sse(chunks)) as server:
+        async with client_for(server, stream=True) as client:
+            reply = await client.complete(MESSAGES, None)
+    assert reply.content == "ok" and reply.finish_reason == "stop"
+    assert (reply.prompt_tokens, reply.completion_tokens, reply.cached_tokens) == (None,) * 3
+    assert reply.decode_tps is None
+
+
 @run_async
 async def test_streaming_assembles_split_tool_call_deltas_and_reasoning():
     chunks = [

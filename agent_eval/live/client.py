@@ -575,30 +575,15 @@ class ModelClient:
         if finish is None and usage is None:
             raise _GarbledReply("stream ended early: no finish reason and no usage")
         outs = [ToolCallOut(c[0], c[1], "".join(c[2])) for _, c in sorted(calls.items())]
-        return _reply("".join(content), "".join(reasoning), outs, finish, usage, latency, ttft)
+        counts = usage.to_dict(warnings=False) if isinstance(usage, openai.BaseModel) else None
+        return _reply("".join(content), "".join(reasoning), outs, finish, counts, latency, ttft)
 
 
 def _wire_reply(parsed: Any, latency: float) -> Reply:
-    """A reply read by ``agent_eval.wire`` (usage in Chat Completions' keys) as a Reply;
-    a token count that is not a whole number (a server's string, a negative) is unknown."""
-    usage = parsed.usage or {}
-
-    def detail(outer: str, inner: str) -> int | None:
-        value = usage.get(outer)
-        return _count(value.get(inner)) if isinstance(value, dict) else None
-
-    completion = _count(usage.get("completion_tokens"))
-    return Reply(
-        content=parsed.content, reasoning=parsed.reasoning,
-        tool_calls=[ToolCallOut(c.id, c.name, c.arguments) for c in parsed.calls],
-        finish_reason=parsed.finish_reason, prompt_tokens=_count(usage.get("prompt_tokens")),
-        completion_tokens=completion,
-        reasoning_tokens=detail("completion_tokens_details", "reasoning_tokens"),
-        cached_tokens=detail("prompt_tokens_details", "cached_tokens"),
-        latency_s=latency, ttft_s=None,
-        decode_tps=completion / latency if completion is not None and latency > 0 else None,
-        markup=find_tool_markup(parsed.content),
-    )
+    """A whole reply read by ``agent_eval.wire`` (usage in Chat Completions' keys)."""
+    return _reply(parsed.content, parsed.reasoning,
+                  [ToolCallOut(c.id, c.name, c.arguments) for c in parsed.calls],
+                  parsed.finish_reason, parsed.usage, latency, None)
 
 
 def _count(value: Any) -> int | None:
@@ -642,19 +627,24 @@ def _reasoning_of(obj: Any) -> str:
 
 def _reply(
     content: str, reasoning: str, calls: list[ToolCallOut], finish: str | None,
-    usage: Any, latency: float, ttft: float | None,
+    usage: dict[str, Any] | None, latency: float, ttft: float | None,
 ) -> Reply:
-    prompt = completion = think = cached = None
-    if usage is not None:
-        prompt = getattr(usage, "prompt_tokens", None)
-        completion = getattr(usage, "completion_tokens", None)
-        think = getattr(getattr(usage, "completion_tokens_details", None), "reasoning_tokens", None)
-        cached = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None)
+    """The one place a Reply is built, streamed or whole: ``usage`` in Chat Completions'
+    keys; a token count that is not a whole number (a server's string, a negative) is
+    unknown."""
+    usage = usage or {}
+
+    def detail(outer: str, inner: str) -> int | None:
+        value = usage.get(outer)
+        return _count(value.get(inner)) if isinstance(value, dict) else None
+
+    completion = _count(usage.get("completion_tokens"))
     decode_time = latency - ttft if ttft is not None else latency
     tps = completion / decode_time if completion is not None and decode_time > 0 else None
     return Reply(
         content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish,
-        prompt_tokens=prompt, completion_tokens=completion, reasoning_tokens=think,
-        cached_tokens=cached, latency_s=latency, ttft_s=ttft, decode_tps=tps,
-        markup=find_tool_markup(content),
+        prompt_tokens=_count(usage.get("prompt_tokens")), completion_tokens=completion,
+        reasoning_tokens=detail("completion_tokens_details", "reasoning_tokens"),
+        cached_tokens=detail("prompt_tokens_details", "cached_tokens"),
+        latency_s=latency, ttft_s=ttft, decode_tps=tps, markup=find_tool_markup(content),
     )
