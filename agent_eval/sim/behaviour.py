@@ -139,7 +139,9 @@ def _fresh_step(
         return Reply(reasoning=_think(rng, "text"), content=text_tool_call(step))
     tempted = _tempted_codes(scenario)
     candidates = _candidates(step, profile, tempted)
-    p = profile.p_mistake * (profile.tempted if any(c in tempted for c, _ in candidates) else 1.0)
+    p = profile.p_mistake * (
+        profile.tempted if any(m.code in tempted for m, _ in candidates) else 1.0
+    )
     if candidates and rng.random() < p:
         mutation = _draw(candidates, rng)
         return Reply(reasoning=_think(rng, mutation.code), calls=(mutation.make(step, rng),))

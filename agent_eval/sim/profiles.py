@@ -68,7 +68,7 @@ PROFILES: dict[str, Profile] = {
             name="disciplined",
             imitates="Qwen3.5-27B (dense): 5.6 errors/100 calls; blocked reads, an unlisted "
             "script, rare pipes, stderr redirects and python -c; pivots at once",
-            p_mistake=0.062,
+            p_mistake=0.049,
             mix=(("AE320", 3.0), ("AE309", 2.0), ("AE301", 1.0), ("AE302", 1.0),
                  ("AE308", 1.0), ("AE311", 1.0)),
             after_denial=(("pivot", 0.95), ("retry", 0.05)),
@@ -79,7 +79,7 @@ PROFILES: dict[str, Profile] = {
             name="piper",
             imitates="Qwen3.6-35B-A3B (MoE): 12 errors/100 calls; mostly pipes and chains, "
             "some bare ls/curl; retries denied variants, often never reaches the handshake",
-            p_mistake=0.09,
+            p_mistake=0.064,
             mix=(("AE301", 6.3), ("AE304", 2.5), ("AE307", 0.7), ("AE311", 2.5)),
             after_denial=(("pivot", 0.45), ("retry", 0.35), ("repeat", 0.1), ("give-up", 0.1)),
             tempted=1.5,
@@ -90,7 +90,7 @@ PROFILES: dict[str, Profile] = {
             name="wrapper",
             imitates="Qwen3.5-122B-A10B (MoE): 10 errors/100 calls; heredocs, timeout "
             "prefixes, chains, pipes, a script name as a tool, blocked reads, unlisted scripts",
-            p_mistake=0.095,
+            p_mistake=0.076,
             mix=(("AE304", 2.3), ("AE306", 1.6), ("AE301", 1.6), ("AE101", 1.6),
                  ("AE320", 1.6), ("AE305", 0.8), ("AE309", 0.8)),
             after_denial=(("pivot", 0.75), ("retry", 0.2), ("give-up", 0.05)),
@@ -101,7 +101,7 @@ PROFILES: dict[str, Profile] = {
             name="inventor",
             imitates="no docs/design.md column: a flag guesser that invents scripts and flags "
             "(unlisted-script, unknown-flag, invalid-argument dominate)",
-            p_mistake=0.1,
+            p_mistake=0.087,
             mix=(("AE309", 3.0), ("AE310", 3.0), ("AE311", 3.0), ("AE307", 0.5)),
             after_denial=(("pivot", 0.5), ("retry", 0.4), ("give-up", 0.1)),
             tempted=1.6,

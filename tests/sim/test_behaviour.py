@@ -155,3 +155,42 @@ def test_parallel_calls_never_cover_handshake_steps(suite):
         len(plan_reply(messages, scenario, PROFILES["disciplined"], random.Random(s)).calls) == 1
         for s in range(300)
     )
+
+
+class _FixedDraw(random.Random):
+    """An rng whose every ``random()`` is ``value`` (choices still draw from the seed)."""
+
+    def __init__(self, value: float) -> None:
+        super().__init__(0)
+        self.value = value
+
+    def random(self) -> float:
+        return self.value
+
+
+def test_a_scenario_that_invites_a_class_of_the_mix_raises_the_mistake_probability(
+        suite, monkeypatch):
+    """``tempted`` multiplies the mistake probability where the scenario's temptations invite
+    a class of the profile's mix: a draw between ``p_mistake`` and ``p_mistake * tempted`` is
+    a mistake there, and the right step when the same scenario invites nothing.  (The
+    multiplier was compared as a mutation against codes, so it never applied.)"""
+    from dataclasses import replace
+
+    from agent_eval.sim import behaviour
+
+    profile = replace(PROFILES["piper"], p_text_call=0.0, p_skip_handshake=0.0,
+                      p_parallel=0.0, tempted=2.0)
+    draw = _FixedDraw(profile.p_mistake * 1.5)
+    invited = [scenario for _, scenario in sorted(suite.scenarios.items())
+               if scenario.spec.reference
+               and any(m.code in behaviour._tempted_codes(scenario) for m, _ in
+                       behaviour._candidates(behaviour._step(scenario, 0), profile,
+                                             behaviour._tempted_codes(scenario)))]
+    assert invited
+    for scenario in invited:
+        reply = plan_reply(opening(scenario), scenario, profile, draw)
+        assert reply.calls and _as_pair(reply.calls[0]) != reference_call(scenario, 0)
+    monkeypatch.setattr(behaviour, "_tempted_codes", lambda scenario: frozenset())
+    for scenario in invited:
+        reply = plan_reply(opening(scenario), scenario, profile, draw)
+        assert _as_pair(reply.calls[0]) == reference_call(scenario, 0)
