@@ -49,7 +49,7 @@ def held_env(hold: Path, after: int) -> dict[str, str]:
 
 
 def wait_until_held(hold: Path, proc: subprocess.Popen | None = None,
-                    deadline_s: float = 60.0) -> None:
+                    deadline_s: float = 300.0) -> None:
     """Wait until the run holds (its hold file exists); fail (not hang) otherwise."""
     end = time.monotonic() + deadline_s
     while not hold.exists():

@@ -50,10 +50,10 @@ def start_held_import(big: Path, db: Path, hold: Path, **popen) -> subprocess.Po
     proc = subprocess.Popen(
         [sys.executable, "-m", "agent_eval", "import", "openai", str(big), "--allowlist",
          str(RALF), "--db", str(db)], env=dict(os.environ, **{HOLD: str(hold)}), **popen)
-    end = time.monotonic() + 120
+    end = time.monotonic() + 300
     while not hold.exists():
         assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < end, "the import stored nothing within 120 s"
+        assert time.monotonic() < end, "the import stored nothing within 300 s"
         time.sleep(0.02)
     return proc
 
