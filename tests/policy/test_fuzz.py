@@ -179,7 +179,7 @@ def _word_findings(word, text: str, states: list[str]) -> str | None:
 def oracle(text: str) -> str | None:
     """Why bash would do more than run one simple command of literal words, or None."""
     syntax = subprocess.run(["bash", "--norc", "--noprofile", "-n"], input=text.encode(),
-                            capture_output=True, env={"PATH": "/usr/bin:/bin"}, timeout=10)
+                            capture_output=True, env={"PATH": "/usr/bin:/bin"}, timeout=120)
     if syntax.returncode != 0:
         return "bash -n: " + syntax.stderr.decode(errors="replace").strip()[:80]
     text = _join(text)

@@ -25,6 +25,6 @@ def sim_url() -> Iterator[str]:
 
 @pytest.fixture
 def client(sim_url: str) -> OpenAI:
-    return OpenAI(base_url=sim_url, api_key="sim-key", max_retries=0, timeout=10)
+    return OpenAI(base_url=sim_url, api_key="sim-key", max_retries=0, timeout=120)
 
 

@@ -188,7 +188,7 @@ def test_async_server_serves_concurrent_requests(suite):
     async def main() -> set[str]:
         async with SimServer("wrapper", suite=FIXTURE_SUITE) as sim:
             assert sim.base_url.startswith("http://127.0.0.1:")
-            client = AsyncOpenAI(base_url=sim.base_url, api_key="k", max_retries=0, timeout=10)
+            client = AsyncOpenAI(base_url=sim.base_url, api_key="k", max_retries=0, timeout=120)
             replies = await asyncio.gather(*[
                 client.chat.completions.create(
                     model="default", messages=opening(scenario),
