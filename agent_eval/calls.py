@@ -236,7 +236,8 @@ class CallRecorder:
             dual = judge_read(agent, text, setting)
         else:
             dual = judge_call(agent, tool, arguments, setting)
-        command = text if kind in ("bash", "read") and isinstance(text, str) else None
+        command = text if kind in ("bash", "read") and isinstance(text, str) else \
+            dual.text if dual.kind in ("bash", "read") else None  # Codex's exec_command {cmd}
         return Judged(tool, arguments, recorded_verdict(dual), command, dual.leak_class)
 
     def _renamed(self, tool: str, parsed: dict[str, Any], kind: ToolKind,
