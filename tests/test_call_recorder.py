@@ -221,8 +221,11 @@ def test_a_codex_rules_file_as_the_proxys_policy_stores_each_calls_command(tmp_p
                            started_at=datetime.now(UTC), status=200,
                            content_type="application/json",
                            response_body=bytearray(reply_with(CODEX_CALLS)), ttft_s=0.1,
-                           latency_s=0.5), 0.0)
-    proxied = sessions.close_all()[0].calls
+                           latency_s=0.5, user_agent="codex_cli_rs/0.168.0 (Linux; x86_64)"),
+                  0.0)
+    [record] = sessions.close_all()
+    assert record.policy_emulation == "codex 0.168.0, mode never/read-only"  # its User-Agent
+    proxied = record.calls
     assert [(c.command, c.decision) for c in proxied] == [
         (CODEX_CALLS[0][2], "allow"), (CODEX_CALLS[1][2], "deny"), ("git push", "deny")]
     imported = CallRecorder(policy.allowlist, foreign=True, policy=policy)

@@ -38,34 +38,57 @@ def setting_options(func):
                      help="The CLI's work directory, for paths the rules compare."),
         click.option("--home", default="/home/user", show_default=True, metavar="DIR",
                      help="The home directory `~` and $HOME stand for in the rules."),
-        click.option("--quirks", default="all", show_default=True, metavar="LIST",
-                     help="Emulated matcher quirks: all, none, or names joined by commas "
+        click.option("--quirks", default="version", show_default=True, metavar="LIST",
+                     help="Emulated matcher quirks: version (those reported for the "
+                          "emulated release), all, none, or names joined by commas "
                           "(docs/policies.md lists them)."),
+        click.option("--cli-version", "cli_version", default=None, metavar="X.Y.Z",
+                     help="The CLI release to emulate (default: the pinned one, "
+                          "docs/policies.md)."),
+        click.option("--mode", default=None, metavar="MODE",
+                     help="The CLI's mode: a Claude Code permission mode (default, "
+                          "acceptEdits, plan, bypassPermissions, dontAsk, auto) or Codex's "
+                          "APPROVAL/SANDBOX (never/workspace-write); default: the "
+                          "configuration's, else the CLI's unattended default."),
     ]
     for option in reversed(options):
         func = option(func)
     return func
 
 
-def make_setting(workdir: str, home: str, quirks: str):
+def make_setting(workdir: str, home: str, quirks: str, cli_version: str | None = None,
+                 mode: str | None = None):
     from agent_eval.policy.sources import Setting
-    from agent_eval.policy.sources.claude_code import QUIRKS
+    from agent_eval.policy.sources.emulation import QUIRK_NAMES, version_key
 
     if not workdir.startswith("/") or not home.startswith("/"):
         raise ConfigError("must be an absolute folder path", field="--workdir/--home")
+    if cli_version is not None:
+        version_key(cli_version)
     chosen: frozenset[str] | None
-    if quirks == "all":
+    if quirks == "version":
         chosen = None
+    elif quirks == "all":
+        chosen = frozenset(QUIRK_NAMES)
     elif quirks == "none":
         chosen = frozenset()
     else:
         chosen = frozenset(q.strip() for q in quirks.split(",") if q.strip())
-        unknown = sorted(chosen - set(QUIRKS))
+        unknown = sorted(chosen - set(QUIRK_NAMES))
         if unknown:
-            raise ConfigError(f"unknown quirk {unknown[0]!r}; known: {', '.join(QUIRKS)}, "
-                              "or all / none", field="--quirks")
+            raise ConfigError(f"unknown quirk {unknown[0]!r}; known: {', '.join(QUIRK_NAMES)}, "
+                              "or version / all / none", field="--quirks")
     return Setting(workdir=workdir.rstrip("/") or "/", home=home.rstrip("/") or "/",
-                   quirks=chosen)
+                   quirks=chosen, version=cli_version, mode=mode)
+
+
+def emulated(setting, agent) -> str:
+    """`claude-code 2.1.332, mode default`: what a verdict assumed (checks --mode)."""
+    from agent_eval.policy.sources.emulation import check_mode
+
+    if setting.mode is not None:
+        check_mode(agent.harness, setting.mode)
+    return setting.emulation(agent).describe()
 
 
 # -- where the calls come from ------------------------------------------------------------
@@ -239,7 +262,8 @@ def _print_report(report) -> None:
 @json_option("the reports as JSON")
 @db_option
 def audit(config: Path, agents: tuple[str, ...], calls_ref: str | None, workdir: str,
-          home: str, quirks: str, as_json: bool, db: str | None) -> None:
+          home: str, quirks: str, cli_version: str | None, mode: str | None, as_json: bool,
+          db: str | None) -> None:
     """List the leaks of an agent CLI's rules: calls its matcher lets through that the
     strict reading of the same rules refuses, by class and by the rule responsible.
 
@@ -253,23 +277,27 @@ def audit(config: Path, agents: tuple[str, ...], calls_ref: str | None, workdir:
     from agent_eval.policy.sources import load_policy_source
     from agent_eval.policy.sources.audit import audit as audit_calls
 
-    setting = make_setting(workdir, home, quirks)
+    setting = make_setting(workdir, home, quirks, cli_version, mode)
     source = load_policy_source(config, home=setting.home)
     names = list(agents) or list(source.agents)
     for name in names:
         if name not in source.agents:
             raise ConfigError(f"{config} has no agent {name!r}; its agents: "
                               f"{', '.join(source.agents)}", field="--agent")
+    emulations = {name: emulated(setting, source.agents[name]) for name in names}
     calls, origin = load_calls(calls_ref, db)
     reports = [audit_calls(source.agents[name], calls, setting) for name in names]
     if as_json:
         click.echo(json.dumps({"config": str(config), "harness": source.harness,
                                "calls_from": origin, "calls": len(calls),
-                               "agents": [r.as_dict() for r in reports]}, indent=2))
+                               "agents": [{**r.as_dict(), "emulated": setting.emulation(
+                                   source.agents[r.agent]).as_dict()} for r in reports]},
+                              indent=2))
         return
     click.echo(f"{escape_terminal(str(config))} ({source.harness}), {len(calls)} calls from "
                f"{escape_terminal(origin)}")
     for report in reports:
+        click.echo(f"emulated: {escape_terminal(emulations[report.agent])}")
         _print_report(report)
 
 

@@ -71,6 +71,17 @@ from agent_eval.policy.sources.shellsplit import Piece, top_commands
 from agent_eval.policy.sources.wildcard import glob_match
 
 QUIRKS = ("whole-command-prefix", "cd-chain", "inline-shell-unseen")
+"""The quirks reported against old releases (``emulation.BEHAVIOURS`` says which hold for
+which version); ``judge_command`` applies them all unless told otherwise."""
+READ_ONLY = frozenset({"ls", "pwd", "cat", "head", "tail", "wc", "echo", "which", "file",
+                       "stat", "grep", "rg", "tree", "diff", "date", "whoami", "id", "uname",
+                       "du", "df", "realpath", "basename", "dirname", "true", "false"})
+"""Commands the ``read-only-unasked`` behaviour runs with no rule (the commands of the
+conformance corpus the pinned release ran unasked; its full list is not published)."""
+READ_ONLY_GIT = frozenset({"status", "log", "diff", "show", "rev-parse", "ls-files", "blame"})
+UNSAFE_FIND = ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprintf", "-fls")
+FILE_COMMANDS = frozenset({"mkdir", "touch", "mv", "cp"})
+"""What ``acceptEdits`` adds without a rule (code.claude.com/docs/en/permissions, modes)."""
 WRAPPERS = ("timeout", "time", "nice", "stdbuf", "nohup", "command", "builtin", "noglob")
 PROTECTED = (".claude", ".git", ".vscode", ".idea")
 READ_ONLY_TOOLS = ("Read", "Glob", "Grep", "LS", "NotebookRead", "TodoWrite", "Agent", "Task")
@@ -223,10 +234,52 @@ def _protected_inside(script: str, depth: int) -> str | None:
     return None
 
 
-def judge_command(agent: AgentPolicy, command: str, *, quirks: frozenset[str] = frozenset(QUIRKS)
-                  ) -> HarnessVerdict:
-    """Claude Code's Bash permission check for ``command`` (module docstring)."""
-    mode = agent.mode
+def read_only(words: list[str]) -> bool:
+    """Whether a part's words (wrappers removed) are a read-only command."""
+    if not words:
+        return False
+    name = words[0]
+    if name == "git":
+        return len(words) > 1 and words[1] in READ_ONLY_GIT
+    if name == "find":
+        return not any(w in UNSAFE_FIND for w in words[1:])
+    return name in READ_ONLY
+
+
+def _writes_file(piece: Piece) -> str | None:
+    """The target of an output redirection into a file (not a descriptor, not /dev/null)."""
+    for op, target in piece.redirects:
+        if ">" in op and not op.endswith(">&") and not target.startswith("&") \
+                and target.strip("'\"") != "/dev/null":
+            return target
+    return None
+
+
+def _unmatched(mode: str, piece: Piece, words: list[str], behaviours: frozenset[str]
+               ) -> tuple[HarnessDecision, str] | None:
+    """What a part no allow rule matches gets in ``mode``; None: it runs."""
+    if mode == "bypassPermissions":
+        return None
+    if mode == "dontAsk":
+        return "deny", "dontAsk refuses what no rule allows"
+    if "read-only-unasked" in behaviours and mode in ("default", "acceptEdits", "plan", "auto") \
+            and read_only(words):
+        return None
+    if mode == "acceptEdits" and words and words[0] in FILE_COMMANDS:
+        return None
+    if mode == "plan":
+        return "deny", "plan mode runs only read-only commands"
+    return "ask", "no rule allows it"
+
+
+def judge_command(agent: AgentPolicy, command: str, *, quirks: frozenset[str] = frozenset(QUIRKS),
+                  mode: str | None = None) -> HarnessVerdict:
+    """Claude Code's Bash permission check for ``command`` (module docstring).
+
+    ``quirks``: the behaviours applied (``emulation.BEHAVIOURS`` names: the old releases'
+    quirks and the current release's ``read-only-unasked``, ``redirect-asks``,
+    ``assignment-asks``); ``mode``: the permission mode (None: the settings')."""
+    mode = mode or agent.mode
     pieces, scan = top_commands(command)
     parts = [(p, " ".join(_strip(p))) for p in pieces if _strip(p)]
     if "cd-chain" in quirks and len(parts) > 1 and parts[0][0].words[:1] == ["cd"] \
@@ -253,24 +306,62 @@ def judge_command(agent: AgentPolicy, command: str, *, quirks: frozenset[str] = 
                 return HarnessVerdict("ask", (), reason=f"writes into protected {inside}")
     if any(e.rule == "command-substitution" for e in scan.events):
         return HarnessVerdict("ask", (), reason="command substitution needs approval")
+    asked = _asks_by_design(parts, mode, quirks)
+    if asked is not None:
+        return asked
     if "whole-command-prefix" in quirks and len(pieces) > 1 and quirk is None:
         rule = _first_match(agent, "allow", command.strip())
         if rule is not None:
             return HarnessVerdict("allow", (rule,), quirk="whole-command-prefix",
                                   reason=f"the whole command matches {rule.label()}")
+    return _allowed(agent, parts, mode, quirks, quirk)
+
+
+def _asks_by_design(parts: list[tuple[Piece, str]], mode: str, quirks: frozenset[str]
+                    ) -> HarnessVerdict | None:
+    """The current release's ``redirect-asks`` and ``assignment-asks``."""
+    if mode == "bypassPermissions":
+        return None
+    for piece, _ in parts:
+        target = _writes_file(piece) if "redirect-asks" in quirks else None
+        if target is not None:
+            return HarnessVerdict("ask", (), reason=f"output redirected into {target} "
+                                                    "asks (redirect-asks)")
+        if "assignment-asks" in quirks and piece.assignments:
+            return HarnessVerdict("ask", (), reason=f"assignment {piece.assignments[0]!r} "
+                                                    "asks (assignment-asks)")
+    return None
+
+
+def _allowed(agent: AgentPolicy, parts: list[tuple[Piece, str]], mode: str,
+             quirks: frozenset[str], quirk: str | None) -> HarnessVerdict:
+    """Every part against the allow rules, what none matches against the mode."""
     used: list[Rule] = []
-    for _, text in parts:
+    unasked: list[str] = []
+    for piece, text in parts:
         rule = _first_match(agent, "allow", text)
         if rule is None:
-            if mode == "bypassPermissions":
-                continue
-            unmatched: HarnessDecision = "deny" if mode == "dontAsk" else "ask"
-            return HarnessVerdict(unmatched, (), reason=f"no rule allows {text!r}")
+            refused = _unmatched(mode, piece, _strip_words(piece), quirks)
+            if refused is not None:
+                return HarnessVerdict(refused[0], (), reason=f"{refused[1]}: {text!r}")
+            unasked.append(text)
+            continue
         if rule not in used:
             used.append(rule)
-    return HarnessVerdict("allow", tuple(used), quirk=quirk,
-                          reason="every part allowed" if quirk is None else
-                          f"allowed through the {quirk} quirk")
+    if quirk is not None:
+        reason = f"allowed through the {quirk} quirk"
+    elif unasked and mode in ("default", "acceptEdits", "plan", "auto"):
+        reason = f"read-only, run with no rule in mode {mode}: {', '.join(map(repr, unasked))}"
+        quirk = "read-only-unasked"
+    else:
+        reason = "every part allowed" if not unasked else f"mode {mode} runs what no rule allows"
+    return HarnessVerdict("allow", tuple(used), quirk=quirk, reason=reason)
+
+
+def _strip_words(piece: Piece) -> list[str]:
+    """The part's word values without wrappers (``_strip`` keeps them as written)."""
+    raw = _strip(piece)
+    return piece.words[len(piece.words) - len(raw):] if raw else []
 
 
 # -- reads ------------------------------------------------------------------------------
