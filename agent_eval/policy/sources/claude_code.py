@@ -193,6 +193,12 @@ def _strip(piece: Piece) -> list[str]:
     return words
 
 
+def command_parts(command: str) -> list[str]:
+    """The parts a command is matched as: cut at the shell's operators, wrappers and
+    assignments removed (``judge_command`` before any quirk)."""
+    return [" ".join(_strip(p)) for p in top_commands(command)[0] if _strip(p)]
+
+
 def _bash_rules(agent: AgentPolicy, action: str) -> list[Rule]:
     return [r for r in agent.rules if r.permission == "Bash" and r.action == action]
 
