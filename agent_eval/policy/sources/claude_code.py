@@ -279,7 +279,7 @@ def _unmatched(mode: str, piece: Piece, words: list[str], behaviours: frozenset[
 
 
 def judge_command(agent: AgentPolicy, command: str, *, quirks: frozenset[str] = frozenset(QUIRKS),
-                  mode: str | None = None) -> HarnessVerdict:
+                  mode: str | None = None, workdir: str = "/project") -> HarnessVerdict:
     """Claude Code's Bash permission check for ``command`` (module docstring).
 
     ``quirks``: the behaviours applied (``emulation.BEHAVIOURS`` names: the old releases'
@@ -312,7 +312,8 @@ def judge_command(agent: AgentPolicy, command: str, *, quirks: frozenset[str] = 
                 return HarnessVerdict("ask", (), reason=f"writes into protected {inside}")
     if any(e.rule == "command-substitution" for e in scan.events):
         return HarnessVerdict("ask", (), reason="command substitution needs approval")
-    asked = _asks_by_design(parts, mode, quirks)
+    asked = _asks_by_design(parts, mode, quirks) or _asks_for_shape(
+        agent, pieces, scan, mode, quirks, workdir)
     if asked is not None:
         return asked
     if "whole-command-prefix" in quirks and len(pieces) > 1 and quirk is None:
@@ -336,6 +337,38 @@ def _asks_by_design(parts: list[tuple[Piece, str]], mode: str, quirks: frozenset
         if "assignment-asks" in quirks and piece.assignments:
             return HarnessVerdict("ask", (), reason=f"assignment {piece.assignments[0]!r} "
                                                     "asks (assignment-asks)")
+    return None
+
+
+def _asks_for_shape(agent: AgentPolicy, pieces: list[Piece], scan: Any, mode: str,
+                    quirks: frozenset[str], workdir: str) -> HarnessVerdict | None:
+    """The current release's ``heredoc-asks``, ``background-asks``, ``subshell-asks`` and
+    ``cd-outside-asks`` (``emulation.BEHAVIOURS``)."""
+    if mode == "bypassPermissions":
+        return None
+    if "heredoc-asks" in quirks:
+        for piece in pieces:
+            for op, target in piece.redirects:
+                if op.startswith("<<") and op != "<<<" and not target.startswith(("'", '"')):
+                    return HarnessVerdict("ask", (), reason=f"heredoc with unquoted delimiter "
+                                                            f"{target} asks (heredoc-asks)")
+    if "background-asks" in quirks and any(c.join is not None and c.join.kind == "&"
+                                           for c in scan.commands):
+        return HarnessVerdict("ask", (), reason="a & background job asks (background-asks)")
+    if "subshell-asks" in quirks and any(c.join is not None and c.join.kind == "("
+                                         for c in scan.commands):
+        return HarnessVerdict("ask", (), reason="a subshell asks (subshell-asks)")
+    if "cd-outside-asks" in quirks:
+        roots = [workdir, *(posixpath.normpath(posixpath.join(workdir, d))
+                            for d in agent.directories)]
+        for piece in pieces:
+            if piece.words[:1] == ["cd"] and len(piece.words) > 1:
+                target = posixpath.normpath(posixpath.join(workdir, piece.words[1]))
+                if not any(target == r or target.startswith(r.rstrip("/") + "/")
+                           for r in roots):
+                    return HarnessVerdict("ask", (), reason=f"cd into {target}, outside the "
+                                                            "working directories, asks "
+                                                            "(cd-outside-asks)")
     return None
 
 

@@ -84,6 +84,14 @@ BEHAVIOURS = (
               "matches the command", _FOUND, since=PINNED[_CC], quirk=False),
     Behaviour("assignment-asks", _CC, "a part with leading `VAR=value` assignments asks",
               _FOUND, since=PINNED[_CC], quirk=False),
+    Behaviour("heredoc-asks", _CC, "a heredoc with an unquoted delimiter asks (its body "
+              "undergoes expansion)", _FOUND, since=PINNED[_CC], quirk=False),
+    Behaviour("background-asks", _CC, "a `&` background job asks", _FOUND,
+              since=PINNED[_CC], quirk=False),
+    Behaviour("subshell-asks", _CC, "a subshell `( ... )` asks", _FOUND, since=PINNED[_CC],
+              quirk=False),
+    Behaviour("cd-outside-asks", _CC, "`cd` into a folder outside the working and "
+              "additional directories asks", _FOUND, since=PINNED[_CC], quirk=False),
 )
 QUIRK_NAMES = tuple(b.name for b in BEHAVIOURS if b.quirk)
 

@@ -90,7 +90,7 @@ def harness_command(agent: AgentPolicy, command: str, setting: Setting,
         if not quirks:
             return claude_code.judge_command(agent, command, quirks=frozenset(), mode="default")
         return claude_code.judge_command(agent, command, quirks=emulated.behaviours,
-                                         mode=emulated.mode)
+                                         mode=emulated.mode, workdir=setting.workdir)
     return codex.judge_command(agent, command, emulated.mode if quirks else None)
 
 
