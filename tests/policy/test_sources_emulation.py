@@ -116,7 +116,9 @@ def test_an_older_release_asks_for_a_read_only_command_with_no_rule(tmp_path):
 
 
 @pytest.mark.parametrize(("mode", "command", "decision"), [
-    ("dontAsk", "ls -la", "deny"),
+    ("dontAsk", "ls -la", "allow"),             # read-only: runs in dontAsk too
+    ("dontAsk", "make", "deny"),
+    ("dontAsk", "echo a | tee out.txt", "deny"),  # what would ask is refused
     ("plan", "ls -la", "allow"),
     ("plan", "make", "deny"),
     ("acceptEdits", "mkdir out", "allow"),

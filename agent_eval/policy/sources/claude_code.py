@@ -80,6 +80,9 @@ READ_ONLY = frozenset({"ls", "pwd", "cat", "head", "tail", "wc", "echo", "which"
 conformance corpus the pinned release ran unasked; its full list is not published)."""
 READ_ONLY_GIT = frozenset({"status", "log", "diff", "show", "rev-parse", "ls-files", "blame"})
 UNSAFE_FIND = ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprintf", "-fls")
+READ_ONLY_MODES = ("default", "acceptEdits", "plan", "auto", "dontAsk")
+"""Modes that run read-only commands with no rule (``read-only-unasked``; ``dontAsk``
+too, as the conformance corpus recorded)."""
 FILE_COMMANDS = frozenset({"mkdir", "touch", "mv", "cp"})
 """What ``acceptEdits`` adds without a rule (code.claude.com/docs/en/permissions, modes)."""
 WRAPPERS = ("timeout", "time", "nice", "stdbuf", "nohup", "command", "builtin", "noglob")
@@ -266,11 +269,10 @@ def _unmatched(mode: str, piece: Piece, words: list[str], behaviours: frozenset[
     """What a part no allow rule matches gets in ``mode``; None: it runs."""
     if mode == "bypassPermissions":
         return None
+    if "read-only-unasked" in behaviours and mode in READ_ONLY_MODES and read_only(words):
+        return None
     if mode == "dontAsk":
         return "deny", "dontAsk refuses what no rule allows"
-    if "read-only-unasked" in behaviours and mode in ("default", "acceptEdits", "plan", "auto") \
-            and read_only(words):
-        return None
     if mode == "acceptEdits" and words and words[0] in FILE_COMMANDS:
         return None
     if mode == "plan":
@@ -280,6 +282,17 @@ def _unmatched(mode: str, piece: Piece, words: list[str], behaviours: frozenset[
 
 def judge_command(agent: AgentPolicy, command: str, *, quirks: frozenset[str] = frozenset(QUIRKS),
                   mode: str | None = None, workdir: str = "/project") -> HarnessVerdict:
+    """Claude Code's Bash permission check for ``command`` (module docstring); in
+    ``dontAsk`` whatever would ask is refused."""
+    verdict = _judge(agent, command, quirks, mode or agent.mode, workdir)
+    if verdict.decision == "ask" and (mode or agent.mode) == "dontAsk":
+        return dataclasses.replace(verdict, decision="deny",
+                                   reason=f"dontAsk refuses what would ask: {verdict.reason}")
+    return verdict
+
+
+def _judge(agent: AgentPolicy, command: str, quirks: frozenset[str], mode: str,
+           workdir: str) -> HarnessVerdict:
     """Claude Code's Bash permission check for ``command`` (module docstring).
 
     ``quirks``: the behaviours applied (``emulation.BEHAVIOURS`` names: the old releases'
@@ -389,7 +402,7 @@ def _allowed(agent: AgentPolicy, parts: list[tuple[Piece, str]], mode: str,
             used.append(rule)
     if quirk is not None:
         reason = f"allowed through the {quirk} quirk"
-    elif unasked and mode in ("default", "acceptEdits", "plan", "auto"):
+    elif unasked and mode in READ_ONLY_MODES:
         reason = f"read-only, run with no rule in mode {mode}: {', '.join(map(repr, unasked))}"
         quirk = "read-only-unasked"
     else:
