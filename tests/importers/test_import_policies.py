@@ -239,3 +239,34 @@ def test_a_codex_rules_file_judges_the_rollouts_codex_wrote(tmp_path):
         assert {store.load_session(row.id).record.policy_emulation
                 for row in store.session_rows([run_id])} == {
             "codex 0.169.0, mode never/danger-full-access"}  # the rollouts' turn_context
+
+
+def test_the_transcripts_release_is_emulated_unless_a_flag_names_one(tmp_path):
+    """A Claude Code 2.0.75 transcript keeps that release's cd-chain quirk; --cli-version
+    judges it as the pinned release instead, and each stored session says which."""
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"permissions": {"allow": ["Bash(cd:*)"]}}))
+    transcript = claude_transcript(tmp_path / "session.jsonl",
+                                   ["cd /some/path && python3 script.py"])
+    found = {}
+    for label, extra in (("own", ()), ("flag", ("--cli-version", "2.1.332", "--mode",
+                                                "dontAsk"))):
+        db = str(tmp_path / f"{label}.db")
+        calls, *_ = imported(db, "claude-code", transcript, settings, *extra)
+        with open_store(db) as store:
+            [row] = store.session_rows([store.resolve_run("label:judged").id])
+            found[label] = ([(c[1], c[3]) for c in calls],
+                            store.load_session(row.id).record.policy_emulation)
+    assert found == {"own": ([("allow", "AE304")], "claude-code 2.0.75, mode default"),
+                     "flag": ([("deny", None)], "claude-code 2.1.332, mode dontAsk")}
+
+
+def test_a_mode_the_cli_does_not_have_is_one_error_line_on_import(tmp_path):
+    transcript = claude_transcript(tmp_path / "session.jsonl", ["ls"])
+    result = CliRunner().invoke(main, [
+        "import", "claude-code", str(transcript), "--db", str(tmp_path / "runs.db"),
+        "--allowlist", str(POLICIES / "claude-code" / ".claude" / "settings.json"),
+        "--mode", "never/read-only"])
+    assert result.exit_code == 2
+    assert result.output.startswith("Error: --mode: Claude Code has no mode")
