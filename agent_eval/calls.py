@@ -236,7 +236,8 @@ class CallRecorder:
             dual = judge_read(agent, text, setting)
         else:
             dual = judge_call(agent, tool, arguments, setting)
-        command = text if kind in ("bash", "read") and isinstance(text, str) else None
+        command = text if kind in ("bash", "read") and isinstance(text, str) else \
+            dual.text if dual.kind in ("bash", "read") else None  # Codex's exec_command {cmd}
         return Judged(tool, arguments, recorded_verdict(dual), command, dual.leak_class)
 
     def _renamed(self, tool: str, parsed: dict[str, Any], kind: ToolKind,
@@ -299,9 +300,11 @@ class SessionJudge:
     calls: CallRecorder
     agent: str | None = None
     via: str | None = None
+    emulation: str | None = None  # the CLI release and mode emulated (policy.sources)
 
     def stamp(self, record: Any) -> None:
         record.policy_agent, record.policy_agent_via = self.agent, self.via
+        record.policy_emulation = self.emulation
 
 
 class SessionJudges:
@@ -318,24 +321,29 @@ class SessionJudges:
             policy = ResolvedPolicy("", policy)
         self.policy = policy
         self.foreign = foreign
-        self._by_agent: dict[tuple[str | None, str], CallRecorder] = {}
+        self._by_agent: dict[tuple[str | None, Setting], CallRecorder] = {}
 
     @property
     def allowlist(self) -> AllowList:
         return self.policy.allowlist
 
     def _recorder(self, policy: ResolvedPolicy) -> CallRecorder:
-        key = (policy.agent_name, policy.setting.workdir)
+        key = (policy.agent_name, policy.setting)
         if key not in self._by_agent:
             self._by_agent[key] = CallRecorder(policy.allowlist, foreign=self.foreign,
                                                policy=policy)
         return self._by_agent[key]
 
     def for_session(self, *, named: str | None = None, system_prompt: str | None = None,
-                    named_via: str = "header", workdir: str | None = None) -> SessionJudge:
+                    named_via: str = "header", workdir: str | None = None,
+                    client: tuple[str, str] | None = None, mode: str | None = None
+                    ) -> SessionJudge:
         """The judge of one session; ``named``: the agent its client or scenario names
         (``named_via`` says which); ``workdir``: the folder the CLI ran in, when its file
-        says, against which its own rules read paths (default: the policy's setting)."""
+        says, against which its own rules read paths (default: the policy's setting);
+        ``client``: the ``(harness, version)`` its client or file names and ``mode`` the
+        mode its file says, emulated unless the operator fixed them (``--cli-version``,
+        ``--mode``)."""
         policy = self.policy
         if policy.source is None:
             return SessionJudge(self._recorder(policy))
@@ -347,10 +355,17 @@ class SessionJudges:
             return SessionJudge(self._recorder(policy), policy.agent_name, policy.via)
         if workdir and workdir != policy.setting.workdir:
             policy = replace(policy, setting=replace(policy.setting, workdir=workdir))
-        key = (choice.agent.name, policy.setting.workdir)
+        setting = policy.setting
+        if client is not None and client[0] == choice.agent.harness and setting.version is None:
+            setting = replace(setting, version=client[1])
+        if mode is not None and setting.mode is None and choice.agent.harness != "opencode":
+            setting = replace(setting, mode=mode)
+        policy = replace(policy, setting=setting)
+        key = (choice.agent.name, policy.setting)
         recorder = self._by_agent.get(key) or self._recorder(policy.for_agent(choice))
         via = named_via if choice.via == "header" else choice.via
-        return SessionJudge(recorder, choice.agent.name, via)
+        return SessionJudge(recorder, choice.agent.name, via,
+                            policy.setting.emulation(choice.agent).describe())
 
 
 def text_call(index: int, turn_index: int, content: str, span: tuple[int, int],

@@ -153,6 +153,9 @@ class SessionRecord:
     # agent was chosen (policy.sources.Via); None under an agent-eval allow-list
     policy_agent: str | None = None
     policy_agent_via: str | None = None
+    # the agent CLI's release and mode its rules were emulated for
+    # ("claude-code 2.1.332, mode default"; policy.sources.emulation); None: an allow-list
+    policy_emulation: str | None = None
 
 
 _REPLAY_KEY = re.compile(r"^(?P<key>.*)@turn(?P<turn>\d+)(?:/repeat(?P<repeat>\d+))?$", re.DOTALL)

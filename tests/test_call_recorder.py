@@ -25,6 +25,7 @@ from agent_eval.live.replay import allowlist_source, plan_replay, play_replay, s
 from agent_eval.live.run import play_run, start_run
 from agent_eval.policy import load_allowlist
 from agent_eval.policy.allowlist import AllowList
+from agent_eval.policy.sources import resolve_policy
 from agent_eval.proxy import Exchange
 from agent_eval.proxy.sessions import Sessions
 from agent_eval.scenario import load_suite
@@ -197,3 +198,36 @@ def test_a_cli_tool_whose_profile_is_switched_off_is_unknown_in_the_proxy_as_on_
     relayed = calls.judge("task", TASK_CALL, offered=["bash", "read", "task"])
     imported = calls.judge("task", TASK_CALL)
     assert imported.verdict.primary == relayed.verdict.primary == "AE101"
+
+
+CODEX_TOOLS = [{"type": "function", "function": {"name": n, "parameters": {}}}
+               for n in ("exec_command", "shell")]
+CODEX_CALLS = [
+    ("exec_command", {"cmd": "uv run scripts/db_query.py --sql 'SELECT 1'", "yield_time_ms": 1},
+     "uv run scripts/db_query.py --sql 'SELECT 1'"),
+    ("exec_command", {"cmd": "uv run python -c 'print(1)'"}, "uv run python -c 'print(1)'"),
+    ("shell", {"command": ["bash", "-lc", "git push"]}, "git push"),
+]
+
+
+def test_a_codex_rules_file_as_the_proxys_policy_stores_each_calls_command(tmp_path):
+    """Codex's ``exec_command {cmd}`` judged under a ``.rules`` file keeps its command in
+    the proxy, as an import of the same calls does."""
+    policy = resolve_policy(REPO / "tests" / "fixtures" / "policies" / "codex" / "seed.rules")
+    sessions = Sessions(policy)
+    body = json.dumps({"model": "m", "messages": [SYSTEM, TASK],
+                       "tools": CODEX_TOOLS}).encode()
+    sessions.take(Exchange(path="/v1/chat/completions", request_body=body, session_headers={},
+                           started_at=datetime.now(UTC), status=200,
+                           content_type="application/json",
+                           response_body=bytearray(reply_with(CODEX_CALLS)), ttft_s=0.1,
+                           latency_s=0.5, user_agent="codex_cli_rs/0.168.0 (Linux; x86_64)"),
+                  0.0)
+    [record] = sessions.close_all()
+    assert record.policy_emulation == "codex 0.168.0, mode never/read-only"  # its User-Agent
+    proxied = record.calls
+    assert [(c.command, c.decision) for c in proxied] == [
+        (CODEX_CALLS[0][2], "allow"), (CODEX_CALLS[1][2], "deny"), ("git push", "deny")]
+    imported = CallRecorder(policy.allowlist, foreign=True, policy=policy)
+    assert [imported.judge(t, json.dumps(a)).command for t, a, _ in CODEX_CALLS] == \
+        [c.command for c in proxied]

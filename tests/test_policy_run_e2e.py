@@ -189,6 +189,7 @@ def test_show_says_whose_rules_judged_the_session_and_marks_the_leak(played):
     done = CliRunner().invoke(main, ["show", "--db", db, str(run_id), "email-search"])
     assert done.exit_code == 0, done.output
     assert "judged as agent email of the agent CLI's rules (chosen by scenario)" in done.output
+    assert "emulated opencode 1.18.33, mode default" in done.output  # stored with it
     assert "leak AE302 stderr-redirect" in done.output
 
 

@@ -26,6 +26,12 @@ TRANSCRIPT_FORMATS = ("auto", "openai", "opencode", "claude-code", "mini-swe-age
 @click.option("--agent", default=None, metavar="NAME",
               help="With an agent CLI's rules: judge every session as agent NAME (default: "
                    "each session's agent, from its system prompt, else the default agent).")
+@click.option("--cli-version", "cli_version", default=None, metavar="X.Y.Z",
+              help="With an agent CLI's rules: the CLI release to emulate (default: each "
+                   "session's own, from its file, else the pinned one).")
+@click.option("--mode", default=None, metavar="MODE",
+              help="With an agent CLI's rules: its mode (default: each session's own, else "
+                   "the configuration's; docs/policies.md).")
 @click.option("--protocols", "protocols_path", type=click.Path(path_type=Path),
               help="Protocols YAML: the closing sequences each session must make "
                    "(docs/protocols.md); handshake completion is then reported.")
@@ -36,7 +42,7 @@ TRANSCRIPT_FORMATS = ("auto", "openai", "opencode", "claude-code", "mini-swe-age
 @click.option("--utc-offset", default=None, help="Server logs: the server clock's offset from UTC, e.g. +02:00.")
 @db_option
 def import_(fmt: str, path: Path | None, allowlist_path: Path | None, agent: str | None,
-            protocols_path: Path | None, model: str | None,
+            cli_version: str | None, mode: str | None, protocols_path: Path | None, model: str | None,
             label: str | None, year: int | None, start: str | None, utc_offset: str | None,
             db: str | None) -> None:
     """Import transcripts as a new run, every tool call judged by our engine.
@@ -109,6 +115,17 @@ def import_(fmt: str, path: Path | None, allowlist_path: Path | None, agent: str
     from agent_eval.scenario.bundled import find_allowlist, load_policy
 
     policy = load_policy(allowlist_path, agent)
+    if cli_version is not None or mode is not None:
+        from dataclasses import replace
+
+        from agent_eval.cli.policies import emulated
+
+        if policy.agent is None:
+            raise ConfigError("--cli-version and --mode apply to an agent CLI's rules, not to "
+                              "an agent-eval allow-list", field="--mode")
+        policy = replace(policy, setting=replace(policy.setting, version=cli_version,
+                                                 mode=mode))
+        emulated(policy.setting, policy.agent)  # checks both against the CLI
     allowlist_path = find_allowlist(allowlist_path)
     protocols = None
     if protocols_path is not None:

@@ -38,34 +38,57 @@ def setting_options(func):
                      help="The CLI's work directory, for paths the rules compare."),
         click.option("--home", default="/home/user", show_default=True, metavar="DIR",
                      help="The home directory `~` and $HOME stand for in the rules."),
-        click.option("--quirks", default="all", show_default=True, metavar="LIST",
-                     help="Emulated matcher quirks: all, none, or names joined by commas "
+        click.option("--quirks", default="version", show_default=True, metavar="LIST",
+                     help="Emulated matcher quirks: version (those reported for the "
+                          "emulated release), all, none, or names joined by commas "
                           "(docs/policies.md lists them)."),
+        click.option("--cli-version", "cli_version", default=None, metavar="X.Y.Z",
+                     help="The CLI release to emulate (default: the pinned one, "
+                          "docs/policies.md)."),
+        click.option("--mode", default=None, metavar="MODE",
+                     help="The CLI's mode: a Claude Code permission mode (default, "
+                          "acceptEdits, plan, bypassPermissions, dontAsk, auto) or Codex's "
+                          "APPROVAL/SANDBOX (never/workspace-write); default: the "
+                          "configuration's, else the CLI's unattended default."),
     ]
     for option in reversed(options):
         func = option(func)
     return func
 
 
-def make_setting(workdir: str, home: str, quirks: str):
+def make_setting(workdir: str, home: str, quirks: str, cli_version: str | None = None,
+                 mode: str | None = None):
     from agent_eval.policy.sources import Setting
-    from agent_eval.policy.sources.claude_code import QUIRKS
+    from agent_eval.policy.sources.emulation import QUIRK_NAMES, version_key
 
     if not workdir.startswith("/") or not home.startswith("/"):
         raise ConfigError("must be an absolute folder path", field="--workdir/--home")
+    if cli_version is not None:
+        version_key(cli_version)
     chosen: frozenset[str] | None
-    if quirks == "all":
+    if quirks == "version":
         chosen = None
+    elif quirks == "all":
+        chosen = frozenset(QUIRK_NAMES)
     elif quirks == "none":
         chosen = frozenset()
     else:
         chosen = frozenset(q.strip() for q in quirks.split(",") if q.strip())
-        unknown = sorted(chosen - set(QUIRKS))
+        unknown = sorted(chosen - set(QUIRK_NAMES))
         if unknown:
-            raise ConfigError(f"unknown quirk {unknown[0]!r}; known: {', '.join(QUIRKS)}, "
-                              "or all / none", field="--quirks")
+            raise ConfigError(f"unknown quirk {unknown[0]!r}; known: {', '.join(QUIRK_NAMES)}, "
+                              "or version / all / none", field="--quirks")
     return Setting(workdir=workdir.rstrip("/") or "/", home=home.rstrip("/") or "/",
-                   quirks=chosen)
+                   quirks=chosen, version=cli_version, mode=mode)
+
+
+def emulated(setting, agent) -> str:
+    """`claude-code 2.1.332, mode default`: what a verdict assumed (checks --mode)."""
+    from agent_eval.policy.sources.emulation import check_mode
+
+    if setting.mode is not None:
+        check_mode(agent.harness, setting.mode)
+    return setting.emulation(agent).describe()
 
 
 # -- where the calls come from ------------------------------------------------------------
@@ -239,7 +262,8 @@ def _print_report(report) -> None:
 @json_option("the reports as JSON")
 @db_option
 def audit(config: Path, agents: tuple[str, ...], calls_ref: str | None, workdir: str,
-          home: str, quirks: str, as_json: bool, db: str | None) -> None:
+          home: str, quirks: str, cli_version: str | None, mode: str | None, as_json: bool,
+          db: str | None) -> None:
     """List the leaks of an agent CLI's rules: calls its matcher lets through that the
     strict reading of the same rules refuses, by class and by the rule responsible.
 
@@ -253,23 +277,27 @@ def audit(config: Path, agents: tuple[str, ...], calls_ref: str | None, workdir:
     from agent_eval.policy.sources import load_policy_source
     from agent_eval.policy.sources.audit import audit as audit_calls
 
-    setting = make_setting(workdir, home, quirks)
+    setting = make_setting(workdir, home, quirks, cli_version, mode)
     source = load_policy_source(config, home=setting.home)
     names = list(agents) or list(source.agents)
     for name in names:
         if name not in source.agents:
             raise ConfigError(f"{config} has no agent {name!r}; its agents: "
                               f"{', '.join(source.agents)}", field="--agent")
+    emulations = {name: emulated(setting, source.agents[name]) for name in names}
     calls, origin = load_calls(calls_ref, db)
     reports = [audit_calls(source.agents[name], calls, setting) for name in names]
     if as_json:
         click.echo(json.dumps({"config": str(config), "harness": source.harness,
                                "calls_from": origin, "calls": len(calls),
-                               "agents": [r.as_dict() for r in reports]}, indent=2))
+                               "agents": [{**r.as_dict(), "emulated": setting.emulation(
+                                   source.agents[r.agent]).as_dict()} for r in reports]},
+                              indent=2))
         return
     click.echo(f"{escape_terminal(str(config))} ({source.harness}), {len(calls)} calls from "
                f"{escape_terminal(origin)}")
     for report in reports:
+        click.echo(f"emulated: {escape_terminal(emulations[report.agent])}")
         _print_report(report)
 
 
@@ -380,3 +408,129 @@ def _key_text(key: str, arg: Any) -> str:
     else:
         role = arg.holds if arg.holds != "value" else arg.type
     return f"{key}{'*' if arg.required else ''}:{role}"
+
+
+# -- explain and diff ---------------------------------------------------------------------
+
+
+def _one_agent(config: Path, agent: str | None, setting):
+    from agent_eval.policy.sources import load_policy_source
+
+    source = load_policy_source(config, home=setting.home)
+    try:
+        chosen = source.agent(agent)
+    except KeyError:
+        raise ConfigError(f"{config} has no agent {agent!r}; its agents: "
+                          f"{', '.join(source.agents)}", field="--agent") from None
+    emulated(setting, chosen)  # checks --mode against the CLI
+    return source, chosen
+
+
+@policy.command()
+@click.argument("config", type=click.Path(path_type=Path))
+@click.argument("text")
+@click.option("--agent", default=None, metavar="NAME",
+              help="Which agent's rules (default: the configuration's default agent).")
+@click.option("--tool", type=click.Choice(["bash", "read"]), default="bash", show_default=True,
+              help="Explain TEXT as a bash command or as a read-tool path.")
+@setting_options
+@json_option("the explanation as JSON")
+def explain(config: Path, text: str, agent: str | None, tool: str, workdir: str, home: str,
+            quirks: str, cli_version: str | None, mode: str | None, as_json: bool) -> None:
+    """Say why an agent CLI's rules decide a command as they do: the rule and the file it
+    is in, the release and mode emulated, what the command was cut into, and the strict
+    reading of the same rules.
+
+    Exit codes: 0 explained (whatever the verdict), 2 bad config or option.
+
+    Example: agent-eval policy explain .claude/settings.json 'cd src && ls > files.txt'
+    """
+    from agent_eval.policy.sources.explain import explain as explain_call
+
+    setting = make_setting(workdir, home, quirks, cli_version, mode)
+    source, chosen = _one_agent(config, agent, setting)
+    found = explain_call(chosen, text, setting, tool)
+    if as_json:
+        click.echo(json.dumps(found.as_dict(), indent=2))
+        return
+    esc = escape_terminal
+    h, strict = found.dual.harness, found.dual.strict
+    click.echo(f"{esc(str(config))} ({source.harness}), agent {esc(chosen.name)}")
+    click.echo(f"emulated: {esc(found.emulation.describe())}; behaviours: "
+               f"{esc(', '.join(sorted(found.emulation.behaviours)) or 'none')}")
+    click.echo(f"parse: {esc(found.cut)}")
+    for part in found.parse:
+        click.echo(f"  {esc(part)}")
+    click.echo(f"harness: {h.decision} ({esc(h.reason)})")
+    for rule in h.rules:
+        origin = rule.origin if rule.origin.startswith(chosen.source) else \
+            f"{chosen.source} {rule.origin}".strip()
+        click.echo(f"  by {esc(rule.label())}  [{esc(origin)}]")
+    if h.quirk:
+        click.echo(f"  through the {h.quirk} behaviour")
+    if not h.rules:
+        click.echo("  by no rule: the CLI's default in this mode")
+    click.echo(f"strict: {strict.decision}" + (f" {strict.primary}" if strict.primary else ""))
+    for finding in strict.findings:
+        click.echo(f"  {finding.code}: {esc(finding.message)}")
+    if found.dual.leak:
+        click.echo(f"leak: the CLI lets it through, the strict reading refuses it "
+                   f"({found.dual.leak_class})")
+
+
+@policy.command()
+@click.argument("old", type=click.Path(path_type=Path))
+@click.argument("new", type=click.Path(path_type=Path))
+@click.option("--calls", "calls_ref", default=None, metavar="RUN|FILE",
+              help="The calls: a stored run (id, latest, label:NAME), a file (JSONL of "
+                   "calls, .txt of commands, or a transcript), or `redteam` (the default).")
+@click.option("--agent", default=None, metavar="NAME",
+              help="Which agent of both configurations (default: each one's default).")
+@setting_options
+@json_option("the changes as JSON")
+@db_option
+def diff(old: Path, new: Path, calls_ref: str | None, agent: str | None, workdir: str,
+         home: str, quirks: str, cli_version: str | None, mode: str | None, as_json: bool,
+         db: str | None) -> None:
+    """Show what a change of an agent CLI's rules would have changed on recorded calls:
+    calls newly allowed, newly refused, leaks opened and closed.
+
+    OLD and NEW are two versions of the same configuration (opencode.json, Claude Code
+    settings.json, Codex .rules), for reviewing a settings change before it ships.  Exit
+    codes: 0 compared, 2 bad config or input.
+
+    Example: agent-eval policy diff old/settings.json .claude/settings.json --calls latest
+    """
+    from agent_eval.policy.sources.explain import diff_calls
+
+    setting = make_setting(workdir, home, quirks, cli_version, mode)
+    old_source, old_agent = _one_agent(old, agent, setting)
+    new_source, new_agent = _one_agent(new, agent, setting)
+    if old_source.harness != new_source.harness:
+        raise ConfigError(f"OLD is {old_source.harness} rules and NEW {new_source.harness} "
+                          "rules; compare two versions of one CLI's configuration",
+                          field="policy diff")
+    calls, origin = load_calls(calls_ref, db)
+    found = diff_calls(old_agent, new_agent, calls, setting)
+    described = setting.emulation(new_agent).describe()
+    if as_json:
+        click.echo(json.dumps({"old": str(old), "new": str(new), "calls_from": origin,
+                               "emulated": described, **found.as_dict()}, indent=2))
+        return
+    esc = escape_terminal
+    click.echo(f"{esc(str(old))} -> {esc(str(new))} ({new_source.harness}), {found.calls} "
+               f"calls from {esc(origin)}; emulated: {esc(described)}")
+    for title, changes in (("newly allowed", found.newly_allowed),
+                           ("newly refused", found.newly_refused),
+                           ("leaks opened", found.leaks_opened),
+                           ("leaks closed", found.leaks_closed),
+                           ("otherwise changed", found.other)):
+        click.echo(f"{title}: {len(changes)}")
+        for change in changes[:50]:
+            text = change.text.replace("\n", "⏎")
+            text = text if len(text) <= 100 else text[:97] + "..."
+            leak = change.new_leak or change.old_leak
+            click.echo(f"  {esc(change.where)}: {esc(text)}  {change.old} -> {change.new}"
+                       + (f" ({leak})" if leak else "")
+                       + (f" by {esc(', '.join(change.rules))}" if change.rules else ""))
+

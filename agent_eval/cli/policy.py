@@ -168,9 +168,16 @@ def format_harness(dual) -> str:
               help="Judge every line of PATH (`-` for stdin); writes JSON lines.")
 @click.option("--format", "fmt", type=click.Choice(["lines", "jsonl"]), default=None,
               help="Batch input format (default: jsonl for *.jsonl, else lines).")
+@click.option("--cli-version", "cli_version", default=None, metavar="X.Y.Z",
+              help="With an agent CLI's rules: the CLI release to emulate (default: the "
+                   "pinned one, docs/policies.md).")
+@click.option("--mode", default=None, metavar="MODE",
+              help="With an agent CLI's rules: its mode (a Claude Code permission mode, "
+                   "Codex's APPROVAL/SANDBOX); default: the configuration's.")
 @click.argument("text", required=False)
 def check(allowlist_path: Path, agent: str | None, tool: str, batch: str | None,
-          fmt: str | None, text: str | None) -> None:
+          fmt: str | None, cli_version: str | None, mode: str | None,
+          text: str | None) -> None:
     """Judge a command (or read path) against an allow-list.
 
     Prints the verdict with a caret line under each finding; exits 0 when allowed,
@@ -192,12 +199,18 @@ def check(allowlist_path: Path, agent: str | None, tool: str, batch: str | None,
 
     Example: agent-eval check --allowlist allowlists/ralf.yaml 'ls | head'
     """
+    from agent_eval.cli.policies import emulated, make_setting
     from agent_eval.policy.sources import judge_command as dual_command
     from agent_eval.policy.sources import judge_read as dual_read
     from agent_eval.policy.sources import resolve_policy
 
-    resolved = resolve_policy(allowlist_path, agent)
+    setting = make_setting("/project", "/home/user", "version", cli_version, mode)
+    resolved = resolve_policy(allowlist_path, agent, setting)
     source_agent = resolved.agent
+    if source_agent is None and (cli_version or mode):
+        raise ConfigError("--cli-version and --mode apply to an agent CLI's rules, not to an "
+                          "agent-eval allow-list", field="--mode")
+    emulation = emulated(setting, source_agent) if source_agent is not None else None
 
     def judge(value: str):
         if source_agent is None:
@@ -213,6 +226,7 @@ def check(allowlist_path: Path, agent: str | None, tool: str, batch: str | None,
         click.echo(format_verdict(text, verdict))
         if dual is not None:
             click.echo(format_harness(dual))
+            click.echo(f"emulated: {escape_terminal(emulation or '')}")
         sys.exit(EXIT_OK if verdict.allowed else EXIT_FAIL)
     if text is not None:
         raise ConfigError("give either TEXT or --batch, not both", field="--batch")
@@ -248,6 +262,8 @@ def check(allowlist_path: Path, agent: str | None, tool: str, batch: str | None,
     parts = [f"{code} {n}" for code, n in sorted(counts.items()) if code != "allow"]
     summary = f"judged {total}: allow {counts['allow']}, deny {total - counts['allow']}"
     click.echo(summary + (f" ({', '.join(parts)})" if parts else ""), err=True)
+    if emulation is not None:
+        click.echo(f"emulated: {escape_terminal(emulation)}", err=True)
     if bad_lines:
         click.echo(f"{bad_lines} input line(s) skipped: not valid input", err=True)
     sys.exit(EXIT_OK)

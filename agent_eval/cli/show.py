@@ -123,6 +123,8 @@ def render_session(page, *, full: bool = False) -> list:
     if page.policy_agent:  # judged under an agent CLI's rules (docs/policies.md)
         head.append(f"\njudged as agent {esc(page.policy_agent, one_line=True)} of the agent "
                     f"CLI's rules (chosen by {esc(page.policy_agent_via or '', one_line=True)})")
+        if page.policy_emulation:
+            head.append(f"\nemulated {esc(page.policy_emulation, one_line=True)}")
     if page.parent:
         head.append(f"\nparent session {page.parent.id}")
     if page.children:

@@ -300,7 +300,8 @@ class Judge:
     def session(self, session: ImportedSession, *, key: str, source: str) -> SessionRecord:
         """The stored form of ``session``: every call judged, next actions filled."""
         judge = self.judges.for_session(system_prompt=system_prompt_of(session.messages),
-                                        workdir=session.workdir)
+                                        workdir=session.workdir, client=session.client,
+                                        mode=session.mode)
         judged = [self.judged(c, i, judge.calls) for i, c in enumerate(session.calls)]
         calls = [record for record, _ in judged]
         assign_next_actions(calls)
@@ -325,6 +326,7 @@ class Judge:
             source=source,
             policy_agent=judge.agent,
             policy_agent_via=judge.via,
+            policy_emulation=judge.emulation,
         )
 
     def call(self, call: ImportedCall, index: int) -> CallRecord:

@@ -118,6 +118,8 @@ def read_file(path: Path, *, model: str | None, on_skip: SkipReporter | None) ->
         builder.add(obj, denied)
         if builder.session.workdir is None and isinstance(obj.get("cwd"), str):
             builder.session.workdir = obj["cwd"]
+        if builder.session.client is None and isinstance(obj.get("version"), str):
+            builder.session.client = ("claude-code", obj["version"][:40])
     titles = [b.session.title for b in builders.values() if b.session.title]
     for builder in builders.values():
         if not builder.session.turns and not builder.session.messages:

@@ -200,6 +200,10 @@ class _Rollout:
             self.session.finished_at = stamp
         if kind in ("session_meta", "turn_context") and isinstance(payload.get("cwd"), str):
             self.session.workdir = self.session.workdir or payload["cwd"]
+        if kind == "session_meta" and isinstance(payload.get("cli_version"), str):
+            self.session.client = ("codex", payload["cli_version"][:40])
+        if kind == "turn_context":
+            self.session.mode = codex_mode(payload) or self.session.mode
         if kind == "session_meta" and payload.get("id"):
             self.session.id = str(payload["id"])
             if isinstance(payload.get("parent_thread_id"), str):
@@ -284,3 +288,27 @@ def message_role(role: Any, text: str) -> Any:
     if role == "developer" or (role == "user" and text.lstrip().startswith(INJECTED)):
         return "system"
     return role
+
+
+def codex_mode(context: dict[str, Any]) -> str | None:
+    """``APPROVAL/SANDBOX`` of a ``turn_context`` (``approval_policy``, ``sandbox_policy``
+    ``{"type": ...}`` or ``{"mode": ...}``), the missing part ``codex exec``'s default;
+    None when it names neither or either is not one Codex has."""
+    from agent_eval.policy.sources.emulation import (
+        CODEX_APPROVALS,
+        CODEX_DEFAULT_MODE,
+        CODEX_SANDBOXES,
+    )
+
+    approval, _, sandbox = CODEX_DEFAULT_MODE.partition("/")
+    given = context.get("approval_policy")
+    policy = context.get("sandbox_policy")
+    kind = policy.get("type", policy.get("mode")) if isinstance(policy, dict) else policy
+    if given is None and kind is None:
+        return None
+    approval = given if isinstance(given, str) else approval
+    sandbox = kind if isinstance(kind, str) else sandbox
+    if approval not in CODEX_APPROVALS or sandbox not in CODEX_SANDBOXES:
+        return None
+    return f"{approval}/{sandbox}"
+

@@ -125,6 +125,8 @@ class ImportedSession:
     lone_surrogates: bool = False  # its file escapes one: stored mended once judged
     workdir: str | None = None  # the folder the CLI ran in, when the file says (Claude
     # Code's `cwd`, Codex's `session_meta.cwd`): a CLI's own rules read paths against it
+    client: tuple[str, str] | None = None  # (harness, release) that wrote the file
+    mode: str | None = None  # the CLI's mode, when the file says (Codex's turn_context)
 
     def skip_call(self, reason: str) -> None:
         """Count one call of the file that could not be read, with why."""

@@ -148,6 +148,9 @@ async def run_session(
     if scenario.policy is not None:  # an agent CLI's rules: whose judged the session
         record.policy_agent = scenario.policy.agent_name
         record.policy_agent_via = scenario.policy.via
+        if scenario.policy.agent is not None:
+            record.policy_emulation = scenario.policy.setting.emulation(
+                scenario.policy.agent).describe()
     tools = scenario.tool_schemas()
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": scenario.system_prompt()},

@@ -87,6 +87,7 @@ class Exchange:
     error: str | None = None
     ttft_s: float | None = None
     latency_s: float | None = None
+    user_agent: str = ""  # the client's User-Agent: the agent CLI release it names
 
 
 @dataclass(slots=True)
@@ -177,6 +178,7 @@ class Relay:
                              if h in request.headers} if recorded else {},
             started_at=datetime.now(UTC),
             request_encoding=request.headers.get("Content-Encoding", "") if recorded else "",
+            user_agent=request.headers.get("User-Agent", "")[:300] if recorded else "",
         )
         self.stats.relayed += 1
         start = time.perf_counter()

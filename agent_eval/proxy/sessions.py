@@ -37,6 +37,7 @@ from agent_eval.calls import SessionJudge, SessionJudges, offered_tools, text_ca
 from agent_eval.live.client import find_tool_markup
 from agent_eval.policy import AllowList
 from agent_eval.policy.sources import AGENT_HEADER, ResolvedPolicy
+from agent_eval.policy.sources.emulation import version_from_headers
 from agent_eval.proxy.linking import (
     PARENT_HEADERS,
     Conversation,
@@ -125,7 +126,8 @@ class Sessions:
                                       started_at=ex.started_at, protocol=protocol)
             named = {k.lower(): v for k, v in ex.session_headers.items()}.get(AGENT_HEADER)
             conv.state.judge = self.judges.for_session(
-                named=named, system_prompt=system_prompt_of(messages))
+                named=named, system_prompt=system_prompt_of(messages),
+                client=version_from_headers({"User-Agent": ex.user_agent}))
         state: SessionState = conv.state
         if escapes_a_lone_surrogate(ex):
             state.lone_surrogates = True

@@ -14,7 +14,7 @@ pages and the small records both use.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -161,6 +161,7 @@ class SessionPage(SessionOutcome):
     index_href: str = "../index.html"
     policy_agent: str | None = None  # whose agent CLI rules judged it (None: an allow-list)
     policy_agent_via: str | None = None  # how that agent was chosen
+    policy_emulation: str | None = None  # the CLI release and mode emulated, when stored
 
     @property
     def handshake_text(self) -> str:
@@ -281,9 +282,10 @@ def build_session_page(stored: StoredSession, links: dict[int, SessionLink]) -> 
         record.status, record.error, record.tags, record.source, hs.required, hs.done,
         hs.completed, hs.missed_step, stored.parent_id, "", record.policy_agent,
         record.policy_agent_via)
-    return _session_page(head, record.messages, record.turns, record.calls,
+    page = _session_page(head, record.messages, record.turns, record.calls,
                          lambda call: call.findings, dict(stored.child_links),
                          stored.child_ids, links)
+    return replace(page, policy_emulation=record.policy_emulation)
 
 
 def transcript_page(rows: SessionTranscript, links: dict[int, SessionLink]) -> SessionPage:

@@ -177,6 +177,9 @@ sessions = Table(
     # and how that agent was chosen (policy.sources.Via); NULL under an allow-list
     Column("policy_agent", String(200)),
     Column("policy_agent_via", String(16)),
+    # the agent CLI's release and mode emulated (migration 0013_conform), e.g.
+    # "claude-code 2.1.332, mode default"; NULL under an allow-list and before
+    Column("policy_emulation", String(200)),
     UniqueConstraint("run_id", "key", name="uq_sessions_run_key"),
     # covering the run pages' GROUP BYs (migration viewer_speed) and the repeat outcomes
     # compare pairs (migration session_repeats)

@@ -253,6 +253,7 @@ def _session_values(run_id: int, target_id: int, r: SessionRecord, session_id: i
         "protocol": r.protocol,
         "policy_agent": r.policy_agent,
         "policy_agent_via": r.policy_agent_via,
+        "policy_emulation": r.policy_emulation,
         "started_at": r.started_at,
         "finished_at": r.finished_at,
     }
@@ -399,6 +400,7 @@ def rebuild_session(row, turn_rows, call_rows, found, child_ids, *, parent_key, 
         protocol=row.protocol,
         policy_agent=row.policy_agent,
         policy_agent_via=row.policy_agent_via,
+        policy_emulation=row.policy_emulation,
     )
     return StoredSession(
         id=row.id,

@@ -128,8 +128,8 @@ def test_a_codex_rules_file_judges_an_import_of_codex_rollouts(tmp_path):
         "uv run scripts/db_query.py --sql 'SELECT 1'",       # the allow rule's prefix
         "uv run scripts/db_query.py --sql x && uv run scripts/fetch_context.py --no-attach",
         "uv run python -c 'print(1)'",                       # forbidden
-        "git push",                                          # prompt: blocked
-        "ls -la",                                            # no rule: prompt, blocked
+        "git push",                                          # prompt: rejected (never)
+        "ls -la",                                            # no rule: ran in the sandbox
     ])
     calls, chosen, whole = imported(str(tmp_path / "runs.db"), "codex", rollout,
                                     POLICIES / "codex" / "seed.rules")
@@ -139,10 +139,10 @@ def test_a_codex_rules_file_judges_an_import_of_codex_rollouts(tmp_path):
          "allow", None, "AE304"),                            # each part allowed; a chain
         ("uv run python -c 'print(1)'", "deny", "AE308", None),
         ("git push", "deny", "AE307", None),
-        ("ls -la", "deny", "AE307", None),
+        ("ls -la", "allow", None, "AE307"),                  # a real leak
     ]
     assert chosen == ("default", "default")
-    assert (whole.calls, whole.errors.k, whole.leaks) == (5, 3, {"AE304": 1})
+    assert (whole.calls, whole.errors.k, whole.leaks) == (5, 2, {"AE304": 1, "AE307": 1})
 
 
 def test_rescore_under_a_policy_source_keeps_each_sessions_agent(tmp_path):
@@ -155,7 +155,8 @@ def test_rescore_under_a_policy_source_keeps_each_sessions_agent(tmp_path):
     assert result.exit_code == 0, result.output
     with open_store(db) as store:
         run_id = store.resolve_run("label:rescored").id
-        assert [(c.decision, c.leak) for c in store.call_rows([run_id])] == [("allow", "AE303")]
+        # the stored session names no Claude Code release: the pinned one asks
+        assert [(c.decision, c.leak) for c in store.call_rows([run_id])] == [("deny", None)]
         [row] = store.session_rows([run_id])
         assert row.policy_agent == "main"
 
@@ -199,7 +200,8 @@ def test_claude_code_settings_judge_the_session_claude_code_wrote(tmp_path):
     """Claude Code 2.1.332's own files (a main session and its subagent's): `Bash(ls *)`
     allows `ls -la`; reading notes.txt in the session's working directory needs no rule
     (the file's `cwd`, /home/agent/project, not a default); the `Agent` call needs no
-    approval; the subagent's `echo` matches no rule, so it would ask: blocked."""
+    approval; the subagent's `echo` matches no rule but is read-only, which that release
+    runs unasked."""
     sessions = CLIS / "claude-code" / "sessions" / ".claude" / "projects" / "-home-agent-project"
     db = str(tmp_path / "runs.db")
     result = CliRunner().invoke(main, [
@@ -210,14 +212,15 @@ def test_claude_code_settings_judge_the_session_claude_code_wrote(tmp_path):
         ("Bash", "ls -la", "allow", None),
         ("Read", "/home/agent/project/notes.txt", "allow", None),
         ("Agent", None, "allow", None),
-        ("Bash", "echo subagent shell call", "deny", "AE307"),
+        ("Bash", "echo subagent shell call", "allow", None),  # read-only: runs unasked
     ]
 
 
 def test_a_codex_rules_file_judges_the_rollouts_codex_wrote(tmp_path):
     """Codex 0.169's own rollouts (main thread and spawned agent) under the seed rules:
-    no rule names `ls`, `cat` or `echo`, so each would prompt: blocked; the multi-agent
-    tools are not gated by the rules."""
+    no rule names `ls`, `cat` or `echo`, so in the rollouts' mode (approval and sandbox
+    from their turn_context) each ran inside the sandbox; the multi-agent tools are not
+    gated by the rules.  Each stored session says what was emulated."""
     rollouts = CLIS / "codex" / "sessions" / ".codex" / "sessions"
     db = str(tmp_path / "runs.db")
     result = CliRunner().invoke(main, [
@@ -225,9 +228,45 @@ def test_a_codex_rules_file_judges_the_rollouts_codex_wrote(tmp_path):
         "--allowlist", str(POLICIES / "codex" / "seed.rules")])
     assert result.exit_code == 0, result.output
     assert stored_calls(db) == [
-        ("exec_command", "ls -la", "deny", "AE307"),
-        ("exec_command", "cat notes.txt", "deny", "AE307"),
+        ("exec_command", "ls -la", "allow", None),           # no rule: ran sandboxed
+        ("exec_command", "cat notes.txt", "allow", None),
         ("multi_agent_v1.spawn_agent", None, "allow", None),
         ("multi_agent_v1.wait_agent", None, "allow", None),
-        ("exec_command", "echo subagent shell call", "deny", "AE307"),
+        ("exec_command", "echo subagent shell call", "allow", None),
     ]
+    with open_store(db) as store:
+        run_id = store.resolve_run("label:judged").id
+        assert {store.load_session(row.id).record.policy_emulation
+                for row in store.session_rows([run_id])} == {
+            "codex 0.169.0, mode never/danger-full-access"}  # the rollouts' turn_context
+
+
+def test_the_transcripts_release_is_emulated_unless_a_flag_names_one(tmp_path):
+    """A Claude Code 2.0.75 transcript keeps that release's cd-chain quirk; --cli-version
+    judges it as the pinned release instead, and each stored session says which."""
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"permissions": {"allow": ["Bash(cd:*)"]}}))
+    transcript = claude_transcript(tmp_path / "session.jsonl",
+                                   ["cd /some/path && python3 script.py"])
+    found = {}
+    for label, extra in (("own", ()), ("flag", ("--cli-version", "2.1.332", "--mode",
+                                                "dontAsk"))):
+        db = str(tmp_path / f"{label}.db")
+        calls, *_ = imported(db, "claude-code", transcript, settings, *extra)
+        with open_store(db) as store:
+            [row] = store.session_rows([store.resolve_run("label:judged").id])
+            found[label] = ([(c[1], c[3]) for c in calls],
+                            store.load_session(row.id).record.policy_emulation)
+    assert found == {"own": ([("allow", "AE304")], "claude-code 2.0.75, mode default"),
+                     "flag": ([("deny", None)], "claude-code 2.1.332, mode dontAsk")}
+
+
+def test_a_mode_the_cli_does_not_have_is_one_error_line_on_import(tmp_path):
+    transcript = claude_transcript(tmp_path / "session.jsonl", ["ls"])
+    result = CliRunner().invoke(main, [
+        "import", "claude-code", str(transcript), "--db", str(tmp_path / "runs.db"),
+        "--allowlist", str(POLICIES / "claude-code" / ".claude" / "settings.json"),
+        "--mode", "never/read-only"])
+    assert result.exit_code == 2
+    assert result.output.startswith("Error: --mode: Claude Code has no mode")

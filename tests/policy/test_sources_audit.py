@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from agent_eval.cli import main
-from agent_eval.policy.sources import load_policy_source, resolve_policy
+from agent_eval.policy.sources import Setting, load_policy_source, resolve_policy
 from agent_eval.policy.sources.audit import AuditCall, audit
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "policies"
@@ -30,6 +30,7 @@ REPORTS = [
     ({"allow": ["Bash"]}, "bash -c 'echo \"...\" >> .claude/file'", "AE308", "Bash: allow",
      "inline-shell-unseen"),
 ]
+REPORTED = "2.1.0"  # a release the reports hold for (the pinned one fixed the first two)
 
 
 def run(*args: str):
@@ -48,7 +49,8 @@ def write_settings(tmp_path: Path, permissions: dict) -> Path:
                          ids=["cd-chain", "echo-chain", "bash-c"])
 def test_each_reported_bypass_is_a_leak(tmp_path, permissions, command, code, rule, quirk):
     agent = load_policy_source(write_settings(tmp_path, permissions)).agent(None)
-    report = audit(agent, [AuditCall("bash", command, where="report")])
+    report = audit(agent, [AuditCall("bash", command, where="report")],
+                   Setting(version=REPORTED))
     assert report.leak_count == 1
     leak = report.leaks[0]
     assert (leak.code, leak.rules, leak.quirk) == (code, (rule,), quirk)
@@ -58,7 +60,8 @@ def test_each_reported_bypass_is_a_leak(tmp_path, permissions, command, code, ru
                          ids=["cd-chain", "echo-chain", "bash-c"])
 def test_policy_audit_finds_them_in_the_bundled_corpus(tmp_path, permissions, command, code,
                                                        rule, quirk):
-    result = run("policy", "audit", str(write_settings(tmp_path, permissions)), "--json")
+    result = run("policy", "audit", str(write_settings(tmp_path, permissions)), "--json",
+                 "--cli-version", REPORTED)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["calls_from"] == "the bundled red-team corpus"
@@ -74,7 +77,7 @@ def test_without_the_quirks_the_reports_are_not_leaks(tmp_path):
         calls = tmp_path / "calls.jsonl"
         calls.write_text(json.dumps({"command": command}) + "\n")
         result = run("policy", "audit", str(path), "--calls", str(calls), "--quirks", "none",
-                     "--json")
+                     "--json", "--cli-version", REPORTED)
         assert json.loads(result.stdout)["agents"][0]["leaks"] == 0, command
 
 
@@ -82,8 +85,9 @@ def test_text_report_names_classes_rules_and_leaks(tmp_path):
     calls = tmp_path / "calls.txt"
     calls.write_text("cd /some/path && python3 script.py\ncd /x\nls\n")
     result = run("policy", "audit", str(write_settings(tmp_path, {"allow": ["Bash(cd:*)"]})),
-                 "--calls", str(calls))
+                 "--calls", str(calls), "--cli-version", REPORTED)
     assert result.exit_code == 0
+    assert "emulated: claude-code 2.1.0, mode default" in result.output
     assert "agent main (claude-code): 3 calls, harness allowed 2, strict allowed 1, leaks 1" \
         in result.output
     assert "AE304      1  shell-chain" in result.output
@@ -142,8 +146,10 @@ def test_a_bad_calls_line_is_reported_and_skipped(tmp_path):
 
 def test_check_prints_both_verdicts_for_a_policy_source(tmp_path):
     path = write_settings(tmp_path, {"allow": ["Bash(echo *)"]})
-    result = run("check", "--allowlist", str(path), 'echo "test" && ls')
+    result = run("check", "--allowlist", str(path), 'echo "test" && ls', "--cli-version",
+                 REPORTED)
     assert result.exit_code == 1
+    assert "emulated: claude-code 2.1.0, mode default" in result.output
     assert result.output.splitlines()[0] == "deny AE304 shell-chain"
     assert "harness (the whole command matches Bash(echo *): allow): allow" in result.output
     assert "leak: the harness allows it, the strict reading denies it (AE304)" in result.output

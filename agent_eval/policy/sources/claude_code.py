@@ -71,6 +71,20 @@ from agent_eval.policy.sources.shellsplit import Piece, top_commands
 from agent_eval.policy.sources.wildcard import glob_match
 
 QUIRKS = ("whole-command-prefix", "cd-chain", "inline-shell-unseen")
+"""The quirks reported against old releases (``emulation.BEHAVIOURS`` says which hold for
+which version); ``judge_command`` applies them all unless told otherwise."""
+READ_ONLY = frozenset({"ls", "pwd", "cat", "head", "tail", "wc", "echo", "which", "file",
+                       "stat", "grep", "rg", "tree", "diff", "date", "whoami", "id", "uname",
+                       "du", "df", "realpath", "basename", "dirname", "true", "false"})
+"""Commands the ``read-only-unasked`` behaviour runs with no rule (the commands of the
+conformance corpus the pinned release ran unasked; its full list is not published)."""
+READ_ONLY_GIT = frozenset({"status", "log", "diff", "show", "rev-parse", "ls-files", "blame"})
+UNSAFE_FIND = ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprintf", "-fls")
+READ_ONLY_MODES = ("default", "acceptEdits", "plan", "auto", "dontAsk")
+"""Modes that run read-only commands with no rule (``read-only-unasked``; ``dontAsk``
+too, as the conformance corpus recorded)."""
+FILE_COMMANDS = frozenset({"mkdir", "touch", "mv", "cp"})
+"""What ``acceptEdits`` adds without a rule (code.claude.com/docs/en/permissions, modes)."""
 WRAPPERS = ("timeout", "time", "nice", "stdbuf", "nohup", "command", "builtin", "noglob")
 PROTECTED = (".claude", ".git", ".vscode", ".idea")
 READ_ONLY_TOOLS = ("Read", "Glob", "Grep", "LS", "NotebookRead", "TodoWrite", "Agent", "Task")
@@ -182,6 +196,12 @@ def _strip(piece: Piece) -> list[str]:
     return words
 
 
+def command_parts(command: str) -> list[str]:
+    """The parts a command is matched as: cut at the shell's operators, wrappers and
+    assignments removed (``judge_command`` before any quirk)."""
+    return [" ".join(_strip(p)) for p in top_commands(command)[0] if _strip(p)]
+
+
 def _bash_rules(agent: AgentPolicy, action: str) -> list[Rule]:
     return [r for r in agent.rules if r.permission == "Bash" and r.action == action]
 
@@ -223,10 +243,62 @@ def _protected_inside(script: str, depth: int) -> str | None:
     return None
 
 
-def judge_command(agent: AgentPolicy, command: str, *, quirks: frozenset[str] = frozenset(QUIRKS)
-                  ) -> HarnessVerdict:
-    """Claude Code's Bash permission check for ``command`` (module docstring)."""
-    mode = agent.mode
+def read_only(words: list[str]) -> bool:
+    """Whether a part's words (wrappers removed) are a read-only command."""
+    if not words:
+        return False
+    name = words[0]
+    if name == "git":
+        return len(words) > 1 and words[1] in READ_ONLY_GIT
+    if name == "find":
+        return not any(w in UNSAFE_FIND for w in words[1:])
+    return name in READ_ONLY
+
+
+def _writes_file(piece: Piece) -> str | None:
+    """The target of an output redirection into a file (not a descriptor, not /dev/null)."""
+    for op, target in piece.redirects:
+        if ">" in op and not op.endswith(">&") and not target.startswith("&") \
+                and target.strip("'\"") != "/dev/null":
+            return target
+    return None
+
+
+def _unmatched(mode: str, piece: Piece, words: list[str], behaviours: frozenset[str]
+               ) -> tuple[HarnessDecision, str] | None:
+    """What a part no allow rule matches gets in ``mode``; None: it runs."""
+    if mode == "bypassPermissions":
+        return None
+    if "read-only-unasked" in behaviours and mode in READ_ONLY_MODES and read_only(words):
+        return None
+    if mode == "dontAsk":
+        return "deny", "dontAsk refuses what no rule allows"
+    if mode == "acceptEdits" and words and words[0] in FILE_COMMANDS:
+        return None
+    if mode == "plan":
+        return "deny", "plan mode runs only read-only commands"
+    return "ask", "no rule allows it"
+
+
+def judge_command(agent: AgentPolicy, command: str, *, quirks: frozenset[str] = frozenset(QUIRKS),
+                  mode: str | None = None, workdir: str = "/project") -> HarnessVerdict:
+    """Claude Code's Bash permission check for ``command`` (module docstring); in
+    ``dontAsk`` whatever would ask is refused."""
+    verdict = _judge(agent, command, quirks, mode or agent.mode, workdir)
+    if verdict.decision == "ask" and (mode or agent.mode) == "dontAsk":
+        return dataclasses.replace(verdict, decision="deny",
+                                   reason=f"dontAsk refuses what would ask: {verdict.reason}")
+    return verdict
+
+
+def _judge(agent: AgentPolicy, command: str, quirks: frozenset[str], mode: str,
+           workdir: str) -> HarnessVerdict:
+    """Claude Code's Bash permission check for ``command`` (module docstring).
+
+    ``quirks``: the behaviours applied (``emulation.BEHAVIOURS`` names: the old releases'
+    quirks and the current release's ``read-only-unasked``, ``redirect-asks``,
+    ``assignment-asks``); ``mode``: the permission mode (None: the settings')."""
+    mode = mode or agent.mode
     pieces, scan = top_commands(command)
     parts = [(p, " ".join(_strip(p))) for p in pieces if _strip(p)]
     if "cd-chain" in quirks and len(parts) > 1 and parts[0][0].words[:1] == ["cd"] \
@@ -253,24 +325,95 @@ def judge_command(agent: AgentPolicy, command: str, *, quirks: frozenset[str] = 
                 return HarnessVerdict("ask", (), reason=f"writes into protected {inside}")
     if any(e.rule == "command-substitution" for e in scan.events):
         return HarnessVerdict("ask", (), reason="command substitution needs approval")
+    asked = _asks_by_design(parts, mode, quirks) or _asks_for_shape(
+        agent, pieces, scan, mode, quirks, workdir)
+    if asked is not None:
+        return asked
     if "whole-command-prefix" in quirks and len(pieces) > 1 and quirk is None:
         rule = _first_match(agent, "allow", command.strip())
         if rule is not None:
             return HarnessVerdict("allow", (rule,), quirk="whole-command-prefix",
                                   reason=f"the whole command matches {rule.label()}")
+    return _allowed(agent, parts, mode, quirks, quirk)
+
+
+def _asks_by_design(parts: list[tuple[Piece, str]], mode: str, quirks: frozenset[str]
+                    ) -> HarnessVerdict | None:
+    """The current release's ``redirect-asks`` and ``assignment-asks``."""
+    if mode == "bypassPermissions":
+        return None
+    for piece, _ in parts:
+        target = _writes_file(piece) if "redirect-asks" in quirks else None
+        if target is not None:
+            return HarnessVerdict("ask", (), reason=f"output redirected into {target} "
+                                                    "asks (redirect-asks)")
+        if "assignment-asks" in quirks and piece.assignments:
+            return HarnessVerdict("ask", (), reason=f"assignment {piece.assignments[0]!r} "
+                                                    "asks (assignment-asks)")
+    return None
+
+
+def _asks_for_shape(agent: AgentPolicy, pieces: list[Piece], scan: Any, mode: str,
+                    quirks: frozenset[str], workdir: str) -> HarnessVerdict | None:
+    """The current release's ``heredoc-asks``, ``background-asks``, ``subshell-asks`` and
+    ``cd-outside-asks`` (``emulation.BEHAVIOURS``)."""
+    if mode == "bypassPermissions":
+        return None
+    if "heredoc-asks" in quirks:
+        for piece in pieces:
+            for op, target in piece.redirects:
+                if op.startswith("<<") and op != "<<<" and not target.startswith(("'", '"')):
+                    return HarnessVerdict("ask", (), reason=f"heredoc with unquoted delimiter "
+                                                            f"{target} asks (heredoc-asks)")
+    if "background-asks" in quirks and any(c.join is not None and c.join.kind == "&"
+                                           for c in scan.commands):
+        return HarnessVerdict("ask", (), reason="a & background job asks (background-asks)")
+    if "subshell-asks" in quirks and any(c.join is not None and c.join.kind == "("
+                                         for c in scan.commands):
+        return HarnessVerdict("ask", (), reason="a subshell asks (subshell-asks)")
+    if "cd-outside-asks" in quirks:
+        roots = [workdir, *(posixpath.normpath(posixpath.join(workdir, d))
+                            for d in agent.directories)]
+        for piece in pieces:
+            if piece.words[:1] == ["cd"] and len(piece.words) > 1:
+                target = posixpath.normpath(posixpath.join(workdir, piece.words[1]))
+                if not any(target == r or target.startswith(r.rstrip("/") + "/")
+                           for r in roots):
+                    return HarnessVerdict("ask", (), reason=f"cd into {target}, outside the "
+                                                            "working directories, asks "
+                                                            "(cd-outside-asks)")
+    return None
+
+
+def _allowed(agent: AgentPolicy, parts: list[tuple[Piece, str]], mode: str,
+             quirks: frozenset[str], quirk: str | None) -> HarnessVerdict:
+    """Every part against the allow rules, what none matches against the mode."""
     used: list[Rule] = []
-    for _, text in parts:
+    unasked: list[str] = []
+    for piece, text in parts:
         rule = _first_match(agent, "allow", text)
         if rule is None:
-            if mode == "bypassPermissions":
-                continue
-            unmatched: HarnessDecision = "deny" if mode == "dontAsk" else "ask"
-            return HarnessVerdict(unmatched, (), reason=f"no rule allows {text!r}")
+            refused = _unmatched(mode, piece, _strip_words(piece), quirks)
+            if refused is not None:
+                return HarnessVerdict(refused[0], (), reason=f"{refused[1]}: {text!r}")
+            unasked.append(text)
+            continue
         if rule not in used:
             used.append(rule)
-    return HarnessVerdict("allow", tuple(used), quirk=quirk,
-                          reason="every part allowed" if quirk is None else
-                          f"allowed through the {quirk} quirk")
+    if quirk is not None:
+        reason = f"allowed through the {quirk} quirk"
+    elif unasked and mode in READ_ONLY_MODES:
+        reason = f"read-only, run with no rule in mode {mode}: {', '.join(map(repr, unasked))}"
+        quirk = "read-only-unasked"
+    else:
+        reason = "every part allowed" if not unasked else f"mode {mode} runs what no rule allows"
+    return HarnessVerdict("allow", tuple(used), quirk=quirk, reason=reason)
+
+
+def _strip_words(piece: Piece) -> list[str]:
+    """The part's word values without wrappers (``_strip`` keeps them as written)."""
+    raw = _strip(piece)
+    return piece.words[len(piece.words) - len(raw):] if raw else []
 
 
 # -- reads ------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_eval.errors import ConfigError
+from agent_eval.policy.sources.emulation import CODEX_DEFAULT_MODE, check_mode
 from agent_eval.policy.sources.files import read_text
 from agent_eval.policy.sources.model import AgentPolicy, HarnessVerdict, PolicySource, Rule
 from agent_eval.policy.sources.shellsplit import heredoc_prefix, literal_sequence
@@ -178,8 +179,30 @@ def load(path: Path) -> PolicySource:
     rules: list[Rule] = []
     for file in files:
         rules += _parse(file)
-    agent = AgentPolicy(harness="codex", name=DEFAULT_AGENT, rules=tuple(rules), source=str(path))
-    return PolicySource("codex", str(path), {DEFAULT_AGENT: agent}, DEFAULT_AGENT)
+    mode, notes = _mode(path if path.is_dir() else path.parent)
+    agent = AgentPolicy(harness="codex", name=DEFAULT_AGENT, rules=tuple(rules), source=str(path),
+                        mode=mode)
+    return PolicySource("codex", str(path), {DEFAULT_AGENT: agent}, DEFAULT_AGENT, notes)
+
+
+def _mode(folder: Path) -> tuple[str, tuple[str, ...]]:
+    """``APPROVAL/SANDBOX`` from the ``config.toml`` beside the rules folder
+    (``~/.codex/config.toml`` for ``~/.codex/rules/``: ``approval_policy``,
+    ``sandbox_mode``), each missing one ``codex exec``'s default."""
+    import tomllib
+
+    approval, _, sandbox = CODEX_DEFAULT_MODE.partition("/")
+    config = folder.parent / "config.toml"
+    if not config.is_file():
+        return CODEX_DEFAULT_MODE, ()
+    try:
+        data = tomllib.loads(read_text(config, "Codex config.toml"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML ({exc})", path=str(config)) from None
+    approval = data.get("approval_policy", approval)
+    sandbox = data.get("sandbox_mode", sandbox)
+    mode = check_mode("codex", f"{approval}/{sandbox}")
+    return mode, (f"mode {mode} from {config}",)
 
 
 # -- judging ----------------------------------------------------------------------------
@@ -196,37 +219,116 @@ def argv_lists(command: str) -> tuple[list[list[str]], str]:
     return [["bash", "-lc", command]], "whole"
 
 
-def judge_argv(agent: AgentPolicy, argvs: list[list[str]], how: str = "plain") -> HarnessVerdict:
+SAFE = frozenset({"ls", "cat", "cd", "echo", "grep", "head", "tail", "pwd", "wc", "which",
+                  "true", "false", "nl", "rg", "stat", "tree", "uname", "whoami", "id", "date"})
+"""Codex's known-safe commands, in the part this emulation reads (``is_safe_command.rs``
+of codex-rs/shell-command: these, ``find`` without its executing or writing options and
+``git status|log|diff|show``); they run unasked only under approval ``untrusted``."""
+SAFE_GIT = frozenset({"status", "log", "diff", "show"})
+DECISION_ORDER = {"allow": 0, "sandboxed": 1, "ask": 2, "deny": 3}
+
+
+def known_safe(argv: list[str]) -> bool:
+    if not argv:
+        return False
+    name = argv[0]
+    if name == "git":
+        return len(argv) > 1 and argv[1] in SAFE_GIT
+    if name == "find":
+        return not any(a in ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fls",
+                             "-fprint", "-fprint0", "-fprintf") for a in argv)
+    return name in SAFE
+
+
+def dangerous(argv: list[str]) -> bool:
+    """Codex's ``command_might_be_dangerous`` (``is_dangerous_command.rs``): ``git reset``,
+    ``git rm``, a deleting ``git branch``, a forced or deleting ``git push``, ``git clean
+    -f``, ``rm -f``/``rm -rf``, and the same behind ``sudo``."""
+    if argv[:1] == ["sudo"]:
+        return dangerous(argv[1:])
+    if not argv:
+        return False
+    if argv[0] == "rm":
+        return argv[1:2] in (["-f"], ["-rf"])
+    if not argv[0].endswith("git") or len(argv) < 2:
+        return False
+    sub, rest = argv[1], argv[2:]
+    short = [a for a in rest if a.startswith("-") and not a.startswith("--")]
+    if sub in ("reset", "rm"):
+        return True
+    if sub == "branch":
+        return any(a in ("--delete",) or ("d" in a[1:] or "D" in a[1:]) for a in short) \
+            or "--delete" in rest
+    if sub == "push":
+        return any(a.startswith(("--force", "--delete")) or a.startswith(("+", ":"))
+                   and len(a) > 1 for a in rest) or any("f" in a[1:] or "d" in a[1:]
+                                                        for a in short)
+    if sub == "clean":
+        return "--force" in rest or any("f" in a[1:] for a in short)
+    return False
+
+
+def unmatched(argv: list[str], mode: str | None, complex_parse: bool) -> tuple[str, str]:
+    """Codex's decision for an argv no rule matches (``exec_policy.rs``
+    ``render_decision_for_unmatched_command``) in ``mode`` (``APPROVAL/SANDBOX``); None:
+    the rules alone, where nothing unmatched runs (the strict reading)."""
+    if mode is None:
+        return "ask", "no rule matches"
+    approval, _, sandbox = mode.partition("/")
+    if approval == "untrusted":
+        if known_safe(argv) and not complex_parse:
+            return "allow", "a known-safe command (approval untrusted)"
+        return "ask", "approval untrusted asks for what is not known safe"
+    if dangerous(argv):
+        if approval == "never":
+            if sandbox == "danger-full-access":
+                return "allow", "dangerous, but the sandbox is off and approval never"
+            return "deny", "dangerous, and approval never cannot ask"
+        return "ask", "a dangerous command asks"
+    if sandbox == "danger-full-access":
+        return "allow", f"no sandbox, approval {approval}"
+    return "sandboxed", f"runs inside the {sandbox} sandbox (approval {approval})"
+
+
+def judge_argv(agent: AgentPolicy, argvs: list[list[str]], how: str = "plain",
+               mode: str | None = None) -> HarnessVerdict:
     """``Policy.check_multiple`` over ``argvs``: strictest decision of all matches, an
-    unmatched argv counting as ``prompt``."""
+    unmatched argv getting :func:`unmatched` in ``mode``.  A ``prompt`` rule under approval
+    ``never`` is rejected (nobody to ask)."""
     worst, used, reason = "allow", [], ""
+    never = mode is not None and mode.startswith("never/")
     for argv in argvs:
         matched = [r for r in agent.rules if prefix_matches(r.tokens, argv)]
         if not matched:
-            if SEVERITY["ask"] > SEVERITY[worst]:
-                worst, reason = "ask", f"no rule matches {shlex.join(argv)[:200]!r}"
+            decision, why = unmatched(argv, mode, how == "heredoc")
+            if DECISION_ORDER[decision] > DECISION_ORDER[worst]:
+                worst, reason = decision, f"{why}: {shlex.join(argv)[:200]!r}"
             continue
         strictest = max(matched, key=lambda r: SEVERITY[r.action])
-        if SEVERITY[strictest.action] > SEVERITY[worst]:
-            worst = strictest.action
-            reason = f"{shlex.join(argv)[:200]!r} matches {strictest.label()}"
+        action = "deny" if strictest.action == "ask" and never else strictest.action
+        if DECISION_ORDER[action] > DECISION_ORDER[worst]:
+            worst = action
+            reason = f"{shlex.join(argv)[:200]!r} matches {strictest.label()}" + \
+                (" (approval never rejects a prompt)" if action != strictest.action else "")
         for rule in matched:
             if rule not in used:
                 used.append(rule)
-    if worst == "allow":
+    if worst == "allow" and not reason:
         reason = {"plain": "every command matches an allow rule",
                   "heredoc": "the heredoc command's words match an allow rule",
                   "whole": "the whole bash -lc argv matches an allow rule",
                   "argv": "the argv matches an allow rule"}.get(how, "allowed")
         return HarnessVerdict("allow", tuple(used), reason=reason)
-    blockers = tuple(r for r in used if r.action == worst)
+    if worst in ("allow", "sandboxed"):
+        return HarnessVerdict(worst, tuple(used), reason=reason)  # type: ignore[arg-type]
+    blockers = tuple(r for r in used if r.action in (worst, "ask"))
     return HarnessVerdict(worst, blockers, reason=reason)  # type: ignore[arg-type]
 
 
-def judge_command(agent: AgentPolicy, command: str) -> HarnessVerdict:
-    """Codex's exec policy for a shell command string."""
+def judge_command(agent: AgentPolicy, command: str, mode: str | None = None) -> HarnessVerdict:
+    """Codex's exec policy for a shell command string in ``mode`` (None: rules alone)."""
     argvs, how = argv_lists(command)
-    return judge_argv(agent, argvs, how)
+    return judge_argv(agent, argvs, how, mode)
 
 
 def shell_argv(argv: list[str]) -> tuple[list[list[str]], str]:

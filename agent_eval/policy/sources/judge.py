@@ -34,6 +34,7 @@ from agent_eval.policy.allowlist import allowlist_from_dict
 from agent_eval.policy.engine import check_command, check_read
 from agent_eval.policy.rules import code_for
 from agent_eval.policy.sources import claude_code, codex, opencode
+from agent_eval.policy.sources.emulation import CODEX_DEFAULT_MODE, Emulation, emulation_for
 from agent_eval.policy.sources.model import AgentPolicy, DualVerdict, HarnessVerdict
 from agent_eval.policy.verdict import Finding, Verdict
 
@@ -52,20 +53,29 @@ PATH_KEYS = ("filePath", "file_path", "path")
 
 @dataclass(frozen=True, slots=True)
 class Setting:
-    """Where the emulated CLI runs: its work directory and the home directory ``~``
-    names, and the quirks emulated (None: every known quirk)."""
+    """Where and how the emulated CLI runs: its work directory and the home directory
+    ``~`` names; its release (``version``, None: the pinned one) and mode (None: the
+    configuration's own, else the CLI's unattended default); the quirks emulated (None:
+    those reported for that release; ``emulation.py``)."""
 
     workdir: str = opencode.DEFAULT_WORKDIR
     home: str = opencode.DEFAULT_HOME
     quirks: frozenset[str] | None = None
+    version: str | None = None
+    mode: str | None = None
 
-    def quirks_for(self) -> frozenset[str]:
-        return frozenset(claude_code.QUIRKS) if self.quirks is None else self.quirks
+    def emulation(self, agent: AgentPolicy) -> Emulation:
+        """The release, mode and behaviours a verdict on ``agent``'s calls assumes."""
+        mode = self.mode or (agent.mode if agent.harness != "opencode" else "default")
+        if agent.harness == "codex" and "/" not in mode:
+            mode = CODEX_DEFAULT_MODE
+        return emulation_for(agent.harness, self.version, mode, self.quirks)
 
 
 def harness_command(agent: AgentPolicy, command: str, setting: Setting,
                     *, quirks: bool = True) -> HarnessVerdict:
-    """The harness's verdict on a bash command (``quirks=False``: documented semantics).
+    """The harness's verdict on a bash command (``quirks=False``: the rules alone, read
+    by their documented semantics: no quirk, no mode's default, no sandbox).
 
     A command longer than ``MAX_EMULATED`` characters is not emulated (the matchers are
     linear per rule, but not free): it is reported ``ask`` with that reason, so it can
@@ -75,10 +85,13 @@ def harness_command(agent: AgentPolicy, command: str, setting: Setting,
                                                 "the emulation reads")
     if agent.harness == "opencode":
         return opencode.judge_command(agent, command, workdir=setting.workdir)
+    emulated = setting.emulation(agent)
     if agent.harness == "claude-code":
-        chosen = setting.quirks_for() if quirks else frozenset()
-        return claude_code.judge_command(agent, command, quirks=chosen)
-    return codex.judge_command(agent, command)
+        if not quirks:
+            return claude_code.judge_command(agent, command, quirks=frozenset(), mode="default")
+        return claude_code.judge_command(agent, command, quirks=emulated.behaviours,
+                                         mode=emulated.mode, workdir=setting.workdir)
+    return codex.judge_command(agent, command, emulated.mode if quirks else None)
 
 
 def harness_read(agent: AgentPolicy, path: str, setting: Setting) -> HarnessVerdict:
@@ -196,7 +209,7 @@ def judge_call(agent: AgentPolicy, tool: str, arguments: str | dict[str, Any],
                 and all(isinstance(v, str) for v in command):
             argvs, how = codex.shell_argv(command)
             text = " ".join(command) if how == "argv" else command[2]
-            harness = codex.judge_argv(agent, argvs, how)
+            harness = codex.judge_argv(agent, argvs, how, setting.emulation(agent).mode)
             return DualVerdict(harness, strict_command(agent, text, setting), "bash", text)
         if isinstance(command, str):
             return judge_command(agent, command, setting)

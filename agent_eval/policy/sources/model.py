@@ -22,7 +22,10 @@ Action = Literal["allow", "ask", "deny"]
 """A rule's decision as the CLI names it (Codex's ``prompt`` is ``ask`` and its
 ``forbidden`` is ``deny``).  In an unattended stack nobody answers, so ``ask`` blocks."""
 
-HarnessDecision = Literal["allow", "ask", "deny"]
+HarnessDecision = Literal["allow", "sandboxed", "ask", "deny"]
+"""What the CLI did with a call: ran it (``allow``), ran it only inside its sandbox
+(``sandboxed``: Codex under approval ``never``/``on-request`` with a sandbox on, for a
+command no rule matches), asked (blocks an unattended stack) or refused it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +111,8 @@ class HarnessVerdict:
 
     @property
     def allowed(self) -> bool:
-        return self.decision == "allow"
+        """Whether the command ran (in the sandbox or not): the model saw its output."""
+        return self.decision in ("allow", "sandboxed")
 
 
 @dataclass(frozen=True, slots=True)
