@@ -61,7 +61,8 @@ def _pop_selection(knobs: dict) -> dict:
 @click.option("--name", "target_name", help="Target name in reports [default: the model].")
 @click.option("--config", "config_file", type=click.Path(path_type=Path),
               help="Targets file for a nightly run (several targets); see README.")
-@click.option("--resume", "resume", metavar="RUN", help="Finish an interrupted run.")
+@click.option("--resume", "resume", metavar="RUN", help="Finish an interrupted run, with its stored targets (a different "
+                   "--model or --base-url is refused).")
 @click.option("--repeats", type=click.IntRange(1), default=None, help="Sessions per scenario.")
 @click.option("--concurrency", type=click.IntRange(1), default=None,
               help="Sessions in flight per target [default 4].")
@@ -92,6 +93,9 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
     --resume keeps to the selection the run started with.  --max-turns N and
     --max-tool-calls N bound a slow model without editing the suite: they replace every
     scenario's own limits and are stored in the run's config (--resume keeps them).
+
+    Before any session, each server's /v1/models is read: a --model the server does not
+    serve stops the run with the served names (did you mean ...?), nothing stored.
 
     Prints a progress bar, then the per-target table and the failure-class breakdown.
     A request the server fails (500, dropped, hung past --timeout, cut off) ends its
@@ -135,6 +139,8 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
                           "(agent-eval worker RUN)", field="--plan-only")
     if resume:
         run_id, suite_obj, targets, reps = load_run_plan(store, resume)
+        _check_resumed_target(run_id, targets, base_url=base_url, model=model,
+                              name=target_name, config_file=config_file)
         if store.has_work_items(run_id):
             _resume_planned(store, run_id, suite_obj, targets, as_json)
         else:
@@ -165,6 +171,27 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
         _plan(store, run_id, suite_obj, targets, repeats or 1, as_json)
         return
     _play(store, run_id, suite_obj, targets, repeats or 1, as_json=as_json)
+
+
+def _check_resumed_target(run_id: int, targets, *, base_url, model, name, config_file) -> None:
+    """``--resume`` plays the targets the run was planned with: a --base-url, --model,
+    --name or --config that says otherwise is refused (naming what the run has), never
+    ignored; one that repeats the stored target is fine."""
+    given = {"--base-url": base_url, "--model": model, "--name": name}
+    if config_file is None and all(v is None for v in given.values()):
+        return
+    stored = targets[0] if len(targets) == 1 else None
+    if config_file is None and stored is not None and all(
+            v is None or v == have for v, have in
+            zip(given.values(), (stored.base_url, stored.model, stored.name), strict=True)):
+        return
+    has = "; ".join(f"{t.name!r}: model {t.model!r} at {t.base_url}" for t in targets)
+    what = "--config" if config_file is not None else "/".join(
+        k for k, v in given.items() if v is not None)
+    raise ConfigError(
+        f"run {run_id} plays its target{'s' if len(targets) > 1 else ''} {has}; --resume "
+        f"cannot change them: start a new run with the new target (agent-eval run "
+        f"--base-url URL --model NAME), or resume without {what}", field=what)
 
 
 def _start(store, suite_obj, targets, repeats, label, console: Console) -> int:
