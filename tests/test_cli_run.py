@@ -210,3 +210,40 @@ def test_the_demo_ends_by_saying_what_to_open_next(tmp_path):
         f"  agent-eval view --db {db}: browse the run at http://127.0.0.1:8700/",
         f"  agent-eval sessions latest --failed --db {db}: the sessions that went wrong",
         f"  agent-eval show ID --db {db}: one session turn by turn (an id from sessions)"]
+
+
+@pytest.mark.e2e
+def test_run_allowlist_plays_and_judges_every_scenario_under_it_and_resume_keeps_it(tmp_path):
+    """`run --allowlist` names the allow-list as proxy, import and rescore do: the bundled
+    scenarios played and judged under `permissive`, which lets `| grep` through."""
+    from agent_eval.policy.allowlist import load_allowlist
+    from agent_eval.scenario.bundled import bundled_allowlist
+    from agent_eval.sim import run_sim_in_thread
+    from agent_eval.store import open_store
+
+    db = str(tmp_path / "s.db")
+    with run_sim_in_thread(profile="piper") as base_url:
+        result = invoke("run", "--base-url", base_url, "--model", "piper", "--db", db,
+                        "--allowlist", "permissive", "--scenario", "lights-*", "--repeats", "3")
+        assert result.exit_code == 0, result.output
+        with open_store(db) as store:
+            run = store.resolve_run("latest")
+            calls = list(store.call_rows([run.id]))
+    permissive = load_allowlist(bundled_allowlist("permissive"))
+    assert Path(run.config["policy"]["allowlist"]).resolve() == \
+        bundled_allowlist("permissive").resolve()
+    assert run.fingerprint["allowlists"] == [permissive.fingerprint]
+    piped = [c for c in calls if "|" in (c.command or "")]
+    assert piped, [c.command for c in calls]
+    assert "allow" in {c.decision for c in piped}  # `| grep`, `| jq`: AE301 under ralf
+    from agent_eval.live.run import load_run_plan
+
+    with open_store(db) as store:
+        _, suite, _, _ = load_run_plan(store, run.id)
+    assert {sc.allowlist.name for sc in suite.scenarios.values()} == {"permissive"}
+
+
+def test_run_allowlist_that_does_not_exist_is_one_error_line(tmp_path):
+    result = invoke(*run_args(tmp_path / "s.db", "--allowlist", str(tmp_path / "nope.yaml")))
+    line = assert_one_error_line(result, EXIT_USAGE)
+    assert "nope.yaml" in line

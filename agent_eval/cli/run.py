@@ -10,7 +10,13 @@ import click
 from rich.console import Console
 
 from agent_eval.cli import EXIT_FAULT, main
-from agent_eval.cli.options import db_option, json_option, sampling_options, selection_options
+from agent_eval.cli.options import (
+    ALLOWLIST,
+    db_option,
+    json_option,
+    sampling_options,
+    selection_options,
+)
 from agent_eval.cli.terminal import escape_terminal
 from agent_eval.errors import ConfigError
 from agent_eval.live.targets import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES
@@ -61,6 +67,13 @@ def _pop_selection(knobs: dict) -> dict:
 @click.option("--name", "target_name", help="Target name in reports [default: the model].")
 @click.option("--config", "config_file", type=click.Path(path_type=Path),
               help="Targets file for a nightly run (several targets); see README.")
+@click.option("--allowlist", "allowlist_path", type=ALLOWLIST, default=None,
+              help="Play and judge every scenario under this allow-list, or an agent CLI's "
+                   "rules (opencode.json, Claude Code settings.json, Codex .rules) "
+                   "[default: the one each scenario names].")
+@click.option("--agent", default=None, metavar="NAME",
+              help="With an agent CLI's rules: the agent whose rules apply [default: the "
+                   "configuration's default agent].")
 @click.option("--resume", "resume", metavar="RUN", help="Finish an interrupted run, with its stored targets (a different "
                    "--model or --base-url is refused).")
 @click.option("--repeats", type=click.IntRange(1), default=None, help="Sessions per scenario.")
@@ -78,8 +91,8 @@ def _pop_selection(knobs: dict) -> dict:
 @_client_options
 @json_option("the two tables as one JSON object on stdout, progress on stderr")
 @db_option
-def run(suite, base_url, model, target_name, config_file, resume, repeats, concurrency, label,
-        max_turns, max_tool_calls, plan_only, as_json, db, **knobs) -> None:
+def run(suite, base_url, model, target_name, config_file, allowlist_path, agent, resume, repeats,
+        concurrency, label, max_turns, max_tool_calls, plan_only, as_json, db, **knobs) -> None:
     """Run a scenario suite against a served model and store every call.
 
     Example:
@@ -134,6 +147,12 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
     if resume and (max_turns or max_tool_calls):
         raise ConfigError("--resume keeps the limits the run started with",
                           field="--max-turns/--max-tool-calls")
+    if resume and (allowlist_path or agent):
+        raise ConfigError("--resume judges under the allow-list the run started with",
+                          field="--allowlist")
+    if agent and not allowlist_path:
+        raise ConfigError("--agent picks an agent of --allowlist CONFIG; give both",
+                          field="--agent")
     if resume and plan_only:
         raise ConfigError("--plan-only plans a new run; workers finish a planned one "
                           "(agent-eval worker RUN)", field="--plan-only")
@@ -162,11 +181,19 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
                                         concurrency or 4, knobs)]
     from agent_eval.scenario.bundled import find_suite
 
-    suite_obj = _select(load_suite(find_suite(suite) if suite else _bundled_suite()), selection)
+    policy = None
+    if allowlist_path:
+        from agent_eval.scenario.bundled import load_policy
+
+        policy = {"allowlist": str(Path(allowlist_path).resolve()), "agent": agent}
+        resolved = load_policy(policy["allowlist"], agent)
+    suite_obj = _select(load_suite(find_suite(suite) if suite else _bundled_suite(),
+                                   resolved if policy else None), selection)
     from agent_eval.scenario.select import limit_scenarios
 
     suite_obj = limit_scenarios(suite_obj, turns=max_turns, tool_calls=max_tool_calls)
-    run_id = _start(store, suite_obj, targets, repeats or 1, label, _console(stderr=as_json))
+    run_id = _start(store, suite_obj, targets, repeats or 1, label, _console(stderr=as_json),
+                    policy=policy)
     if plan_only:
         _plan(store, run_id, suite_obj, targets, repeats or 1, as_json)
         return
@@ -194,13 +221,13 @@ def _check_resumed_target(run_id: int, targets, *, base_url, model, name, config
         f"--base-url URL --model NAME), or resume without {what}", field=what)
 
 
-def _start(store, suite_obj, targets, repeats, label, console: Console) -> int:
+def _start(store, suite_obj, targets, repeats, label, console: Console, policy=None) -> int:
     """Probe the targets' servers (said at once: a busy server may take minutes to answer
     ``/v1/models``) and record the run."""
     from agent_eval.live.run import record_new_run
 
     console.print(checking_line(targets), markup=False, highlight=False, soft_wrap=True)
-    return record_new_run(store, suite_obj, targets, repeats, label=label)
+    return record_new_run(store, suite_obj, targets, repeats, label=label, policy=policy)
 
 
 def checking_line(targets) -> str:

@@ -51,6 +51,7 @@ from agent_eval.live.recorder import RunRecorder
 from agent_eval.live.targets import TOOL_CHOICE_MODES
 from agent_eval.policy import ENGINE_VERSION
 from agent_eval.scenario import LoadedScenario, Suite, load_suite
+from agent_eval.scenario.bundled import load_policy
 from agent_eval.scenario.select import limit_scenarios, select_scenarios
 from agent_eval.store import Store
 from agent_eval.transcript import SessionRecord
@@ -218,10 +219,13 @@ def plan_run(suite: Suite, targets: list[Target], repeats: int,
     ]
 
 
-def run_config(suite: Suite, targets: list[Target], repeats: int) -> dict[str, Any]:
-    """What ``--resume`` needs to replay the plan.  Holds no API key (env var names only)."""
+def run_config(suite: Suite, targets: list[Target], repeats: int,
+               policy: dict[str, str | None] | None = None) -> dict[str, Any]:
+    """What ``--resume`` needs to replay the plan.  Holds no API key (env var names only).
+    ``policy`` is ``run --allowlist``'s file and ``--agent`` (None: the suite's own)."""
     return {
         "suite": str(suite.path),
+        "policy": policy,
         # the selection (run --scenario/--tag/--exclude/--limit), so --resume keeps to it
         "scenarios": sorted(sc.name for sc in suite.top_level()),
         "repeats": repeats,
@@ -347,7 +351,8 @@ def not_found_line(base_url: str, server_message: str) -> str:
 
 
 def start_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *,
-              label: str | None, server_models: dict[str, Any]) -> int:
+              label: str | None, server_models: dict[str, Any],
+              policy: dict[str, str | None] | None = None) -> int:
     """Record a new run and its targets; returns the run id."""
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
@@ -356,7 +361,7 @@ def start_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *
         _check_named_tool_choice(t, suite)
     run_id = store.create_run(
         label=label, kind="live", suite=str(suite.path),
-        config=run_config(suite, targets, repeats),
+        config=run_config(suite, targets, repeats, policy),
         fingerprint=run_fingerprint(suite, targets, server_models),
     )
     for t in targets:
@@ -366,11 +371,13 @@ def start_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *
 
 
 def record_new_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *,
-                   label: str | None, client_factory: ClientFactory = ModelClient) -> int:
+                   label: str | None, client_factory: ClientFactory = ModelClient,
+                   policy: dict[str, str | None] | None = None) -> int:
     """Probe every target's server (``ServerUnreachable`` when one is down: nothing is
     recorded) and record the new run (:func:`start_run`); returns its id."""
     server_models = asyncio.run(probe_targets(targets, client_factory))
-    return start_run(store, suite, targets, repeats, label=label, server_models=server_models)
+    return start_run(store, suite, targets, repeats, label=label, server_models=server_models,
+                     policy=policy)
 
 
 def _check_named_tool_choice(target: Target, suite: Suite) -> None:
@@ -398,7 +405,10 @@ def load_run_plan(store: Store, run_ref: str | int, suite_path: Path | None = No
                           field="--resume")
     config = info.config or {}
     try:
-        suite = load_suite(suite_path or Path(config["suite"]))
+        policy = config.get("policy")  # run --allowlist, replacing the suite's
+        suite = load_suite(suite_path or Path(config["suite"]),
+                           load_policy(policy["allowlist"], policy.get("agent"))
+                           if policy else None)
         if config.get("scenarios"):  # runs stored before selection have no such key
             suite = select_scenarios(suite, include=list(config["scenarios"]))
         if config.get("limits"):
