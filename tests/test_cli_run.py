@@ -247,3 +247,38 @@ def test_run_allowlist_that_does_not_exist_is_one_error_line(tmp_path):
     result = invoke(*run_args(tmp_path / "s.db", "--allowlist", str(tmp_path / "nope.yaml")))
     line = assert_one_error_line(result, EXIT_USAGE)
     assert "nope.yaml" in line
+
+
+def _finished_line(out: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith("Run ") and "finished" in line)
+
+
+@pytest.mark.e2e
+def test_demo_counts_the_sessions_it_stored_as_its_table_does(tmp_path):
+    """Children spawned by a research stage are stored sessions too: the closing line
+    counts them as the table's rows do, and says how many were spawned."""
+    import json as json_module
+
+    db = str(tmp_path / "d.db")
+    args = ["demo", "--profiles", "disciplined", "--repeats", "1", "--no-report",
+            "--scenario", "research-tech-radar", "--scenario", "lights-dim-office", "--db", db]
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    as_json = json_module.loads(invoke(*args, "--json").stdout)
+    column = as_json["targets"]["disciplined"]
+    in_table = column["sessions"] + column["error_sessions"]
+    assert in_table > 2  # the stage spawned at least one child
+    line = _finished_line(result.stdout)
+    assert f"{in_table} sessions stored" in line, line
+    assert f"2 played as planned, {in_table - 2} spawned by them" in line, line
+
+
+@pytest.mark.e2e
+def test_one_session_is_one_session(tmp_path):
+    result = invoke("demo", "--profiles", "disciplined", "--repeats", "1", "--no-report",
+                    "--scenario", "lights-dim-office", "--db", str(tmp_path / "d.db"))
+    assert result.exit_code == 0, result.output
+    assert "1 session stored in" in _finished_line(result.stdout)
+    import re
+
+    assert not re.search(r"(?<![/\d])1 sessions", result.output)  # "1/1 sessions" is a ratio

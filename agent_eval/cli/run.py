@@ -17,7 +17,7 @@ from agent_eval.cli.options import (
     sampling_options,
     selection_options,
 )
-from agent_eval.cli.terminal import escape_terminal
+from agent_eval.cli.terminal import counted, escape_terminal
 from agent_eval.errors import ConfigError
 from agent_eval.live.targets import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES
 
@@ -74,7 +74,8 @@ def _pop_selection(knobs: dict) -> dict:
 @click.option("--agent", default=None, metavar="NAME",
               help="With an agent CLI's rules: the agent whose rules apply [default: the "
                    "configuration's default agent].")
-@click.option("--resume", "resume", metavar="RUN", help="Finish an interrupted run, with its stored targets (a different "
+@click.option("--resume", "resume", metavar="RUN",
+              help="Finish an interrupted run, with its stored targets (a different "
                    "--model or --base-url is refused).")
 @click.option("--repeats", type=click.IntRange(1), default=None, help="Sessions per scenario.")
 @click.option("--concurrency", type=click.IntRange(1), default=None,
@@ -291,7 +292,7 @@ def _play(store, run_id, suite_obj, targets, repeats, *, resume: bool = False,
 
     def on_start(n: int) -> None:
         if resume:
-            console.print(f"Resuming run {run_id}: {n} sessions left.")
+            console.print(f"Resuming run {run_id}: {counted(n, 'session')} left.")
             if n:
                 console.print(checking_line(targets), markup=False, highlight=False,
                               soft_wrap=True)
@@ -302,7 +303,7 @@ def _play(store, run_id, suite_obj, targets, repeats, *, resume: bool = False,
                  on_start=on_start, on_session=bar.update)
     except KeyboardInterrupt:
         bar.stop()
-        console.print(f"[yellow]Interrupted.[/] {tally.done} sessions kept; "
+        console.print(f"[yellow]Interrupted.[/] {counted(tally.done, 'session')} kept; "
                       f"finish with: agent-eval run --resume {run_id}")
         sys.exit(130)
     finally:
@@ -320,10 +321,18 @@ def _play(store, run_id, suite_obj, targets, repeats, *, resume: bool = False,
                       f"Run {run_id} stored in {store.url}.", markup=False)
         sys.exit(EXIT_FAULT)
     if tally.left:
-        console.print(f"[red]{tally.left} sessions not played: the model server stopped "
+        console.print(f"[red]{counted(tally.left, 'session')} not played: the model server stopped "
                       f"answering.[/] Finish later with: agent-eval run --resume {run_id}")
         sys.exit(EXIT_FAULT)
-    console.print(f"Run {run_id} finished: {tally.done} sessions stored in {store.url}.")
+    console.print(finished_line(run_id, tally, store.url), markup=False, highlight=False)
+
+
+def finished_line(run_id: int, tally, url: str) -> str:
+    """The closing line, counting stored sessions as the table's rows do (a research
+    stage's spawned children included, and said apart)."""
+    spawned = tally.stored - tally.done
+    how = f" ({tally.done} played as planned, {spawned} spawned by them)" if spawned else ""
+    return f"Run {run_id} finished: {counted(tally.stored, 'session')} stored{how} in {url}."
 
 
 def _print_json(store, run_id: int, status: str, stored: int) -> None:

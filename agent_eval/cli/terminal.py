@@ -168,3 +168,8 @@ def fitted_table(title: str, columns: list[tuple[str, ColumnSpec]], rows: list[l
     for r in rows:
         table.add_row(*(r[i] for i in keep))
     return table
+
+
+def counted(n: int, word: str) -> str:
+    """``1 session``, ``2 sessions``: a count with its noun in the right number."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"

@@ -90,7 +90,8 @@ class RunTally:
     error sessions."""
 
     planned: int = 0
-    done: int = 0
+    done: int = 0  # planned sessions played and stored
+    stored: int = 0  # sessions stored: ``done`` and the children they spawned
     targets: dict[str, TargetTally] = field(default_factory=dict)
     # what is under way, for the progress line: sessions started and not yet stored,
     # requests sent and not yet answered (one per turn), and the completion tokens the
@@ -131,6 +132,7 @@ class RunTally:
         target's first sessions and they were all refused the same way (the target
         stops, ``stopped`` says why)."""
         self.done += 1
+        self.stored += len(records)
         for rec in records:
             tally = self.targets.setdefault(rec.target, TargetTally())
             if rec.status == "error":

@@ -10,7 +10,10 @@ RUN_HEAD = ("id", "label", "kind", "status", "targets", "sessions", "calls",
 
 def run_cells(r) -> tuple[str, ...]:
     """A run's row as text, in ``RUN_HEAD`` order (shared with the viewer)."""
-    if r.per100 is None:
+    if len(r.by_target) > 1:  # one figure per target, never one pooled across models
+        rate = "; ".join(f"{name} {'–' if per100 is None else f'{per100:.2f}'}"
+                         for name, per100 in r.target_rates())
+    elif r.per100 is None:
         rate = "–"
     else:
         lo, hi = r.interval

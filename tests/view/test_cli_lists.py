@@ -37,7 +37,21 @@ def test_runs_prints_and_json_the_same_rows(filled):
     assert (rows[0]["sessions"], rows[0]["calls"], rows[0]["errors"]) == (5, 6, 3)
     text = run_cli(store, "runs")
     assert table_ids(text) == [f.run_id, f.old_run_id]
-    assert "50.00 [" in text and "careful, sloppy" in text
+    assert "careful, sloppy" in text
+
+
+def test_runs_never_pool_errors_per_100_across_targets(filled):
+    """Two targets are two models: one figure each (careful 1/4, sloppy 2/2), never the
+    pooled 3/6 = 50.00 that describes neither."""
+    store, f = filled
+    rows = json.loads(run_cli(store, "runs", "--json"))
+    assert rows[0]["errors_per100"] is None
+    assert [(t["target"], t["calls"], t["errors"], t["errors_per100"])
+            for t in rows[0]["by_target"]] == [("careful", 4, 1, 25.0), ("sloppy", 2, 2, 100.0)]
+    assert rows[1]["errors_per100"] == 0.0  # one target: its own figure
+    text = run_cli(store, "runs")
+    assert "careful 25.00; sloppy 100.00" in text
+    assert "50.00" not in text
 
 
 def test_runs_never_print_a_stored_key(filled):
