@@ -21,15 +21,17 @@ SESSION_HEAD = ("id", "target", "scenario", "repeat", "status", "calls", "denial
 CALL_HEAD = ("id", "session", "target", "scenario", "#", "tool", "decision", "class",
              "next", "command")  # fmt: skip
 # how each column gives way on a narrow terminal (terminal.fitted_table)
+# (the least useful go first: the highest ``drop``; status and target are kept whole)
 SESSION_COLUMNS: dict[str, ColumnSpec] = {
-    "id": {"justify": "right"}, "target": {"flex": True}, "scenario": {"flex": True, "min": 12},
-    "repeat": {"justify": "right", "drop": 2}, "status": {"flex": True, "min": 9},
-    "calls": {"justify": "right", "drop": 1}, "denials": {"justify": "right"},
-    "tags": {"flex": True, "drop": 3},
+    "id": {"justify": "right"}, "target": {"keep": True, "min": 10},
+    "scenario": {"flex": True, "min": 12}, "repeat": {"justify": "right", "drop": 3},
+    "status": {"keep": True, "min": 12}, "calls": {"justify": "right", "drop": 2},
+    "denials": {"justify": "right", "drop": 1},  # the status says "with 2 denials"
+    "tags": {"flex": True, "drop": 4},
 }
 CALL_COLUMNS: dict[str, ColumnSpec] = {
     "id": {"justify": "right"}, "session": {"justify": "right"},
-    "target": {"flex": True, "min": 6}, "scenario": {"flex": True, "min": 8, "drop": 1},
+    "target": {"keep": True, "min": 8}, "scenario": {"flex": True, "min": 8, "drop": 1},
     "#": {"justify": "right", "drop": 4}, "tool": {"flex": True, "min": 4, "drop": 3},
     "next": {"flex": True, "min": 6, "drop": 2},
     "command": {"flex": True, "min": 24},

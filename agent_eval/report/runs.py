@@ -23,6 +23,24 @@ def run_cells(r) -> tuple[str, ...]:
             format_duration(r.duration_s))
 
 
+def target_cells(r) -> list[tuple[str, ...]]:
+    """One row per target of a run of several (``agent-eval runs``), in ``RUN_HEAD``
+    order: the target's name, calls and errors per 100 with its Wilson interval; the
+    run's own cells left blank.  None for a run of one target (its row says it all)."""
+    from agent_eval.metrics.stats import wilson_interval
+
+    if len(r.by_target) < 2:
+        return []
+    rows = []
+    for name, calls, errors in r.by_target:
+        rate = "–"
+        if calls:
+            lo, hi = wilson_interval(errors, calls)
+            rate = f"{100 * errors / calls:.2f} [{100 * lo:.1f}–{100 * hi:.1f}]"
+        rows.append(("", "", "", "", f"· {name}", "", str(calls), rate, "", ""))
+    return rows
+
+
 def format_duration(seconds: float | None) -> str:
     if seconds is None:
         return "–"

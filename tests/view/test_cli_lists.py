@@ -37,7 +37,7 @@ def test_runs_prints_and_json_the_same_rows(filled):
     assert (rows[0]["sessions"], rows[0]["calls"], rows[0]["errors"]) == (5, 6, 3)
     text = run_cli(store, "runs")
     assert table_ids(text) == [f.run_id, f.old_run_id]
-    assert "careful, sloppy" in text
+    assert "2 targets:" in text and "· careful" in text and "· sloppy" in text
 
 
 def test_runs_never_pool_errors_per_100_across_targets(filled):
@@ -50,7 +50,9 @@ def test_runs_never_pool_errors_per_100_across_targets(filled):
             for t in rows[0]["by_target"]] == [("careful", 4, 1, 25.0), ("sloppy", 2, 2, 100.0)]
     assert rows[1]["errors_per100"] == 0.0  # one target: its own figure
     text = run_cli(store, "runs")
-    assert "careful 25.00; sloppy 100.00" in text
+    [careful] = [line for line in text.splitlines() if "· careful" in line]
+    [sloppy] = [line for line in text.splitlines() if "· sloppy" in line]
+    assert "25.00 [" in careful and "100.00 [" in sloppy
     assert "50.00" not in text
 
 
