@@ -214,7 +214,7 @@ def test_gate_and_compare_show_the_librarys_clustered_interval_and_name_its_meth
     out = cli(db, "compare", "1", "2").stdout
     assert (f"errors/100 clustered (sessions): a {a.per100:.2f} {interval_text(a)}, "
             f"b {b.per100:.2f} {interval_text(b)}") in out
-    assert f"clustered interval: {CLUSTERED_METHOD}." in out
+    assert f"clustered interval: {CLUSTERED_METHOD}." in cli(db, "compare", "1", "2", "--explain").stdout
 
 
 def test_compare_reports_mcnemar_on_scenario_pairs(db):
