@@ -152,7 +152,8 @@ def calls(run_ref, sort, limit, offset, as_json, db, **filters) -> None:
              str(r.index), model_text(r.tool),
              model_text(r.decision, "red" if r.decision == "deny" else "green"),
              model_text(r.primary_code), model_text(r.next_action),
-             command_cell(r.command, spans.get(r.id), room)]
+             command_cell(r.command if r.command is not None else r.arguments,
+                          spans.get(r.id), room)]
             for r in page.rows]
     console.print(fitted_table(_title("Calls", run.id, page),
                                [(col, CALL_COLUMNS.get(col, {})) for col in CALL_HEAD],

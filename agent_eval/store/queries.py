@@ -216,6 +216,7 @@ class CallListRow:
     primary_code: str | None
     next_action: str | None
     source_decision: str | None
+    arguments: str | None = None  # the raw arguments, only of a call with no command (AE102)
 
     @property
     def disagrees(self) -> bool:
@@ -537,7 +538,8 @@ def list_calls(engine: Engine, f: CallFilter, *, sort: str = "failed",
         rows = {r.id: r for r in conn.execute(
             select(c.id, c.session_id, c.run_id, targets.c.name, sessions.c.scenario,
                    c.index, c.turn_index, c.tool, c.command, c.decision, c.primary_code,
-                   c.next_action, c.source_decision)
+                   c.next_action, c.source_decision,
+                   case((c.command.is_(None), c.arguments), else_=None))
             .select_from(tool_calls.join(sessions, sessions.c.id == c.session_id)
                          .join(targets, targets.c.id == c.target_id))
             .where(c.id.in_(ids))).all()}
