@@ -33,6 +33,7 @@ def compare(run_a, run_b, targets, by, markdown_path, explain, as_json, db) -> N
 
     Example:
 
+    \b
         agent-eval compare label:nightly latest
         agent-eval compare 1 2 --by all --markdown compare.md
         agent-eval compare 1 2 --json

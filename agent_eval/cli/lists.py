@@ -46,9 +46,10 @@ def _filters(func):
         click.option("--target", help="Only this target."),
         click.option("--scenario", help="Only this scenario."),
         click.option("--tag", help="Only sessions carrying this tag."),
-        click.option("--class", "code", metavar="CODE",
+        click.option("--class", "--code", "code", metavar="CODE",
                      help="Only denied calls of this primary class: a code or a rule name "
-                          "(AE301, pipe-to-filter)."),
+                          "(AE301, pipe-to-filter); --code is the viewer's name for it "
+                          "(its URLs say code=AE301)."),
         click.option("--status", type=click.Choice(["completed", "stalled", "abandoned",
                                                     "error"]), help="Session exit state."),
         click.option("--decision", type=click.Choice(["allow", "deny"]), help="Call verdict."),
@@ -79,7 +80,8 @@ def sessions(run_ref, sort, limit, offset, as_json, db, **filters) -> None:
 
     Example:
 
-        agent-eval sessions latest --failed --class AE301 --target careful --json
+    \b
+        agent-eval sessions latest --failed --class AE301 --target piper --json
 
     A session is failed when it did not complete, left its handshake open, or holds a
     denied call.  --class keeps sessions holding a denied call of that class.  The
@@ -124,7 +126,8 @@ def calls(run_ref, sort, limit, offset, as_json, db, **filters) -> None:
 
     Example:
 
-        agent-eval calls latest --class AE301 --target careful --json
+    \b
+        agent-eval calls latest --class AE301 --target piper --json
 
     --search finds calls whose command contains TEXT (matched literally).  Commands are
     shown with control characters escaped and cut to fit the terminal (--json gives them

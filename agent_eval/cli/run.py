@@ -465,6 +465,7 @@ def demo(repeats, profiles, concurrency, report, as_json, db, **selection) -> No
 
     Example:
 
+    \b
         agent-eval demo
         agent-eval demo --profiles piper --repeats 1 --tag lights --no-report
 

@@ -131,7 +131,8 @@ def _list_page(store: Store, kind, params, sort, sorts, head, rows, failed, page
     live = False
     if run_id and str(run_id).isdigit():
         try:
-            live = store.get_run(int(run_id)).status == "running"
+            live = (store.get_run(int(run_id)).status == "running"
+                    and store.run_is_played(int(run_id)))
         except ConfigError:
             live = False
     return ListPage(
@@ -176,7 +177,8 @@ def build_session_view(store: Store, session_id: int, params: dict[str, str]) ->
     filters = _session_filters(params)
     f = filter_from(SessionFilter, {"run_id": page.run_id, **filters})
     prev_id, next_id = store.neighbour_sessions(f, session_id)
-    live = store.get_run(page.run_id).status == "running"
+    live = (store.get_run(page.run_id).status == "running"
+            and store.run_is_played(page.run_id))
     return SessionView(
         page=page, nested=nested,
         prev_href=session_href(prev_id, filters) if prev_id is not None else None,

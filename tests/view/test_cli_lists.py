@@ -226,3 +226,12 @@ def test_the_per_target_table_keeps_a_row_per_target_at_the_terminal_width(
     (row,) = body_rows(table)
     assert row.split("│")[1].strip().startswith("Qwen3.5-27B")  # cut with … when narrow
     assert "errors/100 [95% CI]" in "\n".join(table)
+
+
+def test_the_cli_takes_code_as_the_viewer_names_the_class_filter(filled):
+    """The viewer's filter (and its URLs) say `code`, the CLI `--class`: both names work
+    in the CLI, and the viewer's label says it is the class."""
+    store, f = filled
+    by_class = run_cli(store, "calls", str(f.run_id), "--class", "AE301", "--json")
+    assert json.loads(run_cli(store, "calls", str(f.run_id), "--code", "AE301", "--json")) \
+        == json.loads(by_class) != []
