@@ -62,7 +62,7 @@ def compare(run_a, run_b, targets, by, markdown_path, explain, as_json, db) -> N
     when the overlap is too small (under 3 scenarios or half of either run's calls) it
     calls no paired difference; then, when the sessions carry tags, it compares the
     runs post-stratified to their shared tag mix (each tag set's rate re-weighted to
-    the pooled mix, session-clustered interval from statsmodels).  Runs with neither
+    the pooled mix, session-clustered interval).  Runs with neither
     fall back to the independent test, sessions as clusters.  When one
     run is `agent-eval rescore` of the other, also the exact count of calls whose class
     moved (e.g. `AE301 -> allowed: 12 calls`).  When one run is `agent-eval replay` of
