@@ -31,7 +31,7 @@ def target_cells(r) -> list[tuple[str, ...]]:
 
     if len(r.by_target) < 2:
         return []
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for name, calls, errors in r.by_target:
         rate = "–"
         if calls:
