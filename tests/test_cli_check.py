@@ -178,7 +178,13 @@ def test_rule_json():
 
 def test_unknown_rule_is_a_usage_error():
     result = run("rule", "AE999")
-    assert result.exit_code == 2 and "unknown rule code 'AE999'" in result.output
+    assert result.exit_code == 2 and "no such code or rule name 'AE999'" in result.output
+
+
+def test_rule_takes_a_rule_name_as_the_filters_do():
+    assert run("rule", "pipe-to-filter").output.startswith("AE301 pipe-to-filter\n")
+    near = run("rule", "pipe-filter")
+    assert near.exit_code == 2 and "did you mean AE301 (pipe-to-filter)?" in near.output
 
 
 @pytest.mark.parametrize("command", ["check", "rules", "rule"])

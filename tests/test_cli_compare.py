@@ -115,8 +115,35 @@ def test_flipped_scenarios_are_listed_with_their_direction(db):
     assert out[at + 1] == "  s1: broke (a P -> b F)"
 
 
+def test_the_verdict_and_numbers_come_first_and_the_method_in_one_line(db, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    out = compare(db, "1", "2").stdout.splitlines()
+    assert out[0] == "b = run 2 (pr-7) against a = run 1 (nightly):"
+    assert out[1].startswith("  qwen: errors/100 5.59 -> 12.03, not significant (paired)")
+    method = [line for line in out if line.startswith("method:")]
+    assert len(method) == 1 and len(method[0]) <= 80 and "--explain" in method[0]
+    assert out.index(method[0]) < out.index("== qwen ==") < 12
+    assert not any("Korn–Graubard" in line or "Fisher's exact" in line for line in out)
+
+
+def test_explain_prints_every_method_in_full(db):
+    out = compare(db, "1", "2", "--explain").stdout
+    assert "Korn–Graubard" in out and "Holm's method" in out
+
+
+def test_runs_with_no_target_in_common_are_refused_naming_each_runs_targets(tmp_path):
+    db = str(tmp_path / "apart.db")
+    add_run(db, "a", [session("qwen-27b", "s0"), session("qwen-35b", "s0")])
+    add_run(db, "b", [session("qwen-122b", "s0")])
+    result = compare(db, "1", "2")
+    assert result.exit_code == 2, result.output
+    [line] = [x for x in result.stderr.splitlines() if x.startswith("Error:")]
+    assert "run 1 (a) has 'qwen-27b', 'qwen-35b', run 2 (b) has 'qwen-122b'" in line
+    assert "--by all" in line and "Traceback" not in result.output
+
+
 def test_the_test_used_is_named(db):
-    out = compare(db, "label:nightly", "latest").stdout
+    out = compare(db, "label:nightly", "latest", "--explain").stdout
     assert "two-proportion z-test (pooled, no continuity correction) at alpha 0.05" in out
     assert "Fisher's exact test (two-sided)" in out
     assert out.startswith("b = run 2 (pr-7) against a = run 1 (nightly)")

@@ -210,3 +210,75 @@ def test_the_demo_ends_by_saying_what_to_open_next(tmp_path):
         f"  agent-eval view --db {db}: browse the run at http://127.0.0.1:8700/",
         f"  agent-eval sessions latest --failed --db {db}: the sessions that went wrong",
         f"  agent-eval show ID --db {db}: one session turn by turn (an id from sessions)"]
+
+
+@pytest.mark.e2e
+def test_run_allowlist_plays_and_judges_every_scenario_under_it_and_resume_keeps_it(tmp_path):
+    """`run --allowlist` names the allow-list as proxy, import and rescore do: the bundled
+    scenarios played and judged under `permissive`, which lets `| grep` through."""
+    from agent_eval.policy.allowlist import load_allowlist
+    from agent_eval.scenario.bundled import bundled_allowlist
+    from agent_eval.sim import run_sim_in_thread
+    from agent_eval.store import open_store
+
+    db = str(tmp_path / "s.db")
+    with run_sim_in_thread(profile="piper") as base_url:
+        result = invoke("run", "--base-url", base_url, "--model", "piper", "--db", db,
+                        "--allowlist", "permissive", "--scenario", "lights-*", "--repeats", "3")
+        assert result.exit_code == 0, result.output
+        with open_store(db) as store:
+            run = store.resolve_run("latest")
+            calls = list(store.call_rows([run.id]))
+    permissive = load_allowlist(bundled_allowlist("permissive"))
+    assert Path(run.config["policy"]["allowlist"]).resolve() == \
+        bundled_allowlist("permissive").resolve()
+    assert run.fingerprint["allowlists"] == [permissive.fingerprint]
+    piped = [c for c in calls if "|" in (c.command or "")]
+    assert piped, [c.command for c in calls]
+    assert "allow" in {c.decision for c in piped}  # `| grep`, `| jq`: AE301 under ralf
+    from agent_eval.live.run import load_run_plan
+
+    with open_store(db) as store:
+        _, suite, _, _ = load_run_plan(store, run.id)
+    assert {sc.allowlist.name for sc in suite.scenarios.values()} == {"permissive"}
+
+
+def test_run_allowlist_that_does_not_exist_is_one_error_line(tmp_path):
+    result = invoke(*run_args(tmp_path / "s.db", "--allowlist", str(tmp_path / "nope.yaml")))
+    line = assert_one_error_line(result, EXIT_USAGE)
+    assert "nope.yaml" in line
+
+
+def _finished_line(out: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith("Run ") and "finished" in line)
+
+
+@pytest.mark.e2e
+def test_demo_counts_the_sessions_it_stored_as_its_table_does(tmp_path):
+    """Children spawned by a research stage are stored sessions too: the closing line
+    counts them as the table's rows do, and says how many were spawned."""
+    import json as json_module
+
+    db = str(tmp_path / "d.db")
+    args = ["demo", "--profiles", "disciplined", "--repeats", "1", "--no-report",
+            "--scenario", "research-tech-radar", "--scenario", "lights-dim-office", "--db", db]
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    as_json = json_module.loads(invoke(*args, "--json").stdout)
+    column = as_json["targets"]["disciplined"]
+    in_table = column["sessions"] + column["error_sessions"]
+    assert in_table > 2  # the stage spawned at least one child
+    line = _finished_line(result.stdout)
+    assert f"{in_table} sessions stored" in line, line
+    assert f"2 played as planned, {in_table - 2} spawned by them" in line, line
+
+
+@pytest.mark.e2e
+def test_one_session_is_one_session(tmp_path):
+    result = invoke("demo", "--profiles", "disciplined", "--repeats", "1", "--no-report",
+                    "--scenario", "lights-dim-office", "--db", str(tmp_path / "d.db"))
+    assert result.exit_code == 0, result.output
+    assert "1 session stored in" in _finished_line(result.stdout)
+    import re
+
+    assert not re.search(r"(?<![/\d])1 sessions", result.output)  # "1/1 sessions" is a ratio

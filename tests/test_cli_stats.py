@@ -195,7 +195,7 @@ def test_compare_and_gate_post_stratify_a_changed_suite_on_its_tags(db):
     assert check["detail"].startswith("errors/100 20.00 (32/160) -> 20.00 (32/160), change "
                                       f"+5.00 [95% CI {expected.lo100:+.2f} to "
                                       f"{expected.hi100:+.2f}; 2 tag strata, ")
-    assert check["method"] == ("post-stratified over the shared tag strata (statsmodels WLS, "
+    assert check["method"] == ("post-stratified over the shared tag strata (WLS cell means, "
                                "session-clustered CR1 SE, t interval), where the scenario mix "
                                "differs")
 
@@ -214,7 +214,7 @@ def test_gate_and_compare_show_the_librarys_clustered_interval_and_name_its_meth
     out = cli(db, "compare", "1", "2").stdout
     assert (f"errors/100 clustered (sessions): a {a.per100:.2f} {interval_text(a)}, "
             f"b {b.per100:.2f} {interval_text(b)}") in out
-    assert f"clustered interval: {CLUSTERED_METHOD}." in out
+    assert f"clustered interval: {CLUSTERED_METHOD}." in cli(db, "compare", "1", "2", "--explain").stdout
 
 
 def test_compare_reports_mcnemar_on_scenario_pairs(db):

@@ -96,3 +96,52 @@ def test_hand_ratio_variance_equals_statsmodels_cluster_robust(pairs):
     fit = WLS(k / n, np.ones((len(k), 1)), weights=n).fit(
         cov_type="cluster", cov_kwds={"groups": np.arange(len(k))})
     assert ratio_variance(pairs)[0] == pytest.approx(fit.bse[0] ** 2)
+
+
+def statsmodels_fit(cells_a, cells_b, weights, alpha):
+    """The fit as it was made with statsmodels (now a test dependency only): the
+    reference the closed form in ``stratified._fit`` is held to."""
+    rows, cell_of = [], []
+    for h, (ua, ub) in enumerate(zip(cells_a, cells_b, strict=True)):
+        for side, cell in ((0, ua), (1, ub)):
+            rows += cell
+            cell_of += [2 * h + side] * len(cell)
+    y = np.array([u.errors / u.calls for u in rows])
+    n = np.array([u.calls for u in rows], dtype=np.float64)
+    design = np.eye(2 * len(weights))[cell_of]
+    fit = WLS(y, design, weights=n).fit(
+        cov_type="cluster", cov_kwds={"groups": np.arange(len(rows))}, use_t=True)
+    contrast = np.zeros(2 * len(weights))
+    contrast[0::2], contrast[1::2] = -np.asarray(weights), np.asarray(weights)
+    test = fit.t_test(contrast)
+    lo, hi = test.conf_int(alpha=alpha)[0]
+    return (float(np.squeeze(test.effect)), float(np.squeeze(test.sd)), float(lo), float(hi),
+            int(test.df_denom), float(np.squeeze(test.pvalue)))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_closed_form_fit_is_statsmodels_wls_with_cluster_robust_errors(seed):
+    from agent_eval.metrics.stratified import _fit
+
+    rng = np.random.default_rng(seed)
+    strata = int(rng.integers(2, 5))
+    weights = rng.dirichlet(np.ones(strata))
+    cells = [[[Unit("t", f"s{h}{side}{i}", 0, int(n), int(rng.integers(0, n + 1)))
+               for i, n in enumerate(rng.integers(1, 40, size=int(rng.integers(2, 9))))]
+              for side in range(2)] for h in range(strata)]
+    cells_a, cells_b = [c[0] for c in cells], [c[1] for c in cells]
+    ours = _fit(cells_a, cells_b, list(weights), 0.05)
+    theirs = statsmodels_fit(cells_a, cells_b, list(weights), 0.05)
+    assert ours[4] == theirs[4]
+    assert ours[:4] == pytest.approx(theirs[:4], rel=1e-9, abs=1e-12)
+    assert ours[5] == pytest.approx(theirs[5], rel=1e-7, abs=1e-12)
+
+
+def test_the_package_no_longer_imports_statsmodels():
+    import pathlib
+
+    import agent_eval
+
+    root = pathlib.Path(agent_eval.__file__).parent
+    assert [p for p in root.rglob("*.py") if "import statsmodels" in p.read_text()
+            or "from statsmodels" in p.read_text()] == []

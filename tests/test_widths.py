@@ -50,3 +50,58 @@ def test_no_line_is_wider_than_the_terminal(two_demo_runs, monkeypatch, name, co
     assert len(lines) > 2
     wide = [line for line in lines if len(line) > columns and not line.startswith(WHOLE)]
     assert wide == [], "\n".join(wide)
+
+
+def table_cells(output: str, header: str) -> list[str]:
+    """The cells of column ``header`` in the body rows of the rich tables printed."""
+    cells: list[str] = []
+    index = None
+    for line in output.splitlines():
+        if line.startswith("┃"):
+            heads = [h.strip() for h in line.strip("┃").split("┃")]
+            index = heads.index(header) if header in heads else None
+        elif line.startswith("│") and index is not None:
+            cells.append(line.strip("│").split("│")[index].strip())
+    return cells
+
+
+LISTS = {  # the list commands, with the columns that say what a row is about
+    "runs": (["runs"], ("status", "targets")),
+    "sessions": (["sessions", "latest"], ("status", "target")),
+    "calls": (["calls", "latest"], ("target",)),
+    "run tables": (["report", "latest", "--out"], ("target",)),
+}
+
+
+@pytest.mark.parametrize("columns", [80, 100, 200])
+@pytest.mark.parametrize("name", sorted(LISTS))
+def test_list_tables_never_cut_the_status_or_the_target(two_demo_runs, monkeypatch, tmp_path,
+                                                        name, columns):
+    """At 80 and 100 columns the least useful columns go or are cut first (tags, dates,
+    repeat numbers); a status (`completed with 1 denial`) and a target name stay whole."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    args, kept = LISTS[name]
+    args = [*args, str(tmp_path)] if args[-1] == "--out" else args
+    result = CliRunner().invoke(main, [*args, "--db", two_demo_runs])
+    assert result.exit_code == 0, result.output
+    for header in kept:
+        cells = table_cells(result.stdout, header)
+        assert cells, (header, result.stdout)
+        assert [c for c in cells if c.endswith("…")] == [], result.stdout
+    rows = [line for line in result.stdout.splitlines() if line.startswith(("│", "┃"))]
+    assert rows and all(len(line) <= columns for line in rows), result.stdout
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+def test_show_wraps_the_task_once(two_demo_runs, monkeypatch, columns):
+    """The task's own line breaks (a YAML block at ~90 columns) are not kept as well as
+    the terminal's: every line of the task but its last runs to near the edge."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    result = CliRunner().invoke(main, ["show", "3", "--db", two_demo_runs])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("task: "))
+    end = next(i for i in range(start, len(lines)) if not lines[i].strip())
+    task = lines[start:end]
+    assert len(task) >= 2, task
+    assert [line for line in task[:-1] if len(line) < columns - 20] == [], "\n".join(task)

@@ -409,12 +409,43 @@ def _rescore_lines(cmp: RunComparison) -> list[str]:
     return lines
 
 
-def render_comparison_text(cmp: RunComparison, *, width: int | None = None) -> str:
-    """Aligned plain-text tables, one per group, each followed by its flipped scenarios;
-    for a run and its rescore, the exact moves last.  Within ``width`` columns: prose wraps
-    between words; a table too wide drops its two p columns (detail beside the verdict,
-    said under the table), and one still too wide gives each measure two lines."""
-    lines = fit_lines([*_legend(cmp), *_missing(cmp)], width)
+METHOD_LINE = "method: session-level verdicts, paired by scenario; --explain says more"
+
+
+def verdict_lines(cmp: RunComparison) -> list[str]:
+    """What changed, first: per group, errors/100 in a and b (clustered intervals), the
+    one verdict on it, handshake completion and the flips; the tables follow."""
+    lines = [f"b = {cmp.label_b} against a = {cmp.label_a}:"]
+    for name, group in cmp.groups.items():
+        analysis = cmp.units.get(name)
+        e = group.errors
+        rates = f"errors/100 {_short(e.a.per100)} -> {_short(e.b.per100)}"
+        called = analysis.called if analysis is not None else ("per call", e.significant)
+        verdict = ("no difference called" if called is None else
+                   f"{'SIGNIFICANT' if called[1] else 'not significant'} ({called[0]})")
+        hs = group.handshake
+        handshake = ("" if hs.a.per100 is None and hs.b.per100 is None else
+                     f"; handshake {_short(hs.a.per100)}% -> {_short(hs.b.per100)}%")
+        flips = cmp.flips.get(name, [])
+        lines.append(f"  {name}: {rates}, {verdict}{handshake}; {len(flips)} scenario"
+                     f"{'s' if len(flips) != 1 else ''} flipped")
+    return lines
+
+
+def _short(per100: float | None) -> str:
+    return "–" if per100 is None else f"{per100:.2f}"
+
+
+def render_comparison_text(cmp: RunComparison, *, width: int | None = None,
+                           explain: bool = False) -> str:
+    """The verdict first (:func:`verdict_lines`) and the method in one line (in full with
+    ``explain``), then aligned plain-text tables, one per group, each followed by its
+    flipped scenarios; for a run and its rescore, the exact moves last.  Within ``width``
+    columns: prose wraps between words; a table too wide drops its two p columns (detail
+    beside the verdict, said under the table), and one still too wide gives each measure
+    two lines."""
+    method = _legend(cmp) if explain else [METHOD_LINE]
+    lines = fit_lines([*verdict_lines(cmp), *_missing(cmp), "", *method], width)
     for name, group in cmp.groups.items():
         rows = [_HEADER, *comparison_rows(group, cmp.recovery.get(name), cmp.units.get(name),
                                           cmp.class_p_holm.get(name))]

@@ -24,17 +24,25 @@ from agent_eval.errors import ConfigError
                    "the agents whose CLI rules judged the sessions (docs/policies.md).")
 @click.option("--markdown", "markdown_path", type=click.Path(path_type=Path), metavar="FILE",
               help="Also write the comparison as Markdown.")
+@click.option("--explain", is_flag=True,
+              help="Print every method in full before the tables (one line without it).")
 @json_option("the whole comparison as JSON (every rate, interval and p-value)")
 @db_option
-def compare(run_a, run_b, targets, by, markdown_path, as_json, db) -> None:
+def compare(run_a, run_b, targets, by, markdown_path, explain, as_json, db) -> None:
     """Compare run B against run A: what changed, is it real, which scenarios flipped.
 
     Example:
 
+    \b
         agent-eval compare label:nightly latest
         agent-eval compare 1 2 --by all --markdown compare.md
         agent-eval compare 1 2 --json
         agent-eval compare 7 --targets qwen3.5-27b,qwen3.6-35b
+
+    Opens with the verdict per target (errors/100 in A and B, the one session-level
+    verdict on it, handshake, flips) and the method in one line; --explain prints the
+    methods in full.  Runs that share no target name are refused (exit 2) with the
+    targets each run has.
 
     RUN_A and RUN_B are ids, `latest` or `label:NAME`.  With --targets A,B and one run,
     compares target B of that run against its target A (two models of one targets file),
@@ -54,7 +62,7 @@ def compare(run_a, run_b, targets, by, markdown_path, as_json, db) -> None:
     when the overlap is too small (under 3 scenarios or half of either run's calls) it
     calls no paired difference; then, when the sessions carry tags, it compares the
     runs post-stratified to their shared tag mix (each tag set's rate re-weighted to
-    the pooled mix, session-clustered interval from statsmodels).  Runs with neither
+    the pooled mix, session-clustered interval).  Runs with neither
     fall back to the independent test, sessions as clusters.  When one
     run is `agent-eval rescore` of the other, also the exact count of calls whose class
     moved (e.g. `AE301 -> allowed: 12 calls`).  When one run is `agent-eval replay` of
@@ -72,7 +80,7 @@ def compare(run_a, run_b, targets, by, markdown_path, as_json, db) -> None:
         if run_b is not None:
             raise ConfigError("--targets compares two targets of ONE run: give RUN_A only",
                               field="--targets")
-        return _compare_targets(run_a, targets, markdown_path, as_json, db)
+        return _compare_targets(run_a, targets, markdown_path, as_json, db, explain)
     if run_b is None:
         raise ConfigError("give RUN_B, or --targets A,B to compare two targets of RUN_A",
                           field="RUN_B")
@@ -96,12 +104,26 @@ def compare(run_a, run_b, targets, by, markdown_path, as_json, db) -> None:
                           label_a=_label(info_a), label_b=_label(info_b), by=by)
     if moved is not None:
         result = dataclasses.replace(result, rescore=moved)
+    if not result.groups and by != "all":
+        raise ConfigError(no_common_line(result, by), field="RUN_A/RUN_B")
     if by != "agent":
         result = with_unit_analysis(result, *units)
-    _emit(result, paired, markdown_path, as_json)
+    _emit(result, paired, markdown_path, as_json, explain)
 
 
-def _emit(result, paired, markdown_path, as_json) -> None:
+def no_common_line(result, by: str) -> str:
+    """Two runs with no target (agent) in common: which each has, and what to do."""
+    what = "agent" if by == "agent" else "target"
+
+    def has(names) -> str:
+        return ", ".join(map(repr, names)) or "none"
+
+    return (f"{result.label_a} and {result.label_b} share no {what}: {result.label_a} has "
+            f"{has(result.only_a)}, {result.label_b} has {has(result.only_b)}; compare each "
+            "run whole with --by all, or two targets of one run with RUN --targets A,B")
+
+
+def _emit(result, paired, markdown_path, as_json, explain: bool = False) -> None:
     from agent_eval.analysis.comparison import (
         render_comparison_markdown,
         render_comparison_text,
@@ -119,7 +141,8 @@ def _emit(result, paired, markdown_path, as_json) -> None:
     else:
         from agent_eval.cli.terminal import escape_terminal, text_width
 
-        click.echo(escape_terminal(render_comparison_text(result, width=text_width())
+        click.echo(escape_terminal(render_comparison_text(result, width=text_width(),
+                                                          explain=explain)
                                    + _replay_text(paired)), nl=False)
     if markdown_path is not None:
         try:
@@ -130,7 +153,7 @@ def _emit(result, paired, markdown_path, as_json) -> None:
                               path=str(markdown_path), field="--markdown") from None
 
 
-def _compare_targets(run_ref, targets, markdown_path, as_json, db) -> None:
+def _compare_targets(run_ref, targets, markdown_path, as_json, db, explain=False) -> None:
     """``compare RUN --targets A,B``: target B of one run against its target A, each
     renamed to one group ``A -> B`` so the comparison pairs them scenario by scenario."""
     from agent_eval.analysis.comparison import compare_runs
@@ -160,7 +183,7 @@ def _compare_targets(run_ref, targets, markdown_path, as_json, db) -> None:
     result = compare_runs({group: summaries[a]}, {group: summaries[b]}, *repeats,
                           label_a=f"{a} in {label}", label_b=f"{b} in {label}")
     result = with_unit_analysis(result, *sides)
-    _emit(result, None, markdown_path, as_json)
+    _emit(result, None, markdown_path, as_json, explain)
 
 
 def jsonable(value):

@@ -54,6 +54,7 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
 
     Example:
 
+    \b
         agent-eval gate --run latest --max-error-rate 8 --max-class AE301=3 \\
             --min-handshake 0.8 --baseline label:nightly --max-regression 2 \\
             --markdown gate.md --junit gate.xml

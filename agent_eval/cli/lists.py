@@ -21,15 +21,17 @@ SESSION_HEAD = ("id", "target", "scenario", "repeat", "status", "calls", "denial
 CALL_HEAD = ("id", "session", "target", "scenario", "#", "tool", "decision", "class",
              "next", "command")  # fmt: skip
 # how each column gives way on a narrow terminal (terminal.fitted_table)
+# (the least useful go first: the highest ``drop``; status and target are kept whole)
 SESSION_COLUMNS: dict[str, ColumnSpec] = {
-    "id": {"justify": "right"}, "target": {"flex": True}, "scenario": {"flex": True, "min": 12},
-    "repeat": {"justify": "right", "drop": 2}, "status": {"flex": True, "min": 9},
-    "calls": {"justify": "right", "drop": 1}, "denials": {"justify": "right"},
-    "tags": {"flex": True, "drop": 3},
+    "id": {"justify": "right"}, "target": {"keep": True, "min": 10},
+    "scenario": {"flex": True, "min": 12}, "repeat": {"justify": "right", "drop": 3},
+    "status": {"keep": True, "min": 12}, "calls": {"justify": "right", "drop": 2},
+    "denials": {"justify": "right", "drop": 1},  # the status says "with 2 denials"
+    "tags": {"flex": True, "drop": 4},
 }
 CALL_COLUMNS: dict[str, ColumnSpec] = {
     "id": {"justify": "right"}, "session": {"justify": "right"},
-    "target": {"flex": True, "min": 6}, "scenario": {"flex": True, "min": 8, "drop": 1},
+    "target": {"keep": True, "min": 8}, "scenario": {"flex": True, "min": 8, "drop": 1},
     "#": {"justify": "right", "drop": 4}, "tool": {"flex": True, "min": 4, "drop": 3},
     "next": {"flex": True, "min": 6, "drop": 2},
     "command": {"flex": True, "min": 24},
@@ -44,9 +46,10 @@ def _filters(func):
         click.option("--target", help="Only this target."),
         click.option("--scenario", help="Only this scenario."),
         click.option("--tag", help="Only sessions carrying this tag."),
-        click.option("--class", "code", metavar="CODE",
+        click.option("--class", "--code", "code", metavar="CODE",
                      help="Only denied calls of this primary class: a code or a rule name "
-                          "(AE301, pipe-to-filter)."),
+                          "(AE301, pipe-to-filter); --code is the viewer's name for it "
+                          "(its URLs say code=AE301)."),
         click.option("--status", type=click.Choice(["completed", "stalled", "abandoned",
                                                     "error"]), help="Session exit state."),
         click.option("--decision", type=click.Choice(["allow", "deny"]), help="Call verdict."),
@@ -77,7 +80,8 @@ def sessions(run_ref, sort, limit, offset, as_json, db, **filters) -> None:
 
     Example:
 
-        agent-eval sessions latest --failed --class AE301 --target careful --json
+    \b
+        agent-eval sessions latest --failed --class AE301 --target piper --json
 
     A session is failed when it did not complete, left its handshake open, or holds a
     denied call.  --class keeps sessions holding a denied call of that class.  The
@@ -122,7 +126,8 @@ def calls(run_ref, sort, limit, offset, as_json, db, **filters) -> None:
 
     Example:
 
-        agent-eval calls latest --class AE301 --target careful --json
+    \b
+        agent-eval calls latest --class AE301 --target piper --json
 
     --search finds calls whose command contains TEXT (matched literally).  Commands are
     shown with control characters escaped and cut to fit the terminal (--json gives them
@@ -150,7 +155,8 @@ def calls(run_ref, sort, limit, offset, as_json, db, **filters) -> None:
              str(r.index), model_text(r.tool),
              model_text(r.decision, "red" if r.decision == "deny" else "green"),
              model_text(r.primary_code), model_text(r.next_action),
-             command_cell(r.command, spans.get(r.id), room)]
+             command_cell(r.command if r.command is not None else r.arguments,
+                          spans.get(r.id), room)]
             for r in page.rows]
     console.print(fitted_table(_title("Calls", run.id, page),
                                [(col, CALL_COLUMNS.get(col, {})) for col in CALL_HEAD],

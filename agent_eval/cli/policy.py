@@ -302,9 +302,15 @@ def rules(as_json: bool, as_markdown: bool) -> None:
 def rule(code: str, as_json: bool) -> None:
     """Print one rule in full: summary, why it matters, bad and good examples.
 
-    Example: agent-eval rule AE301
+    CODE is a rule's code or its name, as the filters take them.  Example:
+
+    \b
+        agent-eval rule AE301
+        agent-eval rule pipe-to-filter
     """
-    found = get_rule(code)
+    from agent_eval.cli.options import rule_code
+
+    found = get_rule(rule_code(code, "CODE"))
     if found is None:
         raise ConfigError(f"unknown rule code {code!r}; `agent-eval rules` lists them",
                           field="CODE")

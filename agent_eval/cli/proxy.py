@@ -61,6 +61,7 @@ def proxy(upstream: str, allowlist_path: str, agent: str | None, port: int, host
     when the proxy stops), so report, view, gate, compare and show work on it.
     Authorization headers are forwarded and never stored or logged.  Example:
 
+    \b
         agent-eval proxy --upstream http://127.0.0.1:8000/v1 --allowlist allowlists/ralf.yaml
         # then: OPENAI_BASE_URL=http://127.0.0.1:8100/v1 your-agent ...
 

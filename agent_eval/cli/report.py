@@ -30,6 +30,7 @@ def report(runs: tuple[str, ...], out: Path, quiet: bool, as_json: bool, db: str
 
     Example:
 
+    \b
         agent-eval report latest label:baseline --out reports
         agent-eval report latest --json
     """

@@ -10,8 +10,14 @@ import click
 from rich.console import Console
 
 from agent_eval.cli import EXIT_FAULT, main
-from agent_eval.cli.options import db_option, json_option, sampling_options, selection_options
-from agent_eval.cli.terminal import escape_terminal
+from agent_eval.cli.options import (
+    ALLOWLIST,
+    db_option,
+    json_option,
+    sampling_options,
+    selection_options,
+)
+from agent_eval.cli.terminal import counted, escape_terminal
 from agent_eval.errors import ConfigError
 from agent_eval.live.targets import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES
 
@@ -61,7 +67,16 @@ def _pop_selection(knobs: dict) -> dict:
 @click.option("--name", "target_name", help="Target name in reports [default: the model].")
 @click.option("--config", "config_file", type=click.Path(path_type=Path),
               help="Targets file for a nightly run (several targets); see README.")
-@click.option("--resume", "resume", metavar="RUN", help="Finish an interrupted run.")
+@click.option("--allowlist", "allowlist_path", type=ALLOWLIST, default=None,
+              help="Play and judge every scenario under this allow-list, or an agent CLI's "
+                   "rules (opencode.json, Claude Code settings.json, Codex .rules) "
+                   "[default: the one each scenario names].")
+@click.option("--agent", default=None, metavar="NAME",
+              help="With an agent CLI's rules: the agent whose rules apply [default: the "
+                   "configuration's default agent].")
+@click.option("--resume", "resume", metavar="RUN",
+              help="Finish an interrupted run, with its stored targets (a different "
+                   "--model or --base-url is refused).")
 @click.option("--repeats", type=click.IntRange(1), default=None, help="Sessions per scenario.")
 @click.option("--concurrency", type=click.IntRange(1), default=None,
               help="Sessions in flight per target [default 4].")
@@ -77,8 +92,8 @@ def _pop_selection(knobs: dict) -> dict:
 @_client_options
 @json_option("the two tables as one JSON object on stdout, progress on stderr")
 @db_option
-def run(suite, base_url, model, target_name, config_file, resume, repeats, concurrency, label,
-        max_turns, max_tool_calls, plan_only, as_json, db, **knobs) -> None:
+def run(suite, base_url, model, target_name, config_file, allowlist_path, agent, resume, repeats,
+        concurrency, label, max_turns, max_tool_calls, plan_only, as_json, db, **knobs) -> None:
     """Run a scenario suite against a served model and store every call.
 
     Example:
@@ -92,6 +107,9 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
     --resume keeps to the selection the run started with.  --max-turns N and
     --max-tool-calls N bound a slow model without editing the suite: they replace every
     scenario's own limits and are stored in the run's config (--resume keeps them).
+
+    Before any session, each server's /v1/models is read: a --model the server does not
+    serve stops the run with the served names (did you mean ...?), nothing stored.
 
     Prints a progress bar, then the per-target table and the failure-class breakdown.
     A request the server fails (500, dropped, hung past --timeout, cut off) ends its
@@ -130,11 +148,19 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
     if resume and (max_turns or max_tool_calls):
         raise ConfigError("--resume keeps the limits the run started with",
                           field="--max-turns/--max-tool-calls")
+    if resume and (allowlist_path or agent):
+        raise ConfigError("--resume judges under the allow-list the run started with",
+                          field="--allowlist")
+    if agent and not allowlist_path:
+        raise ConfigError("--agent picks an agent of --allowlist CONFIG; give both",
+                          field="--agent")
     if resume and plan_only:
         raise ConfigError("--plan-only plans a new run; workers finish a planned one "
                           "(agent-eval worker RUN)", field="--plan-only")
     if resume:
         run_id, suite_obj, targets, reps = load_run_plan(store, resume)
+        _check_resumed_target(run_id, targets, base_url=base_url, model=model,
+                              name=target_name, config_file=config_file)
         if store.has_work_items(run_id):
             _resume_planned(store, run_id, suite_obj, targets, as_json)
         else:
@@ -156,24 +182,53 @@ def run(suite, base_url, model, target_name, config_file, resume, repeats, concu
                                         concurrency or 4, knobs)]
     from agent_eval.scenario.bundled import find_suite
 
-    suite_obj = _select(load_suite(find_suite(suite) if suite else _bundled_suite()), selection)
+    policy = None
+    if allowlist_path:
+        from agent_eval.scenario.bundled import load_policy
+
+        policy = {"allowlist": str(Path(allowlist_path).resolve()), "agent": agent}
+        resolved = load_policy(policy["allowlist"], agent)
+    suite_obj = _select(load_suite(find_suite(suite) if suite else _bundled_suite(),
+                                   resolved if policy else None), selection)
     from agent_eval.scenario.select import limit_scenarios
 
     suite_obj = limit_scenarios(suite_obj, turns=max_turns, tool_calls=max_tool_calls)
-    run_id = _start(store, suite_obj, targets, repeats or 1, label, _console(stderr=as_json))
+    run_id = _start(store, suite_obj, targets, repeats or 1, label, _console(stderr=as_json),
+                    policy=policy)
     if plan_only:
         _plan(store, run_id, suite_obj, targets, repeats or 1, as_json)
         return
     _play(store, run_id, suite_obj, targets, repeats or 1, as_json=as_json)
 
 
-def _start(store, suite_obj, targets, repeats, label, console: Console) -> int:
+def _check_resumed_target(run_id: int, targets, *, base_url, model, name, config_file) -> None:
+    """``--resume`` plays the targets the run was planned with: a --base-url, --model,
+    --name or --config that says otherwise is refused (naming what the run has), never
+    ignored; one that repeats the stored target is fine."""
+    given = {"--base-url": base_url, "--model": model, "--name": name}
+    if config_file is None and all(v is None for v in given.values()):
+        return
+    stored = targets[0] if len(targets) == 1 else None
+    if config_file is None and stored is not None and all(
+            v is None or v == have for v, have in
+            zip(given.values(), (stored.base_url, stored.model, stored.name), strict=True)):
+        return
+    has = "; ".join(f"{t.name!r}: model {t.model!r} at {t.base_url}" for t in targets)
+    what = "--config" if config_file is not None else "/".join(
+        k for k, v in given.items() if v is not None)
+    raise ConfigError(
+        f"run {run_id} plays its target{'s' if len(targets) > 1 else ''} {has}; --resume "
+        f"cannot change them: start a new run with the new target (agent-eval run "
+        f"--base-url URL --model NAME), or resume without {what}", field=what)
+
+
+def _start(store, suite_obj, targets, repeats, label, console: Console, policy=None) -> int:
     """Probe the targets' servers (said at once: a busy server may take minutes to answer
     ``/v1/models``) and record the run."""
     from agent_eval.live.run import record_new_run
 
     console.print(checking_line(targets), markup=False, highlight=False, soft_wrap=True)
-    return record_new_run(store, suite_obj, targets, repeats, label=label)
+    return record_new_run(store, suite_obj, targets, repeats, label=label, policy=policy)
 
 
 def checking_line(targets) -> str:
@@ -237,7 +292,7 @@ def _play(store, run_id, suite_obj, targets, repeats, *, resume: bool = False,
 
     def on_start(n: int) -> None:
         if resume:
-            console.print(f"Resuming run {run_id}: {n} sessions left.")
+            console.print(f"Resuming run {run_id}: {counted(n, 'session')} left.")
             if n:
                 console.print(checking_line(targets), markup=False, highlight=False,
                               soft_wrap=True)
@@ -248,7 +303,7 @@ def _play(store, run_id, suite_obj, targets, repeats, *, resume: bool = False,
                  on_start=on_start, on_session=bar.update)
     except KeyboardInterrupt:
         bar.stop()
-        console.print(f"[yellow]Interrupted.[/] {tally.done} sessions kept; "
+        console.print(f"[yellow]Interrupted.[/] {counted(tally.done, 'session')} kept; "
                       f"finish with: agent-eval run --resume {run_id}")
         sys.exit(130)
     finally:
@@ -266,10 +321,18 @@ def _play(store, run_id, suite_obj, targets, repeats, *, resume: bool = False,
                       f"Run {run_id} stored in {store.url}.", markup=False)
         sys.exit(EXIT_FAULT)
     if tally.left:
-        console.print(f"[red]{tally.left} sessions not played: the model server stopped "
+        console.print(f"[red]{counted(tally.left, 'session')} not played: the model server stopped "
                       f"answering.[/] Finish later with: agent-eval run --resume {run_id}")
         sys.exit(EXIT_FAULT)
-    console.print(f"Run {run_id} finished: {tally.done} sessions stored in {store.url}.")
+    console.print(finished_line(run_id, tally, store.url), markup=False, highlight=False)
+
+
+def finished_line(run_id: int, tally, url: str) -> str:
+    """The closing line, counting stored sessions as the table's rows do (a research
+    stage's spawned children included, and said apart)."""
+    spawned = tally.stored - tally.done
+    how = f" ({tally.done} played as planned, {spawned} spawned by them)" if spawned else ""
+    return f"Run {run_id} finished: {counted(tally.stored, 'session')} stored{how} in {url}."
 
 
 def _print_json(store, run_id: int, status: str, stored: int) -> None:
@@ -402,6 +465,7 @@ def demo(repeats, profiles, concurrency, report, as_json, db, **selection) -> No
 
     Example:
 
+    \b
         agent-eval demo
         agent-eval demo --profiles piper --repeats 1 --tag lights --no-report
 

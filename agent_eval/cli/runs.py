@@ -14,12 +14,13 @@ from agent_eval.cli.terminal import ColumnSpec, escape_terminal, model_text
 from agent_eval.store import MAX_ID
 
 # how each column gives way on a narrow terminal (terminal.fitted_table)
+# (the least useful go first: the highest ``drop``; status and targets are kept whole)
 RUN_COLUMNS: dict[str, ColumnSpec] = {
     "id": {"justify": "right"}, "sessions": {"justify": "right"},
     "calls": {"justify": "right", "drop": 3}, "label": {"flex": True, "min": 5},
-    "kind": {"drop": 5}, "status": {"flex": True, "min": 8},
-    "targets": {"flex": True, "min": 10}, "started": {"flex": True, "min": 10, "drop": 2},
-    "duration": {"drop": 4},
+    "kind": {"drop": 5}, "status": {"keep": True, "min": 8},
+    "targets": {"keep": True, "min": 10}, "started": {"drop": 2},
+    "duration": {"drop": 4}, "errors/100 [95% CI]": {"justify": "right"},
 }
 
 
@@ -44,12 +45,14 @@ def runs(ctx, label, kind, status, limit, offset, as_json, db) -> None:
 
     Columns: id, label, kind, status, targets, sessions, calls, errors per 100 tool calls
     with its Wilson 95% interval (error sessions left out), start time (UTC) and
-    duration.  --json prints the same rows as a JSON list.  Exit codes: 0 listed,
+    duration.  A run of several targets has one line more per target, with its own
+    calls and errors per 100 (never one figure pooled across models).  On a narrow
+    terminal the least useful columns go first; status and targets stay whole.  --json prints the same rows as a JSON list.  Exit codes: 0 listed,
     2 bad option or --db.
     """
     if ctx.invoked_subcommand is not None:
         return
-    from agent_eval.report.runs import RUN_HEAD, run_cells
+    from agent_eval.report.runs import RUN_HEAD, run_cells, target_cells
     from agent_eval.store import open_store
 
     with open_store(db, create=False) as store:
@@ -63,7 +66,15 @@ def runs(ctx, label, kind, status, limit, offset, as_json, db) -> None:
     console = _console()
     columns = [(col, RUN_COLUMNS.get(col, {})) for col in RUN_HEAD]
     # labels, targets (model names) are outside text: never markup
-    rows = [[model_text(cell) for cell in run_cells(r)] for r in page.rows]
+    rows = []
+    for r in page.rows:
+        cells = list(run_cells(r))
+        per_target = target_cells(r)
+        if per_target:  # the targets and their figures are on the lines below
+            cells[RUN_HEAD.index("targets")] = f"{len(per_target)} targets:"
+            cells[RUN_HEAD.index("errors/100 [95% CI]")] = "by target:"
+        rows.append([model_text(cell) for cell in cells])
+        rows.extend([model_text(cell) for cell in target] for target in per_target)
     console.print(fitted_table(
         f"Runs {page.offset + 1}–{page.offset + len(page.rows)} of {page.total}",
         columns, rows, console.width))

@@ -8,6 +8,8 @@ control characters written out (``terminal.escape_terminal``), spans are underli
 
 from __future__ import annotations
 
+import re
+
 import click
 from rich.console import Group
 from rich.panel import Panel
@@ -130,7 +132,7 @@ def render_session(page, *, full: bool = False) -> list:
     if page.children:
         head.append("\nchild sessions " + ", ".join(str(c.id) for c in page.children))
     blocks: list = [Panel(head, title="agent-eval show", expand=False)]
-    blocks.append(Text.assemble(("task: ", "bold"), esc(_clip(page.task, limit_o))))
+    blocks.append(Text.assemble(("task: ", "bold"), esc(_clip(reflow(page.task), limit_o))))
     for turn in page.turns:
         blocks.append(_turn_panel(turn, limit_r, limit_o))
     return blocks
@@ -183,6 +185,16 @@ def _turn_panel(turn, limit_r, limit_o) -> Panel:
     title = f"reply {turn.index}" + ("  (every call denied)" if turn.burned else "")
     return Panel(Group(*parts) if parts else Text("(empty reply)", style="dim"),
                  title=title, title_align="left", border_style="red" if turn.burned else "")
+
+
+_LINE_BREAK = re.compile(r"(?<=\S)[ \t]*\n(?![ \t]*(?:\n|[-*•]\s|\d+[.)]\s))[ \t]*(?=\S)")
+
+
+def reflow(text: str) -> str:
+    """A task's line breaks made spaces, so the terminal wraps it once: a scenario's YAML
+    breaks its lines at ~90 columns, and at 80 every such line was wrapped again.  Blank
+    lines (paragraphs) and list items keep their breaks (pure)."""
+    return _LINE_BREAK.sub(" ", text)
 
 
 def _clip(text: str, limit: int | None) -> str:

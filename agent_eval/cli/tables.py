@@ -35,7 +35,7 @@ def fmt_rate(rate: Rate | None, *, interval: bool = True) -> str:
 
 # how each column of the per-target table gives way on a narrow terminal
 TARGET_COLUMNS: tuple[tuple[str, ColumnSpec], ...] = (
-    ("target", {"flex": True, "min": 8}), ("sessions", {"justify": "right"}),
+    ("target", {"keep": True, "min": 10}), ("sessions", {"justify": "right"}),
     ("messages", {"justify": "right", "drop": 3}), ("tool calls", {"justify": "right"}),
     ("errors", {"justify": "right", "drop": 2}),
     ("errors/100 [95% CI]", {"justify": "right"}),

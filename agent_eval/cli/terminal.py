@@ -125,6 +125,7 @@ class ColumnSpec(TypedDict, total=False):
     flex: bool
     min: int
     drop: int
+    keep: bool
 
 
 def fitted_table(title: str, columns: list[tuple[str, ColumnSpec]], rows: list[list],
@@ -133,8 +134,11 @@ def fitted_table(title: str, columns: list[tuple[str, ColumnSpec]], rows: list[l
 
     Each column is ``(header, spec)``: ``justify``; ``flex`` (a name or a command: cut
     with ``…`` to share what is left, down to ``min`` characters, default 8); ``drop`` (a
-    column that goes when the table cannot fit; the highest first; 0 never).  Other
-    columns (ids, counts, verdicts) keep their full width.
+    column that goes when the table cannot fit; the highest first; 0 never); ``keep``
+    (what a row is about: a status, a target; kept whole while anything else can give,
+    cut to its ``min`` only when nothing else can).  The least useful give first: the
+    ``drop`` columns go, then the ``flex`` ones are cut, and only then the ``keep`` ones.
+    Other columns (ids, counts, verdicts) keep their full width.
     """
     from rich.table import Table
     from rich.text import Text
@@ -142,24 +146,34 @@ def fitted_table(title: str, columns: list[tuple[str, ColumnSpec]], rows: list[l
     def cell_len(value) -> int:
         return value.cell_len if isinstance(value, Text) else len(str(value))
 
+    def fits(widths: dict[int, int]) -> bool:
+        return sum(widths.values()) + 3 * len(widths) + 1 <= width
+
     natural = [max([len(head), *(cell_len(r[i]) for r in rows)]) for i, (head, _) in
                enumerate(columns)]
-    least = [min(natural[i], spec.get("min", 8)) if spec.get("flex") else natural[i]
-             for i, (_, spec) in enumerate(columns)]
+    least = [min(natural[i], spec.get("min", 8)) if spec.get("flex") and not spec.get("keep")
+             else natural[i] for i, (_, spec) in enumerate(columns)]
     keep = list(range(len(columns)))
     for i in sorted(keep, key=lambda i: -columns[i][1].get("drop", 0)):
-        if sum(least[j] for j in keep) + 3 * len(keep) + 1 <= width:
+        if fits({j: least[j] for j in keep}):
             break
         if columns[i][1].get("drop", 0):
             keep.remove(i)
     widths = {i: least[i] for i in keep}
+    for i in keep:  # the last resort: cut what the row is about, to its min
+        if fits(widths):
+            break
+        if columns[i][1].get("keep"):
+            widths[i] = min(natural[i], columns[i][1].get("min", 8))
     spare = width - (sum(widths.values()) + 3 * len(keep) + 1)
-    flexible = [i for i in keep if columns[i][1].get("flex")]
-    while spare > 0 and any(widths[i] < natural[i] for i in flexible):
-        for i in flexible:  # share what is left, a character at a time, up to each's need
-            if spare > 0 and widths[i] < natural[i]:
-                widths[i] += 1
-                spare -= 1
+    kept = [i for i in keep if columns[i][1].get("keep")]
+    flexible = [i for i in keep if columns[i][1].get("flex") and i not in kept]
+    for group in (kept, flexible):  # what a row is about is made whole first
+        while spare > 0 and any(widths[i] < natural[i] for i in group):
+            for i in group:  # share what is left, a character at a time, up to each's need
+                if spare > 0 and widths[i] < natural[i]:
+                    widths[i] += 1
+                    spare -= 1
     table = Table(title=title)
     for i in keep:
         head, spec = columns[i]
@@ -168,3 +182,8 @@ def fitted_table(title: str, columns: list[tuple[str, ColumnSpec]], rows: list[l
     for r in rows:
         table.add_row(*(r[i] for i in keep))
     return table
+
+
+def counted(n: int, word: str) -> str:
+    """``1 session``, ``2 sessions``: a count with its noun in the right number."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"

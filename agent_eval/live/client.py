@@ -453,6 +453,13 @@ class ModelClient:
         reply.request = sent_body(request)
         return reply
 
+    async def try_model(self) -> None:
+        """One one-token request without tools: whether the server answers this target's
+        model name at all (``RequestRejected`` when it refuses it)."""
+        request = dict(self._request, messages=[{"role": "user", "content": "Say OK."}],
+                       max_tokens=1)
+        await self._send(request, None)
+
     async def list_models(self) -> dict[str, Any]:
         """The server's ``/v1/models`` answer; ``ServerUnreachable`` when nothing answers."""
 

@@ -51,6 +51,7 @@ from agent_eval.live.recorder import RunRecorder
 from agent_eval.live.targets import TOOL_CHOICE_MODES
 from agent_eval.policy import ENGINE_VERSION
 from agent_eval.scenario import LoadedScenario, Suite, load_suite
+from agent_eval.scenario.bundled import load_policy
 from agent_eval.scenario.select import limit_scenarios, select_scenarios
 from agent_eval.store import Store
 from agent_eval.transcript import SessionRecord
@@ -89,7 +90,8 @@ class RunTally:
     error sessions."""
 
     planned: int = 0
-    done: int = 0
+    done: int = 0  # planned sessions played and stored
+    stored: int = 0  # sessions stored: ``done`` and the children they spawned
     targets: dict[str, TargetTally] = field(default_factory=dict)
     # what is under way, for the progress line: sessions started and not yet stored,
     # requests sent and not yet answered (one per turn), and the completion tokens the
@@ -130,6 +132,7 @@ class RunTally:
         target's first sessions and they were all refused the same way (the target
         stops, ``stopped`` says why)."""
         self.done += 1
+        self.stored += len(records)
         for rec in records:
             tally = self.targets.setdefault(rec.target, TargetTally())
             if rec.status == "error":
@@ -218,10 +221,13 @@ def plan_run(suite: Suite, targets: list[Target], repeats: int,
     ]
 
 
-def run_config(suite: Suite, targets: list[Target], repeats: int) -> dict[str, Any]:
-    """What ``--resume`` needs to replay the plan.  Holds no API key (env var names only)."""
+def run_config(suite: Suite, targets: list[Target], repeats: int,
+               policy: dict[str, str | None] | None = None) -> dict[str, Any]:
+    """What ``--resume`` needs to replay the plan.  Holds no API key (env var names only).
+    ``policy`` is ``run --allowlist``'s file and ``--agent`` (None: the suite's own)."""
     return {
         "suite": str(suite.path),
+        "policy": policy,
         # the selection (run --scenario/--tag/--exclude/--limit), so --resume keeps to it
         "scenarios": sorted(sc.name for sc in suite.top_level()),
         "repeats": repeats,
@@ -248,11 +254,18 @@ def run_fingerprint(suite: Suite, targets: list[Target], server_models: dict[str
 async def probe_targets(targets: list[Target], client_factory: ClientFactory = ModelClient
                         ) -> dict[str, Any]:
     """Each target's ``/v1/models`` answer; ``ServerUnreachable`` when one is down."""
+    for target in targets:
+        root = endpoint_root(target.base_url)
+        if root is not None:
+            raise ConfigError(f"{target.base_url} is an endpoint, not the API's root: "
+                              f"agent-eval adds /chat/completions itself; try --base-url {root}",
+                              field="base_url")
     answers: dict[str, Any] = {}
     for target in targets:
         client = client_factory(target)
         try:
             answers[target.name] = await client.list_models()
+            await _check_model_served(client, target, served_model_ids(answers[target.name]))
         except RequestRejected as exc:
             if exc.status == 404 and not target.base_url.rstrip("/").endswith("/v1"):
                 raise ConfigError(not_found_line(target.base_url, exc.server_message),
@@ -261,6 +274,73 @@ async def probe_targets(targets: list[Target], client_factory: ClientFactory = M
         finally:
             await client.aclose()
     return answers
+
+
+# what a base URL copied from a request line ends with; the API root is what precedes it
+_ENDPOINTS = ("/chat/completions", "/completions", "/responses", "/messages", "/models",
+              "/embeddings")
+
+
+def endpoint_root(base_url: str) -> str | None:
+    """The API root of a base URL pasted with its endpoint (``.../v1/chat/completions``
+    gives ``.../v1``); None when it names no endpoint (pure)."""
+    url = base_url.rstrip("/")
+    for suffix in _ENDPOINTS:
+        if url.endswith(suffix):
+            return url.removesuffix(suffix)
+    return None
+
+
+def served_model_ids(listing: Any) -> list[str]:
+    """The model names in a ``/v1/models`` answer, in the server's order (pure)."""
+    data = listing.get("data") if isinstance(listing, dict) else None
+    return [m["id"] for m in data or () if isinstance(m, dict) and isinstance(m.get("id"), str)]
+
+
+def near_models(model: str, served: list[str]) -> list[str]:
+    """The served names a mistyped ``model`` most likely meant: the same name in another
+    case or without the namespace (``qwen3.5-27b`` for ``Qwen/Qwen3.5-27B``), else the
+    closest spellings (pure)."""
+    import difflib
+
+    def bare(name: str) -> str:
+        return name.rsplit("/", 1)[-1].lower()
+
+    same = [s for s in served if bare(s) == bare(model)]
+    if same:
+        return same[:1]
+    lowered = {s.lower(): s for s in served}
+    return [lowered[c] for c in difflib.get_close_matches(model.lower(), list(lowered), n=1,
+                                                          cutoff=0.6)]
+
+
+_MODEL_REFUSED = ("does not exist", "not found", "no such model", "unknown model")
+
+
+async def _check_model_served(client: Any, target: Target, served: list[str]) -> None:
+    """A model name the server does not list is tried with one one-token request before
+    the run is recorded: a server that refuses it (vLLM, Ollama, SGLang) stops the run
+    here with the served names, nothing stored; one that answers any name (llama-server
+    lists its file name) plays on."""
+    if not served or target.model in served or not hasattr(client, "try_model"):
+        return
+    try:
+        await client.try_model()
+    except RequestRejected as exc:
+        said = exc.server_message.lower()
+        if exc.status == 404 or any(w in said for w in _MODEL_REFUSED):
+            raise ConfigError(unknown_model_line(target, served), field="model") from None
+    except HarnessFault:
+        return  # not about the name: the sessions meet it and say so
+
+
+def unknown_model_line(target: Target, served: list[str]) -> str:
+    """One line: the model is not served, the closest served name, every served name."""
+    near = near_models(target.model, served)
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    shown = ", ".join(served[:12]) + (f" and {len(served) - 12} more" if len(served) > 12 else "")
+    return (f"{target.model!r} is not served at {target.base_url} (target {target.name!r}); "
+            f"{hint}served: {shown} (its /v1/models)")
 
 
 def not_found_line(base_url: str, server_message: str) -> str:
@@ -273,7 +353,8 @@ def not_found_line(base_url: str, server_message: str) -> str:
 
 
 def start_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *,
-              label: str | None, server_models: dict[str, Any]) -> int:
+              label: str | None, server_models: dict[str, Any],
+              policy: dict[str, str | None] | None = None) -> int:
     """Record a new run and its targets; returns the run id."""
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
@@ -282,7 +363,7 @@ def start_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *
         _check_named_tool_choice(t, suite)
     run_id = store.create_run(
         label=label, kind="live", suite=str(suite.path),
-        config=run_config(suite, targets, repeats),
+        config=run_config(suite, targets, repeats, policy),
         fingerprint=run_fingerprint(suite, targets, server_models),
     )
     for t in targets:
@@ -292,11 +373,13 @@ def start_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *
 
 
 def record_new_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *,
-                   label: str | None, client_factory: ClientFactory = ModelClient) -> int:
+                   label: str | None, client_factory: ClientFactory = ModelClient,
+                   policy: dict[str, str | None] | None = None) -> int:
     """Probe every target's server (``ServerUnreachable`` when one is down: nothing is
     recorded) and record the new run (:func:`start_run`); returns its id."""
     server_models = asyncio.run(probe_targets(targets, client_factory))
-    return start_run(store, suite, targets, repeats, label=label, server_models=server_models)
+    return start_run(store, suite, targets, repeats, label=label, server_models=server_models,
+                     policy=policy)
 
 
 def _check_named_tool_choice(target: Target, suite: Suite) -> None:
@@ -324,7 +407,10 @@ def load_run_plan(store: Store, run_ref: str | int, suite_path: Path | None = No
                           field="--resume")
     config = info.config or {}
     try:
-        suite = load_suite(suite_path or Path(config["suite"]))
+        policy = config.get("policy")  # run --allowlist, replacing the suite's
+        suite = load_suite(suite_path or Path(config["suite"]),
+                           load_policy(policy["allowlist"], policy.get("agent"))
+                           if policy else None)
         if config.get("scenarios"):  # runs stored before selection have no such key
             suite = select_scenarios(suite, include=list(config["scenarios"]))
         if config.get("limits"):

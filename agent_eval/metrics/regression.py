@@ -84,10 +84,10 @@ def regression_from_units(baseline: Sequence[Unit] | TargetStats,
     elif paired.stratified is not None and paired.stratified.refused is None:
         st = paired.stratified
         diff, lo, hi, se, df = st.diff100, st.lo100, st.hi100, st.se100, st.df
-        method = (f"post-stratified over {len(st.cells)} shared tag strata (statsmodels WLS, "
+        method = (f"post-stratified over {len(st.cells)} shared tag strata (WLS cell means, "
                   f"session-clustered CR1 SE, t interval, {df} df); not paired: "
                   f"{paired.mix.refused}")
-        family = ("post-stratified over the shared tag strata (statsmodels WLS, "
+        family = ("post-stratified over the shared tag strata (WLS cell means, "
                   "session-clustered CR1 SE, t interval), where the scenario mix differs")
         specifics = f"{len(st.cells)} tag strata, {df} df; not paired: {paired.mix.refused}"
         mix = f"; {st.statement()}"

@@ -12,16 +12,17 @@ both runs are re-weighted to one common mix (docs/statistics.md, "Mix").
   out and named.
 * **Common mix**: the shared strata weighted by their pooled calls, ``W_h = n_h / Σ n``.
 * **Estimate**: ``D = Σ_h W_h (r_b,h − r_a,h)``, ``r`` the ratio errors/calls of a cell.
-* **Library**: ``statsmodels`` fits the saturated cell-means model by weighted least
-  squares (one indicator per stratum × run, session error shares weighted by calls, so each
-  fitted cell mean is that cell's ratio), with the cluster-robust covariance, sessions as
-  clusters and the CR1 small-sample factor ``G/(G−1)·(N−1)/(N−K)``; ``t_test`` of the
-  contrast ``Σ W_h (β_b,h − β_a,h)`` gives the estimate, its standard error, the t interval
-  and p on ``G − 1`` degrees of freedom (Cameron & Miller 2015).  As everywhere else the
-  standard error is never below the binomial one at each stratum's pooled rate (calls as
-  independent), so strata whose sessions agree exactly do not make a zero-width interval;
-  when that floor applies, the interval and p are the same t ones at the floored SE
-  (``scipy.stats.t``).  The tests check the library's figures against the formulas.
+* **Fit**: the saturated cell-means model by weighted least squares (one indicator per
+  stratum × run, session error shares weighted by calls, so each fitted cell mean is that
+  cell's ratio), with the cluster-robust covariance, sessions as clusters and the CR1
+  small-sample factor ``G/(G−1)·(N−1)/(N−K)``; the contrast ``Σ W_h (β_b,h − β_a,h)``
+  gives the estimate, its standard error, the t interval and p on ``G − 1`` degrees of
+  freedom (Cameron & Miller 2015).  The model is saturated, so the fit has a closed form
+  (:func:`_fit`); the tests hold it to statsmodels' ``WLS`` with ``cov_type="cluster"``.
+  As everywhere else the standard error is never below the binomial one at each
+  stratum's pooled rate (calls as independent), so strata whose sessions agree exactly
+  do not make a zero-width interval; when that floor applies, the interval and p are the
+  same t ones at the floored SE (``scipy.stats.t``).
 * **Refused** when fewer than :data:`MIN_STRATA` strata are shared or the shared strata
   hold less than :data:`~agent_eval.metrics.paired.MIN_SHARED_SHARE` of either run's calls.
 """
@@ -42,7 +43,7 @@ MIN_SHARE = 0.5
 UNTAGGED = "(untagged)"
 POSTSTRATIFIED_METHOD = (
     "post-stratified to the shared tag mix (weights: pooled calls per stratum): "
-    "statsmodels WLS cell means, session-clustered CR1 SE (never below the binomial one), "
+    "WLS cell means, session-clustered CR1 SE (never below the binomial one), "
     "t on sessions − 1 df")
 
 
@@ -147,27 +148,32 @@ def compare_poststratified(units_a: Iterable[Unit], units_b: Iterable[Unit], *,
 
 def _fit(cells_a: Sequence[Sequence[Unit]], cells_b: Sequence[Sequence[Unit]],
          weights: Sequence[float], alpha: float) -> tuple[float, float, float, float, int, float]:
-    """The library's estimate of ``Σ W_h (r_b,h − r_a,h)``: ``(D, SE, lo, hi, df, p)``."""
-    import numpy as np
-    from statsmodels.regression.linear_model import WLS
+    """The estimate of ``Σ W_h (r_b,h − r_a,h)``: ``(D, SE, lo, hi, df, p)``.
 
-    rows: list[Unit] = []
-    cell_of: list[int] = []
-    for h, (ua, ub) in enumerate(zip(cells_a, cells_b, strict=True)):
-        for side, units in ((0, ua), (1, ub)):
-            rows += units
-            cell_of += [2 * h + side] * len(units)
-    y = np.array([u.errors / u.calls for u in rows])
-    n = np.array([u.calls for u in rows], dtype=np.float64)
-    design = np.eye(2 * len(weights))[cell_of]
-    fit = WLS(y, design, weights=n).fit(
-        cov_type="cluster", cov_kwds={"groups": np.arange(len(rows))}, use_t=True)
-    contrast = np.zeros(2 * len(weights))
-    contrast[0::2], contrast[1::2] = -np.asarray(weights), np.asarray(weights)
-    test = fit.t_test(contrast)
-    lo, hi = test.conf_int(alpha=alpha)[0]
-    return (float(np.squeeze(test.effect)), float(np.squeeze(test.sd)), float(lo), float(hi),
-            int(test.df_denom), float(np.squeeze(test.pvalue)))
+    The saturated cell-means model fitted by weighted least squares (one indicator per
+    stratum × run, session error shares weighted by calls) has a closed form: each fitted
+    cell mean is the cell's ratio, and its cluster-robust variance (sessions as clusters)
+    is ``Σ_i n_i² e_i² / (Σ_i n_i)²`` over the cell's sessions, cells independent.  The
+    CR1 factor ``G/(G−1)·(N−1)/(N−K)`` and ``G − 1`` t degrees of freedom are those of
+    statsmodels' ``WLS(...).fit(cov_type="cluster", use_t=True)``, which
+    ``tests/test_stratified.py`` checks this against (statsmodels is a test dependency
+    only: it brought pandas and patsy into every install for this one fit)."""
+    diff, var, n_obs = 0.0, 0.0, 0
+    for weight, cells in zip(weights, zip(cells_a, cells_b, strict=True), strict=True):
+        for sign, units in zip((-1.0, 1.0), cells, strict=True):
+            calls = sum(u.calls for u in units)
+            mean = sum(u.errors for u in units) / calls
+            diff += sign * weight * mean
+            var += weight ** 2 * sum((u.errors - u.calls * mean) ** 2 for u in units) / calls ** 2
+            n_obs += len(units)
+    k = 2 * len(weights)
+    groups = n_obs  # every session is its own cluster
+    var *= groups / (groups - 1) * (n_obs - 1) / (n_obs - k)
+    se = math.sqrt(var)
+    df = groups - 1
+    half = t_quantile(df, alpha) * se
+    p = float(2 * sps.t.sf(abs(diff) / se, df)) if se > 0 else (1.0 if diff == 0 else 0.0)
+    return diff, se, diff - half, diff + half, df, p
 
 
 def _binomial(c: StratumCell) -> float:

@@ -164,7 +164,7 @@ class TargetStats:
     """One target's (or pooled run's) scenarios, in first-seen order.
 
     ``load_units`` gives the per-session units, read only by the one method that needs
-    every session: the post-stratified comparison on tags (statsmodels WLS), when the
+    every session: the post-stratified comparison on tags (WLS cell means), when the
     scenario mixes of two runs are too different to pair."""
 
     scenarios: dict[str, ScenarioStats]

@@ -22,6 +22,9 @@ COMMAND_CHARS = 160
 class ListCell:
     text: str
     href: str | None = None
+    # a command shown around the span its finding points at: (before, span, after), the
+    # span drawn marked; ``text`` is then the whole shown text
+    mark: tuple[str, str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

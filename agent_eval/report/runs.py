@@ -10,7 +10,10 @@ RUN_HEAD = ("id", "label", "kind", "status", "targets", "sessions", "calls",
 
 def run_cells(r) -> tuple[str, ...]:
     """A run's row as text, in ``RUN_HEAD`` order (shared with the viewer)."""
-    if r.per100 is None:
+    if len(r.by_target) > 1:  # one figure per target, never one pooled across models
+        rate = "; ".join(f"{name} {'–' if per100 is None else f'{per100:.2f}'}"
+                         for name, per100 in r.target_rates())
+    elif r.per100 is None:
         rate = "–"
     else:
         lo, hi = r.interval
@@ -18,6 +21,24 @@ def run_cells(r) -> tuple[str, ...]:
     return (str(r.id), r.label or "", r.kind, r.status, ", ".join(r.targets), str(r.sessions),
             str(r.calls), rate, r.started.strftime("%Y-%m-%d %H:%M"),
             format_duration(r.duration_s))
+
+
+def target_cells(r) -> list[tuple[str, ...]]:
+    """One row per target of a run of several (``agent-eval runs``), in ``RUN_HEAD``
+    order: the target's name, calls and errors per 100 with its Wilson interval; the
+    run's own cells left blank.  None for a run of one target (its row says it all)."""
+    from agent_eval.metrics.stats import wilson_interval
+
+    if len(r.by_target) < 2:
+        return []
+    rows: list[tuple[str, ...]] = []
+    for name, calls, errors in r.by_target:
+        rate = "–"
+        if calls:
+            lo, hi = wilson_interval(errors, calls)
+            rate = f"{100 * errors / calls:.2f} [{100 * lo:.1f}–{100 * hi:.1f}]"
+        rows.append(("", "", "", "", f"· {name}", "", str(calls), rate, "", ""))
+    return rows
 
 
 def format_duration(seconds: float | None) -> str:

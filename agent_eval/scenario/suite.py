@@ -108,8 +108,12 @@ class Suite:
         return [s for s in self.scenarios.values() if not s.spec.child_only]
 
 
-def load_suite(path: str | Path) -> Suite:
-    """Load every ``*.yaml`` scenario under a suite folder (or one scenario file)."""
+def load_suite(path: str | Path, policy: ResolvedPolicy | None = None) -> Suite:
+    """Load every ``*.yaml`` scenario under a suite folder (or one scenario file).
+
+    ``policy`` (``run --allowlist``: an allow-list or an agent CLI's rules) replaces the
+    allow-list every scenario names: its prompt, tools and judge come from it, and every
+    scenario is checked against it as against its own."""
     path = Path(path)
     if not path.exists():
         raise ConfigError("suite not found; pass a folder of scenario YAML files", path=str(path))
@@ -123,7 +127,7 @@ def load_suite(path: str | Path) -> Suite:
     allowlists: dict[Path, ResolvedPolicy] = {}
     scenarios: dict[str, LoadedScenario] = {}
     for file in files:
-        sc = _load_scenario(file, defaults, allowlists)
+        sc = _load_scenario(file, defaults, allowlists, policy)
         if sc.name in scenarios:
             raise ConfigError(
                 f"scenario name {sc.name!r} is also used by {scenarios[sc.name].path}; "
@@ -314,8 +318,8 @@ def _scenario_policy(policy: ResolvedPolicy, spec: Scenario, named: bool, file: 
                           chosen.setting, chosen.notes, "scenario")
 
 
-def _load_scenario(file: Path, defaults: dict, allowlists: dict[Path, ResolvedPolicy]
-                   ) -> LoadedScenario:
+def _load_scenario(file: Path, defaults: dict, allowlists: dict[Path, ResolvedPolicy],
+                   override: ResolvedPolicy | None = None) -> LoadedScenario:
     raw = _read_yaml(file)
     merged = dict(defaults)
     merged.update(raw)
@@ -338,7 +342,9 @@ def _load_scenario(file: Path, defaults: dict, allowlists: dict[Path, ResolvedPo
     # a relative allow-list path is relative to the file that named it
     base = file.parent if "allowlist" in raw else (file.parent / "suite.yaml").parent
     al_path = (base / spec.allowlist).resolve()
-    if al_path not in allowlists:
+    if override is not None:
+        allowlists[al_path] = override
+    elif al_path not in allowlists:
         if not al_path.exists():
             raise ConfigError(
                 f"allow-list {spec.allowlist!r} not found (looked at {al_path})",

@@ -266,6 +266,16 @@ class Store:
 
         return holding_lease(self.engine, run_id)
 
+    def run_is_played(self, run_id: int) -> bool:
+        """Whether a process is playing the run now: a live holder of its lease, or a
+        worker holding one of its work items (a run left ``running`` by a killed runner
+        is not)."""
+        from agent_eval.store.leases import lease_held
+
+        if lease_held(self.engine, run_id):
+            return True
+        return self.has_work_items(run_id) and self.work_progress(run_id).leased > 0
+
     def list_run_rows(self, *, label: str | None = None, kind: str | None = None,
                       status: str | None = None, limit: int = queries.PAGE_SIZE,
                       offset: int = 0) -> Page:

@@ -114,6 +114,14 @@ def holding_lease(engine: Engine, run_id: int) -> Iterator[Lease]:
         release_lease(engine, lease)
 
 
+def lease_held(engine: Engine, run_id: int) -> bool:
+    """Whether a live process holds the run's lease (one that is not stale): the run is
+    being played now, not left ``running`` by a runner that was killed."""
+    with engine.connect() as conn:
+        held = conn.execute(select(run_leases).where(run_leases.c.run_id == run_id)).first()
+    return held is not None and not _stale(held, datetime.now(UTC))
+
+
 def _stale(held: Row, now: datetime) -> bool:
     if now - held.heartbeat_at > timedelta(seconds=STALE_AFTER_S):
         return True

@@ -95,10 +95,22 @@ class RunRow:
     errors: int
     started: datetime
     finished: datetime | None
+    # (target, calls, denied calls) per target: a run of several targets (models) has no
+    # one errors/100, only one per target
+    by_target: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def per100(self) -> float | None:
+        """Errors per 100 calls of a run of one target; None when it has several (a
+        figure pooled across models would describe none of them)."""
+        if len(self.by_target) > 1:
+            return None
         return 100 * self.errors / self.calls if self.calls else None
+
+    def target_rates(self) -> list[tuple[str, float | None]]:
+        """Errors per 100 calls of each target (None: no call judged)."""
+        return [(name, 100 * errors / calls if calls else None)
+                for name, calls, errors in self.by_target]
 
     @property
     def interval(self) -> tuple[float, float] | None:
@@ -117,7 +129,10 @@ class RunRow:
         out = asdict(self)
         out.update(targets=list(self.targets), started=self.started.isoformat(),
                    finished=self.finished.isoformat() if self.finished else None,
-                   errors_per100=_round(self.per100), duration_s=_round(self.duration_s))
+                   errors_per100=_round(self.per100), duration_s=_round(self.duration_s),
+                   by_target=[{"target": name, "calls": calls, "errors": errors,
+                               "errors_per100": _round(100 * errors / calls if calls else None)}
+                              for name, calls, errors in self.by_target])
         return out
 
 
@@ -201,6 +216,7 @@ class CallListRow:
     primary_code: str | None
     next_action: str | None
     source_decision: str | None
+    arguments: str | None = None  # the raw arguments, only of a call with no command (AE102)
 
     @property
     def disagrees(self) -> bool:
@@ -256,21 +272,28 @@ def list_runs(engine: Engine, *, label: str | None = None, kind: str | None = No
             .order_by(targets.c.id)).all())
     from agent_eval.store import aggregates
 
-    figures = aggregates.summarize_sql(engine, ids, by="run", with_turns=False,
+    figures = aggregates.summarize_sql(engine, ids, by=("run", "target"), with_turns=False,
                                        detail="totals")
+    by_run: dict[str, list[tuple[str, GroupSummary]]] = {}
+    for (run_key, target), summary in figures.items():
+        by_run.setdefault(run_key, []).append((target, summary))
     return Page(tuple(
         RunRow(id=row.id, label=row.label, kind=row.kind, status=row.status,
-               targets=tuple(names.get(row.id, ())), **_run_counts(figures.get(str(row.id))),
+               targets=tuple(names.get(row.id, ())),
+               **_run_counts(by_run.get(str(row.id), []), names.get(row.id, ())),
                started=row.created_at, finished=row.finished_at)
         for row in rows), total, limit, offset)
 
 
-def _run_counts(summary: GroupSummary | None) -> dict[str, int]:
-    """Sessions (faulted ones too), and calls and denied calls outside error sessions."""
-    if summary is None:
-        return {"sessions": 0, "calls": 0, "errors": 0}
-    return {"sessions": summary.sessions + summary.error_sessions, "calls": summary.calls,
-            "errors": summary.errors.k}
+def _run_counts(per_target: list[tuple[str, GroupSummary]], order) -> dict[str, Any]:
+    """Sessions (faulted ones too), and calls and denied calls outside error sessions,
+    in all and per target (in the run's order of targets)."""
+    rank = {name: i for i, name in enumerate(order)}
+    per_target = sorted(per_target, key=lambda item: rank.get(item[0], len(rank)))
+    return {"sessions": sum(s.sessions + s.error_sessions for _, s in per_target),
+            "calls": sum(s.calls for _, s in per_target),
+            "errors": sum(s.errors.k for _, s in per_target),
+            "by_target": tuple((name, s.calls, s.errors.k) for name, s in per_target)}
 
 
 def delete_run(engine: Engine, run_id: int) -> int:
@@ -515,7 +538,8 @@ def list_calls(engine: Engine, f: CallFilter, *, sort: str = "failed",
         rows = {r.id: r for r in conn.execute(
             select(c.id, c.session_id, c.run_id, targets.c.name, sessions.c.scenario,
                    c.index, c.turn_index, c.tool, c.command, c.decision, c.primary_code,
-                   c.next_action, c.source_decision)
+                   c.next_action, c.source_decision,
+                   case((c.command.is_(None), c.arguments), else_=None))
             .select_from(tool_calls.join(sessions, sessions.c.id == c.session_id)
                          .join(targets, targets.c.id == c.target_id))
             .where(c.id.in_(ids))).all()}

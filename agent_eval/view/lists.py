@@ -44,23 +44,56 @@ class ListPage:
     next_href: str | None
     run_href: str | None
     live: bool
+    text_columns: tuple[str, ...] = ()  # left-aligned (words); the others are numbers
 
 
 CALLS_HEAD = ("call", "session", "target", "scenario", "#", "tool", "decision", "class",
               "next", "source verdict", "command")  # fmt: skip
 SESSIONS_HEAD = ("session", "target", "scenario", "repeat", "status", "calls", "denials",
                  "handshake", "tags")  # fmt: skip
+TEXT_COLUMNS = ("target", "scenario", "tool", "decision", "class", "next", "source verdict",
+                "command", "status", "handshake", "tags")  # fmt: skip
+
+
+def command_window(command: str, span: tuple[int, int] | None, limit: int = COMMAND_CHARS,
+                   before: int = 40) -> tuple[str, str, str]:
+    """``(before, span, after)`` of a command cut to about ``limit`` characters so that
+    the span its finding points at shows, with ``before`` characters of context ahead of
+    it; ``…`` where text was cut (pure).  A long `uv run ... --sql "..." | head -n 20`
+    cut at the front hid exactly the part that was denied."""
+    if span is None:
+        start = end = len(command)
+    else:
+        start, end = max(0, min(span[0], len(command))), max(0, min(span[1], len(command)))
+    head, marked, tail = command[:start], command[start:end], command[end:]
+    if len(command) <= limit:
+        return head, marked, tail
+    keep = max(before, limit - len(marked) - len(tail))  # room the tail leaves unused
+    if len(head) > keep and span is not None:
+        head = "…" + head[len(head) - keep + 1:]
+    if len(head) + len(marked) > limit:
+        marked = marked[: max(1, limit - len(head) - 1)] + "…"
+        tail = ""
+    room = limit - len(head) - len(marked)
+    if len(tail) > room:
+        tail = tail[: max(0, room - 1)] + "…"
+    if span is None and len(head) > limit:
+        head = head[: limit - 1] + "…"
+    return head, marked, tail
 
 
 def build_calls_page(store: Store, params: dict[str, str], sort: str, offset: int,
                      limit: int = 50) -> ListPage:
     f = filter_from(CallFilter, params)
     page = store.list_calls(f, sort=sort, limit=limit, offset=offset)
+    spans = store.primary_spans(page.rows)
     rows, failed = [], []
     for r in page.rows:
-        command = r.command if r.command is not None else ""
-        if len(command) > COMMAND_CHARS:
-            command = command[:COMMAND_CHARS - 1] + "…"
+        # a call with no command (AE102: arguments that are not a JSON object) shows the
+        # raw arguments it was sent with
+        shown = r.command if r.command is not None else (r.arguments or "")
+        mark = command_window(shown, spans.get(r.id) if r.command is not None else None)
+        command = "".join(mark)
         to_call = session_href(r.session_id, _session_filters(params), call=r.index)
         rows.append((
             Cell(str(r.id), to_call), Cell(str(r.session_id), to_call), Cell(r.target),
@@ -69,7 +102,7 @@ def build_calls_page(store: Store, params: dict[str, str], sort: str, offset: in
                  if r.primary_code and r.primary_code.startswith("AE") else None),
             Cell(r.next_action or ""),
             Cell((r.source_decision or "") + (" (disagrees)" if r.disagrees else "")),
-            Cell(command, to_call)))
+            Cell(command, to_call, mark)))
         failed.append(r.decision == "deny")
     return _list_page(store, "calls", params, sort, CALL_SORTS, CALLS_HEAD, rows, failed, page)
 
@@ -98,13 +131,15 @@ def _list_page(store: Store, kind, params, sort, sorts, head, rows, failed, page
     live = False
     if run_id and str(run_id).isdigit():
         try:
-            live = store.get_run(int(run_id)).status == "running"
+            live = (store.get_run(int(run_id)).status == "running"
+                    and store.run_is_played(int(run_id)))
         except ConfigError:
             live = False
     return ListPage(
         kind=kind, filters=dict(params), sort=sort,
         sorts=tuple((s, base + query(**params, sort=s)) for s in sorts),
         head=head, rows=tuple(rows), failed=tuple(failed), page=page,
+        text_columns=tuple(h for h in head if h in TEXT_COLUMNS),
         prev_href=(base + query(**params, sort=sort, offset=max(0, page.offset - page.limit)
                                 or None)) if page.offset else None,
         next_href=(base + query(**params, sort=sort, offset=page.offset + page.limit)
@@ -142,7 +177,8 @@ def build_session_view(store: Store, session_id: int, params: dict[str, str]) ->
     filters = _session_filters(params)
     f = filter_from(SessionFilter, {"run_id": page.run_id, **filters})
     prev_id, next_id = store.neighbour_sessions(f, session_id)
-    live = store.get_run(page.run_id).status == "running"
+    live = (store.get_run(page.run_id).status == "running"
+            and store.run_is_played(page.run_id))
     return SessionView(
         page=page, nested=nested,
         prev_href=session_href(prev_id, filters) if prev_id is not None else None,

@@ -51,10 +51,31 @@ class RunHead:
     status: str
     started: datetime
     finished: datetime | None
+    played: bool = True  # a process is playing it (False: left running by a killed runner)
+    planned: int | None = None  # sessions the plan holds (live runs), None when unknown
+    stored: int | None = None  # of those, how many are stored
 
     @property
     def live(self) -> bool:
-        return self.status == "running"
+        return self.status == "running" and self.played
+
+    @property
+    def stopped(self) -> bool:
+        """Left ``running`` with no process playing it: only ``--resume`` finishes it."""
+        return self.status == "running" and not self.played
+
+
+def planned_progress(store: Store, info) -> tuple[int | None, int | None]:
+    """(planned, stored) top-level sessions of a live run, from its stored plan; (None,
+    None) for other kinds or a plan that does not say."""
+    config = info.config or {}
+    try:
+        names = [t["name"] for t in config["targets"]]
+        scenarios, repeats = list(config["scenarios"]), int(config["repeats"])
+    except (KeyError, TypeError, ValueError):
+        return None, None
+    keys = {f"{t}/{sc}/{r}" for t in names for sc in scenarios for r in range(repeats)}
+    return len(keys), len(keys & store.finished_keys(info.id))
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +110,8 @@ def build_runs_page(store: Store, filters: dict[str, str], offset: int = 0,
                    for label in labels[:5])
     return RunsPage(tuple(rows), page, filters, trends,
                     _pager(filters, page, -1), _pager(filters, page, +1),
-                    any(r.status == "running" for r in page.rows))
+                    any(r.status == "running" and store.run_is_played(r.id)
+                        for r in page.rows))
 
 
 def label_trend(store: Store, label: str) -> list[dict[str, GroupSummary]]:
@@ -138,8 +160,11 @@ def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPag
     by_scenario = store.summarize([run_id], ("scenario", "target"), with_turns=False,
                                   detail="totals")
     inline = intervals or _sessions(figures) <= INLINE_SESSIONS
+    planned, stored = planned_progress(store, info) if info.kind == "live" else (None, None)
     run = RunHead(info.id, info.label, info.kind, info.status, info.created_at,
-                  info.finished_at)
+                  info.finished_at,
+                  played=info.status != "running" or store.run_is_played(run_id),
+                  planned=planned, stored=stored)
     previous = store.previous_run_id(info)
     return RunPage(
         run=run, columns=tuple(figures), target_head=TARGET_HEAD,

@@ -37,7 +37,23 @@ def test_runs_prints_and_json_the_same_rows(filled):
     assert (rows[0]["sessions"], rows[0]["calls"], rows[0]["errors"]) == (5, 6, 3)
     text = run_cli(store, "runs")
     assert table_ids(text) == [f.run_id, f.old_run_id]
-    assert "50.00 [" in text and "careful, sloppy" in text
+    assert "2 targets:" in text and "· careful" in text and "· sloppy" in text
+
+
+def test_runs_never_pool_errors_per_100_across_targets(filled):
+    """Two targets are two models: one figure each (careful 1/4, sloppy 2/2), never the
+    pooled 3/6 = 50.00 that describes neither."""
+    store, f = filled
+    rows = json.loads(run_cli(store, "runs", "--json"))
+    assert rows[0]["errors_per100"] is None
+    assert [(t["target"], t["calls"], t["errors"], t["errors_per100"])
+            for t in rows[0]["by_target"]] == [("careful", 4, 1, 25.0), ("sloppy", 2, 2, 100.0)]
+    assert rows[1]["errors_per100"] == 0.0  # one target: its own figure
+    text = run_cli(store, "runs")
+    [careful] = [line for line in text.splitlines() if "· careful" in line]
+    [sloppy] = [line for line in text.splitlines() if "· sloppy" in line]
+    assert "25.00 [" in careful and "100.00 [" in sloppy
+    assert "50.00" not in text
 
 
 def test_runs_never_print_a_stored_key(filled):
@@ -210,3 +226,12 @@ def test_the_per_target_table_keeps_a_row_per_target_at_the_terminal_width(
     (row,) = body_rows(table)
     assert row.split("│")[1].strip().startswith("Qwen3.5-27B")  # cut with … when narrow
     assert "errors/100 [95% CI]" in "\n".join(table)
+
+
+def test_the_cli_takes_code_as_the_viewer_names_the_class_filter(filled):
+    """The viewer's filter (and its URLs) say `code`, the CLI `--class`: both names work
+    in the CLI, and the viewer's label says it is the class."""
+    store, f = filled
+    by_class = run_cli(store, "calls", str(f.run_id), "--class", "AE301", "--json")
+    assert json.loads(run_cli(store, "calls", str(f.run_id), "--code", "AE301", "--json")) \
+        == json.loads(by_class) != []

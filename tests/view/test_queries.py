@@ -21,9 +21,11 @@ def test_runs_are_listed_newest_first_with_counts(filled):
     run = page.rows[0]
     assert run.targets == ("careful", "sloppy")
     assert (run.sessions, run.calls, run.errors) == (5, 6, 3)  # the fault holds no call
-    assert run.per100 == pytest.approx(50.0)
+    assert run.per100 is None  # two targets: no one figure pooled across models
+    assert run.by_target == (("careful", 4, 1), ("sloppy", 2, 2))
+    assert run.target_rates() == [("careful", 25.0), ("sloppy", 100.0)]
     assert run.duration_s is not None and run.duration_s >= 0
-    assert run.as_json()["errors_per100"] == 50.0
+    assert run.as_json()["errors_per100"] is None
 
 
 def test_runs_filter_by_status_and_label(filled):
