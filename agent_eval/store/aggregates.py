@@ -12,8 +12,11 @@ No row per call leaves the database (SQLAlchemy Core, both dialects alike):
 
 * side requests (tag ``side-request``: an agent CLI's title or memory request, not a
   conversation of the stack) are left out of every figure, as error sessions are, and
-  counted apart (``side_requests``); telling them apart reads the sessions' tags;
-* sessions: one GROUP BY per (group, target, exit state); the calls and denied calls are
+  counted apart (``side_requests``), told apart by the sessions' ``side_request`` column
+  (written from the tags), which the covering index holds: a ``LIKE`` on the tags read
+  every session's row, and made ``gate`` 4× slower at a million calls;
+* sessions: one GROUP BY per (group, target, exit state), in the covering index's order,
+  side requests summed apart in the same rows; the calls and denied calls are
   the sessions' stored ``n_calls`` and ``n_denied`` (written with the calls, in their
   transaction: ``store.sessions``), so the totals are one range of the covering
   ``ix_sessions_run_target_status``;
@@ -22,7 +25,8 @@ No row per call leaves the database (SQLAlchemy Core, both dialects alike):
   keeps the big query a plain index range);
 * burned turns: the denied calls grouped per reply, checked against all the reply's calls;
 * leaks: the calls with a leak class, one range of the partial ``ix_tool_calls_run_leak``
-  (only calls judged under an agent CLI's rules that leaked are in it);
+  (only calls judged under an agent CLI's rules that leaked are in it), minus those of
+  the few uncounted sessions;
 * speed: the turns' sums, and the latency percentiles from the two ranks around each.
 
 ``Detail`` leaves out what a reader does not show, each a pass the reader then skips.
@@ -42,7 +46,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import Engine, and_, case, func, or_, select, true
+from sqlalchemy import Engine, and_, case, func, not_, or_, select, true
 
 from agent_eval.metrics.classes import UNCLASSIFIED
 from agent_eval.metrics.summary import GROUP_BYS, NO_AGENT, GroupKeys, GroupSummary, Tally
@@ -57,8 +61,6 @@ from agent_eval.store.schema import (
     turns,
     uncounted_sessions,
 )
-
-SIDE = "side-request"  # the group kind of side-request sessions in the session GROUP BY
 
 Detail = Literal["all", "actions", "rates", "totals"]
 """What a reader needs, most first.  ``all``: every figure.  ``actions``: no burned turns,
@@ -186,22 +188,27 @@ def _session_tallies(conn, ids: list[int], g: _Grouping, *, full: bool, denied: 
     detail; otherwise the denied calls themselves are counted, by class).  Without
     ``full`` only what ``ix_sessions_run_target_status`` covers (:data:`Detail`)."""
     s = sessions.c
-    required = s.handshake_required > 0
+    side = side_request()
+
+    def counted(value):  # side requests are counted apart, in the same rows
+        return case((side, None), else_=value)
+
+    required = and_(s.handshake_required > 0, not_(side))
     done = case((s.handshake_done < s.handshake_required, s.handshake_done),
                 else_=s.handshake_required)
-    extra = (func.sum(s.n_messages), func.sum(s.n_turns),
+    extra = (func.sum(counted(s.n_messages)), func.sum(counted(s.n_turns)),
              func.sum(case((required, done * 1.0 / s.handshake_required), else_=0.0)),
-             func.min(s.started_at), func.max(s.finished_at))
+             func.min(counted(s.started_at)), func.max(counted(s.finished_at)))
     keys = g.session_cols
-    kind = case((side_request(), SIDE), else_=s.status)
     rows = conn.execute(
-        select(*keys, s.target_id, kind, func.count(),
-               func.sum(s.n_calls), func.sum(s.n_denied),
+        select(*keys, s.target_id, s.status, func.sum(case((side, 1), else_=0)),
+               func.sum(case((side, 0), else_=1)),
+               func.sum(counted(s.n_calls)), func.sum(counted(s.n_denied)),
                func.sum(case((required, 1), else_=0)),
                func.sum(case((and_(required, s.handshake_completed), 1), else_=0)),
                *(extra if full else ()))
         .select_from(g.sessions()).where(s.run_id.in_(ids))
-        .group_by(*_in_index_order(keys, s.target_id, s.status), kind)).all()
+        .group_by(*_in_index_order(keys, s.target_id, s.status))).all()
     if not full:
         rows = [(*row, 0, 0, 0.0, None, None) for row in rows]
     width = len(keys)
@@ -212,10 +219,10 @@ def _session_tallies(conn, ids: list[int], g: _Grouping, *, full: bool, denied: 
     tallies = {name: Tally() for name in sorted(first, key=lambda k: (first[k], k))}
     for row in rows:
         tally = tallies[g.name(row[:width])]
-        (_t, status, n, n_calls, n_denied, hs_n, hs_ok, messages, replies, hs_share,
+        (_t, status, n_side, n, n_calls, n_denied, hs_n, hs_ok, messages, replies, hs_share,
          start, end) = row[width:]
-        if status == SIDE:
-            tally.side_requests += n
+        tally.side_requests += n_side
+        if not n:
             continue
         tally.exit_states[status] += n
         if status == "error":
@@ -287,16 +294,36 @@ def _denied_counts(conn, ids: list[int], g: _Grouping, *, actions: bool) -> list
 
 
 def _leak_counts(conn, ids: list[int], g: _Grouping) -> list[tuple]:
-    """``(key values, leak class, calls)`` of the leaked calls outside error sessions and side requests."""
+    """``(key values, leak class, calls)`` of the leaked calls outside error sessions and
+    side requests: one range of the partial ``ix_tool_calls_run_leak`` (the leaked calls
+    alone).  By target or run, grouped by the calls' own columns, minus the leaks of the
+    few uncounted sessions, as the denied calls are; by scenario, tag or agent, each
+    leaked call's session looked up from the leaked calls (never a session per call of
+    the run).  Grouped by the class first: grouped by target first, SQLite's planner took
+    ``ix_tool_calls_breakdown`` for one run (its order is the GROUP BY's) and read every
+    call of the run, 4 s at a million calls, twice per ``gate``."""
     c, s = tool_calls.c, sessions.c
-    keys = g.call_cols if g.call_cols is not None else g.session_cols
-    rows = conn.execute(
-        select(*keys, c.leak, func.count())
-        .select_from(tool_calls.join(g.sessions(), s.id == c.session_id))
-        .where(c.run_id.in_(ids), c.leak.is_not(None), *counted_sessions())
-        .group_by(*keys, c.leak)).all()
+
+    def leaked(*columns):
+        return select(*columns).where(c.run_id.in_(ids), c.leak.is_not(None))
+
+    if g.call_cols is not None:
+        keys = g.call_cols
+        uncounted = select(s.id).where(s.run_id.in_(ids), uncounted_sessions())
+        out = minus_faulted(
+            conn.execute(leaked(*keys, c.leak, func.count()).group_by(c.leak, *keys)).all(),
+            conn.execute(leaked(*keys, c.leak, func.count())
+                         .where(c.session_id.in_(uncounted)).group_by(c.leak, *keys)).all())
+    else:
+        keys = g.session_cols
+        calls = (leaked(c.session_id, c.leak, func.count().label("n"))
+                 .group_by(c.leak, c.session_id).subquery("leaked"))
+        out = conn.execute(
+            select(*keys, calls.c.leak, func.sum(calls.c.n))
+            .select_from(calls.join(g.sessions(), s.id == calls.c.session_id))
+            .where(*counted_sessions()).group_by(*keys, calls.c.leak)).all()
     width = len(keys)
-    return [(tuple(row[:width]), row[width], row[width + 1]) for row in rows]
+    return [(tuple(row[:width]), row[width], int(row[width + 1])) for row in out]
 
 
 def _burned_turns(conn, ids: list[int], g: _Grouping) -> list[tuple[tuple, int]]:

@@ -13,7 +13,9 @@ On SQLite the rows go as multi-row ``INSERT ... VALUES (...), (...)`` statements
 around every step, one per row in an executemany, and a run's writer thread stores ~4
 rows a turn while the event loop wants the GIL: at concurrency 16 each handoff cost both
 threads a wake-up (the writer's CPU per turn 0.17-0.21 ms with an executemany, 0.14-0.16
-ms with these statements; BENCHMARKS.md).  PostgreSQL (psycopg) keeps its executemany.
+ms with these statements; BENCHMARKS.md), in a few fixed row counts (:func:`chunk_sizes`)
+so the prepared statements sqlite3 keeps stay few.  PostgreSQL (psycopg) keeps its
+executemany.
 """
 
 from __future__ import annotations
@@ -52,10 +54,32 @@ def insert_rows(conn: Connection, table: Table, rows: list[dict[str, Any]],
         return
     head, group, tail = split
     per = max(1, min(SQLITE_ROWS, _sqlite_max_params(conn) // len(order)))
-    for start in range(0, len(params), per):
-        chunk = params[start:start + per]
-        conn.exec_driver_sql(head + ", ".join([group] * len(chunk)) + tail,
+    start = 0
+    for size in chunk_sizes(len(params), per):
+        chunk = params[start:start + size]
+        start += size
+        conn.exec_driver_sql(head + ", ".join([group] * size) + tail,
                              tuple(value for row in chunk for value in row))
+
+
+def chunk_sizes(n: int, per: int) -> list[int]:
+    """How ``n`` rows go in multi-row statements of at most ``per`` rows: full ones, then
+    the rest as powers of two (53 rows: 32 + 16 + 4 + 1).  Each statement text is
+    prepared once per connection and kept in Python's sqlite3 statement cache (128 per
+    connection, in SQLite's own memory, which tracemalloc does not see); a statement of
+    every row count a batch happens to have filled that cache with hundreds of large
+    ones, and a run's memory grew with the sessions it played (+80 MB over 300 row
+    counts of 19 columns).  With these sizes a table has at most ``log2(per) + 2``
+    statement texts, whatever the batches."""
+    full, rest = divmod(n, per)
+    sizes = [per] * full
+    bit = 1 << max(rest.bit_length() - 1, 0)
+    while rest:
+        if rest >= bit:
+            sizes.append(bit)
+            rest -= bit
+        bit >>= 1
+    return sizes
 
 
 SQLITE_ROWS = 500

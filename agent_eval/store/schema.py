@@ -11,7 +11,6 @@ with no join.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 
 from sqlalchemy import (
@@ -29,15 +28,13 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    cast,
+    false,
     not_,
     or_,
     select,
     text,
 )
 from sqlalchemy.types import TypeDecorator
-
-from agent_eval.wire.side import SIDE_REQUEST_TAG
 
 
 class UtcDateTime(TypeDecorator):
@@ -177,14 +174,20 @@ sessions = Table(
     # and how that agent was chosen (policy.sources.Via); NULL under an allow-list
     Column("policy_agent", String(200)),
     Column("policy_agent_via", String(16)),
-    # the agent CLI's release and mode emulated (migration 0013_conform), e.g.
+    # an agent CLI's side request (tag side-request, wire/side.py), written from the tags
+    # (migration side_request): in the covering index, so every figure leaves side requests
+    # out without reading a session's row
+    Column("side_request", Boolean, nullable=False, server_default=false()),
+    # the agent CLI's release and mode emulated (migration policy_emulation), e.g.
     # "claude-code 2.1.332, mode default"; NULL under an allow-list and before
     Column("policy_emulation", String(200)),
     UniqueConstraint("run_id", "key", name="uq_sessions_run_key"),
-    # covering the run pages' GROUP BYs (migration viewer_speed) and the repeat outcomes
-    # compare pairs (migration session_repeats)
+    # covering the run pages' GROUP BYs (migration viewer_speed), the repeat outcomes
+    # compare pairs (migration session_repeats), the side requests every figure leaves
+    # out and the agents the run page groups by (migration side_request)
     Index("ix_sessions_run_target_status", "run_id", "target_id", "status", "scenario",
-          "handshake_required", "handshake_completed", "n_calls", "n_denied", "repeat"),
+          "handshake_required", "handshake_completed", "n_calls", "n_denied", "repeat",
+          "side_request", "policy_agent"),
     Index("ix_sessions_parent", "parent_id"),
 )
 
@@ -361,9 +364,10 @@ def faulted_calls(run_ids: list[int]) -> list:
 
 
 def side_request(s=sessions.c):
-    """The session is an agent CLI's side request (tag ``side-request``, ``wire/side.py``),
-    matched on the JSON text of its tags as both dialects store it."""
-    return cast(s.tags, String).like(f'%{json.dumps(SIDE_REQUEST_TAG)}%')
+    """The session is an agent CLI's side request (tag ``side-request``, ``wire/side.py``):
+    its ``side_request`` column, written from the tags, in the covering index (a ``LIKE``
+    on the tags read every session's row)."""
+    return s.side_request
 
 
 def uncounted_sessions(s=sessions.c):
@@ -374,4 +378,4 @@ def uncounted_sessions(s=sessions.c):
 
 def counted_sessions(s=sessions.c) -> list:
     """Sessions the run's figures count: the negation of :func:`uncounted_sessions`."""
-    return [s.status != "error", not_(side_request(s))]
+    return [s.status != "error", not_(s.side_request)]

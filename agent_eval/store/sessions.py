@@ -32,6 +32,7 @@ from agent_eval.transcript import (
     SessionRecord,
     TurnRecord,
 )
+from agent_eval.wire.side import SIDE_REQUEST_TAG
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +254,7 @@ def _session_values(run_id: int, target_id: int, r: SessionRecord, session_id: i
         "protocol": r.protocol,
         "policy_agent": r.policy_agent,
         "policy_agent_via": r.policy_agent_via,
+        "side_request": SIDE_REQUEST_TAG in r.tags,
         "policy_emulation": r.policy_emulation,
         "started_at": r.started_at,
         "finished_at": r.finished_at,

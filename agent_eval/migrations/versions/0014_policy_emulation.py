@@ -1,7 +1,7 @@
 """policy emulation: which release and mode of an agent CLI judged a session
 
-Revision ID: 0013_conform
-Revises: policy_agents
+Revision ID: policy_emulation
+Revises: side_request
 
 A session judged under an agent CLI's own rules keeps the release and mode its emulation
 assumed (``sessions.policy_emulation``, e.g. ``codex 0.169.0, mode never/workspace-write``),
@@ -15,8 +15,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0013_conform"
-down_revision = "policy_agents"
+revision = "policy_emulation"
+down_revision = "side_request"
 branch_labels = None
 depends_on = None
 
