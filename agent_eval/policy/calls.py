@@ -130,6 +130,20 @@ def _decode(arguments: Any, allowlist: AllowList) -> dict[str, Any] | Problem:
     return args
 
 
+def decode_arguments(arguments: str | bytes | dict[str, Any],
+                     allowlist: AllowList) -> dict[str, Any] | None:
+    """The argument object exactly as :func:`check_call` reads it (the length cap before
+    any parsing, one JSON object, no key given twice even through a ``\\u`` escape), or
+    None when it refuses the text.  For a caller that must look inside a call before the
+    engine judges it (the call recorder): it sees what the engine sees, never a value
+    another reading of the text would pick.  Never raises."""
+    try:
+        args = _decode(arguments, allowlist)
+    except Exception:  # noqa: BLE001 - refused, as check_call refuses it
+        return None
+    return args if isinstance(args, dict) else None
+
+
 def _walk(args: dict[str, Any], skip: set[str]) -> Problem | None:
     """The first nesting, key or string problem anywhere in ``args`` (one pass, no
     recursion); the top-level values named in ``skip`` are judged elsewhere."""
