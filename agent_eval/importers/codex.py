@@ -146,7 +146,7 @@ def call_from_item(item: dict[str, Any], turn: int) -> ImportedCall:
         return ImportedCall(tool=name, arguments=arguments, turn_index=turn, call_id=call_id)
     try:
         args = json.loads(arguments) if isinstance(raw, str) else raw
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):
         args = None
     text = None
     if isinstance(args, dict):
@@ -174,7 +174,7 @@ def output_text(item: dict[str, Any]) -> str:
     if isinstance(output, str):
         try:
             inner = json.loads(output)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             return output
         if isinstance(inner, dict) and isinstance(inner.get("output"), str):
             return inner["output"]
