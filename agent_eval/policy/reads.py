@@ -170,3 +170,40 @@ def judge_read(path: str, policy: ReadPolicy) -> tuple[Problem | None, str | Non
     if problem is None and "\\" in path:
         problem, _ = _judge_one(path.replace("\\", "/"), policy)
     return problem, None if problem else normal
+
+
+def _spelling(path: str) -> str | None:
+    """A directory as compared: lexically normalised, no trailing ``/``; None when it has a
+    ``..`` component (through a link, ``a/..`` need not be where ``a`` is)."""
+    if ".." in path.replace("\\", "/").split("/"):
+        return None
+    return _normalise(path)
+
+
+def judge_workdir(path: str, allowed: list[str], root: str | None) -> Problem | None:
+    """A working directory: None when it is the project root (``.``, ``./``, or
+    ``root``'s spelling) or one of ``allowed`` (relative to the root, or under ``root``
+    spelt absolutely); else the problem.  A working directory is not a read path: it
+    changes what every relative path of the command names (``uv run scripts/x.py`` in
+    ``scratch`` runs ``scratch/scripts/x.py``), so a readable folder is no better than
+    any other.  Spellings a reader of paths refuses are refused here too."""
+    span = (0, len(path))
+    if not path.strip():
+        return Problem("blocked-read-path", "empty working directory", *span)
+    if path.startswith("~"):
+        return Problem("blocked-read-path", "~ (home directory) as the working directory",
+                       *span)
+    refused = _refused(path)
+    if refused is not None:
+        return refused
+    normal = _spelling(path)
+    home = _normalise(root) if root else None
+    wanted = {"."} | {_normalise(d) for d in allowed}
+    if home is not None:
+        wanted |= {home} | {_normalise(f"{home}/{d}") for d in allowed if not d.startswith("/")}
+    if normal is not None and "\\" not in path and normal in wanted:
+        return None
+    listed = ", ".join(sorted(wanted))
+    return Problem("blocked-read-path", f"working directory {path} is not the project root "
+                   f"nor listed for the tool (allowed: {listed})", *span)
+
