@@ -142,6 +142,8 @@ def _original(name: str) -> str:
     version control (``_COPY_SUFFIX``, ``_COPY_PREFIX``, ``_COPY_ENDINGS``), also with
     the affix before the extension (``report copy.txt``) and a copy of a copy; the name
     itself when it is none.  Only the last few characters are matched: linear."""
+    if " " not in name and "," not in name and "." not in name:
+        return name  # every affix holds one of them
     for _ in range(8):
         before = name
         prefix = _COPY_PREFIX.match(name)
@@ -170,16 +172,27 @@ def _cut_copy_suffix(name: str) -> str:
     return name[:kept] if kept > 0 else name
 
 
+@lru_cache(maxsize=1024)
+def _entry_name(entry: str) -> str:
+    return _fold(entry.rstrip("/\\"))
+
+
 def _blocked_by(folded: str, entry: str) -> bool:
-    name = _fold(entry.rstrip("/\\"))
+    name = _entry_name(entry)
     if "/" in name:
         return _under(folded, name) or _under(_originals(folded), name)
     if name in ("", "."):
         return False
     is_file = not entry.endswith(("/", "\\"))
     return any(part == name or (is_file and part.startswith(name + "."))
-               for whole in folded.split("/")
+               for whole in _components(folded)
                for part in _candidates(whole, is_file))
+
+
+@lru_cache(maxsize=64)
+def _components(folded: str) -> tuple[str, ...]:
+    """The distinct names of a path, once for every blocked entry judged against it."""
+    return tuple(dict.fromkeys(folded.split("/")))
 
 
 def _originals(folded: str) -> str:
@@ -187,14 +200,15 @@ def _originals(folded: str) -> str:
     return "/".join(_original(part) for part in folded.split("/"))
 
 
-def _candidates(whole: str, is_file: bool) -> set[str]:
+@lru_cache(maxsize=8192)
+def _candidates(whole: str, is_file: bool) -> frozenset[str]:
     """The names a component may stand for: itself, the file it is an editor's copy of
     (files only), and the name each of those is a copy of."""
     names = set(_names_of(whole)) if is_file else {whole}
     names |= {_original(name) for name in names}
     if is_file:
         names |= {n for name in list(names) for n in _names_of(name)}
-    return names
+    return frozenset(names)
 
 
 def _normalise(path: str) -> str:
@@ -260,11 +274,13 @@ def _blank_problem(path: str, policy: ReadPolicy) -> Problem | None:
     a blocked file; the path with trailing blanks and dots dropped must be allowed too.
     A part need not be under a root (``notes/my plan.md`` is one file)."""
     start = 0
+    seen: set[str] = set()
     for part in path.split(" "):
         span = (start, start + len(part))
         start += len(part) + 1
-        if not part:
+        if not part or part in seen:
             continue
+        seen.add(part)
         normal = _normalise(part)
         why = None
         if normal.startswith("/"):
