@@ -94,7 +94,7 @@ def generate(n: int, seed: int = 0) -> list[tuple[str, str]]:
             text = text[:-1] + f", {json.dumps(key)}: {twice}" + "}"
         elif roll < 0.12:  # a key given twice through a \u escape
             key, _ = pairs[0]
-            escaped = "\\u%04x" % ord(key[0]) + key[1:]
+            escaped = f"\\u{ord(key[0]):04x}{key[1:]}"
             text = text[:-1] + f', "{escaped}": "uv run scripts/lights.py status"' + "}"
         elif roll < 0.14:
             text = text[: rng.randrange(1, len(text))]  # cut
