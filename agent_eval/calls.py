@@ -17,14 +17,23 @@ spelt its own way, so they are read the way the CLI meant them:
 
 - a tool the allow-list lists is judged as that tool, with its raw arguments when they
   carry the tool's argument, else with the command or path found under the CLI's key
-  (``command``/``cmd``, ``path``/``file_path``/``filePath``..., or what an importer read
-  out of its format): OpenCode's ``read {filePath}`` is a read of that path;
+  (``command``/``cmd``, ``path``/``file_path``/``filePath``...) renamed to the tool's,
+  only onto a free name, every other key kept: OpenCode's ``read {filePath}`` is a read
+  of that path;
 - a tool it does not list whose name is a known shell or read tool of an agent CLI or
   harness (:data:`BASH_TOOLS`, :data:`READ_TOOLS`: ``Bash``, ``run_shell_command``,
   ``Read``, ``read_file`` ...) and that was offered with the call (or nothing says what
   was offered: an import), is judged the same way as the allow-list's own tool of that
   kind, so a night of Claude Code traffic is judged like a night of OpenCode's;
 - anything else goes to the engine as it is: a tool nobody offered is AE101 there.
+
+JSON arguments are always read as the engine reads their raw text (``policy.calls.
+decode_arguments``: the length cap before any parsing, a key given twice refused even
+through a ``\\u`` escape), so nothing is judged on a value the engine would not see, and
+an importer's own reading of a call (``kind``, ``text``) counts only for a call its
+format does not write as a JSON object (a trajectory step's command text): the same
+call gets the same verdict from the proxy, every importer, ``rescore`` and ``replay``
+(``tests/test_call_paths_differential.py``).
 
 Under an agent CLI's own rules (``policy``: a ``ResolvedPolicy`` with an agent, from
 ``policy.sources``) every call is judged twice, by that CLI's matcher emulated and by the
