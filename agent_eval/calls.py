@@ -17,14 +17,23 @@ spelt its own way, so they are read the way the CLI meant them:
 
 - a tool the allow-list lists is judged as that tool, with its raw arguments when they
   carry the tool's argument, else with the command or path found under the CLI's key
-  (``command``/``cmd``, ``path``/``file_path``/``filePath``..., or what an importer read
-  out of its format): OpenCode's ``read {filePath}`` is a read of that path;
+  (``command``/``cmd``, ``path``/``file_path``/``filePath``...) renamed to the tool's,
+  only onto a free name, every other key kept: OpenCode's ``read {filePath}`` is a read
+  of that path;
 - a tool it does not list whose name is a known shell or read tool of an agent CLI or
   harness (:data:`BASH_TOOLS`, :data:`READ_TOOLS`: ``Bash``, ``run_shell_command``,
   ``Read``, ``read_file`` ...) and that was offered with the call (or nothing says what
   was offered: an import), is judged the same way as the allow-list's own tool of that
   kind, so a night of Claude Code traffic is judged like a night of OpenCode's;
 - anything else goes to the engine as it is: a tool nobody offered is AE101 there.
+
+JSON arguments are always read as the engine reads their raw text (``policy.calls.
+decode_arguments``: the length cap before any parsing, a key given twice refused even
+through a ``\\u`` escape), so nothing is judged on a value the engine would not see, and
+an importer's own reading of a call (``kind``, ``text``) counts only for a call its
+format does not write as a JSON object (a trajectory step's command text): the same
+call gets the same verdict from the proxy, every importer, ``rescore`` and ``replay``
+(``tests/test_call_paths_differential.py``).
 
 Under an agent CLI's own rules (``policy``: a ``ResolvedPolicy`` with an agent, from
 ``policy.sources``) every call is judged twice, by that CLI's matcher emulated and by the
@@ -41,13 +50,13 @@ that was never judged (a reply cut off before it completed) is not stored as a c
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from agent_eval.policy import AllowList, Verdict, check_call, command_text, render_denial
-from agent_eval.policy.calls import tool_for_call
+from agent_eval.policy.allowlist import ToolSpec
+from agent_eval.policy.calls import decode_arguments, tool_for_call
 from agent_eval.policy.profiles import BUILTIN_TOOLS
 from agent_eval.policy.sources import (
     AgentPolicy,
@@ -66,10 +75,11 @@ ToolKind = Literal["bash", "read", "other"]
 
 BASH_TOOLS = frozenset(
     {"bash", "Bash", "shell", "Shell", "execute_bash", "run_shell_command", "run_command",
-     "swe-agent-shell", "tmux_keystrokes", "__format_error__"}
+     "terminal", "swe-agent-shell", "tmux_keystrokes", "__format_error__"}
 )
-"""Tool names that run a shell command (the last three name the actions of SWE-agent,
-Terminus and unparseable harness replies in flat call records)."""
+"""Tool names that run a shell command (``terminal`` is the OpenHands SDK's; the last
+three name the actions of SWE-agent, Terminus and unparseable harness replies in flat
+call records)."""
 
 READ_TOOLS = frozenset({"read", "Read", "view", "read_file", "ReadFile"})
 """Tool names that read a file."""
@@ -120,17 +130,21 @@ def _argument(spec: Any) -> str:
     return spec.judged_key or ("command" if spec.kind == "bash" else "path")
 
 
-def _parsed(arguments: str | dict[str, Any]) -> Any:
-    """The arguments as JSON, when they are a JSON object; None otherwise (a trajectory's
-    command text is not even tried: no exception raised per imported call)."""
+_NOT_JSON = object()
+"""What :func:`_decoded` returns for arguments that are no JSON object text at all (a
+trajectory's command text): an importer's reading of them is used."""
+
+
+def _decoded(arguments: str | dict[str, Any], allowlist: AllowList) -> Any:
+    """The arguments as the engine reads them: their object, None when the engine refuses
+    the text (the length cap applies before any parsing; a key given twice, too deep
+    ...), or :data:`_NOT_JSON` for text that is not even meant as an object (no
+    exception raised per imported trajectory step)."""
     if isinstance(arguments, dict):
         return arguments
     if not isinstance(arguments, str) or not arguments.lstrip().startswith("{"):
-        return None
-    try:
-        return json.loads(arguments)
-    except (ValueError, TypeError, RecursionError):  # the engine reports it (AE102)
-        return None
+        return _NOT_JSON
+    return decode_arguments(arguments, allowlist)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,14 +195,19 @@ class CallRecorder:
 
     def _judge(self, tool: str, arguments: str | dict[str, Any], offered: Sequence[str] | None,
                kind: ToolKind | None, text: str | None) -> Judged:
-        parsed = _parsed(arguments)
+        decoded = _decoded(arguments, self.allowlist)
+        if decoded is not _NOT_JSON:
+            # JSON arguments are judged as the engine reads their raw text, whatever an
+            # importer made of them: its reading of the command is for a trajectory's text
+            kind, text = None, None
+        parsed = decoded if isinstance(decoded, dict) else None
         policy = self.policy  # set only with an agent's rules (``__init__``)
         if policy is not None and policy.agent is not None and (offered is None
                                                                   or tool in offered):
             return self._dual(policy.agent, policy.setting, tool, arguments, parsed, kind, text)
         if not self.foreign or (offered is not None and tool not in offered):
             spec = None  # the harness's own call, or a tool the session never had: as emitted
-        elif tool in self.allowlist.profile_tools and (isinstance(parsed, dict) or text is None):
+        elif tool in self.allowlist.profile_tools and text is None:
             # an agent CLI's own tool, declared key by key by its profile
             verdict = check_call(tool, arguments, self.allowlist, offered=offered, profiles=True)
             spec = tool_for_call(self.allowlist, tool, parsed, profiles=True)
@@ -201,25 +220,20 @@ class CallRecorder:
             spec = listed if listed is not None and listed.kind != "other" else None
             if listed is None:
                 if kind is None:
-                    kind, text = classify_call(tool, parsed)
-                    if isinstance(parsed, dict):  # every other key is judged too
-                        return self._renamed(tool, parsed, kind, offered)
+                    kind = kind_of_tool(tool)
                 spec = self._by_kind.get(kind) if kind != "other" else None
-                if spec is not None and offered is not None:
-                    offered = [*offered, spec.name]
+            if spec is not None and decoded is not _NOT_JSON:
+                return self._renamed(tool, arguments, decoded, spec, offered)
+            if spec is not None and offered is not None:
+                offered = [*offered, spec.name]
         if spec is None:
             verdict = check_call(tool, arguments, self.allowlist, offered=offered)
             return Judged(tool, arguments, verdict, self._command(tool, arguments))
+        # a trajectory's step: its command text, as the importer read it
         argument = _argument(spec)
-        carried = parsed.get(argument) if isinstance(parsed, dict) else None
-        shown: str | dict[str, Any] = arguments
-        if not isinstance(carried, str):
-            if text is None and kind is None:
-                text = _first_str(parsed, COMMAND_KEYS if spec.kind == "bash" else PATH_KEYS)
-            if text is not None:
-                shown, carried = {argument: text}, text
+        shown: str | dict[str, Any] = arguments if text is None else {argument: text}
         verdict = check_call(spec.name, shown, self.allowlist, offered=offered)
-        return Judged(spec.name, shown, verdict, carried if isinstance(carried, str) else None)
+        return Judged(spec.name, shown, verdict, text)
 
     def _dual(self, agent: AgentPolicy, setting: Setting, tool: str,
               arguments: str | dict[str, Any], parsed: Any, kind: ToolKind | None,
@@ -236,26 +250,37 @@ class CallRecorder:
             dual = judge_read(agent, text, setting)
         else:
             dual = judge_call(agent, tool, arguments, setting)
-        command = text if kind in ("bash", "read") and isinstance(text, str) else \
-            dual.text if dual.kind in ("bash", "read") else None  # Codex's exec_command {cmd}
+        command = text if kind in ("bash", "read") and isinstance(text, str) else None
+        profiled = self.allowlist.profile_tools.get(tool) or BUILTIN_TOOLS.get(tool)
+        if command is None and profiled is not None and profiled.kind != "other":
+            command = command_text(profiled, parsed)  # ``exec_command {cmd}``'s command
+        if command is None and dual.kind in ("bash", "read"):
+            command = dual.text  # what the CLI's own rules judged
         return Judged(tool, arguments, recorded_verdict(dual), command, dual.leak_class)
 
-    def _renamed(self, tool: str, parsed: dict[str, Any], kind: ToolKind,
-                 offered: Sequence[str] | None) -> Judged:
-        """A shell or read tool of another harness that no profile declares (``Shell``,
-        ``view`` ...): judged as the allow-list's tool of its kind, its command or path
-        key renamed to that tool's and every other key kept, so an undeclared one is
-        denied (AE105) rather than dropped."""
-        spec = self._by_kind.get(kind) if kind != "other" else None
-        if spec is None:
-            verdict = check_call(tool, parsed, self.allowlist, offered=offered)
-            return Judged(tool, parsed, verdict, None)
-        keys = COMMAND_KEYS if kind == "bash" else PATH_KEYS
-        found = next((k for k in keys if isinstance(parsed.get(k), str)), None)
+    def _renamed(self, tool: str, arguments: str | dict[str, Any], decoded: Any,
+                 spec: ToolSpec, offered: Sequence[str] | None) -> Judged:
+        """A shell or read tool judged as the allow-list's tool ``spec`` of its kind (a
+        tool of another harness that no profile declares, ``Shell``, ``view`` ...; or the
+        allow-list's own tool spelt with another harness's key).  Arguments the engine
+        refuses as text (a key given twice, even through a ``\\u`` escape; over the length
+        cap; nested too deep) are judged as that text.  Else the command or path key is
+        renamed to ``spec``'s, only when that name is free, and every other key is kept,
+        so an undeclared one is denied (AE105) rather than dropped: nothing the harness
+        may act on is left unjudged."""
+        offered = None if offered is None else [*offered, spec.name]
         argument = _argument(spec)
-        shown = {argument if k == found else k: v for k, v in parsed.items()}
-        verdict = check_call(spec.name, shown, self.allowlist,
-                             offered=None if offered is None else [*offered, spec.name])
+        if not isinstance(decoded, dict) or isinstance(decoded.get(argument), str):
+            verdict = check_call(spec.name, arguments, self.allowlist, offered=offered)
+            carried = decoded.get(argument) if isinstance(decoded, dict) else None
+            return Judged(spec.name, arguments, verdict,
+                          carried if isinstance(carried, str) else None)
+        keys = COMMAND_KEYS if spec.kind == "bash" else PATH_KEYS
+        found = next((k for k in keys if isinstance(decoded.get(k), str)), None)
+        shown = decoded
+        if found is not None and argument not in decoded:
+            shown = {argument if k == found else k: v for k, v in decoded.items()}
+        verdict = check_call(spec.name, shown, self.allowlist, offered=offered)
         carried = shown.get(argument)
         return Judged(spec.name, shown, verdict, carried if isinstance(carried, str) else None)
 
@@ -264,7 +289,7 @@ class CallRecorder:
         spec = self.allowlist.tool(tool)
         if spec is None or spec.kind == "other":
             return None
-        parsed = _parsed(arguments)
+        parsed = _decoded(arguments, self.allowlist)
         value = parsed.get(_argument(spec)) if isinstance(parsed, dict) else None
         return value if isinstance(value, str) else None
 

@@ -93,6 +93,10 @@ SHAPES: dict[str, Shape] = {
     "path backslashes": ("read", lambda n, r: _fill("\\a", n, "notes/"), MAX),
     "path dotless i": ("read", lambda n, r: _fill("ı", n, "notes/"), MAX),
     "path dotted names": ("read", lambda n, r: _fill(".env.x/", n, "notes/"), MAX),
+    "path copies of copies": ("read", lambda n, r: _fill("private copy (2) - Copy,v/", n,
+                                                         "notes/"), MAX),
+    "path blanks": ("read", lambda n, r: _fill(f"a{r.randint(0, 9)} ", n, "notes/"), MAX),
+    "path blanks and dots": ("read", lambda n, r: _fill("x .. /", n, "notes/"), MAX),
     # whole calls
     "JSON many keys": ("call", lambda n, r: "{" + ", ".join(
         [f'"command": "{CALENDAR}"'] + [f'"k{i}{r.randint(0, 9)}": 0' for i in range(n // 9)]

@@ -231,3 +231,86 @@ def test_a_codex_rules_file_as_the_proxys_policy_stores_each_calls_command(tmp_p
     imported = CallRecorder(policy.allowlist, foreign=True, policy=policy)
     assert [imported.judge(t, json.dumps(a)).command for t, a, _ in CODEX_CALLS] == \
         [c.command for c in proxied]
+
+
+# --- the engine sees the raw argument text on every path -------------------------------
+
+ALLOWED = "uv run scripts/db_query.py --sql 'select 1'"
+DENIED = "cat .env | head"
+
+
+def _through_every_reading(tool: str, arguments: str) -> dict[str, tuple]:
+    """The call judged as the proxy relays it (offered, no reading of it), as an importer
+    hands it over (with its own ``kind``/``text`` read by plain ``json.loads``, which keeps
+    a key's last value), and as a rescore does (the stored command as ``text``)."""
+    from agent_eval.calls import classify_call, kind_of_tool
+    calls = CallRecorder(load_allowlist(ALLOWLIST), foreign=True)
+    try:
+        plain = json.loads(arguments)
+    except ValueError:
+        plain = None
+    kind, text = classify_call(tool, plain)
+    out = {}
+    for name, judged in {
+        "proxy": calls.judge(tool, arguments, offered=["bash", "read", tool]),
+        "import": calls.judge(tool, arguments, kind=kind, text=text),
+        "rescore": calls.judge(tool, arguments, kind=kind_of_tool(tool), text=text),
+    }.items():
+        out[name] = (judged.verdict.decision, judged.verdict.primary)
+    return out
+
+
+@pytest.mark.parametrize(("tool", "arguments"), [
+    ("Shell", f'{{"command": "{DENIED}", "command": "{ALLOWED}"}}'),
+    ("run_command", f'{{"cmd": "{DENIED}", "cmd": "{ALLOWED}"}}'),
+    ("Shell", f'{{"command": "{DENIED}", "\\u0063ommand": "{ALLOWED}"}}'),
+    ("view", '{"path": ".env", "path": "notes/plan.md"}'),
+    ("ReadFile", '{"file_path": ".env", "file_p\\u0061th": "notes/plan.md"}'),
+], ids=["twice", "cmd-twice", "u-escaped", "read-twice", "read-u-escaped"])
+def test_a_key_given_twice_to_a_renamed_tool_is_refused_as_the_engine_refuses_the_text(
+        tool, arguments):
+    assert set(_through_every_reading(tool, arguments).values()) == {("deny", "AE102")}
+
+
+@pytest.mark.parametrize(("tool", "arguments", "primary"), [
+    ("Shell", json.dumps({"command": ["cat", ".env"], "cmd": ALLOWED}), "AE103"),
+    ("Shell", json.dumps({"cmd": ALLOWED, "command": 5}), "AE103"),
+    ("view", json.dumps({"path": None, "file_path": "notes/plan.md"}), "AE103"),
+], ids=["argv-command", "number-command", "null-path"])
+def test_a_rename_onto_a_key_the_call_already_has_loses_neither(tool, arguments, primary):
+    assert set(_through_every_reading(tool, arguments).values()) == {("deny", primary)}
+
+
+@pytest.mark.parametrize(("tool", "arguments", "primary"), [
+    ("local_shell", json.dumps({"type": "exec", "command": ["bash", "-lc", ALLOWED],
+                                "env": {"PYTHONPATH": "scratch"}}), "AE101"),
+    ("local_shell", json.dumps({"type": "exec", "command": ["bash", "-lc", ALLOWED],
+                                "working_directory": "scratch", "user": "root"}), "AE101"),
+    ("container.exec", json.dumps({"cmd": ["bash", "-lc", ALLOWED], "workdir": "scratch"}),
+     "AE101"),
+    ("Shell", json.dumps({"cmd": ALLOWED, "cwd": "scratch"}), "AE105"),
+    ("Shell", json.dumps({"cmd": ALLOWED, "env": {"PYTHONPATH": "scratch"}}), "AE105"),
+    ("Shell", json.dumps({"cmd": ALLOWED, "shell": "/bin/zsh"}), "AE105"),
+    ("bash", json.dumps({"cmd": ALLOWED, "env": {"PYTHONPATH": "scratch"}}), "AE103"),
+], ids=["local-shell-env", "local-shell-user", "container-exec", "shell-cwd", "shell-env",
+        "shell-shell", "bash-cmd-env"])
+def test_an_import_judges_every_key_the_proxy_judges(tool, arguments, primary):
+    readings = _through_every_reading(tool, arguments)
+    assert set(readings.values()) == {("deny", primary)}, readings
+
+
+def test_arguments_over_the_cap_are_refused_before_they_are_parsed(monkeypatch):
+    import agent_eval.policy.calls as engine_calls
+    calls = CallRecorder(load_allowlist(ALLOWLIST), foreign=True)
+    arguments = json.dumps({"command": ALLOWED, "description": "x" * 1_300_000})
+
+    def never(*args, **kwargs):
+        raise AssertionError("parsed before the cap")
+
+    monkeypatch.setattr(engine_calls.json, "loads", never)
+    import agent_eval.calls as recorder_module
+    assert not hasattr(recorder_module, "json")  # the recorder parses nothing itself
+    for tool in ("Shell", "Bash", "bash", "view"):
+        judged = calls.judge(tool, arguments, offered=["bash", "read", tool])
+        assert (judged.verdict.decision, judged.verdict.primary) == ("deny", "AE202"), tool
+        assert "longer than the cap" in judged.verdict.findings[0].message

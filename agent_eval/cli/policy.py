@@ -25,7 +25,7 @@ from agent_eval.policy import (
     check_read,
     get_rule,
 )
-from agent_eval.policy.calls import DuplicateKey, unique_object
+from agent_eval.policy.calls import DuplicateKey, arguments_cap, unique_object
 from agent_eval.policy.characters import escape_hidden
 
 
@@ -66,7 +66,7 @@ def format_verdict(text: str, verdict: Verdict) -> str:
 _NOT_INPUT = 'not a JSON string or an object with a string "command"'
 
 
-def _batch_items(stream: BinaryIO, fmt: str, source: str
+def _batch_items(stream: BinaryIO, fmt: str, source: str, cap: int = 1 << 20
                  ) -> Iterator[list[tuple[int, str, str | None]]]:
     """Per read of the input, its complete lines as (line number, command, None), or
     (number, "", why) for a bad one: the caller answers a read's lines together and then
@@ -75,7 +75,8 @@ def _batch_items(stream: BinaryIO, fmt: str, source: str
 
     Lines end at ``\\n`` only: a ``\\r`` (or U+2028, U+0085) is part of the command and
     gets the library's verdict, never trimmed away.  A jsonl object with a key given
-    twice is a bad line (which ``command`` was meant is ambiguous)."""
+    twice is a bad line (which ``command`` was meant is ambiguous), and so is a jsonl
+    line longer than ``cap`` characters (never parsed) or nested too deep to parse."""
     read = getattr(stream, "read1", stream.read)
     pending: list[bytes] = []  # an unfinished line's pieces, joined once its end comes
     number = 0
@@ -101,7 +102,7 @@ def _batch_items(stream: BinaryIO, fmt: str, source: str
                     yield items  # the lines before it are answered
                 raise ConfigError(f"not UTF-8 text ({exc.reason}) at line {number}",
                                   path=source) from None
-            item = _batch_item(line, fmt)
+            item = _batch_item(line, fmt, cap)
             if item is not None:
                 items.append((number, *item))
         if items:
@@ -110,16 +111,20 @@ def _batch_items(stream: BinaryIO, fmt: str, source: str
             return
 
 
-def _batch_item(line: str, fmt: str) -> tuple[str, str | None] | None:
+def _batch_item(line: str, fmt: str, cap: int) -> tuple[str, str | None] | None:
     """(command, None), ("", why) for a bad line, or None for a blank one."""
     if fmt == "lines":
         return (line, None) if line else None
     if not line.strip():
         return None
+    if len(line) > cap:
+        return "", f"longer than the cap of {cap} characters ({len(line)}); not parsed"
     try:
         item = json.loads(line, object_pairs_hook=unique_object)
     except DuplicateKey as dup:
         return "", f"duplicate key {dup.args[0]!r}; which value was meant is ambiguous"
+    except RecursionError:
+        return "", "nested too deep to parse"
     except ValueError:
         item = None
     if isinstance(item, dict):
@@ -237,7 +242,7 @@ def check(allowlist_path: Path, agent: str | None, tool: str, batch: str | None,
     bad_lines = 0
     out = sys.stdout
     try:
-        for items in _batch_items(stream, fmt, source):
+        for items in _batch_items(stream, fmt, source, arguments_cap(resolved.allowlist)):
             rows = []
             for number, command, problem in items:
                 if problem is not None:

@@ -10,9 +10,11 @@ Calls are the ``response_item`` entries the model emitted:
 
 * ``function_call`` named ``shell`` (``{"command": ["bash", "-lc", "ls"]}``, an argv),
   ``shell_command`` (``{"command": "ls"}``) or ``exec_command`` (``{"cmd": "ls"}``,
-  unified exec) and ``local_shell_call`` (``action.command``, an argv) are judged as
-  bash; an argv ``[bash|sh|zsh, -lc|-c, SCRIPT]`` is the script, any other argv is
-  shell-quoted and joined;
+  unified exec) are judged as the Codex profile declares them (``policy/profiles.py``),
+  every key included; an argv ``[bash|sh|zsh, -lc|-c, SCRIPT]`` is the script, any
+  other argv is shell-quoted and joined.  ``local_shell_call`` (tool ``local_shell``, its
+  ``action`` as arguments: ``command``, ``env``, ``working_directory``, ``user``) and
+  ``container.exec`` are in no profile: unknown tools (AE101), as the proxy judges them;
 * any other ``function_call`` / ``custom_tool_call`` (``apply_patch``, MCP tools) keeps
   its name and arguments; a function of a namespace tool is named ``namespace.name``
   (``multi_agent_v1.spawn_agent``), as the proxy names it (``wire/responses.py``);
@@ -146,7 +148,7 @@ def call_from_item(item: dict[str, Any], turn: int) -> ImportedCall:
         return ImportedCall(tool=name, arguments=arguments, turn_index=turn, call_id=call_id)
     try:
         args = json.loads(arguments) if isinstance(raw, str) else raw
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):
         args = None
     text = None
     if isinstance(args, dict):
@@ -174,7 +176,7 @@ def output_text(item: dict[str, Any]) -> str:
     if isinstance(output, str):
         try:
             inner = json.loads(output)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             return output
         if isinstance(inner, dict) and isinstance(inner.get("output"), str):
             return inner["output"]

@@ -53,7 +53,7 @@ def guess_format(path: str | Path) -> str | None:
         return None
     try:
         doc = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):
         return _guess_jsonl(path)
     return guess_document(doc)
 
@@ -133,7 +133,7 @@ def _guess_jsonl(path: Path) -> str | None:
                 break
             try:
                 guess = guess_line(json.loads(line))
-            except (json.JSONDecodeError, RecursionError):
+            except (ValueError, RecursionError):
                 continue
             if guess is not None:
                 return guess

@@ -125,7 +125,7 @@ def call_from_tool_call(tc: dict[str, Any], turn: int, outputs: dict[str, str]) 
     output = outputs.get(str(call_id), "")
     try:
         args = json.loads(arguments) if isinstance(raw, str) else raw
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):
         args = None
     command = args.get("command") if isinstance(args, dict) else None
     if name == "bash" and isinstance(command, str):

@@ -150,7 +150,7 @@ def _calls_of(msg: dict[str, Any], turn: int) -> list[ImportedCall]:
             arguments = json.dumps(arguments) if arguments is not None else ""
         try:
             parsed = json.loads(arguments)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             parsed = None
         kind, text = classify_call(name, parsed)
         calls.append(

@@ -33,7 +33,6 @@ otherwise ``completed``.
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 from collections import defaultdict
@@ -222,7 +221,7 @@ def _data(row: dict[str, Any]) -> dict[str, Any]:
     if isinstance(data, str):
         try:
             data = loads(data)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             data = {}
     return data if isinstance(data, dict) else {}
 

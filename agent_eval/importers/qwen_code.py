@@ -105,7 +105,7 @@ def _subagent_meta(path: Path) -> dict[str, Any]:
         return {}
     try:
         doc = json.loads(meta.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return {}
     return doc if isinstance(doc, dict) else {}
 

@@ -184,6 +184,8 @@ def load_json_document(path: Path, text: str | None = None) -> Any:
         ) from None
     except RecursionError:
         raise ConfigError("not readable JSON: nested too deep", path=str(path)) from None
+    except ValueError as exc:  # an integer of over 4,300 digits (Python's guard)
+        raise ConfigError(f"not readable JSON: {exc}", path=str(path)) from None
 
 
 def iter_jsonl(
@@ -215,6 +217,9 @@ def iter_jsonl(
             continue
         except RecursionError:
             report(path, number, "JSON nested too deep")
+            continue
+        except ValueError as exc:  # an integer of over 4,300 digits (Python's guard)
+            report(path, number, f"not readable JSON ({exc})")
             continue
         _RECORD.set(number)  # the record a reader is on, should it fail on it (guarded)
         yield number, value
@@ -249,7 +254,7 @@ def looks_like_jsonl(text: str) -> bool:
         return False
     try:
         json.loads(first)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):
         return False
     return True
 

@@ -99,7 +99,7 @@ def model_of(doc: dict[str, Any], path: Path) -> str:
     if isinstance(config, str):
         try:
             config = json.loads(config)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             config = None
     agent = config.get("agent") if isinstance(config, dict) else None
     model = agent.get("model") if isinstance(agent, dict) else None

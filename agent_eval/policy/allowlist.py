@@ -151,7 +151,7 @@ class CommandPattern(_Model):
                 raise ValueError(f"{value!r}: {problem}")
         return values
 
-ArgumentHolds = Literal["command", "argv", "path", "value", "absent"]
+ArgumentHolds = Literal["command", "argv", "path", "workdir", "value", "absent"]
 ArgumentType = Literal["string", "integer", "number", "boolean", "array", "object"]
 SwitchDenial = Literal["undeclared-argument", "sandbox-escalation", "background-run"]
 _JSON_TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
@@ -170,7 +170,9 @@ class ArgumentSpec(_Model):
                     "words (Codex's `shell {command: [...]}`: `[\"bash\", \"-lc\", SCRIPT]` "
                     "judges SCRIPT, any other list is judged as those words); `path`: a path "
                     "judged under `read` (a read tool has exactly one; another tool may have "
-                    "some, e.g. a working directory); `value`: a plain value of `type` (and "
+                    "some); `workdir`: a working directory, allowed only when it names the "
+                    "project root (`.`, or `project_root`) or a directory `workdirs` lists "
+                    "for the tool; `value`: a plain value of `type` (and "
                     "`choices`), judged for hidden characters only; `absent`: a switch that "
                     "must be absent, null, false or one of `choices` "
                     "(`dangerouslyDisableSandbox`, `run_in_background`), else denied as "
@@ -381,6 +383,16 @@ class AllowList(_Model):
                     "built-in profile is on; `NAME: false` switches one off, `NAME: {tools: "
                     "[...]}` adds one (or replaces a built-in of that name).",
     )
+    project_root: str | None = Field(
+        None, description="The absolute path of the folder the harness runs in: a working "
+                          "directory (`holds: workdir`) spelt so is the project root, as "
+                          "`.` is.")
+    workdirs: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Working directories a tool's calls may name besides the project root, "
+                    "by tool name (`exec_command: [scratch]`).  A working directory changes "
+                    "what every relative path of the command means (`uv run scripts/x.py` "
+                    "in `scratch` runs `scratch/scripts/x.py`), so no other is allowed.")
     denial_message: str = Field(
         "Denied by the allow-list ({code} {name}): {message}. "
         "Only `uv run scripts/<name>.py` with the listed flags is allowed.",

@@ -26,7 +26,9 @@ How a call is judged (each step fails closed; the first step that denies decides
    ``background-run``).
 5. **Command and paths**: the ``command`` key is judged by ``check_command`` (an
    ``argv`` list as the script of ``bash -c SCRIPT``, else as its words, see
-   :func:`command_text`), each ``path`` key by ``check_read``.  Findings about keys other than the command or the
+   :func:`command_text`), each ``path`` key by ``check_read``, each ``workdir`` key by
+   ``reads.judge_workdir`` (the project root, or a directory the allow-list's
+   ``workdirs`` lists for the tool; a readable folder is not enough).  Findings about keys other than the command or the
    read path carry the span ``0, 0``.
 
 Nothing here raises: an unexpected exception is a ``malformed-arguments`` denial.
@@ -42,7 +44,9 @@ from typing import Any, TypeGuard
 from agent_eval.policy.allowlist import AllowList, ArgumentSpec, ToolSpec, accepts_type
 from agent_eval.policy.arguments import Problem
 from agent_eval.policy.characters import COMMAND_WHITESPACE, describe, find_hidden
-from agent_eval.policy.engine import check_command, check_read, verdict_of
+from agent_eval.policy.engine import check_command, check_read, check_text, verdict_of
+from agent_eval.policy.reads import judge_workdir
+from agent_eval.policy.rules import code_for
 from agent_eval.policy.verdict import Finding, Verdict
 
 MAX_DEPTH = 16
@@ -128,6 +132,20 @@ def _decode(arguments: Any, allowlist: AllowList) -> dict[str, Any] | Problem:
     if not isinstance(args, dict):
         return Problem("malformed-arguments", "the arguments are not a JSON object", 0, 0)
     return args
+
+
+def decode_arguments(arguments: str | bytes | dict[str, Any],
+                     allowlist: AllowList) -> dict[str, Any] | None:
+    """The argument object exactly as :func:`check_call` reads it (the length cap before
+    any parsing, one JSON object, no key given twice even through a ``\\u`` escape), or
+    None when it refuses the text.  For a caller that must look inside a call before the
+    engine judges it (the call recorder): it sees what the engine sees, never a value
+    another reading of the text would pick.  Never raises."""
+    try:
+        args = _decode(arguments, allowlist)
+    except Exception:  # noqa: BLE001 - refused, as check_call refuses it
+        return None
+    return args if isinstance(args, dict) else None
 
 
 def _walk(args: dict[str, Any], skip: set[str]) -> Problem | None:
@@ -254,6 +272,12 @@ def _judge_paths(args: dict[str, Any], spec: ToolSpec, allowlist: AllowList,
     own: Verdict | None = None
     for key, arg in spec.arguments.items():
         value = args.get(key)
+        if arg.holds == "workdir" and isinstance(value, str):
+            problem = check_text(value, allowlist.strict.max_length, "") or judge_workdir(
+                value, allowlist.workdirs.get(spec.name, []), allowlist.project_root)
+            if problem is not None:
+                findings.append(Finding(code_for(problem.rule), f"{key}: {problem.message}"))
+            continue
         if arg.holds != "path" or not isinstance(value, str):
             continue
         verdict = check_read(value, allowlist)

@@ -52,7 +52,7 @@ from agent_eval.policy.rules import PRECEDENCE, code_for, get_rule, primary_code
 from agent_eval.policy.syntax import Scan, SimpleCommand
 from agent_eval.policy.verdict import Finding, Invocation, Verdict
 
-ENGINE_VERSION = "1.4.0"  # 1.4.0: the agent CLIs' tool profiles, AE106, AE107
+ENGINE_VERSION = "1.5.0"  # 1.5.0: working directories, copies of blocked files, blanks
 """Bumped whenever a verdict may change for the same input; part of run fingerprints."""
 
 MAX_FINDINGS = 64

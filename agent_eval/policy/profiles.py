@@ -5,8 +5,9 @@ that is not agent-eval's: its tools have their own names and argument keys.  A p
 declares, for one CLI, each such tool with every key it takes (``ToolSpec`` and
 ``ArgumentSpec``, exactly as an allow-list declares its own tools), mapped onto the kinds
 the engine judges: a ``Bash`` call is judged exactly as a ``bash`` call, ``exec_command``'s
-``cmd`` too, a working directory (``workdir``, ``directory``, ``dir_path``) as a path under
-the read roots, and the switches that leave the sandbox or the model's sight
+``cmd`` too, a working directory (``workdir``, ``directory``, ``dir_path``) is allowed
+only when it is the project root (or the allow-list lists it for the tool: ``workdirs``),
+and the switches that leave the sandbox or the model's sight
 (``dangerouslyDisableSandbox``, ``sandbox_permissions: require_escalated``,
 ``run_in_background``, ``is_background``) are denials of their own class (AE106, AE107).
 Every other tool of a CLI (edit, write, grep, web fetch ...) is in no profile, so it is
@@ -45,7 +46,7 @@ _NUMBER: dict[str, Any] = {"holds": "value", "type": "number"}
 _BOOL: dict[str, Any] = {"holds": "value", "type": "boolean"}
 _ARRAY: dict[str, Any] = {"holds": "value", "type": "array"}
 _OBJECT: dict[str, Any] = {"holds": "value", "type": "object"}
-_PATH: dict[str, Any] = {"holds": "path", "description": "working directory"}
+_WORKDIR: dict[str, Any] = {"holds": "workdir", "description": "working directory"}
 _COMMAND: dict[str, Any] = {"holds": "command", "required": True}
 _READ_PATH: dict[str, Any] = {"holds": "path", "required": True}
 _ESCALATION: dict[str, Any] = {"holds": "absent", "denial": "sandbox-escalation"}
@@ -58,8 +59,8 @@ def _tool(name: str, kind: str, **arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 _RUN_SHELL_COMMAND = _tool(  # Qwen Code's keys and Gemini CLI's
-    "run_shell_command", "bash", command=_COMMAND, description=_TEXT, directory=_PATH,
-    dir_path=_PATH, is_background=_BACKGROUND, timeout=_INT, delay_ms=_INT,
+    "run_shell_command", "bash", command=_COMMAND, description=_TEXT, directory=_WORKDIR,
+    dir_path=_WORKDIR, is_background=_BACKGROUND, timeout=_INT, delay_ms=_INT,
 )
 _READ_FILE = _tool(  # Qwen Code's keys and Gemini CLI's
     "read_file", "read", file_path=_READ_PATH, offset=_INT, limit=_INT, pages=_TEXT,
@@ -72,7 +73,7 @@ _PROFILES: dict[str, dict[str, Any]] = {
         "description": "OpenCode 1.18: bash, read, task",
         "tools": [
             _tool("bash", "bash", command=_COMMAND, description=_TEXT, timeout=_INT,
-                  workdir=_PATH),
+                  workdir=_WORKDIR),
             _tool("read", "read", filePath=_READ_PATH, offset=_INT, limit=_INT),
             _tool("task", "other", **{**_SUBAGENT, "subagent_type": {**_TEXT, "required": True}},
                   task_id=_TEXT, command=_TEXT),
@@ -84,14 +85,14 @@ _PROFILES: dict[str, dict[str, Any]] = {
             _RUN_SHELL_COMMAND, _READ_FILE,
             _tool("agent", "other", **_SUBAGENT, fork_turns=_TEXT, fork_tools=_ARRAY,
                   fork_profile=_TEXT, run_in_background=_BOOL,
-                  isolation={**_TEXT, "choices": ["worktree"]}, working_dir=_PATH),
+                  isolation={**_TEXT, "choices": ["worktree"]}, working_dir=_WORKDIR),
         ],
     },
     "codex": {
         "description": "Codex CLI 0.169 (and earlier rollouts): exec_command, shell, "
                        "shell_command, view_image, the multi_agent_v1 tools",
         "tools": [
-            _tool("exec_command", "bash", cmd=_COMMAND, workdir=_PATH, yield_time_ms=_NUMBER,
+            _tool("exec_command", "bash", cmd=_COMMAND, workdir=_WORKDIR, yield_time_ms=_NUMBER,
                   max_output_tokens=_NUMBER, login=_BOOL, tty=_BOOL,
                   shell={**_ESCALATION, "denial": "undeclared-argument",
                          "choices": ["bash", "/bin/bash", "/usr/bin/bash"],
@@ -100,9 +101,9 @@ _PROFILES: dict[str, dict[str, Any]] = {
                   justification=_TEXT, prefix_rule=_ESCALATION,
                   with_escalated_permissions=_ESCALATION),
             _tool("shell", "bash", command={"holds": "argv", "required": True},
-                  workdir=_PATH, timeout_ms=_NUMBER, with_escalated_permissions=_ESCALATION,
+                  workdir=_WORKDIR, timeout_ms=_NUMBER, with_escalated_permissions=_ESCALATION,
                   justification=_TEXT),
-            _tool("shell_command", "bash", command=_COMMAND, workdir=_PATH, timeout_ms=_NUMBER,
+            _tool("shell_command", "bash", command=_COMMAND, workdir=_WORKDIR, timeout_ms=_NUMBER,
                   login=_BOOL, with_escalated_permissions=_ESCALATION, justification=_TEXT),
             _tool("view_image", "read", path=_READ_PATH),
             _tool("multi_agent_v1.spawn_agent", "other", message=_TEXT, items=_ARRAY,

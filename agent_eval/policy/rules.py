@@ -391,14 +391,22 @@ _RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "AE320", "blocked-read-path",
-        "Read tool outside the allowed roots, in a blocked directory, `..` escaping, or `~`.",
+        "Read tool outside the allowed roots, in a blocked directory, `..` escaping, or `~`; "
+        "a working directory other than the project root.",
         "The read tool is limited to the harness's directories; external paths such as "
         "`/data/rendered/x.png` are blocked by design.  Blocked entries match as a file "
         "system might read the path: any case (through every Unicode case mapping and "
         "compatibility form: a dotless ı), `\\` as a separator, `.env` with its dotted "
-        "variants and editors' copies.  Spellings another reader opens as another file "
-        "are refused outright: percent-encoding, `:` (NTFS streams), `~` (8.3 short "
-        "names, backups), glob and shell characters.",
+        "variants and editors' copies, and the copies file managers and version control "
+        "make of a blocked file or folder (`NAME copy`, `NAME copy 2`, `NAME (copy)`, "
+        "`NAME (2)`, `NAME - Copy`, `Copy of NAME`, RCS `NAME,v`, `.orig`, `.rej`, `.bak`, "
+        "`.old`).  Spellings another reader opens as another file are refused outright: "
+        "percent-encoding, `:` (NTFS streams), `~` (8.3 short names, backups), glob and "
+        "shell characters; so is a path whose blank-separated parts would be absolute, "
+        "escape with `..` or name a blocked file (a harness that splits it at blanks reads "
+        "them).  A working directory (Codex's `workdir`, Gemini CLI's `dir_path`) changes "
+        "what every relative path of the command names, so only the project root is "
+        "allowed, unless the allow-list lists another for that tool.",
         (Example("/data/rendered/x.png", "read"), Example("../etc/passwd", "read"),
          Example("notes/private/diary.md", "read"), Example("~/notes/a.md", "read"),
          Example("src/main.py", "read"), Example("notes/Private/x", "read"),
@@ -407,9 +415,20 @@ _RULES: tuple[Rule, ...] = (
          Example("docs/%252eenv", "read"), Example("docs/.env::$DATA", "read"),
          Example("notes/PRIVAT~1/diary.md", "read"), Example("notes/prıvate/diary.md", "read"),
          Example("docs/*env", "read"), Example("notes/$(id)", "read"),
-         Example("docs/.env~", "read"), Example("docs/#.env#", "read")),
+         Example("docs/.env~", "read"), Example("docs/#.env#", "read"),
+         Example("notes/private copy/diary.md", "read"),
+         Example("notes/private (2)/diary.md", "read"),
+         Example("notes/Copy of private/diary.md", "read"), Example("docs/.env,v", "read"),
+         Example("docs/.env (copy)", "read"), Example("docs/secrets.bak/key", "read"),
+         Example("notes/a.md /etc/hostname", "read"),
+         Example("notes/x ../../secret", "read"),
+         Example('{"cmd": "uv run scripts/lights.py status", "workdir": "scratch"}', "call",
+                 "exec_command", client=True)),
         (Example("notes/plan.md", "read"), Example("docs/../docs/guide.md", "read"),
-         Example("notes/privateer.md", "read")),
+         Example("notes/privateer.md", "read"), Example("notes/plan copy.md", "read"),
+         Example("notes/my plan.md", "read"),
+         Example('{"cmd": "uv run scripts/lights.py status", "workdir": "."}', "call",
+                 "exec_command", client=True)),
         "allow-list",
     ),
     Rule(

@@ -86,3 +86,38 @@ def test_a_50_mb_session_imports_whole(tmp_path):
     assert len(record.calls) == 50
     assert {c.decision for c in record.calls} == {"allow"}
     assert all(len(c.output) == 1 << 20 for c in record.calls)
+
+
+def test_a_json_integer_over_4300_digits_skips_its_line_and_keeps_the_rest(tmp_path):
+    huge = "9" * 4301  # Python's int() guard: ValueError, not JSONDecodeError
+    path = tmp_path / "sessions.jsonl"
+    bad_line = '{"id": "b", "model": "m", "n": ' + huge + ', "messages": []}'
+    path.write_text("\n".join([_session_line("a", "uv run scripts/lights.py status"), bad_line,
+                               _session_line("c", "ls")]) + "\n")
+    skipped = []
+    sessions = list(read_sessions("openai", path,
+                                  on_skip=lambda p, n, why: skipped.append((n, why))))
+    assert [s.id for s in sessions] == ["a", "c"]
+    assert [n for n, _ in skipped] == [2]
+    assert "4300" in skipped[0][1]
+
+
+def test_arguments_holding_a_json_integer_over_4300_digits_are_judged_not_fatal(tmp_path):
+    path = tmp_path / "sessions.jsonl"
+    arguments = '{"command": "uv run scripts/lights.py status", "n": ' + "1" * 5000 + "}"
+    path.write_text(json.dumps({"id": "a", "model": "m", "messages": [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "Shell", "arguments": arguments}}]},
+        {"role": "tool", "tool_call_id": "c", "content": "ok"}]}) + "\n")
+    [record] = list(import_sessions("openai", path, load_allowlist(RALF)))
+    [call] = record.calls
+    assert call.arguments == arguments
+    assert (call.decision, call.primary) == ("deny", "AE102")
+
+
+@pytest.mark.parametrize("fmt", ["opencode", "mini-swe-agent", "swe-agent"])
+def test_a_document_holding_a_json_integer_over_4300_digits_is_one_error(tmp_path, fmt):
+    path = tmp_path / "doc.json"
+    path.write_text('{"n": ' + "7" * 5000 + "}")
+    with pytest.raises(ConfigError, match=r"doc\.json: "):
+        list(read_sessions(fmt, path))

@@ -204,3 +204,47 @@ def test_a_tool_listed_twice_is_a_config_error():
     with pytest.raises(ConfigError, match="listed twice"):
         allowlist_from_dict({"name": "x", "tools": [{"name": "bash", "kind": "bash"},
                                                     {"name": "bash", "kind": "bash"}]})
+
+
+# --- a working directory is not a read path --------------------------------------------
+
+RUNS = "uv run scripts/db_query.py --sql 'select 1'"
+
+
+@pytest.mark.parametrize(("tool", "arguments", "primary"), [
+    ("exec_command", {"cmd": RUNS, "workdir": "scratch"}, "AE320"),
+    ("exec_command", {"cmd": RUNS, "workdir": "notes"}, "AE320"),  # readable, still not root
+    ("exec_command", {"cmd": RUNS, "workdir": "."}, None),
+    ("exec_command", {"cmd": RUNS, "workdir": "./"}, None),
+    ("exec_command", {"cmd": RUNS, "workdir": "scratch/.."}, "AE320"),
+    ("exec_command", {"cmd": RUNS, "workdir": "/srv/project"}, "AE320"),
+    ("exec_command", {"cmd": RUNS, "workdir": ""}, "AE320"),
+    ("shell_command", {"command": RUNS, "workdir": "scratch"}, "AE320"),
+    ("shell", {"command": ["bash", "-lc", RUNS], "workdir": "/tmp"}, "AE320"),
+    ("bash", {"command": RUNS, "workdir": "scratch"}, "AE320"),
+    ("bash", {"command": RUNS, "workdir": "."}, None),
+    ("run_shell_command", {"command": RUNS, "directory": "scratch"}, "AE320"),
+    ("run_shell_command", {"command": RUNS, "dir_path": "."}, None),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_a_working_directory_other_than_the_project_root_is_refused(tool, arguments, primary):
+    verdict = check_call(tool, json.dumps(arguments), RALF, profiles=True)
+    assert verdict.primary == primary, verdict.findings
+
+
+def test_the_allow_list_names_the_project_roots_absolute_spelling_and_other_workdirs():
+    allowlist = allowlist_from_dict({**RALF.model_dump(), "project_root": "/srv/project",
+                                     "workdirs": {"exec_command": ["scratch"]}})
+
+    def primary(tool, workdir):
+        return check_call(tool, json.dumps({"cmd": RUNS, "workdir": workdir}), allowlist,
+                          profiles=True).primary
+
+    assert primary("exec_command", "/srv/project") is None
+    assert primary("exec_command", "/srv/project/") is None
+    assert primary("exec_command", "scratch") is None
+    assert primary("exec_command", "/srv/project/scratch") is None
+    assert primary("exec_command", "/srv/other") == "AE320"
+    assert primary("exec_command", "scratch/sub") == "AE320"
+    shell = check_call("shell_command", json.dumps({"command": RUNS, "workdir": "scratch"}),
+                       allowlist, profiles=True)
+    assert shell.primary == "AE320"  # listed for exec_command only

@@ -85,3 +85,15 @@ def test_check_writes_control_characters_out_with_carets_under_them():
     assert shown, result.output
     caret_line = result.output.splitlines()[result.output.splitlines().index(shown[0]) + 1]
     assert caret_line.index("^") == shown[0].index("\\x1b")
+
+
+@pytest.mark.parametrize("bad", [b"[" * 100_000, b"[" * 20_000, b'"' + b"x" * 200_000 + b'"'],
+                         ids=["100k-brackets", "20k-brackets", "over-the-cap"])
+def test_a_jsonl_line_nested_too_deep_or_too_long_is_one_error_and_the_batch_goes_on(bad):
+    data = b'"ls"\n' + bad + b'\n"' + ID42.encode() + b'"\n'
+    lines, stderr = batch(data, "--format", "jsonl")
+    assert [json.loads(line).get("primary", "-") for line in lines] == ["AE307", "-", None]
+    error = json.loads(lines[1])
+    assert error["line"] == 2
+    assert error["error"] in ("nested too deep to parse",) or "longer than the cap" in error["error"]
+    assert "Traceback" not in stderr and "line 2:" in stderr

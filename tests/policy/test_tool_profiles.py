@@ -93,7 +93,7 @@ def test_policy_profiles_lists_each_cli_tool_with_its_keys():
     lines = result.output.splitlines()
     assert "  Bash (bash): command*:command, description:string, timeout:number, " \
            "run_in_background:AE107, dangerouslyDisableSandbox:AE106" in lines
-    assert "  shell (bash): command*:argv, workdir:path, timeout_ms:number, " \
+    assert "  shell (bash): command*:argv, workdir:workdir, timeout_ms:number, " \
            "with_escalated_permissions:AE106, justification:string" in lines
     assert [line.split(":")[0] for line in lines if not line.startswith(" ")] == list(BUILTIN)
 
