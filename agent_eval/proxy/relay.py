@@ -4,7 +4,8 @@ unchanged, chunk by chunk as it arrives.
 Promises (tests/proxy/test_relay.py holds them):
 
 - bodies, status codes and headers pass untouched, except the hop-by-hop headers
-  (RFC 9110 section 7.6.1) and ``Host``; compressed bodies stay compressed both ways
+  (RFC 9110 section 7.6.1: the fixed ones and those the ``Connection`` header names) and
+  ``Host``; compressed bodies stay compressed both ways
   (``auto_decompress=False`` on the client session and on the server, so a gzip request
   body reaches the upstream as the client sent it); ``Authorization`` is forwarded and
   never kept;
@@ -167,9 +168,8 @@ class Relay:
             return web.Response(status=408, text="agent-eval proxy: request body not "
                                 f"received within {self.client_timeout_s:g} s\n",
                                 headers={"Connection": "close"})
-        headers = CIMultiDict(
-            (k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP
-        )
+        hop = hop_by_hop(request.headers)
+        headers = CIMultiDict((k, v) for k, v in request.headers.items() if k.lower() not in hop)
         recorded = request.method == "POST" and protocol_of(request.path) is not None
         exchange = Exchange(
             path=request.path, request_body=body if recorded else b"",
@@ -221,8 +221,9 @@ class Relay:
 
     def _response_for(self, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
         response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+        hop = hop_by_hop(upstream.headers)
         for key, value in upstream.headers.items():
-            if key.lower() not in HOP_BY_HOP:
+            if key.lower() not in hop:
                 response.headers.add(key, value)
         if upstream.content_length is not None and "Transfer-Encoding" not in upstream.headers:
             response.content_length = upstream.content_length
@@ -249,6 +250,15 @@ class Relay:
                 "code": 502, "error": {"message": message, "type": "bad_gateway", "code": 502}}
         return web.Response(status=502, body=json.dumps(body).encode(),
                             content_type="application/json")
+
+
+def hop_by_hop(headers) -> frozenset[str]:
+    """The headers not to forward (lower case): :data:`HOP_BY_HOP` and every header the
+    message's ``Connection`` header names (RFC 9110 section 7.6.1: those are meant for
+    this connection only)."""
+    named = {token.strip().lower() for value in headers.getall("Connection", ())
+             for token in value.split(",")}
+    return HOP_BY_HOP | named if named else HOP_BY_HOP
 
 
 def public_url(url: str) -> str:
