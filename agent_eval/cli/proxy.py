@@ -72,8 +72,10 @@ def proxy(upstream: str, allowlist_path: str, agent: str | None, port: int, host
     older than that can then no longer be replayed, and replay says so).
     A client that does not send a request's headers, or its body, within
     --client-timeout seconds is disconnected (a 408 for the body), so trickling
-    connections cannot hold memory.  A user and password in --upstream are never shown,
-    logged or stored (nor sent: the relay asks the upstream's origin).
+    connections cannot hold memory.  A user and password in --upstream, and the values of
+    its query parameters named like credentials (key, token, secret, password, auth,
+    signature, session: shown as ***), are never shown, logged, stored or sent (the relay
+    asks the upstream's origin, with the client's own path and query).
     --allowlist also takes an agent CLI's own rules (docs/policies.md): each session is
     judged by its agent's rules (the client's x-agent-eval-agent header, else the agent
     whose own prompt its system prompt holds, else the default agent; each stored session
@@ -89,6 +91,13 @@ def proxy(upstream: str, allowlist_path: str, agent: str | None, port: int, host
 
     if not upstream.startswith(("http://", "https://")):
         raise ConfigError(f"{public_url(upstream)!r} is not an http(s) URL", field="--upstream")
+    from yarl import URL
+
+    try:
+        URL(upstream).origin()
+    except ValueError as exc:  # its text names no part of the URL
+        raise ConfigError(f"{public_url(upstream)!r} is not a valid URL ({exc})",
+                          field="--upstream") from None
     upstream = public_url(upstream)
     if otel_endpoint is not None:
         from agent_eval.proxy.otel import check_otel

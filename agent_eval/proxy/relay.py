@@ -14,7 +14,8 @@ Promises (tests/proxy/test_relay.py holds them):
   to the recorder's queue with ``put_nowait`` (a full queue drops the record and counts
   it, it never waits);
 - an upstream that cannot be reached gets the client a 502 naming the upstream (without
-  the user and password an ``--upstream`` URL may carry: :func:`public_url`); one that
+  the user and password an ``--upstream`` URL may carry, nor the values of its query
+  parameters named like credentials: :func:`public_url`); one that
   dies mid-answer gets the client's connection closed the same way (an incomplete body,
   never a clean end the client could mistake for a whole answer);
 - a client gets ``client_timeout_s`` seconds to send a request's headers (from the
@@ -30,12 +31,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
+from urllib.parse import unquote_plus
 
 import aiohttp
 from aiohttp import web
@@ -261,14 +264,38 @@ def hop_by_hop(headers) -> frozenset[str]:
     return HOP_BY_HOP | named if named else HOP_BY_HOP
 
 
+CREDENTIAL_NAME = re.compile(
+    r"key|token|secret|pass|pwd|auth|credential|sig|session|cookie|jwt|bearer", re.IGNORECASE)
+"""A query parameter whose name matches (anywhere, any case, once percent-decoded) holds a
+credential: ``key``, ``api_key``, ``access_token``, ``X-Amz-Signature``, ``password``."""
+
+
 def public_url(url: str) -> str:
-    """``url`` without the user and password it may carry (``http://user:pass@host/v1``):
-    what the proxy shows and stores of its upstream.  The relay never sends them anyway:
-    it requests the upstream's origin, which has none."""
-    parsed = URL(url)
-    if parsed.user is None and parsed.password is None:
-        return url
-    return str(parsed.with_user(None))
+    """``url`` as the proxy shows, sends (in a 502 body) and stores it: without the user
+    and password it may carry (``http://user:pass@host/v1``), without its fragment, and
+    with the value of every query parameter named like a credential
+    (:data:`CREDENTIAL_NAME`: ``?key=K`` becomes ``?key=***``).  Read from the text, so
+    it never raises, even on a URL nothing can parse (the CLI refuses those).  The relay
+    never sends any of it to the upstream either: it asks the upstream's origin with the
+    client's own path and query."""
+    url = url.partition("#")[0]
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    end = min((i for i in (rest.find(c) for c in "/?") if i >= 0), default=len(rest))
+    authority, tail = rest[:end], rest[end:]
+    shown = scheme + sep + authority.rpartition("@")[2]
+    path, q, query = tail.partition("?")
+    return shown + path + (q + _hide_credentials(query) if q else "")
+
+
+def _hide_credentials(query: str) -> str:
+    parts = re.split(r"([&;])", query)
+    for i in range(0, len(parts), 2):
+        name, eq, _ = parts[i].partition("=")
+        if eq and CREDENTIAL_NAME.search(unquote_plus(name)):
+            parts[i] = name + "=***"
+    return "".join(parts)
 
 
 def _upstream_failed(exc: BaseException) -> bool:

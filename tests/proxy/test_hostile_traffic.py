@@ -289,25 +289,35 @@ def test_a_client_that_never_finishes_its_body_gets_a_408_and_is_disconnected(tm
 
 def test_upstream_credentials_are_never_shown_nor_stored(tmp_path, store):
     port = unused_port()
-    upstream = f"http://agent:s3cret-pw@127.0.0.1:{port}/v1"
+    upstream = (f"http://agent:s3cret-pw@127.0.0.1:{port}/v1"
+                "?api-version=1&key=Kq7secret&access_token=Tq7secret#sig=Fq7secret")
     with proxy_in_thread(upstream, store, tmp_path) as proxy:
         resp = httpx.post(proxy.base_url + "/chat/completions", json=REQUEST, timeout=30)
         status = httpx.get(proxy.base_url.removesuffix("/v1") + "/_agent_eval/status").text
     assert resp.status_code == 502
-    assert f"http://127.0.0.1:{port}/v1" in resp.json()["message"]
+    assert f"http://127.0.0.1:{port}/v1?api-version=1&key=***" in resp.json()["message"]
     run = store.resolve_run("latest")
     kept = json.dumps(run.config) + repr(store.run_targets(run.id))
     assert "127.0.0.1" in kept
     for text in (resp.text, status, kept):
-        assert "s3cret-pw" not in text and "agent:" not in text
+        assert "s3cret-pw" not in text and "agent:" not in text and "q7secret" not in text
 
 
 @pytest.mark.parametrize("url, shown", [
     ("http://user:pw@h:8000/v1", "http://h:8000/v1"),
     ("https://user@h/v1", "https://h/v1"),
     ("http://h:8000/v1", "http://h:8000/v1"),
+    ("http://h/v1?key=K", "http://h/v1?key=***"),
+    ("http://h/v1?api-version=2024-06&api_key=K&X-Amz-Signature=S&access_token=T",
+     "http://h/v1?api-version=2024-06&api_key=***&X-Amz-Signature=***&access_token=***"),
+    ("http://h/v1?api%5Fkey=K;Token=T;model=m", "http://h/v1?api%5Fkey=***;Token=***;model=m"),
+    ("http://h/v1?client_secret=K&password=P&auth=A&sig=S&session_id=I",
+     "http://h/v1?client_secret=***&password=***&auth=***&sig=***&session_id=***"),
+    ("http://u:p@ss@[::1]:8000/v1?x=1#token=F", "http://[::1]:8000/v1?x=1"),
+    ("h/v1?key=K", "h/v1?key=***"),
+    ("user:pw@h/v1", "h/v1"),
 ])
-def test_public_url_drops_the_user_and_password(url, shown):
+def test_public_url_drops_the_user_and_password_and_hides_credential_parameters(url, shown):
     assert public_url(url) == shown
 
 
@@ -319,6 +329,21 @@ def test_the_cli_never_prints_the_upstream_credentials(tmp_path):
         capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 2 and "s3cret-pw" not in done.stderr + done.stdout
     assert "ftp://h/v1" in done.stderr
+
+
+@pytest.mark.parametrize("upstream", [
+    "h/v1?key=Kq7secret", "http://h:99999/v1?key=Kq7secret", "http://[::1/v1?token=Kq7secret",
+    "http://agent:Kq7secret@h:99999/v1",
+], ids=["no-scheme", "bad-port", "bad-ipv6", "bad-port-password"])
+def test_a_bad_upstream_url_is_one_error_line_without_its_credentials(tmp_path, upstream):
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_eval", "proxy", "--upstream", upstream,
+         "--allowlist", str(ALLOWLIST), "--db", str(tmp_path / "s.db")],
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "Kq7secret" not in done.stderr + done.stdout
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("Error: --upstream") and done.stderr.count("\n") == 1
 
 
 # a compressed request
