@@ -336,6 +336,8 @@ def side_tags(state: SessionState) -> list[str]:
 def read_request(ex: Exchange, protocol: str) -> dict[str, Any] | None:
     """The request as a chat request (``agent_eval.wire``), or None when it cannot be read
     (a compressed body is inflated first, never past the capture limit)."""
+    if not ex.request_captured_all:  # past the capture limit: relayed whole, not read
+        return None
     body = decode_body(ex.request_body, ex.request_encoding, CAPTURE_LIMIT)
     return wire.read_request(protocol, body, ex.path) if body is not None else None
 

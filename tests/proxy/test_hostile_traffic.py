@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import tracemalloc
 import zlib
@@ -367,4 +368,76 @@ def test_a_gzip_request_body_reaches_the_upstream_byte_for_byte_and_is_recorded(
     assert seen == [("gzip", sent)]
     [record] = stored_sessions(store)
     assert record.turns[0].request == REQUEST
+    assert [c.decision for c in record.calls] == ["allow"]
+
+
+# memory per request: bodies streamed, what is kept for the recorder capped
+
+def receiving_app(seen: list, first_piece: threading.Event | None = None) -> web.Application:
+    """An upstream that reads the request body piece by piece (noting when the first
+    piece came), then answers with a completion; ``seen`` gets the body's length, its
+    SHA-256 and the framing headers."""
+    async def answer(request: web.Request) -> web.Response:
+        digest, size = hashlib.sha256(), 0
+        while piece := await request.content.readany():
+            if first_piece is not None:
+                first_piece.set()
+            digest.update(piece)
+            size += len(piece)
+        seen.append((size, digest.hexdigest(), request.headers.get("Content-Length"),
+                     request.headers.get("Transfer-Encoding")))
+        return web.Response(body=completion(), content_type="application/json")
+
+    app = web.Application(client_max_size=1024 ** 3)
+    app.router.add_post("/v1/chat/completions", answer)
+    return app
+
+
+def big_request(size: int) -> bytes:
+    """A chat request of about ``size`` bytes (a long tool output in its history)."""
+    pad = {"role": "user", "content": "x" * size}
+    return json.dumps(dict(REQUEST, messages=[SYSTEM, pad, TASK])).encode()
+
+
+def test_a_request_past_the_capture_limit_reaches_the_upstream_whole_and_is_not_judged(
+        tmp_path, store, monkeypatch):
+    monkeypatch.setattr("agent_eval.proxy.relay.CAPTURE_LIMIT", 256 * 1024)
+    sent = big_request(3 * 1024 * 1024)
+    seen: list = []
+    with serve_in_thread(receiving_app(seen)) as upstream, \
+            proxy_in_thread(upstream, store, tmp_path) as proxy:
+        resp = httpx.post(proxy.base_url + "/chat/completions", content=sent, timeout=60,
+                          headers={"Content-Type": "application/json"})
+        small = httpx.post(proxy.base_url + "/chat/completions", json=REQUEST, timeout=60)
+    assert resp.status_code == small.status_code == 200
+    assert resp.content == completion()
+    assert seen[0] == (len(sent), hashlib.sha256(sent).hexdigest(), str(len(sent)), None)
+    status = proxy.recorder.status()
+    assert (status["recorded_chat"], status["not_recorded_chat"]) == (1, 1)
+    [record] = stored_sessions(store)  # the small one only: the big one is counted, unread
+    assert record.turns[0].request == REQUEST
+
+
+def test_a_request_body_goes_to_the_upstream_before_the_client_has_sent_all_of_it(
+        tmp_path, store):
+    """The client holds back the rest of its body until the upstream has the first
+    piece: a relay that gathered the body first would never pass that piece on (the
+    client gives up after a generous bound and the test fails)."""
+    first_piece = threading.Event()
+    seen: list = []
+    head, tail = b'{"model": "qwen", "messages": [', json.dumps([SYSTEM, TASK])[1:].encode() + b"}"
+
+    def chunks():
+        yield head
+        assert first_piece.wait(60), "the upstream never got the first piece"
+        yield tail
+
+    with serve_in_thread(receiving_app(seen, first_piece)) as upstream, \
+            proxy_in_thread(upstream, store, tmp_path) as proxy:
+        resp = httpx.post(proxy.base_url + "/chat/completions", content=chunks(), timeout=120,
+                          headers={"Content-Type": "application/json"})
+    assert resp.status_code == 200
+    assert seen == [(len(head + tail), hashlib.sha256(head + tail).hexdigest(), None, "chunked")]
+    [record] = stored_sessions(store)
+    assert record.turns[0].request == json.loads(head + tail)
     assert [c.decision for c in record.calls] == ["allow"]
