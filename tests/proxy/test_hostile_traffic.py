@@ -441,3 +441,49 @@ def test_a_request_body_goes_to_the_upstream_before_the_client_has_sent_all_of_i
     [record] = stored_sessions(store)
     assert record.turns[0].request == json.loads(head + tail)
     assert [c.decision for c in record.calls] == ["allow"]
+
+
+def streaming_app(events: list[bytes]) -> web.Application:
+    async def stream(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for event in events:
+            await resp.write(event)
+        await resp.write_eof()
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", stream)
+    return app
+
+
+def sse(delta: dict, finish: str | None = None) -> bytes:
+    chunk = {"model": "qwen", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+
+CALL_DELTA = {"tool_calls": [{"index": 0, "id": "call-1", "type": "function", "function": {
+    "name": "bash", "arguments": json.dumps({"command": GOOD})}}]}
+
+
+@pytest.mark.parametrize("shape", ["one-huge-event", "many-small-events"])
+def test_a_stream_with_an_event_past_the_limit_is_relayed_whole_and_not_read(
+        tmp_path, store, monkeypatch, shape):
+    monkeypatch.setattr("agent_eval.proxy.sessions.EVENT_LIMIT", 64 * 1024)
+    text = "y" * (256 * 1024)
+    contents = [text] if shape == "one-huge-event" else \
+        [text[i:i + 4096] for i in range(0, len(text), 4096)]
+    events = [sse({"role": "assistant", "content": c}) for c in contents] + [
+        sse(CALL_DELTA), sse({}, "tool_calls"), b"data: [DONE]\n\n"]
+    with serve_in_thread(streaming_app(events)) as upstream, \
+            proxy_in_thread(upstream, store, tmp_path) as proxy:
+        got = httpx.post(proxy.base_url + "/chat/completions", json=dict(REQUEST, stream=True),
+                         timeout=60).content
+    assert got == b"".join(events)
+    [record] = stored_sessions(store)
+    if shape == "one-huge-event":
+        assert record.turns[0].finish_reason == "unparseable" and record.calls == []
+    else:
+        assert record.turns[0].finish_reason == "tool_calls"
+        assert [c.decision for c in record.calls] == ["allow"]
