@@ -339,7 +339,7 @@ def read_request(ex: Exchange, protocol: str) -> dict[str, Any] | None:
     (a compressed body is inflated first, never past the capture limit)."""
     if not ex.request_captured_all:  # past the capture limit: relayed whole, not read
         return None
-    body = decode_body(ex.request_body, ex.request_encoding, CAPTURE_LIMIT)
+    body = decode_body(bytes(ex.request_body), ex.request_encoding, CAPTURE_LIMIT)
     return wire.read_request(protocol, body, ex.path) if body is not None else None
 
 
