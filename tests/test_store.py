@@ -6,8 +6,10 @@ Commands and failure classes are the real ones from docs/design.md.  The ``store
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
+import stat
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -1310,3 +1312,30 @@ def test_a_new_sqlite_store_built_at_head_is_the_schema_the_migrations_build(tmp
     assert built == expected
     assert expected["revision"] == [(head_revision(),)]
     assert len(expected) > 8  # the tables were read
+
+
+def test_a_new_sqlite_store_is_readable_by_its_owner_only(tmp_path):
+    """Transcripts are private: a store the tool creates is 0600 (SQLite's own default is
+    0644), and so are the WAL files SQLite makes beside it, whatever the umask lets by."""
+    from agent_eval.store import open_store
+
+    old = os.umask(0o022)
+    try:
+        with open_store(str(tmp_path / "new.db")) as store:
+            run_id = store.create_run(label="l", kind="live", suite="s", config={},
+                                      fingerprint={})
+            assert run_id
+            made = sorted(p.name for p in tmp_path.iterdir())
+            modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
+    finally:
+        os.umask(old)
+    assert "new.db" in made and "new.db-wal" in made
+    assert modes == dict.fromkeys(made, 0o600)
+
+
+def test_an_existing_store_keeps_the_mode_its_owner_gave_it(tmp_path):
+    path = tmp_path / "shared.db"
+    open_store(str(path)).close()
+    path.chmod(0o640)
+    open_store(str(path)).close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640

@@ -73,14 +73,17 @@ def proxy(upstream: str, allowlist_path: str, agent: str | None, port: int, host
     older than that can then no longer be replayed, and replay says so).
     A client that does not send a request's headers, or its body, within
     --client-timeout seconds is disconnected (a 408 for the body), so trickling
-    connections cannot hold memory.  A user and password in --upstream are never shown,
-    logged or stored (nor sent: the relay asks the upstream's origin).
+    connections cannot hold memory.  A user and password in --upstream, and the values of
+    its query parameters named like credentials (key, token, secret, password, auth,
+    signature, session: shown as ***), are never shown, logged, stored or sent (the relay
+    asks the upstream's origin, with the client's own path and query).
     --allowlist also takes an agent CLI's own rules (docs/policies.md): each session is
     judged by its agent's rules (the client's x-agent-eval-agent header, else the agent
     whose own prompt its system prompt holds, else the default agent; each stored session
     says which and how) under that CLI's matcher, and the calls the strict reading of the
     rules refuses are counted as leaks.
-    Status: GET /_agent_eval/status.  Stop with Ctrl-C (open sessions are written then).
+    Status: GET /_agent_eval/status.  Stop with Ctrl-C, SIGTERM or SIGHUP, to the process
+    or to its process group (open sessions are written then).
     Exit codes: 0 stopped, 2 bad option, file or --db.
     """
     from agent_eval.proxy.recorder import by_protocol
@@ -90,6 +93,13 @@ def proxy(upstream: str, allowlist_path: str, agent: str | None, port: int, host
 
     if not upstream.startswith(("http://", "https://")):
         raise ConfigError(f"{public_url(upstream)!r} is not an http(s) URL", field="--upstream")
+    from yarl import URL
+
+    try:
+        URL(upstream).origin()
+    except ValueError as exc:  # its text names no part of the URL
+        raise ConfigError(f"{public_url(upstream)!r} is not a valid URL ({exc})",
+                          field="--upstream") from None
     upstream = public_url(upstream)
     if otel_endpoint is not None:
         from agent_eval.proxy.otel import check_otel
@@ -110,21 +120,56 @@ def proxy(upstream: str, allowlist_path: str, agent: str | None, port: int, host
         idle_s=idle_timeout, journal=journal, protocols_path=protocols_path,
         otel_endpoint=otel_endpoint, keep_requests_days=keep_requests_days))
     from agent_eval.proxy.loop import run
+    from agent_eval.proxy.worker import STOPPING
 
-    recorder.start()
+    for sig in STOPPING:  # until the loop takes them over: a stop while starting
+        signal.signal(sig, _interrupt)
     try:
+        recorder.start()
         run(_serve(recorder, upstream, host, port, db_url, client_timeout))
     except KeyboardInterrupt:
         pass
     finally:
+        for sig in STOPPING:  # a second signal must not cut the drain short
+            signal.signal(sig, signal.SIG_IGN)
         recorder.stop()
     stats = recorder.status()
-    click.echo(f"run {stats['run_id']}: {stats['stored_sessions']} sessions, "
-               f"{stats['stored_turns']} turns stored; {stats['journaled_sessions']} sessions "
-               f"in the journal; {stats['lost_turns']} turns not recorded"
-               + (f" ({stats['journal_errors']} journal writes refused by the file system)"
-                  if stats.get("journal_errors") else "")
-               + f"; exchanges by protocol: {by_protocol(stats)}", err=True)
+    died = recorder.exitcode is not None and recorder.exitcode < 0
+    if died and stats["run_id"] is not None:
+        _mark_interrupted(db, stats["run_id"])
+    _say(f"run {stats['run_id']}: {stats['stored_sessions']} sessions, "
+         f"{stats['stored_turns']} turns stored; {stats['journaled_sessions']} sessions "
+         f"in the journal; {stats['lost_turns']} turns not recorded"
+         + (f" ({stats['journal_errors']} journal writes refused by the file system)"
+            if stats.get("journal_errors") else "")
+         + f"; exchanges by protocol: {by_protocol(stats)}"
+         + (f"; the recorder process was killed (signal {-(recorder.exitcode or 0)}): the "
+            f"{stats['open_sessions']} sessions it held open are lost and the run is marked "
+            "interrupted" if died else ""))
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _mark_interrupted(db: str | None, run_id: int) -> None:
+    from agent_eval.store import open_store
+
+    try:
+        with open_store(db, create=False) as store:
+            store.set_run_status(run_id, "interrupted")
+    except Exception as exc:  # the store is down: the exit line still says what was lost
+        _say(f"warning: run {run_id} could not be marked interrupted: "
+             f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}")
+
+
+def _say(line: str) -> None:
+    """One line on stderr; a terminal that is gone (SIGHUP) must not turn the end of a
+    clean stop into a traceback."""
+    try:
+        click.echo(line, err=True)
+    except OSError:
+        pass
 
 
 async def _serve(recorder, upstream: str, host: str, port: int, db_url: str,
@@ -133,7 +178,9 @@ async def _serve(recorder, upstream: str, host: str, port: int, db_url: str,
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    from agent_eval.proxy.worker import STOPPING
+
+    for sig in STOPPING:
         loop.add_signal_handler(sig, stop.set)
     async with running_proxy(recorder, upstream, host=host, port=port,
                              client_timeout_s=client_timeout) as server:

@@ -4,16 +4,22 @@ unchanged, chunk by chunk as it arrives.
 Promises (tests/proxy/test_relay.py holds them):
 
 - bodies, status codes and headers pass untouched, except the hop-by-hop headers
-  (RFC 9110 section 7.6.1) and ``Host``; compressed bodies stay compressed both ways
+  (RFC 9110 section 7.6.1: the fixed ones and those the ``Connection`` header names) and
+  ``Host``; compressed bodies stay compressed both ways
   (``auto_decompress=False`` on the client session and on the server, so a gzip request
   body reaches the upstream as the client sent it); ``Authorization`` is forwarded and
   never kept;
-- a streamed answer is written to the client as each piece arrives, never buffered;
+- a request body is sent to the upstream as each piece arrives, never gathered first
+  (:class:`RequestBody`), and a streamed answer is written to the client as each piece
+  arrives, never buffered: the relay's memory per request is bounded by what it keeps
+  for the recorder (:data:`CAPTURE_LIMIT` of the request and of the answer), not by
+  the bodies' size;
 - nothing is judged or stored here: once the last byte is written the exchange is handed
   to the recorder's queue with ``put_nowait`` (a full queue drops the record and counts
   it, it never waits);
 - an upstream that cannot be reached gets the client a 502 naming the upstream (without
-  the user and password an ``--upstream`` URL may carry: :func:`public_url`); one that
+  the user and password an ``--upstream`` URL may carry, nor the values of its query
+  parameters named like credentials: :func:`public_url`); one that
   dies mid-answer gets the client's connection closed the same way (an incomplete body,
   never a clean end the client could mistake for a whole answer);
 - a client gets ``client_timeout_s`` seconds to send a request's headers (from the
@@ -29,12 +35,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
+from urllib.parse import unquote_plus
 
 import aiohttp
 from aiohttp import web
@@ -56,8 +64,9 @@ docs/clients.md says which CLI sends which), and the agent whose rules judge it
 (``x-agent-eval-agent``: an agent of the CLI configuration given as ``--allowlist``).  Only these request headers reach the
 recorder; nothing else of the request's headers is kept."""
 CAPTURE_LIMIT = 64 * 1024 * 1024
-"""Bytes of one answer kept for judging, and the most a compressed body is inflated to
-when the recorder reads it; the client always gets all of it, as sent."""
+"""Bytes of one request, and of one answer, kept for judging, and the most a compressed
+body is inflated to when the recorder reads it; the upstream and the client always get
+all of it, as sent.  A request or answer past it is relayed whole and not judged."""
 CLIENT_TIMEOUT_S = 60.0
 """Default seconds a client has to send a request's headers, and again its body."""
 STATUS_PATH = "/_agent_eval/status"
@@ -74,10 +83,11 @@ class Exchange:
     """One relayed request and its answer, as the recorder receives it."""
 
     path: str
-    request_body: bytes
+    request_body: bytes | bytearray  # the first CAPTURE_LIMIT bytes, as sent
     session_headers: dict[str, str]
     started_at: datetime
     request_encoding: str = ""  # the request's Content-Encoding: its body is kept as sent
+    request_captured_all: bool = True  # False: the body passed CAPTURE_LIMIT (not recorded)
     status: int = 0
     content_type: str = ""
     content_encoding: str = ""
@@ -88,6 +98,56 @@ class Exchange:
     ttft_s: float | None = None
     latency_s: float | None = None
     user_agent: str = ""  # the client's User-Agent: the agent CLI release it names
+
+
+class RequestBody:
+    """A request's body as it arrives from the client, handed to the upstream piece by
+    piece (never gathered: the relay holds one piece at a time, not the body), its first
+    :data:`CAPTURE_LIMIT` bytes kept for the recorder when the path is recorded (past
+    that, ``request_captured_all`` is False and the recorder counts the exchange as not
+    recorded).  The whole body must arrive within ``timeout_s`` seconds; otherwise
+    ``timed_out`` is set and the upload fails, which the relay answers with a 408."""
+
+    def __init__(self, request: web.Request, exchange: Exchange | None,
+                 timeout_s: float) -> None:
+        self.request = request
+        self.exchange = exchange
+        self.timeout_s = timeout_s
+        self.timed_out = False
+        self.client_failed = False
+
+    async def pieces(self) -> AsyncIterator[bytes]:
+        deadline = asyncio.get_running_loop().time() + self.timeout_s
+        while True:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    piece = await self.request.content.readany()
+            except TimeoutError:
+                self.timed_out = True
+                raise
+            except (OSError, aiohttp.ClientError, web.HTTPException):
+                self.client_failed = True
+                raise
+            if not piece:
+                return
+            ex = self.exchange
+            if ex is not None and ex.request_captured_all:
+                if len(ex.request_body) + len(piece) <= CAPTURE_LIMIT:
+                    ex.request_body += piece
+                else:
+                    ex.request_captured_all = False
+                    ex.request_body = bytearray()  # unread anyway: free it now
+            yield piece
+
+
+    async def drain(self) -> None:
+        """Read what is left of the body (the upstream could not take it), keeping its
+        first bytes as :meth:`pieces` does; a client that stalls or goes away ends it."""
+        try:
+            async for _ in self.pieces():
+                pass
+        except (TimeoutError, OSError, aiohttp.ClientError, web.HTTPException):
+            pass
 
 
 @dataclass(slots=True)
@@ -160,33 +220,28 @@ class Relay:
 
     async def relay(self, request: web.Request) -> web.StreamResponse:
         assert self.session is not None
-        try:
-            async with asyncio.timeout(self.client_timeout_s):
-                body = await request.read()
-        except TimeoutError:
-            self.stats.client_timeouts += 1
-            return web.Response(status=408, text="agent-eval proxy: request body not "
-                                f"received within {self.client_timeout_s:g} s\n",
-                                headers={"Connection": "close"})
-        headers = CIMultiDict(
-            (k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP
-        )
+        hop = hop_by_hop(request.headers)
+        headers = CIMultiDict((k, v) for k, v in request.headers.items() if k.lower() not in hop)
         recorded = request.method == "POST" and protocol_of(request.path) is not None
         exchange = Exchange(
-            path=request.path, request_body=body if recorded else b"",
+            path=request.path, request_body=bytearray(),
             session_headers={h: request.headers[h] for h in SESSION_HEADERS
                              if h in request.headers} if recorded else {},
             started_at=datetime.now(UTC),
             request_encoding=request.headers.get("Content-Encoding", "") if recorded else "",
             user_agent=request.headers.get("User-Agent", "")[:300] if recorded else "",
         )
-        self.stats.relayed += 1
+        body = RequestBody(request, exchange if recorded else None, self.client_timeout_s)
+        if request.body_exists and request.content_length is not None:
+            headers["Content-Length"] = str(request.content_length)  # the same framing
         start = time.perf_counter()
         response: web.StreamResponse | None = None
         try:
             async with self.session.request(request.method, self.upstream_url(request),
-                                            headers=headers, data=body or None,
+                                            headers=headers,
+                                            data=body.pieces() if request.body_exists else None,
                                             allow_redirects=False) as upstream:
+                self.stats.relayed += 1
                 response = self._response_for(upstream)
                 exchange.status = upstream.status
                 exchange.content_type = upstream.headers.get("Content-Type", "")
@@ -205,6 +260,17 @@ class Relay:
             self._finish(exchange, start, recorded)
             raise
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            if body.timed_out and response is None:
+                self.stats.client_timeouts += 1
+                return web.Response(status=408, text="agent-eval proxy: request body not "
+                                    f"received within {self.client_timeout_s:g} s\n",
+                                    headers={"Connection": "close"})
+            if body.client_failed and response is None:  # the client went away mid-body
+                exchange.outcome = "client-abort"
+                self.stats.client_aborts += 1
+                self._finish(exchange, start, recorded)
+                _cut(request)
+                return web.Response(status=400)
             if isinstance(exc, ConnectionResetError) \
                     and response is not None and not _upstream_failed(exc):
                 exchange.outcome = "client-abort"
@@ -212,6 +278,9 @@ class Relay:
                 self._finish(exchange, start, recorded)
                 return response
             exchange.outcome, exchange.error = "upstream-error", _describe(exc)
+            if response is None:
+                self.stats.relayed += 1
+                await body.drain()  # what the upstream never read, for the record
             self.stats.upstream_errors += 1
             self._finish(exchange, start, recorded)
             if response is None:
@@ -223,8 +292,9 @@ class Relay:
 
     def _response_for(self, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
         response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+        hop = hop_by_hop(upstream.headers)
         for key, value in upstream.headers.items():
-            if key.lower() not in HOP_BY_HOP:
+            if key.lower() not in hop:
                 response.headers.add(key, value)
         if upstream.content_length is not None and "Transfer-Encoding" not in upstream.headers:
             response.content_length = upstream.content_length
@@ -253,14 +323,47 @@ class Relay:
                             content_type="application/json")
 
 
+def hop_by_hop(headers) -> frozenset[str]:
+    """The headers not to forward (lower case): :data:`HOP_BY_HOP` and every header the
+    message's ``Connection`` header names (RFC 9110 section 7.6.1: those are meant for
+    this connection only)."""
+    named = {token.strip().lower() for value in headers.getall("Connection", ())
+             for token in value.split(",")}
+    return HOP_BY_HOP | named if named else HOP_BY_HOP
+
+
+CREDENTIAL_NAME = re.compile(
+    r"key|token|secret|pass|pwd|auth|credential|sig|session|cookie|jwt|bearer", re.IGNORECASE)
+"""A query parameter whose name matches (anywhere, any case, once percent-decoded) holds a
+credential: ``key``, ``api_key``, ``access_token``, ``X-Amz-Signature``, ``password``."""
+
+
 def public_url(url: str) -> str:
-    """``url`` without the user and password it may carry (``http://user:pass@host/v1``):
-    what the proxy shows and stores of its upstream.  The relay never sends them anyway:
-    it requests the upstream's origin, which has none."""
-    parsed = URL(url)
-    if parsed.user is None and parsed.password is None:
-        return url
-    return str(parsed.with_user(None))
+    """``url`` as the proxy shows, sends (in a 502 body) and stores it: without the user
+    and password it may carry (``http://user:pass@host/v1``), without its fragment, and
+    with the value of every query parameter named like a credential
+    (:data:`CREDENTIAL_NAME`: ``?key=K`` becomes ``?key=***``).  Read from the text, so
+    it never raises, even on a URL nothing can parse (the CLI refuses those).  The relay
+    never sends any of it to the upstream either: it asks the upstream's origin with the
+    client's own path and query."""
+    url = url.partition("#")[0]
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    end = min((i for i in (rest.find(c) for c in "/?") if i >= 0), default=len(rest))
+    authority, tail = rest[:end], rest[end:]
+    shown = scheme + sep + authority.rpartition("@")[2]
+    path, q, query = tail.partition("?")
+    return shown + path + (q + _hide_credentials(query) if q else "")
+
+
+def _hide_credentials(query: str) -> str:
+    parts = re.split(r"([&;])", query)
+    for i in range(0, len(parts), 2):
+        name, eq, _ = parts[i].partition("=")
+        if eq and CREDENTIAL_NAME.search(unquote_plus(name)):
+            parts[i] = name + "=***"
+    return "".join(parts)
 
 
 def _upstream_failed(exc: BaseException) -> bool:

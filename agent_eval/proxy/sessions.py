@@ -28,6 +28,7 @@ prompt its system prompt holds, else the default agent; the record says which an
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -338,7 +339,9 @@ def side_tags(state: SessionState) -> list[str]:
 def read_request(ex: Exchange, protocol: str) -> dict[str, Any] | None:
     """The request as a chat request (``agent_eval.wire``), or None when it cannot be read
     (a compressed body is inflated first, never past the capture limit)."""
-    body = decode_body(ex.request_body, ex.request_encoding, CAPTURE_LIMIT)
+    if not ex.request_captured_all:  # past the capture limit: relayed whole, not read
+        return None
+    body = decode_body(bytes(ex.request_body), ex.request_encoding, CAPTURE_LIMIT)
     return wire.read_request(protocol, body, ex.path) if body is not None else None
 
 
@@ -368,8 +371,31 @@ def read_reply(ex: Exchange, protocol: str = "chat") -> tuple[ParsedReply | None
         if ex.captured_all else None
     if body is None:  # over the capture limit, or a body we cannot inflate within it
         return None, "unparseable"
+    if streamed and largest_event(body) > EVENT_LIMIT:  # its calls are not judged
+        return None, "unparseable"
     reply = wire.parse_reply(protocol, body, streamed=streamed)
     return reply, reply.status
+
+
+EVENT_LIMIT = 8 * 1024 * 1024
+"""Bytes of one server-sent event the recorder reads.  Reading an event costs several
+times its size (the text, its lines, the JSON, the strings in it: a 40 MB event took
+the recorder to 352 MB), and a real server's events are deltas of a few bytes to a few
+KB, so a stream holding a larger event is recorded as ``unparseable`` (its calls are not
+judged) instead of read.  The client gets it whole, as sent."""
+_EVENT_END = re.compile(rb"\r?\n\r?\n|\r\r")
+
+
+def largest_event(body: bytes | bytearray) -> int:
+    """The size of the largest event of a stream (blank-line framed), in bytes; a body
+    no larger than :data:`EVENT_LIMIT` is not scanned (no event in it can be larger)."""
+    if len(body) <= EVENT_LIMIT:
+        return len(body)
+    last = largest = 0
+    for end in _EVENT_END.finditer(body):
+        largest = max(largest, end.start() - last)
+        last = end.end()
+    return max(largest, len(body) - last)
 
 
 def _fill_outputs(state: SessionState, messages: list[Any]) -> None:

@@ -15,9 +15,14 @@ of ``recorder.py`` holds unchanged: the bounded queue, the journal while the sto
 down, the counted losses.  Its counters come back through shared memory for the status
 page and the exit line.
 
-The child ignores SIGINT (Ctrl-C reaches the whole process group); the parent stops it
-with a sentinel on the queue, after which it drains, closes every open session and
-writes them, like :meth:`Recorder.stop`.  A child whose parent died does the same.
+The child ignores SIGINT, SIGTERM and SIGHUP (:data:`STOPPING`): Ctrl-C, a closed
+terminal, ``kill -TERM -PGID`` from systemd or ``timeout`` reach the whole process group,
+and a child that died of them lost every session it held open.  Only the parent decides:
+it stops the child with a sentinel on the queue once the relay has stopped (so the
+exchanges of the last answers are in), after which the child drains, closes every open
+session and writes them, like :meth:`Recorder.stop`.  A child whose parent died does
+the same; only SIGKILL (or an out-of-memory kill) can stop it short, and the CLI then
+says so and marks the run ``interrupted``.
 """
 
 from __future__ import annotations
@@ -44,6 +49,9 @@ STATS = ("run_id", "open_sessions", "stored_sessions", "stored_turns", "journale
          "pruned_request_texts",
          *(f"{kind}_{name}" for name in PROTOCOLS for kind in ("recorded", "not_recorded")))
 """The recorder's counters the child publishes (``Recorder.status`` keys)."""
+STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""The signals a terminal or a service manager sends to stop the proxy: the parent stops
+on each, the child ignores them all."""
 _NONE = -1  # run_id not known yet (the store was down when the run was to be created)
 _PUBLISH_S = 0.25
 BATCH = 32
@@ -156,13 +164,19 @@ class RecorderProcess:
         self.queue.put(None)
         self._process.join(timeout)
         if self._process.is_alive():
-            self._process.terminate()
+            self._process.kill()  # it ignores SIGTERM (STOPPING)
             self._process.join(5)
+
+    @property
+    def exitcode(self) -> int | None:
+        """The child's exit code once it ended (negative: the signal that killed it)."""
+        return self._process.exitcode
 
 
 def serve(config: RecorderConfig, source: Any, stats: Any, ready: Any, parent: int) -> None:
     """The child: forward exchanges to a Recorder until the sentinel (or an orphaning)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in STOPPING:
+        signal.signal(sig, signal.SIG_IGN)
     recorder = build_recorder(config)
     recorder.start()
 

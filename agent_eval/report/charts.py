@@ -1,13 +1,16 @@
 """Inline SVG charts, drawn in Python so the report needs no script and no CDN.
 
 Every label (target names come from the operator's config or an imported file; codes from
-the store) passes through ``html.escape`` before it is placed in the SVG, and the result is
+the store) passes through :func:`svg_text` before it is placed in the SVG, and the result is
 returned as ``Markup`` only after that, so the template can inline it without autoescape
-doubling the entities.
+doubling the entities.  ``svg_text`` also shows each control character as its visible
+symbol (ESC as ␛, NUL as ␀), since XML has no way to hold them and a terminal colour code
+in a target name would otherwise make the SVG ill-formed.
 """
 
 from __future__ import annotations
 
+import re
 from html import escape
 
 from markupsafe import Markup
@@ -20,6 +23,18 @@ PALETTE = (
     "#e377c2", "#8c564b", "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896",
     "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5", "#393b79",
 )  # fmt: skip
+_SYMBOLS = {c: 0x2400 + c for c in range(0x20)} | {0x7F: 0x2421} \
+    | {c: 0xFFFD for c in range(0x80, 0xA0)} | {0xFFFE: 0xFFFD, 0xFFFF: 0xFFFD}
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def svg_text(text: str) -> str:
+    """``text`` escaped for an SVG (or any XML) text or attribute: markup escaped, each C0
+    control and DEL shown as its Control Pictures symbol (U+2400 block: ESC is ␛), C1
+    controls, non-characters and lone surrogates as U+FFFD."""
+    return escape(_SURROGATE.sub("\ufffd", text.translate(_SYMBOLS)))
+
+
 LABEL_W = 190
 BAR_W = 520
 ROW_H = 26
@@ -56,7 +71,7 @@ def class_chart(summaries: dict[str, GroupSummary]) -> Markup:
             tip = f"{name}: {code} {_rule_name(code)} {rate.per100:.2f} per 100 ({rate.k}/{rate.n})"
             parts.append(
                 f'<rect x="{x:.1f}" y="{y + 4}" width="{w:.1f}" height="{ROW_H - 8}" '
-                f'fill="{colour[code]}"><title>{escape(tip)}</title></rect>'
+                f'fill="{colour[code]}"><title>{svg_text(tip)}</title></rect>'
             )
             x += w
         total = s.errors.per100
@@ -70,8 +85,8 @@ def class_chart(summaries: dict[str, GroupSummary]) -> Markup:
         ly = legend_y + (j // 3) * 18
         parts.append(
             f'<rect x="{lx}" y="{ly - 10}" width="12" height="12" fill="{colour[code]}"/>'
-            f'<text x="{lx + 16}" y="{ly}" class="legend">{escape(code)} '
-            f"{escape(_rule_name(code))}</text>"
+            f'<text x="{lx + 16}" y="{ly}" class="legend">{svg_text(code)} '
+            f"{svg_text(_rule_name(code))}</text>"
         )
     parts.append("</svg>")
     return Markup("".join(parts))
@@ -99,7 +114,7 @@ def error_chart(summaries: dict[str, GroupSummary]) -> Markup:
 
         tip = f"{name}: {r.per100:.2f} [{r.lo100:.1f}–{r.hi100:.1f}] per 100 ({r.k}/{r.n})"
         parts.append(
-            f'<g><title>{escape(tip)}</title>'
+            f'<g><title>{svg_text(tip)}</title>'
             f'<line x1="{px(r.lo100):.1f}" x2="{px(r.hi100):.1f}" y1="{y}" y2="{y}" '
             f'class="whisker"/>'
             f'<line x1="{px(r.lo100):.1f}" x2="{px(r.lo100):.1f}" y1="{y - 6}" y2="{y + 6}" '
@@ -140,7 +155,7 @@ def change_chart(changes: list[tuple[str, float, float, float]]) -> Markup:
         parts.append(f'<line x1="{px(lo):.1f}" x2="{px(hi):.1f}" y1="{y}" y2="{y}" '
                      f'stroke="{colour}" stroke-width="2"/>'
                      f'<circle cx="{px(diff):.1f}" cy="{y}" r="4" fill="{colour}">'
-                     f'<title>{escape(tip)}</title></circle>')
+                     f'<title>{svg_text(tip)}</title></circle>')
     parts.append("</svg>")
     return Markup("".join(parts))
 
@@ -162,13 +177,13 @@ def _open(width: int, height: int, title: str) -> str:
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" '
         f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
-        f'aria-label="{escape(title)}"><title>{escape(title)}</title>'
+        f'aria-label="{svg_text(title)}"><title>{svg_text(title)}</title>'
     )
 
 
 def _label(name: str, y: int) -> str:
     shown = name if len(name) <= 28 else name[:27] + "…"
-    return f'<text x="{LABEL_W - 8}" y="{y}" text-anchor="end" class="label">{escape(shown)}</text>'
+    return f'<text x="{LABEL_W - 8}" y="{y}" text-anchor="end" class="label">{svg_text(shown)}</text>'
 
 
 def _axis(scale: float, bottom: int) -> str:

@@ -104,6 +104,7 @@ def connect(url: str | URL) -> Engine:
     try:
         parsed = make_url(url)
         if parsed.get_backend_name() == "sqlite":
+            _create_private(parsed.database)
             engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
             _tune_sqlite(engine)
         else:
@@ -118,6 +119,19 @@ def connect(url: str | URL) -> Engine:
             f"cannot use database URL {describe_url(url)}: {exc}", field="--db"
         ) from None
     return engine
+
+
+def _create_private(database: str | None) -> None:
+    """Create a SQLite file that does not exist yet as an empty file of mode 0600, before
+    SQLite does (it would make it 0644): transcripts are private.  SQLite gives the WAL
+    and shared-memory files beside it the database's mode.  An existing file keeps the
+    mode its owner chose; a path that cannot be created is left for SQLite to report."""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    try:
+        os.close(os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError:
+        pass
 
 
 def refuse_writes(engine: Engine) -> Engine:

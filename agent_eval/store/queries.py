@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, overload
 
 from sqlalchemy import (
+    Boolean,
     Connection,
     Engine,
     Select,
@@ -34,12 +35,15 @@ from sqlalchemy import (
     exists,
     false,
     func,
+    literal,
     not_,
     or_,
     select,
     table,
 )
 from sqlalchemy import column as column_of
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.functions import FunctionElement
 
 from agent_eval.errors import ConfigError
 from agent_eval.metrics.summary import SessionOutcome
@@ -638,12 +642,37 @@ def _contains(column, text: str, search_index: bool = False):
     Under 3 characters (no trigram) or with a NUL the LIKE scans alone."""
     if not text:
         return false()
+    if "\x00" in text:  # SQLite's LIKE reads its pattern up to the first NUL: "%\0%" is "%"
+        return and_(column.is_not(None), _Holds(column, literal(text, column.type)))
     # implied by the LIKE; said so that SQLite may scan the partial index
     # ix_tool_calls_run_command (migration search_scan) instead of the calls' rows
     like = and_(column.is_not(None), column.like(f"%{_escape_like(text)}%", escape="\\"))
     if not _trigram_search(text, search_index):
         return like
     return and_(tool_calls.c.id.in_(_trigram_matches(text)), like)
+
+
+class _Holds(FunctionElement):
+    """``a`` holds the text ``b``, exactly as ``a LIKE '%b%'`` would (case folded as
+    SQLite's LIKE folds, ASCII only; PostgreSQL's LIKE folds nothing), for a text with a
+    NUL in it, which SQLite's LIKE cuts short.  On PostgreSQL the bound text goes
+    through ``ModelText``, so a NUL is looked for as the U+2400 it is stored as."""
+
+    type = Boolean()
+    name = "holds"
+    inherit_cache = True
+
+
+@compiles(_Holds, "sqlite")
+def _holds_sqlite(element, compiler, **kw) -> str:
+    a, b = (compiler.process(c, **kw) for c in element.clauses)
+    return f"instr(lower({a}), lower({b})) > 0"
+
+
+@compiles(_Holds)
+def _holds(element, compiler, **kw) -> str:
+    a, b = (compiler.process(c, **kw) for c in element.clauses)
+    return f"strpos({a}, {b}) > 0"
 
 
 def _trigram_matches(text: str):

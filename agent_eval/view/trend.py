@@ -3,10 +3,10 @@ label's last runs, as one inline SVG (no script).  Every text in it is escaped h
 
 from __future__ import annotations
 
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from agent_eval.metrics.summary import GroupSummary
-from agent_eval.report.charts import PALETTE
+from agent_eval.report.charts import PALETTE, svg_text
 
 W, H, LEFT, TOP, PANEL = 560, 150, 44, 22, 110
 
@@ -28,15 +28,15 @@ def trend_chart(label: str, points: list[dict[str, GroupSummary]],
     width = 2 * (W // 2) + 10
     parts = [f'<svg class="chart trend" xmlns="http://www.w3.org/2000/svg" width="{width}" '
              f'height="{H + 20 + 16 * ((len(names) + 3) // 4)}" role="img" '
-             f'aria-label="trend of {escape(label)}">',
-             f'<title>Trend of “{escape(label)}” over its last {len(points)} runs</title>']
+             f'aria-label="trend of {svg_text(label)}">',
+             f'<title>Trend of “{svg_text(label)}” over its last {len(points)} runs</title>']
     parts += _panel(0, "errors/100", errors, top, colour, len(points), runs)
     parts += _panel(W // 2 + 10, "handshake completed %", handshake, 100.0, colour, len(points),
                     runs)
     for i, name in enumerate(names):
         x, y = 8 + (i % 4) * 140, H + 14 + 16 * (i // 4)
         parts.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{colour[name]}"/>'
-                     f'<text class="legend" x="{x + 14}" y="{y}">{escape(name)}</text>')
+                     f'<text class="legend" x="{x + 14}" y="{y}">{svg_text(name)}</text>')
     parts.append("</svg>")
     return Markup("".join(parts))
 
@@ -44,7 +44,7 @@ def trend_chart(label: str, points: list[dict[str, GroupSummary]],
 def _panel(x0: int, title: str, lines: dict, top: float, colour: dict, n: int,
            runs: list[tuple[int, str]] | None = None) -> list[str]:
     inner = W // 2 - LEFT - 10
-    out = [f'<text x="{x0 + LEFT}" y="14">{escape(title)}</text>',
+    out = [f'<text x="{x0 + LEFT}" y="14">{svg_text(title)}</text>',
            f'<line class="grid" x1="{x0 + LEFT}" y1="{TOP + PANEL}" x2="{x0 + LEFT + inner}" '
            f'y2="{TOP + PANEL}"/>',
            f'<text class="tick" x="{x0 + LEFT - 4}" y="{TOP + 4}" text-anchor="end">'
@@ -63,16 +63,16 @@ def _panel(x0: int, title: str, lines: dict, top: float, colour: dict, n: int,
                        f'points="{path}"/>')
         for (x, y), (i, v) in zip(coords, points, strict=True):
             dot = (f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour[name]}">'
-                   f'<title>{escape(name)}: {v:.1f}')
+                   f'<title>{svg_text(name)}: {v:.1f}')
             if runs:
                 run_id, date = runs[i]
                 out.append(f'<a class="point" href="/runs/{run_id}">{dot} (run {run_id}, '
-                           f'{escape(date)})</title></circle></a>')
+                           f'{svg_text(date)})</title></circle></a>')
             else:
                 out.append(f"{dot}</title></circle>")
     if runs:  # dates under the first, middle and last points
         for i in sorted({0, (n - 1) // 2, n - 1}):
             x = x0 + LEFT + (inner * i / (n - 1) if n > 1 else inner / 2)
             out.append(f'<text class="tick" x="{x:.1f}" y="{TOP + PANEL + 12}" '
-                       f'text-anchor="middle">{escape(runs[i][1])}</text>')
+                       f'text-anchor="middle">{svg_text(runs[i][1])}</text>')
     return out

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import tracemalloc
 import zlib
@@ -289,25 +290,35 @@ def test_a_client_that_never_finishes_its_body_gets_a_408_and_is_disconnected(tm
 
 def test_upstream_credentials_are_never_shown_nor_stored(tmp_path, store):
     port = unused_port()
-    upstream = f"http://agent:s3cret-pw@127.0.0.1:{port}/v1"
+    upstream = (f"http://agent:s3cret-pw@127.0.0.1:{port}/v1"
+                "?api-version=1&key=Kq7secret&access_token=Tq7secret#sig=Fq7secret")
     with proxy_in_thread(upstream, store, tmp_path) as proxy:
         resp = httpx.post(proxy.base_url + "/chat/completions", json=REQUEST, timeout=30)
         status = httpx.get(proxy.base_url.removesuffix("/v1") + "/_agent_eval/status").text
     assert resp.status_code == 502
-    assert f"http://127.0.0.1:{port}/v1" in resp.json()["message"]
+    assert f"http://127.0.0.1:{port}/v1?api-version=1&key=***" in resp.json()["message"]
     run = store.resolve_run("latest")
     kept = json.dumps(run.config) + repr(store.run_targets(run.id))
     assert "127.0.0.1" in kept
     for text in (resp.text, status, kept):
-        assert "s3cret-pw" not in text and "agent:" not in text
+        assert "s3cret-pw" not in text and "agent:" not in text and "q7secret" not in text
 
 
 @pytest.mark.parametrize("url, shown", [
     ("http://user:pw@h:8000/v1", "http://h:8000/v1"),
     ("https://user@h/v1", "https://h/v1"),
     ("http://h:8000/v1", "http://h:8000/v1"),
+    ("http://h/v1?key=K", "http://h/v1?key=***"),
+    ("http://h/v1?api-version=2024-06&api_key=K&X-Amz-Signature=S&access_token=T",
+     "http://h/v1?api-version=2024-06&api_key=***&X-Amz-Signature=***&access_token=***"),
+    ("http://h/v1?api%5Fkey=K;Token=T;model=m", "http://h/v1?api%5Fkey=***;Token=***;model=m"),
+    ("http://h/v1?client_secret=K&password=P&auth=A&sig=S&session_id=I",
+     "http://h/v1?client_secret=***&password=***&auth=***&sig=***&session_id=***"),
+    ("http://u:p@ss@[::1]:8000/v1?x=1#token=F", "http://[::1]:8000/v1?x=1"),
+    ("h/v1?key=K", "h/v1?key=***"),
+    ("user:pw@h/v1", "h/v1"),
 ])
-def test_public_url_drops_the_user_and_password(url, shown):
+def test_public_url_drops_the_user_and_password_and_hides_credential_parameters(url, shown):
     assert public_url(url) == shown
 
 
@@ -319,6 +330,21 @@ def test_the_cli_never_prints_the_upstream_credentials(tmp_path):
         capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 2 and "s3cret-pw" not in done.stderr + done.stdout
     assert "ftp://h/v1" in done.stderr
+
+
+@pytest.mark.parametrize("upstream", [
+    "h/v1?key=Kq7secret", "http://h:99999/v1?key=Kq7secret", "http://[::1/v1?token=Kq7secret",
+    "http://agent:Kq7secret@h:99999/v1",
+], ids=["no-scheme", "bad-port", "bad-ipv6", "bad-port-password"])
+def test_a_bad_upstream_url_is_one_error_line_without_its_credentials(tmp_path, upstream):
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_eval", "proxy", "--upstream", upstream,
+         "--allowlist", str(ALLOWLIST), "--db", str(tmp_path / "s.db")],
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "Kq7secret" not in done.stderr + done.stdout
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("Error: --upstream") and done.stderr.count("\n") == 1
 
 
 # a compressed request
@@ -343,3 +369,121 @@ def test_a_gzip_request_body_reaches_the_upstream_byte_for_byte_and_is_recorded(
     [record] = stored_sessions(store)
     assert record.turns[0].request == REQUEST
     assert [c.decision for c in record.calls] == ["allow"]
+
+
+# memory per request: bodies streamed, what is kept for the recorder capped
+
+def receiving_app(seen: list, first_piece: threading.Event | None = None) -> web.Application:
+    """An upstream that reads the request body piece by piece (noting when the first
+    piece came), then answers with a completion; ``seen`` gets the body's length, its
+    SHA-256 and the framing headers."""
+    async def answer(request: web.Request) -> web.Response:
+        digest, size = hashlib.sha256(), 0
+        while piece := await request.content.readany():
+            if first_piece is not None:
+                first_piece.set()
+            digest.update(piece)
+            size += len(piece)
+        seen.append((size, digest.hexdigest(), request.headers.get("Content-Length"),
+                     request.headers.get("Transfer-Encoding")))
+        return web.Response(body=completion(), content_type="application/json")
+
+    app = web.Application(client_max_size=1024 ** 3)
+    app.router.add_post("/v1/chat/completions", answer)
+    return app
+
+
+def big_request(size: int) -> bytes:
+    """A chat request of about ``size`` bytes (a long tool output in its history)."""
+    pad = {"role": "user", "content": "x" * size}
+    return json.dumps(dict(REQUEST, messages=[SYSTEM, pad, TASK])).encode()
+
+
+def test_a_request_past_the_capture_limit_reaches_the_upstream_whole_and_is_not_judged(
+        tmp_path, store, monkeypatch):
+    monkeypatch.setattr("agent_eval.proxy.relay.CAPTURE_LIMIT", 256 * 1024)
+    sent = big_request(3 * 1024 * 1024)
+    seen: list = []
+    with serve_in_thread(receiving_app(seen)) as upstream, \
+            proxy_in_thread(upstream, store, tmp_path) as proxy:
+        resp = httpx.post(proxy.base_url + "/chat/completions", content=sent, timeout=60,
+                          headers={"Content-Type": "application/json"})
+        small = httpx.post(proxy.base_url + "/chat/completions", json=REQUEST, timeout=60)
+    assert resp.status_code == small.status_code == 200
+    assert resp.content == completion()
+    assert seen[0] == (len(sent), hashlib.sha256(sent).hexdigest(), str(len(sent)), None)
+    status = proxy.recorder.status()
+    assert (status["recorded_chat"], status["not_recorded_chat"]) == (1, 1)
+    [record] = stored_sessions(store)  # the small one only: the big one is counted, unread
+    assert record.turns[0].request == REQUEST
+
+
+def test_a_request_body_goes_to_the_upstream_before_the_client_has_sent_all_of_it(
+        tmp_path, store):
+    """The client holds back the rest of its body until the upstream has the first
+    piece: a relay that gathered the body first would never pass that piece on (the
+    client gives up after a generous bound and the test fails)."""
+    first_piece = threading.Event()
+    seen: list = []
+    head, tail = b'{"model": "qwen", "messages": [', json.dumps([SYSTEM, TASK])[1:].encode() + b"}"
+
+    def chunks():
+        yield head
+        assert first_piece.wait(60), "the upstream never got the first piece"
+        yield tail
+
+    with serve_in_thread(receiving_app(seen, first_piece)) as upstream, \
+            proxy_in_thread(upstream, store, tmp_path) as proxy:
+        resp = httpx.post(proxy.base_url + "/chat/completions", content=chunks(), timeout=120,
+                          headers={"Content-Type": "application/json"})
+    assert resp.status_code == 200
+    assert seen == [(len(head + tail), hashlib.sha256(head + tail).hexdigest(), None, "chunked")]
+    [record] = stored_sessions(store)
+    assert record.turns[0].request == json.loads(head + tail)
+    assert [c.decision for c in record.calls] == ["allow"]
+
+
+def streaming_app(events: list[bytes]) -> web.Application:
+    async def stream(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for event in events:
+            await resp.write(event)
+        await resp.write_eof()
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", stream)
+    return app
+
+
+def sse(delta: dict, finish: str | None = None) -> bytes:
+    chunk = {"model": "qwen", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+
+CALL_DELTA = {"tool_calls": [{"index": 0, "id": "call-1", "type": "function", "function": {
+    "name": "bash", "arguments": json.dumps({"command": GOOD})}}]}
+
+
+@pytest.mark.parametrize("shape", ["one-huge-event", "many-small-events"])
+def test_a_stream_with_an_event_past_the_limit_is_relayed_whole_and_not_read(
+        tmp_path, store, monkeypatch, shape):
+    monkeypatch.setattr("agent_eval.proxy.sessions.EVENT_LIMIT", 64 * 1024)
+    text = "y" * (256 * 1024)
+    contents = [text] if shape == "one-huge-event" else \
+        [text[i:i + 4096] for i in range(0, len(text), 4096)]
+    events = [sse({"role": "assistant", "content": c}) for c in contents] + [
+        sse(CALL_DELTA), sse({}, "tool_calls"), b"data: [DONE]\n\n"]
+    with serve_in_thread(streaming_app(events)) as upstream, \
+            proxy_in_thread(upstream, store, tmp_path) as proxy:
+        got = httpx.post(proxy.base_url + "/chat/completions", json=dict(REQUEST, stream=True),
+                         timeout=60).content
+    assert got == b"".join(events)
+    [record] = stored_sessions(store)
+    if shape == "one-huge-event":
+        assert record.turns[0].finish_reason == "unparseable" and record.calls == []
+    else:
+        assert record.turns[0].finish_reason == "tool_calls"
+        assert [c.decision for c in record.calls] == ["allow"]

@@ -136,6 +136,32 @@ def test_status_headers_and_compressed_bodies_pass_and_authorization_reaches_ups
     assert "sk-secret-123" not in dumped
 
 
+def connection_naming_app() -> web.Application:
+    """An upstream that echoes the request's headers and names one of its own answer's
+    headers in ``Connection`` (hop-by-hop for that connection only, RFC 9110 7.6.1)."""
+    async def echo(request: web.Request) -> web.Response:
+        return web.json_response({"headers": dict(request.headers)}, headers={
+            "Connection": "X-Upstream-Hop", "X-Upstream-Hop": "1", "X-Upstream-Kept": "2"})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", echo)
+    return app
+
+
+def test_headers_named_in_connection_are_not_forwarded_either_way(tmp_path, store):
+    with serve_in_thread(connection_naming_app()) as upstream, \
+            proxy_in_thread(upstream, store, tmp_path) as proxy:
+        resp = httpx.post(proxy.base_url + "/chat/completions", content=b'{"messages": []}',
+                          headers={"Connection": "keep-alive, X-Client-Hop,x-other-hop",
+                                   "X-Client-Hop": "secret", "X-Other-Hop": "2",
+                                   "X-Client-Kept": "yes"})
+    seen = {k.lower(): v for k, v in resp.json()["headers"].items()}
+    assert seen["x-client-kept"] == "yes"
+    assert "x-client-hop" not in seen and "x-other-hop" not in seen
+    assert "keep-alive" not in seen.get("connection", "")
+    assert resp.headers["x-upstream-kept"] == "2" and "x-upstream-hop" not in resp.headers
+
+
 def test_an_unreachable_upstream_gets_the_client_a_502_naming_it(tmp_path, store):
     upstream = f"http://127.0.0.1:{unused_port()}/v1"
     with proxy_in_thread(upstream, store, tmp_path) as proxy:

@@ -402,3 +402,29 @@ def test_next_and_previous_failed_session_under_a_search(paired, needle):
         after = [i for i in failed if i > sid]
         assert neighbour_sessions(engine, searched, sid) == (
             before[-1] if before else None, after[0] if after else None)
+
+
+NUL_COMMANDS = ["uv run scripts/x.py\x00--all", "UV RUN A\x00B", "uv run a\x00b", "ls -la",
+                "echo ok"]
+
+
+@pytest.mark.parametrize("needle", ["\x00", "a\x00b", "\x00--all", "x.py\x00", "\x00\x00"],
+                         ids=["nul", "a-nul-b", "nul-flag", "name-nul", "two-nuls"])
+def test_a_nul_in_the_search_matches_only_commands_holding_it(store, needle):
+    """SQLite's LIKE reads its pattern up to the first NUL, so ``%\\x00%`` was ``%``: a
+    search for a NUL matched every command.  It matches those that hold the text."""
+    run_id = store.create_run(label="nul", kind="live", suite="s", config={}, fingerprint={})
+    store.add_target(run_id, name="t", model="m", base_url="http://127.0.0.1:1/v1",
+                     settings={})
+    ids = {c: store.record_session(run_id, record(f"t/s{i}/0", [judged(0, 0, c)]))
+           for i, c in enumerate(NUL_COMMANDS)}
+    dialect = store.engine.dialect.name
+    expected = sorted(ids[c] for c in NUL_COMMANDS if like_matches(dialect, c, needle))
+
+    calls = store.list_calls(CallFilter(run_id=run_id, search=needle), sort="id")
+    found = store.list_sessions(SessionFilter(run_id=run_id, search=needle), sort="id")
+
+    assert len(expected) < len(NUL_COMMANDS)
+    assert sorted(r.session_id for r in calls.rows) == expected
+    assert calls.total == len(expected)
+    assert [r.id for r in found.rows] == expected
