@@ -42,7 +42,7 @@ def compare(run_a, run_b, targets, by, markdown_path, explain, as_json, db) -> N
     Opens with the verdict per target (errors/100 in A and B, the one session-level
     verdict on it, handshake, flips) and the method in one line; --explain prints the
     methods in full.  Runs that share no target name are refused (exit 2) with the
-    targets each run has.
+    targets each run has, unless one is `agent-eval replay` of the other.
 
     RUN_A and RUN_B are ids, `latest` or `label:NAME`.  With --targets A,B and one run,
     compares target B of that run against its target A (two models of one targets file),
@@ -104,7 +104,7 @@ def compare(run_a, run_b, targets, by, markdown_path, explain, as_json, db) -> N
                           label_a=_label(info_a), label_b=_label(info_b), by=by)
     if moved is not None:
         result = dataclasses.replace(result, rescore=moved)
-    if not result.groups and by != "all":
+    if not result.groups and by != "all" and paired is None:  # a replay pairs its turns
         raise ConfigError(no_common_line(result, by), field="RUN_A/RUN_B")
     if by != "agent":
         result = with_unit_analysis(result, *units)
