@@ -4,30 +4,37 @@
 operator's thresholds into a :class:`GateResult`: one :class:`GateCheck` per target and
 threshold, and ``passed`` only when every check of every target passed.
 
-What each threshold compares (the same words are in ``agent-eval gate --help``):
+Every limit is read as a non-inferiority margin is read (FDA 2016 guidance on
+non-inferiority trials; the go/no-go rules of Lalonde et al. 2007): the check **passes
+only when the 95% interval's upper end is at or below the limit** (a value above it is
+ruled out), **fails when the interval's lower end is above it** (a value within it is
+ruled out), and is **inconclusive** otherwise (:func:`decide`).  A point estimate on the
+right side of the limit decides nothing: a PASS certifies, at a one-sided 2.5%, that the
+rate (or the rise) is within the limit.  The same words are in ``agent-eval gate --help``.
 
 ``max_error_rate``
-    The **point estimate** of errors per 100 tool calls, ``<=`` passes.  No interval: an
-    absolute bar is the operator's choice of number, and a CI gate that moves with the
-    sample size would be harder to reason about.
+    Errors per 100 tool calls, on the clustered interval (sessions as clusters) when
+    session units are given (what the CLI passes), else Wilson's.  One session has no
+    clustered interval: it can fail the limit, never pass it.
 ``max_class``
     The same, per primary failure class (``{"AE301": 3.0}``).  A class the target never
     hit counts as 0 of its calls.
 ``min_handshake``
-    Share of sessions (0..1) that emitted the required handshake in order, ``>=`` passes.
+    Share of sessions (0..1) that emitted the required handshake in order, ``>=`` passes
+    (a point estimate: a share of sessions, not a rate the gate certifies).
     When no session of a target required a handshake the check is skipped, and says so.
 ``baseline`` + ``max_regression``
-    The one place intervals decide.  Targets are matched by name.  The check fails only
-    when the increase in errors/100 over the baseline is **statistically supported** to be
-    larger than ``max_regression``: the lower end of the 95% interval of the difference
-    ``current − baseline`` must exceed it.  With session units (what the CLI passes) the
-    interval is paired over shared scenarios, or independent with sessions as clusters
+    The rise ``current − baseline`` in errors/100, against a margin ``max_regression``
+    that must be above 0 (no sample rules out every rise: a margin of 0 could only fail
+    or stay inconclusive, so it is refused; :data:`DEFAULT_MARGIN` when not given).
+    Targets are matched by name.  With session units (what the CLI passes) the interval
+    is paired over shared scenarios, or independent with sessions as clusters
     (``agent_eval.metrics.regression``, docs/statistics.md), and the check names it and
-    the smallest rise it could have detected; with summaries alone, ``compare_rates``.  So 2 errors in 20 calls
-    after 0 in 20 (+10 per 100, but an interval reaching far below zero) does not fail a
-    build on noise, while the same jump over 5,000 calls does.  A target absent from the
-    baseline (or with no calls there) fails, and the check says so, unless
-    ``allow_missing_baseline`` makes it a skip.
+    the smallest rise it could have detected; with summaries alone, ``compare_rates``.
+    A target absent from the baseline (or with no calls there) fails, and the check says
+    so, unless ``allow_missing_baseline`` makes it a skip.  Fails are adjusted across
+    targets by Holm (:func:`adjust_regressions`); passes need no adjustment, since the
+    gate passes only when every check passes (an intersection–union test).
 
 A target with no tool calls fails the error-rate and class checks: a run that made no
 calls proves nothing, and a gate should not pass silently when the server died.  A gate
@@ -46,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agent_eval.metrics import GroupSummary, Rate, RateComparison, compare_rates
-from agent_eval.metrics.clustered import Unit, interval_text, t_quantile, units_rate
+from agent_eval.metrics.clustered import Unit, t_quantile, units_rate
 from agent_eval.metrics.regression import exceed_p, regression_from_units
 from agent_eval.metrics.stats import ALPHA
 from agent_eval.metrics.sufficient import TargetStats
@@ -65,10 +72,20 @@ judged; ``error-rate``: ``max_error_rate``;
 (``analysis.leaks``)."""
 
 CheckStatus = Literal["pass", "fail", "inconclusive", "skip"]
-"""``inconclusive``: a regression above the allowed rise that the sample can neither
-confirm nor rule out (the interval straddles the limit); ``skip``: the check could not be
-judged (no handshake required, a missing baseline allowed); it never fails the gate and
-its ``detail`` says why."""
+"""``pass``: the interval's upper end is within the limit; ``fail``: its lower end is
+beyond it; ``inconclusive``: the interval straddles the limit (or there is no interval),
+so the sample can neither confirm nor rule out a value beyond it; ``skip``: the check
+could not be judged (no handshake required, a missing baseline allowed); it never fails
+the gate and its ``detail`` says why."""
+
+DEFAULT_MARGIN = 2.0
+"""The allowed rise in errors/100 when a baseline is given without ``max_regression``."""
+
+MARGIN_ZERO = ("--max-regression 0 cannot pass: no sample rules out every rise, so a "
+               "margin of 0 can only fail or stay inconclusive; give the largest rise you "
+               "accept, e.g. --max-regression 2, and size the runs for it with "
+               "`agent-eval power --baseline RUN --detect 2`")
+"""Why a regression margin of 0 is refused, and what to use instead (one line)."""
 
 Outcome = Literal["pass", "fail", "inconclusive"]
 """The gate's verdict: ``fail`` when a check failed, else ``inconclusive`` when a check was
@@ -148,8 +165,9 @@ def evaluate_gate(
     """Judge ``current`` (per-target summaries, or one overall summary) against thresholds.
 
     Thresholds left ``None`` (or an empty ``max_class``) are not checked.  ``baseline``
-    without ``max_regression`` checks for any supported increase (``max_regression=0``).
-    Raises ``ValueError`` for a negative threshold or a handshake share outside 0..1.
+    without ``max_regression`` allows a rise of :data:`DEFAULT_MARGIN`.  Raises
+    ``ValueError`` for a negative threshold, a regression margin of 0
+    (:data:`MARGIN_ZERO`) or a handshake share outside 0..1.
 
     With ``units`` (and ``baseline_units``), per-target session units, the rate checks
     also print the clustered interval and the regression check uses the paired analysis
@@ -167,15 +185,15 @@ def evaluate_gate(
     ``declared_targets`` that played no session fails a ``sessions`` check;
     ``allow_incomplete`` turns both into skips that still name the status and targets.
 
-    A regression check whose rise is above ``max_regression`` but whose interval reaches
-    below it is ``inconclusive`` and names the repeats that would decide it; the verdict
-    is then ``inconclusive`` unless ``on_inconclusive`` says ``pass`` or ``fail``.
+    A check whose interval straddles its limit is ``inconclusive`` (a regression check
+    names the repeats that would decide it); the verdict is then ``inconclusive`` unless
+    ``on_inconclusive`` says ``pass`` or ``fail``.
     """
     _check_thresholds(max_error_rate, max_class or {}, min_handshake, max_regression)
     targets = _by_target(current)
     base = _by_target(baseline) if baseline is not None else None
     if base is not None and max_regression is None:
-        max_regression = 0.0
+        max_regression = DEFAULT_MARGIN
     if not targets:
         return GateResult([GateCheck("sessions > 0", "(run)", "sessions", 0, 0, "fail",
                                      "the run holds no sessions: nothing to judge")])
@@ -189,10 +207,9 @@ def evaluate_gate(
     for name, summary in targets.items():
         mine = None if units is None else units.get(name, ())
         if max_error_rate is not None:
-            checks.append(_with_clustered(_error_rate_check(name, summary, max_error_rate),
-                                          mine, None))
+            checks.append(_error_rate_check(name, summary, max_error_rate, mine))
         for code, limit in (max_class or {}).items():
-            checks.append(_with_clustered(_class_check(name, summary, code, limit), mine, code))
+            checks.append(_class_check(name, summary, code, limit, mine))
         if min_handshake is not None:
             checks.append(_handshake_check(name, summary, min_handshake))
         if base is not None and max_regression is not None:  # set above whenever base is
@@ -272,18 +289,15 @@ def _nothing_judged_check(checks: Sequence[GateCheck], allowed: bool) -> GateChe
                      "(--allow-missing-baseline lets it pass)")
 
 
-def _with_clustered(check: GateCheck, units: Sequence[Unit] | TargetStats | None,
-                    code: str | None) -> GateCheck:
-    """Add the clustered interval beside Wilson's: the bar is judged on the point
-    estimate either way; the clustered interval says how far to trust it."""
-    if units is None or check.observed is None:
-        return check
-    rate = units_rate(units, code=code)
-    detail = check.detail.replace("95% CI", "Wilson 95% CI", 1)
-    head, sep, tail = detail.rpartition(")")
-    detail = f"{head}; clustered {interval_text(rate)}{sep}{tail}"
-    return dataclasses.replace(check, detail=detail, method=f"point estimate; interval: "
-                               f"Wilson and {rate.method}")
+def decide(lo: float | None, hi: float | None, limit: float) -> CheckStatus:
+    """The non-inferiority reading of a 95% interval against a limit: ``pass`` when its
+    upper end is at or below the limit, ``fail`` when its lower end is above it, else
+    (or with no interval) ``inconclusive``."""
+    if lo is not None and lo > limit:
+        return "fail"
+    if hi is not None and lo is not None and hi <= limit:
+        return "pass"
+    return "inconclusive"
 
 
 def _by_target(
@@ -299,30 +313,72 @@ def _check_thresholds(max_error_rate, max_class, min_handshake, max_regression) 
                          *((f"max_class[{code}]", v) for code, v in max_class.items())):
         if value is not None and value < 0:
             raise ValueError(f"{label} must be >= 0 errors per 100 calls, got {value}")
+    if max_regression is not None and max_regression == 0:
+        raise ValueError(MARGIN_ZERO)
     if min_handshake is not None and not 0 <= min_handshake <= 1:
         raise ValueError(f"min_handshake is a share within 0..1, got {min_handshake}")
 
 
 def _rate_check(name: str, target: str, kind: CheckKind, rate: Rate, limit: float,
-                what: str) -> GateCheck:
+                what: str, units: Sequence[Unit] | TargetStats | None,
+                code: str | None) -> GateCheck:
+    """Judge a rate by its interval's ends (:func:`decide`): the clustered interval when
+    session units are given (calls of one session err together), else Wilson's."""
     if rate.per100 is None:
         return GateCheck(name, target, kind, limit, None, "fail",
                          "no tool calls to judge (every session errored, or none ran)")
-    ok = rate.per100 <= limit
-    detail = (f"{what} {rate.per100:.2f} ({rate.k}/{rate.n} calls, 95% CI "
-              f"{rate.lo100:.1f}–{rate.hi100:.1f}) {'<=' if ok else '>'} {number_text(limit)}")
-    return GateCheck(name, target, kind, limit, rate.per100, "pass" if ok else "fail", detail)
+    counts = f"{what} {rate.per100:.2f} ({rate.k}/{rate.n} calls"
+    if units is None:
+        lo, hi, method = rate.lo100, rate.hi100, "Wilson score interval (calls independent)"
+        interval = f"Wilson 95% CI {_ends(lo, hi)}"
+    else:
+        clustered = units_rate(units, code=code)
+        lo, hi, method = clustered.lo100, clustered.hi100, clustered.method
+        if lo is None:  # one session: it can still fail on Wilson's low end
+            lo, hi = rate.lo100, None
+            interval = (f"{clustered.clusters} session: no clustered interval, and one "
+                        "session cannot certify a rate")
+        else:
+            deff = "–" if clustered.deff is None else f"{clustered.deff:.1f}"
+            interval = (f"clustered 95% CI {_ends(lo, hi)}, deff {deff}, "
+                        f"{clustered.clusters} sessions")
+    status = decide(lo, hi, limit)
+    detail = f"{counts}, {interval}); {_verdict_words(status, lo, hi, limit)}"
+    return GateCheck(name, target, kind, limit, rate.per100, status, detail,
+                     f"interval ends against the limit: {method}")
 
 
-def _error_rate_check(target: str, summary: GroupSummary, limit: float) -> GateCheck:
+def _ends(lo: float | None, hi: float | None, sign: str = "") -> str:
+    if lo is None or hi is None:
+        return "–"
+    return f"{lo:{sign}.2f} to {hi:{sign}.2f}"
+
+
+def _verdict_words(status: CheckStatus, lo: float | None, hi: float | None, limit: float,
+                   sign: str = "", what: str = "a rate") -> str:
+    x = number_text(limit)
+    if status == "pass":
+        return f"upper end {hi:{sign}.2f} <= {x}: {what} above {x} ruled out"
+    if status == "fail":
+        real = ": a real regression" if what == "a rise" else ""
+        return f"even the low end {lo:{sign}.2f} exceeds {x}{real}"
+    if hi is None:
+        return f"INCONCLUSIVE: no interval to rule out {what} above {x}"
+    return (f"INCONCLUSIVE: the interval {_ends(lo, hi, sign)} straddles {x}, so the sample "
+            f"can neither confirm nor rule out {what} above it")
+
+
+def _error_rate_check(target: str, summary: GroupSummary, limit: float,
+                      units: Sequence[Unit] | TargetStats | None = None) -> GateCheck:
     return _rate_check(f"errors/100 <= {number_text(limit)}", target, "error-rate", summary.errors,
-                       limit, "errors/100")
+                       limit, "errors/100", units, None)
 
 
-def _class_check(target: str, summary: GroupSummary, code: str, limit: float) -> GateCheck:
+def _class_check(target: str, summary: GroupSummary, code: str, limit: float,
+                 units: Sequence[Unit] | TargetStats | None = None) -> GateCheck:
     rate = summary.classes.get(code) or Rate.of(0, summary.calls)
     return _rate_check(f"{code}/100 <= {number_text(limit)}", target, "class-rate", rate, limit,
-                       f"{code}/100")
+                       f"{code}/100", units, code)
 
 
 def _handshake_check(target: str, summary: GroupSummary, minimum: float) -> GateCheck:
@@ -361,8 +417,7 @@ def _regression_check(target: str, summary: GroupSummary, base: GroupSummary | N
         return GateCheck(name, target, "regression", limit, reg.diff100, status, reg.detail,
                          reg.family or reg.method, reg.p_value)
     cmp = compare_rates(base.errors.k, base.calls, summary.errors.k, summary.calls)
-    status = ("fail" if regressed(cmp, limit) else
-              "inconclusive" if cmp.diff100 is not None and cmp.diff100 > limit else "pass")
+    status = decide(cmp.lo100, cmp.hi100 if _has_width(cmp) else None, limit)
     se = (None if cmp.lo100 is None or cmp.hi100 is None
           else (cmp.hi100 - cmp.lo100) / (2 * t_quantile(math.inf)))
     p = None if cmp.diff100 is None else exceed_p(cmp.diff100, limit, se, math.inf)
@@ -371,23 +426,23 @@ def _regression_check(target: str, summary: GroupSummary, base: GroupSummary | N
 
 
 def regressed(comparison: RateComparison, max_regression: float) -> bool:
-    """The noise rule: the increase ``b − a`` in errors/100 is larger than
-    ``max_regression`` at 95% confidence, i.e. the interval's lower end exceeds it."""
+    """The increase ``b − a`` in errors/100 is larger than ``max_regression`` at 95%
+    confidence: the interval's lower end exceeds it."""
     return comparison.lo100 is not None and comparison.lo100 > max_regression
+
+
+def _has_width(cmp: RateComparison) -> bool:
+    """A Wald interval of zero width (no errors on either side) rules nothing out."""
+    return cmp.lo100 is not None and cmp.hi100 is not None and cmp.hi100 > cmp.lo100
 
 
 def _regression_detail(cmp: RateComparison, limit: float) -> str:
     counts = (f"errors/100 {cmp.a.per100:.2f} ({cmp.a.k}/{cmp.a.n}) -> "
               f"{cmp.b.per100:.2f} ({cmp.b.k}/{cmp.b.n}), change {cmp.diff100:+.2f} "
               f"[95% CI {cmp.lo100:+.2f} to {cmp.hi100:+.2f}]")
-    if regressed(cmp, limit):
-        verdict = f"even the low end {cmp.lo100:+.2f} exceeds {number_text(limit)}: a real regression"
-    elif cmp.diff100 is not None and cmp.diff100 > limit:
-        verdict = (f"INCONCLUSIVE: above {number_text(limit)} but the interval reaches "
-                   f"{cmp.lo100:+.2f}, so the sample can neither confirm nor rule out the rise")
-    else:
-        verdict = f"within {number_text(limit)}"
-    return f"{counts}; {verdict}"
+    hi = cmp.hi100 if _has_width(cmp) else None
+    status = decide(cmp.lo100, hi, limit)
+    return f"{counts}; {_verdict_words(status, cmp.lo100, hi, limit, '+', 'a rise')}"
 
 
 def number_text(value: float) -> str:

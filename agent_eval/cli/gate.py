@@ -17,17 +17,19 @@ from agent_eval.errors import ConfigError
 @click.option("--run", "run_ref", default="latest", show_default=True, metavar="RUN",
               help="The run to judge: an id, `latest` or `label:NAME`.")
 @click.option("--max-error-rate", type=float, metavar="X",
-              help="Fail a target above X errors per 100 tool calls (point estimate).")
+              help="Pass a target only when its 95% interval of errors per 100 tool calls "
+                   "ends at or below X; fail it when the interval starts above X.")
 @click.option("--max-class", "max_class", multiple=True, metavar="CODE=X",
-              help="Fail a target above X calls per 100 in failure class CODE; repeatable.")
+              help="The same for failure class CODE, X calls per 100; repeatable.")
 @click.option("--min-handshake", type=float, metavar="X",
               help="Fail a target whose handshake completion share (0..1) is below X.")
 @click.option("--baseline", "baseline_ref", metavar="RUN",
               help="Compare with this run: an id, `latest` or `label:NAME` (the newest run "
                    "with that label other than --run).")
 @click.option("--max-regression", type=float, metavar="X",
-              help="With --baseline: fail when errors/100 rose by more than X, judged on "
-                   "the 95% interval [default 0].")
+              help="With --baseline: the rise in errors/100 allowed, a margin > 0; pass when "
+                   "the 95% interval of the rise ends at or below X, fail when it starts "
+                   "above X [default 2].")
 @click.option("--max-leaks", type=click.IntRange(min=0), metavar="N",
               help="Fail a target with more than N leaked calls: allowed by an agent CLI's "
                    "rules, refused by their strict reading (docs/policies.md).")
@@ -38,8 +40,8 @@ from agent_eval.errors import ConfigError
               help="Judge a run that is not finished, or has a target with no session, "
                    "instead of failing it (the status and targets are still named).")
 @click.option("--on-inconclusive", type=click.Choice(["pass", "fail"]),
-              help="Read a regression the sample can neither confirm nor rule out as a pass "
-                   "or a fail [default: its own exit code, 4].")
+              help="Read a check whose interval straddles its limit as a pass or a fail "
+                   "[default: its own exit code, 4].")
 @click.option("--markdown", "markdown_path", type=click.Path(path_type=Path), metavar="FILE",
               help="Also write the result as Markdown (e.g. for $GITHUB_STEP_SUMMARY).")
 @click.option("--junit", "junit_path", type=click.Path(path_type=Path), metavar="FILE",
@@ -60,17 +62,17 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
         agent-eval gate --run 12 --max-error-rate 8 --json
 
     Every threshold applies to each target of the run, and every target must pass.
-    --max-error-rate and --max-class compare the point estimate of errors per 100 tool
-    calls (printed with the Wilson 95% interval and the clustered one, sessions as
-    clusters, with its design effect: calls of one session err together, so the
-    clustered interval is the one to trust; docs/statistics.md).  --baseline compares
-    each target with the baseline target of the same name (for `label:NAME`, the newest
-    run of that label that holds the target) and fails only when the rise
-    is supported by the sample: the low end of the 95% interval of (run − baseline) must
-    exceed --max-regression, so a jump over a handful of calls does not fail a build on
-    noise.  A rise above --max-regression whose interval still reaches below it is
-    INCONCLUSIVE (exit 4, or as --on-inconclusive pass|fail says) and names the repeats
-    per scenario that would decide it.  The interval is paired over the scenarios both runs share when they share
+    Each limit is read as a non-inferiority margin: a check PASSes only when its 95%
+    interval ends at or below the limit (a value above it ruled out), FAILs when the
+    interval starts above it, and is otherwise INCONCLUSIVE (exit 4, or as
+    --on-inconclusive pass|fail says); a point estimate under the limit decides nothing.
+    --max-error-rate and --max-class use the clustered interval, sessions as clusters
+    (calls of one session err together; docs/statistics.md): one session never passes.
+    --baseline compares each target with the baseline target of the same name (for
+    `label:NAME`, the newest run of that label that holds the target) on the 95% interval
+    of (run − baseline) against --max-regression, which must be above 0 (no sample rules
+    out every rise); an undecided check names the repeats per scenario that would decide
+    it (`agent-eval power` plans them).  The interval is paired over the scenarios both runs share when they share
     enough of their mix (else post-stratified to the shared tag mix when the sessions
     carry tags, else independent, sessions as clusters), and the check prints the
     smallest rise it could have detected with 80% power.  Each check's method is named
@@ -94,7 +96,11 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     )
     from agent_eval.store import open_store
 
+    from agent_eval.analysis.gate import MARGIN_ZERO
+
     classes = parse_max_class(max_class)
+    if max_regression is not None and max_regression == 0:
+        raise ConfigError(MARGIN_ZERO)
     if max_regression is not None and baseline_ref is None:
         raise ConfigError("--max-regression needs --baseline RUN or label:NAME",
                           field="--max-regression")
