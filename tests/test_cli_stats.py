@@ -191,7 +191,7 @@ def test_compare_and_gate_post_stratify_a_changed_suite_on_its_tags(db):
             f"{expected.hi100:+.2f}], t p {expected.p_value:.3f}") in out
     assert "post-stratified verdict on errors/100 (shared tag mix): not significant" in out
     gate = cli(db, "gate", "--baseline", "label:nightly", "--json").stdout
-    [check] = json.loads(gate)["checks"]
+    [check] = [c for c in json.loads(gate)["checks"] if c["kind"] == "regression"]
     assert check["detail"].startswith("errors/100 20.00 (32/160) -> 20.00 (32/160), change "
                                       f"+5.00 [95% CI {expected.lo100:+.2f} to "
                                       f"{expected.hi100:+.2f}; 2 tag strata, ")
@@ -206,11 +206,12 @@ def test_gate_and_compare_show_the_librarys_clustered_interval_and_name_its_meth
     with open_store(db) as store:
         a, b = (units_rate(side_units(store, r, "target")["qwen"]) for r in (1, 2))
     gate = cli(db, "gate", "--run", "2", "--max-error-rate", "50", "--json")
-    [check] = json.loads(gate.stdout)["checks"]
-    assert f"clustered {interval_text(b)}" in check["detail"]
-    assert check["method"] == f"point estimate; interval: Wilson and {CLUSTERED_METHOD}"
+    [check] = [c for c in json.loads(gate.stdout)["checks"] if c["kind"] == "error-rate"]
+    assert (f"clustered 95% CI {b.lo100:.2f} to {b.hi100:.2f}, deff {b.deff:.1f}, "
+            f"{b.clusters} sessions") in check["detail"]
+    assert check["method"] == f"interval ends against the limit: {CLUSTERED_METHOD}"
     text = cli(db, "gate", "--run", "2", "--max-error-rate", "50").stdout
-    assert f"): point estimate; interval: Wilson and {CLUSTERED_METHOD}\n" in text
+    assert f"): interval ends against the limit: {CLUSTERED_METHOD}\n" in text
     out = cli(db, "compare", "1", "2").stdout
     assert (f"errors/100 clustered (sessions): a {a.per100:.2f} {interval_text(a)}, "
             f"b {b.per100:.2f} {interval_text(b)}") in out
@@ -234,7 +235,7 @@ def test_gate_without_shared_scenarios_names_the_independent_interval(db):
     add_mixed_run(db, "pr", suite([f"t{i}" for i in range(5)], denied=2))
     out = cli(db, "gate", "--baseline", "label:nightly").stdout
     assert ("; not paired: only 0 shared scenarios with calls on both sides (need 3)]") in out
-    assert ("method (regression vs baseline <= 0): independent, sessions as clusters (Welch t "
+    assert ("method (regression vs baseline <= 2): independent, sessions as clusters (Welch t "
             "interval), where the runs cannot be paired\n") in out
     assert "smallest rise detectable at 80% power on this run: +" in out
 
@@ -242,7 +243,7 @@ def test_gate_without_shared_scenarios_names_the_independent_interval(db):
 def test_gate_regression_on_repeated_scenarios_uses_sessions_within_scenarios(db):
     add_mixed_run(db, "nightly", suite([f"s{i}" for i in range(6)], denied=1))
     add_mixed_run(db, "pr", [(f"s{i}", 20, 1 + (i % 2) + r) for i in range(6) for r in (0, 1)])
-    result = cli(db, "gate", "--baseline", "label:nightly", "--max-regression", "0")
+    result = cli(db, "gate", "--baseline", "label:nightly", "--max-regression", "0.5")
     assert "6 scenarios paired" in result.stdout
     assert "paired over the shared scenarios (t interval, SE from sessions within scenarios" \
         in result.stdout

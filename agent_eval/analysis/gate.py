@@ -54,6 +54,7 @@ from typing import Literal
 
 from agent_eval.metrics import GroupSummary, Rate, RateComparison, compare_rates
 from agent_eval.metrics.clustered import Unit, t_quantile, units_rate
+from agent_eval.metrics.coverage import MIN_COVERAGE, Coverage
 from agent_eval.metrics.regression import exceed_p, regression_from_units
 from agent_eval.metrics.stats import ALPHA
 from agent_eval.metrics.sufficient import TargetStats
@@ -62,10 +63,11 @@ Units = Mapping[str, Sequence[Unit] | TargetStats]
 """Per-target session units (``agent_eval.metrics.clustered.session_units``) or their sums
 per scenario (``store.cluster_stats``, what the CLI passes)."""
 
-CheckKind = Literal["run-status", "sessions", "baseline", "judged", "error-rate", "class-rate",
-                    "handshake", "regression", "leaks"]
+CheckKind = Literal["run-status", "sessions", "coverage", "baseline", "judged", "error-rate",
+                    "class-rate", "handshake", "regression", "leaks"]
 """``run-status``: the run finished; ``sessions``: the run, or a target, has something
-to judge; ``baseline``: the baseline asked for exists; ``judged``: at least one check was
+to judge; ``coverage``: a target judged at least ``min_coverage`` of its planned sessions;
+``baseline``: the baseline asked for exists; ``judged``: at least one check was
 judged; ``error-rate``: ``max_error_rate``;
 ``class-rate``: one ``max_class`` entry; ``handshake``: ``min_handshake``;
 ``regression``: ``baseline`` + ``max_regression``; ``leaks``: ``gate --max-leaks``
@@ -161,6 +163,8 @@ def evaluate_gate(
     declared_targets: Sequence[str] = (),
     allow_incomplete: bool = False,
     on_inconclusive: Literal["pass", "fail"] | None = None,
+    coverage: Mapping[str, Coverage] | None = None,
+    min_coverage: float = MIN_COVERAGE,
 ) -> GateResult:
     """Judge ``current`` (per-target summaries, or one overall summary) against thresholds.
 
@@ -184,12 +188,18 @@ def evaluate_gate(
     ``interrupted``, ``failed``) fails a ``run-status`` check, and each of
     ``declared_targets`` that played no session fails a ``sessions`` check;
     ``allow_incomplete`` turns both into skips that still name the status and targets.
+    Nor by a run that lost most of its sessions: with ``coverage`` (per target, what the
+    run planned, played, judged and lost by cause), a target that judged fewer than
+    ``min_coverage`` of its planned sessions fails a ``coverage`` check, whatever its
+    rates over the few it kept.
 
     A check whose interval straddles its limit is ``inconclusive`` (a regression check
     names the repeats that would decide it); the verdict is then ``inconclusive`` unless
     ``on_inconclusive`` says ``pass`` or ``fail``.
     """
     _check_thresholds(max_error_rate, max_class or {}, min_handshake, max_regression)
+    if not 0 <= min_coverage <= 1:
+        raise ValueError(f"min_coverage is a share within 0..1, got {min_coverage}")
     targets = _by_target(current)
     base = _by_target(baseline) if baseline is not None else None
     if base is not None and max_regression is None:
@@ -205,6 +215,8 @@ def evaluate_gate(
     if missing_baseline is not None:
         checks.append(_missing_baseline_check(missing_baseline, allow_missing_baseline))
     for name, summary in targets.items():
+        if coverage is not None and name in coverage and coverage[name].basis:
+            checks.append(_coverage_check(coverage[name], min_coverage))
         mine = None if units is None else units.get(name, ())
         if max_error_rate is not None:
             checks.append(_error_rate_check(name, summary, max_error_rate, mine))
@@ -217,8 +229,9 @@ def evaluate_gate(
             checks.append(_regression_check(name, summary, base.get(name), max_regression,
                                             mine, theirs, allow_missing_baseline))
     checks = adjust_regressions(checks)
-    if not any(check.status != "skip" for check in checks):
-        checks.append(_nothing_judged_check(checks, allow_missing_baseline))
+    thresholds = [check for check in checks if check.kind != "coverage"]
+    if not any(check.status != "skip" for check in thresholds):  # coverage is no threshold
+        checks.append(_nothing_judged_check(thresholds, allow_missing_baseline))
     return GateResult(checks, on_inconclusive)
 
 
@@ -268,6 +281,17 @@ def _silent_target_check(target: str, allowed: bool) -> GateCheck:
                          f"skipped: {why} (--allow-incomplete)")
     return GateCheck("sessions > 0", target, "sessions", 0, 0, "fail",
                      f"{why}: nothing of it was judged (--allow-incomplete skips it)")
+
+
+def _coverage_check(cov: Coverage, minimum: float) -> GateCheck:
+    name = f"coverage >= {100 * minimum:g}%"
+    share = cov.share or 0.0
+    ok = share >= minimum
+    detail = cov.text() + ("" if ok else f": below {100 * minimum:g}%, so no rate over the "
+                           "sessions left can stand for the run (rerun or resume it; "
+                           "--min-coverage sets the share)")
+    return GateCheck(name, cov.target, "coverage", minimum, share, "pass" if ok else "fail",
+                     detail)
 
 
 def _missing_baseline_check(why: str, allowed: bool) -> GateCheck:

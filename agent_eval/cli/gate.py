@@ -39,6 +39,10 @@ from agent_eval.errors import ConfigError
 @click.option("--allow-incomplete", is_flag=True,
               help="Judge a run that is not finished, or has a target with no session, "
                    "instead of failing it (the status and targets are still named).")
+@click.option("--min-coverage", type=click.FloatRange(0, 1), default=0.9, show_default=True,
+              metavar="SHARE",
+              help="Fail a target that judged fewer than this share of its planned sessions "
+                   "(the rest lost to server faults, truncation or an interruption).")
 @click.option("--on-inconclusive", type=click.Choice(["pass", "fail"]),
               help="Read a check whose interval straddles its limit as a pass or a fail "
                    "[default: its own exit code, 4].")
@@ -49,8 +53,8 @@ from agent_eval.errors import ConfigError
 @json_option("the verdict and every check as JSON (exit codes unchanged)")
 @db_option
 def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_regression,
-         max_leaks, allow_missing_baseline, allow_incomplete, on_inconclusive, markdown_path,
-         junit_path, as_json, db) -> None:
+         max_leaks, allow_missing_baseline, allow_incomplete, min_coverage, on_inconclusive,
+         markdown_path, junit_path, as_json, db) -> None:
     """Pass or fail a stored run against thresholds; exit 0 pass, 1 fail, 2 usage,
     4 inconclusive.
 
@@ -82,21 +86,20 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     baseline, and so does a gate whose every check was skipped; --allow-missing-baseline
     turns those into skips that say so.  Nor by a partial run: a run that is running,
     interrupted or failed, and each target of the run that played no session, fail
-    unless --allow-incomplete.  Sessions that ended
-    in a server fault are left out of every rate.  Prints each check with its numbers.
+    unless --allow-incomplete.  Sessions that ended in a server fault or a truncation
+    are left out of every rate, so each target's coverage is a check of its own: sessions
+    planned / played / judged / lost by cause, failing below --min-coverage (90%).  Prints each check with its numbers.
     --max-leaks N counts, per target, the calls judged under an agent CLI's rules that
     the CLI allowed and the strict reading of its rules refuses (a count, all classes
     together, each class named); more than N fails.
     """
-    from agent_eval.analysis.gate import evaluate_gate
+    from agent_eval.analysis.gate import MARGIN_ZERO, evaluate_gate
     from agent_eval.analysis.gate_render import (
         render_gate_junit,
         render_gate_markdown,
         render_gate_text,
     )
     from agent_eval.store import open_store
-
-    from agent_eval.analysis.gate import MARGIN_ZERO
 
     classes = parse_max_class(max_class)
     if max_regression is not None and max_regression == 0:
@@ -112,6 +115,7 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
         run = store.resolve_run(run_ref)
         current = rates(store, run.id)
         declared = [t.name for t in store.run_targets(run.id)]
+        coverage = store.session_coverage(run.id)
         units = store.cluster_stats([run.id], classes=bool(classes))
         pick, note = None, None
         if baseline_ref:
@@ -130,7 +134,7 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
             units=units, baseline_units=baseline_units, missing_baseline=note,
             allow_missing_baseline=allow_missing_baseline, run_status=run.status,
             declared_targets=declared, allow_incomplete=allow_incomplete,
-            on_inconclusive=on_inconclusive,
+            on_inconclusive=on_inconclusive, coverage=coverage, min_coverage=min_coverage,
         )
     except ValueError as exc:
         raise ConfigError(str(exc), field="gate") from None
@@ -142,7 +146,7 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     if pick is not None:
         title += f" against {pick.describe(baseline_ref)}"
     if as_json:
-        click.echo(gate_json(result, run.id, pick, note))
+        click.echo(gate_json(result, run.id, pick, note, coverage))
     else:
         from agent_eval.cli.terminal import escape_terminal, text_width
 
@@ -158,10 +162,12 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
         sys.exit(EXIT_INCONCLUSIVE)
 
 
-def gate_json(result, run_id: int, pick: BaselinePick | None, note: str | None) -> str:
-    """``{passed, outcome, run, baseline, baselines, note, checks: [{name, target, kind,
-    threshold, observed, status, detail, method, p}]}`` (``p``: a regression check's
-    one-sided p); ``outcome`` is pass, fail or
+def gate_json(result, run_id: int, pick: BaselinePick | None, note: str | None,
+              coverage: dict | None = None) -> str:
+    """``{passed, outcome, run, baseline, baselines, note, coverage: {TARGET: {planned,
+    played, judged, lost: {CAUSE: n}}}, checks: [{name, target, kind, threshold,
+    observed, status, detail, method, p}]}`` (``p``: a regression check's
+    one-sided p; ``planned`` null when the run holds no plan); ``outcome`` is pass, fail or
     inconclusive (after --on-inconclusive); ``baseline`` is the newest baseline run and
     ``baselines`` the run each target was compared with; ``method`` names the interval or
     test a check used."""
@@ -172,9 +178,11 @@ def gate_json(result, run_id: int, pick: BaselinePick | None, note: str | None) 
                "p": c.p_value}
               for c in result.checks]
     baselines = {} if pick is None else {t: info.id for t, info in pick.by_target.items()}
+    covered = {name: {"planned": c.planned, "played": c.played, "judged": c.judged,
+                      "lost": dict(c.lost)} for name, c in (coverage or {}).items()}
     return json.dumps({"passed": result.passed, "outcome": result.outcome, "run": run_id,
                        "baseline": pick.runs[0].id if pick else None, "baselines": baselines,
-                       "note": note, "checks": checks}, indent=2)
+                       "note": note, "coverage": covered, "checks": checks}, indent=2)
 
 
 def parse_max_class(values: tuple[str, ...]) -> dict[str, float]:
