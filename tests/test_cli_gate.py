@@ -428,6 +428,54 @@ def test_a_target_missing_from_the_baseline_fails_unless_allowed(db):
             "baseline (--allow-missing-baseline)") in result.stdout
 
 
+# --- where to look ------------------------------------------------------------------------
+
+
+def test_a_failed_rate_names_its_worst_sessions_with_ready_show_lines(db):
+    add_run(db, "pr-7", qwen=TargetPlan(1000, {"AE301": 150, "AE304": 50}, sessions=20))
+    result = gate(db, "--max-error-rate", "8", "--view-url", "http://127.0.0.1:8000/")
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("FAIL  qwen: errors/100"))
+    assert lines[at + 1] == "    largest classes (per 100 calls): AE301 15.00, AE304 5.00"
+    assert lines[at + 2] == ("    agent-eval show 1 1  (task-0, repeat 0: 10 of 50 calls "
+                             "denied)  http://127.0.0.1:8000/sessions/1.html")
+    assert [line.split("  (")[0] for line in lines[at + 2:at + 5]] == [
+        "    agent-eval show 1 1", "    agent-eval show 1 2", "    agent-eval show 1 3"]
+
+
+def test_a_regression_names_the_classes_that_rose_and_its_worst_sessions(db):
+    add_run(db, "nightly", qwen=TargetPlan(1000, {"AE304": 20}, sessions=20))
+    add_run(db, "pr-8", qwen=TargetPlan(1000, {"AE301": 100, "AE304": 20}, sessions=20))
+    result = gate(db, "--baseline", "label:nightly", "--json")
+    assert result.exit_code == 1
+    [check] = [c for c in json.loads(result.stdout)["checks"] if c["kind"] == "regression"]
+    assert check["leads"][0] == "classes that rose (per 100 calls): AE301 +10.00"
+    assert check["leads"][1].startswith("agent-eval show 2 ")
+    assert len(check["leads"]) == 4 and "http" not in " ".join(check["leads"])
+    md = Path(db).with_suffix(".md")
+    gate(db, "--baseline", "label:nightly", "--markdown", str(md))
+    text = md.read_text()
+    assert "  - classes that rose (per 100 calls): AE301 +10.00\n  - agent-eval show 2 " in text
+
+
+def test_a_mostly_lost_run_names_the_lost_sessions(db):
+    add_run(db, None, qwen=TargetPlan(6, {}, sessions=3, faulted=26))
+    result = gate(db, "--max-error-rate", "10")
+    lines = result.stdout.splitlines()
+    assert lines[2] == "    agent-eval show 1 4  (fault-0, repeat 0: lost to a fault)"
+
+
+def test_the_exit_codes_in_the_command_reference_come_from_their_constants():
+    from agent_eval.cli import EXIT_CODES, EXIT_INCONCLUSIVE
+
+    reference = " ".join((Path(__file__).resolve().parents[1] / "docs" / "cli.md")
+                         .read_text(encoding="utf-8").split())
+    for code, meaning in EXIT_CODES:
+        assert f"{code} {meaning}" in reference
+    assert dict(EXIT_CODES)[EXIT_INCONCLUSIVE].startswith("gate inconclusive")
+
+
 # --- markdown ----------------------------------------------------------------------------
 
 

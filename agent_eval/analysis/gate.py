@@ -110,6 +110,7 @@ class GateCheck:
     detail: str
     method: str = ""  # the interval or test the check used, named
     p_value: float | None = None  # regression: one-sided p of a rise above the limit
+    leads: tuple[str, ...] = ()  # where to look: classes that rose, worst sessions' show lines
 
     @property
     def passed(self) -> bool:
@@ -472,3 +473,78 @@ def _regression_detail(cmp: RateComparison, limit: float) -> str:
 def number_text(value: float) -> str:
     """``8`` for 8.0, ``2.5`` for 2.5: thresholds read as the operator typed them."""
     return f"{value:g}"
+
+
+LEAD_KINDS = frozenset({"error-rate", "class-rate", "regression", "coverage", "handshake"})
+"""Checks that, failed or undecided, name where to look (:func:`with_leads`)."""
+
+WORST_SESSIONS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLead:
+    """One session worth opening: what ``agent-eval show`` needs and what it holds."""
+
+    id: int
+    scenario: str
+    repeat: int
+    calls: int
+    denials: int
+    status: str
+
+
+def needs_leads(check: GateCheck) -> bool:
+    """Whether the check failed or was undecided on a target's own sessions."""
+    return check.status in ("fail", "inconclusive") and check.kind in LEAD_KINDS \
+        and not check.target.startswith("(")
+
+
+def check_code(check: GateCheck) -> str | None:
+    """The failure class a class-rate check is about (``AE301/100 <= 3`` -> ``AE301``)."""
+    return check.name.split("/", 1)[0] if check.kind == "class-rate" else None
+
+
+def with_leads(result: GateResult, run_id: int, worst: Mapping[int, Sequence[SessionLead]],
+               current: Mapping[str, GroupSummary] | None = None,
+               baseline: Mapping[str, GroupSummary] | None = None,
+               view_url: str | None = None) -> GateResult:
+    """Each failed or inconclusive check (``worst`` by the check's index) names its worst
+    sessions with a ready ``agent-eval show RUN SESSION`` line (and the viewer's page
+    when ``view_url`` is the base of ``agent-eval view``), and a regression or rate check
+    the classes that rose over the baseline (or the largest classes, with none)."""
+    checks = list(result.checks)
+    for i, check in enumerate(checks):
+        if not needs_leads(check):
+            continue
+        leads = []
+        rose = _classes_text(check, (current or {}).get(check.target),
+                             (baseline or {}).get(check.target))
+        if rose:
+            leads.append(rose)
+        for lead in worst.get(i, ()):
+            what = (f"{lead.denials} of {lead.calls} calls denied" if lead.status != "error"
+                    else "lost to a fault")
+            line = (f"agent-eval show {run_id} {lead.id}  ({lead.scenario}, repeat "
+                    f"{lead.repeat}: {what})")
+            if view_url:
+                line += f"  {view_url.rstrip('/')}/sessions/{lead.id}.html"
+            leads.append(line)
+        checks[i] = dataclasses.replace(check, leads=tuple(leads))
+    return dataclasses.replace(result, checks=checks)
+
+
+def _classes_text(check: GateCheck, mine: GroupSummary | None,
+                  theirs: GroupSummary | None) -> str:
+    if mine is None or check.kind not in ("error-rate", "regression"):
+        return ""
+    now = {code: rate.per100 or 0.0 for code, rate in mine.classes.items()}
+    if check.kind == "regression" and theirs is not None:
+        before = {code: rate.per100 or 0.0 for code, rate in theirs.classes.items()}
+        rises = sorted(((now.get(c, 0.0) - before.get(c, 0.0), c) for c in {*now, *before}),
+                       reverse=True)
+        listed = [f"{c} {d:+.2f}" for d, c in rises[:WORST_SESSIONS] if d > 0]
+        return ("classes that rose (per 100 calls): " + ", ".join(listed)) if listed else \
+            "no class rose"
+    top = sorted(((v, c) for c, v in now.items() if v > 0), reverse=True)[:WORST_SESSIONS]
+    return ("largest classes (per 100 calls): " + ", ".join(f"{c} {v:.2f}" for v, c in top)
+            if top else "")

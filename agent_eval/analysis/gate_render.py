@@ -23,6 +23,7 @@ def render_gate_text(result: GateResult, *, title: str | None = None,
     lines = [title] if title else []
     for check in result.checks:
         lines.append(f"{_MARK[check.status]}  {check.target}: {check.name}: {check.detail}")
+        lines += [f"    {lead}" for lead in check.leads]
     lines += [f"method ({name}): {method}" for name, method in methods_used(result)]
     lines.append(_verdict(result))
     return "\n".join(fit_lines(lines, width)) + "\n"
@@ -51,8 +52,9 @@ def render_gate_markdown(result: GateResult, *, title: str | None = None) -> str
                             ("Not decided by the sample:", result.inconclusive)):
         if listed:
             lines.append(heading)
-            lines += [f"- **{_md_name(f.target)}**: {_md(f.name)}: {_md(f.detail)}"
-                      for f in listed]
+            for f in listed:
+                lines.append(f"- **{_md_name(f.target)}**: {_md(f.name)}: {_md(f.detail)}")
+                lines += [f"  - {_md_name(lead)}" for lead in f.leads]
             lines.append("")
     lines += ["| result | target | check | threshold | observed | detail |",
               "|---|---|---|---:|---:|---|"]
@@ -89,7 +91,7 @@ def render_gate_junit(result: GateResult, *, title: str | None = None) -> bytes:
             message = f"INCONCLUSIVE: {check.detail}" if unsure else check.detail
             ET.SubElement(case, "failure", message=_xml(message),
                           type="inconclusive" if unsure else check.kind).text = _xml(
-                f"{check.target}: {check.name}: {message}")
+                "\n".join([f"{check.target}: {check.name}: {message}", *check.leads]))
         elif unsure:
             ET.SubElement(case, "system-out").text = _xml(
                 f"INCONCLUSIVE, read as a pass (--on-inconclusive pass): {check.detail}")

@@ -46,6 +46,10 @@ from agent_eval.errors import ConfigError
 @click.option("--on-inconclusive", type=click.Choice(["pass", "fail"]),
               help="Read a check whose interval straddles its limit as a pass or a fail "
                    "[default: its own exit code, 4].")
+@click.option("--view-url", metavar="URL",
+              help="The base URL of `agent-eval view` over this store (e.g. "
+                   "http://127.0.0.1:8000): each failed or undecided check links its worst "
+                   "sessions' pages too.")
 @click.option("--markdown", "markdown_path", type=click.Path(path_type=Path), metavar="FILE",
               help="Also write the result as Markdown (e.g. for $GITHUB_STEP_SUMMARY).")
 @click.option("--junit", "junit_path", type=click.Path(path_type=Path), metavar="FILE",
@@ -54,7 +58,7 @@ from agent_eval.errors import ConfigError
 @db_option
 def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_regression,
          max_leaks, allow_missing_baseline, allow_incomplete, min_coverage, on_inconclusive,
-         markdown_path, junit_path, as_json, db) -> None:
+         view_url, markdown_path, junit_path, as_json, db) -> None:
     """Pass or fail a stored run against thresholds; exit 0 pass, 1 fail, 2 usage,
     4 inconclusive.
 
@@ -81,6 +85,9 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     carry tags, else independent, sessions as clusters), and the check prints the
     smallest rise it could have detected with 80% power.  Each check's method is named
     under the checks (and in --json).
+    Each failed or undecided check names where to look: the classes that rose (or the
+    largest), and its worst sessions as ready `agent-eval show RUN SESSION` lines (with
+    their pages when --view-url gives the viewer's address).
     A gate is never green by accident: a `label:NAME` baseline with no other run of that
     label (a typo, or the first nightly) fails, so does a target missing from the
     baseline, and so does a gate whose every check was skipped; --allow-missing-baseline
@@ -93,7 +100,7 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     the CLI allowed and the strict reading of its rules refuses (a count, all classes
     together, each class named); more than N fails.
     """
-    from agent_eval.analysis.gate import MARGIN_ZERO, evaluate_gate
+    from agent_eval.analysis.gate import MARGIN_ZERO, evaluate_gate, with_leads
     from agent_eval.analysis.gate_render import (
         render_gate_junit,
         render_gate_markdown,
@@ -126,18 +133,20 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
                 pick = None
         baseline = pick.summaries if pick else None
         baseline_units = pick.units if pick else None
-    try:
-        result = evaluate_gate(
-            current, max_error_rate=max_error_rate, max_class=classes,
-            min_handshake=min_handshake, baseline=baseline,
-            max_regression=max_regression if baseline is not None else None,
-            units=units, baseline_units=baseline_units, missing_baseline=note,
-            allow_missing_baseline=allow_missing_baseline, run_status=run.status,
-            declared_targets=declared, allow_incomplete=allow_incomplete,
-            on_inconclusive=on_inconclusive, coverage=coverage, min_coverage=min_coverage,
-        )
-    except ValueError as exc:
-        raise ConfigError(str(exc), field="gate") from None
+        try:
+            result = evaluate_gate(
+                current, max_error_rate=max_error_rate, max_class=classes,
+                min_handshake=min_handshake, baseline=baseline,
+                max_regression=max_regression if baseline is not None else None,
+                units=units, baseline_units=baseline_units, missing_baseline=note,
+                allow_missing_baseline=allow_missing_baseline, run_status=run.status,
+                declared_targets=declared, allow_incomplete=allow_incomplete,
+                on_inconclusive=on_inconclusive, coverage=coverage, min_coverage=min_coverage,
+            )
+        except ValueError as exc:
+            raise ConfigError(str(exc), field="gate") from None
+        result = with_leads(result, run.id, worst_sessions(store, run.id, result.checks),
+                            current, baseline, view_url)
     if current:
         from agent_eval.analysis.leaks import with_leak_checks
 
@@ -166,8 +175,8 @@ def gate_json(result, run_id: int, pick: BaselinePick | None, note: str | None,
               coverage: dict | None = None) -> str:
     """``{passed, outcome, run, baseline, baselines, note, coverage: {TARGET: {planned,
     played, judged, lost: {CAUSE: n}}}, checks: [{name, target, kind, threshold,
-    observed, status, detail, method, p}]}`` (``p``: a regression check's
-    one-sided p; ``planned`` null when the run holds no plan); ``outcome`` is pass, fail or
+    observed, status, detail, method, p, leads}]}`` (``p``: a regression check's
+    one-sided p; ``leads``: where to look, for a failed or undecided check; ``planned`` null when the run holds no plan); ``outcome`` is pass, fail or
     inconclusive (after --on-inconclusive); ``baseline`` is the newest baseline run and
     ``baselines`` the run each target was compared with; ``method`` names the interval or
     test a check used."""
@@ -175,7 +184,7 @@ def gate_json(result, run_id: int, pick: BaselinePick | None, note: str | None,
 
     checks = [{"name": c.name, "target": c.target, "kind": c.kind, "threshold": c.threshold,
                "observed": c.observed, "status": c.status, "detail": c.detail, "method": c.method,
-               "p": c.p_value}
+               "p": c.p_value, "leads": list(c.leads)}
               for c in result.checks]
     baselines = {} if pick is None else {t: info.id for t, info in pick.by_target.items()}
     covered = {name: {"planned": c.planned, "played": c.played, "judged": c.judged,
@@ -183,6 +192,26 @@ def gate_json(result, run_id: int, pick: BaselinePick | None, note: str | None,
     return json.dumps({"passed": result.passed, "outcome": result.outcome, "run": run_id,
                        "baseline": pick.runs[0].id if pick else None, "baselines": baselines,
                        "note": note, "coverage": covered, "checks": checks}, indent=2)
+
+
+def worst_sessions(store, run_id: int, checks) -> dict:
+    """For each check that failed or was undecided on a target's sessions (by index), its
+    worst sessions (``analysis.gate.SessionLead``): the most denials (of the check's
+    class, for a class check), or the sessions lost, for coverage."""
+    from agent_eval.analysis.gate import WORST_SESSIONS, SessionLead, check_code, needs_leads
+    from agent_eval.store import SessionFilter
+
+    out = {}
+    for i, check in enumerate(checks):
+        if not needs_leads(check):
+            continue
+        lost = check.kind == "coverage"
+        f = SessionFilter(run_id=run_id, target=check.target, code=check_code(check),
+                          status="error" if lost else None)
+        page = store.list_sessions(f, sort="id" if lost else "denials", limit=WORST_SESSIONS)
+        out[i] = [SessionLead(r.id, r.scenario, r.repeat, r.calls, r.denials, r.status)
+                  for r in page.rows if r.parent_id is None and (lost or r.denials)]
+    return out
 
 
 def parse_max_class(values: tuple[str, ...]) -> dict[str, float]:
