@@ -261,7 +261,8 @@ def test_a_jump_over_20_calls_against_the_nightly_is_inconclusive_with_exit_4(db
             "independent, 2 df; not paired: only 2 shared "
             "scenarios with calls on both sides (need 3)]; INCONCLUSIVE: the interval -29.15 "
             "to +49.15 straddles 2, so the sample can neither confirm nor rule out a rise "
-            "above it; about 37 repeats per scenario would decide it (80% power)" in lines[2])
+            "above it; about 580 repeats per scenario would decide it (an unchanged model then "
+            "passes with 80% probability: `agent-eval power`'s plan)" in lines[2])
     assert "smallest rise detectable at 80% power on this run: +72.04" in lines[2]
     assert lines[-1] == ("gate INCONCLUSIVE: 1 of 2 checks could not be decided by the sample "
                          "(qwen: regression vs baseline <= 2); none failed")

@@ -232,7 +232,8 @@ def test_power_plan_by_hand():
     plan = plan_power(base, detect=2)
     factor = sps.t.ppf(0.975, 1) + sps.t.ppf(0.8, 1)
     q = 0.09 / (1 - 1 / 40)
-    unit_se = 100 * math.sqrt(0.5 * (q + 0.12 * 0.88 + q / 40) / 10)
+    # the margin plan: the SE under no change, rates 0.1 on both sides
+    unit_se = 100 * math.sqrt(0.5 * (q + 0.1 * 0.9 + q / 40) / 10)
     assert plan.repeats == math.ceil((factor * unit_se / 2) ** 2)
     assert plan.total_calls == plan.repeats * 20
     # the smallest rise detectable now takes the SE at that rise (rates 0.1 + δ), not at no

@@ -18,9 +18,9 @@ point estimate falls on.  An interval of zero width (no error on either side) ru
 nothing: its upper end is then the current run's own Wilson upper end (the baseline's
 rate cannot be below 0).  Two sessions a run are the least an interval needs; with fewer
 the check is inconclusive, never a pass.  An inconclusive result carries the repeats per
-scenario that would decide it (:func:`repeats_to_decide`: the power rule of
-``agent_eval.metrics.power`` with ``SE ∝ 1/√repeats``), and always the smallest rise this
-design detects with 80% power (``detectable_rise``).
+scenario that would decide it (:func:`repeats_to_decide`: ``agent-eval power``'s plan for
+the margin, ``metrics.power.repeats_for_margin``, with ``SE ∝ 1/√repeats``), and always
+the smallest rise this design detects with 80% power (``detectable_rise``).
 """
 
 from __future__ import annotations
@@ -113,13 +113,14 @@ def regression_from_units(baseline: Sequence[Unit] | TargetStats,
     mde = rise_under_alternative(se, df, pa[0] / pa[1], pb[0] / pb[1], alpha=alpha)
     regressed = lo > limit
     inconclusive = not regressed and not hi <= limit
-    needed = (repeats_to_decide(abs(diff - limit), se, df, _repeats(current), alpha=alpha)
+    needed = (repeats_to_decide(limit, se, df, _repeats(current), alpha=alpha)
               if inconclusive and se > 0 else None)
     if regressed:
         verdict = f"even the low end {lo:+.2f} exceeds {limit:g}: a real regression"
     elif inconclusive:
         decide = ("" if needed is None else
-                  f"; about {needed} repeats per scenario would decide it (80% power)")
+                  f"; about {needed} repeats per scenario would decide it (an unchanged "
+                  "model then passes with 80% probability: `agent-eval power`'s plan)")
         verdict = (f"INCONCLUSIVE: the interval {lo:+.2f} to {hi:+.2f} straddles {limit:g}, "
                    f"so the sample can neither confirm nor rule out a rise above it{decide}")
     else:
@@ -170,16 +171,20 @@ def rise_under_alternative(se100: float | None, df: float, pa: float, pb: float,
     return float(optimize.brentq(gap, low, top, xtol=1e-10))
 
 
-def repeats_to_decide(excess100: float, se100: float, df: float, repeats: int, *,
+def repeats_to_decide(margin100: float, se100: float, df: float, repeats: int, *,
                       alpha: float = ALPHA, power: float = 0.8) -> int | None:
-    """Repeats per scenario (in both runs) at which a true rise ``excess100`` above the
-    allowed one is confirmed with probability ``power``: the rule of ``agent-eval power``,
-    ``excess ≥ (t_{1−α/2} + t_power) · SE``, with the standard error shrinking as
-    ``1/√repeats`` from ``se100`` at ``repeats``.  ``None`` when it cannot be said."""
-    need = detectable_rise(se100, df, alpha=alpha, power=power)
-    if need is None or excess100 <= 0 or repeats < 1:
+    """Repeats per scenario (in both runs) at which an unchanged model passes a margin
+    of ``margin100`` with probability ``power``: ``agent-eval power``'s rule
+    (``metrics.power.repeats_for_margin``), the standard error shrinking as
+    ``1/√repeats`` from ``se100`` at ``repeats``.  At least one more than ``repeats``;
+    ``None`` when it cannot be said."""
+    from agent_eval.metrics.power import repeats_for_margin
+
+    if repeats < 1:
         return None
-    return max(repeats + 1, math.ceil(repeats * (need / excess100) ** 2))
+    needed = repeats_for_margin(se100 * math.sqrt(repeats), margin100, df, alpha=alpha,
+                                power=power)
+    return None if needed is None else max(repeats + 1, needed)
 
 
 def _repeats(stats: TargetStats) -> int:
