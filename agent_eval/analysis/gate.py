@@ -491,6 +491,7 @@ class SessionLead:
     calls: int
     denials: int
     status: str
+    note: str = ""  # what to see there, when not its denials (a handshake not completed)
 
 
 def needs_leads(check: GateCheck) -> bool:
@@ -522,8 +523,8 @@ def with_leads(result: GateResult, run_id: int, worst: Mapping[int, Sequence[Ses
         if rose:
             leads.append(rose)
         for lead in worst.get(i, ()):
-            what = (f"{lead.denials} of {lead.calls} calls denied" if lead.status != "error"
-                    else "lost to a fault")
+            what = lead.note or (f"{lead.denials} of {lead.calls} calls denied"
+                                 if lead.status != "error" else "lost to a fault")
             line = (f"agent-eval show {run_id} {lead.id}  ({lead.scenario}, repeat "
                     f"{lead.repeat}: {what})")
             if view_url:

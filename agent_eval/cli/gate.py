@@ -197,7 +197,8 @@ def gate_json(result, run_id: int, pick: BaselinePick | None, note: str | None,
 def worst_sessions(store, run_id: int, checks) -> dict:
     """For each check that failed or was undecided on a target's sessions (by index), its
     worst sessions (``analysis.gate.SessionLead``): the most denials (of the check's
-    class, for a class check), or the sessions lost, for coverage."""
+    class, for a class check), the sessions lost, for coverage, or those that did not
+    complete the handshake."""
     from agent_eval.analysis.gate import WORST_SESSIONS, SessionLead, check_code, needs_leads
     from agent_eval.store import SessionFilter
 
@@ -205,12 +206,19 @@ def worst_sessions(store, run_id: int, checks) -> dict:
     for i, check in enumerate(checks):
         if not needs_leads(check):
             continue
-        lost = check.kind == "coverage"
+        lost, handshake = check.kind == "coverage", check.kind == "handshake"
         f = SessionFilter(run_id=run_id, target=check.target, code=check_code(check),
-                          status="error" if lost else None)
-        page = store.list_sessions(f, sort="id" if lost else "denials", limit=WORST_SESSIONS)
-        out[i] = [SessionLead(r.id, r.scenario, r.repeat, r.calls, r.denials, r.status)
-                  for r in page.rows if r.parent_id is None and (lost or r.denials)]
+                          status="error" if lost else None, handshake=handshake)
+        sort = "id" if lost else "handshake" if handshake else "denials"
+        rows = store.list_sessions(f, sort=sort, limit=WORST_SESSIONS).rows
+        if handshake:
+            out[i] = [SessionLead(r.id, r.scenario, r.repeat, r.calls, r.denials, r.status,
+                                  f"handshake {r.handshake_done} of {r.handshake_required} "
+                                  "steps, not completed")
+                      for r in rows if not r.handshake_completed]
+        else:
+            out[i] = [SessionLead(r.id, r.scenario, r.repeat, r.calls, r.denials, r.status)
+                      for r in rows if r.parent_id is None and (lost or r.denials)]
     return out
 
 
