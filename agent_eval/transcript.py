@@ -36,6 +36,11 @@ from typing import Any, Literal
 SCHEMA_VERSION = 1
 
 ExitState = Literal["completed", "stalled", "abandoned", "error"]
+
+TRUNCATED = "reply cut by the token limit (finish reason length) inside a tool call: "
+"""How the stored reason of an ``error`` session starts when a reply cut by the token
+limit ended it (``live.orchestrator``): a truncation, the operator's ``max_tokens``, not a
+server fault and never the model's; coverage (``metrics.coverage``) counts it apart."""
 EXIT_STATES: tuple[ExitState, ...] = ("completed", "stalled", "abandoned", "error")
 
 NextAction = Literal["pivot", "retry-denied", "repeat", "abandon"]

@@ -10,13 +10,20 @@ library's own functions judge them, as the CLI does:
   (``units_rate(code=...)``: Korn–Graubard Clopper–Pearson, design effect borrowed from
   the total), including runs where the class never occurs;
 * **gate A/A**: two runs of the same model judged by the regression check
-  (``regression_from_units``, ``--max-regression 0``), per check, and family-wise over
+  (``regression_from_units``, ``--max-regression 2``), per check, and family-wise over
   14 targets after the gate's Holm step (``analysis.gate.adjust_regressions``); an
   inconclusive check is not a fail;
+* **rule**: the non-inferiority reading (``analysis.gate.decide``: PASS when the interval's
+  upper end is within the margin, FAIL when its lower end is beyond it): the share of
+  PASS, INCONCLUSIVE and FAIL for an unchanged model and for a true rise of exactly the
+  margin (+2 per 100), at fixed repeats;
 * **compare A/A**: the errors/100 row's one verdict (``UnitAnalysis.called``) and the
   class rows' Holm-adjusted calls over 14 classes, family-wise;
-* **power**: ``plan_power`` on a baseline plans the repeats to detect +2 per 100; runs at
-  those repeats with that true rise are judged by the gate's rule: the share detected.
+* **power**: ``plan_power`` on a baseline plans the repeats for a margin of 2 per 100;
+  two fresh runs of the unchanged model at those repeats are judged by the gate's rule:
+  the share that PASS (the plan's promise: 80%), and whether the plan's 80% range held the
+  repeats the plan would have needed with the true variance (the plan from a 10-repeat
+  baseline stands for it).
 
 Every rate is printed with its Monte Carlo 95% interval (Clopper–Pearson, scipy).  The
 default, 2,000 replications per setting, takes hours on a 2-core machine; ``--reps 20``
@@ -41,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 from scipy.stats import binomtest  # noqa: E402
 
 from agent_eval.analysis.comparison import analyse_units, holm  # noqa: E402
-from agent_eval.analysis.gate import GateCheck, adjust_regressions  # noqa: E402
+from agent_eval.analysis.gate import GateCheck, adjust_regressions, decide  # noqa: E402
 from agent_eval.metrics.clustered import Unit, units_rate  # noqa: E402
 from agent_eval.metrics.power import plan_power  # noqa: E402
 from agent_eval.metrics.regression import regression_from_units  # noqa: E402
@@ -53,6 +60,7 @@ CLASS = "AE304"
 DEFFS = (1.0, 2.5, 4.0)
 REPEATS = ((1, 1), (3, 3), (10, 10), (3, 10))  # (baseline, run); the last is unequal
 MAX_PLAN = 200  # plans above it are counted, not played (the run would be too long here)
+MARGIN = 2.0  # --max-regression, errors per 100 calls
 
 
 class Suite:
@@ -131,9 +139,9 @@ def gate_aa(rng, reps: int, targets: int) -> list[tuple[str, ...]]:
                     suite = Suite(rng)
                     a = draw_run(rng, suite, base_r, deff, target=f"t{i}")
                     b = draw_run(rng, suite, run_r, deff, target=f"t{i}")
-                    reg = regression_from_units(a, b, 0.0)
-                    status = "fail" if reg.regressed else "pass"
-                    judged.append(GateCheck("regression", f"t{i}", "regression", 0.0,
+                    reg = regression_from_units(a, b, MARGIN)
+                    status = decide(reg.lo100, reg.hi100, MARGIN)
+                    judged.append(GateCheck("regression", f"t{i}", "regression", MARGIN,
                                             reg.diff100, status, reg.detail, reg.method,
                                             reg.p_value))
                 adjusted = adjust_regressions(judged)
@@ -170,28 +178,52 @@ def compare_aa(rng, reps: int) -> list[tuple[str, ...]]:
     return rows
 
 
+def rule(rng, reps: int) -> list[tuple[str, ...]]:
+    rows = []
+    for deff in DEFFS:
+        for base_r, run_r in REPEATS:
+            for rise in (0.0, MARGIN):
+                counts = {"pass": 0, "inconclusive": 0, "fail": 0}
+                for _ in range(reps):
+                    suite = Suite(rng)
+                    a = draw_run(rng, suite, base_r, deff)
+                    b = draw_run(rng, suite, run_r, deff, rise=rise / 100)
+                    reg = regression_from_units(a, b, MARGIN)
+                    counts[decide(reg.lo100, reg.hi100, MARGIN)] += 1
+                rows.append((f"deff {deff:g}, repeats {base_r} vs {run_r}, true rise {rise:g}",
+                             rate_ci(counts["pass"], reps), rate_ci(counts["inconclusive"], reps),
+                             rate_ci(counts["fail"], reps)))
+    return rows
+
+
 def power(rng, reps: int) -> list[tuple[str, ...]]:
     rows = []
     for deff in DEFFS:
         for base_r in (1, 3):
-            detected = planned = skipped = 0
+            passed = planned = skipped = held = ranged = 0
             plans = []
             for _ in range(reps):
                 suite = Suite(rng)
                 base = draw_run(rng, suite, base_r, deff)
-                plan = plan_power(base, 2.0)
+                plan = plan_power(base, MARGIN)
                 if plan.repeats is None or plan.repeats > MAX_PLAN:
                     skipped += 1
                     continue
                 plans.append(plan.repeats)
                 a = draw_run(rng, suite, plan.repeats, deff)
-                b = draw_run(rng, suite, plan.repeats, deff, rise=0.02)
+                b = draw_run(rng, suite, plan.repeats, deff)
                 planned += 1
-                detected += regression_from_units(a, b, 0.0).regressed
+                reg = regression_from_units(a, b, MARGIN)
+                passed += decide(reg.lo100, reg.hi100, MARGIN) == "pass"
+                if plan.repeats_range is not None:
+                    truth = plan_power(draw_run(rng, suite, 10, deff), MARGIN).repeats
+                    if truth is not None:
+                        ranged += 1
+                        held += plan.repeats_range[0] <= truth <= plan.repeats_range[1]
             spread = (f"{min(plans)}–{max(plans)}, median {int(np.median(plans))}"
                       if plans else "–")
             rows.append((f"deff {deff:g}, baseline {base_r} repeat(s)", spread,
-                         rate_ci(detected, planned), str(skipped)))
+                         rate_ci(passed, planned), rate_ci(held, ranged), str(skipped)))
     return rows
 
 
@@ -209,7 +241,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--only", nargs="*", default=["coverage", "gate", "compare", "power"])
+    parser.add_argument("--only", nargs="*",
+                        default=["coverage", "gate", "rule", "compare", "power"])
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
@@ -222,19 +255,26 @@ def main() -> None:
                           "class, runs with 0 of it"), coverage(rng, args.reps), args.markdown))
     if "gate" in args.only:
         rows = gate_aa(rng, args.reps, 1) + gate_aa(rng, args.reps, 14)
-        out.append(table("Gate A/A false fails (nominal 2.5% per check)",
+        out.append(table(f"Gate A/A false fails at --max-regression {MARGIN:g} (nominal 2.5% "
+                         "per check)",
                          ("setting", "per check (unadjusted)", "family-wise after Holm"),
                          rows, args.markdown))
+    if "rule" in args.only:
+        out.append(table(f"The non-inferiority rule at --max-regression {MARGIN:g}: a true "
+                         "rise of the margin PASSes <= 2.5%",
+                         ("setting", "PASS", "INCONCLUSIVE", "FAIL"), rule(rng, args.reps),
+                         args.markdown))
     if "compare" in args.only:
         out.append(table("compare A/A",
                          ("setting", "errors/100 row 'yes'", "any of 14 classes, raw p",
                           "any of 14 classes, Holm"), compare_aa(rng, args.reps),
                          args.markdown))
     if "power" in args.only:
-        out.append(table("Power behind `power`'s plans (+2 per 100, goal 80%)",
-                         ("setting", "planned repeats", "detected",
-                          f"plans over {MAX_PLAN} (not played)"), power(rng, args.reps),
-                         args.markdown))
+        out.append(table(f"An unchanged model at `power`'s planned size (margin {MARGIN:g}, "
+                         "goal: PASS >= 78%)",
+                         ("setting", "planned repeats", "PASS",
+                          "80% range held the 10-repeat plan", f"plans over {MAX_PLAN} "
+                          "(not played)"), power(rng, args.reps), args.markdown))
     out.append(f"Took {time.perf_counter() - started:.0f} s.\n")
     print("\n".join(out))
 

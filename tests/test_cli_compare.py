@@ -110,7 +110,7 @@ def test_handshake_and_recovery_differences_are_shown(db):
 def test_flipped_scenarios_are_listed_with_their_direction(db):
     # run 1 packs 9 denials into s0 (17 calls each); run 2 packs 19 into s0 and s1 (16 each)
     out = compare(db, "1", "2").stdout.splitlines()
-    at = out.index("flipped scenarios: 1 (about 0.5 expected from repeat noise alone if "
+    at = out.index("flipped scenarios: 1 (about 1.0 expected from repeat noise alone if "
                    "nothing changed)")
     assert out[at + 1] == "  s1: broke (a P -> b F)"
 

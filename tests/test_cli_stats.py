@@ -60,11 +60,12 @@ def test_power_plans_repeats_from_the_baselines_variance_components(db):
     result = cli(db, "power", "--baseline", "label:nightly", "--detect", "2")
     assert result.exit_code == 0, result.output
     # 20 scenarios of one 50-call session, 2 errors each (p = 0.04), no session spread:
-    # SE²(R) = 20 · (1/20)² · (q + 0.06·0.94 + q/50) / (50 R), q = 0.0384 / (1 − 1/50) the
-    # unbiased p(1 − p) of a rate read from 50 calls; factor t(19) .975 + .8
+    # SE²(R) = 20 · (1/20)² · (q + 0.04·0.96 + q/50) / (50 R) under no change (the margin
+    # plan), q = 0.0384 / (1 − 1/50) the unbiased p(1 − p) of a rate read from 50 calls;
+    # factor t(19) .975 + .8
     factor = sps.t.ppf(0.975, 19) + sps.t.ppf(0.8, 19)
     q = 0.0384 / (1 - 1 / 50)
-    unit_se = 100 * math.sqrt(0.05 * (q + 0.0564 + q / 50) / 50)
+    unit_se = 100 * math.sqrt(0.05 * (q + 0.0384 + q / 50) / 50)
     repeats = max(2, math.ceil((factor * unit_se / 2) ** 2))
     # the rise detectable now, with the SE at that rise: root of δ = factor · SE(δ)
     def gap(delta):
@@ -80,15 +81,16 @@ def test_power_plans_repeats_from_the_baselines_variance_components(db):
         "== qwen ==",
         "baseline: 20 scenarios, 1 repeat(s) each, 1000 calls per pass over the suite, "
         "session design effect 1.00",
-        f"to detect a rise of 2 errors/100 with 80% power at alpha 0.05 (paired, two-sided 95% "
-        f"interval): {repeats} repeat(s) per scenario, about {repeats * 1000} tool calls per run",
+        f"for a margin of 2 errors/100 (the gate's --max-regression): {repeats} repeat(s) per "
+        f"scenario, about {repeats * 1000} tool calls per run; an unchanged model then passes "
+        "with 80% probability, a rise of 2 at most 2.5% (paired, two-sided 95% interval)",
         f"the plan is an estimate: plausibly {low}–{high} repeat(s) (80% range of the variance "
         "it rests on, chi-square on 19 df)",
         f"with the baseline's 1 repeat(s) the smallest rise detectable at 80% power is "
         f"{now:.2f} errors/100 (standard error at that rise)",
-        "Ready: agent-eval run --config TARGETS.yaml --repeats 3 (the baseline's targets file)",
+        "Ready: agent-eval run --config TARGETS.yaml --repeats 2 (the baseline's targets file)",
     ]
-    assert repeats == 3
+    assert repeats == 2
 
 
 def test_power_ends_with_the_run_to_paste_and_its_length_from_the_baselines_timing(db):
@@ -111,8 +113,8 @@ def test_power_ends_with_the_run_to_paste_and_its_length_from_the_baselines_timi
     assert result.stdout.splitlines()[-2:] == [
         "Ready: agent-eval run --suite scenarios/ralf --base-url http://127.0.0.1:8000/v1 "
         "--model Qwen/Qwen3.5-27B --name qwen --temperature 1.0 --top-p 0.95 --top-k 20 "
-        "--max-tokens 4096 --repeats 3 --label nightly",
-        "Estimated length: about 30 min (baseline run 1 took 10 min for 1 repeat(s), scaled "
+        "--max-tokens 4096 --repeats 2 --label nightly",
+        "Estimated length: about 20 min (baseline run 1 took 10 min for 1 repeat(s), scaled "
         "to the repeats, with the same targets, servers and concurrency)"]
 
 
@@ -120,7 +122,19 @@ def test_power_needs_more_repeats_for_a_smaller_rise(db):
     add_run(db, None, qwen=TargetPlan(1000, {"AE301": 40}, sessions=20))
     two = cli(db, "power", "--baseline", "1", "--detect", "2").stdout
     one = cli(db, "power", "--baseline", "1", "--detect", "1").stdout
-    assert "3 repeat(s) per scenario" in two and "8 repeat(s) per scenario" in one
+    assert "2 repeat(s) per scenario" in two and "7 repeat(s) per scenario" in one
+
+
+def test_power_says_a_zero_error_baseline_cannot_plan_and_what_a_clean_run_needs(db):
+    add_run(db, None, qwen=TargetPlan(1000, {}, sessions=20))
+    lines = cli(db, "power", "--baseline", "1", "--detect", "2").stdout.splitlines()
+    # Wilson's upper end of 0/n is z²/(n + z²) <= 0.02 from n = 1.96² · 49 = 188.2
+    assert lines[3:5] == [
+        "cannot plan a margin of 2 errors/100: the baseline has no errors, so it holds no "
+        "variance to plan from",
+        "a run with no error passes a margin of 2 from 189 tool calls (its Wilson upper end), "
+        "about 2 repeat(s); one error needs more"]
+    assert "smallest rise detectable" not in " ".join(lines)
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -191,7 +205,7 @@ def test_compare_and_gate_post_stratify_a_changed_suite_on_its_tags(db):
             f"{expected.hi100:+.2f}], t p {expected.p_value:.3f}") in out
     assert "post-stratified verdict on errors/100 (shared tag mix): not significant" in out
     gate = cli(db, "gate", "--baseline", "label:nightly", "--json").stdout
-    [check] = json.loads(gate)["checks"]
+    [check] = [c for c in json.loads(gate)["checks"] if c["kind"] == "regression"]
     assert check["detail"].startswith("errors/100 20.00 (32/160) -> 20.00 (32/160), change "
                                       f"+5.00 [95% CI {expected.lo100:+.2f} to "
                                       f"{expected.hi100:+.2f}; 2 tag strata, ")
@@ -206,11 +220,12 @@ def test_gate_and_compare_show_the_librarys_clustered_interval_and_name_its_meth
     with open_store(db) as store:
         a, b = (units_rate(side_units(store, r, "target")["qwen"]) for r in (1, 2))
     gate = cli(db, "gate", "--run", "2", "--max-error-rate", "50", "--json")
-    [check] = json.loads(gate.stdout)["checks"]
-    assert f"clustered {interval_text(b)}" in check["detail"]
-    assert check["method"] == f"point estimate; interval: Wilson and {CLUSTERED_METHOD}"
+    [check] = [c for c in json.loads(gate.stdout)["checks"] if c["kind"] == "error-rate"]
+    assert (f"clustered 95% CI {b.lo100:.2f} to {b.hi100:.2f}, deff {b.deff:.1f}, "
+            f"{b.clusters} sessions") in check["detail"]
+    assert check["method"] == f"interval ends against the limit: {CLUSTERED_METHOD}"
     text = cli(db, "gate", "--run", "2", "--max-error-rate", "50").stdout
-    assert f"): point estimate; interval: Wilson and {CLUSTERED_METHOD}\n" in text
+    assert f"): interval ends against the limit: {CLUSTERED_METHOD}\n" in text
     out = cli(db, "compare", "1", "2").stdout
     assert (f"errors/100 clustered (sessions): a {a.per100:.2f} {interval_text(a)}, "
             f"b {b.per100:.2f} {interval_text(b)}") in out
@@ -234,7 +249,7 @@ def test_gate_without_shared_scenarios_names_the_independent_interval(db):
     add_mixed_run(db, "pr", suite([f"t{i}" for i in range(5)], denied=2))
     out = cli(db, "gate", "--baseline", "label:nightly").stdout
     assert ("; not paired: only 0 shared scenarios with calls on both sides (need 3)]") in out
-    assert ("method (regression vs baseline <= 0): independent, sessions as clusters (Welch t "
+    assert ("method (regression vs baseline <= 2): independent, sessions as clusters (Welch t "
             "interval), where the runs cannot be paired\n") in out
     assert "smallest rise detectable at 80% power on this run: +" in out
 
@@ -242,7 +257,7 @@ def test_gate_without_shared_scenarios_names_the_independent_interval(db):
 def test_gate_regression_on_repeated_scenarios_uses_sessions_within_scenarios(db):
     add_mixed_run(db, "nightly", suite([f"s{i}" for i in range(6)], denied=1))
     add_mixed_run(db, "pr", [(f"s{i}", 20, 1 + (i % 2) + r) for i in range(6) for r in (0, 1)])
-    result = cli(db, "gate", "--baseline", "label:nightly", "--max-regression", "0")
+    result = cli(db, "gate", "--baseline", "label:nightly", "--max-regression", "0.5")
     assert "6 scenarios paired" in result.stdout
     assert "paired over the shared scenarios (t interval, SE from sessions within scenarios" \
         in result.stdout

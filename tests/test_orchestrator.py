@@ -7,6 +7,7 @@ HTTP against the simulator are in tests/test_run_e2e.py.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -285,3 +286,20 @@ def test_the_run_warns_about_truncations_naming_the_target_and_the_fix(capsys):
         "(finish reason length) inside a tool call; they are counted apart as truncations, "
         "not as the model's malformed arguments (AE102), and left out of every rate. Raise "
         "the target's max_tokens (--max-tokens).\n")
+
+
+def test_the_run_warns_about_server_faults_naming_the_target_and_the_gate(capsys):
+    from agent_eval.cli.run import _report_server_faults
+
+    (kept,), _ = play(LIGHTS, reference_script(LIGHTS) + ["done"])
+    lost = dataclasses.replace(kept, key="t/x/1", status="error", calls=[],
+                               error="server returned 503")
+    tally = RunTally()
+    for rec in (kept, lost, dataclasses.replace(lost, key="t/x/2")):
+        tally.add([rec])
+    _report_server_faults(tally)
+    assert capsys.readouterr().err == (
+        "Warning: target 't': 2 of 3 sessions ended in a server fault (the first: server "
+        "returned 503); they are left out of every rate, and `agent-eval gate` fails a target "
+        "that judged fewer than 90% of its planned sessions (--min-coverage). Resume or rerun "
+        "once the server is healthy.\n")

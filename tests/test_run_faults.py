@@ -295,3 +295,32 @@ def test_a_server_error_message_with_terminal_escapes_is_written_out_in_the_erro
     assert result.exit_code == 3, result.output
     assert "no such model\\x1b[2J\\x1b]52;c;cm0=\\x07\\x9b31m" in result.stderr
     assert not set(result.output) & {"\x1b", "\x07", "\x9b"}
+
+
+def test_a_run_that_lost_most_sessions_to_server_faults_warns_and_fails_the_gate(
+        tmp_path, small_suite):
+    # a `sim-server --error-rate 0.85`-style run: most sessions lost to server errors (here
+    # 0.4 a request, no retries: 0.85 loses every multi-turn session and `run` exits 3);
+    # before, `run` exited 0 without a word and `gate --max-error-rate 10` printed PASS
+    # over the few calls left
+    config = tmp_path / "targets.yaml"
+    config.write_text("targets:\n  - {name: piper, base_url: 'BASE_URL', model: sim-piper, "
+                      "retries: 0, concurrency: 8}\n")
+    db = tmp_path / "s.db"
+    result, run_id = run_against(Faults(error_rate=0.4), db, small_suite, "--repeats", "10",
+                                 config=config, profile="piper")
+    with open_store(str(db)) as store:
+        [coverage] = store.session_coverage(run_id).values()
+    lost = coverage.lost["server fault"]
+    assert (coverage.planned, coverage.played) == (30, 30)  # 3 top-level scenarios, 10 repeats
+    assert coverage.judged > 0 and lost > 3 and coverage.judged + lost == 30
+    assert result.exit_code == 0, result.output
+    assert f"Warning: target 'piper': {lost} of 30 sessions ended in a server fault" \
+        in result.stderr
+    gated = CliRunner().invoke(main, ["gate", "--run", str(run_id), "--db", str(db),
+                                      "--max-error-rate", "10"])
+    assert gated.exit_code == 1, gated.output
+    assert (f"FAIL  piper: coverage >= 90%: judged {coverage.judged} of 30 sessions planned "
+            f"({100 * coverage.judged / 30:.0f}%); lost {lost}: server fault {lost}: below 90%"
+            in gated.stdout)
+    assert "PASS  piper: errors/100" not in gated.stdout

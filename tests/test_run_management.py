@@ -94,8 +94,9 @@ def test_gate_json_keeps_the_exit_code(db):
     result = _cli("gate", "--run", "1", "--max-error-rate", "0", "--min-handshake", "0",
                   "--json", "--db", db)
     data = json.loads(result.stdout)
-    assert result.exit_code == (0 if data["passed"] else 1)
-    assert data["run"] == 1 and [c["kind"] for c in data["checks"]][:1] == ["error-rate"]
+    assert result.exit_code == {"pass": 0, "fail": 1, "inconclusive": 4}[data["outcome"]]
+    assert data["run"] == 1
+    assert [c["kind"] for c in data["checks"]][:2] == ["coverage", "error-rate"]
 
 
 def test_compare_and_report_json(db, tmp_path):

@@ -232,7 +232,8 @@ def test_power_plan_by_hand():
     plan = plan_power(base, detect=2)
     factor = sps.t.ppf(0.975, 1) + sps.t.ppf(0.8, 1)
     q = 0.09 / (1 - 1 / 40)
-    unit_se = 100 * math.sqrt(0.5 * (q + 0.12 * 0.88 + q / 40) / 10)
+    # the margin plan: the SE under no change, rates 0.1 on both sides
+    unit_se = 100 * math.sqrt(0.5 * (q + 0.1 * 0.9 + q / 40) / 10)
     assert plan.repeats == math.ceil((factor * unit_se / 2) ** 2)
     assert plan.total_calls == plan.repeats * 20
     # the smallest rise detectable now takes the SE at that rise (rates 0.1 + δ), not at no
@@ -309,11 +310,29 @@ def test_expected_flips_under_no_change_sums_each_scenarios_flip_chance():
         return TargetStats({s: ScenarioStats(len(o), Sums(), passes=Passes.of(enumerate(o)))
                             for s, o in outcomes.items()})
 
-    # s1: 2 of 4 passed pooled, q = .5, 2 repeats each: 2 · .25 · .75 = .375;
-    # s2: every repeat passed on both sides, q = 1: never flips
+    # s1: 2 of 4 passed pooled, 2 repeats each: q² is estimated without bias by
+    # C(2, 2)/C(4, 2) = 1/6 and q⁴ by C(2, 4)/C(4, 4) = 0, so 1/6 + 1/6 − 2·0 = 1/3 (the
+    # plug-in q = .5 gave 2 · .25 · .75 = .375); s2: every repeat passed: never flips
     a = side(s1=(True, False), s2=(True, True))
     b = side(s1=(False, True), s2=(True, True))
-    assert expected_flips(a, b) == pytest.approx(0.375)
+    assert expected_flips(a, b) == pytest.approx(1 / 3)
+
+
+def test_expected_flips_is_unbiased_under_no_change():
+    from itertools import product
+
+    from agent_eval.analysis.comparison import expected_flips
+    from agent_eval.metrics.sufficient import Passes, ScenarioStats, Sums, TargetStats
+
+    # one scenario passing with q = 0.6, 3 repeats against 2: average the estimate over
+    # every outcome by its probability; it equals the true flip chance q³(1−q²)+q²(1−q³)
+    q, expected = 0.6, 0.0
+    for outcome in product((True, False), repeat=5):
+        chance = q ** sum(outcome) * (1 - q) ** (5 - sum(outcome))
+        a = TargetStats({"s": ScenarioStats(3, Sums(), passes=Passes.of(enumerate(outcome[:3])))})
+        b = TargetStats({"s": ScenarioStats(2, Sums(), passes=Passes.of(enumerate(outcome[3:])))})
+        expected += chance * expected_flips(a, b)
+    assert expected == pytest.approx(q**3 * (1 - q**2) + q**2 * (1 - q**3))
 
 
 def test_holm_equals_statsmodels_and_the_step_down_by_hand():

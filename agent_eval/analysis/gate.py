@@ -4,30 +4,37 @@
 operator's thresholds into a :class:`GateResult`: one :class:`GateCheck` per target and
 threshold, and ``passed`` only when every check of every target passed.
 
-What each threshold compares (the same words are in ``agent-eval gate --help``):
+Every limit is read as a non-inferiority margin is read (FDA 2016 guidance on
+non-inferiority trials; the go/no-go rules of Lalonde et al. 2007): the check **passes
+only when the 95% interval's upper end is at or below the limit** (a value above it is
+ruled out), **fails when the interval's lower end is above it** (a value within it is
+ruled out), and is **inconclusive** otherwise (:func:`decide`).  A point estimate on the
+right side of the limit decides nothing: a PASS certifies, at a one-sided 2.5%, that the
+rate (or the rise) is within the limit.  The same words are in ``agent-eval gate --help``.
 
 ``max_error_rate``
-    The **point estimate** of errors per 100 tool calls, ``<=`` passes.  No interval: an
-    absolute bar is the operator's choice of number, and a CI gate that moves with the
-    sample size would be harder to reason about.
+    Errors per 100 tool calls, on the clustered interval (sessions as clusters) when
+    session units are given (what the CLI passes), else Wilson's.  One session has no
+    clustered interval: it can fail the limit, never pass it.
 ``max_class``
     The same, per primary failure class (``{"AE301": 3.0}``).  A class the target never
     hit counts as 0 of its calls.
 ``min_handshake``
-    Share of sessions (0..1) that emitted the required handshake in order, ``>=`` passes.
+    Share of sessions (0..1) that emitted the required handshake in order, ``>=`` passes
+    (a point estimate: a share of sessions, not a rate the gate certifies).
     When no session of a target required a handshake the check is skipped, and says so.
 ``baseline`` + ``max_regression``
-    The one place intervals decide.  Targets are matched by name.  The check fails only
-    when the increase in errors/100 over the baseline is **statistically supported** to be
-    larger than ``max_regression``: the lower end of the 95% interval of the difference
-    ``current − baseline`` must exceed it.  With session units (what the CLI passes) the
-    interval is paired over shared scenarios, or independent with sessions as clusters
+    The rise ``current − baseline`` in errors/100, against a margin ``max_regression``
+    that must be above 0 (no sample rules out every rise: a margin of 0 could only fail
+    or stay inconclusive, so it is refused; :data:`DEFAULT_MARGIN` when not given).
+    Targets are matched by name.  With session units (what the CLI passes) the interval
+    is paired over shared scenarios, or independent with sessions as clusters
     (``agent_eval.metrics.regression``, docs/statistics.md), and the check names it and
-    the smallest rise it could have detected; with summaries alone, ``compare_rates``.  So 2 errors in 20 calls
-    after 0 in 20 (+10 per 100, but an interval reaching far below zero) does not fail a
-    build on noise, while the same jump over 5,000 calls does.  A target absent from the
-    baseline (or with no calls there) fails, and the check says so, unless
-    ``allow_missing_baseline`` makes it a skip.
+    the smallest rise it could have detected; with summaries alone, ``compare_rates``.
+    A target absent from the baseline (or with no calls there) fails, and the check says
+    so, unless ``allow_missing_baseline`` makes it a skip.  Fails are adjusted across
+    targets by Holm (:func:`adjust_regressions`); passes need no adjustment, since the
+    gate passes only when every check passes (an intersection–union test).
 
 A target with no tool calls fails the error-rate and class checks: a run that made no
 calls proves nothing, and a gate should not pass silently when the server died.  A gate
@@ -46,7 +53,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agent_eval.metrics import GroupSummary, Rate, RateComparison, compare_rates
-from agent_eval.metrics.clustered import Unit, interval_text, t_quantile, units_rate
+from agent_eval.metrics.clustered import Unit, t_quantile, units_rate
+from agent_eval.metrics.coverage import MIN_COVERAGE, Coverage
 from agent_eval.metrics.regression import exceed_p, regression_from_units
 from agent_eval.metrics.stats import ALPHA
 from agent_eval.metrics.sufficient import TargetStats
@@ -55,20 +63,31 @@ Units = Mapping[str, Sequence[Unit] | TargetStats]
 """Per-target session units (``agent_eval.metrics.clustered.session_units``) or their sums
 per scenario (``store.cluster_stats``, what the CLI passes)."""
 
-CheckKind = Literal["run-status", "sessions", "baseline", "judged", "error-rate", "class-rate",
-                    "handshake", "regression", "leaks"]
+CheckKind = Literal["run-status", "sessions", "coverage", "baseline", "judged", "error-rate",
+                    "class-rate", "handshake", "regression", "leaks"]
 """``run-status``: the run finished; ``sessions``: the run, or a target, has something
-to judge; ``baseline``: the baseline asked for exists; ``judged``: at least one check was
+to judge; ``coverage``: a target judged at least ``min_coverage`` of its planned sessions;
+``baseline``: the baseline asked for exists; ``judged``: at least one check was
 judged; ``error-rate``: ``max_error_rate``;
 ``class-rate``: one ``max_class`` entry; ``handshake``: ``min_handshake``;
 ``regression``: ``baseline`` + ``max_regression``; ``leaks``: ``gate --max-leaks``
 (``analysis.leaks``)."""
 
 CheckStatus = Literal["pass", "fail", "inconclusive", "skip"]
-"""``inconclusive``: a regression above the allowed rise that the sample can neither
-confirm nor rule out (the interval straddles the limit); ``skip``: the check could not be
-judged (no handshake required, a missing baseline allowed); it never fails the gate and
-its ``detail`` says why."""
+"""``pass``: the interval's upper end is within the limit; ``fail``: its lower end is
+beyond it; ``inconclusive``: the interval straddles the limit (or there is no interval),
+so the sample can neither confirm nor rule out a value beyond it; ``skip``: the check
+could not be judged (no handshake required, a missing baseline allowed); it never fails
+the gate and its ``detail`` says why."""
+
+DEFAULT_MARGIN = 2.0
+"""The allowed rise in errors/100 when a baseline is given without ``max_regression``."""
+
+MARGIN_ZERO = ("--max-regression 0 cannot pass: no sample rules out every rise, so a "
+               "margin of 0 can only fail or stay inconclusive; give the largest rise you "
+               "accept, e.g. --max-regression 2, and size the runs for it with "
+               "`agent-eval power --baseline RUN --detect 2`")
+"""Why a regression margin of 0 is refused, and what to use instead (one line)."""
 
 Outcome = Literal["pass", "fail", "inconclusive"]
 """The gate's verdict: ``fail`` when a check failed, else ``inconclusive`` when a check was
@@ -91,6 +110,7 @@ class GateCheck:
     detail: str
     method: str = ""  # the interval or test the check used, named
     p_value: float | None = None  # regression: one-sided p of a rise above the limit
+    leads: tuple[str, ...] = ()  # where to look: classes that rose, worst sessions' show lines
 
     @property
     def passed(self) -> bool:
@@ -144,12 +164,15 @@ def evaluate_gate(
     declared_targets: Sequence[str] = (),
     allow_incomplete: bool = False,
     on_inconclusive: Literal["pass", "fail"] | None = None,
+    coverage: Mapping[str, Coverage] | None = None,
+    min_coverage: float = MIN_COVERAGE,
 ) -> GateResult:
     """Judge ``current`` (per-target summaries, or one overall summary) against thresholds.
 
     Thresholds left ``None`` (or an empty ``max_class``) are not checked.  ``baseline``
-    without ``max_regression`` checks for any supported increase (``max_regression=0``).
-    Raises ``ValueError`` for a negative threshold or a handshake share outside 0..1.
+    without ``max_regression`` allows a rise of :data:`DEFAULT_MARGIN`.  Raises
+    ``ValueError`` for a negative threshold, a regression margin of 0
+    (:data:`MARGIN_ZERO`) or a handshake share outside 0..1.
 
     With ``units`` (and ``baseline_units``), per-target session units, the rate checks
     also print the clustered interval and the regression check uses the paired analysis
@@ -166,16 +189,22 @@ def evaluate_gate(
     ``interrupted``, ``failed``) fails a ``run-status`` check, and each of
     ``declared_targets`` that played no session fails a ``sessions`` check;
     ``allow_incomplete`` turns both into skips that still name the status and targets.
+    Nor by a run that lost most of its sessions: with ``coverage`` (per target, what the
+    run planned, played, judged and lost by cause), a target that judged fewer than
+    ``min_coverage`` of its planned sessions fails a ``coverage`` check, whatever its
+    rates over the few it kept.
 
-    A regression check whose rise is above ``max_regression`` but whose interval reaches
-    below it is ``inconclusive`` and names the repeats that would decide it; the verdict
-    is then ``inconclusive`` unless ``on_inconclusive`` says ``pass`` or ``fail``.
+    A check whose interval straddles its limit is ``inconclusive`` (a regression check
+    names the repeats that would decide it); the verdict is then ``inconclusive`` unless
+    ``on_inconclusive`` says ``pass`` or ``fail``.
     """
     _check_thresholds(max_error_rate, max_class or {}, min_handshake, max_regression)
+    if not 0 <= min_coverage <= 1:
+        raise ValueError(f"min_coverage is a share within 0..1, got {min_coverage}")
     targets = _by_target(current)
     base = _by_target(baseline) if baseline is not None else None
     if base is not None and max_regression is None:
-        max_regression = 0.0
+        max_regression = DEFAULT_MARGIN
     if not targets:
         return GateResult([GateCheck("sessions > 0", "(run)", "sessions", 0, 0, "fail",
                                      "the run holds no sessions: nothing to judge")])
@@ -187,12 +216,13 @@ def evaluate_gate(
     if missing_baseline is not None:
         checks.append(_missing_baseline_check(missing_baseline, allow_missing_baseline))
     for name, summary in targets.items():
+        if coverage is not None and name in coverage and coverage[name].basis:
+            checks.append(_coverage_check(coverage[name], min_coverage))
         mine = None if units is None else units.get(name, ())
         if max_error_rate is not None:
-            checks.append(_with_clustered(_error_rate_check(name, summary, max_error_rate),
-                                          mine, None))
+            checks.append(_error_rate_check(name, summary, max_error_rate, mine))
         for code, limit in (max_class or {}).items():
-            checks.append(_with_clustered(_class_check(name, summary, code, limit), mine, code))
+            checks.append(_class_check(name, summary, code, limit, mine))
         if min_handshake is not None:
             checks.append(_handshake_check(name, summary, min_handshake))
         if base is not None and max_regression is not None:  # set above whenever base is
@@ -200,8 +230,9 @@ def evaluate_gate(
             checks.append(_regression_check(name, summary, base.get(name), max_regression,
                                             mine, theirs, allow_missing_baseline))
     checks = adjust_regressions(checks)
-    if not any(check.status != "skip" for check in checks):
-        checks.append(_nothing_judged_check(checks, allow_missing_baseline))
+    thresholds = [check for check in checks if check.kind != "coverage"]
+    if not any(check.status != "skip" for check in thresholds):  # coverage is no threshold
+        checks.append(_nothing_judged_check(thresholds, allow_missing_baseline))
     return GateResult(checks, on_inconclusive)
 
 
@@ -253,6 +284,17 @@ def _silent_target_check(target: str, allowed: bool) -> GateCheck:
                      f"{why}: nothing of it was judged (--allow-incomplete skips it)")
 
 
+def _coverage_check(cov: Coverage, minimum: float) -> GateCheck:
+    name = f"coverage >= {100 * minimum:g}%"
+    share = cov.share or 0.0
+    ok = share >= minimum
+    detail = cov.text() + ("" if ok else f": below {100 * minimum:g}%, so no rate over the "
+                           "sessions left can stand for the run (rerun or resume it; "
+                           "--min-coverage sets the share)")
+    return GateCheck(name, cov.target, "coverage", minimum, share, "pass" if ok else "fail",
+                     detail)
+
+
 def _missing_baseline_check(why: str, allowed: bool) -> GateCheck:
     if allowed:
         return GateCheck("baseline found", "(run)", "baseline", 0, None, "skip",
@@ -272,18 +314,15 @@ def _nothing_judged_check(checks: Sequence[GateCheck], allowed: bool) -> GateChe
                      "(--allow-missing-baseline lets it pass)")
 
 
-def _with_clustered(check: GateCheck, units: Sequence[Unit] | TargetStats | None,
-                    code: str | None) -> GateCheck:
-    """Add the clustered interval beside Wilson's: the bar is judged on the point
-    estimate either way; the clustered interval says how far to trust it."""
-    if units is None or check.observed is None:
-        return check
-    rate = units_rate(units, code=code)
-    detail = check.detail.replace("95% CI", "Wilson 95% CI", 1)
-    head, sep, tail = detail.rpartition(")")
-    detail = f"{head}; clustered {interval_text(rate)}{sep}{tail}"
-    return dataclasses.replace(check, detail=detail, method=f"point estimate; interval: "
-                               f"Wilson and {rate.method}")
+def decide(lo: float | None, hi: float | None, limit: float) -> CheckStatus:
+    """The non-inferiority reading of a 95% interval against a limit: ``pass`` when its
+    upper end is at or below the limit, ``fail`` when its lower end is above it, else
+    (or with no interval) ``inconclusive``."""
+    if lo is not None and lo > limit:
+        return "fail"
+    if hi is not None and lo is not None and hi <= limit:
+        return "pass"
+    return "inconclusive"
 
 
 def _by_target(
@@ -299,30 +338,72 @@ def _check_thresholds(max_error_rate, max_class, min_handshake, max_regression) 
                          *((f"max_class[{code}]", v) for code, v in max_class.items())):
         if value is not None and value < 0:
             raise ValueError(f"{label} must be >= 0 errors per 100 calls, got {value}")
+    if max_regression is not None and max_regression == 0:
+        raise ValueError(MARGIN_ZERO)
     if min_handshake is not None and not 0 <= min_handshake <= 1:
         raise ValueError(f"min_handshake is a share within 0..1, got {min_handshake}")
 
 
 def _rate_check(name: str, target: str, kind: CheckKind, rate: Rate, limit: float,
-                what: str) -> GateCheck:
+                what: str, units: Sequence[Unit] | TargetStats | None,
+                code: str | None) -> GateCheck:
+    """Judge a rate by its interval's ends (:func:`decide`): the clustered interval when
+    session units are given (calls of one session err together), else Wilson's."""
     if rate.per100 is None:
         return GateCheck(name, target, kind, limit, None, "fail",
                          "no tool calls to judge (every session errored, or none ran)")
-    ok = rate.per100 <= limit
-    detail = (f"{what} {rate.per100:.2f} ({rate.k}/{rate.n} calls, 95% CI "
-              f"{rate.lo100:.1f}–{rate.hi100:.1f}) {'<=' if ok else '>'} {number_text(limit)}")
-    return GateCheck(name, target, kind, limit, rate.per100, "pass" if ok else "fail", detail)
+    counts = f"{what} {rate.per100:.2f} ({rate.k}/{rate.n} calls"
+    if units is None:
+        lo, hi, method = rate.lo100, rate.hi100, "Wilson score interval (calls independent)"
+        interval = f"Wilson 95% CI {_ends(lo, hi)}"
+    else:
+        clustered = units_rate(units, code=code)
+        lo, hi, method = clustered.lo100, clustered.hi100, clustered.method
+        if lo is None:  # one session: it can still fail on Wilson's low end
+            lo, hi = rate.lo100, None
+            interval = (f"{clustered.clusters} session: no clustered interval, and one "
+                        "session cannot certify a rate")
+        else:
+            deff = "–" if clustered.deff is None else f"{clustered.deff:.1f}"
+            interval = (f"clustered 95% CI {_ends(lo, hi)}, deff {deff}, "
+                        f"{clustered.clusters} sessions")
+    status = decide(lo, hi, limit)
+    detail = f"{counts}, {interval}); {_verdict_words(status, lo, hi, limit)}"
+    return GateCheck(name, target, kind, limit, rate.per100, status, detail,
+                     f"interval ends against the limit: {method}")
 
 
-def _error_rate_check(target: str, summary: GroupSummary, limit: float) -> GateCheck:
+def _ends(lo: float | None, hi: float | None, sign: str = "") -> str:
+    if lo is None or hi is None:
+        return "–"
+    return f"{lo:{sign}.2f} to {hi:{sign}.2f}"
+
+
+def _verdict_words(status: CheckStatus, lo: float | None, hi: float | None, limit: float,
+                   sign: str = "", what: str = "a rate") -> str:
+    x = number_text(limit)
+    if status == "pass":
+        return f"upper end {hi:{sign}.2f} <= {x}: {what} above {x} ruled out"
+    if status == "fail":
+        real = ": a real regression" if what == "a rise" else ""
+        return f"even the low end {lo:{sign}.2f} exceeds {x}{real}"
+    if hi is None:
+        return f"INCONCLUSIVE: no interval to rule out {what} above {x}"
+    return (f"INCONCLUSIVE: the interval {_ends(lo, hi, sign)} straddles {x}, so the sample "
+            f"can neither confirm nor rule out {what} above it")
+
+
+def _error_rate_check(target: str, summary: GroupSummary, limit: float,
+                      units: Sequence[Unit] | TargetStats | None = None) -> GateCheck:
     return _rate_check(f"errors/100 <= {number_text(limit)}", target, "error-rate", summary.errors,
-                       limit, "errors/100")
+                       limit, "errors/100", units, None)
 
 
-def _class_check(target: str, summary: GroupSummary, code: str, limit: float) -> GateCheck:
+def _class_check(target: str, summary: GroupSummary, code: str, limit: float,
+                 units: Sequence[Unit] | TargetStats | None = None) -> GateCheck:
     rate = summary.classes.get(code) or Rate.of(0, summary.calls)
     return _rate_check(f"{code}/100 <= {number_text(limit)}", target, "class-rate", rate, limit,
-                       f"{code}/100")
+                       f"{code}/100", units, code)
 
 
 def _handshake_check(target: str, summary: GroupSummary, minimum: float) -> GateCheck:
@@ -361,8 +442,7 @@ def _regression_check(target: str, summary: GroupSummary, base: GroupSummary | N
         return GateCheck(name, target, "regression", limit, reg.diff100, status, reg.detail,
                          reg.family or reg.method, reg.p_value)
     cmp = compare_rates(base.errors.k, base.calls, summary.errors.k, summary.calls)
-    status = ("fail" if regressed(cmp, limit) else
-              "inconclusive" if cmp.diff100 is not None and cmp.diff100 > limit else "pass")
+    status = decide(cmp.lo100, cmp.hi100 if _has_width(cmp) else None, limit)
     se = (None if cmp.lo100 is None or cmp.hi100 is None
           else (cmp.hi100 - cmp.lo100) / (2 * t_quantile(math.inf)))
     p = None if cmp.diff100 is None else exceed_p(cmp.diff100, limit, se, math.inf)
@@ -371,25 +451,101 @@ def _regression_check(target: str, summary: GroupSummary, base: GroupSummary | N
 
 
 def regressed(comparison: RateComparison, max_regression: float) -> bool:
-    """The noise rule: the increase ``b − a`` in errors/100 is larger than
-    ``max_regression`` at 95% confidence, i.e. the interval's lower end exceeds it."""
+    """The increase ``b − a`` in errors/100 is larger than ``max_regression`` at 95%
+    confidence: the interval's lower end exceeds it."""
     return comparison.lo100 is not None and comparison.lo100 > max_regression
+
+
+def _has_width(cmp: RateComparison) -> bool:
+    """A Wald interval of zero width (no errors on either side) rules nothing out."""
+    return cmp.lo100 is not None and cmp.hi100 is not None and cmp.hi100 > cmp.lo100
 
 
 def _regression_detail(cmp: RateComparison, limit: float) -> str:
     counts = (f"errors/100 {cmp.a.per100:.2f} ({cmp.a.k}/{cmp.a.n}) -> "
               f"{cmp.b.per100:.2f} ({cmp.b.k}/{cmp.b.n}), change {cmp.diff100:+.2f} "
               f"[95% CI {cmp.lo100:+.2f} to {cmp.hi100:+.2f}]")
-    if regressed(cmp, limit):
-        verdict = f"even the low end {cmp.lo100:+.2f} exceeds {number_text(limit)}: a real regression"
-    elif cmp.diff100 is not None and cmp.diff100 > limit:
-        verdict = (f"INCONCLUSIVE: above {number_text(limit)} but the interval reaches "
-                   f"{cmp.lo100:+.2f}, so the sample can neither confirm nor rule out the rise")
-    else:
-        verdict = f"within {number_text(limit)}"
-    return f"{counts}; {verdict}"
+    hi = cmp.hi100 if _has_width(cmp) else None
+    status = decide(cmp.lo100, hi, limit)
+    return f"{counts}; {_verdict_words(status, cmp.lo100, hi, limit, '+', 'a rise')}"
 
 
 def number_text(value: float) -> str:
     """``8`` for 8.0, ``2.5`` for 2.5: thresholds read as the operator typed them."""
     return f"{value:g}"
+
+
+LEAD_KINDS = frozenset({"error-rate", "class-rate", "regression", "coverage", "handshake"})
+"""Checks that, failed or undecided, name where to look (:func:`with_leads`)."""
+
+WORST_SESSIONS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLead:
+    """One session worth opening: what ``agent-eval show`` needs and what it holds."""
+
+    id: int
+    scenario: str
+    repeat: int
+    calls: int
+    denials: int
+    status: str
+    note: str = ""  # what to see there, when not its denials (a handshake not completed)
+
+
+def needs_leads(check: GateCheck) -> bool:
+    """Whether the check failed or was undecided on a target's own sessions."""
+    return check.status in ("fail", "inconclusive") and check.kind in LEAD_KINDS \
+        and not check.target.startswith("(")
+
+
+def check_code(check: GateCheck) -> str | None:
+    """The failure class a class-rate check is about (``AE301/100 <= 3`` -> ``AE301``)."""
+    return check.name.split("/", 1)[0] if check.kind == "class-rate" else None
+
+
+def with_leads(result: GateResult, run_id: int, worst: Mapping[int, Sequence[SessionLead]],
+               current: Mapping[str, GroupSummary] | None = None,
+               baseline: Mapping[str, GroupSummary] | None = None,
+               view_url: str | None = None) -> GateResult:
+    """Each failed or inconclusive check (``worst`` by the check's index) names its worst
+    sessions with a ready ``agent-eval show RUN SESSION`` line (and the viewer's page
+    when ``view_url`` is the base of ``agent-eval view``), and a regression or rate check
+    the classes that rose over the baseline (or the largest classes, with none)."""
+    checks = list(result.checks)
+    for i, check in enumerate(checks):
+        if not needs_leads(check):
+            continue
+        leads = []
+        rose = _classes_text(check, (current or {}).get(check.target),
+                             (baseline or {}).get(check.target))
+        if rose:
+            leads.append(rose)
+        for lead in worst.get(i, ()):
+            what = lead.note or (f"{lead.denials} of {lead.calls} calls denied"
+                                 if lead.status != "error" else "lost to a fault")
+            line = (f"agent-eval show {run_id} {lead.id}  ({lead.scenario}, repeat "
+                    f"{lead.repeat}: {what})")
+            if view_url:
+                line += f"  {view_url.rstrip('/')}/sessions/{lead.id}.html"
+            leads.append(line)
+        checks[i] = dataclasses.replace(check, leads=tuple(leads))
+    return dataclasses.replace(result, checks=checks)
+
+
+def _classes_text(check: GateCheck, mine: GroupSummary | None,
+                  theirs: GroupSummary | None) -> str:
+    if mine is None or check.kind not in ("error-rate", "regression"):
+        return ""
+    now = {code: rate.per100 or 0.0 for code, rate in mine.classes.items()}
+    if check.kind == "regression" and theirs is not None:
+        before = {code: rate.per100 or 0.0 for code, rate in theirs.classes.items()}
+        rises = sorted(((now.get(c, 0.0) - before.get(c, 0.0), c) for c in {*now, *before}),
+                       reverse=True)
+        listed = [f"{c} {d:+.2f}" for d, c in rises[:WORST_SESSIONS] if d > 0]
+        return ("classes that rose (per 100 calls): " + ", ".join(listed)) if listed else \
+            "no class rose"
+    top = sorted(((v, c) for c, v in now.items() if v > 0), reverse=True)[:WORST_SESSIONS]
+    return ("largest classes (per 100 calls): " + ", ".join(f"{c} {v:.2f}" for v, c in top)
+            if top else "")

@@ -7,6 +7,7 @@ files).  Target names come from config files and are escaped for Markdown and XM
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from agent_eval.analysis.gate import CheckStatus, GateResult, number_text
 from agent_eval.analysis.wrapping import fit_lines
@@ -22,6 +23,7 @@ def render_gate_text(result: GateResult, *, title: str | None = None,
     lines = [title] if title else []
     for check in result.checks:
         lines.append(f"{_MARK[check.status]}  {check.target}: {check.name}: {check.detail}")
+        lines += [f"    {lead}" for lead in check.leads]
     lines += [f"method ({name}): {method}" for name, method in methods_used(result)]
     lines.append(_verdict(result))
     return "\n".join(fit_lines(lines, width)) + "\n"
@@ -45,12 +47,14 @@ def render_gate_markdown(result: GateResult, *, title: str | None = None) -> str
     lines = [f"## {icon} agent-eval gate: {word}", ""]
     if title:
         lines += [_escape(title).replace("\n", "  \n"), ""]
+    lines += [_md(_verdict(result, _escape)), ""]
     for heading, listed in (("Failed thresholds:", result.failures),
                             ("Not decided by the sample:", result.inconclusive)):
         if listed:
             lines.append(heading)
-            lines += [f"- **{_md_name(f.target)}**: {_md(f.name)}: {_md(f.detail)}"
-                      for f in listed]
+            for f in listed:
+                lines.append(f"- **{_md_name(f.target)}**: {_md(f.name)}: {_md(f.detail)}")
+                lines += [f"  - {_md_name(lead)}" for lead in f.leads]
             lines.append("")
     lines += ["| result | target | check | threshold | observed | detail |",
               "|---|---|---|---:|---:|---|"]
@@ -66,10 +70,11 @@ def render_gate_markdown(result: GateResult, *, title: str | None = None) -> str
 
 def render_gate_junit(result: GateResult, *, title: str | None = None) -> bytes:
     """JUnit XML for CI test panels: one test case per check (class ``gate.TARGET``, name
-    the check).  A failed check is a ``failure`` whose message is its detail; an
-    inconclusive one a ``failure`` when ``--on-inconclusive fail`` reads it so, else
-    ``skipped`` with its detail (the exit code, 4, carries the verdict); a skipped check
-    ``skipped``."""
+    the check), so the test tab agrees with the exit code.  A failed check is a
+    ``failure`` whose message is its detail; an inconclusive one a ``failure`` of type
+    ``inconclusive`` whose message starts ``INCONCLUSIVE:`` (exit 4 is no pass), unless
+    ``--on-inconclusive pass`` reads it as a pass: then it passes with its detail in
+    ``system-out``; a skipped check is ``skipped``."""
     import xml.etree.ElementTree as ET
 
     root = ET.Element("testsuites", name="agent-eval gate")
@@ -80,14 +85,17 @@ def render_gate_junit(result: GateResult, *, title: str | None = None) -> bytes:
         case = ET.SubElement(suite, "testcase", classname=_xml(f"gate.{check.target}"),
                              name=_xml(check.name))
         counts["tests"] += 1
-        failed = check.status == "fail" or (check.status == "inconclusive"
-                                            and result.on_inconclusive == "fail")
-        if failed:
+        unsure = check.status == "inconclusive"
+        if check.status == "fail" or (unsure and result.on_inconclusive != "pass"):
             counts["failures"] += 1
-            ET.SubElement(case, "failure", message=_xml(check.detail),
-                          type=check.kind).text = _xml(f"{check.target}: {check.name}: "
-                                                       f"{check.detail}")
-        elif check.status in ("skip", "inconclusive"):
+            message = f"INCONCLUSIVE: {check.detail}" if unsure else check.detail
+            ET.SubElement(case, "failure", message=_xml(message),
+                          type="inconclusive" if unsure else check.kind).text = _xml(
+                "\n".join([f"{check.target}: {check.name}: {message}", *check.leads]))
+        elif unsure:
+            ET.SubElement(case, "system-out").text = _xml(
+                f"INCONCLUSIVE, read as a pass (--on-inconclusive pass): {check.detail}")
+        elif check.status == "skip":
             counts["skipped"] += 1
             ET.SubElement(case, "skipped", message=_xml(f"{_MARK[check.status]}: "
                                                         f"{check.detail}"))
@@ -101,19 +109,25 @@ def _xml(text: str) -> str:
     return re.sub("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]", "\ufffd", text)
 
 
-def _verdict(result: GateResult) -> str:
+def _verdict(result: GateResult, shown: Callable[[str], str] = str) -> str:
+    """The closing line; skipped checks are counted as skipped, never among the passed.
+    ``shown`` renders a target name (escaped for Markdown)."""
     n = len(result.checks)
     unsure = result.inconclusive
-    unsure_names = ", ".join(f"{c.target}: {c.name}" for c in unsure)
+    unsure_names = ", ".join(f"{shown(c.target)}: {c.name}" for c in unsure)
+    skipped = sum(c.status == "skip" for c in result.checks)
+    also = f"; {skipped} skipped" if skipped else ""
     if result.failures:
-        names = ", ".join(f"{f.target}: {f.name}" for f in result.failures)
-        return f"gate FAILED: {len(result.failures)} of {n} checks failed ({names})"
+        names = ", ".join(f"{shown(f.target)}: {f.name}" for f in result.failures)
+        return f"gate FAILED: {len(result.failures)} of {n} checks failed ({names}){also}"
     if unsure:
         reading = {"pass": "passed", "fail": "FAILED"}.get(result.on_inconclusive or "")
         head = ("gate INCONCLUSIVE" if reading is None
                 else f"gate {reading} (--on-inconclusive {result.on_inconclusive})")
         return (f"{head}: {len(unsure)} of {n} checks could not be decided by the sample "
-                f"({unsure_names}); none failed")
+                f"({unsure_names}); none failed{also}")
+    if skipped:
+        return f"gate passed: {n - skipped} of {n} checks passed, {skipped} skipped, none failed"
     return f"gate passed: {n} checks, none failed"
 
 

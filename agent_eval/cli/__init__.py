@@ -23,6 +23,20 @@ from agent_eval import __version__, heap
 from agent_eval.errors import AgentEvalError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_FAULT, EXIT_INCONCLUSIVE = 0, 1, 2, 3, 4
+EXIT_CODES: tuple[tuple[int, str], ...] = (
+    (EXIT_OK, "ok (`check`: the call is allowed)"),
+    (EXIT_FAIL, "gate failed (`gate`), or the checked call is denied (`check`)"),
+    (EXIT_USAGE, "usage or config error"),
+    (EXIT_FAULT, "model server unreachable or harness fault"),
+    (EXIT_INCONCLUSIVE, "gate inconclusive (`gate`: a check its sample could not decide; "
+                        "`--on-inconclusive pass|fail` reads it otherwise)"),
+)
+"""Every exit code and what it means: docs/cli.md's header is rendered from it."""
+
+
+def exit_codes_text() -> str:
+    """``0 ok (...), 1 gate failed (...), ..., 4 gate inconclusive (...)``."""
+    return ", ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES)
 
 
 # Which module defines each command, so ``agent-eval worker`` imports the worker's module
@@ -127,7 +141,8 @@ def main() -> None:
     """Measure how reliably a served model uses tools under a tight allow-list.
 
     Start with `agent-eval demo`.  Exit codes: 0 ok, 1 gate failed (or a checked call
-    denied), 2 usage or config error, 3 model server unreachable or harness fault.
+    denied), 2 usage or config error, 3 model server unreachable or harness fault,
+    4 gate inconclusive.
     """
 
 

@@ -17,17 +17,19 @@ from agent_eval.errors import ConfigError
 @click.option("--run", "run_ref", default="latest", show_default=True, metavar="RUN",
               help="The run to judge: an id, `latest` or `label:NAME`.")
 @click.option("--max-error-rate", type=float, metavar="X",
-              help="Fail a target above X errors per 100 tool calls (point estimate).")
+              help="Pass a target only when its 95% interval of errors per 100 tool calls "
+                   "ends at or below X; fail it when the interval starts above X.")
 @click.option("--max-class", "max_class", multiple=True, metavar="CODE=X",
-              help="Fail a target above X calls per 100 in failure class CODE; repeatable.")
+              help="The same for failure class CODE, X calls per 100; repeatable.")
 @click.option("--min-handshake", type=float, metavar="X",
               help="Fail a target whose handshake completion share (0..1) is below X.")
 @click.option("--baseline", "baseline_ref", metavar="RUN",
               help="Compare with this run: an id, `latest` or `label:NAME` (the newest run "
                    "with that label other than --run).")
 @click.option("--max-regression", type=float, metavar="X",
-              help="With --baseline: fail when errors/100 rose by more than X, judged on "
-                   "the 95% interval [default 0].")
+              help="With --baseline: the rise in errors/100 allowed, a margin > 0; pass when "
+                   "the 95% interval of the rise ends at or below X, fail when it starts "
+                   "above X [default 2].")
 @click.option("--max-leaks", type=click.IntRange(min=0), metavar="N",
               help="Fail a target with more than N leaked calls: allowed by an agent CLI's "
                    "rules, refused by their strict reading (docs/policies.md).")
@@ -37,9 +39,17 @@ from agent_eval.errors import ConfigError
 @click.option("--allow-incomplete", is_flag=True,
               help="Judge a run that is not finished, or has a target with no session, "
                    "instead of failing it (the status and targets are still named).")
+@click.option("--min-coverage", type=click.FloatRange(0, 1), default=0.9, show_default=True,
+              metavar="SHARE",
+              help="Fail a target that judged fewer than this share of its planned sessions "
+                   "(the rest lost to server faults, truncation or an interruption).")
 @click.option("--on-inconclusive", type=click.Choice(["pass", "fail"]),
-              help="Read a regression the sample can neither confirm nor rule out as a pass "
-                   "or a fail [default: its own exit code, 4].")
+              help="Read a check whose interval straddles its limit as a pass or a fail "
+                   "[default: its own exit code, 4].")
+@click.option("--view-url", metavar="URL",
+              help="The base URL of `agent-eval view` over this store (e.g. "
+                   "http://127.0.0.1:8000): each failed or undecided check links its worst "
+                   "sessions' pages too.")
 @click.option("--markdown", "markdown_path", type=click.Path(path_type=Path), metavar="FILE",
               help="Also write the result as Markdown (e.g. for $GITHUB_STEP_SUMMARY).")
 @click.option("--junit", "junit_path", type=click.Path(path_type=Path), metavar="FILE",
@@ -47,8 +57,8 @@ from agent_eval.errors import ConfigError
 @json_option("the verdict and every check as JSON (exit codes unchanged)")
 @db_option
 def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_regression,
-         max_leaks, allow_missing_baseline, allow_incomplete, on_inconclusive, markdown_path,
-         junit_path, as_json, db) -> None:
+         max_leaks, allow_missing_baseline, allow_incomplete, min_coverage, on_inconclusive,
+         view_url, markdown_path, junit_path, as_json, db) -> None:
     """Pass or fail a stored run against thresholds; exit 0 pass, 1 fail, 2 usage,
     4 inconclusive.
 
@@ -61,33 +71,37 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
         agent-eval gate --run 12 --max-error-rate 8 --json
 
     Every threshold applies to each target of the run, and every target must pass.
-    --max-error-rate and --max-class compare the point estimate of errors per 100 tool
-    calls (printed with the Wilson 95% interval and the clustered one, sessions as
-    clusters, with its design effect: calls of one session err together, so the
-    clustered interval is the one to trust; docs/statistics.md).  --baseline compares
-    each target with the baseline target of the same name (for `label:NAME`, the newest
-    run of that label that holds the target) and fails only when the rise
-    is supported by the sample: the low end of the 95% interval of (run − baseline) must
-    exceed --max-regression, so a jump over a handful of calls does not fail a build on
-    noise.  A rise above --max-regression whose interval still reaches below it is
-    INCONCLUSIVE (exit 4, or as --on-inconclusive pass|fail says) and names the repeats
-    per scenario that would decide it.  The interval is paired over the scenarios both runs share when they share
+    Each limit is read as a non-inferiority margin: a check PASSes only when its 95%
+    interval ends at or below the limit (a value above it ruled out), FAILs when the
+    interval starts above it, and is otherwise INCONCLUSIVE (exit 4, or as
+    --on-inconclusive pass|fail says); a point estimate under the limit decides nothing.
+    --max-error-rate and --max-class use the clustered interval, sessions as clusters
+    (calls of one session err together; docs/statistics.md): one session never passes.
+    --baseline compares each target with the baseline target of the same name (for
+    `label:NAME`, the newest run of that label that holds the target) on the 95% interval
+    of (run − baseline) against --max-regression, which must be above 0 (no sample rules
+    out every rise); an undecided check names the repeats per scenario that would decide
+    it (`agent-eval power` plans them).  The interval is paired over the scenarios both runs share when they share
     enough of their mix (else post-stratified to the shared tag mix when the sessions
     carry tags, else independent, sessions as clusters), and the check prints the
     smallest rise it could have detected with 80% power.  Each check's method is named
     under the checks (and in --json).
+    Each failed or undecided check names where to look: the classes that rose (or the
+    largest), and its worst sessions as ready `agent-eval show RUN SESSION` lines (with
+    their pages when --view-url gives the viewer's address).
     A gate is never green by accident: a `label:NAME` baseline with no other run of that
     label (a typo, or the first nightly) fails, so does a target missing from the
     baseline, and so does a gate whose every check was skipped; --allow-missing-baseline
     turns those into skips that say so.  Nor by a partial run: a run that is running,
     interrupted or failed, and each target of the run that played no session, fail
-    unless --allow-incomplete.  Sessions that ended
-    in a server fault are left out of every rate.  Prints each check with its numbers.
+    unless --allow-incomplete.  Sessions that ended in a server fault or a truncation
+    are left out of every rate, so each target's coverage is a check of its own: sessions
+    planned / played / judged / lost by cause, failing below --min-coverage (90%).  Prints each check with its numbers.
     --max-leaks N counts, per target, the calls judged under an agent CLI's rules that
     the CLI allowed and the strict reading of its rules refuses (a count, all classes
     together, each class named); more than N fails.
     """
-    from agent_eval.analysis.gate import evaluate_gate
+    from agent_eval.analysis.gate import MARGIN_ZERO, evaluate_gate, with_leads
     from agent_eval.analysis.gate_render import (
         render_gate_junit,
         render_gate_markdown,
@@ -96,6 +110,8 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     from agent_eval.store import open_store
 
     classes = parse_max_class(max_class)
+    if max_regression is not None and max_regression == 0:
+        raise ConfigError(MARGIN_ZERO)
     if max_regression is not None and baseline_ref is None:
         raise ConfigError("--max-regression needs --baseline RUN or label:NAME",
                           field="--max-regression")
@@ -107,6 +123,7 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
         run = store.resolve_run(run_ref)
         current = rates(store, run.id)
         declared = [t.name for t in store.run_targets(run.id)]
+        coverage = store.session_coverage(run.id)
         units = store.cluster_stats([run.id], classes=bool(classes))
         pick, note = None, None
         if baseline_ref:
@@ -117,18 +134,20 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
                 pick = None
         baseline = pick.summaries if pick else None
         baseline_units = pick.units if pick else None
-    try:
-        result = evaluate_gate(
-            current, max_error_rate=max_error_rate, max_class=classes,
-            min_handshake=min_handshake, baseline=baseline,
-            max_regression=max_regression if baseline is not None else None,
-            units=units, baseline_units=baseline_units, missing_baseline=note,
-            allow_missing_baseline=allow_missing_baseline, run_status=run.status,
-            declared_targets=declared, allow_incomplete=allow_incomplete,
-            on_inconclusive=on_inconclusive,
-        )
-    except ValueError as exc:
-        raise ConfigError(str(exc), field="gate") from None
+        try:
+            result = evaluate_gate(
+                current, max_error_rate=max_error_rate, max_class=classes,
+                min_handshake=min_handshake, baseline=baseline,
+                max_regression=max_regression if baseline is not None else None,
+                units=units, baseline_units=baseline_units, missing_baseline=note,
+                allow_missing_baseline=allow_missing_baseline, run_status=run.status,
+                declared_targets=declared, allow_incomplete=allow_incomplete,
+                on_inconclusive=on_inconclusive, coverage=coverage, min_coverage=min_coverage,
+            )
+        except ValueError as exc:
+            raise ConfigError(str(exc), field="gate") from None
+        result = with_leads(result, run.id, worst_sessions(store, run.id, result.checks),
+                            current, baseline, view_url)
     if current:
         from agent_eval.analysis.leaks import with_leak_checks
 
@@ -137,7 +156,7 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     if pick is not None:
         title += f" against {pick.describe(baseline_ref)}"
     if as_json:
-        click.echo(gate_json(result, run.id, pick, note))
+        click.echo(gate_json(result, run.id, pick, note, coverage))
     else:
         from agent_eval.cli.terminal import escape_terminal, text_width
 
@@ -153,10 +172,12 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
         sys.exit(EXIT_INCONCLUSIVE)
 
 
-def gate_json(result, run_id: int, pick: BaselinePick | None, note: str | None) -> str:
-    """``{passed, outcome, run, baseline, baselines, note, checks: [{name, target, kind,
-    threshold, observed, status, detail, method, p}]}`` (``p``: a regression check's
-    one-sided p); ``outcome`` is pass, fail or
+def gate_json(result, run_id: int, pick: BaselinePick | None, note: str | None,
+              coverage: dict | None = None) -> str:
+    """``{passed, outcome, run, baseline, baselines, note, coverage: {TARGET: {planned,
+    played, judged, lost: {CAUSE: n}}}, checks: [{name, target, kind, threshold,
+    observed, status, detail, method, p, leads}]}`` (``p``: a regression check's
+    one-sided p; ``leads``: where to look, for a failed or undecided check; ``planned`` null when the run holds no plan); ``outcome`` is pass, fail or
     inconclusive (after --on-inconclusive); ``baseline`` is the newest baseline run and
     ``baselines`` the run each target was compared with; ``method`` names the interval or
     test a check used."""
@@ -164,12 +185,42 @@ def gate_json(result, run_id: int, pick: BaselinePick | None, note: str | None) 
 
     checks = [{"name": c.name, "target": c.target, "kind": c.kind, "threshold": c.threshold,
                "observed": c.observed, "status": c.status, "detail": c.detail, "method": c.method,
-               "p": c.p_value}
+               "p": c.p_value, "leads": list(c.leads)}
               for c in result.checks]
     baselines = {} if pick is None else {t: info.id for t, info in pick.by_target.items()}
+    covered = {name: {"planned": c.planned, "played": c.played, "judged": c.judged,
+                      "lost": dict(c.lost)} for name, c in (coverage or {}).items()}
     return json.dumps({"passed": result.passed, "outcome": result.outcome, "run": run_id,
                        "baseline": pick.runs[0].id if pick else None, "baselines": baselines,
-                       "note": note, "checks": checks}, indent=2)
+                       "note": note, "coverage": covered, "checks": checks}, indent=2)
+
+
+def worst_sessions(store, run_id: int, checks) -> dict:
+    """For each check that failed or was undecided on a target's sessions (by index), its
+    worst sessions (``analysis.gate.SessionLead``): the most denials (of the check's
+    class, for a class check), the sessions lost, for coverage, or those that did not
+    complete the handshake."""
+    from agent_eval.analysis.gate import WORST_SESSIONS, SessionLead, check_code, needs_leads
+    from agent_eval.store import SessionFilter
+
+    out = {}
+    for i, check in enumerate(checks):
+        if not needs_leads(check):
+            continue
+        lost, handshake = check.kind == "coverage", check.kind == "handshake"
+        f = SessionFilter(run_id=run_id, target=check.target, code=check_code(check),
+                          status="error" if lost else None, handshake=handshake)
+        sort = "id" if lost else "handshake" if handshake else "denials"
+        rows = store.list_sessions(f, sort=sort, limit=WORST_SESSIONS).rows
+        if handshake:
+            out[i] = [SessionLead(r.id, r.scenario, r.repeat, r.calls, r.denials, r.status,
+                                  f"handshake {r.handshake_done} of {r.handshake_required} "
+                                  "steps, not completed")
+                      for r in rows if not r.handshake_completed]
+        else:
+            out[i] = [SessionLead(r.id, r.scenario, r.repeat, r.calls, r.denials, r.status)
+                      for r in rows if r.parent_id is None and (lost or r.denials)]
+    return out
 
 
 def parse_max_class(values: tuple[str, ...]) -> dict[str, float]:

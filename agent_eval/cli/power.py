@@ -15,23 +15,27 @@ from agent_eval.errors import ConfigError
               help="The run whose variance components plan the next: an id, `latest` or "
                    "`label:NAME`.")
 @click.option("--detect", type=float, default=2.0, show_default=True, metavar="X",
-              help="The rise in errors per 100 tool calls to detect.")
+              help="The margin: the rise in errors per 100 tool calls the gate allows "
+                   "(its --max-regression).")
 @click.option("--power", "power", type=float, default=0.8, show_default=True, metavar="P",
-              help="Chance of detecting a true rise of X (0..1).")
+              help="Chance that an unchanged model passes the gate (0..1).")
 @click.option("--target", metavar="NAME",
               help="Plan for this target only [default: every target of the run].")
 @db_option
 def power(baseline_ref, detect, power, target, db) -> None:
-    """Plan a comparison: repeats per scenario and tool calls needed to detect a rise.
+    """Plan a comparison: repeats per scenario and tool calls the gate needs to decide.
 
     Example:
 
         agent-eval power --baseline label:nightly --detect 2
 
     For each target of the baseline run prints the repeats (sessions per scenario) and
-    the tool calls per run that `agent-eval gate --baseline` needs to catch a true rise
-    of X errors per 100 calls with the given power, at the gate's alpha (0.05, two-sided
-    95% interval, paired over the suite's scenarios).  The plan uses the baseline's own
+    the tool calls per run at which `agent-eval gate --baseline --max-regression X`
+    passes an unchanged model with the given probability (--power): the upper end of the
+    paired 95% interval of the rise must be at or below X, so a true rise of X passes at
+    most 2.5% of the time at any size.  The gate's "about N repeats would decide it" is
+    the same rule.  A baseline with no errors holds no variance to plan from: the plan
+    says so, and how many calls a run with no error needs.  The plan uses the baseline's own
     variance components: each scenario's error rate, calls per session and design effect
     of sessions (how much calls of one session err together); the spread between
     scenarios cancels in the paired design.  Also prints the smallest rise the baseline's

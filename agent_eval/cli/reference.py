@@ -23,9 +23,7 @@ do not edit by hand (a test compares this file with the code). The README's
 [Commands](../README.md#commands) section says what each command is for and shows it at
 work; this page lists every option.
 
-Exit codes of every command: 0 ok (`check`: the call is allowed), 1 gate failed (`gate`)
-or the checked call is denied (`check`), 2 usage or config error, 3 model server
-unreachable or harness fault; `run` exits 130 on Ctrl-C.
+{codes}
 """
 
 
@@ -59,10 +57,15 @@ def command_help(main: click.Group, path: tuple[str, ...], cmd: click.Command) -
 
 def cli_markdown() -> str:
     """``docs/cli.md``: the header, a list of the commands, then one section each."""
-    from agent_eval.cli import main
+    import textwrap
 
+    from agent_eval.cli import exit_codes_text, main
+
+    codes = textwrap.fill(f"Exit codes of every command (from `agent_eval.cli.EXIT_CODES`): "
+                          f"{exit_codes_text()}; `run` exits 130 on Ctrl-C.", 90,
+                          break_on_hyphens=False, break_long_words=False)
     commands = command_paths(main)
-    lines = [HEADER, "## Commands", ""]
+    lines = [HEADER.format(codes=codes), "## Commands", ""]
     for path, cmd in commands:
         name = " ".join(path)
         anchor = "agent-eval-" + "-".join(path)

@@ -315,6 +315,7 @@ def _play(store, run_id, suite_obj, targets, repeats, *, resume: bool = False,
         print_run_tables(store, [run_id], console)
     _report_context_full(tally)
     _report_truncated(tally)
+    _report_server_faults(tally)
     if _report_unmeasured(tally, console):
         console.print(f"Run {run_id} stored in {store.url}; after the fix, finish it with: "
                       f"agent-eval run --resume {run_id}" if tally.left else
@@ -370,6 +371,22 @@ def _report_truncated(tally) -> None:
                 "they are counted apart as truncations, not as the model's malformed "
                 "arguments (AE102), and left out of every rate. Raise the target's "
                 "max_tokens (--max-tokens)."), err=True)
+
+
+def _report_server_faults(tally) -> None:
+    """One warning per target that lost sessions to server faults (``error`` sessions
+    other than truncations): they are left out of every rate, so a dying server quietly
+    shrinks the sample; ``gate`` fails a target that judged too few (--min-coverage)."""
+    for name, t in tally.targets.items():
+        faults = t.error_sessions - t.truncated
+        if faults > 0 and t.calls > 0:  # none measured: _report_unmeasured says so, louder
+            total = t.sessions + t.error_sessions
+            click.echo(escape_terminal(
+                f"Warning: target {name!r}: {faults} of {total} sessions ended in a server "
+                f"fault (the first: {t.first_error}); they are left out of every rate, and "
+                "`agent-eval gate` fails a target that judged fewer than 90% of its planned "
+                "sessions (--min-coverage). Resume or rerun once the server is healthy."),
+                err=True)
 
 
 def _report_unmeasured(tally, console: Console) -> bool:

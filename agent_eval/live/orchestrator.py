@@ -46,6 +46,7 @@ from agent_eval.live.shaping import made_up_call_id
 from agent_eval.policy import Verdict
 from agent_eval.scenario import LoadedScenario, Suite, instantiate
 from agent_eval.transcript import (
+    TRUNCATED,  # the reason of a session a truncated reply ended (error, out of every rate)
     CallRecord,
     ExitState,
     HandshakeResult,
@@ -62,8 +63,6 @@ CONTEXT_FULL = "context window full, the server refused the next turn: "
 CONTEXT_FULL_WRITING = "context window full, the model's reply filled it: "
 __all__ = ["CONTEXT_FULL", "CONTEXT_FULL_WRITING", "TEXT_CALL_MESSAGE", "TEXT_CALL_TOOL",
            "TRUNCATED", "ChatModel", "run_session"]
-TRUNCATED = "reply cut by the token limit (finish reason length) inside a tool call: "
-"""The reason of a session a truncated reply ended (``error``, out of every model rate)."""
 NO_PARSE_OUTPUT = "(no tool call was parsed; the harness ended the turn)"
 
 

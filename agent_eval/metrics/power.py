@@ -1,15 +1,21 @@
 """Run planning: how many repeats a decision needs, from a baseline's variance components.
 
-The gate fails a regression when the low end of the paired 95% interval of
-``current − baseline`` exceeds the allowed rise, so a true rise ``δ`` is caught with
-probability ``power`` when ``δ ≥ (t_{1−α/2} + t_{power}) · SE`` (t on ``S − 1`` degrees
-of freedom, ``S`` shared scenarios).  With ``R`` repeats per scenario and scenario weights
+The gate reads the allowed rise ``X`` as a non-inferiority margin: a regression check
+passes only when the upper end of the paired 95% interval of ``current − baseline`` is at
+or below ``X``.  An unchanged model passes with probability ``power`` when
+``X ≥ (t_{1−α/2} + t_{power}) · SE₀``, ``SE₀`` the standard error under no change (t on
+``S − 1`` degrees of freedom, ``S`` shared scenarios); a true rise of ``X`` then passes
+with probability at most ``α/2`` whatever the size.  :func:`repeats_for_margin` is that
+rule, the one both ``agent-eval power`` and the gate's "N repeats would decide it" use.
+The same rule with the standard error at ``p + δ`` names the smallest rise a design
+catches (fails) with ``power`` (:func:`detectable_under_alternative`).
+With ``R`` repeats per scenario and scenario weights
 ``w_s`` (calls share), the paired standard error is::
 
     SE²(R) = Σ_s w_s² · deff_s / (R · m_s) · [p_s(1 − p_s) + p'_s(1 − p'_s)]
 
-``p_s`` the baseline's per-call error rate on scenario ``s``, ``p'_s = p_s + δ`` the rate
-to detect, ``m_s`` calls per session, ``deff_s`` the scenario's design effect of sessions
+``p_s`` the baseline's per-call error rate on scenario ``s``, ``p'_s = p_s + δ`` (``δ = 0``
+for the margin plan), ``m_s`` calls per session, ``deff_s`` the scenario's design effect of sessions
 (from the spread of its repeats; the run-wide one where a scenario has a single repeat or
 no errors); each binomial term estimated without the plug-in's bias (``_binomial_terms``).
 These are the baseline's variance components: within-scenario session spread
@@ -43,11 +49,14 @@ class ScenarioComponent:
 
 @dataclass(frozen=True, slots=True)
 class PowerPlan:
-    """How many repeats per scenario detect a rise of ``detect`` errors/100.
+    """How many repeats per scenario let an unchanged model pass a margin of ``detect``
+    errors/100 with probability ``power`` (and a rise of ``detect`` pass at most α/2).
 
-    ``repeats`` is ``None`` when no repeat count up to :data:`MAX_REPEATS` suffices (or
-    there are fewer than two scenarios); ``detectable_now`` is the smallest rise the
-    baseline's own design (``baseline_repeats``) catches with ``power``.
+    ``repeats`` is ``None`` when no repeat count up to :data:`MAX_REPEATS` suffices, there
+    are fewer than two scenarios, or the baseline has no errors to estimate a variance
+    from (``cannot`` says which; ``zero_error_calls`` then gives the calls a run with no
+    error needs for its own upper end to be within the margin); ``detectable_now`` is the
+    smallest rise the baseline's own design (``baseline_repeats``) catches with ``power``.
     """
 
     detect: float
@@ -63,6 +72,8 @@ class PowerPlan:
     components: tuple[ScenarioComponent, ...]
     repeats_range: tuple[int, int] | None = None  # 80% range from the variance's uncertainty
     variance_df: int = 0  # degrees of freedom the plan's variance is estimated on
+    cannot: str = ""  # why no plan, when ``repeats`` is None
+    zero_error_calls: int | None = None  # a 0-error baseline: calls for a 0-error run to pass
 
 
 def variance_components(units: Sequence[Unit]) -> tuple[list[ScenarioComponent], float]:
@@ -130,18 +141,46 @@ def plan_power(units: Sequence[Unit], detect: float, *, alpha: float = ALPHA,
     if s < 2:
         return PowerPlan(detect, alpha, power, s, base_repeats, calls_per_repeat, None, None,
                          None, run_deff, tuple(components))
-    factor = t_quantile(s - 1, alpha) + _t_power(s - 1, power)
-    unit_se = paired_se100(components, 1, detect)  # SE at R repeats = unit_se / sqrt(R)
-    needed = math.ceil((factor * unit_se / detect) ** 2)
-    repeats = max(2, needed) if needed <= MAX_REPEATS else None  # 2: within-scenario SE
+    unit_se = paired_se100(components, 1, 0.0)  # SE at 1 repeat under no change
     now = detectable_under_alternative(components, max(1, base_repeats), s - 1,
                                        alpha=alpha, power=power)
+    if not unit_se > 0:
+        calls = zero_error_calls(detect, alpha=alpha)
+        return PowerPlan(detect, alpha, power, s, base_repeats, calls_per_repeat, None, None,
+                         None, run_deff, tuple(components), cannot=(
+                             "the baseline has no errors, so it holds no variance to plan "
+                             "from"), zero_error_calls=calls)
+    needed = repeats_for_margin(unit_se, detect, s - 1, alpha=alpha, power=power)
+    repeats = None if needed is None else max(2, needed)  # 2: within-scenario SE
     total = None if repeats is None else round(repeats * calls_per_repeat)
     sessions = sum(per_scenario.values())
     df = sessions - s if base_repeats >= 2 else s - 1
-    spread = None if repeats is None else repeats_range(needed, df)
+    spread = None if needed is None else repeats_range(needed, df)
     return PowerPlan(detect, alpha, power, s, base_repeats, calls_per_repeat, repeats, total,
-                     now, run_deff, tuple(components), spread, df)
+                     now, run_deff, tuple(components), spread, df,
+                     "" if repeats else f"more than {MAX_REPEATS} repeats per scenario "
+                     "would be needed")
+
+
+def repeats_for_margin(unit_se100: float, margin100: float, df: float, *,
+                       alpha: float = ALPHA, power: float = POWER) -> int | None:
+    """The fewest repeats per scenario ``R`` with ``(t_{1−α/2} + t_power) · SE₁ / √R ≤
+    margin``, ``SE₁`` the standard error at one repeat: at ``R`` an unchanged model's
+    upper end is within the margin with probability ``power``.  ``None`` past
+    :data:`MAX_REPEATS` or when it cannot be said (no margin, no variance)."""
+    if not margin100 > 0 or not unit_se100 > 0 or not df > 0:
+        return None
+    factor = t_quantile(df, alpha) + _t_power(df, power)
+    needed = math.ceil((factor * unit_se100 / margin100) ** 2)
+    return needed if needed <= MAX_REPEATS else None
+
+
+def zero_error_calls(margin100: float, *, alpha: float = ALPHA) -> int:
+    """Calls a run with no error needs for its Wilson upper end, ``z² / (n + z²)``, to be
+    within ``margin`` per 100: the least a 0-error pair of runs can pass on."""
+    z = t_quantile(math.inf, alpha)
+    p = min(1.0, margin100 / 100)
+    return math.ceil(z * z * (1 / p - 1))
 
 
 def detectable_under_alternative(components: Sequence[ScenarioComponent], repeats: float,
@@ -181,7 +220,7 @@ def repeats_range(needed: float, df: int, *, level: float = 0.8) -> tuple[int, i
     return max(2, math.ceil(low)), max(2, math.ceil(high))
 
 
-def _t_power(df: int, power: float) -> float:
+def _t_power(df: float, power: float) -> float:
     from scipy import stats as sps
 
     return float(sps.t.ppf(power, df))
@@ -196,13 +235,23 @@ def plan_lines(plan: PowerPlan) -> list[str]:
     ]
     if plan.repeats is None:
         why = ("fewer than two scenarios: a paired plan needs at least two" if plan.scenarios < 2
-               else f"more than {MAX_REPEATS} repeats per scenario would be needed")
-        lines.append(f"cannot plan a rise of {plan.detect:g} errors/100: {why}")
+               else plan.cannot or f"more than {MAX_REPEATS} repeats per scenario would be "
+               "needed")
+        lines.append(f"cannot plan a margin of {plan.detect:g} errors/100: {why}")
+        if plan.zero_error_calls is not None and plan.calls_per_repeat > 0:
+            calls = plan.zero_error_calls
+            lines.append(
+                f"a run with no error passes a margin of {plan.detect:g} from {calls} tool calls "
+                f"(its Wilson upper end), about "
+                f"{max(2, math.ceil(calls / plan.calls_per_repeat))} repeat(s); one error "
+                "needs more")
     else:
         lines.append(
-            f"to detect a rise of {plan.detect:g} errors/100 with {100 * plan.power:.0f}% power "
-            f"at alpha {plan.alpha:g} (paired, two-sided 95% interval): {plan.repeats} "
-            f"repeat(s) per scenario, about {plan.total_calls} tool calls per run")
+            f"for a margin of {plan.detect:g} errors/100 (the gate's --max-regression): "
+            f"{plan.repeats} repeat(s) per scenario, about {plan.total_calls} tool calls per "
+            f"run; an unchanged model then passes with {100 * plan.power:.0f}% probability, "
+            f"a rise of {plan.detect:g} at most {100 * plan.alpha / 2:g}% (paired, two-sided "
+            "95% interval)")
         if plan.repeats_range is not None:
             lo, hi = plan.repeats_range
             lines.append(f"the plan is an estimate: plausibly {lo}–{hi} repeat(s) (80% range "

@@ -11,13 +11,16 @@
    (``agent_eval.metrics.clustered.compare_independent``), and the reason paired did not
    apply.
 
-A regression is *supported* when the interval's low end exceeds the allowed rise.  A rise
-above the allowed one that the interval cannot confirm is **inconclusive**: not a pass,
-since the sample could not have failed it.  The result then carries the repeats per
-scenario that would decide it (:func:`repeats_to_decide`: the power rule of
-``agent_eval.metrics.power`` with ``SE ∝ 1/√repeats``), and always the smallest rise this
-design detects with 80% power (``detectable_rise``), so a passing gate says what it could
-not have seen.
+The allowed rise is read as a non-inferiority margin: a regression is *supported* (fail)
+when the interval's low end exceeds it, *ruled out* (pass) only when the interval's upper
+end is at or below it, and **inconclusive** otherwise, whichever side of the margin the
+point estimate falls on.  An interval of zero width (no error on either side) rules out
+nothing: its upper end is then the current run's own Wilson upper end (the baseline's
+rate cannot be below 0).  Two sessions a run are the least an interval needs; with fewer
+the check is inconclusive, never a pass.  An inconclusive result carries the repeats per
+scenario that would decide it (:func:`repeats_to_decide`: ``agent-eval power``'s plan for
+the margin, ``metrics.power.repeats_for_margin``, with ``SE ∝ 1/√repeats``), and always
+the smallest rise this design detects with 80% power (``detectable_rise``).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from agent_eval.metrics.paired import (
     PairedComparison,
     compare_paired,
 )
-from agent_eval.metrics.stats import ALPHA
+from agent_eval.metrics.stats import ALPHA, Rate
 from agent_eval.metrics.sufficient import TargetStats, as_stats
 
 
@@ -49,7 +52,7 @@ class Regression:
     method: str
     detail: str
     paired: PairedComparison | None
-    inconclusive: bool = False  # above the limit, but the interval reaches below it
+    inconclusive: bool = False  # the interval straddles the limit (or there is none)
     repeats_needed: int | None = None  # per scenario, to decide an inconclusive rise
     p_value: float | None = None  # one-sided: the rise exceeds the limit (t, same df)
     family: str = ""  # the method in general terms, the same for every target judged so
@@ -100,24 +103,28 @@ def regression_from_units(baseline: Sequence[Unit] | TargetStats,
                   "cannot be paired")
         specifics = f"independent, {df:.0f} df; not paired: {paired.mix.refused}"
         mix = ""
-    if lo is None or diff is None or se is None:
+    if lo is None or diff is None or se is None or hi is None:
         return Regression(diff, None, None, False, None, method,
                           f"{counts}; too few sessions for an interval (need 2 per run): "
-                          "not judged", paired, family=family)
+                          "INCONCLUSIVE, never a pass", paired, inconclusive=True,
+                          family=family)
+    if not se > 0:  # no spread at all: the interval has no width and rules nothing out
+        hi = max(hi, Rate.of(*pb).hi100 or 0.0)
     mde = rise_under_alternative(se, df, pa[0] / pa[1], pb[0] / pb[1], alpha=alpha)
     regressed = lo > limit
-    inconclusive = not regressed and diff > limit
-    needed = (repeats_to_decide(diff - limit, se, df, _repeats(current), alpha=alpha)
-              if inconclusive else None)
+    inconclusive = not regressed and not hi <= limit
+    needed = (repeats_to_decide(limit, se, df, _repeats(current), alpha=alpha)
+              if inconclusive and se > 0 else None)
     if regressed:
         verdict = f"even the low end {lo:+.2f} exceeds {limit:g}: a real regression"
     elif inconclusive:
         decide = ("" if needed is None else
-                  f"; about {needed} repeats per scenario would decide it (80% power)")
-        verdict = (f"INCONCLUSIVE: above {limit:g} but the interval reaches {lo:+.2f}, so the "
-                   f"sample can neither confirm nor rule out the rise{decide}")
+                  f"; about {needed} repeats per scenario would decide it (an unchanged "
+                  "model then passes with 80% probability: `agent-eval power`'s plan)")
+        verdict = (f"INCONCLUSIVE: the interval {lo:+.2f} to {hi:+.2f} straddles {limit:g}, "
+                   f"so the sample can neither confirm nor rule out a rise above it{decide}")
     else:
-        verdict = f"within {limit:g}"
+        verdict = f"upper end {hi:+.2f} <= {limit:g}: a rise above {limit:g} ruled out"
     power = ("" if mde is None else
              f"; smallest rise detectable at 80% power on this run: +{mde:.2f}")
     detail = (f"{counts}, change {diff:+.2f} [95% CI {lo:+.2f} to {hi:+.2f}; {specifics}]"
@@ -164,16 +171,20 @@ def rise_under_alternative(se100: float | None, df: float, pa: float, pb: float,
     return float(optimize.brentq(gap, low, top, xtol=1e-10))
 
 
-def repeats_to_decide(excess100: float, se100: float, df: float, repeats: int, *,
+def repeats_to_decide(margin100: float, se100: float, df: float, repeats: int, *,
                       alpha: float = ALPHA, power: float = 0.8) -> int | None:
-    """Repeats per scenario (in both runs) at which a true rise ``excess100`` above the
-    allowed one is confirmed with probability ``power``: the rule of ``agent-eval power``,
-    ``excess ≥ (t_{1−α/2} + t_power) · SE``, with the standard error shrinking as
-    ``1/√repeats`` from ``se100`` at ``repeats``.  ``None`` when it cannot be said."""
-    need = detectable_rise(se100, df, alpha=alpha, power=power)
-    if need is None or excess100 <= 0 or repeats < 1:
+    """Repeats per scenario (in both runs) at which an unchanged model passes a margin
+    of ``margin100`` with probability ``power``: ``agent-eval power``'s rule
+    (``metrics.power.repeats_for_margin``), the standard error shrinking as
+    ``1/√repeats`` from ``se100`` at ``repeats``.  At least one more than ``repeats``;
+    ``None`` when it cannot be said."""
+    from agent_eval.metrics.power import repeats_for_margin
+
+    if repeats < 1:
         return None
-    return max(repeats + 1, math.ceil(repeats * (need / excess100) ** 2))
+    needed = repeats_for_margin(se100 * math.sqrt(repeats), margin100, df, alpha=alpha,
+                                power=power)
+    return None if needed is None else max(repeats + 1, needed)
 
 
 def _repeats(stats: TargetStats) -> int:

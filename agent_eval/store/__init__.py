@@ -140,7 +140,8 @@ class Store:
 
     - runs [runs, queries]: ``create_run``, ``add_target``, ``set_run_status``,
       ``resolve_run`` (an id, ``latest`` or ``label:NAME``), ``get_run``, ``list_runs``,
-      ``run_targets``, ``previous_run_id``, ``lease``; the paged list ``list_run_rows``,
+      ``run_targets``, ``session_coverage`` (planned / played / judged / lost),
+      ``previous_run_id``, ``lease``; the paged list ``list_run_rows``,
       ``delete_run``, ``prune_runs``;
     - sessions [sessions, requests]: ``record_sessions`` (one transaction per batch),
       ``record_session``, ``finished_keys`` (for ``--resume``), ``find_session``,
@@ -250,6 +251,11 @@ class Store:
 
     def run_targets(self, run_id: int) -> list[TargetInfo]:
         return runs.run_targets(self.engine, run_id)
+
+    def session_coverage(self, run_id: int):
+        """Per target, sessions planned / played / judged / lost by cause
+        (``metrics.coverage.Coverage``)."""
+        return runs.session_coverage(self.engine, run_id)
 
     def run_scenarios(self, run_id: int) -> list[str]:
         """The scenarios the run has sessions of, by name."""

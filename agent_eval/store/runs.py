@@ -14,8 +14,10 @@ from typing import Any, Literal, get_args
 from sqlalchemy import Engine, Row, and_, exists, insert, not_, or_, select, update
 
 from agent_eval.errors import ConfigError
+from agent_eval.metrics.coverage import Coverage, coverage_of, planned_sessions
 from agent_eval.store.database import write_transaction
 from agent_eval.store.schema import MAX_ID, runs, sessions, targets
+from agent_eval.transcript import TRUNCATED
 
 RunKind = Literal["live", "import", "rescore", "replay", "proxy"]
 """``live``: sessions driven against a model server; ``import``: transcripts from another
@@ -266,3 +268,25 @@ def _run_info(row: Row) -> RunInfo:
         fingerprint=row.fingerprint,
         parent_run_id=row.parent_run_id,
     )
+
+
+def session_coverage(engine: Engine, run_id: int) -> dict[str, Coverage]:
+    """Per target of the run (declared order), its top-level sessions planned, played,
+    judged and lost by cause (``metrics.coverage``): one GROUP BY, the error text read as
+    far as the truncation prefix only."""
+    from sqlalchemy import case, func
+
+    info = get_run(engine, run_id)
+    planned = planned_sessions(info.config)
+    cut = case((sessions.c.error.startswith(TRUNCATED, autoescape=True), TRUNCATED),
+               else_=None)
+    query = (select(targets.c.name, sessions.c.status, cut, func.count())
+             .select_from(sessions.join(targets, sessions.c.target_id == targets.c.id))
+             .where(sessions.c.run_id == run_id, sessions.c.parent_id.is_(None))
+             .group_by(targets.c.name, sessions.c.status, cut))
+    played: dict[str, list[tuple[str, str | None]]] = {
+        t.name: [] for t in run_targets(engine, run_id)}
+    with engine.connect() as conn:
+        for name, status, error, n in conn.execute(query):
+            played.setdefault(name, []).extend([(status, error)] * n)
+    return {name: coverage_of(name, planned, rows) for name, rows in played.items()}
