@@ -111,6 +111,31 @@ class TurnRecord:
 
 
 @dataclass(slots=True)
+class StackFaultRecord:
+    """A stack fault (an AE5xx rule: ``policy/stack.py``) seen on one reply: what the
+    serving stack lost or mangled between the model and the wire.  Never a model error:
+    counted apart, never in errors/100.  ``raw`` keeps the offending wire text (cut
+    arguments, a bad name, an error body); ``ends``: the fault ended the session
+    (``error``), as it left nothing of the model's to judge."""
+
+    turn_index: int
+    code: str
+    message: str
+    raw: str = ""
+    ends: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"turn": self.turn_index, "code": self.code, "message": self.message,
+                "raw": self.raw, "ends": self.ends}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StackFaultRecord:
+        return cls(int(data.get("turn") or 0), str(data.get("code") or ""),
+                   str(data.get("message") or ""), str(data.get("raw") or ""),
+                   bool(data.get("ends")))
+
+
+@dataclass(slots=True)
 class HandshakeResult:
     """How far the required closing sequence got.  ``required`` 0 means none was asked."""
 
@@ -153,6 +178,8 @@ class SessionRecord:
     # agent was chosen (policy.sources.Via); None under an agent-eval allow-list
     policy_agent: str | None = None
     policy_agent_via: str | None = None
+    # what the serving stack lost or mangled (AE5xx), counted apart from model errors
+    stack_faults: list[StackFaultRecord] = field(default_factory=list)
 
 
 _REPLAY_KEY = re.compile(r"^(?P<key>.*)@turn(?P<turn>\d+)(?:/repeat(?P<repeat>\d+))?$", re.DOTALL)
@@ -221,7 +248,8 @@ def storable(value: Any) -> Any:
         return [storable(v) for v in value]
     if isinstance(value, dict):
         return {storable(k): storable(v) for k, v in value.items()}
-    if isinstance(value, FindingRecord | CallRecord | TurnRecord | HandshakeResult | SessionRecord):
+    if isinstance(value, FindingRecord | CallRecord | TurnRecord | HandshakeResult
+                  | StackFaultRecord | SessionRecord):
         changes = {}
         for name in value.__slots__:
             old = getattr(value, name)

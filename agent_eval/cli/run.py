@@ -303,8 +303,9 @@ def _report_truncated(tally) -> None:
             total = t.sessions + t.error_sessions
             click.echo(escape_terminal(
                 f"Warning: target {name!r}: {t.truncated} of {total} sessions ended when a "
-                "reply was cut by the token limit (finish reason length) inside a tool call; "
-                "they are counted apart as truncations, not as the model's malformed "
+                "reply was cut by the token limit inside a tool call (finish reason length, "
+                "or the completion tokens at max_tokens); they are counted apart as "
+                "truncations (AE501), not as the model's malformed "
                 "arguments (AE102), and left out of every rate. Raise the target's "
                 "max_tokens (--max-tokens)."), err=True)
 

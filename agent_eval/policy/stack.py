@@ -275,7 +275,7 @@ class DeltaFolder:
             if entry[0] is not None and entry[0] != call_id:
                 self.faults.append(f"two calls at index {index} (ids {entry[0]!r} and "
                                    f"{call_id!r})")
-            entry[0] = entry[0] or call_id
+            entry[0] = call_id
         if isinstance(name, str) and name and name != entry[1]:
             if entry[1] and entry[2]:
                 self.faults.append(f"name at index {index} changed from {entry[1]!r} to "

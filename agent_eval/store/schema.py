@@ -177,6 +177,9 @@ sessions = Table(
     # and how that agent was chosen (policy.sources.Via); NULL under an allow-list
     Column("policy_agent", String(200)),
     Column("policy_agent_via", String(16)),
+    # the stack faults seen on its replies (migration 0013_stack): a JSON list of
+    # {turn, code, message, raw, ends}, AE5xx; NULL when there was none
+    Column("stack_faults", JSON),
     UniqueConstraint("run_id", "key", name="uq_sessions_run_key"),
     # covering the run pages' GROUP BYs (migration viewer_speed) and the repeat outcomes
     # compare pairs (migration session_repeats)
