@@ -135,6 +135,15 @@ class StackFaultRecord:
                    bool(data.get("ends")))
 
 
+def stack_fault_codes(stored: Any) -> tuple[tuple[str, bool], ...]:
+    """``(code, ended the session)`` of each fault in a stored ``stack_faults`` list
+    (anything else reads as none)."""
+    if not isinstance(stored, list):
+        return ()
+    return tuple((str(f.get("code") or ""), bool(f.get("ends")))
+                 for f in stored if isinstance(f, dict))
+
+
 @dataclass(slots=True)
 class HandshakeResult:
     """How far the required closing sequence got.  ``required`` 0 means none was asked."""
@@ -307,6 +316,8 @@ class SessionRow:
     finished_at: datetime | None
     key: str = ""
     policy_agent: str | None = None  # whose agent CLI rules judged it (None: an allow-list)
+    # its stack faults as (code, ended the session), from ``sessions.stack_faults``
+    stack_faults: tuple[tuple[str, bool], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -179,7 +179,7 @@ sessions = Table(
     Column("policy_agent_via", String(16)),
     # the stack faults seen on its replies (migration 0013_stack): a JSON list of
     # {turn, code, message, raw, ends}, AE5xx; NULL when there was none
-    Column("stack_faults", JSON),
+    Column("stack_faults", JSON(none_as_null=True)),
     UniqueConstraint("run_id", "key", name="uq_sessions_run_key"),
     # covering the run pages' GROUP BYs (migration viewer_speed) and the repeat outcomes
     # compare pairs (migration session_repeats)

@@ -22,7 +22,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.add_column("sessions", sa.Column("stack_faults", sa.JSON(), nullable=True))
+    op.add_column("sessions", sa.Column("stack_faults", sa.JSON(none_as_null=True), nullable=True))
 
 
 def downgrade() -> None:
