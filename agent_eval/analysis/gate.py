@@ -56,13 +56,14 @@ Units = Mapping[str, Sequence[Unit] | TargetStats]
 per scenario (``store.cluster_stats``, what the CLI passes)."""
 
 CheckKind = Literal["run-status", "sessions", "baseline", "judged", "error-rate", "class-rate",
-                    "handshake", "regression", "leaks"]
+                    "handshake", "regression", "leaks", "stack-faults"]
 """``run-status``: the run finished; ``sessions``: the run, or a target, has something
 to judge; ``baseline``: the baseline asked for exists; ``judged``: at least one check was
 judged; ``error-rate``: ``max_error_rate``;
 ``class-rate``: one ``max_class`` entry; ``handshake``: ``min_handshake``;
 ``regression``: ``baseline`` + ``max_regression``; ``leaks``: ``gate --max-leaks``
-(``analysis.leaks``)."""
+(``analysis.leaks``); ``stack-faults``: ``gate --max-stack-faults``
+(``analysis.stack_faults``)."""
 
 CheckStatus = Literal["pass", "fail", "inconclusive", "skip"]
 """``inconclusive``: a regression above the allowed rise that the sample can neither
