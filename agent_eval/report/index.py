@@ -153,6 +153,8 @@ class IndexPage:
     tag_rows: tuple[BreakdownRow, ...] = ()
     agent_rows: tuple[BreakdownRow, ...] = ()  # by whose agent CLI rules judged (if any)
     leak_rows: tuple[tuple[str, ...], ...] = ()  # (class, name, count per column)
+    # (code, name, faults per column), then "per 100 calls" (stack_fault_rows)
+    stack_rows: tuple[tuple[str, ...], ...] = ()
     agreement: tuple[SourceAgreement, ...] = ()  # columns with source verdicts only
     agreement_rows: tuple[tuple[str, ...], ...] = ()
     disagreements: tuple[DisagreementItem, ...] = ()  # the first MAX_DISAGREEMENTS
@@ -311,6 +313,7 @@ def build_index_page(
             tag for s in sessions if s.status != "error" for tag in s.tags)),
         agent_rows=agent_rows(figures.by_agent, columns, sessions),
         leak_rows=leak_rows(summaries),
+        stack_rows=stack_fault_rows(summaries),
         agreement=agreed,
         agreement_rows=tuple(agreement_cells(a) for a in agreed),
         disagreements=disagreement_items(agreement, links),
@@ -337,6 +340,21 @@ def leak_rows(summaries: dict[str, GroupSummary]) -> tuple[tuple[str, ...], ...]
     rows = [(code, _rule_name(code), *(str(s.leaks.get(code, 0)) for s in summaries.values()))
             for code in codes]
     rows.append(("total", "", *(str(sum(s.leaks.values())) for s in summaries.values())))
+    return tuple(rows)
+
+
+def stack_fault_rows(summaries: dict[str, GroupSummary]) -> tuple[tuple[str, ...], ...]:
+    """One row per stack-fault code (AE5xx: what the serving stack lost or mangled, never
+    in the errors above), its count per column, then the total and the rate per 100 calls
+    the stack handled [Wilson 95%]; empty when no column had one."""
+    codes = sorted({code for s in summaries.values() for code in s.stack_classes})
+    if not codes:
+        return ()
+    rows = [(code, _rule_name(code),
+             *(str(s.stack_classes.get(code, 0)) for s in summaries.values()))
+            for code in codes]
+    rows.append(("total", "", *(str(s.stack_faults.k) for s in summaries.values())))
+    rows.append(("per 100 calls", "", *(rate_text(s.stack_faults) for s in summaries.values())))
     return tuple(rows)
 
 
