@@ -120,6 +120,11 @@ def render_session(page, *, full: bool = False) -> list:
         error = page.status == "error"
         head.append("\nerror: " if error else "ended: ", style="bold red" if error else "yellow")
         head.append(esc(page.error))
+    for f in page.stack_faults:  # the server's, never the model's errors (AE5xx)
+        head.append(f"\nstack fault, reply {f.turn}: {f.code} {f.name}: ", style="magenta")
+        head.append(esc(f.message))
+        if f.raw:
+            head.append(f"\n  wire: {esc(_clip(f.raw, limit_o))}", style="dim")
     if page.policy_agent:  # judged under an agent CLI's rules (docs/policies.md)
         head.append(f"\njudged as agent {esc(page.policy_agent, one_line=True)} of the agent "
                     f"CLI's rules (chosen by {esc(page.policy_agent_via or '', one_line=True)})")

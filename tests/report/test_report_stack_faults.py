@@ -38,3 +38,29 @@ def test_the_report_has_a_stack_fault_table_apart_from_the_errors(tmp_path):
     md = (folder / "summary.md").read_text(encoding="utf-8")
     assert "### Stack faults (the server's, never in the errors above)" in md
     assert "| AE501 cut-by-token-limit | 1 |" in md
+
+
+def test_a_sessions_stack_faults_show_with_their_raw_wire_text_escaped(tmp_path):
+    from click.testing import CliRunner
+
+    from agent_eval.cli import main
+
+    db = str(tmp_path / "s.db")
+    with open_store(db) as store:
+        run = store.create_run(label="n", kind="live", suite="s", config={}, fingerprint={})
+        store.add_target(run, name="t", model="m", base_url="http://x/v1", settings={})
+        name = StackFaultRecord(0, "AE507", "tool name 'bash<|im_end|>' is not a name",
+                                "bash<|im_end|><script>x</script>", ends=True)
+        (sid,) = store.record_sessions(run, [SessionRecord(
+            key="a", target="t", scenario="s", status="error", error="stack fault",
+            stack_faults=[name])])
+        store.set_run_status(run, "finished")
+        folder = write_report(store, [run], tmp_path / "reports").parent
+    pages = "".join(p.read_text(encoding="utf-8") for p in (folder / "sessions").glob("*.html"))
+    assert "AE507 malformed-tool-name" in pages
+    assert "bash&lt;|im_end|&gt;&lt;script&gt;x&lt;/script&gt;" in pages
+    assert "<script>x" not in pages
+    out = CliRunner().invoke(main, ["show", str(sid), "--db", db])
+    assert out.exit_code == 0, out.output
+    assert "stack fault, reply 0: AE507 malformed-tool-name" in out.output
+    assert "bash<|im_end|><script>x</script>" in out.output
