@@ -579,7 +579,7 @@ _RULES: tuple[Rule, ...] = (
                 {"index": 1, "id": "call_2", "function": {"name": "read",
                                                           "arguments": '{"path": "a.md"}'}}]}}]},
             {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]),),
-        "stack",
+        "stack", "preview",
     ),
     Rule(
         "AE509", "parser-server-error",
@@ -593,7 +593,7 @@ _RULES: tuple[Rule, ...] = (
                                  "call from response."})),
         (_wire(status=503, body={"error": {"message": "Loading model"}}),
          _wire(status=500, body={"error": {"message": "CUDA error: out of memory"}})),
-        "stack",
+        "stack", "preview",
     ),
     Rule(
         "AE401", "repeated-denied-call", "The same denied call again (session-level).",
