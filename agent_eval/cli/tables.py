@@ -36,11 +36,11 @@ def fmt_rate(rate: Rate | None, *, interval: bool = True) -> str:
 # how each column of the per-target table gives way on a narrow terminal
 TARGET_COLUMNS: tuple[tuple[str, ColumnSpec], ...] = (
     ("target", {"flex": True, "min": 8}), ("sessions", {"justify": "right"}),
-    ("messages", {"justify": "right", "drop": 3}), ("tool calls", {"justify": "right"}),
-    ("errors", {"justify": "right", "drop": 2}),
+    ("messages", {"justify": "right", "drop": 4}), ("tool calls", {"justify": "right"}),
+    ("errors", {"justify": "right", "drop": 3}),
     ("errors/100 [95% CI]", {"justify": "right"}),
     ("handshake done", {"justify": "right"}),
-    ("stack faults/100", {"justify": "right", "drop": 4}),
+    ("stack faults/100", {"justify": "right", "drop": 2}),
     ("error sessions", {"justify": "right", "drop": 1}),
 )
 
