@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -142,6 +143,61 @@ def stack_fault_codes(stored: Any) -> tuple[tuple[str, bool], ...]:
         return ()
     return tuple((str(f.get("code") or ""), bool(f.get("ends")))
                  for f in stored if isinstance(f, dict))
+
+
+STACK_KEY = "stacks"
+"""Where a run's fingerprint keeps each target's serving stack (``live/stackprint.py``):
+server, version, chat template hash, the request's tool settings, the operator's notes."""
+
+
+def run_stacks(fingerprint: Any) -> dict[str, dict[str, Any]]:
+    """The stacks a stored run fingerprint holds, by target (empty for older runs)."""
+    stacks = fingerprint.get(STACK_KEY) if isinstance(fingerprint, dict) else None
+    return {k: v for k, v in (stacks or {}).items() if isinstance(v, dict)}
+
+
+def stack_line(stack: Mapping[str, Any]) -> str:
+    """A stack as one line: ``server llama.cpp · build b6000 · template 3f2a… ·
+    max_tokens 512 · parser qwen3_coder``."""
+    parts = []
+    for key, label in (("server", "server"), ("version", "version"), ("build", "build"),
+                       ("owned_by", "owned by"), ("chat_template_sha256", "template")):
+        value = stack.get(key)
+        if value:
+            parts.append(f"{label} {', '.join(value) if isinstance(value, list) else value}")
+    for key, value in (stack.get("request") or {}).items():
+        parts.append(f"{key} {_short(value)}")
+    for key, value in (stack.get("notes") or {}).items():
+        parts.append(f"{key.replace('_', ' ')} {value}")
+    return " · ".join(parts) or "unknown"
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, dict):  # a named tool choice
+        fn = value.get("function")
+        return str(fn.get("name")) if isinstance(fn, dict) else str(value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def stack_changes(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> list[str]:
+    """How stack ``b`` differs from stack ``a``, one ``key: old -> new`` each (empty when
+    they are the same, or when either is unknown)."""
+    if not isinstance(a, Mapping) or not isinstance(b, Mapping):
+        return []
+    flat_a, flat_b = _flat(a), _flat(b)
+    return [f"{key}: {flat_a.get(key, '–')} -> {flat_b.get(key, '–')}"
+            for key in sorted(flat_a.keys() | flat_b.keys())
+            if flat_a.get(key) != flat_b.get(key)]
+
+
+def _flat(stack: Mapping[str, Any]) -> dict[str, str]:
+    out = {}
+    for key, value in stack.items():
+        if isinstance(value, Mapping) and key in ("request", "notes"):
+            out.update({k: _short(v) for k, v in value.items()})
+        else:
+            out[key] = ", ".join(value) if isinstance(value, list) else _short(value)
+    return out
 
 
 @dataclass(slots=True)

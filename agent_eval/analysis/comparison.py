@@ -74,6 +74,8 @@ class RunComparison:
     rescore: RescoreMoves | None = None
     recovery: dict[str, dict[NextAction, RateComparison]] = field(default_factory=dict)
     units: dict[str, UnitAnalysis] = field(default_factory=dict)
+    # per common group, how b's serving stack differs from a's (``key: old -> new``)
+    stack_changes: dict[str, list[str]] = field(default_factory=dict)
     class_p_holm: dict[str, dict[str, float]] = field(default_factory=dict)
     """Per group, each class's z-test p adjusted by Holm's step-down method across the
     group's classes (:func:`holm`): with 14 classes, one
@@ -371,6 +373,15 @@ def stack_line(group: GroupComparison) -> str | None:
             "below never count them.")
 
 
+def _stack_diff(cmp: RunComparison, name: str) -> list[str]:
+    """The line saying the two runs' serving stacks differ, and how; none when they are
+    the same (or a run holds no stack fingerprint)."""
+    changes = cmp.stack_changes.get(name)
+    if not changes:
+        return []
+    return ["the serving stacks differ (b against a): " + "; ".join(changes)]
+
+
 def _noise(analysis: UnitAnalysis | None) -> str:
     if analysis is None or analysis.expected_flips is None:
         return ""
@@ -438,8 +449,8 @@ def render_comparison_text(cmp: RunComparison, *, width: int | None = None) -> s
     for name, group in cmp.groups.items():
         rows = [_HEADER, *comparison_rows(group, cmp.recovery.get(name), cmp.units.get(name),
                                           cmp.class_p_holm.get(name))]
-        stack = stack_line(group)
-        lines += ["", f"== {name} ==", *fit_lines([stack] if stack else [], width),
+        stack = [*_stack_diff(cmp, name), *filter(None, [stack_line(group)])]
+        lines += ["", f"== {name} ==", *fit_lines(stack, width),
                   *_table_lines(rows, width)]
         after = unit_lines(cmp.units[name]) if name in cmp.units else []
         flips = cmp.flips.get(name, [])
@@ -493,8 +504,9 @@ def render_comparison_markdown(cmp: RunComparison) -> str:
     lines = [f"## agent-eval compare: {_md(cmp.label_a)} → {_md(cmp.label_b)}", ""]
     lines += [f"{_md(line)}  " for line in (*_legend(cmp), *_missing(cmp))]
     for name, group in cmp.groups.items():
-        stack = stack_line(group)
-        lines += ["", f"### {_md(name)}", *(["", _md(stack)] if stack else []), "",
+        stack = [*_stack_diff(cmp, name), *filter(None, [stack_line(group)])]
+        lines += ["", f"### {_md(name)}", *(["", *(f"{_md(s)}  " for s in stack)] if stack
+                                            else []), "",
                   "| " + " | ".join(_HEADER) + " |", "|---|" + "---:|" * (len(_HEADER) - 1)]
         lines += ["| " + " | ".join(_md(cell.strip()) for cell in row) + " |"
                   for row in comparison_rows(group, cmp.recovery.get(name),

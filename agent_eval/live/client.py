@@ -467,6 +467,32 @@ class ModelClient:
 
         return await self._retrying(once, silence_is_unreachable=True)
 
+    async def server_identity(self) -> dict[str, Any]:
+        """What the server says of itself, for the run's stack fingerprint: the
+        ``Server`` header of its ``/models`` answer, and from the server's root (the base
+        URL without ``/v1``) llama.cpp's ``/props`` (its build and chat template) and
+        vLLM's ``/version``.  One attempt each, short; whatever fails is left out: a
+        server that does not have them is no fault."""
+        out: dict[str, Any] = {}
+        base = str(self._client.base_url).rstrip("/")
+        root = base[:-3] if base.endswith("/v1") else base
+        timeout = httpx.Timeout(min(self.target.timeout_s, 5.0))
+        for key, url in (("models", base + "/models"), ("props", root + "/props"),
+                         ("version", root + "/version")):
+            try:
+                answer = await self._client.get(url, cast_to=httpx.Response,
+                                                options={"timeout": timeout})
+            except _CAUGHT:
+                continue
+            if key == "models":
+                out["server_header"] = answer.headers.get("server")
+                continue
+            with contextlib.suppress(ValueError, RecursionError):
+                body = answer.json()
+                if isinstance(body, dict):
+                    out[key] = body
+        return out
+
     async def _retrying(self, once, *, silence_is_unreachable: bool):
         """Run ``once`` until it succeeds or a fault is final.  Connection refused on every
         attempt is ``ServerUnreachable``; with ``silence_is_unreachable`` so are drops and

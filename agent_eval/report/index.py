@@ -59,7 +59,14 @@ from agent_eval.report.lists import class_file, list_href, scenario_file
 from agent_eval.report.pages import SessionLink, handshake_text, rule_href, session_href
 from agent_eval.report.throughput import RunThroughput
 from agent_eval.store import RunInfo, Store
-from agent_eval.transcript import EXIT_STATES, NEXT_ACTIONS, CallRow, SessionRow
+from agent_eval.transcript import (
+    EXIT_STATES,
+    NEXT_ACTIONS,
+    CallRow,
+    SessionRow,
+    run_stacks,
+    stack_line,
+)
 
 STATISTICS = (
     "Every rate is errors (or sessions) per 100 with a Wilson 95% score interval in "
@@ -81,6 +88,7 @@ class RunView:
     suite: str | None
     created_at: datetime
     engine_version: str | None
+    stacks: tuple[tuple[str, str], ...] = ()  # (target, its stack as one line)
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,7 +412,9 @@ def _title(runs: list[RunInfo]) -> str:
 def _run_view(run: RunInfo) -> RunView:
     engine = run.fingerprint.get("engine_version") if isinstance(run.fingerprint, dict) else None
     return RunView(run.id, run.label, run.kind, run.status, suite_shown(run.suite),
-                   run.created_at, str(engine) if engine is not None else None)
+                   run.created_at, str(engine) if engine is not None else None,
+                   tuple((name, stack_line(stack))
+                         for name, stack in run_stacks(run.fingerprint).items()))
 
 
 def suite_shown(suite: str | None) -> str | None:

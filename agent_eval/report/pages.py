@@ -189,6 +189,7 @@ class SessionPage(SessionOutcome):
     policy_agent_via: str | None = None  # how that agent was chosen
     # what the serving stack lost or mangled on its replies (AE5xx), never model errors
     stack_faults: tuple[StackFaultView, ...] = ()
+    stack: str = ""  # the target's serving stack, one line (``transcript.stack_line``)
 
     @property
     def handshake_text(self) -> str:
