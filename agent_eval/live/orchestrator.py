@@ -44,7 +44,6 @@ session it ends.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol

@@ -210,10 +210,10 @@ def exchange_from_example(text: str) -> Exchange:
     an HTTP error.  Used by the rule pages' tests and the wire fixtures."""
     spec = json.loads(text)
     request = spec.get("request") or {}
-    settings = {"max_tokens": request.get("max_tokens"),
-                "tool_choice": request.get("tool_choice"),
-                "parallel_tool_calls": request.get("parallel_tool_calls"),
-                "earlier_ids": frozenset(spec.get("earlier_ids") or ())}
+    settings: dict[str, Any] = {
+        "max_tokens": request.get("max_tokens"), "tool_choice": request.get("tool_choice"),
+        "parallel_tool_calls": request.get("parallel_tool_calls"),
+        "earlier_ids": frozenset(spec.get("earlier_ids") or ())}
     if "status" in spec:
         return Exchange(status=spec["status"], error_body=json.dumps(spec.get("body")), **settings)
     if "chunks" in spec:
@@ -238,7 +238,8 @@ def fold_chunks(chunks: list[dict[str, Any]], **settings: Any) -> Exchange:
     """Streamed ``chat.completion.chunk`` objects folded into an exchange, the collisions
     :class:`DeltaFolder` finds kept as ``stream_faults``."""
     folder = DeltaFolder()
-    content, reasoning = [], []
+    content: list[str] = []
+    reasoning: list[str] = []
     finish = None
     usage: dict[str, Any] = {}
     for chunk in chunks:
