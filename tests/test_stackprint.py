@@ -111,3 +111,26 @@ def test_the_report_names_each_targets_stack(tmp_path):
         store.set_run_status(run, "finished")
         html = (write_report(store, [run], tmp_path / "r")).read_text(encoding="utf-8")
     assert "Serving stacks of run 1: q: server llama.cpp · tool_choice required" in html
+
+
+def test_runs_json_gives_each_runs_stack_faults_and_stacks(tmp_path):
+    from click.testing import CliRunner
+
+    from agent_eval.cli import main
+    from agent_eval.transcript import StackFaultRecord
+
+    db = str(tmp_path / "s.db")
+    with open_store(db) as store:
+        run = store.create_run(label="n", kind="live", suite="s", config={}, fingerprint={
+            "stacks": {"q": stack_fingerprint(llama_server(), {"server_header": "llama.cpp"})}})
+        store.add_target(run, name="q", model="q", base_url="http://x/v1", settings={})
+        store.record_sessions(run, [SessionRecord(
+            key="a", target="q", scenario="s", status="error", error="cut",
+            stack_faults=[StackFaultRecord(0, "AE501", "cut", ends=True)])])
+    out = CliRunner().invoke(main, ["runs", "--json", "--db", db])
+    assert out.exit_code == 0, out.output
+    import json
+
+    (row,) = json.loads(out.output)
+    assert row["stack_faults"] == 1 and row["errors"] == 0
+    assert row["stacks"]["q"].startswith("server llama.cpp · tool_choice required")

@@ -44,8 +44,9 @@ def runs(ctx, label, kind, status, limit, offset, as_json, db) -> None:
 
     Columns: id, label, kind, status, targets, sessions, calls, errors per 100 tool calls
     with its Wilson 95% interval (error sessions left out), start time (UTC) and
-    duration.  --json prints the same rows as a JSON list.  Exit codes: 0 listed,
-    2 bad option or --db.
+    duration.  --json prints the same rows as a JSON list, with each run's stack faults
+    (AE5xx, never in the errors) and each target's serving stack as one line.  Exit
+    codes: 0 listed, 2 bad option or --db.
     """
     if ctx.invoked_subcommand is not None:
         return

@@ -54,6 +54,7 @@ from agent_eval.store.schema import (
     tool_calls,
 )
 from agent_eval.store.search_index import has_sqlite_search
+from agent_eval.transcript import run_stacks, stack_line
 
 if TYPE_CHECKING:
     from agent_eval.metrics.summary import GroupSummary
@@ -95,6 +96,8 @@ class RunRow:
     errors: int
     started: datetime
     finished: datetime | None
+    stack_faults: int = 0  # what the serving stack lost or mangled (AE5xx), never errors
+    stacks: dict[str, str] | None = None  # each target's serving stack, one line each
 
     @property
     def per100(self) -> float | None:
@@ -261,16 +264,18 @@ def list_runs(engine: Engine, *, label: str | None = None, kind: str | None = No
     return Page(tuple(
         RunRow(id=row.id, label=row.label, kind=row.kind, status=row.status,
                targets=tuple(names.get(row.id, ())), **_run_counts(figures.get(str(row.id))),
-               started=row.created_at, finished=row.finished_at)
+               started=row.created_at, finished=row.finished_at,
+               stacks={name: stack_line(stack)
+                       for name, stack in run_stacks(row.fingerprint).items()} or None)
         for row in rows), total, limit, offset)
 
 
 def _run_counts(summary: GroupSummary | None) -> dict[str, int]:
     """Sessions (faulted ones too), and calls and denied calls outside error sessions."""
     if summary is None:
-        return {"sessions": 0, "calls": 0, "errors": 0}
+        return {"sessions": 0, "calls": 0, "errors": 0, "stack_faults": 0}
     return {"sessions": summary.sessions + summary.error_sessions, "calls": summary.calls,
-            "errors": summary.errors.k}
+            "errors": summary.errors.k, "stack_faults": summary.stack_faults.k}
 
 
 def delete_run(engine: Engine, run_id: int) -> int:
