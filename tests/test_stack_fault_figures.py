@@ -58,3 +58,18 @@ def test_compare_without_stack_faults_says_nothing_of_them():
     cmp = compare_runs(summaries("qwen", CLEAN), summaries("qwen", CLEAN), {}, {})
     assert stack_line(cmp.groups["qwen"]) is None
     assert "stack faults" not in render_comparison_text(cmp)
+
+
+def test_the_run_table_has_a_stack_column_only_when_a_target_had_a_fault():
+    from rich.console import Console
+
+    from agent_eval.cli.tables import render_target_table
+
+    def text(summaries) -> str:
+        console = Console(width=200, record=True)
+        console.print(render_target_table(summaries, width=200))
+        return console.export_text()
+
+    assert "stack faults/100" not in text(summaries("qwen", CLEAN))
+    lossy = text(summaries("qwen", LOSSY))
+    assert "stack faults/100" in lossy and "30 (14.29)" in lossy

@@ -36,19 +36,20 @@ def fmt_rate(rate: Rate | None, *, interval: bool = True) -> str:
 # how each column of the per-target table gives way on a narrow terminal
 TARGET_COLUMNS: tuple[tuple[str, ColumnSpec], ...] = (
     ("target", {"flex": True, "min": 8}), ("sessions", {"justify": "right"}),
-    ("messages", {"justify": "right", "drop": 4}), ("tool calls", {"justify": "right"}),
-    ("errors", {"justify": "right", "drop": 3}),
+    ("messages", {"justify": "right", "drop": 3}), ("tool calls", {"justify": "right"}),
+    ("errors", {"justify": "right", "drop": 2}),
     ("errors/100 [95% CI]", {"justify": "right"}),
     ("handshake done", {"justify": "right"}),
-    ("stack faults/100", {"justify": "right", "drop": 2}),
+    ("stack faults/100", {"justify": "right", "drop": 1}),
     ("error sessions", {"justify": "right", "drop": 1}),
 )
 
 
 def render_target_table(summaries: dict[str, GroupSummary], width: int = 200) -> Table:
     """sessions, messages, tool calls, errors, errors/100 (95% CI), handshake completion,
-    stack faults per 100 calls (the serving stack's, never in errors/100: ``k (rate)``);
-    one line per target at ``width`` columns (the least needed columns go first)."""
+    and, when a target had any, stack faults per 100 calls (the serving stack's, never in
+    errors/100: ``k (rate)``); one line per target at ``width`` columns (the least needed
+    columns go first)."""
     from agent_eval.cli.terminal import fitted_table
 
     rows = []
@@ -59,9 +60,16 @@ def render_target_table(summaries: dict[str, GroupSummary], width: int = 200) ->
         rows.append([model_text(name), str(s.sessions), str(s.messages), str(s.calls),
                      str(s.errors.k), fmt_rate(s.errors), hs_text, stack_text(s),
                      str(s.error_sessions)])
-    return fitted_table("Per target (error sessions are excluded from every rate; stack "
-                        "faults are the server's, never the model's errors)",
-                        list(TARGET_COLUMNS), rows, width)
+    columns = list(TARGET_COLUMNS)
+    title = "Per target (error sessions are excluded from every rate)"
+    if not any(s.stack_faults.k for s in summaries.values()):
+        stack = [c[0] for c in columns].index("stack faults/100")
+        columns.pop(stack)
+        rows = [row[:stack] + row[stack + 1:] for row in rows]
+    else:
+        title = ("Per target (error sessions are excluded from every rate; stack faults "
+                 "are the server's, never the model's errors)")
+    return fitted_table(title, columns, rows, width)
 
 
 def stack_text(s: GroupSummary) -> str:
