@@ -53,9 +53,12 @@ class ConfigError(AgentEvalError):
 
 
 class HarnessFault(AgentEvalError):
-    """A fault of the model server or the harness, never counted against the model."""
+    """A fault of the model server or the harness, never counted against the model.
+    ``status``: the HTTP status of the server's last answer, when it answered one."""
 
     exit_code = 3
+    status: int | None = None
+    server_message: str = ""
 
 
 class ServerUnreachable(HarnessFault):

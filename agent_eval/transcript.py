@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -37,10 +38,15 @@ SCHEMA_VERSION = 1
 
 ExitState = Literal["completed", "stalled", "abandoned", "error"]
 
-TRUNCATED = "reply cut by the token limit (finish reason length) inside a tool call: "
+TRUNCATED = "reply cut by the token limit inside a tool call: "
 """How the stored reason of an ``error`` session starts when a reply cut by the token
-limit ended it (``live.orchestrator``): a truncation, the operator's ``max_tokens``, not a
-server fault and never the model's; coverage (``metrics.coverage``) counts it apart."""
+limit ended it (``live.orchestrator``; ``finish_reason: length``, or a call cut at the
+request's ``max_tokens`` whatever the finish reason): a truncation, the operator's
+``max_tokens``, not a server fault and never the model's; coverage (``metrics.coverage``)
+counts it apart."""
+STACK_FAULT = "stack fault "
+"""How the stored reason of an ``error`` session starts when another stack fault (AE5xx:
+a call the serving stack lost or mangled) ended it; coverage counts it apart."""
 EXIT_STATES: tuple[ExitState, ...] = ("completed", "stalled", "abandoned", "error")
 
 NextAction = Literal["pivot", "retry-denied", "repeat", "abandon"]
@@ -116,6 +122,95 @@ class TurnRecord:
 
 
 @dataclass(slots=True)
+class StackFaultRecord:
+    """A stack fault (an AE5xx rule: ``policy/stack.py``) seen on one reply: what the
+    serving stack lost or mangled between the model and the wire.  Never a model error:
+    counted apart, never in errors/100.  ``raw`` keeps the offending wire text (cut
+    arguments, a bad name, an error body); ``ends``: the fault ended the session
+    (``error``), as it left nothing of the model's to judge."""
+
+    turn_index: int
+    code: str
+    message: str
+    raw: str = ""
+    ends: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"turn": self.turn_index, "code": self.code, "message": self.message,
+                "raw": self.raw, "ends": self.ends}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StackFaultRecord:
+        return cls(int(data.get("turn") or 0), str(data.get("code") or ""),
+                   str(data.get("message") or ""), str(data.get("raw") or ""),
+                   bool(data.get("ends")))
+
+
+def stack_fault_codes(stored: Any) -> tuple[tuple[str, bool], ...]:
+    """``(code, ended the session)`` of each fault in a stored ``stack_faults`` list
+    (anything else reads as none)."""
+    if not isinstance(stored, list):
+        return ()
+    return tuple((str(f.get("code") or ""), bool(f.get("ends")))
+                 for f in stored if isinstance(f, dict))
+
+
+STACK_KEY = "stacks"
+"""Where a run's fingerprint keeps each target's serving stack (``live/stackprint.py``):
+server, version, chat template hash, the request's tool settings, the operator's notes."""
+
+
+def run_stacks(fingerprint: Any) -> dict[str, dict[str, Any]]:
+    """The stacks a stored run fingerprint holds, by target (empty for older runs)."""
+    stacks = fingerprint.get(STACK_KEY) if isinstance(fingerprint, dict) else None
+    return {k: v for k, v in (stacks or {}).items() if isinstance(v, dict)}
+
+
+def stack_line(stack: Mapping[str, Any]) -> str:
+    """A stack as one line: ``server llama.cpp · build b6000 · template 3f2a… ·
+    max_tokens 512 · parser qwen3_coder``."""
+    parts = []
+    for key, label in (("server", "server"), ("version", "version"), ("build", "build"),
+                       ("owned_by", "owned by"), ("chat_template_sha256", "template")):
+        value = stack.get(key)
+        if value:
+            parts.append(f"{label} {', '.join(value) if isinstance(value, list) else value}")
+    for key, value in (stack.get("request") or {}).items():
+        parts.append(f"{key} {_short(value)}")
+    for key, value in (stack.get("notes") or {}).items():
+        parts.append(f"{key.replace('_', ' ')} {value}")
+    return " · ".join(parts) or "unknown"
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, dict):  # a named tool choice
+        fn = value.get("function")
+        return str(fn.get("name")) if isinstance(fn, dict) else str(value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def stack_changes(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> list[str]:
+    """How stack ``b`` differs from stack ``a``, one ``key: old -> new`` each (empty when
+    they are the same, or when either is unknown)."""
+    if not isinstance(a, Mapping) or not isinstance(b, Mapping):
+        return []
+    flat_a, flat_b = _flat(a), _flat(b)
+    return [f"{key}: {flat_a.get(key, '–')} -> {flat_b.get(key, '–')}"
+            for key in sorted(flat_a.keys() | flat_b.keys())
+            if flat_a.get(key) != flat_b.get(key)]
+
+
+def _flat(stack: Mapping[str, Any]) -> dict[str, str]:
+    out = {}
+    for key, value in stack.items():
+        if isinstance(value, Mapping) and key in ("request", "notes"):
+            out.update({k: _short(v) for k, v in value.items()})
+        else:
+            out[key] = ", ".join(value) if isinstance(value, list) else _short(value)
+    return out
+
+
+@dataclass(slots=True)
 class HandshakeResult:
     """How far the required closing sequence got.  ``required`` 0 means none was asked."""
 
@@ -161,6 +256,8 @@ class SessionRecord:
     # the agent CLI's release and mode its rules were emulated for
     # ("claude-code 2.1.332, mode default"; policy.sources.emulation); None: an allow-list
     policy_emulation: str | None = None
+    # what the serving stack lost or mangled (AE5xx), counted apart from model errors
+    stack_faults: list[StackFaultRecord] = field(default_factory=list)
 
 
 _REPLAY_KEY = re.compile(r"^(?P<key>.*)@turn(?P<turn>\d+)(?:/repeat(?P<repeat>\d+))?$", re.DOTALL)
@@ -229,7 +326,8 @@ def storable(value: Any) -> Any:
         return [storable(v) for v in value]
     if isinstance(value, dict):
         return {storable(k): storable(v) for k, v in value.items()}
-    if isinstance(value, FindingRecord | CallRecord | TurnRecord | HandshakeResult | SessionRecord):
+    if isinstance(value, FindingRecord | CallRecord | TurnRecord | HandshakeResult
+                  | StackFaultRecord | SessionRecord):
         changes = {}
         for name in value.__slots__:
             old = getattr(value, name)
@@ -287,6 +385,8 @@ class SessionRow:
     finished_at: datetime | None
     key: str = ""
     policy_agent: str | None = None  # whose agent CLI rules judged it (None: an allow-list)
+    # its stack faults as (code, ended the session), from ``sessions.stack_faults``
+    stack_faults: tuple[tuple[str, bool], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,7 @@ from agent_eval.transcript import (
     CallRecord,
     HandshakeResult,
     SessionRecord,
+    StackFaultRecord,
     TurnRecord,
     assign_next_actions,
 )
@@ -90,7 +91,16 @@ def _session(rng: random.Random, key: str, target: str, scenario: str, repeat: i
                                   rng.choice(["claim.py", "report.py"])
                                   if required and done < required else None),
         started_at=start, finished_at=start + timedelta(seconds=rng.randint(1, 900)),
-        policy_agent=rng.choice(AGENTS), **kw)
+        policy_agent=rng.choice(AGENTS), stack_faults=_stack_faults(key), **kw)
+
+
+def _stack_faults(key: str) -> list[StackFaultRecord]:
+    """Stack faults on some sessions, drawn apart (the seeded draws above stay as they
+    were): none, a fault kept beside the calls, or one that ended the session."""
+    rng = random.Random(key)
+    return [StackFaultRecord(0, rng.choice(["AE501", "AE502", "AE506"]), "m",
+                             ends=rng.random() < 0.5)
+            for _ in range(rng.choice([0, 0, 0, 1, 2]))]
 
 
 def _fill(store, seed: int = 3) -> list[int]:
@@ -139,7 +149,8 @@ def _shown(s, detail: str, with_turns: bool) -> dict:
     hs = s.handshake
     out = {"group": s.group, "sessions": s.sessions, "error_sessions": s.error_sessions,
            "side_requests": s.side_requests, "calls": s.calls, "errors": s.errors, "exit_states": s.exit_states,
-           "handshake": (hs.sessions, hs.completed)}
+           "handshake": (hs.sessions, hs.completed),
+           "stack": (s.stack_faults, s.stack_classes)}
     if detail != "totals":
         out["classes"] = s.classes
         out["leaks"] = s.leaks

@@ -15,7 +15,7 @@ from scripted import ScriptedModel
 
 from agent_eval.errors import HarnessFault
 from agent_eval.live.client import Reply, ToolCallOut
-from agent_eval.live.orchestrator import TEXT_CALL_TOOL, TRUNCATED, run_session
+from agent_eval.live.orchestrator import STACK_FAULT, TEXT_CALL_TOOL, TRUNCATED, run_session
 from agent_eval.live.run import RunTally
 from agent_eval.scenario import instantiate, load_suite
 
@@ -231,6 +231,69 @@ def test_a_tool_call_cut_by_max_tokens_is_a_truncation_not_the_models_ae102():
     assert (tally.targets["t"].truncated, tally.targets["t"].error_sessions) == (1, 1)
 
 
+def llama_cpp_python_cut(arguments: str) -> Reply:
+    """A reply llama-cpp-python ended at ``max_tokens: 48``: it says ``tool_calls``, not
+    ``length``, and the completion tokens are the request's ``max_tokens``."""
+    reply = cut_reply(arguments)
+    reply.finish_reason = "tool_calls"
+    reply.request = {"model": "m", "messages": [], "max_tokens": 48}
+    return reply
+
+
+def test_a_llama_cpp_python_cut_is_the_same_truncation_as_a_length_finish():
+    script = [reference_script(LIGHTS)[0], llama_cpp_python_cut('{"command": "uv run scripts/lig')]
+    (rec,), _ = play(LIGHTS, script)
+    assert rec.status == "error"
+    assert rec.error == (TRUNCATED + "'bash' after 48 completion tokens; raise the target's "
+                         "max_tokens")
+    assert [c.primary for c in rec.calls] == [None]  # not the model's AE102
+    assert [(f.turn_index, f.code, f.raw, f.ends) for f in rec.stack_faults] == [
+        (1, "AE501", '{"command": "uv run scripts/lig', True)]
+    tally = RunTally()
+    tally.add([rec])
+    assert (tally.targets["t"].truncated, tally.targets["t"].error_sessions) == (1, 1)
+
+
+def test_a_tool_calls_finish_under_the_cap_with_bad_json_stays_the_models_ae102():
+    reply = llama_cpp_python_cut('{"command": "uv run scripts/lig')
+    reply.completion_tokens = 30
+    (rec,), _ = play(LIGHTS, [reply, "stop"])
+    assert [c.primary for c in rec.calls] == ["AE102"]
+    assert rec.stack_faults == []
+
+
+def test_a_stop_finish_beside_calls_is_kept_as_a_stack_fault_and_the_calls_judged():
+    reply = cut_reply('{"command": "uv run scripts/lights.py status | head"}')
+    reply.finish_reason = "stop"
+    (rec,), _ = play(LIGHTS, [reply, "stop"])
+    assert [c.primary for c in rec.calls] == ["AE301"]
+    assert [(f.code, f.ends) for f in rec.stack_faults] == [("AE502", False)]
+    assert rec.status != "error"
+
+
+def test_a_tool_calls_finish_with_no_call_ends_the_session_as_the_stacks():
+    reply = cut_reply("{}")
+    reply.tool_calls, reply.finish_reason = [], "tool_calls"
+    (rec,), _ = play(LIGHTS, [reference_script(LIGHTS)[0], reply])
+    assert rec.status == "error"
+    assert rec.error.startswith(STACK_FAULT + "AE502 finish-reason-mismatch: ")
+    assert [f.code for f in rec.stack_faults] == ["AE502"]
+
+
+def test_a_template_token_in_the_tool_name_is_a_stack_fault_not_the_models_ae101():
+    (rec,), _ = play(LIGHTS, [[("bash<|im_end|>", {"command": "uv run scripts/lights.py status"})]])
+    assert rec.calls == [] and rec.status == "error"
+    assert [(f.code, f.raw) for f in rec.stack_faults] == [("AE507", "bash<|im_end|>")]
+
+
+def test_a_parser_500_is_kept_as_a_stack_fault_on_the_error_session():
+    fault = HarnessFault("server error 500 after 3 attempts: Failed to parse input at pos 3")
+    fault.status, fault.server_message = 500, "Failed to parse input at pos 3"
+    (rec,), _ = play(LIGHTS, [fault])
+    assert rec.status == "error"
+    assert [f.code for f in rec.stack_faults] == ["AE509"]
+
+
 def test_a_length_finish_whose_call_came_through_whole_is_judged_as_usual():
     script = [cut_reply('{"command": "uv run scripts/lights.py status | head"}'), "stop"]
     (rec,), _ = play(LIGHTS, script)
@@ -283,7 +346,8 @@ def test_the_run_warns_about_truncations_naming_the_target_and_the_fix(capsys):
     _report_truncated(tally)
     assert capsys.readouterr().err == (
         "Warning: target 't': 1 of 1 sessions ended when a reply was cut by the token limit "
-        "(finish reason length) inside a tool call; they are counted apart as truncations, "
+        "inside a tool call (finish reason length, or the completion tokens at max_tokens); "
+        "they are counted apart as truncations (AE501), "
         "not as the model's malformed arguments (AE102), and left out of every rate. Raise "
         "the target's max_tokens (--max-tokens).\n")
 

@@ -40,6 +40,7 @@ from agent_eval.transcript import (
     FindingRecord,
     HandshakeResult,
     SessionRecord,
+    StackFaultRecord,
     TurnRecord,
 )
 
@@ -166,6 +167,20 @@ def test_a_session_reads_back_exactly_as_written(store, run_id):
     assert loaded.record.calls[2].arguments.startswith(huge[:65_536])
     assert (loaded.id, loaded.run_id, loaded.target) == (sid, run_id, "qwen-27b")
     assert loaded.record.turns[0].started_at.tzinfo is not None
+
+
+def test_stack_faults_read_back_with_their_raw_wire_text(store, run_id):
+    faults = [StackFaultRecord(1, "AE501", "call 'bash' cut by the output cap",
+                               '{"command": "uv run scripts/lig', ends=True),
+              StackFaultRecord(0, "AE506", "call id '<script>' is malformed", "<script>")]
+    sid, plain = store.record_sessions(run_id, [
+        session("qwen-27b/email-search/0", status="error", stack_faults=faults),
+        session("qwen-27b/email-search/1")])
+    assert store.load_session(sid).record.stack_faults == faults
+    assert store.load_session(plain).record.stack_faults == []
+    with store.engine.connect() as conn:  # no fault, SQL NULL: the aggregator skips it
+        assert conn.execute(select(func.count()).where(
+            sessions.c.run_id == run_id, sessions.c.stack_faults.is_not(None))).scalar() == 1
 
 
 def test_timestamps_come_back_in_utc_whatever_zone_went_in(store, run_id):

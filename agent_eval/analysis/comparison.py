@@ -74,6 +74,8 @@ class RunComparison:
     rescore: RescoreMoves | None = None
     recovery: dict[str, dict[NextAction, RateComparison]] = field(default_factory=dict)
     units: dict[str, UnitAnalysis] = field(default_factory=dict)
+    # per common group, how b's serving stack differs from a's (``key: old -> new``)
+    stack_changes: dict[str, list[str]] = field(default_factory=dict)
     class_p_holm: dict[str, dict[str, float]] = field(default_factory=dict)
     """Per group, each class's z-test p adjusted by Holm's step-down method across the
     group's classes (:func:`holm`): with 14 classes, one
@@ -360,6 +362,35 @@ def _row(label: str, cmp: RateComparison) -> tuple[str, ...]:
             "yes" if cmp.significant else "no")
 
 
+def stack_line(group: GroupComparison) -> str | None:
+    """What the serving stack did, said before any model figure: stack faults per 100
+    calls in a and b and the change, and whether the model figures below compare the
+    model alone (they never hold stack faults).  None when neither run had any."""
+    cmp = group.stack_faults
+    if cmp is None or (cmp.a.k == 0 and cmp.b.k == 0):
+        return None
+
+    def side(rate) -> str:
+        return "–" if rate.per100 is None else f"{rate.per100:.2f} ({rate.k}/{rate.n})"
+
+    change = ("" if cmp.diff100 is None else
+              f", b − a {cmp.diff100:+.2f} [{cmp.lo100:+.2f} to {cmp.hi100:+.2f}]"
+              f"{' (significant)' if cmp.significant else ''}")
+    rose = cmp.diff100 is not None and cmp.significant and cmp.diff100 > 0
+    return (f"stack faults/100 calls (the server's, AE5xx): a {side(cmp.a)}, b {side(cmp.b)}"
+            f"{change}{'; the stack loses more in b' if rose else ''}. The model's figures "
+            "below never count them.")
+
+
+def _stack_diff(cmp: RunComparison, name: str) -> list[str]:
+    """The line saying the two runs' serving stacks differ, and how; none when they are
+    the same (or a run holds no stack fingerprint)."""
+    changes = cmp.stack_changes.get(name)
+    if not changes:
+        return []
+    return ["the serving stacks differ (b against a): " + "; ".join(changes)]
+
+
 def _noise(analysis: UnitAnalysis | None) -> str:
     if analysis is None or analysis.expected_flips is None:
         return ""
@@ -458,7 +489,9 @@ def render_comparison_text(cmp: RunComparison, *, width: int | None = None,
     for name, group in cmp.groups.items():
         rows = [_HEADER, *comparison_rows(group, cmp.recovery.get(name), cmp.units.get(name),
                                           cmp.class_p_holm.get(name))]
-        lines += ["", f"== {name} ==", *_table_lines(rows, width)]
+        stack = [*_stack_diff(cmp, name), *filter(None, [stack_line(group)])]
+        lines += ["", f"== {name} ==", *fit_lines(stack, width),
+                  *_table_lines(rows, width)]
         after = unit_lines(cmp.units[name]) if name in cmp.units else []
         flips = cmp.flips.get(name, [])
         after.append(f"flipped scenarios: {len(flips)}{_noise(cmp.units.get(name))}")
@@ -511,7 +544,9 @@ def render_comparison_markdown(cmp: RunComparison) -> str:
     lines = [f"## agent-eval compare: {_md(cmp.label_a)} → {_md(cmp.label_b)}", ""]
     lines += [f"{_md(line)}  " for line in (*_legend(cmp), *_missing(cmp))]
     for name, group in cmp.groups.items():
-        lines += ["", f"### {_md(name)}", "",
+        stack = [*_stack_diff(cmp, name), *filter(None, [stack_line(group)])]
+        lines += ["", f"### {_md(name)}", *(["", *(f"{_md(s)}  " for s in stack)] if stack
+                                            else []), "",
                   "| " + " | ".join(_HEADER) + " |", "|---|" + "---:|" * (len(_HEADER) - 1)]
         lines += ["| " + " | ".join(_md(cell.strip()) for cell in row) + " |"
                   for row in comparison_rows(group, cmp.recovery.get(name),

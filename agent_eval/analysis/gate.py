@@ -64,14 +64,15 @@ Units = Mapping[str, Sequence[Unit] | TargetStats]
 per scenario (``store.cluster_stats``, what the CLI passes)."""
 
 CheckKind = Literal["run-status", "sessions", "coverage", "baseline", "judged", "error-rate",
-                    "class-rate", "handshake", "regression", "leaks"]
+                    "class-rate", "handshake", "regression", "leaks", "stack-faults"]
 """``run-status``: the run finished; ``sessions``: the run, or a target, has something
 to judge; ``coverage``: a target judged at least ``min_coverage`` of its planned sessions;
 ``baseline``: the baseline asked for exists; ``judged``: at least one check was
 judged; ``error-rate``: ``max_error_rate``;
 ``class-rate``: one ``max_class`` entry; ``handshake``: ``min_handshake``;
 ``regression``: ``baseline`` + ``max_regression``; ``leaks``: ``gate --max-leaks``
-(``analysis.leaks``)."""
+(``analysis.leaks``); ``stack-faults``: ``gate --max-stack-faults``
+(``analysis.stack_faults``)."""
 
 CheckStatus = Literal["pass", "fail", "inconclusive", "skip"]
 """``pass``: the interval's upper end is within the limit; ``fail``: its lower end is

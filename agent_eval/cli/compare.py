@@ -102,6 +102,13 @@ def compare(run_a, run_b, targets, by, markdown_path, explain, as_json, db) -> N
                                   store.session_rows(b), store.call_rows(b))
     result = compare_runs(summaries[0], summaries[1], repeats[0], repeats[1],
                           label_a=_label(info_a), label_b=_label(info_b), by=by)
+    if by == "target":  # each target's serving stack, from the runs' fingerprints
+        from agent_eval.transcript import run_stacks, stack_changes
+
+        stacks_a, stacks_b = run_stacks(info_a.fingerprint), run_stacks(info_b.fingerprint)
+        result = dataclasses.replace(result, stack_changes={
+            name: stack_changes(stacks_a.get(name), stacks_b.get(name))
+            for name in result.groups})
     if moved is not None:
         result = dataclasses.replace(result, rescore=moved)
     if not result.groups and by != "all" and paired is None:  # a replay pairs its turns

@@ -33,6 +33,10 @@ from agent_eval.errors import ConfigError
 @click.option("--max-leaks", type=click.IntRange(min=0), metavar="N",
               help="Fail a target with more than N leaked calls: allowed by an agent CLI's "
                    "rules, refused by their strict reading (docs/policies.md).")
+@click.option("--max-stack-faults", type=float, metavar="X",
+              help="Fail a target above X stack faults per 100 calls (point estimate): "
+                   "what the serving stack lost or mangled, rules AE5xx, never in "
+                   "errors/100.")
 @click.option("--allow-missing-baseline", is_flag=True,
               help="Pass when the baseline, or a target's baseline, is not found (the first "
                    "run of a series) instead of failing.")
@@ -57,8 +61,8 @@ from agent_eval.errors import ConfigError
 @json_option("the verdict and every check as JSON (exit codes unchanged)")
 @db_option
 def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_regression,
-         max_leaks, allow_missing_baseline, allow_incomplete, min_coverage, on_inconclusive,
-         view_url, markdown_path, junit_path, as_json, db) -> None:
+         max_leaks, max_stack_faults, allow_missing_baseline, allow_incomplete, min_coverage,
+         on_inconclusive, view_url, markdown_path, junit_path, as_json, db) -> None:
     """Pass or fail a stored run against thresholds; exit 0 pass, 1 fail, 2 usage,
     4 inconclusive.
 
@@ -99,7 +103,10 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     planned / played / judged / lost by cause, failing below --min-coverage (90%).  Prints each check with its numbers.
     --max-leaks N counts, per target, the calls judged under an agent CLI's rules that
     the CLI allowed and the strict reading of its rules refuses (a count, all classes
-    together, each class named); more than N fails.
+    together, each class named); more than N fails.  --max-stack-faults X bounds what
+    the serving stack (parser, template, streaming, output cap) lost or mangled, per
+    target, per 100 calls: never in errors/100, so a broken stack fails on its own line
+    (`agent-eval rules`, AE5xx).
     """
     from agent_eval.analysis.gate import MARGIN_ZERO, evaluate_gate, with_leads
     from agent_eval.analysis.gate_render import (
@@ -116,9 +123,13 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
         raise ConfigError("--max-regression needs --baseline RUN or label:NAME",
                           field="--max-regression")
     if max_error_rate is None and not classes and min_handshake is None and not baseline_ref \
-            and max_leaks is None:
+            and max_leaks is None and max_stack_faults is None:
         raise ConfigError("give at least one threshold: --max-error-rate, --max-class, "
-                          "--min-handshake, --baseline or --max-leaks", field="gate")
+                          "--min-handshake, --baseline, --max-leaks or --max-stack-faults",
+                          field="gate")
+    if max_stack_faults is not None and not max_stack_faults >= 0:
+        raise ConfigError(f"--max-stack-faults must be 0 or more, not {max_stack_faults:g}",
+                          field="--max-stack-faults")
     with open_store(db, create=False) as store:
         run = store.resolve_run(run_ref)
         current = rates(store, run.id)
@@ -152,6 +163,9 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
         from agent_eval.analysis.leaks import with_leak_checks
 
         result = with_leak_checks(result, current, max_leaks)
+        from agent_eval.analysis.stack_faults import with_stack_fault_checks
+
+        result = with_stack_fault_checks(result, current, max_stack_faults)
     title = f"Run {run.id}" + (f" ({run.label})" if run.label else "")
     if pick is not None:
         title += f" against {pick.describe(baseline_ref)}"

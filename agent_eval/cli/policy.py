@@ -334,10 +334,11 @@ def rule(code: str, as_json: bool) -> None:
         lines += ["", f"{title}:"]
         for ex in examples:
             shown = escape_hidden(ex.text) if ex.text else '""'
-            if len(shown) > 200:
-                shown = shown[:200] + "..."
+            limit = 800 if ex.kind == "wire" else 200  # an exchange is the whole example
+            if len(shown) > limit:
+                shown = shown[:limit] + "..."
             prefix = {"call": f"call {ex.tool} ", "read": "read ", "reply": "reply: ",
-                      "session": "session: "}.get(ex.kind, "$ ")
+                      "session": "session: ", "wire": "wire: "}.get(ex.kind, "$ ")
             lines.append(f"  {prefix}{shown}")
     click.echo("\n".join(lines))
 
@@ -347,7 +348,10 @@ def rules_markdown() -> str:
     out = ["# Failure classes (AE rules)", "",
            "Generated from the rule registry by `agent-eval rules --markdown`; do not edit.",
            "A denied call counts once, under the first of its codes in this precedence: "
-           + ", ".join(PRECEDENCE) + ".", ""]
+           + ", ".join(PRECEDENCE) + ".",
+           "Stack faults (scope `stack`, AE5xx) are what the serving stack lost or mangled, "
+           "read from the wire: never a model error, counted apart (stack faults per 100 "
+           "calls); their examples are whole exchanges (request settings and reply).", ""]
     for r in RULES.values():
         out += [f"## {r.code} `{r.name}`", "", r.summary, "", f"**Why it matters.** {r.why}", "",
                 f"Scope: {r.scope}; status: {r.status}.", ""]
@@ -362,7 +366,7 @@ def rules_markdown() -> str:
 
 def _md_example(example) -> str:
     text = escape_hidden(example.text.replace("\n", "⏎"))
-    if len(text) > 160:
+    if len(text) > 160 and example.kind != "wire":
         text = f"{text[:120]}… ({len(example.text)} characters)"
     fence = "``" if "`" in text else "`"
     pad = " " if text.startswith("`") or text.endswith("`") else ""

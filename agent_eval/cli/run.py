@@ -367,8 +367,9 @@ def _report_truncated(tally) -> None:
             total = t.sessions + t.error_sessions
             click.echo(escape_terminal(
                 f"Warning: target {name!r}: {t.truncated} of {total} sessions ended when a "
-                "reply was cut by the token limit (finish reason length) inside a tool call; "
-                "they are counted apart as truncations, not as the model's malformed "
+                "reply was cut by the token limit inside a tool call (finish reason length, "
+                "or the completion tokens at max_tokens); they are counted apart as "
+                "truncations (AE501), not as the model's malformed "
                 "arguments (AE102), and left out of every rate. Raise the target's "
                 "max_tokens (--max-tokens)."), err=True)
 
@@ -474,10 +475,14 @@ def _console(stderr: bool = False) -> Console:
 @click.option("--concurrency", type=click.IntRange(1), default=8, show_default=True)
 @click.option("--report/--no-report", default=True, show_default=True,
               help="Write the HTML report under reports/.")
+@click.option("--stacks", default=None, metavar="FAMILY,...",
+              help="Also serve each profile through these server families' stacks "
+                   "(vllm, llamacpp, sglang, ollama): the same model errors beside each "
+                   "stack's faults (AE5xx).")
 @selection_options
 @json_option("the two tables as one JSON object on stdout, progress on stderr")
 @db_option
-def demo(repeats, profiles, concurrency, report, as_json, db, **selection) -> None:
+def demo(repeats, profiles, concurrency, report, stacks, as_json, db, **selection) -> None:
     """Run the bundled suite against every simulated behaviour profile; no GPU, no model.
 
     Example:
@@ -485,27 +490,37 @@ def demo(repeats, profiles, concurrency, report, as_json, db, **selection) -> No
     \b
         agent-eval demo
         agent-eval demo --profiles piper --repeats 1 --tag lights --no-report
+        agent-eval demo --profiles disciplined --stacks vllm,llamacpp
 
+    With --stacks, each profile is also a target `PROFILE+FAMILY` served through that
+    family's stack faults (10% of replies, max_tokens 4096), beside the profile alone.
     Starts the built-in simulator on a free loopback port, plays scenarios/ralf against
     each profile, stores everything in SQLite (agent_eval.db, or --db), prints the
     per-model failure-class table and the path of the HTML report.
     """
     from agent_eval.live.client import Target
     from agent_eval.scenario import load_suite
-    from agent_eval.sim import PROFILES, get_profile, run_sim_in_thread
+    from agent_eval.sim import PROFILES, Faults, get_profile, run_sim_in_thread
+    from agent_eval.sim.stack import check_stack
     from agent_eval.store import open_store
 
     names = [p.strip() for p in profiles.split(",")] if profiles else list(PROFILES)
     for name in names:
         get_profile(name)
+    families = [check_stack(f.strip()) for f in (stacks or "").split(",") if f.strip()]
     bundled = _bundled_suite()
     suite_obj = _select(load_suite(bundled), selection)
     store = open_store(db)
-    with run_sim_in_thread(profile=names[0], suite=bundled) as base_url:
+    faults = Faults(stack_rate=0.1) if families else None
+    with run_sim_in_thread(profile=names[0], suite=bundled, faults=faults) as base_url:
         targets = [
             Target(name=name, base_url=base_url, model=name, concurrency=concurrency,
                    timeout_s=30.0)
             for name in names
+        ] + [
+            Target(name=f"{name}+{family}", base_url=base_url, model=f"{name}+{family}",
+                   concurrency=concurrency, timeout_s=30.0, max_tokens=4096)
+            for name in names for family in families
         ]
         run_id = _start(store, suite_obj, targets, repeats, "demo", _console(stderr=as_json))
         _play(store, run_id, suite_obj, targets, repeats, as_json=as_json)

@@ -47,8 +47,10 @@ def runs(ctx, label, kind, status, limit, offset, as_json, db) -> None:
     with its Wilson 95% interval (error sessions left out), start time (UTC) and
     duration.  A run of several targets has one line more per target, with its own
     calls and errors per 100 (never one figure pooled across models).  On a narrow
-    terminal the least useful columns go first; status and targets stay whole.  --json prints the same rows as a JSON list.  Exit codes: 0 listed,
-    2 bad option or --db.
+    terminal the least useful columns go first; status and targets stay whole.  --json
+    prints the same rows as a JSON list, with each run's stack faults (AE5xx, never in
+    the errors) and each target's serving stack as one line.  Exit codes: 0 listed, 2 bad
+    option or --db.
     """
     if ctx.invoked_subcommand is not None:
         return

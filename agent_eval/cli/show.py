@@ -60,10 +60,16 @@ def show(ref: str, session_ref: str | None, full: bool, as_json: bool, db: str |
     """
     from agent_eval.report.pages import build_session_page
     from agent_eval.store import open_store
+    from agent_eval.transcript import run_stacks, stack_line
 
     with open_store(db, create=False) as store:
         session_id = resolve_session(store, ref, session_ref)
         page = build_session_page(store.load_session(session_id), {})
+        stack = run_stacks(store.get_run(page.run_id).fingerprint).get(page.target)
+        if stack is not None:
+            import dataclasses
+
+            page = dataclasses.replace(page, stack=stack_line(stack))
     if as_json:
         import dataclasses
         import json
@@ -122,6 +128,14 @@ def render_session(page, *, full: bool = False) -> list:
         error = page.status == "error"
         head.append("\nerror: " if error else "ended: ", style="bold red" if error else "yellow")
         head.append(esc(page.error))
+    if page.stack:  # which serving stack carried the replies (the run's fingerprint)
+        head.append("\nstack: ", style="bold")
+        head.append(esc(page.stack))
+    for f in page.stack_faults:  # the server's, never the model's errors (AE5xx)
+        head.append(f"\nstack fault, reply {f.turn}: {f.code} {f.name}: ", style="magenta")
+        head.append(esc(f.message))
+        if f.raw:
+            head.append(f"\n  wire: {esc(_clip(f.raw, limit_o))}", style="dim")
     if page.policy_agent:  # judged under an agent CLI's rules (docs/policies.md)
         head.append(f"\njudged as agent {esc(page.policy_agent, one_line=True)} of the agent "
                     f"CLI's rules (chosen by {esc(page.policy_agent_via or '', one_line=True)})")

@@ -31,22 +31,30 @@ if TYPE_CHECKING:
               help="Share whose tool-call arguments are not JSON.")
 @click.option("--drop-rate", type=float, default=0.0,
               help="Share whose connection is closed without an answer.")
+@click.option("--stack", type=click.Choice(["vllm", "llamacpp", "sglang", "ollama"]),
+              default=None, help="Play this server family's stack faults (AE5xx).")
+@click.option("--stack-rate", type=float, default=0.0,
+              help="Share of replies on which the stack's faults are played.")
 def sim_server(profile: str, port: int, host: str, suite: str | None, seed: int,
                model_name: str | None, latency: float, ttft: float, error_rate: float,
                hang_rate: float, truncate_rate: float, malformed_args_rate: float,
-               drop_rate: float) -> None:
+               drop_rate: float, stack: str | None, stack_rate: float) -> None:
     """Serve a simulated model on loopback, OpenAI-compatible, until Ctrl-C.
 
     The request's `model` picks a profile (`sim-piper`, ...); other names get --profile.
+    A `+STACK` suffix (`sim-disciplined+llamacpp`) plays that server family's stack
+    faults on --stack-rate of the replies, whatever --stack says.
     Example:
 
         agent-eval sim-server --profile piper --port 8001 --error-rate 0.05
+        agent-eval sim-server --stack llamacpp --stack-rate 0.2
     """
     from agent_eval.sim import Faults, SimServer, get_profile
 
     faults = Faults(latency_s=latency, ttft_s=ttft, error_rate=error_rate,
                     hang_rate=hang_rate, truncate_rate=truncate_rate,
-                    malformed_args_rate=malformed_args_rate, drop_rate=drop_rate)
+                    malformed_args_rate=malformed_args_rate, drop_rate=drop_rate,
+                    stack=stack or "", stack_rate=stack_rate)
     server = SimServer(get_profile(profile), suite=suite, seed=seed, faults=faults,
                        model_name=model_name, host=host, port=port)
     try:

@@ -40,13 +40,16 @@ TARGET_COLUMNS: tuple[tuple[str, ColumnSpec], ...] = (
     ("errors", {"justify": "right", "drop": 2}),
     ("errors/100 [95% CI]", {"justify": "right"}),
     ("handshake done", {"justify": "right"}),
+    ("stack faults/100", {"justify": "right", "drop": 1}),
     ("error sessions", {"justify": "right", "drop": 1}),
 )
 
 
 def render_target_table(summaries: dict[str, GroupSummary], width: int = 200) -> Table:
-    """sessions, messages, tool calls, errors, errors/100 (95% CI), handshake completion;
-    one line per target at ``width`` columns (the least needed columns go first)."""
+    """sessions, messages, tool calls, errors, errors/100 (95% CI), handshake completion,
+    and, when a target had any, stack faults per 100 calls (the serving stack's, never in
+    errors/100: ``k (rate)``); one line per target at ``width`` columns (the least needed
+    columns go first)."""
     from agent_eval.cli.terminal import fitted_table
 
     rows = []
@@ -55,9 +58,26 @@ def render_target_table(summaries: dict[str, GroupSummary], width: int = 200) ->
         hs_text = (f"{hs.completed.k}/{hs.completed.n} ({hs.completed.per100:.0f}%)"
                    if hs.completed.n else "–")
         rows.append([model_text(name), str(s.sessions), str(s.messages), str(s.calls),
-                     str(s.errors.k), fmt_rate(s.errors), hs_text, str(s.error_sessions)])
-    return fitted_table("Per target (error sessions are excluded from every rate)",
-                        list(TARGET_COLUMNS), rows, width)
+                     str(s.errors.k), fmt_rate(s.errors), hs_text, stack_text(s),
+                     str(s.error_sessions)])
+    columns = list(TARGET_COLUMNS)
+    title = "Per target (error sessions are excluded from every rate)"
+    if not any(s.stack_faults.k for s in summaries.values()):
+        stack = [c[0] for c in columns].index("stack faults/100")
+        columns.pop(stack)
+        rows = [row[:stack] + row[stack + 1:] for row in rows]
+    else:
+        title = ("Per target (error sessions are excluded from every rate; stack faults "
+                 "are the server's, never the model's errors)")
+    return fitted_table(title, columns, rows, width)
+
+
+def stack_text(s: GroupSummary) -> str:
+    """Stack faults of a column as the tables print them: ``0``, or ``3 (2.41)``."""
+    rate = s.stack_faults
+    if not rate.k:
+        return "0"
+    return f"{rate.k} ({fmt_rate(rate, interval=False)})"
 
 
 def render_class_table(summaries: dict[str, GroupSummary]) -> Table:
@@ -75,9 +95,17 @@ def render_class_table(summaries: dict[str, GroupSummary]) -> Table:
         table.add_row(label, *(fmt_rate(cells.get(n), interval=False) for n in summaries))
     leaked = [f"{name}: " + ", ".join(f"{code} {n}" for code, n in s.leaks.items())
               for name, s in summaries.items() if s.leaks]
+    captions = []
     if leaked:  # allowed calls: not in the errors above (docs/policies.md)
-        table.caption = ("Leaks (calls the agent CLI's rules allowed that their strict "
-                         "reading refuses): " + "; ".join(leaked))
+        captions.append("Leaks (calls the agent CLI's rules allowed that their strict "
+                        "reading refuses): " + "; ".join(leaked))
+    stack = [f"{name}: " + ", ".join(f"{code} {n}" for code, n in s.stack_classes.items())
+             for name, s in summaries.items() if s.stack_classes]
+    if stack:  # the serving stack's: not in the errors above
+        captions.append("Stack faults (the server's, not the model's; not in the rates "
+                        "above): " + "; ".join(stack))
+    if captions:
+        table.caption = "\n".join(captions)
     return table
 
 
@@ -86,7 +114,9 @@ def tables_json(summaries: dict[str, GroupSummary]) -> dict:
 
     ``{column: {sessions, messages, tool_calls, errors, errors_per_100, ci95: [lo, hi],
     handshake: {completed, sessions}, error_sessions, side_requests, classes: {code:
-    per_100}, leaks: {code: calls}}}``; rates are null where there were no calls; side
+    per_100}, leaks: {code: calls}, stack_faults, stack_faults_per_100, stack_classes:
+    {code: faults}}}``; rates are null where there were no calls; stack faults are the
+    serving stack's (rules AE5xx), never in ``errors``; side
     requests (an agent CLI's title or memory requests the proxy saw) are in no other
     figure.
     """
@@ -104,6 +134,9 @@ def tables_json(summaries: dict[str, GroupSummary]) -> dict:
             "classes": {code: _num(cells[name].per100) for code, cells in classes
                         if code != TOTAL and name in cells},
             "leaks": dict(s.leaks),
+            "stack_faults": s.stack_faults.k,
+            "stack_faults_per_100": _num(s.stack_faults.per100),
+            "stack_classes": dict(s.stack_classes),
         }
     return out
 

@@ -75,6 +75,7 @@ from agent_eval.live.targets import (
     target_from_settings,
     tool_choice_field,
 )
+from agent_eval.policy.stack import DeltaFolder
 
 try:  # the openai SDK ships its HTTP stack as ``httpx2`` from 3.x on
     import httpx2 as httpx
@@ -159,6 +160,8 @@ class Reply:
     decode_tps: float | None
     markup: list[tuple[int, int]] = field(default_factory=list)
     request: dict[str, Any] | None = None  # the body as sent (headers apart), for replay
+    # where streamed tool-call deltas collided (policy.stack.DeltaFolder), for AE508
+    stream_faults: list[str] = field(default_factory=list)
 
 
 FaultKind = Literal[
@@ -471,6 +474,32 @@ class ModelClient:
 
         return await self._retrying(once, silence_is_unreachable=True)
 
+    async def server_identity(self) -> dict[str, Any]:
+        """What the server says of itself, for the run's stack fingerprint: the
+        ``Server`` header of its ``/models`` answer, and from the server's root (the base
+        URL without ``/v1``) llama.cpp's ``/props`` (its build and chat template) and
+        vLLM's ``/version``.  One attempt each, short; whatever fails is left out: a
+        server that does not have them is no fault."""
+        out: dict[str, Any] = {}
+        base = str(self._client.base_url).rstrip("/")
+        root = base[:-3] if base.endswith("/v1") else base
+        timeout = httpx.Timeout(min(self.target.timeout_s, 5.0))
+        for key, url in (("models", base + "/models"), ("props", root + "/props"),
+                         ("version", root + "/version")):
+            try:
+                answer = await self._client.get(url, cast_to=httpx.Response,
+                                                options={"timeout": timeout})
+            except _CAUGHT:
+                continue
+            if key == "models":
+                out["server_header"] = answer.headers.get("server")
+                continue
+            with contextlib.suppress(ValueError, RecursionError):
+                body = answer.json()
+                if isinstance(body, dict):
+                    out[key] = body
+        return out
+
     async def _retrying(self, once, *, silence_is_unreachable: bool):
         """Run ``once`` until it succeeds or a fault is final.  Connection refused on every
         attempt is ``ServerUnreachable``; with ``silence_is_unreachable`` so are drops and
@@ -501,7 +530,9 @@ class ModelClient:
                         f"no model server answered at {self.target.base_url} {tries}: "
                         f"{fault.reason}: {fault.detail}"
                     ) from exc
-                raise HarnessFault(f"{fault.reason} {tries}: {fault.detail}") from exc
+                failed = HarnessFault(f"{fault.reason} {tries}: {fault.detail}")
+                failed.status, failed.server_message = fault.status, fault.detail
+                raise failed from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _gate(self) -> ServerGate:
@@ -557,7 +588,7 @@ class ModelClient:
         ttft = finish = usage = None
         content: list[str] = []
         reasoning: list[str] = []
-        calls: dict[int, list] = {}  # index -> [id, name, argument pieces]
+        calls = DeltaFolder()
         stream = await self._create(request)
         async with stream:
             async for chunk in stream:
@@ -577,13 +608,17 @@ class ModelClient:
                     if think:
                         reasoning.append(think)
                     for tc in deltas or ():
-                        _merge_call_delta(calls, tc)
+                        fn = getattr(tc, "function", None)
+                        calls.add(getattr(tc, "index", None), getattr(tc, "id", None),
+                                  getattr(fn, "name", None), getattr(fn, "arguments", None))
         latency = time.perf_counter() - start
         if finish is None and usage is None:
             raise _GarbledReply("stream ended early: no finish reason and no usage")
-        outs = [ToolCallOut(c[0], c[1], "".join(c[2])) for _, c in sorted(calls.items())]
+        outs = [ToolCallOut(c.id, c.name, c.arguments) for c in calls.calls()]
         counts = usage.to_dict(warnings=False) if isinstance(usage, openai.BaseModel) else None
-        return _reply("".join(content), "".join(reasoning), outs, finish, counts, latency, ttft)
+        reply = _reply("".join(content), "".join(reasoning), outs, finish, counts, latency, ttft)
+        reply.stream_faults = list(calls.faults)
+        return reply
 
 
 def _wire_reply(parsed: Any, latency: float) -> Reply:
@@ -604,23 +639,6 @@ def sent_body(request: dict[str, Any]) -> dict[str, Any]:
     body = {k: v for k, v in request.items() if k not in ("extra_headers", "extra_body")}
     body.update(request.get("extra_body") or {})
     return body
-
-
-def _merge_call_delta(calls: dict[int, list], tc: Any) -> None:
-    """Fold one streamed tool-call delta into ``calls`` by its index."""
-    index = getattr(tc, "index", None)
-    if index is None:  # servers that omit the index: a new id starts a new call
-        index = max(calls, default=-1) + (1 if getattr(tc, "id", None) or not calls else 0)
-    entry = calls.setdefault(index, [None, "", []])
-    if getattr(tc, "id", None):
-        entry[0] = tc.id
-    fn = getattr(tc, "function", None)
-    if fn is not None:
-        name, arguments = getattr(fn, "name", None), getattr(fn, "arguments", None)
-        if name and name != entry[1]:
-            entry[1] += name
-        if arguments:
-            entry[2].append(arguments)
 
 
 def _reasoning_of(obj: Any) -> str:

@@ -25,16 +25,25 @@ The session ends when
   (:data:`CONTEXT_FULL_WRITING`): the prompt fitted, the run-away is the model's;
 - the model server fails past the client's retries: ``error``, with the reason.  Error
   sessions are excluded from every model rate;
-- a reply is cut by the token limit (finish reason ``length``) inside a tool call, whose
-  arguments are then incomplete JSON: ``error`` too, with :data:`TRUNCATED` as the reason.
-  The operator's ``max_tokens`` cut it, not the model: it is a truncation, counted apart
-  (the run warns), never the model's AE102 malformed arguments.  The cut call is not
-  judged; a call whose arguments came through whole is judged as usual.
+- a reply is cut by the token limit inside a tool call, whose arguments are then
+  incomplete JSON, in any server's style (finish reason ``length`` as vLLM and SGLang
+  say it, or ``tool_calls`` with the completion tokens at the request's ``max_tokens`` as
+  llama-cpp-python says it): ``error`` too, with :data:`TRUNCATED` as the reason.  The
+  operator's ``max_tokens`` cut it, not the model: it is a truncation (stack fault
+  AE501), counted apart (the run warns), never the model's AE102 malformed arguments.
+  The cut call is not judged; a call whose arguments came through whole is judged as usual.
+
+Every reply is also read for the other stack faults (``policy/stack.py``, rules AE5xx):
+each is kept on the session (``SessionRecord.stack_faults``), never as a model error.
+One that leaves nothing of the model's to judge (a ``tool_calls`` finish with no call, a
+required tool choice not honoured, tokens counted for an empty reply, a name that is not
+a name, stream deltas that collide) ends the session ``error`` with :data:`STACK_FAULT`
+as the reason; an HTTP 5xx whose body says the parser failed is kept on the ``error``
+session it ends.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -43,14 +52,18 @@ from agent_eval.calls import TEXT_CALL_MESSAGE, TEXT_CALL_TOOL, CallRecorder
 from agent_eval.calls import text_call as markup_call
 from agent_eval.errors import ContextExceeded, HarnessFault
 from agent_eval.live.shaping import made_up_call_id
-from agent_eval.policy import Verdict
+from agent_eval.policy import Verdict, get_rule
+from agent_eval.policy.rules import code_for
+from agent_eval.policy.stack import RAW_LIMIT, Exchange, StackFault, WireCall, check_reply
 from agent_eval.scenario import LoadedScenario, Suite, instantiate
 from agent_eval.transcript import (
+    STACK_FAULT,  # how the reason of a session another stack fault ended starts (error)
     TRUNCATED,  # the reason of a session a truncated reply ended (error, out of every rate)
     CallRecord,
     ExitState,
     HandshakeResult,
     SessionRecord,
+    StackFaultRecord,
     TurnRecord,
     assign_next_actions,
     share_messages,
@@ -61,8 +74,8 @@ MAX_CHILD_DEPTH = 3
 CONTEXT_FULL = "context window full, the server refused the next turn: "
 # ... and of one whose model wrote a reply that filled the window (on any turn)
 CONTEXT_FULL_WRITING = "context window full, the model's reply filled it: "
-__all__ = ["CONTEXT_FULL", "CONTEXT_FULL_WRITING", "TEXT_CALL_MESSAGE", "TEXT_CALL_TOOL",
-           "TRUNCATED", "ChatModel", "run_session"]
+__all__ = ["CONTEXT_FULL", "CONTEXT_FULL_WRITING", "STACK_FAULT", "TEXT_CALL_MESSAGE",
+           "TEXT_CALL_TOOL", "TRUNCATED", "ChatModel", "reply_stack_faults", "run_session"]
 NO_PARSE_OUTPUT = "(no tool call was parsed; the harness ended the turn)"
 
 
@@ -156,6 +169,7 @@ async def run_session(
         {"role": "user", "content": spec.task},
     ]
     seed_key = key
+    seen_ids: set[str] = set()  # call ids of earlier replies (a repeated one is AE506)
     status: ExitState | None = None
     for turn_index in range(spec.limits.turns):
         started = _now()
@@ -173,6 +187,8 @@ async def run_session(
             break
         except HarnessFault as exc:
             status, record.error = "error", str(exc)
+            record.stack_faults += _recorded(turn_index, check_reply(Exchange(
+                status=exc.status, error_body=exc.server_message or str(exc))))
             break
         turn = turn_record(turn_index, reply, started)
         if record.turns and turn.request is not None:  # each message held (and stored) once
@@ -180,11 +196,13 @@ async def run_session(
         record.turns.append(turn)
         assistant = assistant_message(reply, turn_index)
         messages.append(assistant)
-        cut = _cut_call(reply)
-        if cut is not None:
+        faults = reply_stack_faults(reply, turn_index, seen_ids)
+        record.stack_faults += faults
+        seen_ids.update(out.id for out in reply.tool_calls if out.id)
+        ending = next((f for f in faults if f.ends), None)
+        if ending is not None:
             status = "error"
-            record.error = (f"{TRUNCATED}{cut} after {reply.completion_tokens} completion "
-                            "tokens; raise the target's max_tokens")
+            record.error = _ending_reason(ending, reply)
             break
         if not reply.tool_calls:
             if reply.markup:
@@ -257,17 +275,43 @@ async def _simulate(call: CallRecord, verdict: Verdict, scenario: LoadedScenario
     return output
 
 
-def _cut_call(reply: Any) -> str | None:
-    """The name of the first tool call a ``length`` finish left with arguments that are
-    not whole JSON, or None: a reply the token limit cut mid-call."""
-    if reply.finish_reason != "length":
-        return None
-    for out in reply.tool_calls:
-        try:
-            json.loads(out.arguments)
-        except (ValueError, TypeError, RecursionError):
-            return repr(out.name)
-    return None
+def reply_stack_faults(reply: Any, turn_index: int,
+                       earlier_ids: set[str] | frozenset[str] = frozenset()
+                       ) -> list[StackFaultRecord]:
+    """The stack faults of one reply (``policy.stack.check_reply``) as session records,
+    read with the request's tool settings as the client sent them."""
+    request = getattr(reply, "request", None) or {}
+    exchange = Exchange(
+        finish_reason=reply.finish_reason, content=reply.content or "",
+        reasoning=reply.reasoning or "",
+        calls=tuple(WireCall(o.id, o.name, o.arguments) for o in reply.tool_calls),
+        completion_tokens=reply.completion_tokens, max_tokens=_int(request.get("max_tokens")),
+        tool_choice=request.get("tool_choice"),
+        parallel_tool_calls=(request["parallel_tool_calls"]
+                             if isinstance(request.get("parallel_tool_calls"), bool) else None),
+        streamed=bool(request.get("stream")),
+        stream_faults=tuple(getattr(reply, "stream_faults", None) or ()),
+        earlier_ids=frozenset(earlier_ids))
+    return _recorded(turn_index, check_reply(exchange))
+
+
+def _int(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
+def _recorded(turn_index: int, faults: list[StackFault]) -> list[StackFaultRecord]:
+    return [StackFaultRecord(turn_index, f.code, f.message, f.raw, f.ends) for f in faults]
+
+
+def _ending_reason(fault: StackFaultRecord, reply: Any) -> str:
+    """The stored reason of a session a stack fault ended."""
+    if fault.code == code_for("cut-by-token-limit"):
+        name = next((o.name for o in reply.tool_calls if o.arguments[:RAW_LIMIT] == fault.raw),
+                    "")
+        return (f"{TRUNCATED}{name!r} after {reply.completion_tokens} completion "
+                "tokens; raise the target's max_tokens")
+    rule = get_rule(fault.code)
+    return f"{STACK_FAULT}{fault.code} {rule.name if rule else ''}: {fault.message}"
 
 
 def text_call(index: int, turn_index: int, reply: Any) -> CallRecord:

@@ -48,6 +48,7 @@ from agent_eval.live.orchestrator import (
     run_session,
 )
 from agent_eval.live.recorder import RunRecorder
+from agent_eval.live.stackprint import STACK_KEY, stack_fingerprint
 from agent_eval.live.targets import TOOL_CHOICE_MODES
 from agent_eval.policy import ENGINE_VERSION
 from agent_eval.scenario import LoadedScenario, Suite, load_suite
@@ -237,10 +238,13 @@ def run_config(suite: Suite, targets: list[Target], repeats: int,
     }
 
 
-def run_fingerprint(suite: Suite, targets: list[Target], server_models: dict[str, Any]
-                    ) -> dict[str, Any]:
-    """What makes two runs comparable: same suite, policies, engine, server and sampling."""
+def run_fingerprint(suite: Suite, targets: list[Target], server_models: dict[str, Any],
+                    identities: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What makes two runs comparable: same suite, policies, engine, server and sampling;
+    and each target's serving stack (``stackprint.py``; ``identities``: what each server
+    said of itself, by target)."""
     allowlists = sorted({sc.allowlist.fingerprint for sc in suite.scenarios.values()})
+    identities = identities or {}
     return {
         "suite": suite.fingerprint,
         "allowlists": allowlists,
@@ -248,7 +252,24 @@ def run_fingerprint(suite: Suite, targets: list[Target], server_models: dict[str
         "agent_eval_version": __version__,
         "server_models": server_models,
         "sampling": {t.name: t.settings().get("sampling") for t in targets},
+        STACK_KEY: {t.name: stack_fingerprint(t, identities.get(t.name),
+                                              server_models.get(t.name)) for t in targets},
     }
+
+
+async def probe_identities(targets: list[Target], client_factory: ClientFactory = ModelClient
+                           ) -> dict[str, Any]:
+    """What each target's server says of itself (``ModelClient.server_identity``); a
+    client without that method (a test double) says nothing."""
+    out: dict[str, Any] = {}
+    for target in targets:
+        client = client_factory(target)
+        try:
+            ask = getattr(client, "server_identity", None)
+            out[target.name] = await ask() if ask is not None else {}
+        finally:
+            await client.aclose()
+    return out
 
 
 async def probe_targets(targets: list[Target], client_factory: ClientFactory = ModelClient
@@ -354,7 +375,8 @@ def not_found_line(base_url: str, server_message: str) -> str:
 
 def start_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *,
               label: str | None, server_models: dict[str, Any],
-              policy: dict[str, str | None] | None = None) -> int:
+              policy: dict[str, str | None] | None = None,
+              identities: dict[str, Any] | None = None) -> int:
     """Record a new run and its targets; returns the run id."""
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
@@ -364,7 +386,7 @@ def start_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *
     run_id = store.create_run(
         label=label, kind="live", suite=str(suite.path),
         config=run_config(suite, targets, repeats, policy),
-        fingerprint=run_fingerprint(suite, targets, server_models),
+        fingerprint=run_fingerprint(suite, targets, server_models, identities),
     )
     for t in targets:
         store.add_target(run_id, name=t.name, model=t.model, base_url=t.base_url,
@@ -378,8 +400,9 @@ def record_new_run(store: Store, suite: Suite, targets: list[Target], repeats: i
     """Probe every target's server (``ServerUnreachable`` when one is down: nothing is
     recorded) and record the new run (:func:`start_run`); returns its id."""
     server_models = asyncio.run(probe_targets(targets, client_factory))
+    identities = asyncio.run(probe_identities(targets, client_factory))
     return start_run(store, suite, targets, repeats, label=label, server_models=server_models,
-                     policy=policy)
+                     policy=policy, identities=identities)
 
 
 def _check_named_tool_choice(target: Target, suite: Suite) -> None:

@@ -51,6 +51,22 @@ _FORBID = ConfigDict(extra="forbid")
 
 
 @dataclass(frozen=True)
+class StackNotes:
+    """What the operator knows of the serving stack and no server reports: the run's
+    fingerprint keeps them and ``compare`` says when two runs' differ.  Free text each,
+    e.g. ``server: vLLM 0.11.2``, ``parser: qwen3_coder``, ``reasoning_parser: qwen3``,
+    ``template: Qwen3.5 tokenizer_config (2026-10)``, ``quantization: AWQ 4-bit``."""
+
+    __pydantic_config__ = _FORBID
+
+    server: Annotated[str | None, Field(max_length=200)] = None
+    parser: Annotated[str | None, Field(max_length=200)] = None
+    reasoning_parser: Annotated[str | None, Field(max_length=200)] = None
+    template: Annotated[str | None, Field(max_length=200)] = None
+    quantization: Annotated[str | None, Field(max_length=200)] = None
+
+
+@dataclass(frozen=True)
 class Sampling:
     """Sampling knobs.  ``None`` means "not sent": the server's default applies."""
 
@@ -96,7 +112,9 @@ class Target:
     ``server_limit`` caps the requests in flight to the target's server from this process,
     counted across every target with the same ``base_url`` (``manners.py``); ``adaptive``
     lets that limit fall when the server queues (time to first token climbs, vLLM's
-    ``num_requests_waiting``) and rise again slowly.
+    ``num_requests_waiting``) and rise again slowly.  ``stack`` holds the operator's
+    notes on the serving stack (:class:`StackNotes`: parser, template, quantization),
+    kept in the run's stack fingerprint (``live/stackprint.py``).
     """
 
     __pydantic_config__ = _FORBID
@@ -119,11 +137,14 @@ class Target:
     extra_body: dict[str, Any] | None = None
     server_limit: Annotated[int | None, Field(ge=1, le=4096)] = None
     adaptive: bool = True
+    stack: StackNotes | None = None
 
     def settings(self) -> dict[str, Any]:
         """A JSON-able description for the run fingerprint.  Holds no secret."""
         out = asdict(self)
         out["sampling"] = {k: v for k, v in out["sampling"].items() if v is not None}
+        if out["stack"] is not None:
+            out["stack"] = {k: v for k, v in out["stack"].items() if v is not None}
         return out
 
 

@@ -45,6 +45,7 @@ from agent_eval.live.run import (
     session_counter,
     session_player,
 )
+from agent_eval.live.stackprint import STACK_KEY
 from agent_eval.scenario import Suite
 from agent_eval.store import Store
 from agent_eval.transcript import SessionRecord
@@ -83,7 +84,9 @@ def plan_work(store: Store, run_id: int, suite: Suite, targets: list[Target],
 
 def comparable(fingerprint: dict[str, Any]) -> dict[str, Any]:
     """The fingerprint without what differs between two identical servers asked twice:
-    ``/v1/models`` carries a ``created`` timestamp on vLLM and OpenAI."""
+    ``/v1/models`` carries a ``created`` timestamp on vLLM and OpenAI; and without the
+    stacks (``stackprint.py``): the planner's probe of each server is the one recorded,
+    and the settings they hold are compared as the targets' own."""
     def strip(value: Any) -> Any:
         if isinstance(value, dict):
             return {k: strip(v) for k, v in value.items() if k != "created"}
@@ -91,7 +94,7 @@ def comparable(fingerprint: dict[str, Any]) -> dict[str, Any]:
             return [strip(v) for v in value]
         return value
 
-    return strip(fingerprint)
+    return strip({k: v for k, v in fingerprint.items() if k != STACK_KEY})
 
 
 def check_fingerprint(run_id: int, stored: dict[str, Any], mine: dict[str, Any]) -> None:

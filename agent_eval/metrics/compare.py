@@ -30,6 +30,8 @@ class GroupComparison:
     classes: dict[str, RateComparison]
     handshake: RateComparison
     pivot: RateComparison
+    # stack faults per 100 calls (rules AE5xx): the serving stack's, never in ``errors``
+    stack_faults: RateComparison | None = None
 
 
 def compare_groups(a: GroupSummary, b: GroupSummary) -> GroupComparison:
@@ -46,6 +48,7 @@ def compare_groups(a: GroupSummary, b: GroupSummary) -> GroupComparison:
         classes=classes,
         handshake=_compare(a.handshake.completed, b.handshake.completed),
         pivot=_compare(a.recovery.pivot, b.recovery.pivot),
+        stack_faults=_compare(a.stack_faults, b.stack_faults),
     )
 
 

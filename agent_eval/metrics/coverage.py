@@ -17,8 +17,8 @@ Per target, counting top-level sessions (a subagent's session belongs to its roo
     by :data:`LossCause`: ``server fault`` (an ``error`` session: the server or the
     harness failed past the retries), ``truncation`` (an ``error`` session a reply cut by
     the token limit ended, :data:`agent_eval.transcript.TRUNCATED`), ``stack fault``
-    (what the serving stack lost or mangled between the model and the wire; counted here
-    once those findings are stored, 0 until then) and ``interrupted`` (planned, never
+    (an ``error`` session a stack fault ended, :data:`agent_eval.transcript.STACK_FAULT`:
+    what the serving stack lost or mangled between the model and the wire) and ``interrupted`` (planned, never
     played: Ctrl-C, a server gone, a stopped target).
 """
 
@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agent_eval.transcript import TRUNCATED
+from agent_eval.transcript import STACK_FAULT, TRUNCATED
 
 LossCause = Literal["server fault", "truncation", "stack fault", "interrupted"]
 """Why a planned session was not judged; every cause is always listed, 0 or not."""
@@ -72,7 +72,9 @@ class Coverage:
 
 def loss_cause(error: str | None) -> LossCause:
     """The cause of an ``error`` session, from its stored reason."""
-    return "truncation" if (error or "").startswith(TRUNCATED) else "server fault"
+    if (error or "").startswith(TRUNCATED):
+        return "truncation"
+    return "stack fault" if (error or "").startswith(STACK_FAULT) else "server fault"
 
 
 def coverage_of(target: str, planned: int | None,

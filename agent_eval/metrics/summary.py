@@ -13,6 +13,12 @@ Definitions (docs/design.md "Metrics", docs/design.md) as implemented here:
   They are allowed calls: not in ``errors``.
 * ``by="agent"`` groups by whose rules judged the session (an agent CLI's agent;
   :data:`NO_AGENT` for sessions judged under an agent-eval allow-list).
+* ``stack_faults`` is stack faults (rules AE5xx: what the serving stack lost or mangled,
+  ``policy/stack.py``) per 100 calls the stack handled: the calls of every session, error
+  sessions included (a cut call ends its session ``error``), plus one per fault that
+  ended a session (the call it lost); never the model's errors.  ``stack_classes`` counts
+  them by code.  When one reply holds more faults than calls, the denominator is the
+  faults, so the rate never passes 100.
 * ``messages`` is the sum of ``SessionRow.n_messages`` (docs/design.md's "messages" column).
 * A session belongs to one group per key, except ``by="tag"``: it counts once in each of
   its tags (so tag columns may add up to more than the whole), and an untagged session is
@@ -185,6 +191,9 @@ class GroupSummary:
     recovery: RecoveryStats
     speed: SpeedStats
     side_requests: int = 0  # sessions tagged side-request: in no other figure
+    # stack faults (AE5xx) per 100 calls the stack handled, never in ``errors``
+    stack_faults: Rate = field(default_factory=lambda: Rate.of(0, 0))
+    stack_classes: dict[str, int] = field(default_factory=dict)  # code -> faults, by code
 
 
 @dataclass(slots=True)
@@ -221,11 +230,21 @@ class Tally:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     reasoning_tokens: int = 0
+    stack: Counter = field(default_factory=Counter)  # stack fault code -> faults
+    stack_calls: int = 0  # calls of every session plus the calls session-ending faults lost
+
+    def add_stack(self, calls: int, faults: Iterable[tuple[str, bool]]) -> None:
+        """One session's calls and stack faults ``(code, ended the session)``."""
+        self.stack_calls += calls
+        for code, ended in faults:
+            self.stack[code] += 1
+            self.stack_calls += bool(ended)
 
     def add_session(self, s: SessionRow) -> None:
         if is_side_request(s):
             self.side_requests += 1
             return
+        self.add_stack(s.n_calls, s.stack_faults)
         self.exit_states[s.status] += 1
         if s.status == "error":
             self.error_sessions += 1
@@ -288,6 +307,9 @@ class Tally:
             ),
             speed=self._speed(),
             side_requests=self.side_requests,
+            stack_faults=Rate.of(sum(self.stack.values()),
+                                 max(self.stack_calls, sum(self.stack.values()))),
+            stack_classes={code: self.stack[code] for code in sorted(self.stack)},
         )
 
     def _speed(self) -> SpeedStats:

@@ -5,7 +5,9 @@ render from :data:`RULES`.  The engine emits findings by rule *name*
 (:func:`code_for`), so codes live only here.
 
 Code ranges follow the pipeline stages: AE1 the call itself, AE2 parsing, AE3 the
-allow-list, AE4 the session.  AE4xx are session outcomes computed by the orchestrator and
+allow-list, AE4 the session, AE5 the serving stack (faults of the server's parser,
+template, streaming or output cap, read from the wire by ``policy/stack.py``: never a
+model error, counted apart).  AE4xx are session outcomes computed by the orchestrator and
 metrics; they are listed so reports and docs have one vocabulary, but the engine never
 emits them.  AE104 is detected by the orchestrator from reply text, not by the engine.
 
@@ -18,6 +20,9 @@ command; ``kind`` says how to read ``text``:
              (``client``: a call from an agent CLI, judged with its tool profiles)
 ``reply``    assistant reply text (AE104); described, not judged by the engine
 ``session``  a description of a session (AE4xx); described, not judged by the engine
+``wire``     one exchange as JSON (``request`` settings and the ``reply``, the streamed
+             ``chunks``, or an HTTP ``status`` and ``body``; AE5xx), read by
+             ``policy.stack.check_reply``: bad examples must yield the code, good ones none
 
 Every ``command``/``read``/``call`` example is judged against ``allowlists/ralf.yaml`` by
 ``tests/policy/test_rules.py``: bad examples must yield the rule's code, good ones must be
@@ -30,9 +35,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-ExampleKind = Literal["command", "read", "call", "reply", "session"]
+ExampleKind = Literal["command", "read", "call", "reply", "session", "wire"]
 RuleStatus = Literal["stable", "preview"]
-RuleScope = Literal["call", "parse", "allow-list", "session"]
+RuleScope = Literal["call", "parse", "allow-list", "session", "stack"]
 JUDGED_KINDS: tuple[ExampleKind, ...] = ("command", "read", "call")
 
 
@@ -61,8 +66,9 @@ class Rule:
 
     @property
     def emitted_by_engine(self) -> bool:
-        """False for rules other stages decide (session outcomes, reply-text calls)."""
-        return self.scope != "session" and self.code != "AE104"
+        """False for rules other stages decide (session outcomes, stack faults, reply-text
+        calls)."""
+        return self.scope not in ("session", "stack") and self.code != "AE104"
 
     def as_dict(self) -> dict:
         return {
@@ -87,6 +93,32 @@ def _example_dict(example: Example) -> dict:
 
 def _cmds(*texts: str) -> tuple[Example, ...]:
     return tuple(Example(t) for t in texts)
+
+
+def _wire(**spec: object) -> Example:
+    """A ``wire`` example: one exchange as compact JSON (see the module docstring)."""
+    import json
+
+    return Example(json.dumps(spec, ensure_ascii=False, separators=(",", ":")), "wire")
+
+
+def _call(name: str, arguments: str, call_id: str | None = "call_1") -> dict:
+    out: dict = {"type": "function", "function": {"name": name, "arguments": arguments}}
+    if call_id is not None:
+        out["id"] = call_id
+    return out
+
+
+def _answer(finish: str | None, *calls: dict, content: str = "",
+            tokens: int = 20) -> dict:
+    message: dict = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = list(calls)
+    return {"finish_reason": finish, "message": message, "usage": {"completion_tokens": tokens}}
+
+
+_LIGHTS = '{"command": "uv run scripts/lights.py status"}'
+_CUT = '{"command": "uv run scripts/lig'
 
 
 _OK = _cmds(
@@ -430,6 +462,157 @@ _RULES: tuple[Rule, ...] = (
          Example('{"cmd": "uv run scripts/lights.py status", "workdir": "."}', "call",
                  "exec_command", client=True)),
         "allow-list",
+    ),
+    Rule(
+        "AE501", "cut-by-token-limit",
+        "A tool call cut by the output cap: its arguments end unterminated, with finish "
+        "reason `length` or with the completion tokens at the request's `max_tokens`.",
+        "The operator's `max_tokens` stopped the model mid-call; the call the model was "
+        "writing never reached the wire whole.  vLLM and SGLang say `length`, "
+        "llama-cpp-python says `tool_calls` with `completion_tokens` equal to "
+        "`max_tokens`: both are the same cut.  Counted as a truncation (the run warns and "
+        "names the fix: a larger `max_tokens`), never as the model's AE102.",
+        (_wire(request={"max_tokens": 48}, reply=_answer("length", _call("bash", _CUT),
+                                                          tokens=48)),
+         _wire(request={"max_tokens": 48}, reply=_answer("tool_calls", _call("bash", _CUT),
+                                                          tokens=48))),
+        (_wire(request={"max_tokens": 48}, reply=_answer("length", _call("bash", _LIGHTS),
+                                                          tokens=48)),
+         _wire(request={"max_tokens": 4096}, reply=_answer("tool_calls", _call("bash", _CUT),
+                                                            tokens=30))),
+        "stack",
+    ),
+    Rule(
+        "AE502", "finish-reason-mismatch",
+        "The finish reason disagrees with the reply: `tool_calls` with no call, `stop` "
+        "beside calls.",
+        "A server whose parser lost the call still reports `tool_calls` (vLLM with "
+        "`tool_choice: required`, vllm-project/vllm#53255); one that streams a call may "
+        "end it with `stop` (ollama/ollama#16212).  Clients that trust the finish reason "
+        "drop the call or wait for one that never comes.  Calls that came whole are still "
+        "judged; a `tool_calls` finish with nothing in it ends the session as the server's.",
+        (_wire(reply=_answer("tool_calls")),
+         _wire(reply=_answer("stop", _call("bash", _LIGHTS)))),
+        (_wire(reply=_answer("tool_calls", _call("bash", _LIGHTS))),
+         _wire(reply=_answer("stop", content="All lights are off."))),
+        "stack",
+    ),
+    Rule(
+        "AE503", "empty-reply-with-tokens",
+        "Completion tokens were counted but the reply holds no text, reasoning or call.",
+        "The model generated something the server then dropped: a call its parser could "
+        "not read, reasoning its reasoning parser swallowed (ollama/ollama#17274: an empty "
+        "message after 40 completion tokens).  Nothing the model wrote can be judged.",
+        (_wire(reply=_answer("stop", tokens=40)),),
+        (_wire(reply=_answer("stop", content="Done.", tokens=40)),
+         _wire(reply=_answer("stop", tokens=1))),
+        "stack",
+    ),
+    Rule(
+        "AE504", "tool-choice-ignored",
+        "`tool_choice: required` answered with no call, or a named tool answered with "
+        "another tool or none.",
+        "With `required` (or a named function) the server is meant to constrain the "
+        "decoding to a call; a reply without one is the stack's guided decoding or parser "
+        "failing, not the model choosing to stop.",
+        (_wire(request={"tool_choice": "required"}, reply=_answer("stop", content="Done.")),
+         _wire(request={"tool_choice": {"type": "function", "function": {"name": "read"}}},
+               reply=_answer("tool_calls", _call("bash", _LIGHTS)))),
+        (_wire(request={"tool_choice": "required"},
+               reply=_answer("tool_calls", _call("bash", _LIGHTS))),
+         _wire(request={"tool_choice": "auto"}, reply=_answer("stop", content="Done."))),
+        "stack",
+    ),
+    Rule(
+        "AE505", "parallel-calls-exceeded",
+        "More than one call in a reply to a request with `parallel_tool_calls: false`.",
+        "The request asked for one call per reply; a server that ignores the switch hands "
+        "the harness calls it said it would not send.  The calls are still judged.",
+        (_wire(request={"parallel_tool_calls": False},
+               reply=_answer("tool_calls", _call("bash", _LIGHTS, "call_1"),
+                             _call("bash", _LIGHTS, "call_2"))),),
+        (_wire(request={"parallel_tool_calls": False},
+               reply=_answer("tool_calls", _call("bash", _LIGHTS))),
+         _wire(request={"parallel_tool_calls": True},
+               reply=_answer("tool_calls", _call("bash", _LIGHTS, "call_1"),
+                             _call("bash", _LIGHTS, "call_2")))),
+        "stack",
+    ),
+    Rule(
+        "AE506", "bad-call-id",
+        "A call id missing, malformed (spaces, markup), or repeated within a reply or "
+        "across the session's turns.",
+        "Tool results are matched to calls by id: a missing or repeated id sends a result "
+        "to the wrong call or makes the next request invalid.  The calls are still judged.",
+        (_wire(reply=_answer("tool_calls", _call("bash", _LIGHTS, None))),
+         _wire(reply=_answer("tool_calls", _call("bash", _LIGHTS, "call 1<|im_end|>"))),
+         _wire(reply=_answer("tool_calls", _call("bash", _LIGHTS, "call_0"),
+                             _call("read", '{"path": "notes/plan.md"}', "call_0"))),
+         _wire(earlier_ids=["call_0"], reply=_answer("tool_calls",
+                                                     _call("bash", _LIGHTS, "call_0")))),
+        (_wire(earlier_ids=["call_0"], reply=_answer("tool_calls",
+                                                     _call("bash", _LIGHTS, "call_1"))),),
+        "stack",
+    ),
+    Rule(
+        "AE507", "malformed-tool-name",
+        "A tool name that is not a name: template tokens, spaces, markup, or empty.",
+        "A chat template token leaked into `function.name` (`bash<|im_end|>`), or a "
+        "parser that split the call in the wrong place, is the stack's; counting it as the "
+        "model's unknown tool (AE101) would blame the model for the template.",
+        (_wire(reply=_answer("tool_calls", _call("bash<|im_end|>", _LIGHTS))),
+         _wire(reply=_answer("tool_calls", _call("<tool_call>bash", _LIGHTS))),
+         _wire(reply=_answer("tool_calls", _call("", _LIGHTS)))),
+        (_wire(reply=_answer("tool_calls", _call("emit_guidance", "{}"))),
+         _wire(reply=_answer("tool_calls", _call("ns.tool-1", "{}")))),
+        "stack",
+    ),
+    Rule(
+        "AE508", "broken-stream-deltas",
+        "Streamed tool-call deltas that collide (two calls at one index) or do not "
+        "reassemble into whole calls.",
+        "A server that streams every call at `index: 0` (ollama/ollama#16212) or drops "
+        "the index after an empty-argument call (vllm-project/vllm#47901) makes every "
+        "client fold two calls into one: `{}{\"command\": ...}`.  What is judged is then "
+        "not what the model wrote.",
+        (_wire(chunks=[
+            {"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "id": "call_1", "function": {"name": "bash", "arguments": _LIGHTS}}]}}]},
+            {"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "id": "call_2", "function": {"name": "read",
+                                                          "arguments": '{"path": "a.md"}'}}]}}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]),
+         _wire(chunks=[
+             {"choices": [{"index": 0, "delta": {"tool_calls": [
+                 {"index": 0, "id": "call_1", "function": {"name": "status", "arguments": "{}"}},
+             ]}}]},
+             {"choices": [{"index": 0, "delta": {"tool_calls": [
+                 {"index": 0, "function": {"arguments": _LIGHTS}}]}}]},
+             {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}])),
+        (_wire(chunks=[
+            {"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "id": "call_1", "function": {"name": "bash", "arguments": ""}}]}}]},
+            {"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "function": {"arguments": _LIGHTS}}]}}]},
+            {"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 1, "id": "call_2", "function": {"name": "read",
+                                                          "arguments": '{"path": "a.md"}'}}]}}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]),),
+        "stack", "preview",
+    ),
+    Rule(
+        "AE509", "parser-server-error",
+        "An HTTP 5xx whose body says the server's tool-call parser (or template) failed.",
+        "The model's reply existed; the server failed reading it and answered an error "
+        "instead (ggml-org/llama.cpp#20806: a 500 whenever a reply holds `{`).  The "
+        "session ends as the server's fault, and this says which part of the server.",
+        (_wire(status=500, body={"error": {"code": 500, "message": "Failed to parse input "
+                                           "at pos 12: <tool_call>{\"name\""}}),
+         _wire(status=500, body={"object": "error", "message": "Error in extracting tool "
+                                 "call from response."})),
+        (_wire(status=503, body={"error": {"message": "Loading model"}}),
+         _wire(status=500, body={"error": {"message": "CUDA error: out of memory"}})),
+        "stack", "preview",
     ),
     Rule(
         "AE401", "repeated-denied-call", "The same denied call again (session-level).",

@@ -15,6 +15,7 @@ type-checked against :mod:`agent_eval.report.summary_format`)::
         errors_per_100, errors_per_100_ci95: [lo, hi],
         classes: {code: {errors, per_100, ci95: [lo, hi]}},   # primary class, denied calls
         leaks: {code: calls},    # allowed by an agent CLI's rules, refused by their strict reading
+        stack_faults: {faults, calls, per_100, ci95, classes: {code: faults}},  # AE5xx
         handshake: {sessions, completed, completion_per_100, ci95, mean_done_share,
                     most_missed_step},
         recovery: {denials, pivot, retry-denied, repeat, abandon (shares per 100),
@@ -146,6 +147,10 @@ def _target_dict(s: GroupSummary, repeats: RepeatSummary | None,
         },
         # allowed by an agent CLI's rules, refused by their strict reading (per class)
         "leaks": dict(s.leaks),
+        # what the serving stack lost or mangled (AE5xx), never in errors
+        "stack_faults": {"faults": s.stack_faults.k, "calls": s.stack_faults.n,
+                         "per_100": _r(s.stack_faults.per100), "ci95": _ci(s.stack_faults),
+                         "classes": dict(s.stack_classes)},
         "handshake": {
             "sessions": hs.sessions,
             "completed": hs.completed.k,
@@ -223,6 +228,10 @@ def summary_markdown(page: IndexPage) -> str:
         for r in page.class_rows
     ]
     lines += _md_table(("failure class", *page.columns), rows)
+    if page.stack_rows:
+        lines += ["", "### Stack faults (the server's, never in the errors above)", ""]
+        lines += _md_table(("stack fault", *page.columns),
+                           [(f"{r[0]} {r[1]}".strip(), *r[2:]) for r in page.stack_rows])
     lines += ["", "### Handshake and reaction to denial", ""]
     lines += _md_table(
         ("target", "handshake completed % [95% CI]", "pivot %", "retry-denied %", "repeat %",

@@ -59,7 +59,14 @@ from agent_eval.report.lists import class_file, list_href, scenario_file
 from agent_eval.report.pages import SessionLink, handshake_text, rule_href, session_href
 from agent_eval.report.throughput import RunThroughput
 from agent_eval.store import RunInfo, Store
-from agent_eval.transcript import EXIT_STATES, NEXT_ACTIONS, CallRow, SessionRow
+from agent_eval.transcript import (
+    EXIT_STATES,
+    NEXT_ACTIONS,
+    CallRow,
+    SessionRow,
+    run_stacks,
+    stack_line,
+)
 
 STATISTICS = (
     "Every rate is errors (or sessions) per 100 with a Wilson 95% score interval in "
@@ -81,6 +88,7 @@ class RunView:
     suite: str | None
     created_at: datetime
     engine_version: str | None
+    stacks: tuple[tuple[str, str], ...] = ()  # (target, its stack as one line)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +161,8 @@ class IndexPage:
     tag_rows: tuple[BreakdownRow, ...] = ()
     agent_rows: tuple[BreakdownRow, ...] = ()  # by whose agent CLI rules judged (if any)
     leak_rows: tuple[tuple[str, ...], ...] = ()  # (class, name, count per column)
+    # (code, name, faults per column), then "per 100 calls" (stack_fault_rows)
+    stack_rows: tuple[tuple[str, ...], ...] = ()
     agreement: tuple[SourceAgreement, ...] = ()  # columns with source verdicts only
     agreement_rows: tuple[tuple[str, ...], ...] = ()
     disagreements: tuple[DisagreementItem, ...] = ()  # the first MAX_DISAGREEMENTS
@@ -311,6 +321,7 @@ def build_index_page(
             tag for s in sessions if s.status != "error" for tag in s.tags)),
         agent_rows=agent_rows(figures.by_agent, columns, sessions),
         leak_rows=leak_rows(summaries),
+        stack_rows=stack_fault_rows(summaries),
         agreement=agreed,
         agreement_rows=tuple(agreement_cells(a) for a in agreed),
         disagreements=disagreement_items(agreement, links),
@@ -337,6 +348,21 @@ def leak_rows(summaries: dict[str, GroupSummary]) -> tuple[tuple[str, ...], ...]
     rows = [(code, _rule_name(code), *(str(s.leaks.get(code, 0)) for s in summaries.values()))
             for code in codes]
     rows.append(("total", "", *(str(sum(s.leaks.values())) for s in summaries.values())))
+    return tuple(rows)
+
+
+def stack_fault_rows(summaries: dict[str, GroupSummary]) -> tuple[tuple[str, ...], ...]:
+    """One row per stack-fault code (AE5xx: what the serving stack lost or mangled, never
+    in the errors above), its count per column, then the total and the rate per 100 calls
+    the stack handled [Wilson 95%]; empty when no column had one."""
+    codes = sorted({code for s in summaries.values() for code in s.stack_classes})
+    if not codes:
+        return ()
+    rows = [(code, _rule_name(code),
+             *(str(s.stack_classes.get(code, 0)) for s in summaries.values()))
+            for code in codes]
+    rows.append(("total", "", *(str(s.stack_faults.k) for s in summaries.values())))
+    rows.append(("per 100 calls", "", *(rate_text(s.stack_faults) for s in summaries.values())))
     return tuple(rows)
 
 
@@ -386,7 +412,9 @@ def _title(runs: list[RunInfo]) -> str:
 def _run_view(run: RunInfo) -> RunView:
     engine = run.fingerprint.get("engine_version") if isinstance(run.fingerprint, dict) else None
     return RunView(run.id, run.label, run.kind, run.status, suite_shown(run.suite),
-                   run.created_at, str(engine) if engine is not None else None)
+                   run.created_at, str(engine) if engine is not None else None,
+                   tuple((name, stack_line(stack))
+                         for name, stack in run_stacks(run.fingerprint).items()))
 
 
 def suite_shown(suite: str | None) -> str | None:

@@ -27,6 +27,7 @@ from agent_eval.transcript import (
     ExitState,
     FindingRecord,
     NextAction,
+    StackFaultRecord,
     TurnRecord,
 )
 
@@ -134,6 +135,31 @@ class TurnView:
 
 
 @dataclass(frozen=True, slots=True)
+class StackFaultView:
+    """One stack fault of a session: on which reply, its rule, and the raw wire text."""
+
+    turn: int
+    code: str
+    name: str
+    message: str
+    raw: str
+
+
+def stack_fault_views(stored: Any) -> tuple[StackFaultView, ...]:
+    """The views of a stored ``stack_faults`` list (records or their JSON dicts)."""
+    out = []
+    for f in stored or ():
+        record = f if isinstance(f, StackFaultRecord) else (
+            StackFaultRecord.from_dict(f) if isinstance(f, dict) else None)
+        if record is None:
+            continue
+        rule = get_rule(record.code)
+        out.append(StackFaultView(record.turn_index, record.code, rule.name if rule else "",
+                                  record.message, record.raw))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
 class SessionPage(SessionOutcome):
     """One session's drill-down (a section of ``sessions/<first>-<last>.html``)."""
 
@@ -162,6 +188,9 @@ class SessionPage(SessionOutcome):
     policy_agent: str | None = None  # whose agent CLI rules judged it (None: an allow-list)
     policy_agent_via: str | None = None  # how that agent was chosen
     policy_emulation: str | None = None  # the CLI release and mode emulated, when stored
+    # what the serving stack lost or mangled on its replies (AE5xx), never model errors
+    stack_faults: tuple[StackFaultView, ...] = ()
+    stack: str = ""  # the target's serving stack, one line (``transcript.stack_line``)
 
     @property
     def handshake_text(self) -> str:
@@ -281,7 +310,7 @@ def build_session_page(stored: StoredSession, links: dict[int, SessionLink]) -> 
         stored.id, stored.run_id, stored.target, record.key, record.scenario, record.repeat,
         record.status, record.error, record.tags, record.source, hs.required, hs.done,
         hs.completed, hs.missed_step, stored.parent_id, "", record.policy_agent,
-        record.policy_agent_via)
+        record.policy_agent_via, record.stack_faults)
     page = _session_page(head, record.messages, record.turns, record.calls,
                          lambda call: call.findings, dict(stored.child_links),
                          stored.child_ids, links)
@@ -329,6 +358,7 @@ def _session_page(s: TranscriptHead, messages: list, turns: Iterable, calls: Ite
         denials=denials,
         policy_agent=s.policy_agent,
         policy_agent_via=s.policy_agent_via,
+        stack_faults=stack_fault_views(s.stack_faults),
     )
 
 

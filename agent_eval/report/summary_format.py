@@ -92,6 +92,16 @@ class ClusteredEntry(TypedDict):
     classes: dict[str, ClusteredClass]
 
 
+class StackFaultsEntry(TypedDict):
+    """Stack faults per 100 calls the stack handled, and per code."""
+
+    faults: int
+    calls: int
+    per_100: float | None
+    ci95: Interval
+    classes: dict[str, int]
+
+
 class TargetEntry(TypedDict):
     """One column's figures."""
 
@@ -105,6 +115,8 @@ class TargetEntry(TypedDict):
     classes: dict[str, ClassEntry]  # primary class of the denied calls
     # calls an agent CLI's rules allowed that their strict reading refuses, per class
     leaks: dict[str, int]
+    # what the serving stack lost or mangled (AE5xx), never in errors
+    stack_faults: StackFaultsEntry
     handshake: HandshakeEntry
     # denials, then the share per 100 of each next action (``transcript.NEXT_ACTIONS``:
     # the keys follow that registry), denials_per_session, turns_burned

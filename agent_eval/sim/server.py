@@ -46,6 +46,8 @@ from agent_eval.sim import hostile
 from agent_eval.sim.behaviour import TaskIndex, index_tasks, plan_reply
 from agent_eval.sim.clients import SIDE_REPLY, adapt_calls, is_side_request, locate
 from agent_eval.sim.profiles import PROFILES, Profile, get_profile
+from agent_eval.sim.stack import PARSER_FAILED, check_stack, pick_fault, play_on_chunks, split_model
+from agent_eval.sim.stack import play as stack_play
 from agent_eval.sim.wire import build_completion, render_chunks, render_completion, render_error
 
 DEFAULT_SUITE = data_dir() / "scenarios" / BUNDLED_SUITE_NAME  # see scenario/bundled.py
@@ -76,6 +78,10 @@ class Faults:
     does, and counts them on ``/metrics`` as ``vllm:num_requests_waiting``;
     ``max_in_flight`` answers ``busy_status`` (429 or 503) with ``Retry-After:
     retry_after_s`` to a request that finds that many in flight already (0: never).
+
+    Stack faults (``stack.py``): ``stack`` names a server family (``vllm``,
+    ``llamacpp``, ``sglang``, ``ollama``; a model name's ``+STACK`` suffix picks one per
+    request) whose faults are played on ``stack_rate`` of the replies.
     """
 
     latency_s: float = 0.0
@@ -99,13 +105,18 @@ class Faults:
     max_in_flight: int = 0
     retry_after_s: float = 1.0
     busy_status: int = 429
+    stack: str = ""
+    stack_rate: float = 0.0
 
     def __post_init__(self) -> None:
         if self.busy_status not in (429, 503):
             raise ConfigError(f"must be 429 or 503, got {self.busy_status}",
                               field="faults.busy_status")
+        check_stack(self.stack)
         for f in fields(self):
             value = getattr(self, f.name)
+            if isinstance(value, str):
+                continue
             if value < 0 or (f.name.endswith("_rate") and value > 1):
                 limit = "between 0 and 1" if f.name.endswith("_rate") else "0 or more"
                 raise ConfigError(f"must be {limit}, got {value}", field=f"faults.{f.name}")
@@ -287,7 +298,8 @@ async def _answer(request: web.Request, state: SimState) -> web.StreamResponse:
     malformed = bool(faults.malformed_args_rate) and draw() < faults.malformed_args_rate
     hostile_draws = hostile.draw(faults, draw)
 
-    profile = state.profile_for(body.get("model"))
+    model_field, named_stack = split_model(body.get("model"))
+    profile = state.profile_for(model_field)
     found = locate(state.scenarios, messages)
     key = request.headers.get(SEED_HEADER) or found.task
     rng = conversation_rng(state.seed, profile, key, len(messages))
@@ -301,6 +313,15 @@ async def _answer(request: web.Request, state: SimState) -> web.StreamResponse:
     done = build_completion(
         body, reply, model=model, created=int(time.time()), rng=rng, malformed=malformed
     )
+    stack = named_stack or faults.stack
+    fault = None
+    if stack and faults.stack_rate:
+        fault = pick_fault(stack, faults.stack_rate, random.Random(rng.random()),
+                           calls=len(done.calls), streamed=bool(body.get("stream")))
+        if fault == "parser-500":
+            return _error(500, PARSER_FAILED)
+        if fault is not None:
+            done = stack_play(done, fault, body.get("max_tokens"))
     done = hostile.apply(done, faults, hostile_draws)
     if protocol != "chat":
         return await _answer_in(protocol, request, body, done, faults, truncate,
@@ -309,7 +330,8 @@ async def _answer(request: web.Request, state: SimState) -> web.StreamResponse:
         options = body.get("stream_options") or {}
         include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
         piece = 65_536 if "huge_reply" in hostile_draws else 24
-        chunks = render_chunks(done, include_usage=include_usage, piece_chars=piece)
+        chunks = play_on_chunks(render_chunks(done, include_usage=include_usage,
+                                              piece_chars=piece), fault)
         return await _stream(request, chunks, faults, truncate, hostile_draws)
     await _sleep(faults.ttft_s + faults.latency_s)
     payload = hostile.apply_bytes(json.dumps(render_completion(done)).encode(), faults,
@@ -326,7 +348,7 @@ async def _answer_in(protocol: str, request: web.Request, body: dict[str, Any],
     parsed = wire.ParsedReply(
         content=done.reply.content or "", reasoning=done.reply.reasoning,
         calls=[wire.ParsedCall(c.id, c.name, c.arguments) for c in done.calls],
-        finish_reason=done.reply.finish_reason, usage=done.usage, model=done.model,
+        finish_reason=done.finish_reason, usage=done.usage, model=done.model,
         response_id=done.id)
     stream = bool(body.get("stream"))
     events = wire.PROTOCOLS[protocol].render_reply(parsed, stream=stream, created=done.created)

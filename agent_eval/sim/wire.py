@@ -38,6 +38,11 @@ class Completion:
     reply: Reply
     calls: tuple[WireCall, ...]
     usage: dict[str, int]
+    finish: str | None = None  # a finish reason a stack fault forces (``stack.py``)
+
+    @property
+    def finish_reason(self) -> str:
+        return self.finish or self.reply.finish_reason
 
 
 def build_completion(
@@ -105,7 +110,7 @@ def render_completion(done: Completion) -> dict[str, Any]:
         "model": done.model,
         "choices": [{
             "index": 0, "message": message, "logprobs": None,
-            "finish_reason": done.reply.finish_reason, "stop_reason": None,
+            "finish_reason": done.finish_reason, "stop_reason": None,
         }],
         "usage": done.usage,
     }
@@ -128,7 +133,7 @@ def render_chunks(done: Completion, *, include_usage: bool, piece_chars: int = 2
             for p in split_text(call.arguments, 32)
         ]
     chunks = [_chunk(done, delta, None) for delta in deltas]
-    chunks.append(_chunk(done, {}, done.reply.finish_reason))
+    chunks.append(_chunk(done, {}, done.finish_reason))
     if include_usage:
         chunks.append({
             "id": done.id, "object": "chat.completion.chunk", "created": done.created,

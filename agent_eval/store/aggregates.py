@@ -27,7 +27,10 @@ No row per call leaves the database (SQLAlchemy Core, both dialects alike):
 * leaks: the calls with a leak class, one range of the partial ``ix_tool_calls_run_leak``
   (only calls judged under an agent CLI's rules that leaked are in it), minus those of
   the few uncounted sessions;
-* speed: the turns' sums, and the latency percentiles from the two ranks around each.
+* speed: the turns' sums, and the latency percentiles from the two ranks around each;
+* stack faults: the JSON lists of the few sessions that hold one (``stack_faults`` is
+  NULL on every other), decoded here; their calls are the sessions' ``n_calls``, error
+  sessions included.
 
 ``Detail`` leaves out what a reader does not show, each a pass the reader then skips.
 Groups come in the order of their first target (the order targets were added), then by
@@ -61,6 +64,7 @@ from agent_eval.store.schema import (
     turns,
     uncounted_sessions,
 )
+from agent_eval.transcript import stack_fault_codes
 
 Detail = Literal["all", "actions", "rates", "totals"]
 """What a reader needs, most first.  ``all``: every figure.  ``actions``: no burned turns,
@@ -97,6 +101,8 @@ def summarize_sql(engine: Engine, run_ids: Iterable[int], *, by: GroupKeys = "ta
         if detail != "totals":
             for raw, code, n in _leak_counts(conn, ids, g):
                 tallies[g.name(raw)].leaks[code] += n
+        for raw, n_calls, faults in _stack_faults(conn, ids, g):
+            tallies[g.name(raw)].add_stack(n_calls, faults)
         if full:
             for raw, n in _burned_turns(conn, ids, g):
                 tallies[g.name(raw)].turns_burned += n
@@ -225,6 +231,7 @@ def _session_tallies(conn, ids: list[int], g: _Grouping, *, full: bool, denied: 
         if not n:
             continue
         tally.exit_states[status] += n
+        tally.stack_calls += int(n_calls or 0)
         if status == "error":
             tally.error_sessions += n
             continue
@@ -291,6 +298,18 @@ def _denied_counts(conn, ids: list[int], g: _Grouping, *, actions: bool) -> list
     if actions:
         return [(tuple(row[:width]), *row[width:]) for row in out]
     return [(tuple(row[:width]), row[width], None, row[width + 1]) for row in out]
+
+
+def _stack_faults(conn, ids: list[int], g: _Grouping) -> list[tuple]:
+    """``(key values, 0, faults)`` of each session holding stack faults, side requests
+    left out: ``faults`` as ``(code, ended)`` pairs.  The sessions' calls are in the
+    session tallies already (``stack_calls``), hence the 0."""
+    s = sessions.c
+    rows = conn.execute(
+        select(*g.session_cols, s.stack_faults).select_from(g.sessions())
+        .where(s.run_id.in_(ids), s.stack_faults.is_not(None), not_(side_request())))
+    width = len(g.session_cols)
+    return [(tuple(row[:width]), 0, stack_fault_codes(row[width])) for row in rows]
 
 
 def _leak_counts(conn, ids: list[int], g: _Grouping) -> list[tuple]:

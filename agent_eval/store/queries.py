@@ -58,6 +58,7 @@ from agent_eval.store.schema import (
     tool_calls,
 )
 from agent_eval.store.search_index import has_sqlite_search
+from agent_eval.transcript import run_stacks, stack_line
 
 if TYPE_CHECKING:
     from agent_eval.metrics.summary import GroupSummary
@@ -102,6 +103,8 @@ class RunRow:
     # (target, calls, denied calls) per target: a run of several targets (models) has no
     # one errors/100, only one per target
     by_target: tuple[tuple[str, int, int], ...] = ()
+    stack_faults: int = 0  # what the serving stack lost or mangled (AE5xx), never errors
+    stacks: dict[str, str] | None = None  # each target's serving stack, one line each
 
     @property
     def per100(self) -> float | None:
@@ -285,18 +288,21 @@ def list_runs(engine: Engine, *, label: str | None = None, kind: str | None = No
         RunRow(id=row.id, label=row.label, kind=row.kind, status=row.status,
                targets=tuple(names.get(row.id, ())),
                **_run_counts(by_run.get(str(row.id), []), names.get(row.id, ())),
-               started=row.created_at, finished=row.finished_at)
+               started=row.created_at, finished=row.finished_at,
+               stacks={name: stack_line(stack)
+                       for name, stack in run_stacks(row.fingerprint).items()} or None)
         for row in rows), total, limit, offset)
 
 
 def _run_counts(per_target: list[tuple[str, GroupSummary]], order) -> dict[str, Any]:
-    """Sessions (faulted ones too), and calls and denied calls outside error sessions,
-    in all and per target (in the run's order of targets)."""
+    """Sessions (faulted ones too), calls and denied calls outside error sessions, and
+    stack faults, in all and per target (in the run's order of targets)."""
     rank = {name: i for i, name in enumerate(order)}
     per_target = sorted(per_target, key=lambda item: rank.get(item[0], len(rank)))
     return {"sessions": sum(s.sessions + s.error_sessions for _, s in per_target),
             "calls": sum(s.calls for _, s in per_target),
             "errors": sum(s.errors.k for _, s in per_target),
+            "stack_faults": sum(s.stack_faults.k for _, s in per_target),
             "by_target": tuple((name, s.calls, s.errors.k) for name, s in per_target)}
 
 

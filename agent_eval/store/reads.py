@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from sqlalchemy import Engine, Select, select
 
 from agent_eval.store.schema import sessions, targets, tool_calls, turns
-from agent_eval.transcript import CallRow, SessionRow, TurnRow
+from agent_eval.transcript import CallRow, SessionRow, TurnRow, stack_fault_codes
 
 STREAM_BATCH = 2000
 _SESSION_ROW_COLUMNS = tuple(c for c in sessions.c if c.name != "messages")
@@ -53,6 +53,7 @@ def session_rows(engine: Engine, run_ids: Iterable[int]) -> Iterator[SessionRow]
             finished_at=r.finished_at,
             key=r.key,
             policy_agent=r.policy_agent,
+            stack_faults=stack_fault_codes(r.stack_faults),
         )
 
 

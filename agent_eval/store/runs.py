@@ -17,7 +17,7 @@ from agent_eval.errors import ConfigError
 from agent_eval.metrics.coverage import Coverage, coverage_of, planned_sessions
 from agent_eval.store.database import write_transaction
 from agent_eval.store.schema import MAX_ID, runs, sessions, targets
-from agent_eval.transcript import TRUNCATED
+from agent_eval.transcript import STACK_FAULT, TRUNCATED
 
 RunKind = Literal["live", "import", "rescore", "replay", "proxy"]
 """``live``: sessions driven against a model server; ``import``: transcripts from another
@@ -273,12 +273,13 @@ def _run_info(row: Row) -> RunInfo:
 def session_coverage(engine: Engine, run_id: int) -> dict[str, Coverage]:
     """Per target of the run (declared order), its top-level sessions planned, played,
     judged and lost by cause (``metrics.coverage``): one GROUP BY, the error text read as
-    far as the truncation prefix only."""
+    far as the truncation or stack-fault prefix only."""
     from sqlalchemy import case, func
 
     info = get_run(engine, run_id)
     planned = planned_sessions(info.config)
     cut = case((sessions.c.error.startswith(TRUNCATED, autoescape=True), TRUNCATED),
+               (sessions.c.error.startswith(STACK_FAULT, autoescape=True), STACK_FAULT),
                else_=None)
     query = (select(targets.c.name, sessions.c.status, cut, func.count())
              .select_from(sessions.join(targets, sessions.c.target_id == targets.c.id))

@@ -181,6 +181,9 @@ sessions = Table(
     # the agent CLI's release and mode emulated (migration policy_emulation), e.g.
     # "claude-code 2.1.332, mode default"; NULL under an allow-list and before
     Column("policy_emulation", String(200)),
+    # the stack faults seen on its replies (migration stack_faults): a JSON list of
+    # {turn, code, message, raw, ends}, AE5xx; NULL when there was none
+    Column("stack_faults", JSON(none_as_null=True)),
     UniqueConstraint("run_id", "key", name="uq_sessions_run_key"),
     # covering the run pages' GROUP BYs (migration viewer_speed), the repeat outcomes
     # compare pairs (migration session_repeats), the side requests every figure leaves

@@ -30,6 +30,7 @@ from agent_eval.transcript import (
     FindingRecord,
     HandshakeResult,
     SessionRecord,
+    StackFaultRecord,
     TurnRecord,
 )
 from agent_eval.wire.side import SIDE_REQUEST_TAG
@@ -256,6 +257,7 @@ def _session_values(run_id: int, target_id: int, r: SessionRecord, session_id: i
         "policy_agent_via": r.policy_agent_via,
         "side_request": SIDE_REQUEST_TAG in r.tags,
         "policy_emulation": r.policy_emulation,
+        "stack_faults": [f.as_dict() for f in r.stack_faults] or None,
         "started_at": r.started_at,
         "finished_at": r.finished_at,
     }
@@ -403,6 +405,8 @@ def rebuild_session(row, turn_rows, call_rows, found, child_ids, *, parent_key, 
         policy_agent=row.policy_agent,
         policy_agent_via=row.policy_agent_via,
         policy_emulation=row.policy_emulation,
+        stack_faults=[StackFaultRecord.from_dict(f) for f in row.stack_faults or ()
+                      if isinstance(f, dict)],
     )
     return StoredSession(
         id=row.id,

@@ -71,6 +71,7 @@ class TranscriptHead(NamedTuple):
     messages: str  # the stored JSON array, as text
     policy_agent: str | None = None  # whose agent CLI rules judged it, and how chosen
     policy_agent_via: str | None = None
+    stack_faults: Any = None  # the stored JSON list of stack faults (AE5xx), or None
 
 
 class TranscriptTurn(NamedTuple):
@@ -147,7 +148,7 @@ def stream_transcripts(engine: Engine, run_ids: Iterable[int],
         (s.id, s.run_id, targets.c.name, s.key, s.scenario, s.repeat, s.status, s.error,
          s.tags, s.source, s.handshake_required, s.handshake_done, s.handshake_completed,
          s.handshake_missed_step, s.parent_id, cast(s.messages, Text), s.policy_agent,
-         s.policy_agent_via),
+         s.policy_agent_via, s.stack_faults),
         (t.session_id, t.index, t.content, t.reasoning, t.finish_reason, t.latency_s,
          t.ttft_s, t.prompt_tokens, t.completion_tokens),
         (c.session_id, c.id, c.index, c.turn_index, c.tool, c.arguments, c.command,

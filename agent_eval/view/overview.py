@@ -141,6 +141,7 @@ class RunPage:
     clustered: ClusteredView | None = None
     clustered_href: str | None = None  # a big run: the intervals on request (one link)
     leak_rows: tuple[tuple[Cell, ...], ...] = ()  # leaks per class (agent CLI rules only)
+    stack_rows: tuple[tuple[Cell, ...], ...] = ()  # stack faults per code (AE5xx), if any
     agent_rows: tuple[tuple[Cell, ...], ...] = ()  # errors by agent (agent CLI rules only)
     # what people would rather look at than tables (inline SVG, no script)
     error_chart: Markup = Markup("")  # errors/100 per target with its interval
@@ -169,7 +170,7 @@ def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPag
     return RunPage(
         run=run, columns=tuple(figures), target_head=TARGET_HEAD,
         target_rows=_target_rows(run_id, figures), class_rows=_class_rows(run_id, figures),
-        leak_rows=_leak_rows(figures),
+        leak_rows=_leak_rows(figures), stack_rows=_stack_rows(figures),
         agent_rows=_agent_rows(tuple(figures), store.summarize(
             [run_id], ("agent", "target"), with_turns=False, detail="totals")),
         scenario_rows=_scenario_rows(run_id, tuple(figures), by_scenario),
@@ -278,6 +279,23 @@ def _leak_rows(figures: dict[str, GroupSummary]) -> tuple[tuple[Cell, ...], ...]
                           f"/rules/{code}.html" if rule else None),
                      *(Cell(str(t.leaks.get(code, 0))) for t in figures.values())))
     rows.append((Cell("total"), *(Cell(str(sum(t.leaks.values()))) for t in figures.values())))
+    return tuple(rows)
+
+
+def _stack_rows(figures: dict[str, GroupSummary]) -> tuple[tuple[Cell, ...], ...]:
+    """Per stack-fault code, per target: what the serving stack lost or mangled (rules
+    AE5xx, never in the errors), then the rate per 100 calls; empty when there is none."""
+    found = sorted({code for t in figures.values() for code in t.stack_classes})
+    if not found:
+        return ()
+    rows = []
+    for code in found:
+        rule = get_rule(code)
+        rows.append((Cell(f"{code} {rule.name}" if rule else code,
+                          f"/rules/{code}.html" if rule else None),
+                     *(Cell(str(t.stack_classes.get(code, 0))) for t in figures.values())))
+    rows.append((Cell("per 100 calls"),
+                 *(Cell(rate_text(t.stack_faults.k, t.stack_faults.n)) for t in figures.values())))
     return tuple(rows)
 
 

@@ -17,6 +17,7 @@ from agent_eval.policy import (
     primary_code,
 )
 from agent_eval.policy.rules import JUDGED_KINDS, Example
+from agent_eval.policy.stack import check_reply, exchange_from_example
 
 RALF = allowlist_named("ralf")
 
@@ -53,7 +54,8 @@ def test_good_example_is_allowed(code, example):
 def test_every_design_code_is_registered_once_in_code_order():
     design = ["AE101", "AE102", "AE103", "AE104", "AE105", "AE106", "AE107", "AE201", "AE202", "AE301", "AE302", "AE303",
               "AE304", "AE305", "AE306", "AE307", "AE308", "AE309", "AE310", "AE311", "AE312",
-              "AE313", "AE320", "AE401", "AE402", "AE403", "AE404"]
+              "AE313", "AE320", "AE401", "AE402", "AE403", "AE404", "AE501", "AE502",
+              "AE503", "AE504", "AE505", "AE506", "AE507", "AE508", "AE509"]
     assert list(RULES) == design
 
 
@@ -80,7 +82,7 @@ def test_precedence_is_the_design_order_over_every_call_code():
     assert PRECEDENCE == ("AE101", "AE102", "AE103", "AE104", "AE106", "AE107", "AE105", "AE202", "AE201", "AE305",
                           "AE308", "AE306", "AE301", "AE304", "AE302", "AE303", "AE312",
                           "AE313", "AE307", "AE309", "AE310", "AE311", "AE320")
-    assert set(PRECEDENCE) == {c for c, r in RULES.items() if r.scope != "session"}
+    assert set(PRECEDENCE) == {c for c, r in RULES.items() if r.scope not in ("session", "stack")}
 
 
 @pytest.mark.parametrize(
@@ -113,3 +115,28 @@ def test_rule_as_dict_is_json_with_structured_examples():
     data = json.loads(json.dumps(RULES["AE101"].as_dict()))
     assert data["code"] == "AE101" and data["name"] == "unknown-tool"
     assert data["bad"][0] == {"kind": "call", "text": "{}", "tool": "emit_guidance"}
+
+
+def _wire_examples(which: str):
+    for rule in RULES.values():
+        for i, example in enumerate(getattr(rule, which)):
+            if example.kind == "wire":
+                yield pytest.param(rule.code, example, id=f"{rule.code}-{rule.name}-{which}{i}")
+
+
+@pytest.mark.parametrize(("code", "example"), list(_wire_examples("bad")))
+def test_bad_wire_example_yields_exactly_its_stack_fault(code, example):
+    assert [f.code for f in check_reply(exchange_from_example(example.text))] == [code]
+
+
+@pytest.mark.parametrize(("code", "example"), list(_wire_examples("good")))
+def test_good_wire_example_yields_no_stack_fault(code, example):
+    assert check_reply(exchange_from_example(example.text)) == []
+
+
+def test_stack_rules_are_wire_examples_outside_the_engine_and_its_precedence():
+    stack = [r for r in RULES.values() if r.scope == "stack"]
+    assert [r.code for r in stack] == [f"AE50{i}" for i in range(1, 10)]
+    assert not any(r.emitted_by_engine for r in stack)
+    assert not {r.code for r in stack} & set(PRECEDENCE)
+    assert all(ex.kind == "wire" for r in stack for ex in r.bad + r.good)

@@ -1,0 +1,29 @@
+"""stack faults: what the serving stack lost or mangled, kept on the session
+
+Revision ID: stack_faults
+Revises: policy_emulation
+
+A session keeps the stack faults seen on its replies (``sessions.stack_faults``: a JSON
+list of ``{turn, code, message, raw, ends}``, rules AE5xx in ``policy/rules.py``), counted
+apart from model errors and never in errors/100.  Nullable, no default: NULL for every
+session stored before and for every session with no fault (the aggregator reads only
+those that hold one), and adding it rewrites nothing on either dialect.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "stack_faults"
+down_revision = "policy_emulation"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.add_column("sessions", sa.Column("stack_faults", sa.JSON(none_as_null=True), nullable=True))
+
+
+def downgrade() -> None:
+    op.drop_column("sessions", "stack_faults")
