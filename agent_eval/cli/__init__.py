@@ -30,7 +30,7 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_FAULT, EXIT_INCONCLUSIVE = 0, 1, 2, 3, 4
 # metrics and the server-log parsers).  A command missing here still works: an unknown
 # name loads every module.  tests/test_cli_lazy.py keeps the table complete.
 COMMAND_MODULES = {
-    "calls": "lists", "check": "policy", "compare": "compare", "db": "db", "demo": "run",
+    "calls": "lists", "check": "policy", "collect": "collect", "compare": "compare", "db": "db", "demo": "run",
     "export": "export", "gate": "gate", "import": "imports", "init": "suite", "perf": "perf",
     "policy": "policies", "power": "power", "proxy": "proxy", "replay": "replay", "report": "report",
     "rescore": "rescore", "rule": "policy", "rules": "policy", "run": "run", "runs": "runs",
