@@ -31,7 +31,7 @@ from agent_eval.errors import ConfigError
 @db_option
 def collect(allowlist_path: str, agent: str | None, port: int, host: str, label: str,
             model: str | None, idle_timeout: float, max_body: int, db: str | None) -> None:
-    """Receive OpenTelemetry logs and traces (OTLP/HTTP, JSON); judge every tool call.
+    """Receive OpenTelemetry logs and traces (OTLP/HTTP); judge every tool call.
 
     For teams that cannot put `proxy` in front of their model but already export their
     agents' telemetry.  Reads OpenTelemetry GenAI `execute_tool` spans and the native
@@ -41,8 +41,9 @@ def collect(allowlist_path: str, agent: str | None, port: int, host: str, label:
     judged like an import, the CLI's own decision and its source kept beside ours.  A call
     whose arguments are absent or may be cut (Claude Code cuts values at 512 characters)
     is not judged: kept in the transcript with the reason, counted in the session's
-    `skipped_calls:N` tag, never counted as allowed.  OTLP/protobuf is answered with a
-    415 (send OTLP/JSON).  Example:
+    `skipped_calls:N` tag, never counted as allowed.  Reads OTLP/JSON, and OTLP/protobuf
+    with the otel extra (pip install 'agent-eval[otel]'; without it a 415 says so).
+    Example:
 
         agent-eval collect --allowlist allowlists/ralf.yaml --port 4318
         # then: OTEL_EXPORTER_OTLP_PROTOCOL=http/json \\

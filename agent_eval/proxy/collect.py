@@ -1,7 +1,8 @@
 """``agent-eval collect``: an OTLP/HTTP receiver that judges the tool calls in telemetry.
 
 Agent CLIs and frameworks export OpenTelemetry logs and traces; pointed at this receiver
-(``POST /v1/logs``, ``POST /v1/traces``, OTLP/JSON), their tool calls are read by
+(``POST /v1/logs``, ``POST /v1/traces``, OTLP/JSON, or OTLP/protobuf when
+opentelemetry-proto, the ``otel`` extra, is installed), their tool calls are read by
 ``importers/otlp.py``, stitched into sessions, judged by the importers' ``Judge`` (the
 call recorder the proxy and imports use) and stored as a run of kind ``import``, format
 ``otlp``.  A session is stored once idle for ``idle_s`` seconds, when the bounds of the
@@ -10,7 +11,8 @@ stitcher push it out, and when the receiver stops.
 One thread serves one request at a time and does all the store's work, so the store is
 never shared between threads and memory is bounded by the body cap plus the stitcher's
 bounds.  Every bad request gets one status and one line of text (400 unreadable, 404
-other paths, 405 other methods, 411/413 length, 415 protobuf or another type); nothing a
+other paths, 405 other methods, 411/413 length, 415 another type, or protobuf without
+the extra); nothing a
 client sends ends the receiver.
 """
 
@@ -95,20 +97,24 @@ class Collector:
         if signal is None:
             return self._refuse(404, f"no such path {path[:80]!r}: POST /v1/logs or /v1/traces")
         media = content_type.split(";", 1)[0].strip().lower()
-        if media == "application/x-protobuf":
-            return self._refuse(415, "OTLP/protobuf is not read: send OTLP/JSON "
+        if media == "application/x-protobuf" and not protobuf_readable():
+            return self._refuse(415, "OTLP/protobuf needs opentelemetry-proto (pip install "
+                                     "'agent-eval[otel]'): or send OTLP/JSON "
                                      "(OTEL_EXPORTER_OTLP_PROTOCOL=http/json)")
-        if media != "application/json":
-            return self._refuse(415, f"content type {media or 'none'!r}: send application/json")
+        if media not in ("application/json", "application/x-protobuf"):
+            return self._refuse(415, f"content type {media or 'none'!r}: send application/json "
+                                     "or application/x-protobuf")
         try:
-            text = self._inflate(body, encoding.strip().lower())
-            payload = json.loads(text)
+            data = self._inflate(body, encoding.strip().lower())
+            payload = (protobuf_payload(signal, data) if media == "application/x-protobuf"
+                       else json.loads(data))
             events = tool_events(signal, payload)
         except _TooLarge:
             return self._refuse(413, f"inflated body over {self.max_body} bytes")
         except (ValueError, RecursionError, PayloadError) as exc:
             reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-            return self._refuse(400, f"not an OTLP/JSON {signal} export: {reason}")
+            kind = "protobuf" if media == "application/x-protobuf" else "JSON"
+            return self._refuse(400, f"not an OTLP/{kind} {signal} export: {reason}")
         now = time.monotonic()
         for event in events:
             self.last_seen[(event.emitter, event.session)] = now
@@ -172,6 +178,31 @@ class Collector:
 
 class _TooLarge(Exception):
     pass
+
+
+def protobuf_readable() -> bool:
+    """Whether OTLP/protobuf can be read: opentelemetry-proto (the ``otel`` extra) is there."""
+    try:
+        import opentelemetry.proto.collector.logs.v1.logs_service_pb2  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def protobuf_payload(signal: Signal, data: bytes) -> dict[str, Any]:
+    """An OTLP/protobuf export request as the OTLP/JSON dict it encodes (ids in base64,
+    not hex: only used as opaque session keys).  ValueError when it does not decode."""
+    from google.protobuf.json_format import MessageToDict
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    request = ExportLogsServiceRequest() if signal == "logs" else ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(data)
+    except (DecodeError, RecursionError) as exc:
+        raise ValueError(f"protobuf does not decode: {exc}") from None
+    return MessageToDict(request)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -90,15 +90,40 @@ def test_events_of_one_session_in_two_requests_are_one_session(receiver, store):
     assert row.n_calls == 2
 
 
+def test_otlp_protobuf_is_read_as_its_json_twin(receiver, store):
+    pytest.importorskip("opentelemetry.proto", reason="the otel extra reads OTLP/protobuf")
+    from google.protobuf.json_format import ParseDict
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    server, result = receiver
+    request = ParseDict(json.loads((FIXTURES / "genai.traces.json").read_text()),
+                        ExportTraceServiceRequest())
+    assert post(server, "/v1/traces", request.SerializeToString(),
+                "application/x-protobuf") == (200, "{}")
+    stats = stop(server, result)
+    assert (stats.sessions, stats.calls, stats.not_judged) == (1, 1, 1)
+    [call] = store.call_rows([store.resolve_run("label:otel-night").id])
+    assert (call.tool, call.primary) == ("bash", "AE302")
+
+
+def test_protobuf_without_the_extra_is_a_415_that_says_what_to_do(receiver, monkeypatch):
+    import agent_eval.proxy.collect as collect
+
+    monkeypatch.setattr(collect, "protobuf_readable", lambda: False)
+    server, result = receiver
+    status, text = post(server, "/v1/logs", b"\x0a\x00", "application/x-protobuf")
+    assert status == 415 and "send OTLP/JSON" in text and "agent-eval[otel]" in text
+
+
 @pytest.mark.parametrize("path, body, content_type, status, line", [
     ("/v1/logs", b"{not json", "application/json", 400, "not an OTLP/JSON logs export"),
     ("/v1/logs", b'{"resourceLogs": 3}', "application/json", 400, "resourceLogs is not a list"),
-    ("/v1/logs", b"\x0a\x00", "application/x-protobuf", 415, "send OTLP/JSON"),
+    ("/v1/logs", b"\x0a\x05\xff", "application/x-protobuf", 400, "not an OTLP/protobuf logs export"),
     ("/v1/logs", b"{}", "text/plain", 415, "send application/json"),
     ("/v1/metrics", b"{}", "application/json", 404, "POST /v1/logs or /v1/traces"),
     ("/v1/traces", b"x" * (65 * 1024), "application/json", 413, "body over 65536 bytes"),
     ("/v1/traces", gzip.compress(b" " * (65 * 1024)), "application/json", 413, "inflated body over"),
-], ids=["not-json", "wrong-shape", "protobuf", "other-type", "other-path", "too-large",
+], ids=["not-json", "wrong-shape", "broken-protobuf", "other-type", "other-path", "too-large",
         "gzip-bomb"])
 def test_a_bad_request_gets_one_line_and_the_receiver_goes_on(receiver, path, body, content_type,
                                                               status, line):
