@@ -134,3 +134,17 @@ def test_a_bad_request_gets_one_line_and_the_receiver_goes_on(receiver, path, bo
     assert post(server, "/v1/logs", (FIXTURES / "codex.logs.json").read_bytes()) == (200, "{}")
     stats = stop(server, result)
     assert (stats.refused, stats.sessions) == (1, 1)
+
+
+def test_a_session_idle_past_the_timeout_is_stored_and_its_run_named(store):
+    collector = Collector(store, load_policy("allowlists/ralf.yaml"), label="idle", idle_s=60)
+    assert collector.receive("/v1/logs", "application/json", "",
+                             (FIXTURES / "gemini_cli.logs.json").read_bytes()) == (200, "{}")
+    seen = max(collector.last_seen.values())  # the clock of its last event, not of this test
+    collector.flush_idle(now=seen + 30)
+    assert collector.stats.sessions == 0 and collector.stitcher.open
+    collector.flush_idle(now=seen + 61)
+    assert collector.stats.sessions == 1 and not collector.stitcher.open
+    [row] = store.session_rows([collector.stats.run_id])
+    assert (row.scenario, row.n_calls) == ("gemini_cli:gem-sess-9", 2)
+    assert collector.close().sessions == 1
