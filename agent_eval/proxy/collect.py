@@ -169,6 +169,7 @@ class Collector:
             self.keys[imported.id] = count + 1
             key = imported.id if not count else f"{imported.id}#{count + 1}"
             record = self.judge.session(imported, key=key, source="otlp")
+            record.tags.append(f"otlp_events:{session.events}")  # completeness: events seen
             self.stats.sessions += 1
             self.stats.calls += len(record.calls)
             self.stats.not_judged += imported.skipped_calls

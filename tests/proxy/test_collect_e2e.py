@@ -62,7 +62,7 @@ def test_posted_telemetry_is_stored_as_judged_sessions(receiver, store):
     sessions = {row.scenario: row for row in store.session_rows([run])}
     assert sorted(sessions) == ["claude_code:cc-sess-1", "codex:0199a1b2-codex",
                                 "gemini_cli:gem-sess-9", "gen_ai:conv_77"]
-    assert "skipped_calls:2" in sessions["claude_code:cc-sess-1"].tags
+    assert {"skipped_calls:2", "otlp_events:7"} <= set(sessions["claude_code:cc-sess-1"].tags)
     calls = {(row.scenario, row.index): row for row in store.call_rows([run])}
     bash = calls[("claude_code:cc-sess-1", 0)]
     assert (bash.command, bash.decision, bash.primary, bash.source_decision) == (
