@@ -44,7 +44,7 @@ def exit_codes_text() -> str:
 # metrics and the server-log parsers).  A command missing here still works: an unknown
 # name loads every module.  tests/test_cli_lazy.py keeps the table complete.
 COMMAND_MODULES = {
-    "calls": "lists", "check": "policy", "compare": "compare", "db": "db", "demo": "run",
+    "calls": "lists", "check": "policy", "collect": "collect", "compare": "compare", "db": "db", "demo": "run",
     "export": "export", "gate": "gate", "import": "imports", "init": "suite", "perf": "perf",
     "policy": "policies", "power": "power", "proxy": "proxy", "replay": "replay", "report": "report",
     "rescore": "rescore", "rule": "policy", "rules": "policy", "run": "run", "runs": "runs",
