@@ -7,7 +7,7 @@ import secrets
 import signal
 import socket
 from collections.abc import Iterator
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
@@ -116,3 +116,20 @@ def pg_cluster() -> Iterator:
         yield cluster
     finally:
         cluster.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One headless Chromium for the module's tests (tests/chromium.py finds it)."""
+    from chromium import CHROMIUM, missing
+
+    reason = missing()
+    if reason:
+        skip_or_fail(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        launched = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                      args=["--no-sandbox", "--disable-gpu"])
+        yield launched
+        launched.close()

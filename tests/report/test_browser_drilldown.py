@@ -12,7 +12,6 @@ Skips without them, except under ``CI=true``, where it fails.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -21,37 +20,7 @@ from click.testing import CliRunner
 from agent_eval.cli import main
 from agent_eval.store import open_store
 
-SETUP = "run scripts/ci/browser.sh to install Chromium and playwright"
-CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium"),
-                             shutil.which("chromium-browser")) if p and os.path.exists(p)),
-                None)
 SCREENSHOTS = os.environ.get("AGENT_EVAL_SCREENSHOTS")  # e.g. docs/ to refresh docs/view.png
-
-
-def _missing() -> str | None:
-    if CHROMIUM is None:
-        return f"no Chromium found (/usr/bin/chromium or on PATH): {SETUP}"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return f"the playwright package is not installed: {SETUP}"
-    return None
-
-
-@pytest.fixture(scope="module")
-def browser():
-    missing = _missing()
-    if missing:
-        if os.environ.get("CI") == "true":
-            pytest.fail(missing)
-        pytest.skip(missing)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        launched = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                      args=["--no-sandbox", "--disable-gpu"])
-        yield launched
-        launched.close()
 
 
 @pytest.fixture(scope="module")

@@ -100,33 +100,6 @@ def test_calls_page_cells_are_left_aligned_marked_and_raw_for_ae102(calls_db):
     assert "{&#34;command&#34;: &#34;uv run scripts/db_query.py" in table
 
 
-SETUP = "run scripts/ci/browser.sh to install Chromium and playwright"
-CHROMIUM = next((p for p in ("/usr/bin/chromium",) if os.path.exists(p)), None)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    missing = None
-    if CHROMIUM is None:
-        missing = f"no Chromium at /usr/bin/chromium: {SETUP}"
-    else:
-        try:
-            import playwright.sync_api  # noqa: F401
-        except ImportError:
-            missing = f"the playwright package is not installed: {SETUP}"
-    if missing:
-        if os.environ.get("CI") == "true":
-            pytest.fail(missing)
-        pytest.skip(missing)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        launched = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                      args=["--no-sandbox", "--disable-gpu"])
-        yield launched
-        launched.close()
-
-
 def test_at_1280_px_every_command_cell_is_visible_and_holds_its_denied_span(browser,
                                                                           calls_db):
     from agent_eval.view.app import run_view_in_thread
