@@ -18,11 +18,8 @@ Never run by the test suite (each CLI run takes seconds); the recorded files are
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import socket
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -43,6 +40,7 @@ from .upstream import (
     read_responses,
     reply_messages,
     reply_responses,
+    serve_handler,
 )
 
 OUT = REPO / "tests" / "fixtures" / "conformance"
@@ -154,30 +152,8 @@ def serve(model: OneCommand, protocol: str) -> Iterator[int]:
         payload, kind = write(body, model.step(conv.tools, conv.tool_results))
         return web.Response(body=payload, headers={"Content-Type": kind})
 
-    app = web.Application(client_max_size=64 * 1024 * 1024)
-    app.router.add_route("*", "/{tail:.*}", handle)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    loop = asyncio.new_event_loop()
-    runner = web.AppRunner(app, access_log=None)
-    started = threading.Event()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(runner.setup())
-        loop.run_until_complete(web.SockSite(runner, sock).start())
-        started.set()
-        loop.run_forever()
-        loop.run_until_complete(runner.cleanup())
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    started.wait(10)
-    try:
-        yield sock.getsockname()[1]
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
+    with serve_handler(handle, 64 * 1024 * 1024, "conformance-model") as port:
+        yield port
 
 
 def outcome_of(name: str, text: str | None) -> str:

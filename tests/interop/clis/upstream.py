@@ -28,7 +28,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -484,8 +484,17 @@ class CaptureUpstream:
 def serve_capture(cwd: str) -> Iterator[tuple[int, CaptureUpstream]]:
     """Run a ``CaptureUpstream`` on a free loopback port in a thread: ``(port, upstream)``."""
     upstream = CaptureUpstream(cwd)
-    app = web.Application(client_max_size=256 * 1024 * 1024)
-    app.router.add_route("*", "/{tail:.*}", upstream.handle)
+    with serve_handler(upstream.handle, 256 * 1024 * 1024, "capture-upstream") as port:
+        yield port, upstream
+
+
+@contextmanager
+def serve_handler(handle: Callable[[web.Request], Awaitable[web.StreamResponse]],
+                  max_size: int, name: str) -> Iterator[int]:
+    """Serve every path with ``handle`` on a free loopback port, in a thread of its own:
+    the port; stopped on leaving."""
+    app = web.Application(client_max_size=max_size)
+    app.router.add_route("*", "/{tail:.*}", handle)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -501,11 +510,11 @@ def serve_capture(cwd: str) -> Iterator[tuple[int, CaptureUpstream]]:
         loop.run_forever()
         loop.run_until_complete(runner.cleanup())
 
-    thread = threading.Thread(target=run, daemon=True, name="capture-upstream")
+    thread = threading.Thread(target=run, daemon=True, name=name)
     thread.start()
     started.wait(10)
     try:
-        yield port, upstream
+        yield port
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
