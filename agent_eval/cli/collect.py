@@ -45,6 +45,7 @@ def collect(allowlist_path: str, agent: str | None, port: int, host: str, label:
     with the otel extra (pip install 'agent-eval[otel]'; without it a 415 says so).
     Example:
 
+    \b
         agent-eval collect --allowlist allowlists/ralf.yaml --port 4318
         # then: OTEL_EXPORTER_OTLP_PROTOCOL=http/json \\
         #       OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 claude ...

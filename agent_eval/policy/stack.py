@@ -11,7 +11,10 @@ never in a model's errors/100.  Pure; never raises; codes come from the registry
 (a cut call, a call the server lost, a name that is not a name, deltas that collide):
 the session stops there as ``error``, out of every model rate, as a server fault does.
 The other faults (a finish reason that disagrees with calls that came whole, a bad call
-id, one call too many) leave the calls judged as usual.
+id, one call too many) leave the calls judged as usual; so does a ``tool_choice`` that
+was not honoured by a reply in text: the text is the model's, and ends the session as any
+final answer does (the fault is counted all the same), while a reply with neither call nor
+text leaves nothing and ends it as ``error``.
 """
 
 from __future__ import annotations
@@ -173,7 +176,7 @@ def _tool_choice(ex: Exchange) -> Iterable[StackFault]:
     choice = ex.tool_choice
     if choice == "required" and not ex.calls:
         yield _fault("tool-choice-ignored", "tool_choice 'required' answered with no call",
-                     ex.content, ends=True)
+                     ex.content, ends=not ex.content)
     elif isinstance(choice, dict):
         fn = choice.get("function")
         want = fn.get("name") if isinstance(fn, dict) else None
@@ -181,7 +184,7 @@ def _tool_choice(ex: Exchange) -> Iterable[StackFault]:
             return
         if not ex.calls:
             yield _fault("tool-choice-ignored", f"tool_choice names {want!r}; no call came",
-                         ex.content, ends=True)
+                         ex.content, ends=not ex.content)
         elif any(c.name != want for c in ex.calls):
             other = next(c.name for c in ex.calls if c.name != want)
             yield _fault("tool-choice-ignored",

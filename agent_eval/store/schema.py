@@ -192,6 +192,12 @@ sessions = Table(
           "handshake_required", "handshake_completed", "n_calls", "n_denied", "repeat",
           "side_request", "policy_agent"),
     Index("ix_sessions_parent", "parent_id"),
+    # the few sessions holding stack faults (migration stack_faults): the aggregator reads
+    # their JSON lists through this range alone, never a run's every session row.  Partial
+    # on PostgreSQL too (the migration builds it); only SQLite's predicate is named here, as
+    # for ix_tool_calls_run_leak below.
+    Index("ix_sessions_run_stack_faults", "run_id",
+          sqlite_where=text("stack_faults IS NOT NULL")),
 )
 
 turns = Table(

@@ -23,7 +23,12 @@ depends_on = None
 
 def upgrade() -> None:
     op.add_column("sessions", sa.Column("stack_faults", sa.JSON(none_as_null=True), nullable=True))
+    # the few sessions that hold one, so the aggregator never reads every session row
+    op.create_index("ix_sessions_run_stack_faults", "sessions", ["run_id"],
+                    sqlite_where=sa.text("stack_faults IS NOT NULL"),
+                    postgresql_where=sa.text("stack_faults IS NOT NULL"))
 
 
 def downgrade() -> None:
+    op.drop_index("ix_sessions_run_stack_faults", table_name="sessions")
     op.drop_column("sessions", "stack_faults")
