@@ -22,6 +22,7 @@ from pathlib import Path
 from agent_eval.live.context import context_overflow
 from agent_eval.scenario import load_suite
 from agent_eval.store import open_store
+from agent_eval.transcript import STACK_FAULT, TRUNCATED
 
 REPO = Path(__file__).resolve().parents[2]
 RALF = REPO / "scenarios" / "ralf"
@@ -98,6 +99,18 @@ def stored(played: Played) -> tuple[list, list]:
         return list(store.session_rows([run.id])), list(store.call_rows([run.id]))
 
 
+def stack_ended(sessions: list) -> list:
+    """The sessions the serving stack ended (a call cut by the token limit, AE501; a reply
+    the stack lost, AE5xx), each holding the stack fault that ended it: real servers at
+    ``max_tokens: 32`` cut calls, and that is the stack's, never the model's or ours."""
+    ended = [s for s in sessions if s.status == "error"
+             and (s.error or "").startswith((TRUNCATED, STACK_FAULT))]
+    for s in ended:
+        code = "AE501" if s.error.startswith(TRUNCATED) else s.error[len(STACK_FAULT):][:5]
+        assert (code, True) in s.stack_faults, (s.scenario, s.error, s.stack_faults)
+    return ended
+
+
 def check_played(played: dict[str, Played], *, called: str) -> dict[str, tuple[list, list]]:
     """The checks every real server passes; ``called``: the target whose tool choice
     forces a call in every session.  Returns {target: (sessions, calls)} for more."""
@@ -108,9 +121,11 @@ def check_played(played: dict[str, Played], *, called: str) -> dict[str, tuple[l
         roots = [s for s in sessions if s.parent_id is None]
         assert sorted(s.scenario for s in roots) == one.scenarios, (one.output, one.stderr)
         assert {s.target for s in sessions} == {target}
-        errors = [(s.scenario, s.error) for s in sessions if s.status == "error"]
+        cut = stack_ended(sessions)
+        errors = [(s.scenario, s.error) for s in sessions if s.status == "error" and s not in cut]
         assert errors == [], errors  # no server refused a request, nothing failed on our side
-        assert {s.status for s in sessions} <= {"completed", "stalled", "abandoned"}
+        assert {s.status for s in sessions if s not in cut} <= {"completed", "stalled",
+                                                               "abandoned"}
         # the only server words kept: a later turn outgrew the window (a run-away call under
         # `auto` or a long tool result), or a reply the model wrote filled it
         # (llama-cpp-python's 500 "could not broadcast ... into shape (0,)", on any turn);
@@ -121,8 +136,8 @@ def check_played(played: dict[str, Played], *, called: str) -> dict[str, tuple[l
                    for s, seen in overflowed), [(s.scenario, s.status, s.n_turns, s.error)
                                                 for s, _ in overflowed]
         assert all(c.decision in ("allow", "deny") for c in calls)
-        if target == called:
-            assert len(calls) >= len(one.scenarios)
+        if target == called:  # a call in every session the stack did not cut short
+            assert len(calls) >= len(one.scenarios) - len(cut)
         denied |= {c.primary for c in calls if c.decision == "deny"}
         # the closing table: the target's row, with the failure-class breakdown
         assert target in one.output, one.output

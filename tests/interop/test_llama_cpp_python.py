@@ -160,7 +160,7 @@ def test_agent_eval_run_through_the_proxy_in_front_of_real_llama_cpp_python(
     config.write_text(
         "targets:\n"
         f"  - {{name: gemma3, base_url: '{base}', model: gemma3, tool_choice: bash, "
-        "max_tokens: 32, concurrency: 1, timeout_s: 900, retries: 0, "
+        "max_tokens: 256, concurrency: 1, timeout_s: 900, retries: 0, "
         "sampling: {temperature: 0, seed: 7}}\n")
     try:
         result = CliRunner().invoke(main, ["run", "--config", str(config), "--suite",

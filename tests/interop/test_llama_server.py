@@ -21,7 +21,7 @@ model's own outcome, and the run says that no call was judged instead of passing
 from __future__ import annotations
 
 import pytest
-from interop_play import SCENARIOS, play, stored, write_short_suite
+from interop_play import SCENARIOS, play, stack_ended, stored, write_short_suite
 
 pytestmark = pytest.mark.interop
 
@@ -35,9 +35,11 @@ def test_ci_scenarios_against_real_llama_server_models(llama_native_servers, tmp
         sessions, calls = stored(one)
         roots = [s for s in sessions if s.parent_id is None]
         assert sorted(s.scenario for s in roots) == SCENARIOS, (one.output, one.stderr)
-        errors = [(s.scenario, s.error) for s in sessions if s.status == "error"]
+        cut = stack_ended(sessions)  # what the serving stack cut or lost: its, counted apart
+        errors = [(s.scenario, s.error) for s in sessions if s.status == "error" and s not in cut]
         assert errors == [], errors  # llama-server took every request as shaped
-        assert {s.status for s in sessions} <= {"completed", "stalled", "abandoned"}
+        assert {s.status for s in sessions if s not in cut} <= {"completed", "stalled",
+                                                               "abandoned"}
         assert all(c.decision in ("allow", "deny") for c in calls)  # any call is judged
         if not calls:  # the run says so, naming the target, rather than passing silently
             assert one.exit_code == 3, one.output
