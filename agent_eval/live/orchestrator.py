@@ -36,8 +36,8 @@ The session ends when
 Every reply is also read for the other stack faults (``policy/stack.py``, rules AE5xx):
 each is kept on the session (``SessionRecord.stack_faults``), never as a model error.
 One that leaves nothing of the model's to judge (a ``tool_calls`` finish with no call, a
-required tool choice not honoured, tokens counted for an empty reply, a name that is not
-a name, stream deltas that collide) ends the session ``error`` with :data:`STACK_FAULT`
+required tool choice answered with nothing at all, tokens counted for an empty reply, a
+name that is not a name, stream deltas that collide) ends the session ``error`` with :data:`STACK_FAULT`
 as the reason; an HTTP 5xx whose body says the parser failed is kept on the ``error``
 session it ends.
 """

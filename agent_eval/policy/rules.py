@@ -514,7 +514,9 @@ _RULES: tuple[Rule, ...] = (
         "another tool or none.",
         "With `required` (or a named function) the server is meant to constrain the "
         "decoding to a call; a reply without one is the stack's guided decoding or parser "
-        "failing, not the model choosing to stop.",
+        "failing, not the model choosing to stop.  Counted all the same when the reply "
+        "is text, which ends the session as any final answer; a reply with neither call "
+        "nor text ends it as an error session.",
         (_wire(request={"tool_choice": "required"}, reply=_answer("stop", content="Done.")),
          _wire(request={"tool_choice": {"type": "function", "function": {"name": "read"}}},
                reply=_answer("tool_calls", _call("bash", _LIGHTS)))),
