@@ -130,7 +130,8 @@ def check_played(played: dict[str, Played], *, called: str) -> dict[str, tuple[l
         # `auto` or a long tool result), or a reply the model wrote filled it
         # (llama-cpp-python's 500 "could not broadcast ... into shape (0,)", on any turn);
         # either ends the session `stalled` like a turn limit
-        overflowed = [(s, context_overflow(s.error or "")) for s in sessions if s.error]
+        overflowed = [(s, context_overflow(s.error or "")) for s in sessions
+                      if s.error and s not in cut]
         assert all(s.status == "stalled" and seen is not None
                    and (s.n_turns >= 1 or seen.writing)
                    for s, seen in overflowed), [(s.scenario, s.status, s.n_turns, s.error)

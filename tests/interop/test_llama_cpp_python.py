@@ -25,6 +25,7 @@ from interop_play import ALL_SCENARIOS, REPO, SCENARIOS, check_played, play, wri
 
 from agent_eval.cli import main
 from agent_eval.store import open_store
+from agent_eval.transcript import TRUNCATED
 
 pytestmark = pytest.mark.interop
 
@@ -160,7 +161,7 @@ def test_agent_eval_run_through_the_proxy_in_front_of_real_llama_cpp_python(
     config.write_text(
         "targets:\n"
         f"  - {{name: gemma3, base_url: '{base}', model: gemma3, tool_choice: bash, "
-        "max_tokens: 256, concurrency: 1, timeout_s: 900, retries: 0, "
+        "max_tokens: 32, concurrency: 1, timeout_s: 900, retries: 0, "
         "sampling: {temperature: 0, seed: 7}}\n")
     try:
         result = CliRunner().invoke(main, ["run", "--config", str(config), "--suite",
@@ -169,7 +170,6 @@ def test_agent_eval_run_through_the_proxy_in_front_of_real_llama_cpp_python(
     finally:
         proxy.send_signal(signal.SIGINT)
         _, err = proxy.communicate(timeout=120)
-    assert result.exit_code == 0, result.output
     assert proxy.returncode == 0, err
     assert "0 turns not recorded" in err
 
@@ -181,7 +181,15 @@ def test_agent_eval_run_through_the_proxy_in_front_of_real_llama_cpp_python(
         live = store.resolve_run("label:through-proxy")
         recorded = store.resolve_run("label:llama-proxy")
         [row] = store.session_rows([live.id])
-        assert row.status != "error"
-        played_calls = calls(store, live.id)
-        assert played_calls and calls(store, recorded.id) == played_calls
+        played_calls, proxied_calls = calls(store, live.id), calls(store, recorded.id)
         assert recorded.kind == "proxy"
+        if row.status == "error":
+            # Gemma 3 under the named choice can run its one call past max_tokens: the run
+            # says so (a truncation, AE501, the stack's, not judged as the model's), and
+            # the proxy, which reads no stack fault, relayed and judged that turn's call
+            assert row.error.startswith(TRUNCATED) and ("AE501", True) in row.stack_faults
+            assert result.exit_code == 3 and "produced no judged tool call" in result.output
+            assert played_calls == [] and [c[0] for c in proxied_calls] == ["bash"]
+        else:
+            assert result.exit_code == 0, result.output
+            assert played_calls and proxied_calls == played_calls
