@@ -364,6 +364,12 @@ def read_reply(ex: Exchange, protocol: str = "chat") -> tuple[ParsedReply | None
     if ex.outcome != "complete":
         partial = wire.parse_reply(protocol, bytes(ex.response_body), streamed=streamed) \
             if ex.status == 200 and ex.response_body else None
+        if ex.outcome == "client-abort" and partial is not None \
+                and partial.status == "complete":
+            # the answer reached its end marker before the client left (Codex closes
+            # the stream on ``response.completed``, before the chunked body's end): the
+            # model's reply is whole, and judged as any complete one
+            return partial, "complete"
         return partial, ex.outcome
     if ex.status >= 400:
         return None, "upstream-error"

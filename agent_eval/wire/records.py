@@ -7,8 +7,10 @@ the server gave none):
     ``complete``        the answer ended with its end marker (a finish reason and ``[DONE]``,
                         ``response.completed``, ``message_stop``, a candidate's
                         ``finishReason``)
-    ``client-abort``    the client went away first; its partial calls are kept in the
-                        transcript but never judged, so they never count against the model
+    ``client-abort``    the client went away before the answer's end marker; its partial
+                        calls are kept in the transcript but never judged, so they never
+                        count against the model (a client that leaves after the end marker,
+                        as Codex does on ``response.completed``, got a complete answer)
     ``upstream-error``  the upstream answered an error status or an error event, or died
                         mid-answer
     ``truncated``       the answer ended cleanly but without its end (a stream cut

@@ -85,13 +85,45 @@ def test_tool_call_markup_in_the_text_is_one_erroneous_call(sessions):
     assert [c.primary for c in record.calls] == ["AE104"]
 
 
+def streamed(command: str, *, end: bool) -> bytes:
+    """A Chat Completions stream of one bash call; with its finish reason and ``[DONE]``
+    only when ``end``."""
+    args = json.dumps({"command": command})
+    chunks = [{"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [
+                  {"index": 0, "id": "c-1", "type": "function",
+                   "function": {"name": "bash", "arguments": args[:20]}}]}}]},
+              {"choices": [{"index": 0, "delta": {"tool_calls": [
+                  {"index": 0, "function": {"arguments": args[20:]}}]}}]}]
+    if end:
+        chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+    body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks)
+    return (body + ("data: [DONE]\n\n" if end else "")).encode()
+
+
 def test_calls_of_an_aborted_reply_are_kept_in_the_transcript_but_never_judged(sessions):
-    sessions.take(exchange([SYSTEM, TASK], completion(PIPED), outcome="client-abort"), 0.0)
+    sessions.take(exchange([SYSTEM, TASK], streamed(PIPED, end=False), outcome="client-abort",
+                           content_type="text/event-stream"), 0.0)
     [record] = sessions.close_all()
     assert record.calls == [] and "reply:client-abort" in record.tags
     assert record.messages[-1]["tool_calls"][0]["function"]["arguments"] == \
         json.dumps({"command": PIPED})
     assert record.turns[0].finish_reason == "client-abort" and record.status == "completed"
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_client_that_leaves_after_the_end_marker_got_a_complete_reply(sessions, stream):
+    # Codex closes its stream on `response.completed`, before the chunked body's end: the
+    # relay's last write fails, yet the reply it relayed was whole (a real interop run
+    # stored its session with no call, tagged reply:client-abort)
+    reply = streamed(PIPED, end=True) if stream else completion(PIPED)
+    sessions.take(exchange([SYSTEM, TASK], reply, outcome="client-abort",
+                           content_type="text/event-stream" if stream else "application/json"),
+                  0.0)
+    [record] = sessions.close_all()
+    assert [(c.command, c.decision, c.primary) for c in record.calls] == [
+        (PIPED, "deny", "AE301")]
+    assert "reply:client-abort" not in record.tags
+    assert record.turns[0].finish_reason == "tool_calls"
 
 
 def test_a_malformed_request_or_reply_is_counted_not_raised(sessions):

@@ -248,3 +248,52 @@ def test_a_client_disconnect_closes_the_upstream_request(tmp_path, store):
     [row] = store.session_rows([store.resolve_run("latest").id])
     session = store.load_session(row.id)
     assert "reply:client-abort" in session.record.tags and session.record.calls == []
+
+
+def lingering_app(closed: threading.Event) -> web.Application:
+    """An upstream whose stream ends its answer (a bash call, its finish reason and
+    ``[DONE]``) and then keeps the response open with comments until its client (the
+    proxy) goes away: the body's own end never comes while the client is there."""
+    args = json.dumps({"command": "ls -la"})
+    chunks = [{"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [
+                  {"index": 0, "id": "call-1", "type": "function",
+                   "function": {"name": "bash", "arguments": args}}]}}]},
+              {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]
+
+    async def linger(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for chunk in chunks:
+            await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        await resp.write(b"data: [DONE]\n\n")
+        try:
+            while True:
+                await asyncio.sleep(0.01)
+                await resp.write(b": still here\n\n")
+        except (ConnectionError, asyncio.CancelledError):
+            closed.set()
+            raise
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", linger)
+    return app
+
+
+def test_a_client_that_leaves_after_the_answers_end_gets_its_calls_judged(tmp_path, store):
+    # as Codex does: it closes the stream once the answer has ended, before the body's end
+    closed = threading.Event()
+    with serve_in_thread(lingering_app(closed)) as upstream, \
+            proxy_in_thread(upstream, store, tmp_path) as proxy:
+        got = b""
+        with httpx.stream("POST", proxy.base_url + "/chat/completions",
+                          json=dict(BODY, stream=True), timeout=30) as resp:
+            for piece in resp.iter_raw():
+                got += piece
+                if b"[DONE]" in got:
+                    break
+        assert closed.wait(60)
+    [row] = store.session_rows([store.resolve_run("latest").id])
+    session = store.load_session(row.id)
+    assert "reply:client-abort" not in session.record.tags
+    assert [(c.command, c.decision is not None) for c in session.record.calls] == [
+        ("ls -la", True)]
