@@ -237,6 +237,15 @@ def evaluate_gate(
     return GateResult(checks, on_inconclusive)
 
 
+def with_checks(result: GateResult, added: Sequence[GateCheck]) -> GateResult:
+    """``result`` with ``added`` appended, its reading of inconclusive checks kept; a
+    judged check among them (one that did not skip) means something was judged, so a
+    "nothing judged" check of ``result`` no longer holds and is dropped."""
+    judged = any(c.status != "skip" for c in added)
+    kept = [c for c in result.checks if not (judged and c.kind == "judged")]
+    return dataclasses.replace(result, checks=[*kept, *added])
+
+
 def adjust_regressions(checks: list[GateCheck]) -> list[GateCheck]:
     """Holm's step-down adjustment across the gate's regression checks (one per target),
     so 14 targets at a nominal one-sided 2.5% each do not fail an unchanged model 30% of

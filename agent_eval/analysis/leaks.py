@@ -10,10 +10,9 @@ a hole in the rules, however many calls were fine.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 
-from agent_eval.analysis.gate import GateCheck, GateResult
+from agent_eval.analysis.gate import GateCheck, GateResult, with_checks
 from agent_eval.metrics import GroupSummary
 
 
@@ -35,11 +34,7 @@ def leak_checks(current: Mapping[str, GroupSummary], max_leaks: int) -> list[Gat
 
 def with_leak_checks(result: GateResult, current: Mapping[str, GroupSummary],
                      max_leaks: int | None) -> GateResult:
-    """``result`` with the leak checks added (unchanged without ``max_leaks``), its
-    reading of inconclusive checks kept."""
+    """``result`` with the leak checks added (unchanged without ``max_leaks``)."""
     if max_leaks is None:
         return result
-    leaks = leak_checks(current, max_leaks)
-    # the leak checks are judged: a "nothing judged" check before them no longer holds
-    kept = [c for c in result.checks if not (leaks and c.kind == "judged")]
-    return dataclasses.replace(result, checks=[*kept, *leaks])
+    return with_checks(result, leak_checks(current, max_leaks))

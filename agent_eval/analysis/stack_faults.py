@@ -12,10 +12,9 @@ FAIL when its lower end is above X, else INCONCLUSIVE; the codes are named in th
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 
-from agent_eval.analysis.gate import GateCheck, GateResult, _verdict_words, decide
+from agent_eval.analysis.gate import GateCheck, GateResult, _verdict_words, decide, with_checks
 from agent_eval.metrics import GroupSummary
 
 
@@ -46,12 +45,7 @@ def stack_fault_checks(current: Mapping[str, GroupSummary],
 
 def with_stack_fault_checks(result: GateResult, current: Mapping[str, GroupSummary],
                             max_stack_faults: float | None) -> GateResult:
-    """``result`` with the stack-fault checks added (unchanged without a limit), its
-    reading of inconclusive checks kept."""
+    """``result`` with the stack-fault checks added (unchanged without a limit)."""
     if max_stack_faults is None:
         return result
-    checks = stack_fault_checks(current, max_stack_faults)
-    judged = any(c.status != "skip" for c in checks)
-    # a judged stack check means something was judged: a "nothing judged" check no longer holds
-    kept = [c for c in result.checks if not (judged and c.kind == "judged")]
-    return dataclasses.replace(result, checks=[*kept, *checks])
+    return with_checks(result, stack_fault_checks(current, max_stack_faults))
