@@ -562,12 +562,14 @@ def play_run(store: Store, run_id: int, suite: Suite, targets: list[Target], rep
              *, resume: bool = False, tally: RunTally | None = None,
              on_start: Callable[[int], None] | None = None,
              on_session: Callable[[RunTally, list[SessionRecord]], None] | None = None,
-             client_factory: ClientFactory = ModelClient) -> RunTally:
+             client_factory: ClientFactory = ModelClient, batch: bool = False) -> RunTally:
     """Play run ``run_id`` in this process, under its lease: every planned session not
     stored yet (all of them for a new run; with ``resume``, the servers are probed first).
     ``on_start(n)`` hears how many sessions will be played, once the lease is held.  The
     run ends ``finished``, or ``interrupted`` when sessions were left (Ctrl-C raises
-    ``KeyboardInterrupt`` after marking it so; ``--resume`` finishes it)."""
+    ``KeyboardInterrupt`` after marking it so; ``--resume`` finishes it).  A ``batch`` of
+    a sequential run (``live/sequential.py``) leaves a run played whole ``running``: its
+    look decides whether it finishes."""
     tally = tally if tally is not None else RunTally()
     recorder = RunRecorder(store, run_id)
     with recorder.claim():  # before planning: a second --resume is refused, naming us
@@ -577,7 +579,8 @@ def play_run(store: Store, run_id: int, suite: Suite, targets: list[Target], rep
             on_start(len(items))
         if resume and items:
             asyncio.run(probe_targets(targets, client_factory))
-        with recorder.recording(lambda: "interrupted" if tally.left else "finished"):
+        done = None if batch else "finished"
+        with recorder.recording(lambda: "interrupted" if tally.left else done):
             asyncio.run(execute_run(recorder, items, suite, tally=tally,
                                     on_session=on_session, client_factory=client_factory))
     return tally
