@@ -53,7 +53,11 @@ def baseline_db(sim, tmp_path_factory) -> Path:
 @pytest.fixture
 def db(baseline_db, tmp_path) -> Path:
     copy = tmp_path / "runs.db"
-    shutil.copy(baseline_db, copy)
+    with open_store(str(baseline_db)) as store:  # the copy must not miss what the WAL holds
+        store.engine.dispose()
+    for suffix in ("", "-wal", "-shm"):
+        if Path(f"{baseline_db}{suffix}").exists():
+            shutil.copy(f"{baseline_db}{suffix}", f"{copy}{suffix}")
     return copy
 
 
@@ -238,3 +242,30 @@ def test_resume_refuses_new_sequence_options(db, sim):
     assert bad.exit_code == 2
     errors = [line for line in bad.output.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and "--resume continues the run's own sequence" in errors[0]
+
+
+def test_workers_play_a_planned_sequential_run_batch_by_batch(db, sim):
+    """--plan-only --until-decided stores the first batch; the worker that completes a
+    batch takes its look and stores the next, until the run is decided."""
+    runner = CliRunner()
+    planned = runner.invoke(main, [*run_args(db, sim), "--plan-only", "--until-decided",
+                                   "--max-repeats", "8", "--look-every", "2",
+                                   "--baseline", "label:base", "--max-regression", "6"])
+    assert planned.exit_code == 0, planned.output
+    assert f"{2 * SCENARIOS} sessions stored as work items" in planned.output
+    assert "its first batch" in planned.output
+    worked = runner.invoke(main, ["worker", "2", "--db", str(db), "--concurrency", "8"])
+    assert worked.exit_code == 0, worked.output
+    assert "Look 1: 2 of at most 8 repeats" in worked.output
+    assert "Look 2: 4 of at most 8 repeats" in worked.output
+    plan, top, status = plan_of(db)
+    assert [look.repeats for look in plan.looks] == [2, 4]
+    assert plan.stopped == "decided" and status == "finished"
+    assert len(top) == 4 * SCENARIOS and set(top.values()) == {1}
+    with open_store(str(db)) as store:
+        progress = store.work_progress(2)
+    assert progress.planned == progress.done == 4 * SCENARIOS
+    # a second worker finds the sequence stopped and plays nothing
+    again = runner.invoke(main, ["worker", "2", "--db", str(db)])
+    assert again.exit_code == 0, again.output
+    assert "Look" not in again.output

@@ -362,14 +362,14 @@ def _resume_planned(store, run_id, suite_obj, targets, as_json) -> None:
     """Finish a run planned for workers as one more worker on this machine would: its
     work items are claimed and marked done, so workers that join later find nothing left
     and nothing is played twice."""
-    from agent_eval.live.workers import play_as_worker
+    from agent_eval.cli.workers import play_worker_share
 
     left = store.work_progress(run_id)
     _console(stderr=as_json).print(
         f"Resuming run {run_id} (planned for workers): {left.planned - left.done} of "
         f"{left.planned} sessions left; playing them here as one more worker.")
-    tally = play_as_worker(store, run_id, suite_obj, targets,
-                           concurrency=max(t.concurrency for t in targets))
+    tally = play_worker_share(store, run_id, suite_obj, targets,
+                              concurrency=max(t.concurrency for t in targets), err=as_json)
     status = store.get_run(run_id).status
     if as_json:
         _print_json(store, run_id, status, tally.stored)
@@ -394,8 +394,10 @@ def _plan(store, run_id, suite_obj, targets, repeats, as_json) -> None:
 
         click.echo(json.dumps({"run": run_id, "planned": planned, "store": store.url}))
         return
+    batch = (" (its first batch: the worker that completes a batch takes its look and "
+             "stores the next)" if is_sequential(store, run_id) else "")
     click.echo(f"Run {run_id} planned: {planned} sessions stored as work items in "
-               f"{store.url}.\nStart workers (any number, any machines) with: "
+               f"{store.url}{batch}.\nStart workers (any number, any machines) with: "
                f"agent-eval worker {run_id} --db URL")
 
 

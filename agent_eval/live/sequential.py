@@ -95,3 +95,56 @@ def play_until_decided(store: Store, run_id: int, play_batch: Callable[[int], bo
         if plan.stopped is None:
             repeats = next_batch(store, run_id, plan)
     return plan
+
+
+WAIT_POLLS = 20  # polls a worker waits for another to take a batch's look
+
+
+def work_until_decided(store: Store, run_id: int, play_round: Callable[[], Any],
+                       add_batch: Callable[[int, int], None], judge: Judge,
+                       on_look: Callable[[LookReport], None] | None = None, *,
+                       poll_s: float = 1.0) -> tuple[SequentialPlan, Any]:
+    """A worker's share of a sequential run planned for workers: ``play_round()`` plays
+    open items until none is left (``workers.play_as_worker``; its tally).  The worker
+    that completes a batch (the one whose round marked the run finished, exactly one)
+    takes its look; unless the run stops, it sets the run running again and stores the
+    next batch's items (``add_batch(first_repeat, repeats)``), and every worker plays on.
+    A worker that finds a batch complete and its look not taken (the worker that
+    completed it died) takes it after :data:`WAIT_POLLS` polls.  Returns the plan and
+    the last round's tally (a server gone or a stop ends the worker's part)."""
+    import time
+
+    waited = 0
+    while True:
+        tally = play_round()
+        if getattr(tally, "server_gone", None) or getattr(tally, "stopped", None):
+            return _plan(store, run_id)[0], tally
+        plan, repeats, status = _plan(store, run_id)
+        if plan.stopped is not None:
+            return plan, tally
+        looked = bool(plan.looks) and plan.looks[-1].repeats >= repeats
+        if not looked and status == "finished" and (
+                getattr(tally, "marked_finished", False) or waited >= WAIT_POLLS):
+            report = take_look(store, run_id, plan, repeats, judge)
+            plan = report.plan
+            if on_look is not None:
+                on_look(report)
+            looked = True
+        if looked and status == "finished":
+            if plan.stopped is not None:
+                return plan, tally
+            store.set_run_status(run_id, "running")
+            first = plan.looks[-1].repeats
+            add_batch(first, next_batch(store, run_id, plan))
+            waited = 0
+            continue
+        time.sleep(poll_s)  # another worker holds the last items, or takes the look
+        waited += 1
+
+
+def _plan(store: Store, run_id: int) -> tuple[SequentialPlan, int, str]:
+    info = store.get_run(run_id)
+    plan = SequentialPlan.from_config(info.config)
+    if plan is None:
+        raise ValueError(f"run {run_id} is not a sequential run")
+    return plan, int(info.config["repeats"]), info.status
