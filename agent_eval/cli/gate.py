@@ -71,6 +71,9 @@ def gate(run_ref, max_error_rate, max_class, baseline_ref, max_regression, min_h
     --on-inconclusive pass|fail says); a point estimate under the limit decides nothing.
     --max-error-rate and --max-class use the clustered interval, sessions as clusters
     (calls of one session err together; docs/statistics.md): one session never passes.
+    A run played with `run --until-decided` is read at its last look's nominal level
+    (repeated confidence intervals, so the gate agrees with the run's stop), and the
+    title says it was sequential and how many looks it took.
     --baseline compares each target with the baseline target of the same name (for
     `label:NAME`, the newest run of that label that holds the target) on the 95% interval
     of (run − baseline) against --max-regression, which must be above 0 (no sample rules

@@ -27,9 +27,9 @@ fifth of the cap needs ``|Z| ≥ 4.88``), so the
 last look's interval is hardly wider than the fixed plan's (the cap costs few repeats over
 ``agent-eval power``'s plan) while a clearly unchanged or clearly regressed model stops
 early.  Why spending and not an anytime-valid confidence sequence (Howard, Ramdas,
-McAuliffe & Sekhon 2021): a confidence sequence needs no cap but is 1.5–2× wider than the
-fixed interval at the planned size, so an unchanged model would pay more repeats than the
-fixed plan to PASS; the run has a cap anyway (a budget), the looks fall on whole batches,
+McAuliffe & Sekhon 2021): a confidence sequence needs no cap but is about 1.7× wider than
+the fixed interval at the size it is tuned for (wider elsewhere), so an unchanged model
+would pay about 2.8× the fixed plan's repeats to PASS; the run has a cap anyway (a budget), the looks fall on whole batches,
 and the spending boundary reuses the gate's intervals unchanged (only their alpha moves),
 so the gate run afterwards reads the run with the same correction (docs/statistics.md).
 
