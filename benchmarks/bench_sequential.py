@@ -46,6 +46,7 @@ from agent_eval.analysis.gate import decide  # noqa: E402
 from agent_eval.metrics.power import plan_power  # noqa: E402
 from agent_eval.metrics.regression import regression_from_units  # noqa: E402
 from agent_eval.metrics.sequential import boundaries  # noqa: E402
+from agent_eval.metrics.sufficient import as_stats  # noqa: E402
 
 PILOT = 3  # repeats of the run `power` plans from
 CAP = 1.1  # the cap over the fixed plan
@@ -61,7 +62,9 @@ def schedule(cap: int, looks: int) -> tuple[tuple[int, float], ...]:
 
 
 def judge(base, run, repeats: int, alpha: float) -> str:
-    upto = [u for u in run if u.repeat < repeats]
+    """The gate's regression check on the run's first ``repeats``, as the CLI judges it:
+    on per-scenario sums (``TargetStats``, what ``store.cluster_stats`` gives)."""
+    upto = as_stats([u for u in run if u.repeat < repeats])
     reg = regression_from_units(base, upto, MARGIN, alpha=alpha)
     return decide(reg.lo100, reg.hi100, MARGIN)
 
@@ -78,7 +81,7 @@ def cell(rng, reps: int, deff: float, rise: float, looks: int) -> tuple[str, ...
             continue
         r = plan.repeats
         cap = math.ceil(CAP * r)
-        base = draw_run(rng, suite, r, deff)
+        base = as_stats(draw_run(rng, suite, r, deff))
         run = draw_run(rng, suite, cap, deff, rise=rise / 100)
         played += 1
         fixed[judge(base, run, r, 0.05)] += 1
@@ -117,8 +120,8 @@ def main() -> None:
         for rise in args.rises:
             started = time.perf_counter()
             rows.append(cell(rng, args.reps, deff, rise, args.looks))
-            print(f"  {rows[-1][0]}: {time.perf_counter() - started:.0f} s", file=sys.stderr,
-                  flush=True)
+            print(f"  {time.perf_counter() - started:.0f} s: " + " | ".join(rows[-1]),
+                  file=sys.stderr, flush=True)
     title = (f"Sequential (cap {CAP:g} x the plan, {args.looks} looks, O'Brien-Fleming "
              f"spending) against the fixed plan, margin {MARGIN:g}; {args.reps} "
              f"replications per setting, seed {args.seed}")
