@@ -467,9 +467,10 @@ def _play_sequential(store, run_id, suite_obj, targets, *, resume: bool = False,
     from agent_eval.metrics.sequential import SequentialPlan
 
     console = _console(stderr=as_json)
-    plan = SequentialPlan.from_config(store.get_run(run_id).config)
-    assert plan is not None  # is_sequential, or just stored
-    checks = IntervalChecks.from_stored(plan.checks)
+    stored = SequentialPlan.from_config(store.get_run(run_id).config)
+    if stored is None:
+        raise ConfigError(f"run {run_id} was not started with --until-decided", field="--resume")
+    checks, cap = IntervalChecks.from_stored(stored.checks), stored.max_repeats
     total = RunTally()
     started: list[int] = []  # the batches played so far by this process
 
@@ -481,7 +482,7 @@ def _play_sequential(store, run_id, suite_obj, targets, *, resume: bool = False,
             if n:
                 what = f"Resuming run {run_id}" if resume and not started else f"Run {run_id}"
                 console.print(f"{what}: playing up to {counted(repeats, 'repeat')} per scenario "
-                              f"(at most {plan.max_repeats}): {counted(n, 'session')}.",
+                              f"(at most {cap}): {counted(n, 'session')}.",
                               markup=False, highlight=False)
                 if resume and not started:
                     console.print(checking_line(targets), markup=False, highlight=False,
