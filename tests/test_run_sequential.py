@@ -96,6 +96,11 @@ def test_an_unchanged_model_stops_early_as_pass_and_the_gate_agrees(db, sim):
            "after 4 repeats; intervals read at a nominal 99.70%" in judged.output
     assert "[99.70% CI " in judged.output
     assert "PASS  m: regression vs baseline <= 6" in judged.output
+    narrow = runner.invoke(main, ["gate", "--run", "2", "--baseline", "label:base",
+                                  "--max-regression", "6", "--db", str(db)],
+                           env={"COLUMNS": "80"})
+    assert any(line.startswith("sequential run: 2 looks (every 2 repeats")
+               for line in narrow.output.splitlines()), narrow.output
     as_json = runner.invoke(main, ["gate", "--run", "2", "--baseline", "label:base",
                                    "--max-regression", "6", "--db", str(db), "--json"])
     import json
