@@ -274,3 +274,16 @@ def test_workers_play_a_planned_sequential_run_batch_by_batch(db, sim):
     again = runner.invoke(main, ["worker", "2", "--db", str(db)])
     assert again.exit_code == 0, again.output
     assert "Look" not in again.output
+
+
+def test_json_carries_the_sequence_and_the_look_lines_go_to_stderr(db, sim):
+    import json
+
+    played = CliRunner().invoke(main, [*run_args(db, sim), "--until-decided", "--max-repeats", "8",
+                                  "--look-every", "2", "--baseline", "label:base",
+                                  "--max-regression", "6", "--json"])
+    assert played.exit_code == 0, played.output
+    out = json.loads(played.stdout)
+    assert [look["repeats"] for look in out["sequential"]["looks"]] == [2, 4]
+    assert out["sequential"]["stopped"] == "decided" and out["status"] == "finished"
+    assert "Look 2: 4 of at most 8 repeats" in played.stderr

@@ -589,13 +589,19 @@ def finished_line(run_id: int, tally, url: str) -> str:
 
 
 def _print_json(store, run_id: int, status: str, stored: int) -> None:
+    """``{run, status, sessions_stored, store, targets}``, and for a ``--until-decided``
+    run ``sequential``: its cap, batch, checks, looks and how it stopped."""
     import json
 
     from agent_eval.cli.tables import summarize_runs, tables_json
+    from agent_eval.metrics.sequential import SequentialPlan
 
-    click.echo(json.dumps({"run": run_id, "status": status, "sessions_stored": stored,
-                           "store": store.url,
-                           "targets": tables_json(summarize_runs(store, [run_id]))}, indent=2))
+    out = {"run": run_id, "status": status, "sessions_stored": stored, "store": store.url,
+           "targets": tables_json(summarize_runs(store, [run_id]))}
+    plan = SequentialPlan.from_config(store.get_run(run_id).config)
+    if plan is not None:
+        out["sequential"] = plan.stored()
+    click.echo(json.dumps(out, indent=2))
 
 
 def _report_context_full(tally) -> None:
