@@ -74,3 +74,18 @@ def test_plan_round_trips_through_the_run_config_and_continues():
         boundaries([0.2, 0.4])[1].critical)
     assert again.boundary_at(2) == first
     assert math.isclose(SequentialPlan(5, 4, {}).boundary_at(5).nominal_alpha, 0.05)
+
+
+def test_the_gate_reads_a_run_at_its_last_look_or_at_the_batch_it_was_cut_in():
+    from agent_eval.cli.gate import sequential_alpha
+    from agent_eval.metrics.sequential import Look
+
+    first = boundaries([0.2])[0]
+    plan = SequentialPlan(10, 2, {}, (Look(2, first.nominal_alpha, first.spent, 1),))
+    assert sequential_alpha(plan, {"repeats": 2}) == first.nominal_alpha
+    # cut within the second batch (the run holds part of repeats 2-3): one more look at 4
+    assert sequential_alpha(plan, {"repeats": 4}) == pytest.approx(
+        boundaries([0.2, 0.4])[1].nominal_alpha)
+    # cut within the first batch: a first look at what it planned
+    assert sequential_alpha(SequentialPlan(10, 2, {}), {"repeats": 2}) == pytest.approx(
+        first.nominal_alpha)
