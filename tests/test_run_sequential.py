@@ -287,3 +287,36 @@ def test_json_carries_the_sequence_and_the_look_lines_go_to_stderr(db, sim):
     assert [look["repeats"] for look in out["sequential"]["looks"]] == [2, 4]
     assert out["sequential"]["stopped"] == "decided" and out["status"] == "finished"
     assert "Look 2: 4 of at most 8 repeats" in played.stderr
+
+
+def test_a_server_down_when_a_batch_starts_leaves_the_run_resumable(db, monkeypatch):
+    import agent_eval.live.sequential as sequential
+
+    server = run_sim_in_thread(suite=RALF)
+    url = server.__enter__()
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    real = sequential.next_batch
+
+    def then_the_server_dies(*args, **kwargs):
+        repeats = real(*args, **kwargs)
+        server.__exit__(None, None, None)
+        return repeats
+
+    monkeypatch.setattr(sequential, "next_batch", then_the_server_dies)
+    runner = CliRunner()
+    first = runner.invoke(main, [*run_args(db, url), "--until-decided", "--max-repeats", "8",
+                                 "--look-every", "2", "--baseline", "label:base",
+                                 "--max-regression", "6"])
+    assert first.exit_code == EXIT_FAULT, first.output
+    assert "Look 1: 2 of at most 8 repeats" in first.output
+    plan, top, status = plan_of(db)
+    assert [look.repeats for look in plan.looks] == [2] and status == "interrupted"
+
+    monkeypatch.setattr(sequential, "next_batch", real)
+    with run_sim_in_thread(suite=RALF, port=port):
+        resumed = runner.invoke(main, ["run", "--resume", "2", "--db", str(db)])
+    assert resumed.exit_code == 0, resumed.output
+    plan, top, status = plan_of(db)
+    assert [look.repeats for look in plan.looks] == [2, 4]
+    assert plan.stopped == "decided" and status == "finished"
+    assert len(top) == 4 * SCENARIOS and set(top.values()) == {1}

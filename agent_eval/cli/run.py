@@ -19,7 +19,7 @@ from agent_eval.cli.options import (
     selection_options,
 )
 from agent_eval.cli.terminal import counted, escape_terminal
-from agent_eval.errors import ConfigError
+from agent_eval.errors import AgentEvalError, ConfigError
 from agent_eval.live.targets import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES
 
 
@@ -507,17 +507,26 @@ def _play_sequential(store, run_id, suite_obj, targets, *, resume: bool = False,
     try:
         plan = play_until_decided(store, run_id, play_batch, judge, on_look)
     except KeyboardInterrupt:
-        if store.get_run(run_id).status == "running":  # between batches: no recorder said so
-            store.set_run_status(run_id, "interrupted")
+        _left_between_batches(store, run_id)
         console.print(f"[yellow]Interrupted.[/] {counted(total.done, 'session')} kept; "
                       f"continue the sequence with: agent-eval run --resume {run_id}")
         sys.exit(130)
+    except AgentEvalError:  # a server down when a batch starts: resumable as any other
+        _left_between_batches(store, run_id)
+        raise
     if plan.stopped is not None:
         store.set_run_status(run_id, "finished")
     status = store.get_run(run_id).status
     _closing(store, run_id, total, console, status, as_json)
     console.print(sequence_end_line(run_id, plan, checks), markup=False, highlight=False,
                   soft_wrap=True)
+
+
+def _left_between_batches(store, run_id: int) -> None:
+    """A sequence stopped between batches (no recorder said so) is ``interrupted``:
+    ``--resume`` continues it."""
+    if store.get_run(run_id).status == "running":
+        store.set_run_status(run_id, "interrupted")
 
 
 def look_line(report) -> str:
