@@ -133,11 +133,15 @@ def work_until_decided(store: Store, run_id: int, play_round: Callable[[], Any],
         if looked and status == "finished":
             if plan.stopped is not None:
                 return plan, tally
+            # the items first, then the batch's end, then running: a worker killed in
+            # between leaves the run finished, and the next worker picks it up from there
+            add_batch(plan.looks[-1].repeats, plan.next_repeats())
+            next_batch(store, run_id, plan)
             store.set_run_status(run_id, "running")
-            first = plan.looks[-1].repeats
-            add_batch(first, next_batch(store, run_id, plan))
             waited = 0
             continue
+        if waited >= 3 * WAIT_POLLS:  # nothing moves: `run --resume` finishes it
+            return plan, tally
         time.sleep(poll_s)  # another worker holds the last items, or takes the look
         waited += 1
 
