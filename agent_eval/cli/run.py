@@ -272,10 +272,8 @@ def _start(store, suite_obj, targets, repeats, label, console: Console, policy=N
     from agent_eval.live.run import record_new_run
 
     console.print(checking_line(targets), markup=False, highlight=False, soft_wrap=True)
-    run_id = record_new_run(store, suite_obj, targets, repeats, label=label, policy=policy)
-    if sequential is not None:
-        store.update_run_config(run_id, {"sequential": sequential.stored()})
-    return run_id
+    return record_new_run(store, suite_obj, targets, repeats, label=label, policy=policy,
+                          sequential=None if sequential is None else sequential.stored())
 
 
 DEFAULT_LOOK_EVERY = 2
