@@ -14,7 +14,8 @@ from agent_eval.cli.options import SAMPLING
 
 CLI = Path(__file__).resolve().parents[1] / "agent_eval" / "cli"
 SHARED = {"--db", "--json", *(flag for flag, *_ in SAMPLING), "--enable-thinking/--disable-thinking",
-          "--stream/--no-stream", "--api-key-env"}
+          "--stream/--no-stream", "--api-key-env", "--max-error-rate", "--max-class",
+          "--max-regression"}
 
 
 def _commands(group: click.Group, prefix: str = ""):
@@ -58,3 +59,16 @@ def test_run_and_replay_take_the_same_sampling_knobs():
     assert knobs <= flags("run") and knobs <= flags("replay")
     replay = {p.opts[0]: p.help for p in commands["replay"].params}
     assert replay["--top-p"] == "Override the stored top_p."
+
+
+def test_gate_and_run_until_decided_take_the_same_checks():
+    """``run --until-decided`` plays until the gate's checks are decided: the same options,
+    the same help, declared once (cli/options.check_options)."""
+    commands = dict(_commands(main))
+    checks = ("--max-error-rate", "--max-class", "--baseline", "--max-regression")
+
+    def helps(name):
+        return {o: p.help for p in commands[name].params for o in p.opts if o in checks}
+
+    assert set(helps("gate")) == set(checks)
+    assert helps("gate") == helps("run")

@@ -53,9 +53,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agent_eval.metrics import GroupSummary, Rate, RateComparison, compare_rates
-from agent_eval.metrics.clustered import Unit, t_quantile, units_rate
+from agent_eval.metrics.clustered import Unit, t_quantile, units_rate, wilson_float
 from agent_eval.metrics.coverage import MIN_COVERAGE, Coverage
-from agent_eval.metrics.regression import exceed_p, regression_from_units
+from agent_eval.metrics.regression import ci_name, exceed_p, regression_from_units
 from agent_eval.metrics.stats import ALPHA
 from agent_eval.metrics.sufficient import TargetStats
 
@@ -167,6 +167,7 @@ def evaluate_gate(
     on_inconclusive: Literal["pass", "fail"] | None = None,
     coverage: Mapping[str, Coverage] | None = None,
     min_coverage: float = MIN_COVERAGE,
+    alpha: float = ALPHA,
 ) -> GateResult:
     """Judge ``current`` (per-target summaries, or one overall summary) against thresholds.
 
@@ -198,6 +199,11 @@ def evaluate_gate(
     A check whose interval straddles its limit is ``inconclusive`` (a regression check
     names the repeats that would decide it); the verdict is then ``inconclusive`` unless
     ``on_inconclusive`` says ``pass`` or ``fail``.
+
+    ``alpha`` is the intervals' two-sided level (5%: 95% intervals); a sequential run's
+    look reads them at the smaller nominal alpha its spending boundary gives
+    (``agent_eval.metrics.sequential``), so that a decision at any look errs at most
+    2.5% each way over the whole sequence.
     """
     _check_thresholds(max_error_rate, max_class or {}, min_handshake, max_regression)
     if not 0 <= min_coverage <= 1:
@@ -221,16 +227,16 @@ def evaluate_gate(
             checks.append(_coverage_check(coverage[name], min_coverage))
         mine = None if units is None else units.get(name, ())
         if max_error_rate is not None:
-            checks.append(_error_rate_check(name, summary, max_error_rate, mine))
+            checks.append(_error_rate_check(name, summary, max_error_rate, mine, alpha))
         for code, limit in (max_class or {}).items():
-            checks.append(_class_check(name, summary, code, limit, mine))
+            checks.append(_class_check(name, summary, code, limit, mine, alpha))
         if min_handshake is not None:
             checks.append(_handshake_check(name, summary, min_handshake))
         if base is not None and max_regression is not None:  # set above whenever base is
             theirs = None if baseline_units is None else baseline_units.get(name)
             checks.append(_regression_check(name, summary, base.get(name), max_regression,
-                                            mine, theirs, allow_missing_baseline))
-    checks = adjust_regressions(checks)
+                                            mine, theirs, allow_missing_baseline, alpha))
+    checks = adjust_regressions(checks, alpha)
     thresholds = [check for check in checks if check.kind != "coverage"]
     if not any(check.status != "skip" for check in thresholds):  # coverage is no threshold
         checks.append(_nothing_judged_check(thresholds, allow_missing_baseline))
@@ -246,7 +252,7 @@ def with_checks(result: GateResult, added: Sequence[GateCheck]) -> GateResult:
     return dataclasses.replace(result, checks=[*kept, *added])
 
 
-def adjust_regressions(checks: list[GateCheck]) -> list[GateCheck]:
+def adjust_regressions(checks: list[GateCheck], alpha: float = ALPHA) -> list[GateCheck]:
     """Holm's step-down adjustment across the gate's regression checks (one per target),
     so 14 targets at a nominal one-sided 2.5% each do not fail an unchanged model 30% of
     the time: a regression fails only when its Holm-adjusted p
@@ -262,13 +268,13 @@ def adjust_regressions(checks: list[GateCheck]) -> list[GateCheck]:
     adjusted = holm({str(i): p for i, p in p_values.items()})
     out = list(checks)
     holm_note = (f"Holm's adjustment across the {len(judged)} regression checks (one-sided, "
-                 f"alpha {ALPHA / 2:g})")
+                 f"alpha {alpha / 2:.3g})")
     for i in judged:
         p = adjusted[str(i)]
         check = out[i]
         note = f"; Holm-adjusted p {p:.3g}"
         status = check.status
-        if status == "fail" and not p < ALPHA / 2:
+        if status == "fail" and not p < alpha / 2:
             status = "inconclusive"
             note += ": not supported once the other targets' checks are counted"
         out[i] = dataclasses.replace(check, status=status, detail=check.detail + note,
@@ -356,31 +362,40 @@ def _check_thresholds(max_error_rate, max_class, min_handshake, max_regression) 
 
 def _rate_check(name: str, target: str, kind: CheckKind, rate: Rate, limit: float,
                 what: str, units: Sequence[Unit] | TargetStats | None,
-                code: str | None) -> GateCheck:
+                code: str | None, alpha: float = ALPHA) -> GateCheck:
     """Judge a rate by its interval's ends (:func:`decide`): the clustered interval when
     session units are given (calls of one session err together), else Wilson's."""
     if rate.per100 is None:
         return GateCheck(name, target, kind, limit, None, "fail",
                          "no tool calls to judge (every session errored, or none ran)")
     counts = f"{what} {rate.per100:.2f} ({rate.k}/{rate.n} calls"
+    wilson = _wilson100(rate, alpha)
     if units is None:
-        lo, hi, method = rate.lo100, rate.hi100, "Wilson score interval (calls independent)"
-        interval = f"Wilson 95% CI {_ends(lo, hi)}"
+        (lo, hi), method = wilson, "Wilson score interval (calls independent)"
+        interval = f"Wilson {ci_name(alpha)} {_ends(lo, hi)}"
     else:
-        clustered = units_rate(units, code=code)
+        clustered = units_rate(units, code=code, alpha=alpha)
         lo, hi, method = clustered.lo100, clustered.hi100, clustered.method
         if lo is None:  # one session: it can still fail on Wilson's low end
-            lo, hi = rate.lo100, None
+            lo, hi = wilson[0], None
             interval = (f"{clustered.clusters} session: no clustered interval, and one "
                         "session cannot certify a rate")
         else:
             deff = "–" if clustered.deff is None else f"{clustered.deff:.1f}"
-            interval = (f"clustered 95% CI {_ends(lo, hi)}, deff {deff}, "
+            interval = (f"clustered {ci_name(alpha)} {_ends(lo, hi)}, deff {deff}, "
                         f"{clustered.clusters} sessions")
     status = decide(lo, hi, limit)
     detail = f"{counts}, {interval}); {_verdict_words(status, lo, hi, limit)}"
     return GateCheck(name, target, kind, limit, rate.per100, status, detail,
                      f"interval ends against the limit: {method}")
+
+
+def _wilson100(rate: Rate, alpha: float) -> tuple[float | None, float | None]:
+    """The rate's Wilson interval per 100 at ``alpha`` (``Rate``'s own at 95%)."""
+    if math.isclose(alpha, ALPHA) or not rate.n:
+        return rate.lo100, rate.hi100
+    lo, hi = wilson_float(rate.k, rate.n, t_quantile(math.inf, alpha))
+    return 100 * lo, 100 * hi
 
 
 def _ends(lo: float | None, hi: float | None, sign: str = "") -> str:
@@ -404,16 +419,18 @@ def _verdict_words(status: CheckStatus, lo: float | None, hi: float | None, limi
 
 
 def _error_rate_check(target: str, summary: GroupSummary, limit: float,
-                      units: Sequence[Unit] | TargetStats | None = None) -> GateCheck:
+                      units: Sequence[Unit] | TargetStats | None = None,
+                      alpha: float = ALPHA) -> GateCheck:
     return _rate_check(f"errors/100 <= {number_text(limit)}", target, "error-rate", summary.errors,
-                       limit, "errors/100", units, None)
+                       limit, "errors/100", units, None, alpha)
 
 
 def _class_check(target: str, summary: GroupSummary, code: str, limit: float,
-                 units: Sequence[Unit] | TargetStats | None = None) -> GateCheck:
+                 units: Sequence[Unit] | TargetStats | None = None,
+                 alpha: float = ALPHA) -> GateCheck:
     rate = summary.classes.get(code) or Rate.of(0, summary.calls)
     return _rate_check(f"{code}/100 <= {number_text(limit)}", target, "class-rate", rate, limit,
-                       f"{code}/100", units, code)
+                       f"{code}/100", units, code, alpha)
 
 
 def _handshake_check(target: str, summary: GroupSummary, minimum: float) -> GateCheck:
@@ -432,7 +449,7 @@ def _handshake_check(target: str, summary: GroupSummary, minimum: float) -> Gate
 def _regression_check(target: str, summary: GroupSummary, base: GroupSummary | None,
                       limit: float, units: Sequence[Unit] | TargetStats | None = None,
                       base_units: Sequence[Unit] | TargetStats | None = None,
-                      allow_missing: bool = False) -> GateCheck:
+                      allow_missing: bool = False, alpha: float = ALPHA) -> GateCheck:
     name = f"regression vs baseline <= {number_text(limit)}"
     if base is None or base.calls == 0:
         why = "absent from the baseline" if base is None else "without tool calls in the baseline"
@@ -446,18 +463,18 @@ def _regression_check(target: str, summary: GroupSummary, base: GroupSummary | N
         return GateCheck(name, target, "regression", limit, None, "fail",
                          "no tool calls to judge (every session errored, or none ran)")
     if units is not None and base_units is not None:
-        reg = regression_from_units(base_units, units, limit)
+        reg = regression_from_units(base_units, units, limit, alpha=alpha)
         status: CheckStatus = ("fail" if reg.regressed else
                                "inconclusive" if reg.inconclusive else "pass")
         return GateCheck(name, target, "regression", limit, reg.diff100, status, reg.detail,
                          reg.family or reg.method, reg.p_value)
-    cmp = compare_rates(base.errors.k, base.calls, summary.errors.k, summary.calls)
+    cmp = compare_rates(base.errors.k, base.calls, summary.errors.k, summary.calls, alpha=alpha)
     status = decide(cmp.lo100, cmp.hi100 if _has_width(cmp) else None, limit)
     se = (None if cmp.lo100 is None or cmp.hi100 is None
-          else (cmp.hi100 - cmp.lo100) / (2 * t_quantile(math.inf)))
+          else (cmp.hi100 - cmp.lo100) / (2 * t_quantile(math.inf, alpha)))
     p = None if cmp.diff100 is None else exceed_p(cmp.diff100, limit, se, math.inf)
     return GateCheck(name, target, "regression", limit, cmp.diff100, status,
-                     _regression_detail(cmp, limit), p_value=p)
+                     _regression_detail(cmp, limit, alpha), p_value=p)
 
 
 def regressed(comparison: RateComparison, max_regression: float) -> bool:
@@ -471,10 +488,10 @@ def _has_width(cmp: RateComparison) -> bool:
     return cmp.lo100 is not None and cmp.hi100 is not None and cmp.hi100 > cmp.lo100
 
 
-def _regression_detail(cmp: RateComparison, limit: float) -> str:
+def _regression_detail(cmp: RateComparison, limit: float, alpha: float = ALPHA) -> str:
     counts = (f"errors/100 {cmp.a.per100:.2f} ({cmp.a.k}/{cmp.a.n}) -> "
               f"{cmp.b.per100:.2f} ({cmp.b.k}/{cmp.b.n}), change {cmp.diff100:+.2f} "
-              f"[95% CI {cmp.lo100:+.2f} to {cmp.hi100:+.2f}]")
+              f"[{ci_name(alpha)} {cmp.lo100:+.2f} to {cmp.hi100:+.2f}]")
     hi = cmp.hi100 if _has_width(cmp) else None
     status = decide(cmp.lo100, hi, limit)
     return f"{counts}; {_verdict_words(status, cmp.lo100, hi, limit, '+', 'a rise')}"

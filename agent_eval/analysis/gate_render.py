@@ -20,7 +20,7 @@ def render_gate_text(result: GateResult, *, title: str | None = None,
                      width: int | None = None) -> str:
     """Plain terminal lines: one per check with its numbers, each method once, then the
     verdict; a line longer than ``width`` wraps between words under its own start."""
-    lines = [title] if title else []
+    lines = title.splitlines() if title else []  # a sequential run's line stays its own
     for check in result.checks:
         lines.append(f"{_MARK[check.status]}  {check.target}: {check.name}: {check.detail}")
         lines += [f"    {lead}" for lead in check.leads]

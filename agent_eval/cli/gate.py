@@ -5,31 +5,21 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import click
 
 from agent_eval.cli import EXIT_FAIL, EXIT_INCONCLUSIVE, main
-from agent_eval.cli.options import db_option, json_option
+from agent_eval.cli.options import check_options, db_option, json_option
 from agent_eval.errors import ConfigError
 
 
 @main.command()
 @click.option("--run", "run_ref", default="latest", show_default=True, metavar="RUN",
               help="The run to judge: an id, `latest` or `label:NAME`.")
-@click.option("--max-error-rate", type=float, metavar="X",
-              help="Pass a target only when its 95% interval of errors per 100 tool calls "
-                   "ends at or below X; fail it when the interval starts above X.")
-@click.option("--max-class", "max_class", multiple=True, metavar="CODE=X",
-              help="The same for failure class CODE, X calls per 100; repeatable.")
+@check_options
 @click.option("--min-handshake", type=float, metavar="X",
               help="Fail a target whose handshake completion share (0..1) is below X.")
-@click.option("--baseline", "baseline_ref", metavar="RUN",
-              help="Compare with this run: an id, `latest` or `label:NAME` (the newest run "
-                   "with that label other than --run).")
-@click.option("--max-regression", type=float, metavar="X",
-              help="With --baseline: the rise in errors/100 allowed, a margin > 0; pass when "
-                   "the 95% interval of the rise ends at or below X, fail when it starts "
-                   "above X [default 2].")
 @click.option("--max-leaks", type=click.IntRange(min=0), metavar="N",
               help="Fail a target with more than N leaked calls: allowed by an agent CLI's "
                    "rules, refused by their strict reading (docs/policies.md).")
@@ -60,7 +50,7 @@ from agent_eval.errors import ConfigError
               help="Also write the checks as JUnit XML (one test case per check).")
 @json_option("the verdict and every check as JSON (exit codes unchanged)")
 @db_option
-def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_regression,
+def gate(run_ref, max_error_rate, max_class, baseline_ref, max_regression, min_handshake,
          max_leaks, max_stack_faults, allow_missing_baseline, allow_incomplete, min_coverage,
          on_inconclusive, view_url, markdown_path, junit_path, as_json, db) -> None:
     """Pass or fail a stored run against thresholds; exit 0 pass, 1 fail, 2 usage,
@@ -81,6 +71,9 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     --on-inconclusive pass|fail says); a point estimate under the limit decides nothing.
     --max-error-rate and --max-class use the clustered interval, sessions as clusters
     (calls of one session err together; docs/statistics.md): one session never passes.
+    A run played with `run --until-decided` is read at its last look's nominal level
+    (repeated confidence intervals, so the gate agrees with the run's stop), and the
+    title says it was sequential and how many looks it took.
     --baseline compares each target with the baseline target of the same name (for
     `label:NAME`, the newest run of that label that holds the target) on the 95% interval
     of (run − baseline) against --max-regression, which must be above 0 (no sample rules
@@ -108,7 +101,7 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     target, per 100 calls: never in errors/100, so a broken stack fails on its own line
     (`agent-eval rules`, AE5xx).
     """
-    from agent_eval.analysis.gate import MARGIN_ZERO, evaluate_gate, with_leads
+    from agent_eval.analysis.gate import with_leads
     from agent_eval.analysis.gate_render import (
         render_gate_junit,
         render_gate_markdown,
@@ -116,14 +109,9 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     )
     from agent_eval.store import open_store
 
-    classes = parse_max_class(max_class)
-    if max_regression is not None and max_regression == 0:
-        raise ConfigError(MARGIN_ZERO)
-    if max_regression is not None and baseline_ref is None:
-        raise ConfigError("--max-regression needs --baseline RUN or label:NAME",
-                          field="--max-regression")
-    if max_error_rate is None and not classes and min_handshake is None and not baseline_ref \
-            and max_leaks is None and max_stack_faults is None:
+    checks = interval_checks(max_error_rate, max_class, baseline_ref, max_regression)
+    if not checks.any() and min_handshake is None and max_leaks is None \
+            and max_stack_faults is None:
         raise ConfigError("give at least one threshold: --max-error-rate, --max-class, "
                           "--min-handshake, --baseline, --max-leaks or --max-stack-faults",
                           field="gate")
@@ -132,31 +120,13 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
                           field="--max-stack-faults")
     with open_store(db, create=False) as store:
         run = store.resolve_run(run_ref)
-        current = rates(store, run.id)
-        declared = [t.name for t in store.run_targets(run.id)]
-        coverage = store.session_coverage(run.id)
-        units = store.cluster_stats([run.id], classes=bool(classes))
-        pick, note = None, None
-        if baseline_ref:
-            pick = pick_baselines(store, baseline_ref, run.id, list(current))
-            if not pick.runs:
-                note = (f"baseline {baseline_ref}: no run other than run {run.id} has that "
-                        "label; regression checks not judged")
-                pick = None
-        baseline = pick.summaries if pick else None
-        baseline_units = pick.units if pick else None
-        try:
-            result = evaluate_gate(
-                current, max_error_rate=max_error_rate, max_class=classes,
-                min_handshake=min_handshake, baseline=baseline,
-                max_regression=max_regression if baseline is not None else None,
-                units=units, baseline_units=baseline_units, missing_baseline=note,
-                allow_missing_baseline=allow_missing_baseline, run_status=run.status,
-                declared_targets=declared, allow_incomplete=allow_incomplete,
-                on_inconclusive=on_inconclusive, coverage=coverage, min_coverage=min_coverage,
-            )
-        except ValueError as exc:
-            raise ConfigError(str(exc), field="gate") from None
+        judged = judge_run(store, run, checks, min_handshake=min_handshake,
+                           allow_missing_baseline=allow_missing_baseline,
+                           allow_incomplete=allow_incomplete, on_inconclusive=on_inconclusive,
+                           min_coverage=min_coverage)
+        result, current, baseline, pick, note, coverage = (
+            judged.result, judged.current, judged.baseline, judged.pick, judged.note,
+            judged.coverage)
         result = with_leads(result, run.id, worst_sessions(store, run.id, result.checks),
                             current, baseline, view_url)
     if current:
@@ -169,8 +139,10 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
     title = f"Run {run.id}" + (f" ({run.label})" if run.label else "")
     if pick is not None:
         title += f" against {pick.describe(baseline_ref)}"
+    if judged.sequential is not None:
+        title += "\n" + judged.sequential.describe()
     if as_json:
-        click.echo(gate_json(result, run.id, pick, note, coverage))
+        click.echo(gate_json(result, run.id, pick, note, coverage, judged.sequential))
     else:
         from agent_eval.cli.terminal import escape_terminal, text_width
 
@@ -187,7 +159,7 @@ def gate(run_ref, max_error_rate, max_class, min_handshake, baseline_ref, max_re
 
 
 def gate_json(result, run_id: int, pick: BaselinePick | None, note: str | None,
-              coverage: dict | None = None) -> str:
+              coverage: dict | None = None, sequential=None) -> str:
     """``{passed, outcome, run, baseline, baselines, note, coverage: {TARGET: {planned,
     played, judged, lost: {CAUSE: n}}}, checks: [{name, target, kind, threshold,
     observed, status, detail, method, p, leads}]}`` (``p``: a regression check's
@@ -206,7 +178,134 @@ def gate_json(result, run_id: int, pick: BaselinePick | None, note: str | None,
                       "lost": dict(c.lost)} for name, c in (coverage or {}).items()}
     return json.dumps({"passed": result.passed, "outcome": result.outcome, "run": run_id,
                        "baseline": pick.runs[0].id if pick else None, "baselines": baselines,
-                       "note": note, "coverage": covered, "checks": checks}, indent=2)
+                       "note": note, "coverage": covered,
+                       "sequential": None if sequential is None else sequential.stored(),
+                       "checks": checks}, indent=2)
+
+
+@dataclass(frozen=True)
+class IntervalChecks:
+    """The gate's interval checks (``cli.options.check_options``), as ``gate`` judges
+    them and ``run --until-decided`` plays until they are decided; stored on a sequential
+    run (:meth:`stored`) so that a resumed run and its workers judge the same."""
+
+    max_error_rate: float | None = None
+    max_class: dict[str, float] = field(default_factory=dict)
+    baseline_ref: str | None = None
+    max_regression: float | None = None
+
+    def any(self) -> bool:
+        return (self.max_error_rate is not None or bool(self.max_class)
+                or self.baseline_ref is not None)
+
+    def stored(self) -> dict:
+        return {"max_error_rate": self.max_error_rate, "max_class": dict(self.max_class),
+                "baseline": self.baseline_ref, "max_regression": self.max_regression}
+
+    @classmethod
+    def from_stored(cls, stored: dict) -> IntervalChecks:
+        return cls(stored.get("max_error_rate"), dict(stored.get("max_class") or {}),
+                   stored.get("baseline"), stored.get("max_regression"))
+
+    def options(self) -> str:
+        """The checks as ``gate`` options, e.g. ``--max-error-rate 8 --baseline 3``."""
+        import shlex
+
+        parts = [] if self.max_error_rate is None else [f"--max-error-rate {self.max_error_rate:g}"]
+        parts += [f"--max-class {code}={limit:g}" for code, limit in self.max_class.items()]
+        if self.baseline_ref is not None:
+            parts.append(f"--baseline {shlex.quote(str(self.baseline_ref))}")
+        if self.max_regression is not None:
+            parts.append(f"--max-regression {self.max_regression:g}")
+        return " ".join(parts)
+
+
+def interval_checks(max_error_rate, max_class, baseline_ref, max_regression) -> IntervalChecks:
+    """The checks from ``gate``'s (or ``run``'s) options, checked: a bad ``--max-class``,
+    a margin of 0 or a ``--max-regression`` without ``--baseline`` is a ConfigError."""
+    from agent_eval.analysis.gate import MARGIN_ZERO
+
+    classes = parse_max_class(tuple(max_class))
+    if max_regression is not None and max_regression == 0:
+        raise ConfigError(MARGIN_ZERO)
+    if max_regression is not None and baseline_ref is None:
+        raise ConfigError("--max-regression needs --baseline RUN or label:NAME",
+                          field="--max-regression")
+    if max_error_rate is not None and max_error_rate < 0:
+        raise ConfigError(f"--max-error-rate must be 0 or more, not {max_error_rate:g}",
+                          field="--max-error-rate")
+    if max_regression is not None and max_regression < 0:
+        raise ConfigError(f"--max-regression must be above 0, not {max_regression:g}",
+                          field="--max-regression")
+    return IntervalChecks(max_error_rate, classes, baseline_ref, max_regression)
+
+
+@dataclass
+class Judged:
+    """A run judged (:func:`judge_run`): the result and what it was judged from."""
+
+    result: Any
+    current: dict
+    baseline: dict | None
+    pick: BaselinePick | None
+    note: str | None
+    coverage: dict | None
+    sequential: Any = None  # the run's SequentialPlan, for a run --until-decided run
+
+
+def judge_run(store, run, checks: IntervalChecks, *, min_handshake=None,
+              allow_missing_baseline: bool = False, allow_incomplete: bool = False,
+              on_inconclusive=None, min_coverage: float = 0.9, alpha: float | None = None,
+              look: bool = False) -> Judged:
+    """``gate``'s judgement of a stored run, for ``gate`` and for each look of ``run
+    --until-decided``.  A sequential run's intervals are read at the nominal alpha of its
+    last look (``metrics.sequential``), so the gate agrees with the run's stop; ``alpha``
+    gives it instead (a look being taken).  A ``look`` judges only the interval checks,
+    on a run still being played: not its status, declared targets or coverage."""
+    from agent_eval.analysis.gate import evaluate_gate
+    from agent_eval.metrics.sequential import SequentialPlan
+    from agent_eval.metrics.stats import ALPHA
+
+    sequential = SequentialPlan.from_config(run.config)
+    if alpha is None:
+        alpha = ALPHA if sequential is None else sequential_alpha(sequential, run.config)
+    current = rates(store, run.id)
+    declared = [] if look else [t.name for t in store.run_targets(run.id)]
+    coverage = None if look else store.session_coverage(run.id)
+    units = store.cluster_stats([run.id], classes=bool(checks.max_class))
+    pick, note = None, None
+    if checks.baseline_ref:
+        pick = pick_baselines(store, checks.baseline_ref, run.id, list(current))
+        if not pick.runs:
+            note = (f"baseline {checks.baseline_ref}: no run other than run {run.id} has that "
+                    "label; regression checks not judged")
+            pick = None
+    baseline = pick.summaries if pick else None
+    try:
+        result = evaluate_gate(
+            current, max_error_rate=checks.max_error_rate, max_class=checks.max_class,
+            min_handshake=min_handshake, baseline=baseline,
+            max_regression=checks.max_regression if baseline is not None else None,
+            units=units, baseline_units=pick.units if pick else None, missing_baseline=note,
+            allow_missing_baseline=allow_missing_baseline,
+            run_status=None if look else run.status, declared_targets=declared,
+            allow_incomplete=allow_incomplete, on_inconclusive=on_inconclusive,
+            coverage=coverage, min_coverage=min_coverage, alpha=alpha)
+    except ValueError as exc:
+        raise ConfigError(str(exc), field="gate") from None
+    return Judged(result, current, baseline, pick, note, coverage, sequential)
+
+
+def sequential_alpha(plan, config: dict) -> float:
+    """The nominal alpha a sequential run's intervals are read at: its last look's, or,
+    for a run stopped within a batch (its repeats past the last look), that of one more
+    look at the repeats it planned."""
+    planned = config.get("repeats")
+    last = plan.looks[-1] if plan.looks else None
+    if last is not None and (not isinstance(planned, int) or planned <= last.repeats):
+        return last.nominal_alpha
+    return plan.boundary_at(planned if isinstance(planned, int) else plan.next_repeats()
+                            ).nominal_alpha
 
 
 def worst_sessions(store, run_id: int, checks) -> dict:

@@ -1,7 +1,9 @@
 """Options shared by several commands, declared once: ``--db`` (:data:`db_option`),
 ``--json`` (:func:`json_option`), a stored run (:func:`run_argument`), the sampling and client
 knobs of ``run`` and ``replay`` (:func:`sampling_options`), the scenario selection of ``run``
-and ``demo`` (:func:`selection_options`), and ``--allowlist``'s type.
+and ``demo`` (:func:`selection_options`), the gate's interval checks that ``gate`` judges
+and ``run --until-decided`` plays until they are decided (:func:`check_options`), and
+``--allowlist``'s type.
 
 ``ALLOWLIST`` is the one way a command reads ``--allowlist``: a file that exists is taken
 as it is; otherwise a bundled allow-list's name (``ralf``) or its path in a clone
@@ -96,6 +98,27 @@ def selection_options(f: F) -> F:
         click.option("--limit", type=click.IntRange(1), default=None, metavar="N",
                      help="Play at most N scenarios (the first N by name, after the "
                           "filters)."),
+    ])(f)
+
+
+def check_options(f: F) -> F:
+    """The gate's interval checks, ``--max-error-rate X --max-class CODE=X --baseline RUN
+    --max-regression X``: what ``gate`` judges a run on, and what ``run --until-decided``
+    plays repeats until decided (``cli.gate.IntervalChecks`` reads them, for both)."""
+    return _stack([
+        click.option("--max-error-rate", type=float, metavar="X",
+                     help="Pass a target only when its 95% interval of errors per 100 tool "
+                          "calls ends at or below X; fail it when the interval starts "
+                          "above X."),
+        click.option("--max-class", "max_class", multiple=True, metavar="CODE=X",
+                     help="The same for failure class CODE, X calls per 100; repeatable."),
+        click.option("--baseline", "baseline_ref", metavar="RUN",
+                     help="Compare with this run: an id, `latest` or `label:NAME` (the "
+                          "newest run with that label other than the run judged)."),
+        click.option("--max-regression", type=float, metavar="X",
+                     help="With --baseline: the rise in errors/100 allowed, a margin > 0; "
+                          "pass when the 95% interval of the rise ends at or below X, fail "
+                          "when it starts above X [default 2]."),
     ])(f)
 
 

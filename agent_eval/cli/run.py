@@ -12,13 +12,14 @@ from rich.console import Console
 from agent_eval.cli import EXIT_FAULT, main
 from agent_eval.cli.options import (
     ALLOWLIST,
+    check_options,
     db_option,
     json_option,
     sampling_options,
     selection_options,
 )
 from agent_eval.cli.terminal import counted, escape_terminal
-from agent_eval.errors import ConfigError
+from agent_eval.errors import AgentEvalError, ConfigError
 from agent_eval.live.targets import DEFAULT_DEADLINE_S, DEFAULT_MAX_REPLY_BYTES
 
 
@@ -88,12 +89,27 @@ def _pop_selection(knobs: dict) -> dict:
               help="End every session after N tool calls, over the suite's own limits.")
 @click.option("--plan-only", is_flag=True,
               help="Store the run's plan for `agent-eval worker` processes; play nothing.")
+@click.option("--until-decided", is_flag=True,
+              help="Play repeats in batches of --look-every and stop as soon as the gate's "
+                   "checks given here (--max-error-rate, --max-class, --baseline, "
+                   "--max-regression) are decided, or at --max-repeats; each look reads "
+                   "the intervals at the level an alpha-spending boundary allows, so "
+                   "stopping early keeps the gate's error rates (docs/gate.md).")
+@click.option("--max-repeats", type=click.IntRange(1), default=None, metavar="N",
+              help="With --until-decided: the cap, repeats per scenario (about 10% over "
+                   "`agent-eval power`'s plan keeps its error rates).")
+@click.option("--look-every", type=click.IntRange(1), default=None, metavar="N",
+              help="With --until-decided: repeats per scenario played between looks "
+                   "[default 2].")
+@check_options
 @selection_options
 @_client_options
 @json_option("the two tables as one JSON object on stdout, progress on stderr")
 @db_option
 def run(suite, base_url, model, target_name, config_file, allowlist_path, agent, resume, repeats,
-        concurrency, label, max_turns, max_tool_calls, plan_only, as_json, db, **knobs) -> None:
+        concurrency, label, max_turns, max_tool_calls, plan_only, until_decided, max_repeats,
+        look_every, max_error_rate, max_class, baseline_ref, max_regression, as_json, db,
+        **knobs) -> None:
     """Run a scenario suite against a served model and store every call.
 
     Example:
@@ -133,10 +149,26 @@ def run(suite, base_url, model, target_name, config_file, allowlist_path, agent,
     for word) is not retried blindly; when a target's first 3 sessions all fail with the
     same refusal, that target stops with one line quoting the server and the likely fix.
 
+    With --until-decided the run pays only for what decides: it plays --look-every
+    repeats of every scenario, judges the gate's checks given to it (the same options
+    and rules as `agent-eval gate`), prints one line per look (what is decided, what is
+    not), and stops as soon as the verdict is decided (every check passed, or one
+    failed) or --max-repeats is reached (then INCONCLUSIVE, and it says so).  Each look
+    reads the gate's own intervals at a smaller nominal alpha given by an O'Brien–Fleming
+    alpha-spending boundary (Lan & DeMets 1983) over repeats played / --max-repeats, so
+    PASS and FAIL keep their 2.5% error each way however early the run stopped.  The
+    looks are stored on the run: --resume (and workers of a --plan-only run) continue
+    the sequence, and `agent-eval gate` reads the run at its last look's level.
+
+    \b
+        agent-eval run --base-url URL --model NAME --until-decided --max-repeats 20 \\
+            --look-every 2 --baseline label:nightly --max-regression 2 --label nightly
+
     Exit codes: 0 done (error sessions included), 2 bad option or file, or the run is
     being played by another process, 3 model server unreachable at the start or gone
     mid-run (run left `interrupted`), a target stopped on a refused request, or a target
-    that produced no judged tool call; 130 Ctrl-C.
+    that produced no judged tool call; 130 Ctrl-C.  With --until-decided, 0 whatever
+    the verdict: `agent-eval gate` gives it its exit code.
     """
     from agent_eval.live.client import load_run_config
     from agent_eval.live.run import load_run_plan
@@ -144,6 +176,9 @@ def run(suite, base_url, model, target_name, config_file, allowlist_path, agent,
     from agent_eval.store import open_store
 
     selection = _pop_selection(knobs)
+    sequential = _sequential_options(
+        until_decided, max_repeats, look_every, repeats, resume,
+        (max_error_rate, max_class, baseline_ref, max_regression))
     store = open_store(db)
     if resume and (max_turns or max_tool_calls):
         raise ConfigError("--resume keeps the limits the run started with",
@@ -163,6 +198,8 @@ def run(suite, base_url, model, target_name, config_file, allowlist_path, agent,
                               name=target_name, config_file=config_file)
         if store.has_work_items(run_id):
             _resume_planned(store, run_id, suite_obj, targets, as_json)
+        elif is_sequential(store, run_id):
+            _play_sequential(store, run_id, suite_obj, targets, resume=True, as_json=as_json)
         else:
             _play(store, run_id, suite_obj, targets, reps, resume=True, as_json=as_json)
         return
@@ -193,10 +230,16 @@ def run(suite, base_url, model, target_name, config_file, allowlist_path, agent,
     from agent_eval.scenario.select import limit_scenarios
 
     suite_obj = limit_scenarios(suite_obj, turns=max_turns, tool_calls=max_tool_calls)
+    if sequential is not None:
+        sequential = _pin_baseline(store, sequential)
+        repeats = sequential.next_repeats()
     run_id = _start(store, suite_obj, targets, repeats or 1, label, _console(stderr=as_json),
-                    policy=policy)
+                    policy=policy, sequential=sequential)
     if plan_only:
         _plan(store, run_id, suite_obj, targets, repeats or 1, as_json)
+        return
+    if sequential is not None:
+        _play_sequential(store, run_id, suite_obj, targets, as_json=as_json)
         return
     _play(store, run_id, suite_obj, targets, repeats or 1, as_json=as_json)
 
@@ -222,13 +265,88 @@ def _check_resumed_target(run_id: int, targets, *, base_url, model, name, config
         f"--base-url URL --model NAME), or resume without {what}", field=what)
 
 
-def _start(store, suite_obj, targets, repeats, label, console: Console, policy=None) -> int:
+def _start(store, suite_obj, targets, repeats, label, console: Console, policy=None,
+           sequential=None) -> int:
     """Probe the targets' servers (said at once: a busy server may take minutes to answer
-    ``/v1/models``) and record the run."""
+    ``/v1/models``) and record the run (with ``sequential``, its sequential plan)."""
     from agent_eval.live.run import record_new_run
 
     console.print(checking_line(targets), markup=False, highlight=False, soft_wrap=True)
-    return record_new_run(store, suite_obj, targets, repeats, label=label, policy=policy)
+    return record_new_run(store, suite_obj, targets, repeats, label=label, policy=policy,
+                          sequential=None if sequential is None else sequential.stored())
+
+
+DEFAULT_LOOK_EVERY = 2
+
+
+def _sequential_options(until_decided, max_repeats, look_every, repeats, resume, checks):
+    """``--until-decided``'s plan (``metrics.sequential.SequentialPlan``), or None; each
+    option that needs another, or contradicts one, is one ConfigError naming both."""
+    from agent_eval.cli.gate import interval_checks
+    from agent_eval.metrics.sequential import SequentialPlan
+
+    given = [flag for flag, value in (("--max-repeats", max_repeats),
+                                      ("--look-every", look_every),
+                                      ("--max-error-rate", checks[0]),
+                                      ("--max-class", checks[1] or None),
+                                      ("--baseline", checks[2]),
+                                      ("--max-regression", checks[3])) if value is not None]
+    if resume and (until_decided or given):
+        raise ConfigError("--resume continues the run's own sequence, with the checks, cap "
+                          "and batch it started with; resume without "
+                          f"{'--until-decided' if until_decided else given[0]}",
+                          field="--resume")
+    if not until_decided:
+        if given:
+            raise ConfigError(f"{given[0]} is an option of --until-decided (a run that stops "
+                              "once the gate's checks are decided); add --until-decided, or "
+                              "give it to `agent-eval gate`", field=given[0])
+        return None
+    parsed = interval_checks(*checks)
+    if not parsed.any():
+        raise ConfigError("--until-decided needs the checks to decide: --max-error-rate, "
+                          "--max-class or --baseline (with --max-regression), as `agent-eval "
+                          "gate` takes them", field="--until-decided")
+    if repeats is not None:
+        raise ConfigError("--until-decided plays batches of --look-every repeats up to "
+                          "--max-repeats: give --max-repeats N instead of --repeats",
+                          field="--repeats")
+    if max_repeats is None:
+        raise ConfigError("--until-decided needs --max-repeats N, the most repeats per "
+                          "scenario it may play (`agent-eval power --baseline RUN --detect X` "
+                          "plans a fixed size; a cap about 10% above it)",
+                          field="--max-repeats")
+    look_every = look_every or min(DEFAULT_LOOK_EVERY, max_repeats)
+    if look_every > max_repeats:
+        raise ConfigError(f"--look-every {look_every} is more than --max-repeats "
+                          f"{max_repeats}: there would be one look only; give --look-every "
+                          f"at most {max_repeats}", field="--look-every")
+    return SequentialPlan(max_repeats, look_every, parsed.stored())
+
+
+def _pin_baseline(store, plan):
+    """The plan with a ``latest`` baseline pinned to the run it names now (later looks
+    would name the run itself); a baseline that names no run is refused before playing."""
+    import dataclasses
+
+    ref = plan.checks.get("baseline")
+    if ref is None:
+        return plan
+    if ref.startswith("label:") and ref[len("label:"):]:
+        if not store.list_runs(1, label=ref[len("label:"):]):
+            raise ConfigError(f"--baseline {ref}: no run has that label, so the regression "
+                              "check could never be decided; give a label or run id that "
+                              "exists (agent-eval runs)", field="--baseline")
+        return plan
+    info = store.resolve_run(ref)
+    return dataclasses.replace(plan, checks={**plan.checks, "baseline": str(info.id)})
+
+
+def is_sequential(store, run_id: int) -> bool:
+    """Whether the run was started with ``--until-decided``."""
+    from agent_eval.metrics.sequential import SequentialPlan
+
+    return SequentialPlan.from_config(store.get_run(run_id).config) is not None
 
 
 def checking_line(targets) -> str:
@@ -242,14 +360,14 @@ def _resume_planned(store, run_id, suite_obj, targets, as_json) -> None:
     """Finish a run planned for workers as one more worker on this machine would: its
     work items are claimed and marked done, so workers that join later find nothing left
     and nothing is played twice."""
-    from agent_eval.live.workers import play_as_worker
+    from agent_eval.cli.workers import play_worker_share
 
     left = store.work_progress(run_id)
     _console(stderr=as_json).print(
         f"Resuming run {run_id} (planned for workers): {left.planned - left.done} of "
         f"{left.planned} sessions left; playing them here as one more worker.")
-    tally = play_as_worker(store, run_id, suite_obj, targets,
-                           concurrency=max(t.concurrency for t in targets))
+    tally = play_worker_share(store, run_id, suite_obj, targets,
+                              concurrency=max(t.concurrency for t in targets), err=as_json)
     status = store.get_run(run_id).status
     if as_json:
         _print_json(store, run_id, status, tally.stored)
@@ -274,8 +392,10 @@ def _plan(store, run_id, suite_obj, targets, repeats, as_json) -> None:
 
         click.echo(json.dumps({"run": run_id, "planned": planned, "store": store.url}))
         return
+    batch = (" (its first batch: the worker that completes a batch takes its look and "
+             "stores the next)" if is_sequential(store, run_id) else "")
     click.echo(f"Run {run_id} planned: {planned} sessions stored as work items in "
-               f"{store.url}.\nStart workers (any number, any machines) with: "
+               f"{store.url}{batch}.\nStart workers (any number, any machines) with: "
                f"agent-eval worker {run_id} --db URL")
 
 
@@ -309,6 +429,13 @@ def _play(store, run_id, suite_obj, targets, repeats, *, resume: bool = False,
     finally:
         bar.stop()
     status = "interrupted" if tally.left else "finished"
+    _closing(store, run_id, tally, console, status, as_json)
+    console.print(finished_line(run_id, tally, store.url), markup=False, highlight=False)
+
+
+def _closing(store, run_id: int, tally, console: Console, status: str, as_json: bool) -> None:
+    """The tables (or the JSON), the warnings, and an exit 3 for a run that measured
+    nothing or was left unplayed."""
     if as_json:
         _print_json(store, run_id, status, tally.done)
     else:
@@ -325,7 +452,139 @@ def _play(store, run_id, suite_obj, targets, repeats, *, resume: bool = False,
         console.print(f"[red]{counted(tally.left, 'session')} not played: the model server stopped "
                       f"answering.[/] Finish later with: agent-eval run --resume {run_id}")
         sys.exit(EXIT_FAULT)
-    console.print(finished_line(run_id, tally, store.url), markup=False, highlight=False)
+
+
+def _play_sequential(store, run_id, suite_obj, targets, *, resume: bool = False,
+                     as_json: bool = False) -> None:
+    """Play a ``--until-decided`` run (``live/sequential.py``): each batch with a progress
+    bar, one line per look, then the tables and how the sequence ended."""
+    from agent_eval.cli.gate import IntervalChecks, judge_run
+    from agent_eval.cli.progress import run_progress
+    from agent_eval.live.run import RunTally, play_run
+    from agent_eval.live.sequential import play_until_decided
+    from agent_eval.metrics.sequential import SequentialPlan
+
+    console = _console(stderr=as_json)
+    stored = SequentialPlan.from_config(store.get_run(run_id).config)
+    if stored is None:
+        raise ConfigError(f"run {run_id} was not started with --until-decided", field="--resume")
+    checks, cap = IntervalChecks.from_stored(stored.checks), stored.max_repeats
+    total = RunTally()
+    started: list[int] = []  # the batches played so far by this process
+
+    def play_batch(repeats: int) -> bool:
+        tally = RunTally()
+        bar = run_progress(console, run_id, tally)
+
+        def on_start(n: int) -> None:
+            if n:
+                what = f"Resuming run {run_id}" if resume and not started else f"Run {run_id}"
+                console.print(f"{what}: playing up to {counted(repeats, 'repeat')} per scenario "
+                              f"(at most {cap}): {counted(n, 'session')}.",
+                              markup=False, highlight=False)
+                if resume and not started:
+                    console.print(checking_line(targets), markup=False, highlight=False,
+                                  soft_wrap=True)
+            bar.start(n)
+
+        try:
+            play_run(store, run_id, suite_obj, targets, repeats, resume=resume or bool(started),
+                     tally=tally, on_start=on_start, on_session=bar.update, batch=True)
+        finally:
+            bar.stop()
+            started.append(repeats)
+            _add_tally(total, tally)
+        return not tally.left and not any(t.stopped for t in tally.targets.values())
+
+    def judge(alpha: float):
+        return judge_run(store, store.get_run(run_id), checks, alpha=alpha, look=True).result
+
+    def on_look(report) -> None:
+        console.print(look_line(report), markup=False, highlight=False, soft_wrap=True)
+
+    try:
+        plan = play_until_decided(store, run_id, play_batch, judge, on_look)
+    except KeyboardInterrupt:
+        _left_between_batches(store, run_id)
+        console.print(f"[yellow]Interrupted.[/] {counted(total.done, 'session')} kept; "
+                      f"continue the sequence with: agent-eval run --resume {run_id}")
+        sys.exit(130)
+    except AgentEvalError:  # a server down when a batch starts: resumable as any other
+        _left_between_batches(store, run_id)
+        raise
+    if plan.stopped is not None:
+        store.set_run_status(run_id, "finished")
+    status = store.get_run(run_id).status
+    _closing(store, run_id, total, console, status, as_json)
+    console.print(sequence_end_line(run_id, plan, checks), markup=False, highlight=False,
+                  soft_wrap=True)
+
+
+def _left_between_batches(store, run_id: int) -> None:
+    """A sequence stopped between batches (no recorder said so) is ``interrupted``:
+    ``--resume`` continues it."""
+    if store.get_run(run_id).status == "running":
+        store.set_run_status(run_id, "interrupted")
+
+
+def look_line(report) -> str:
+    """One line per look: its repeats and level, the checks decided, those not."""
+    from agent_eval.metrics.sequential import level_text
+
+    result, look, plan = report.result, report.look, report.plan
+    decided = [c for c in result.checks if c.status in ("pass", "fail")]
+    open_ = result.inconclusive
+
+    def named(c) -> str:
+        seen = "" if c.observed is None else f" ({c.observed:.2f})"
+        return f"{c.target}: {c.name}{seen}"
+
+    parts = [f"Look {report.number}: {look.repeats} of at most {plan.max_repeats} repeats, "
+             f"intervals at {level_text(1 - look.nominal_alpha)}"]
+    if decided:
+        parts.append("decided " + ", ".join(f"{named(c)} {c.status.upper()}" for c in decided))
+    if open_:
+        parts.append("undecided " + ", ".join(named(c) for c in open_))
+    how = {"decided": "stopping: decided",
+           "cap": "stopping: the cap is reached"}.get(plan.stopped or "", "going on")
+    return escape_terminal("; ".join(parts) + f"; {how}.")
+
+
+def sequence_end_line(run_id: int, plan, checks) -> str:
+    """How the sequence ended, honestly, and the gate line that reads it."""
+    gate = f"agent-eval gate --run {run_id} {checks.options()}"
+    last = plan.looks[-1] if plan.looks else None
+    if plan.stopped == "decided" and last is not None:
+        return (f"Run {run_id} decided after {counted(len(plan.looks), 'look')}, "
+                f"{counted(last.repeats, 'repeat')} of at most {plan.max_repeats}; the verdict "
+                f"and exit code: {gate}")
+    if plan.stopped == "cap" and last is not None:
+        return (f"Run {run_id} reached its cap of {plan.max_repeats} repeats with "
+                f"{counted(last.undecided, 'check')} still undecided: the gate will say "
+                "INCONCLUSIVE (exit 4). The rise or rate is too close to its limit for this "
+                "cap; a larger --max-repeats (agent-eval power plans one) or a wider margin "
+                f"would decide it. {gate}")
+    return (f"Run {run_id} is not decided yet; continue the sequence with: "
+            f"agent-eval run --resume {run_id}")
+
+
+def _add_tally(total, tally) -> None:
+    """Fold one batch's tally into the run's: counts add, the first reasons stay."""
+    import dataclasses
+
+    total.planned += tally.planned
+    total.done += tally.done
+    total.stored += tally.stored
+    for name, t in tally.targets.items():
+        into = total.targets.setdefault(name, type(t)())
+        for f in dataclasses.fields(t):
+            mine, theirs = getattr(into, f.name), getattr(t, f.name)
+            if isinstance(theirs, bool):
+                setattr(into, f.name, mine or theirs)
+            elif isinstance(theirs, int):
+                setattr(into, f.name, mine + theirs)
+            elif isinstance(theirs, str) and mine is None:
+                setattr(into, f.name, theirs)
 
 
 def finished_line(run_id: int, tally, url: str) -> str:
@@ -337,13 +596,19 @@ def finished_line(run_id: int, tally, url: str) -> str:
 
 
 def _print_json(store, run_id: int, status: str, stored: int) -> None:
+    """``{run, status, sessions_stored, store, targets}``, and for a ``--until-decided``
+    run ``sequential``: its cap, batch, checks, looks and how it stopped."""
     import json
 
     from agent_eval.cli.tables import summarize_runs, tables_json
+    from agent_eval.metrics.sequential import SequentialPlan
 
-    click.echo(json.dumps({"run": run_id, "status": status, "sessions_stored": stored,
-                           "store": store.url,
-                           "targets": tables_json(summarize_runs(store, [run_id]))}, indent=2))
+    out = {"run": run_id, "status": status, "sessions_stored": stored, "store": store.url,
+           "targets": tables_json(summarize_runs(store, [run_id]))}
+    plan = SequentialPlan.from_config(store.get_run(run_id).config)
+    if plan is not None:
+        out["sequential"] = plan.stored()
+    click.echo(json.dumps(out, indent=2))
 
 
 def _report_context_full(tally) -> None:

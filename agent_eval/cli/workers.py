@@ -45,6 +45,10 @@ def worker(run_ref, concurrency, lease_s, suite, as_json, db) -> None:
     last one marks the run finished.  PostgreSQL for several machines; a SQLite file
     serves workers on one machine.
 
+    A run planned with `run --plan-only --until-decided` is played batch by batch: the
+    worker that completes a batch takes its look (one line), and unless the run is
+    decided or at its cap stores the next batch for every worker.
+
     Exit codes: 0 the run has no session left, 2 bad option, an unplanned run or a
     different fingerprint, 3 a model server or the database stopped answering (this
     worker's unplayed sessions are given back to the others), or the worker's first
@@ -52,7 +56,6 @@ def worker(run_ref, concurrency, lease_s, suite, as_json, db) -> None:
     it and the likely fix).
     """
     from agent_eval.live.run import load_run_plan
-    from agent_eval.live.workers import play_as_worker
     from agent_eval.store import open_store
 
     store = open_store(db, create=False)
@@ -60,8 +63,8 @@ def worker(run_ref, concurrency, lease_s, suite, as_json, db) -> None:
     if not store.has_work_items(run_id):
         raise ConfigError(f"run {run_id} was not planned for workers: plan one with "
                           "agent-eval run --plan-only", field="RUN")
-    tally = play_as_worker(store, run_id, suite_obj, targets, concurrency=concurrency,
-                           lease_s=lease_s)
+    tally = play_worker_share(store, run_id, suite_obj, targets, concurrency=concurrency,
+                              lease_s=lease_s, err=as_json)
     progress = store.work_progress(run_id)
     if as_json:
         click.echo(json.dumps({
@@ -85,3 +88,42 @@ def worker(run_ref, concurrency, lease_s, suite, as_json, db) -> None:
                    f"this worker gave its sessions back. Start a worker again once the "
                    "server is back.", err=True)
         sys.exit(EXIT_FAULT)
+
+
+def play_worker_share(store, run_id: int, suite_obj, targets, *, concurrency: int,
+                      lease_s: float = 60.0, err: bool = False, poll_s: float = 1.0):
+    """Play this worker's share of a planned run (``live.workers.play_as_worker``); of a
+    sequential one (``run --plan-only --until-decided``), batch after batch, taking the
+    look of a batch this worker completes (``live.sequential.work_until_decided``).  The
+    last round's tally."""
+    from agent_eval.live.workers import play_as_worker
+    from agent_eval.metrics.sequential import SequentialPlan
+
+    def play_round():
+        return play_as_worker(store, run_id, suite_obj, targets, concurrency=concurrency,
+                              lease_s=lease_s)
+
+    plan = SequentialPlan.from_config(store.get_run(run_id).config)
+    if plan is None:
+        return play_round()
+    from agent_eval.cli.gate import IntervalChecks, judge_run
+    from agent_eval.cli.run import look_line
+    from agent_eval.live.run import plan_run
+    from agent_eval.live.sequential import work_until_decided
+
+    checks = IntervalChecks.from_stored(plan.checks)
+
+    def add_batch(first: int, repeats: int) -> None:
+        store.add_work_items(run_id, [(i.target.name, i.scenario.name, i.repeat)
+                                      for i in plan_run(suite_obj, targets, repeats)
+                                      if i.repeat >= first])
+
+    def judge(alpha: float):
+        return judge_run(store, store.get_run(run_id), checks, alpha=alpha, look=True).result
+
+    def on_look(report) -> None:
+        click.echo(look_line(report), err=err)
+
+    _, tally = work_until_decided(store, run_id, play_round, add_batch, judge, on_look,
+                                  poll_s=poll_s)
+    return tally

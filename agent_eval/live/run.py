@@ -223,10 +223,14 @@ def plan_run(suite: Suite, targets: list[Target], repeats: int,
 
 
 def run_config(suite: Suite, targets: list[Target], repeats: int,
-               policy: dict[str, str | None] | None = None) -> dict[str, Any]:
+               policy: dict[str, str | None] | None = None,
+               sequential: dict[str, Any] | None = None) -> dict[str, Any]:
     """What ``--resume`` needs to replay the plan.  Holds no API key (env var names only).
-    ``policy`` is ``run --allowlist``'s file and ``--agent`` (None: the suite's own)."""
-    return {
+    ``policy`` is ``run --allowlist``'s file and ``--agent`` (None: the suite's own);
+    ``sequential`` a ``run --until-decided`` run's plan (``metrics.sequential``), whose
+    ``repeats`` are then the first batch's."""
+    extra = {} if sequential is None else {"sequential": sequential}
+    return {**extra,
         "suite": str(suite.path),
         "policy": policy,
         # the selection (run --scenario/--tag/--exclude/--limit), so --resume keeps to it
@@ -376,7 +380,8 @@ def not_found_line(base_url: str, server_message: str) -> str:
 def start_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *,
               label: str | None, server_models: dict[str, Any],
               policy: dict[str, str | None] | None = None,
-              identities: dict[str, Any] | None = None) -> int:
+              identities: dict[str, Any] | None = None,
+              sequential: dict[str, Any] | None = None) -> int:
     """Record a new run and its targets; returns the run id."""
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
@@ -385,7 +390,7 @@ def start_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *
         _check_named_tool_choice(t, suite)
     run_id = store.create_run(
         label=label, kind="live", suite=str(suite.path),
-        config=run_config(suite, targets, repeats, policy),
+        config=run_config(suite, targets, repeats, policy, sequential),
         fingerprint=run_fingerprint(suite, targets, server_models, identities),
     )
     for t in targets:
@@ -396,13 +401,14 @@ def start_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *
 
 def record_new_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *,
                    label: str | None, client_factory: ClientFactory = ModelClient,
-                   policy: dict[str, str | None] | None = None) -> int:
+                   policy: dict[str, str | None] | None = None,
+                   sequential: dict[str, Any] | None = None) -> int:
     """Probe every target's server (``ServerUnreachable`` when one is down: nothing is
     recorded) and record the new run (:func:`start_run`); returns its id."""
     server_models = asyncio.run(probe_targets(targets, client_factory))
     identities = asyncio.run(probe_identities(targets, client_factory))
     return start_run(store, suite, targets, repeats, label=label, server_models=server_models,
-                     policy=policy, identities=identities)
+                     policy=policy, identities=identities, sequential=sequential)
 
 
 def _check_named_tool_choice(target: Target, suite: Suite) -> None:
@@ -562,12 +568,14 @@ def play_run(store: Store, run_id: int, suite: Suite, targets: list[Target], rep
              *, resume: bool = False, tally: RunTally | None = None,
              on_start: Callable[[int], None] | None = None,
              on_session: Callable[[RunTally, list[SessionRecord]], None] | None = None,
-             client_factory: ClientFactory = ModelClient) -> RunTally:
+             client_factory: ClientFactory = ModelClient, batch: bool = False) -> RunTally:
     """Play run ``run_id`` in this process, under its lease: every planned session not
     stored yet (all of them for a new run; with ``resume``, the servers are probed first).
     ``on_start(n)`` hears how many sessions will be played, once the lease is held.  The
     run ends ``finished``, or ``interrupted`` when sessions were left (Ctrl-C raises
-    ``KeyboardInterrupt`` after marking it so; ``--resume`` finishes it)."""
+    ``KeyboardInterrupt`` after marking it so; ``--resume`` finishes it).  A ``batch`` of
+    a sequential run (``live/sequential.py``) leaves a run played whole ``running``: its
+    look decides whether it finishes."""
     tally = tally if tally is not None else RunTally()
     recorder = RunRecorder(store, run_id)
     with recorder.claim():  # before planning: a second --resume is refused, naming us
@@ -577,7 +585,8 @@ def play_run(store: Store, run_id: int, suite: Suite, targets: list[Target], rep
             on_start(len(items))
         if resume and items:
             asyncio.run(probe_targets(targets, client_factory))
-        with recorder.recording(lambda: "interrupted" if tally.left else "finished"):
+        done = None if batch else "finished"
+        with recorder.recording(lambda: "interrupted" if tally.left else done):
             asyncio.run(execute_run(recorder, items, suite, tally=tally,
                                     on_session=on_session, client_factory=client_factory))
     return tally

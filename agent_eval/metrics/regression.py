@@ -127,10 +127,20 @@ def regression_from_units(baseline: Sequence[Unit] | TargetStats,
         verdict = f"upper end {hi:+.2f} <= {limit:g}: a rise above {limit:g} ruled out"
     power = ("" if mde is None else
              f"; smallest rise detectable at 80% power on this run: +{mde:.2f}")
-    detail = (f"{counts}, change {diff:+.2f} [95% CI {lo:+.2f} to {hi:+.2f}; {specifics}]"
+    detail = (f"{counts}, change {diff:+.2f} [{ci_name(alpha)} {lo:+.2f} to {hi:+.2f}; "
+              f"{specifics}]"
               f"{mix}; {verdict}{power}")
     return Regression(diff, lo, hi, regressed, mde, method, detail, paired, inconclusive,
                       needed, exceed_p(diff, limit, se, df), family)
+
+
+def ci_name(alpha: float) -> str:
+    """``95% CI``, or the nominal level of a sequential run's look (``99.48% CI``)."""
+    if math.isclose(alpha, ALPHA):
+        return f"{100 * (1 - ALPHA):g}% CI"
+    from agent_eval.metrics.sequential import level_text
+
+    return f"{level_text(1 - alpha)} CI"
 
 
 def exceed_p(diff100: float, limit: float, se100: float | None, df: float) -> float | None:

@@ -238,6 +238,11 @@ class Store:
     def set_run_status(self, run_id: int, status: str) -> None:
         runs.set_run_status(self.engine, run_id, status)
 
+    def update_run_config(self, run_id: int, changes: dict) -> dict:
+        """Merge ``changes`` into the run's stored config (a sequential run's next batch
+        and looks, ``run --until-decided``); the config as stored now."""
+        return runs.update_run_config(self.engine, run_id, changes)
+
     def resolve_run(self, ref: str | int) -> RunInfo:
         """The run an id, ``latest`` or ``label:NAME`` names; ConfigError when none does."""
         return runs.resolve_run(self.engine, ref)

@@ -124,6 +124,18 @@ def set_run_status(engine: Engine, run_id: int, status: str) -> None:
             raise ConfigError(f"no run with id {run_id}")
 
 
+def update_run_config(engine: Engine, run_id: int, changes: dict) -> dict:
+    """Merge ``changes`` into run ``run_id``'s config in one transaction (scrubbed as
+    :func:`create_run` scrubs it); the merged config."""
+    with write_transaction(engine) as conn:
+        row = _run_row(conn, run_id)
+        if row is None:
+            raise ConfigError(f"no run with id {run_id}")
+        config = {**(row.config or {}), **scrub_secrets(changes)}
+        conn.execute(update(runs).where(runs.c.id == run_id).values(config=config))
+        return config
+
+
 def add_target(
     engine: Engine, run_id: int, *, name: str, model: str, base_url: str, settings: dict
 ) -> int:
