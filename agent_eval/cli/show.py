@@ -136,6 +136,9 @@ def render_session(page, *, full: bool = False) -> list:
         head.append(esc(f.message))
         if f.raw:
             head.append(f"\n  wire: {esc(_clip(f.raw, limit_o))}", style="dim")
+    if page.completeness:  # a session from telemetry: what it could prove
+        head.append("\ntelemetry: ", style="bold")
+        head.append(page.completeness)
     if page.policy_agent:  # judged under an agent CLI's rules (docs/policies.md)
         head.append(f"\njudged as agent {esc(page.policy_agent, one_line=True)} of the agent "
                     f"CLI's rules (chosen by {esc(page.policy_agent_via or '', one_line=True)})")

@@ -60,7 +60,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal, get_args
 
-from agent_eval.calls import CallRecorder, SessionJudges
+from agent_eval.calls import CallRecorder, OfferedTools, SessionJudges
 from agent_eval.errors import ConfigError
 from agent_eval.importers import (
     call_records,
@@ -302,7 +302,13 @@ class Judge:
         judge = self.judges.for_session(system_prompt=system_prompt_of(session.messages),
                                         workdir=session.workdir, client=session.client,
                                         mode=session.mode)
-        judged = [self.judged(c, i, judge.calls) for i, c in enumerate(session.calls)]
+        offered = OfferedTools()  # the tools the client offered, with their schemas
+        base = offered.add(session.tools, 0) if session.tools else {}
+        by_turn = {t.index: offered.add(t.request.get("tools"), t.index)
+                   for t in session.turns if isinstance(t.request, dict)}
+        judged = [self.judged(c, i, judge.calls,
+                              schema=(by_turn.get(c.turn_index) or base).get(c.tool))
+                  for i, c in enumerate(session.calls)]
         calls = [record for record, _ in judged]
         assign_next_actions(calls)
         handshake = HandshakeResult()
@@ -310,7 +316,7 @@ class Judge:
             handshake = self.protocols.handshake(
                 [inv for record, inv in judged if record.decision == "allow"],
                 system_prompt_of(session.messages))
-        return SessionRecord(
+        record = SessionRecord(
             key=key,
             target=session.model,
             scenario=session.id,
@@ -328,16 +334,19 @@ class Judge:
             policy_agent_via=judge.via,
             policy_emulation=judge.emulation,
         )
+        offered.stamp(record)
+        return record
 
     def call(self, call: ImportedCall, index: int) -> CallRecord:
         """One judged call; the record keeps the source's tool name and raw arguments."""
         return self.judged(call, index)[0]
 
-    def judged(self, call: ImportedCall, index: int, calls: CallRecorder | None = None
-               ) -> tuple[CallRecord, Invocation | None]:
-        """One judged call and the script invocation the engine parsed from it."""
+    def judged(self, call: ImportedCall, index: int, calls: CallRecorder | None = None, *,
+               schema: str | None = None) -> tuple[CallRecord, Invocation | None]:
+        """One judged call and the script invocation the engine parsed from it;
+        ``schema``: the argument schema its client offered (``calls.OfferedTools``)."""
         record, verdict = (calls or self.calls).record(
             index, call.turn_index, call.tool, call.arguments, kind=call.kind, text=call.text,
             call_id=call.call_id, output=call.output, source_decision=call.source_decision,
-            source_reason=call.source_reason)
+            source_reason=call.source_reason, schema=schema)
         return record, verdict.invocation

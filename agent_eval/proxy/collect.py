@@ -75,6 +75,7 @@ class Collector:
         self.stitcher = Stitcher(max_sessions=max_sessions, max_calls=max_calls)
         self.stats = CollectStats()
         self.last_seen: dict[tuple[str, str], float] = {}
+        self._last_flush = time.monotonic()
         self.keys: dict[str, int] = {}
 
         def create_run() -> int:
@@ -120,6 +121,10 @@ class Collector:
             self.last_seen[(event.emitter, event.session)] = now
         self.stats.events += len(events)
         self._store(self.stitcher.add(events))
+        if now - self._last_flush >= min(1.0, self.idle_s):
+            # a steady stream on a keep-alive connection never leaves the handler for the
+            # serving loop (``service_actions``): the idle sessions are stored from here too
+            self.flush_idle(now)
         return 200, "{}"
 
     def _refuse(self, status: int, line: str) -> tuple[int, str]:
@@ -145,6 +150,7 @@ class Collector:
     def flush_idle(self, now: float | None = None) -> None:
         """Store the sessions idle for ``idle_s`` seconds or more."""
         now = time.monotonic() if now is None else now
+        self._last_flush = now
         idle = [key for key, seen in self.last_seen.items() if now - seen >= self.idle_s]
         done = [self.stitcher.open.pop(key) for key in idle if key in self.stitcher.open]
         for key in idle:

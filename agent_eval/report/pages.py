@@ -29,6 +29,8 @@ from agent_eval.transcript import (
     NextAction,
     StackFaultRecord,
     TurnRecord,
+    completeness_text,
+    telemetry_completeness,
 )
 
 RULES_DIR = "rules"
@@ -198,6 +200,12 @@ class SessionPage(SessionOutcome):
             self.handshake_required, self.handshake_done, self.handshake_completed,
             self.handshake_missed_step,
         )
+
+    @property
+    def completeness(self) -> str:
+        """What its telemetry could prove (``agent-eval collect``): events seen, calls
+        judged, calls not judgeable; "" for a session of any other source."""
+        return completeness_text(telemetry_completeness(self.tags, self.calls))
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,3 +148,21 @@ def test_a_session_idle_past_the_timeout_is_stored_and_its_run_named(store):
     [row] = store.session_rows([collector.stats.run_id])
     assert (row.scenario, row.n_calls) == ("gemini_cli:gem-sess-9", 2)
     assert collector.close().sessions == 1
+
+
+def test_a_steady_stream_on_one_connection_still_stores_the_sessions_gone_idle(store,
+                                                                                 monkeypatch):
+    """A keep-alive connection posting without pause never returns to the serving loop
+    (whose service_actions stores idle sessions): each request stores them too."""
+    import agent_eval.proxy.collect as collect_module
+
+    clock = [1000.0]
+    monkeypatch.setattr(collect_module.time, "monotonic", lambda: clock[0])
+    collector = Collector(store, load_policy("allowlists/ralf.yaml"), label="stream", idle_s=60)
+    gemini = (FIXTURES / "gemini_cli.logs.json").read_bytes()
+    codex = (FIXTURES / "codex.logs.json").read_bytes()
+    assert collector.receive("/v1/logs", "application/json", "", gemini) == (200, "{}")
+    clock[0] += 61  # gemini's session idle past the timeout; codex's stream goes on
+    assert collector.receive("/v1/logs", "application/json", "", codex) == (200, "{}")
+    assert collector.stats.sessions == 1
+    assert [key[0] for key in collector.stitcher.open] == ["codex"]
