@@ -254,3 +254,16 @@ def test_the_receiver_stores_the_offered_list_and_the_schema_findings(store):
     stats = collector.close()
     [(_, tools, n)] = store.offered_tool_lists(stats.run_id)
     assert n == 1 and set(tools) == {"bash", "mcp__docs__search", "mcp__wiki__lookup"}
+
+
+def test_mcp_calls_are_reported_per_server_in_the_store_and_the_report(store, tmp_path):
+    from agent_eval.report.writing import write_report
+
+    run = store.create_run(label="mcp", kind="proxy", suite="proxy", config={}, fingerprint={})
+    store.add_target(run, name="qwen", model="qwen", base_url="proxy", settings={})
+    store.record_session(run, proxied())
+    rows = store.mcp_servers([run])
+    assert [(r.server, r.tools, r.calls, r.denied, r.schema_mismatches) for r in rows] == [
+        ("docs", 1, 2, 2, 1), ("wiki", 1, 1, 1, 0)]
+    index = write_report(store, [run], tmp_path, workers=0).read_text()
+    assert 'id="mcp-table"' in index and "<td>docs</td>" in index

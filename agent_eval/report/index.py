@@ -177,6 +177,8 @@ class IndexPage:
     failed: tuple[SessionItem, ...] = ()  # the first FAILED_ON_INDEX failed sessions
     # sessions from telemetry (``agent-eval collect``): what it could prove, in words
     completeness: str = ""
+    # per MCP server named in the tool names: (server, tools, calls, denied, AE108 calls)
+    mcp_rows: tuple[tuple[str, ...], ...] = ()
     failed_total: int = 0
     scenario_links: dict[str, str] = dataclasses.field(default_factory=dict)  # -> list page
 

@@ -94,7 +94,9 @@ def write_report(store, run_ids: list[int], out_root: Path, *, workers: int | No
             read_run_throughput(store, run, [s for s in sessions if s.run_id == run.id])
             for run in runs
         )
-        page = dataclasses.replace(page, server=server)
+        page = dataclasses.replace(page, server=server, mcp_rows=tuple(
+            (r.server, str(r.tools), str(r.calls), str(r.denied), str(r.schema_mismatches))
+            for r in store.mcp_servers(run_ids)))
         for rule in RULES.values():
             _write(out / RULES_DIR / f"{rule.code}.html", render_rule(build_rule_page(rule)))
         _write_lists(out, page, sessions, tally)

@@ -317,6 +317,10 @@ class Store:
     def load_session(self, session_id: int) -> StoredSession:
         return sessions.load_session(self.engine, session_id)
 
+    def mcp_servers(self, run_ids: list[int]) -> list[queries.McpServerRow]:
+        """Per MCP server named in the runs' tool names: calls, denied, schema breaks."""
+        return queries.mcp_servers(self.engine, list(run_ids))
+
     def run_telemetry(self, run_id: int) -> tuple[int, int, int] | None:
         """A run ``collect`` stored: (events seen, calls judged, calls not judgeable);
         None for a run of any other source."""

@@ -315,6 +315,52 @@ def _telemetry(conn, run_ids: list[int]) -> dict[int, tuple[int, int, int]]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class McpServerRow:
+    """The calls of one MCP server's tools (``policy.schemas.mcp_server`` reads the server
+    from the tool name as the clients write it): how many, denied, and how many broke the
+    schema the client offered for the tool (AE108)."""
+
+    server: str
+    tools: int
+    calls: int
+    denied: int
+    schema_mismatches: int
+
+
+def mcp_servers(engine: Engine, run_ids: list[int]) -> list[McpServerRow]:
+    """Per MCP server, the runs' calls of its tools, the most called first (only calls whose
+    tool name has ``__`` in it are read)."""
+    from agent_eval.policy.schemas import mcp_server
+
+    c = tool_calls.c
+    named = c.tool.like("%\\_\\_%", escape="\\")
+    with engine.connect() as conn:
+        counts = conn.execute(
+            select(c.tool, c.decision, func.count()).where(c.run_id.in_(run_ids), named)
+            .group_by(c.tool, c.decision)).all()
+        broke: dict[str, int] = dict(conn.execute(
+            select(c.tool, func.count(func.distinct(c.id)))
+            .join(findings, findings.c.tool_call_id == c.id)
+            .where(c.run_id.in_(run_ids), named, findings.c.code == "AE108")
+            .group_by(c.tool)).all())
+    per: dict[str, list[Any]] = {}
+    for tool, decision, n in counts:
+        server = mcp_server(tool)
+        if server is None:
+            continue
+        row = per.setdefault(server, [set(), 0, 0, 0])
+        row[0].add(tool)
+        row[1] += n
+        row[2] += n if decision == "deny" else 0
+    for tool, n in broke.items():
+        server = mcp_server(tool)
+        if server in per:
+            per[server][3] += n
+    out = [McpServerRow(server, len(v[0]), v[1], v[2], v[3]) for server, v in per.items()]
+    return sorted(out, key=lambda r: (-r.calls, r.server))
+
+
 def run_telemetry(engine: Engine, run_id: int) -> tuple[int, int, int] | None:
     """One run's telemetry completeness (:func:`_telemetry`), None for another source."""
     with engine.connect() as conn:
