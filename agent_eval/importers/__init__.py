@@ -306,8 +306,9 @@ class Judge:
         base = offered.add(session.tools, 0) if session.tools else {}
         by_turn = {t.index: offered.add(t.request.get("tools"), t.index)
                    for t in session.turns if isinstance(t.request, dict)}
-        judged = [self.judged(c, i, judge.calls,
-                              schema=(by_turn.get(c.turn_index) or base).get(c.tool))
+        # with the tools known, the calls are judged as the proxy judges them: against the
+        # names offered (AE101 for another) and each tool's own schema (AE108)
+        judged = [self.judged(c, i, judge.calls, schemas=by_turn.get(c.turn_index) or base)
                   for i, c in enumerate(session.calls)]
         calls = [record for record, _ in judged]
         assign_next_actions(calls)
@@ -342,11 +343,14 @@ class Judge:
         return self.judged(call, index)[0]
 
     def judged(self, call: ImportedCall, index: int, calls: CallRecorder | None = None, *,
-               schema: str | None = None) -> tuple[CallRecord, Invocation | None]:
+               schemas: dict[str, str | None] | None = None
+               ) -> tuple[CallRecord, Invocation | None]:
         """One judged call and the script invocation the engine parsed from it;
-        ``schema``: the argument schema its client offered (``calls.OfferedTools``)."""
+        ``schemas``: the tools its client offered with their argument schemas
+        (``calls.OfferedTools``), when the source shows them."""
         record, verdict = (calls or self.calls).record(
             index, call.turn_index, call.tool, call.arguments, kind=call.kind, text=call.text,
             call_id=call.call_id, output=call.output, source_decision=call.source_decision,
-            source_reason=call.source_reason, schema=schema)
+            source_reason=call.source_reason, offered=list(schemas) if schemas else None,
+            schema=schemas.get(call.tool) if schemas else None)
         return record, verdict.invocation

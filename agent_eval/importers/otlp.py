@@ -215,7 +215,8 @@ def _log_event(record: dict[str, Any], attrs: dict[str, Any]) -> ToolEvent | Non
                          decision_source=_text(attrs.get("source")), is_result=result, time=when)
     if name == "gemini_cli.tool_call":
         args, why = _arguments(attrs.get("function_args"), cut_at=None,
-                               absent="no function_args in the event")
+                               absent="no function_args in the event (Gemini CLI sends "
+                                      "them only with telemetry.logPrompts)")
         return ToolEvent("gemini_cli", str(attrs.get("session.id") or "gemini-cli"),
                          str(attrs.get("function_name") or ""), args, why,
                          prompt_id=_text(attrs.get("prompt_id")), model=_text(attrs.get("model")),
