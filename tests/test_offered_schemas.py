@@ -19,6 +19,7 @@ from agent_eval.policy.schemas import (
     mcp_server,
     offered_schemas,
     schema_problems,
+    tool_drift,
     tools_hash,
 )
 from agent_eval.proxy import Exchange
@@ -26,7 +27,6 @@ from agent_eval.proxy.collect import Collector
 from agent_eval.proxy.recorder import record_from_json, record_to_json
 from agent_eval.proxy.sessions import Sessions
 from agent_eval.scenario.bundled import load_policy
-from agent_eval.store.sessions import tool_drift
 
 RALF = "allowlists/ralf.yaml"
 GOOD = "uv run scripts/db_query.py --sql 'select 1'"
@@ -175,7 +175,8 @@ def test_the_offered_list_rides_the_record_and_the_journal():
     assert again.stack_faults == record.stack_faults
 
 
-def test_the_store_keeps_each_list_once_and_shows_schema_drift_between_sessions(store):
+def test_the_store_keeps_each_list_once_and_shows_schema_drift_between_sessions(store,
+                                                                                 tmp_path):
     changed = [TOOLS[0], chat_tool("mcp__docs__search", {**SEARCH, "required": ["query",
                                                                                  "limit"]})]
     records = [replace(proxied(name), key=name) for name in ("one", "two")]
@@ -191,8 +192,24 @@ def test_the_store_keeps_each_list_once_and_shows_schema_drift_between_sessions(
     from agent_eval.store.schema import tool_lists
     with store.engine.connect() as conn:
         assert len(conn.execute(tool_lists.select()).all()) == 2
-    [sid] = [store.find_session(run, records[2].key)]
+    sid = store.find_session(run, records[2].key)
+    assert sid is not None
     assert store.load_session(sid).record.offered_tools == records[2].offered_tools
+    # shown: the report's index lists both lists and names the tool that changed ...
+    from click.testing import CliRunner
+
+    from agent_eval.cli import main as cli
+    from agent_eval.report.writing import write_report
+
+    index = write_report(store, [run], tmp_path, workers=0).read_text()
+    assert 'id="tool-list-table"' in index
+    assert "<code>mcp__docs__search</code> (2 schemas)" in index
+    # ... and `show` names the tools a session was offered and its list's hash
+    shown = CliRunner().invoke(cli, ["show", str(sid), "--db", store.url],
+                               env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    assert (f"offered tools (2, list {tools_hash(records[2].offered_tools)[:12]}): bash, "
+            "mcp__docs__search") in " ".join(shown.output.split())
 
 
 # imported traffic

@@ -228,3 +228,13 @@ def _object(root: dict[str, Any], schema: dict[str, Any], value: dict[str, Any],
             out.append(f"{where}: not a key of the schema (additionalProperties is false)")
         elif isinstance(extra, dict):
             _check(root, extra, item, where, out, depth + 1)
+
+
+def tool_drift(lists: list[tuple[str, dict[str, Any], int]]) -> dict[str, int]:
+    """Tool name -> how many different schemas the lists offered it with, for the tools
+    offered with more than one (added or dropped tools are not counted here)."""
+    seen: dict[str, set[str]] = {}
+    for _h, tools, _n in lists:
+        for name, schema in tools.items():
+            seen.setdefault(name, set()).add(canonical(schema))
+    return {name: len(v) for name, v in sorted(seen.items()) if len(v) > 1}

@@ -179,6 +179,9 @@ class IndexPage:
     completeness: str = ""
     # per MCP server named in the tool names: (server, tools, calls, denied, AE108 calls)
     mcp_rows: tuple[tuple[str, ...], ...] = ()
+    # the distinct tool lists the sessions were offered: (hash prefix, tools, sessions)
+    tool_list_rows: tuple[tuple[str, ...], ...] = ()
+    drift: tuple[tuple[str, str], ...] = ()  # (tool, schemas offered) where it changed
     failed_total: int = 0
     scenario_links: dict[str, str] = dataclasses.field(default_factory=dict)  # -> list page
 

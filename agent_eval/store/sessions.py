@@ -213,7 +213,7 @@ def _tool_list_insert(dialect: Any) -> Any:
 def offered_tool_lists(engine: Engine, run_id: int) -> list[tuple[str, dict[str, Any], int]]:
     """The tool lists a run's sessions were offered: ``(hash, {name: schema}, sessions)``,
     the most offered first.  More than one list in a run is schema drift between its
-    sessions (:func:`tool_drift` names the tools that changed)."""
+    sessions (``policy.schemas.tool_drift`` names the tools that changed)."""
     with engine.connect() as conn:
         counts = conn.execute(
             select(sessions.c.tools_hash, func.count())
@@ -225,16 +225,6 @@ def offered_tool_lists(engine: Engine, run_id: int) -> list[tuple[str, dict[str,
                                   .where(tool_lists.c.hash.in_([h for h, _ in counts]))).all())
     out = [(h, json.loads(texts[h]) if h in texts else {}, n) for h, n in counts]
     return sorted(out, key=lambda item: (-item[2], item[0]))
-
-
-def tool_drift(lists: list[tuple[str, dict[str, Any], int]]) -> dict[str, int]:
-    """Tool name -> how many different schemas the lists offered it with, for the tools
-    offered with more than one (added or dropped tools are not counted here)."""
-    seen: dict[str, set[str]] = {}
-    for _h, tools, _n in lists:
-        for name, schema in tools.items():
-            seen.setdefault(name, set()).add(json.dumps(schema, sort_keys=True, default=str))
-    return {name: len(v) for name, v in sorted(seen.items()) if len(v) > 1}
 
 
 def allocate_ids(conn: Connection, table: Table, n: int) -> list[int]:
