@@ -284,3 +284,30 @@ def test_mcp_calls_are_reported_per_server_in_the_store_and_the_report(store, tm
         ("docs", 1, 2, 2, 1), ("wiki", 1, 1, 1, 0)]
     index = write_report(store, [run], tmp_path, workers=0).read_text()
     assert 'id="mcp-table"' in index and "<td>docs</td>" in index
+
+
+def test_rescore_and_replay_judge_against_the_same_offered_schemas():
+    """A stored session judged again (rescore) keeps its schema findings: from each turn's
+    stored request, else the session's offered list (telemetry's); replay's judging of a
+    new reply to a stored request checks them too."""
+    from types import SimpleNamespace
+
+    from agent_eval.calls import CallRecorder, offered_tool_schemas, offered_tools
+    from agent_eval.importers.rescore import rejudge_session
+    from agent_eval.live.replay import judge_reply
+
+    calls = CallRecorder(load_allowlist(RALF), foreign=True)
+    record = proxied()
+    assert [codes(c) for c in rejudge_session(record, calls).calls] == EXPECTED
+    stitcher = Stitcher()
+    stitcher.add(tool_events("traces", genai_trace()))
+    collected = Judge(load_policy(RALF)).session(imported_session(stitcher.close_all()[0]),
+                                                 key="k", source="otlp")
+    assert [codes(c) for c in rejudge_session(collected, calls).calls] == EXPECTED
+    request = record.turns[0].request
+    reply = SimpleNamespace(tool_calls=[SimpleNamespace(name=n, arguments=json.dumps(a),
+                                                        id=f"c{i}")
+                                        for i, (n, a) in enumerate(CALLS)], markup=None)
+    judged = judge_reply(reply, calls, offered_tools(request),
+                         offered_tool_schemas(request["tools"]))
+    assert [codes(c) for c in judged] == EXPECTED
