@@ -18,8 +18,13 @@ sources, docs/telemetry.md has the links):
 - Codex log events ``codex.tool_decision`` (``tool_name``, ``call_id``, ``decision``,
   ``source``) and ``codex.tool_result`` (``tool_name``, ``call_id``, ``arguments``),
   session ``conversation.id``.
-- Gemini CLI log event ``gemini_cli.tool_call`` (``function_name``, ``function_args``,
-  ``decision`` accept/reject/modify/auto_accept, ``prompt_id``), session ``session.id``.
+- Gemini CLI log event ``gemini_cli.tool_call`` (``function_name``, ``function_args``
+  only with ``telemetry.logPrompts``, ``decision`` accept/reject/modify/auto_accept,
+  ``prompt_id``), session ``session.id``.
+- The tools offered: ``gen_ai.tool.definitions`` on any span or log record (the GenAI
+  conventions' inference spans and ``gen_ai.client.inference.operation.details`` event),
+  kept per session (:attr:`OpenSession.tools`) so each call is also checked against its
+  own tool's schema (``policy/schemas.py``).
 
 What telemetry cannot prove it does not claim: a call whose arguments are absent, not a
 JSON object, or possibly cut (a string value of the emitter's cut length or more) is kept
