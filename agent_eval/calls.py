@@ -50,6 +50,7 @@ that was never judged (a reply cut off before it completed) is not stored as a c
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -423,7 +424,9 @@ def offered_tool_schemas(tools: Any) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for name, schema in offered_schemas(tools).items():
         good = schema is not None and broken_schema(schema) is None
-        out[name] = canonical(schema) if good else None
+        # interned: the recorder's verdict cache keys on it, and every turn of a session
+        # offers the same schemas again; one copy each, however many calls are cached
+        out[name] = sys.intern(canonical(schema)) if good else None
     return out
 
 
