@@ -50,14 +50,16 @@ that was never judged (a reply cut off before it completed) is not stored as a c
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from agent_eval.policy import AllowList, Verdict, check_call, command_text, render_denial
 from agent_eval.policy.allowlist import ToolSpec
-from agent_eval.policy.calls import decode_arguments, tool_for_call
+from agent_eval.policy.calls import decode_arguments, tool_for_call, with_schema
 from agent_eval.policy.profiles import BUILTIN_TOOLS
+from agent_eval.policy.schemas import broken_schema, canonical, offered_schemas
 from agent_eval.policy.sources import (
     AgentPolicy,
     ResolvedPolicy,
@@ -69,7 +71,8 @@ from agent_eval.policy.sources import (
     recorded_verdict,
 )
 from agent_eval.policy.sources.choose import Choice
-from agent_eval.transcript import CallRecord, Decision, FindingRecord
+from agent_eval.policy.stack import check_tools
+from agent_eval.transcript import CallRecord, Decision, FindingRecord, StackFaultRecord
 
 ToolKind = Literal["bash", "read", "other"]
 
@@ -179,15 +182,21 @@ class CallRecorder:
 
     def judge(self, tool: str, arguments: str | dict[str, Any], *,
               offered: Sequence[str] | None = None, kind: ToolKind | None = None,
-              text: str | None = None) -> Judged:
+              text: str | None = None, schema: str | None = None) -> Judged:
         """The call judged.  ``offered``: the tool names offered with it (None: unknown,
         the allow-list's).  ``kind`` and ``text``: an importer's reading of a call its
-        format does not write as JSON arguments (the command of a trajectory step)."""
+        format does not write as JSON arguments (the command of a trajectory step).
+        ``schema``: the JSON text of the argument schema the client offered for this
+        tool; the call's own arguments, as emitted, are checked against it too
+        (``policy.calls.with_schema``), whatever the allow-list says of the tool."""
         frozen = arguments if isinstance(arguments, str) else tuple(arguments.items())
-        key = (tool, frozen, None if offered is None else tuple(offered), kind, text)
+        key = (tool, frozen, None if offered is None else tuple(offered), kind, text, schema)
         judged = self._cache.get(key)
         if judged is None:
             judged = self._judge(tool, arguments, offered, kind, text)
+            if schema is not None:
+                judged = replace(judged, verdict=with_schema(
+                    judged.verdict, arguments, schema, self.allowlist))
             if len(self._cache) >= VERDICT_CACHE:
                 self._cache.clear()
             self._cache[key] = judged
@@ -297,11 +306,14 @@ class CallRecorder:
                offered: Sequence[str] | None = None, call_id: str | None = None,
                output: str | None = None, kind: ToolKind | None = None,
                text: str | None = None, source_decision: Decision | None = None,
-               source_reason: str | None = None) -> tuple[CallRecord, Verdict]:
+               source_reason: str | None = None, schema: str | None = None
+               ) -> tuple[CallRecord, Verdict]:
         """One call judged into its record (which keeps the tool name and the raw
         arguments as emitted).  ``output`` is what the tool answered when the source
-        recorded it; without it a denied call's output is the allow-list's denial text."""
-        judged = self.judge(tool, arguments, offered=offered, kind=kind, text=text)
+        recorded it; without it a denied call's output is the allow-list's denial text.
+        ``schema``: the offered schema's JSON text (:meth:`judge`)."""
+        judged = self.judge(tool, arguments, offered=offered, kind=kind, text=text,
+                            schema=schema)
         verdict = judged.verdict
         if output is None:
             output = "" if verdict.allowed else render_denial(verdict, self.allowlist)
@@ -403,6 +415,51 @@ def text_call(index: int, turn_index: int, content: str, span: tuple[int, int],
         decision="deny", primary="AE104", command=content,
         findings=[FindingRecord("AE104", TEXT_CALL_MESSAGE, start, end)], output=output,
     )
+
+
+def offered_tool_schemas(tools: Any) -> dict[str, str | None]:
+    """Each offered tool's argument schema as canonical JSON text (None: offered without
+    one, or with one that cannot be an argument schema, the client's fault reported as
+    AE510 apart), keyed by name: what :meth:`CallRecorder.record` checks a call against."""
+    out: dict[str, str | None] = {}
+    for name, schema in offered_schemas(tools).items():
+        good = schema is not None and broken_schema(schema) is None
+        # interned: the recorder's verdict cache keys on it, and every turn of a session
+        # offers the same schemas again; one copy each, however many calls are cached
+        out[name] = sys.intern(canonical(schema)) if good else None
+    return out
+
+
+@dataclass(slots=True)
+class OfferedTools:
+    """The tools one session's client offered, gathered turn by turn (proxy, imports,
+    ``collect``): ``tools`` maps each name to the schema last offered for it, stored with
+    the session (``SessionRecord.offered_tools``); ``faults`` holds one
+    ``broken-tool-schema`` stack fault (AE510) per broken schema, the client's fault."""
+
+    tools: dict[str, Any] = field(default_factory=dict)
+    faults: list[StackFaultRecord] = field(default_factory=list)
+    _seen: set[str] = field(default_factory=set)
+
+    def add(self, tools: Any, turn_index: int) -> dict[str, str | None]:
+        """Note one turn's offered ``tools``; the schemas its calls are judged against
+        (:func:`offered_tool_schemas`)."""
+        schemas = offered_schemas(tools)
+        if not schemas:
+            return {}
+        self.tools.update(schemas)
+        for fault in check_tools(tools):
+            if fault.message not in self._seen:  # once per tool and reason a session
+                self._seen.add(fault.message)
+                self.faults.append(StackFaultRecord(turn_index, fault.code, fault.message,
+                                                    fault.raw, fault.ends))
+        return offered_tool_schemas(tools)
+
+    def stamp(self, record: Any) -> None:
+        """Write the offered list and the broken-schema faults on a session's record."""
+        if self.tools:
+            record.offered_tools = dict(self.tools)
+        record.stack_faults = [*record.stack_faults, *self.faults]
 
 
 def offered_tools(request: dict[str, Any] | None) -> list[str] | None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -166,6 +166,37 @@ def run_stacks(fingerprint: Any) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in (stacks or {}).items() if isinstance(v, dict)}
 
 
+TELEMETRY_EVENTS_TAG = "otlp_events:"
+"""Tag prefix of a session ``agent-eval collect`` stored: the telemetry events it was
+stitched from (``otlp_events:N``); ``skipped_calls:N`` counts its calls not judgeable."""
+
+
+def _tag_count(tags: Iterable[str], prefix: str) -> int | None:
+    for tag in tags:
+        if tag.startswith(prefix) and tag[len(prefix):].isdigit():
+            return int(tag[len(prefix):])
+    return None
+
+
+def telemetry_completeness(tags: Iterable[str], calls: int) -> tuple[int, int, int] | None:
+    """``(events seen, calls judged, calls not judgeable)`` of a session stored from
+    telemetry (its tags, its judged calls); None for a session of any other source."""
+    tags = list(tags)
+    events = _tag_count(tags, TELEMETRY_EVENTS_TAG)
+    if events is None:
+        return None
+    return events, calls, _tag_count(tags, "skipped_calls:") or 0
+
+
+def completeness_text(figures: tuple[int, int, int] | None) -> str:
+    """What telemetry could prove, in words: "" when there are no figures."""
+    if figures is None:
+        return ""
+    events, judged, not_judged = figures
+    return (f"{events} events seen, {judged} calls judged, {not_judged} not judgeable "
+            "(arguments cut or absent)")
+
+
 def stack_line(stack: Mapping[str, Any]) -> str:
     """A stack as one line: ``server llama.cpp · build b6000 · template 3f2a… ·
     max_tokens 512 · parser qwen3_coder``."""
@@ -258,6 +289,10 @@ class SessionRecord:
     policy_emulation: str | None = None
     # what the serving stack lost or mangled (AE5xx), counted apart from model errors
     stack_faults: list[StackFaultRecord] = field(default_factory=list)
+    # the tools its client offered, name -> argument schema as offered (every turn's,
+    # the last schema of a name kept); stored once per distinct list (tool_lists), the
+    # session keeping its hash; None when the source shows none
+    offered_tools: dict[str, Any] | None = None
 
 
 _REPLAY_KEY = re.compile(r"^(?P<key>.*)@turn(?P<turn>\d+)(?:/repeat(?P<repeat>\d+))?$", re.DOTALL)

@@ -41,8 +41,11 @@ def collect(allowlist_path: str, agent: str | None, port: int, host: str, label:
     judged like an import, the CLI's own decision and its source kept beside ours.  A call
     whose arguments are absent or may be cut (Claude Code cuts values at 512 characters)
     is not judged: kept in the transcript with the reason, counted in the session's
-    `skipped_calls:N` tag, never counted as allowed.  Reads OTLP/JSON, and OTLP/protobuf
-    with the otel extra (pip install 'agent-eval[otel]'; without it a 415 says so).
+    `skipped_calls:N` tag, never counted as allowed (show, runs, report and viewer say
+    how many).  Where a GenAI emitter sends the tools offered (gen_ai.tool.definitions),
+    each call is also checked against its own tool's schema (AE108).  Reads OTLP/JSON,
+    and OTLP/protobuf with the otel extra (pip install 'agent-eval[otel]'; without it a
+    415 says so); bodies with a Content-Length or chunked; /v1/metrics answered, not read.
     Example:
 
     \b

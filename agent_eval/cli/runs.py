@@ -46,7 +46,10 @@ def runs(ctx, label, kind, status, limit, offset, as_json, db) -> None:
     Columns: id, label, kind, status, targets, sessions, calls, errors per 100 tool calls
     with its Wilson 95% interval (error sessions left out), start time (UTC) and
     duration.  A run of several targets has one line more per target, with its own
-    calls and errors per 100 (never one figure pooled across models).  On a narrow
+    calls and errors per 100 (never one figure pooled across models).  A run `collect`
+    stored from telemetry shows its calls as `J (+K not judged)`: the calls whose
+    arguments telemetry cut or left out (--json: `telemetry`, events seen, calls judged,
+    not judgeable).  On a narrow
     terminal the least useful columns go first; status and targets stay whole.  --json
     prints the same rows as a JSON list, with each run's stack faults (AE5xx, never in
     the errors) and each target's serving stack as one line.  Exit codes: 0 listed, 2 bad

@@ -136,6 +136,13 @@ def render_session(page, *, full: bool = False) -> list:
         head.append(esc(f.message))
         if f.raw:
             head.append(f"\n  wire: {esc(_clip(f.raw, limit_o))}", style="dim")
+    if page.offered_tools:  # the tools its client offered (calls are checked on them)
+        head.append(f"\noffered tools ({len(page.offered_tools)}, list "
+                    f"{page.offered_hash[:12]}): ", style="bold")
+        head.append(esc(", ".join(page.offered_tools), one_line=True))
+    if page.completeness:  # a session from telemetry: what it could prove
+        head.append("\ntelemetry: ", style="bold")
+        head.append(page.completeness)
     if page.policy_agent:  # judged under an agent CLI's rules (docs/policies.md)
         head.append(f"\njudged as agent {esc(page.policy_agent, one_line=True)} of the agent "
                     f"CLI's rules (chosen by {esc(page.policy_agent_via or '', one_line=True)})")

@@ -60,7 +60,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal, get_args
 
-from agent_eval.calls import CallRecorder, SessionJudges
+from agent_eval.calls import CallRecorder, OfferedTools, SessionJudges
 from agent_eval.errors import ConfigError
 from agent_eval.importers import (
     call_records,
@@ -302,7 +302,14 @@ class Judge:
         judge = self.judges.for_session(system_prompt=system_prompt_of(session.messages),
                                         workdir=session.workdir, client=session.client,
                                         mode=session.mode)
-        judged = [self.judged(c, i, judge.calls) for i, c in enumerate(session.calls)]
+        offered = OfferedTools()  # the tools the client offered, with their schemas
+        base = offered.add(session.tools, 0) if session.tools else {}
+        by_turn = {t.index: offered.add(t.request.get("tools"), t.index)
+                   for t in session.turns if isinstance(t.request, dict)}
+        # with the tools known, the calls are judged as the proxy judges them: against the
+        # names offered (AE101 for another) and each tool's own schema (AE108)
+        judged = [self.judged(c, i, judge.calls, schemas=by_turn.get(c.turn_index) or base)
+                  for i, c in enumerate(session.calls)]
         calls = [record for record, _ in judged]
         assign_next_actions(calls)
         handshake = HandshakeResult()
@@ -310,7 +317,7 @@ class Judge:
             handshake = self.protocols.handshake(
                 [inv for record, inv in judged if record.decision == "allow"],
                 system_prompt_of(session.messages))
-        return SessionRecord(
+        record = SessionRecord(
             key=key,
             target=session.model,
             scenario=session.id,
@@ -328,16 +335,22 @@ class Judge:
             policy_agent_via=judge.via,
             policy_emulation=judge.emulation,
         )
+        offered.stamp(record)
+        return record
 
     def call(self, call: ImportedCall, index: int) -> CallRecord:
         """One judged call; the record keeps the source's tool name and raw arguments."""
         return self.judged(call, index)[0]
 
-    def judged(self, call: ImportedCall, index: int, calls: CallRecorder | None = None
+    def judged(self, call: ImportedCall, index: int, calls: CallRecorder | None = None, *,
+               schemas: dict[str, str | None] | None = None
                ) -> tuple[CallRecord, Invocation | None]:
-        """One judged call and the script invocation the engine parsed from it."""
+        """One judged call and the script invocation the engine parsed from it;
+        ``schemas``: the tools its client offered with their argument schemas
+        (``calls.OfferedTools``), when the source shows them."""
         record, verdict = (calls or self.calls).record(
             index, call.turn_index, call.tool, call.arguments, kind=call.kind, text=call.text,
             call_id=call.call_id, output=call.output, source_decision=call.source_decision,
-            source_reason=call.source_reason)
+            source_reason=call.source_reason, offered=list(schemas) if schemas else None,
+            schema=schemas.get(call.tool) if schemas else None)
         return record, verdict.invocation

@@ -18,8 +18,13 @@ sources, docs/telemetry.md has the links):
 - Codex log events ``codex.tool_decision`` (``tool_name``, ``call_id``, ``decision``,
   ``source``) and ``codex.tool_result`` (``tool_name``, ``call_id``, ``arguments``),
   session ``conversation.id``.
-- Gemini CLI log event ``gemini_cli.tool_call`` (``function_name``, ``function_args``,
-  ``decision`` accept/reject/modify/auto_accept, ``prompt_id``), session ``session.id``.
+- Gemini CLI log event ``gemini_cli.tool_call`` (``function_name``, ``function_args``
+  only with ``telemetry.logPrompts``, ``decision`` accept/reject/modify/auto_accept,
+  ``prompt_id``), session ``session.id``.
+- The tools offered: ``gen_ai.tool.definitions`` on any span or log record (the GenAI
+  conventions' inference spans and ``gen_ai.client.inference.operation.details`` event),
+  kept per session (:attr:`OpenSession.tools`) so each call is also checked against its
+  own tool's schema (``policy/schemas.py``).
 
 What telemetry cannot prove it does not claim: a call whose arguments are absent, not a
 JSON object, or possibly cut (a string value of the emitter's cut length or more) is kept
@@ -71,6 +76,8 @@ class ToolEvent:
     decision_source: str | None = None  # who decided (config, hook, user_...)
     is_result: bool = False  # a result event (Claude Code, Codex): carries the arguments
     time: datetime | None = None
+    definitions: list[Any] | None = None  # the tools offered (not a call): GenAI's
+    # ``gen_ai.tool.definitions``, ``[{type, name, description, parameters}]``
 
 
 def tool_events(signal: Signal, body: Any) -> list[ToolEvent]:
@@ -95,10 +102,37 @@ def tool_events(signal: Signal, body: Any) -> list[ToolEvent]:
         for scope in _objects(resource.get(scope_key), scope_key):
             for item in _objects(scope.get(item_key), item_key):
                 attrs = {**resource_attrs, **attributes(item.get("attributes"))}
+                offered = _definitions(item, attrs)
+                if offered is not None:
+                    events.append(offered)
                 event = (_log_event(item, attrs) if signal == "logs" else _span_event(item, attrs))
                 if event is not None:
                     events.append(event)
     return events
+
+
+TOOL_DEFINITIONS = "gen_ai.tool.definitions"
+"""The GenAI conventions' list of tools offered to the model (opt-in; on inference spans
+and the ``gen_ai.client.inference.operation.details`` event), structured or as a JSON
+string: ``[{"type": "function", "name": ..., "parameters": {JSON schema}}]``."""
+
+
+def _definitions(item: dict[str, Any], attrs: dict[str, Any]) -> ToolEvent | None:
+    """The tools offered, from a span or record carrying ``gen_ai.tool.definitions``
+    (session as for ``execute_tool`` spans); None when it carries none readable."""
+    raw = attrs.get(TOOL_DEFINITIONS)
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return None
+    if not isinstance(raw, list) or not raw:
+        return None
+    session = (attrs.get("gen_ai.conversation.id") or attrs.get("session.id")
+               or item.get("traceId"))
+    return ToolEvent("gen_ai", str(session or "trace"), "", definitions=raw,
+                     model=_text(attrs.get("gen_ai.request.model")),
+                     time=_time(item.get("startTimeUnixNano") or item.get("timeUnixNano")))
 
 
 def _objects(value: Any, name: str) -> list[dict[str, Any]]:
@@ -186,7 +220,8 @@ def _log_event(record: dict[str, Any], attrs: dict[str, Any]) -> ToolEvent | Non
                          decision_source=_text(attrs.get("source")), is_result=result, time=when)
     if name == "gemini_cli.tool_call":
         args, why = _arguments(attrs.get("function_args"), cut_at=None,
-                               absent="no function_args in the event")
+                               absent="no function_args in the event (Gemini CLI sends "
+                                      "them only with telemetry.logPrompts)")
         return ToolEvent("gemini_cli", str(attrs.get("session.id") or "gemini-cli"),
                          str(attrs.get("function_name") or ""), args, why,
                          prompt_id=_text(attrs.get("prompt_id")), model=_text(attrs.get("model")),
@@ -260,6 +295,7 @@ class OpenSession:
     id: str
     model: str | None = None
     calls: list[StitchedCall] = field(default_factory=list)
+    tools: list[Any] = field(default_factory=list)  # the tool definitions offered
     events: int = 0
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -296,7 +332,10 @@ class Stitcher:
             if event.time is not None:
                 session.started_at = min(session.started_at or event.time, event.time)
                 session.finished_at = max(session.finished_at or event.time, event.time)
-            _join(session, event)
+            if event.definitions is not None:
+                _offer(session, event.definitions)
+            else:
+                _join(session, event)
             while len(self.open) > self.max_sessions:
                 out.append(self.open.popitem(last=False)[1])
         return out
@@ -306,6 +345,13 @@ class Stitcher:
         sessions = list(self.open.values())
         self.open.clear()
         return sessions
+
+
+def _offer(session: OpenSession, definitions: list[Any]) -> None:
+    """Keep the tools offered, each name once (the last definition of a name wins)."""
+    names = {d.get("name") for d in definitions if isinstance(d, dict)}
+    session.tools = [*(d for d in session.tools if d.get("name") not in names),
+                     *(d for d in definitions if isinstance(d, dict))]
 
 
 def _join(session: OpenSession, event: ToolEvent) -> None:
@@ -350,7 +396,8 @@ def imported_session(session: OpenSession, model: str | None = None) -> Imported
     out = ImportedSession(id=f"{session.emitter}:{session.id}",
                           model=model or session.model or "unknown",
                           title=f"otlp {session.emitter}",
-                          started_at=session.started_at, finished_at=session.finished_at)
+                          started_at=session.started_at, finished_at=session.finished_at,
+                          tools=list(session.tools) or None)
     for turn, call in enumerate(session.calls):
         reason = (f"{session.emitter} {call.decision}"
                   + (f" by {call.decision_source}" if call.decision_source else "")

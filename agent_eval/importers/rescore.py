@@ -28,6 +28,7 @@ from agent_eval.calls import (
     CallRecorder,
     SessionJudges,
     kind_of_tool,
+    offered_tool_schemas,
     offered_tools,
 )
 from agent_eval.importers.outcome import ImportSummary
@@ -107,21 +108,35 @@ def rescore(store, run_id: int, policy: AllowList | ResolvedPolicy, *, label: st
 def rejudge_session(record: SessionRecord, calls: CallRecorder) -> SessionRecord:
     """A copy of ``record`` with every call judged again by ``calls`` (pure)."""
     requests = {t.index: t.request for t in record.turns}
-    fresh = [rejudge_call(call, calls, offered_tools(requests.get(call.turn_index)))
-             for call in record.calls]
+    # the tools offered with each call, with their schemas: its turn's stored request, else
+    # the session's offered list (telemetry keeps one per session), as first judged
+    session_tools = [{"name": name, "parameters": schema}
+                     for name, schema in (record.offered_tools or {}).items()]
+
+    def offered_with(turn: int) -> tuple[list[str] | None, dict[str, str | None]]:
+        request = requests.get(turn)
+        if isinstance(request, dict) and request.get("tools"):
+            return offered_tools(request), offered_tool_schemas(request["tools"])
+        schemas = offered_tool_schemas(session_tools)
+        return (list(schemas) or None), schemas
+
+    fresh = [rejudge_call(call, calls, *offered_with(call.turn_index)) for call in record.calls]
     assign_next_actions(fresh)
     return replace(record, calls=fresh)
 
 
 def rejudge_call(call: CallRecord, calls: CallRecorder,
-                 offered: list[str] | None = None) -> CallRecord:
+                 offered: list[str] | None = None,
+                 schemas: dict[str, str | None] | None = None) -> CallRecord:
     """One stored call with a fresh verdict; everything the model saw is kept.  A markup
-    call (AE104) has no tool to judge again: it stays as it is."""
+    call (AE104) has no tool to judge again: it stays as it is.  ``schemas``: the offered
+    tools' argument schemas (``calls.offered_tool_schemas``), checked as when first judged."""
     if call.tool == TEXT_CALL_TOOL:
         return replace(call, next_action=None)
     kind = kind_of_tool(call.tool) if calls.foreign else None
     judged = calls.judge(call.tool, call.arguments, offered=offered, kind=kind,
-                         text=call.command if calls.foreign and kind != "other" else None)
+                         text=call.command if calls.foreign and kind != "other" else None,
+                         schema=(schemas or {}).get(call.tool))
     verdict = judged.verdict
     invocation = verdict.invocation
     return replace(

@@ -127,6 +127,9 @@ class ImportedSession:
     # Code's `cwd`, Codex's `session_meta.cwd`): a CLI's own rules read paths against it
     client: tuple[str, str] | None = None  # (harness, release) that wrote the file
     mode: str | None = None  # the CLI's mode, when the file says (Codex's turn_context)
+    tools: list[Any] | None = None  # the tools its client offered, with their schemas,
+    # when the source shows them for the whole session (telemetry's tool definitions);
+    # a turn's own request (``TurnRecord.request``) offers them per turn
 
     def skip_call(self, reason: str) -> None:
         """Count one call of the file that could not be read, with why."""

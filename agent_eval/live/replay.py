@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_eval import __version__
-from agent_eval.calls import CallRecorder, SessionJudges, offered_tools
+from agent_eval.calls import CallRecorder, SessionJudges, offered_tool_schemas, offered_tools
 from agent_eval.errors import ConfigError, HarnessFault, ServerUnreachable
 from agent_eval.live.loop import play_items
 from agent_eval.live.orchestrator import assistant_message, text_call, turn_record
@@ -225,13 +225,15 @@ def _suite_source(info: RunInfo, suite_path: str) -> AllowListFor:
     return allowlist_for
 
 
-def judge_reply(reply: Any, calls: CallRecorder, offered: list[str] | None) -> list[CallRecord]:
+def judge_reply(reply: Any, calls: CallRecorder, offered: list[str] | None,
+                schemas: dict[str, str | None] | None = None) -> list[CallRecord]:
     """The candidate's calls judged by the call recorder as the original's were
-    (``calls.py``); tool-call markup left in the text is one AE104 call; no call at all
-    is an empty list.  Next actions stay unset: a single step says nothing about what
-    came next."""
+    (``calls.py``), each against its offered tool's schema too (``schemas``); tool-call
+    markup left in the text is one AE104 call; no call at all is an empty list.  Next
+    actions stay unset: a single step says nothing about what came next."""
     if reply.tool_calls:
-        return [calls.record(i, 0, out.name, out.arguments, offered=offered, call_id=out.id)[0]
+        return [calls.record(i, 0, out.name, out.arguments, offered=offered, call_id=out.id,
+                             schema=(schemas or {}).get(out.name))[0]
                 for i, out in enumerate(reply.tool_calls)]
     return [text_call(0, 0, reply)] if reply.markup else []
 
@@ -255,7 +257,8 @@ def replay_record(ctx: Context, repeat: int, target: str, request: dict[str, Any
         record.messages = last
         return record
     record.turns = [turn_record(0, outcome, started)]
-    record.calls = judge_reply(outcome, calls, offered_tools(request))
+    record.calls = judge_reply(outcome, calls, offered_tools(request),
+                               offered_tool_schemas(request.get("tools")))
     record.messages = [*last, assistant_message(outcome, ctx.turn)]
     record.status = "completed" if record.calls else "abandoned"
     return record

@@ -47,6 +47,7 @@ from agent_eval.policy.characters import COMMAND_WHITESPACE, describe, find_hidd
 from agent_eval.policy.engine import check_command, check_read, check_text, verdict_of
 from agent_eval.policy.reads import judge_workdir
 from agent_eval.policy.rules import code_for
+from agent_eval.policy.schemas import schema_problems
 from agent_eval.policy.verdict import Finding, Verdict
 
 MAX_DEPTH = 16
@@ -313,15 +314,44 @@ def _fitting(own: ToolSpec, profiled: ToolSpec, args: dict[str, Any] | Problem) 
 
 
 def check_call(tool_name: str, arguments: str | bytes | dict[str, Any], allowlist: AllowList,
-               offered: Any = None, *, profiles: bool = False) -> Verdict:
+               offered: Any = None, *, profiles: bool = False, schema: Any = None) -> Verdict:
     """Judge one tool call (see the module docstring for the steps).
 
     ``arguments`` is the raw JSON text exactly as emitted (or an already-decoded dict).
     ``offered`` are the tool names offered in this session (default: every tool of the
     allow-list); only a tool that is both listed and offered can be allowed.
     ``profiles``: the call comes from an agent CLI, whose tools are looked up in the
-    allow-list's active profiles first.
+    allow-list's active profiles first.  ``schema``: the JSON schema the client offered
+    for this tool; the arguments are checked against it too (:func:`with_schema`).
     """
+    verdict = _check_call(tool_name, arguments, allowlist, offered, profiles=profiles)
+    return with_schema(verdict, arguments, schema, allowlist)
+
+
+def with_schema(verdict: Verdict, arguments: str | bytes | dict[str, Any], schema: Any,
+                allowlist: AllowList) -> Verdict:
+    """``verdict`` with a ``schema-mismatch`` finding for each way the arguments break the
+    schema the client offered (``policy/schemas.py``), whatever else decided it: a tool the
+    allow-list does not list (AE101) still gets its schema's findings, for per-tool and
+    per-server reports.  Arguments the engine cannot read, and a broken schema, add none."""
+    if schema is None:
+        return verdict
+    try:
+        if isinstance(schema, str):  # the canonical text a recorder keys its cache by
+            schema = json.loads(schema)
+        args = _decode(arguments, allowlist)
+        if isinstance(args, Problem):
+            return verdict
+        breaks = schema_problems(schema, args)
+    except Exception:  # a bug in the schema walk must not cost the verdict
+        return verdict
+    if not breaks:
+        return verdict
+    return verdict_of([Problem("schema-mismatch", b, 0, 0) for b in breaks], verdict)
+
+
+def _check_call(tool_name: str, arguments: str | bytes | dict[str, Any], allowlist: AllowList,
+                offered: Any = None, *, profiles: bool = False) -> Verdict:
     try:
         own = allowlist.tool(tool_name) if isinstance(tool_name, str) else None
         profiled = (allowlist.profile_tools.get(tool_name)

@@ -6,8 +6,8 @@ render from :data:`RULES`.  The engine emits findings by rule *name*
 
 Code ranges follow the pipeline stages: AE1 the call itself, AE2 parsing, AE3 the
 allow-list, AE4 the session, AE5 the serving stack (faults of the server's parser,
-template, streaming or output cap, read from the wire by ``policy/stack.py``: never a
-model error, counted apart).  AE4xx are session outcomes computed by the orchestrator and
+template, streaming or output cap, and of the tool schemas the client offered, read from
+the wire by ``policy/stack.py``: never a model error, counted apart).  AE4xx are session outcomes computed by the orchestrator and
 metrics; they are listed so reports and docs have one vocabulary, but the engine never
 emits them.  AE104 is detected by the orchestrator from reply text, not by the engine.
 
@@ -17,11 +17,12 @@ command; ``kind`` says how to read ``text``:
 ``command``  a bash command, judged with ``check_command``
 ``read``     a path for the read tool, judged with ``check_read``
 ``call``     a whole tool call: ``tool`` is the tool name, ``text`` the raw JSON arguments
-             (``client``: a call from an agent CLI, judged with its tool profiles)
+             (``client``: a call from an agent CLI, judged with its tool profiles;
+             ``schema``: the JSON schema its client offered for the tool, as JSON text)
 ``reply``    assistant reply text (AE104); described, not judged by the engine
 ``session``  a description of a session (AE4xx); described, not judged by the engine
-``wire``     one exchange as JSON (``request`` settings and the ``reply``, the streamed
-             ``chunks``, or an HTTP ``status`` and ``body``; AE5xx), read by
+``wire``     one exchange as JSON (``request`` settings and tools and the ``reply``, the
+             streamed ``chunks``, or an HTTP ``status`` and ``body``; AE5xx), read by
              ``policy.stack.check_reply``: bad examples must yield the code, good ones none
 
 Every ``command``/``read``/``call`` example is judged against ``allowlists/ralf.yaml`` by
@@ -49,6 +50,7 @@ class Example:
     kind: ExampleKind = "command"
     tool: str = ""
     client: bool = False
+    schema: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,8 @@ def _example_dict(example: Example) -> dict:
     out = {"kind": example.kind, "text": example.text}
     if example.tool:
         out["tool"] = example.tool
+    if example.schema:
+        out["schema"] = example.schema
     return out
 
 
@@ -117,9 +121,21 @@ def _answer(finish: str | None, *calls: dict, content: str = "",
     return {"finish_reason": finish, "message": message, "usage": {"completion_tokens": tokens}}
 
 
+def _tool(name: str, parameters: dict) -> dict:
+    return {"type": "function", "function": {"name": name, "parameters": parameters}}
+
+
 _LIGHTS = '{"command": "uv run scripts/lights.py status"}'
 _CUT = '{"command": "uv run scripts/lig'
 
+
+_DOCS_SCHEMA = ('{"type": "object", "properties": {"query": {"type": "string"}, '
+                '"limit": {"type": "integer"}}, "required": ["query"], '
+                '"additionalProperties": false}')
+_BASH_SCHEMA = ('{"type": "object", "properties": {"command": {"type": "string"}, '
+                '"description": {"type": "string"}}, "required": ["command", "description"]}')
+_BASH_OPEN = ('{"type": "object", "properties": {"command": {"type": "string"}}, '
+              '"required": ["command"], "additionalProperties": false}')
 
 _OK = _cmds(
     "uv run scripts/fetch_context.py --no-attach --agent researcher",
@@ -234,6 +250,28 @@ _RULES: tuple[Rule, ...] = (
                  "call", "run_shell_command", client=True)),
         (Example('{"command": "uv run scripts/lights.py status", "is_background": false, '
                  '"description": "light status"}', "call", "run_shell_command", client=True),),
+        "call",
+    ),
+    Rule(
+        "AE108", "schema-mismatch",
+        "The arguments break the JSON schema the client offered for the tool: a required "
+        "key absent, a value of the wrong type or outside its enum, a key the schema "
+        "closes out (`additionalProperties: false`).",
+        "The client offered each tool with its argument schema, and the tool checks its "
+        "input against it (Claude Code's tools, an MCP server's `inputSchema`): a call "
+        "that breaks it is refused before it runs and the turn is lost.  Checked for every "
+        "offered tool, whether or not the allow-list lists it, so an MCP tool the "
+        "allow-list never names is judged on its own schema too (and reported per MCP "
+        "server, `mcp__SERVER__TOOL`).  A schema that is itself broken is the client's "
+        "fault (AE510), not checked against.",
+        (Example('{"query": 3}', "call", "mcp__docs__search", schema=_DOCS_SCHEMA),
+         Example('{"query": "invoice", "limit": 5, "verbose": true}', "call",
+                 "mcp__docs__search", schema=_DOCS_SCHEMA),
+         Example('{"limit": 5}', "call", "mcp__docs__search", schema=_DOCS_SCHEMA),
+         Example('{"command": "uv run scripts/lights.py status"}', "call", "bash",
+                 schema=_BASH_SCHEMA)),
+        (Example('{"command": "uv run scripts/lights.py status"}', "call", "bash",
+                 schema=_BASH_OPEN),),
         "call",
     ),
     Rule(
@@ -617,6 +655,27 @@ _RULES: tuple[Rule, ...] = (
         "stack", "preview",
     ),
     Rule(
+        "AE510", "broken-tool-schema",
+        "A tool the client offered with a schema that cannot be an argument schema: its "
+        "root is not an object schema, or a `$ref` in it does not resolve.",
+        "Every protocol wants a tool's arguments as one JSON object, described by an "
+        "object schema; a root of another type, or a `$ref` to a definition the client "
+        "never sent (an MCP server's schema passed through half-resolved), leaves the "
+        "model nothing it can satisfy.  The client's fault, not the model's: counted "
+        "apart, and calls of that tool are not checked against it (AE108).",
+        (_wire(request={"tools": [_tool("search", {"type": "array",
+                                                   "items": {"type": "string"}})]},
+               reply=_answer("stop", content="Done.")),
+         _wire(request={"tools": [_tool("mcp__docs__search", {
+             "type": "object", "properties": {"q": {"$ref": "#/$defs/Query"}}})]},
+               reply=_answer("stop", content="Done."))),
+        (_wire(request={"tools": [_tool("mcp__docs__search", {
+             "type": "object", "properties": {"q": {"$ref": "#/$defs/Query"}},
+             "$defs": {"Query": {"type": "string"}}})]},
+               reply=_answer("stop", content="Done.")),),
+        "stack",
+    ),
+    Rule(
         "AE401", "repeated-denied-call", "The same denied call again (session-level).",
         "Repeating a denied call cannot succeed; it burns turns and shows the model does "
         "not react to the denial text.",
@@ -657,7 +716,7 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in sorted(_RULES, key=lambda 
 _BY_NAME: dict[str, Rule] = {rule.name: rule for rule in _RULES}
 
 PRECEDENCE: tuple[str, ...] = (
-    "AE101", "AE102", "AE103", "AE104", "AE106", "AE107", "AE105", "AE202", "AE201", "AE305", "AE308", "AE306",
+    "AE101", "AE102", "AE103", "AE104", "AE106", "AE107", "AE105", "AE108", "AE202", "AE201", "AE305", "AE308", "AE306",
     "AE301", "AE304", "AE302", "AE303", "AE312", "AE313", "AE307", "AE309", "AE310",
     "AE311", "AE320",
 )

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_eval.policy.rules import code_for
+from agent_eval.policy.schemas import broken_schema, offered_schemas
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
 """A tool name as the protocols allow one (OpenAI: letters, digits, ``_`` and ``-``, up to
@@ -69,6 +70,7 @@ class Exchange:
     earlier_ids: frozenset[str] = field(default_factory=frozenset)
     status: int | None = None
     error_body: str = ""
+    tools: tuple[Any, ...] = ()  # the request's offered tools, checked by check_tools
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +118,7 @@ def check_reply(ex: Exchange) -> list[StackFault]:
     """Every stack fault of one exchange (see the module docstring).  A reply with no
     call is one lost reply, counted once: a tool choice not honoured, else a
     ``tool_calls`` finish with nothing in it, else tokens counted for an empty reply."""
-    out: list[StackFault] = []
+    out: list[StackFault] = check_tools(list(ex.tools))
     if ex.status is not None:
         if parser_failed(ex.status, ex.error_body):
             out.append(_fault("parser-server-error",
@@ -172,6 +174,19 @@ def check_reply(ex: Exchange) -> list[StackFault]:
     return out
 
 
+def check_tools(tools: Any) -> list[StackFault]:
+    """A ``broken-tool-schema`` fault for each offered tool whose schema cannot be an
+    argument schema (``policy.schemas.broken_schema``): the client's fault, counted apart;
+    the calls of that tool are still judged, but not against that schema."""
+    out = []
+    for name, schema in offered_schemas(tools).items():
+        why = broken_schema(schema)
+        if why is not None:
+            out.append(_fault("broken-tool-schema", f"tool {name[:80]!r}: {why}",
+                              json.dumps(schema, ensure_ascii=False, default=str)))
+    return out
+
+
 def _tool_choice(ex: Exchange) -> Iterable[StackFault]:
     choice = ex.tool_choice
     if choice == "required" and not ex.calls:
@@ -216,7 +231,8 @@ def exchange_from_example(text: str) -> Exchange:
     settings: dict[str, Any] = {
         "max_tokens": request.get("max_tokens"), "tool_choice": request.get("tool_choice"),
         "parallel_tool_calls": request.get("parallel_tool_calls"),
-        "earlier_ids": frozenset(spec.get("earlier_ids") or ())}
+        "earlier_ids": frozenset(spec.get("earlier_ids") or ()),
+        "tools": tuple(request.get("tools") or ())}
     if "status" in spec:
         return Exchange(status=spec["status"], error_body=json.dumps(spec.get("body")), **settings)
     if "chunks" in spec:

@@ -12,8 +12,9 @@ One thread serves one request at a time and does all the store's work, so the st
 never shared between threads and memory is bounded by the body cap plus the stitcher's
 bounds.  Every bad request gets one status and one line of text (400 unreadable, 404
 other paths, 405 other methods, 411/413 length, 415 another type, or protobuf without
-the extra); nothing a
-client sends ends the receiver.
+the extra); nothing a client sends ends the receiver.  Bodies come with a Content-Length
+or chunked (OpenTelemetry JS's exporter streams them), both capped; ``/v1/metrics`` is
+answered 200 and not read (an exporter pointed at one base URL sends every signal).
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ MAX_BODY = 16 * 1024 * 1024
 smaller: the SDKs send at most 512 records a batch by default)."""
 
 PATHS: dict[str, Signal] = {"/v1/logs": "logs", "/v1/traces": "traces"}
+IGNORED_PATHS = frozenset({"/v1/metrics"})
+"""Signals an exporter sends to the same endpoint that hold no tool call: answered 200
+(an exporter pointed at one base URL sends all three) and counted, never read."""
 
 
 @dataclass(slots=True)
@@ -51,6 +55,7 @@ class CollectStats:
 
     requests: int = 0
     refused: int = 0
+    ignored: int = 0  # requests of a signal holding no tool call (metrics), answered 200
     events: int = 0
     sessions: int = 0
     calls: int = 0
@@ -75,6 +80,7 @@ class Collector:
         self.stitcher = Stitcher(max_sessions=max_sessions, max_calls=max_calls)
         self.stats = CollectStats()
         self.last_seen: dict[tuple[str, str], float] = {}
+        self._last_flush = time.monotonic()
         self.keys: dict[str, int] = {}
 
         def create_run() -> int:
@@ -94,6 +100,9 @@ class Collector:
         """One request: ``(status, one line)``.  Never raises for what a client sent."""
         self.stats.requests += 1
         signal = PATHS.get(path.split("?", 1)[0])
+        if signal is None and path.split("?", 1)[0] in IGNORED_PATHS:
+            self.stats.ignored += 1
+            return 200, "{}"
         if signal is None:
             return self._refuse(404, f"no such path {path[:80]!r}: POST /v1/logs or /v1/traces")
         media = content_type.split(";", 1)[0].strip().lower()
@@ -120,6 +129,10 @@ class Collector:
             self.last_seen[(event.emitter, event.session)] = now
         self.stats.events += len(events)
         self._store(self.stitcher.add(events))
+        if now - self._last_flush >= min(1.0, self.idle_s):
+            # a steady stream on a keep-alive connection never leaves the handler for the
+            # serving loop (``service_actions``): the idle sessions are stored from here too
+            self.flush_idle(now)
         return 200, "{}"
 
     def _refuse(self, status: int, line: str) -> tuple[int, str]:
@@ -145,6 +158,7 @@ class Collector:
     def flush_idle(self, now: float | None = None) -> None:
         """Store the sessions idle for ``idle_s`` seconds or more."""
         now = time.monotonic() if now is None else now
+        self._last_flush = now
         idle = [key for key, seen in self.last_seen.items() if now - seen >= self.idle_s]
         done = [self.stitcher.open.pop(key) for key in idle if key in self.stitcher.open]
         for key in idle:
@@ -214,20 +228,59 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
         collector = self.server.collector
         length = self.headers.get("Content-Length")
-        if length is None or not length.isdigit():
-            self._answer(411, "Content-Length required")
+        chunked = "chunked" in self.headers.get("Transfer-Encoding", "").lower()
+        if chunked:  # OpenTelemetry JS's exporter (Gemini CLI's) streams its bodies chunked
+            try:
+                body = self._read_chunked(collector.max_body)
+            except _TooLarge:
+                self.close_connection = True  # the rest of the body is not read
+                self._answer(413, collector._refuse(413, f"body over {collector.max_body} "
+                                                         "bytes")[1])
+                return
+            except ValueError as exc:
+                self.close_connection = True
+                self._answer(400, collector._refuse(400, f"bad chunked body: {exc}")[1])
+                return
+        elif length is None or not length.isdigit():
+            self.close_connection = True  # a body we cannot delimit ends the connection
+            self._answer(411, collector._refuse(
+                411, "Content-Length or Transfer-Encoding: chunked required")[1])
             return
-        if int(length) > collector.max_body:
+        elif int(length) > collector.max_body:
             self._drain(int(length))  # read and dropped a piece at a time: memory stays flat
             self._answer(413, collector._refuse(413, f"body over {collector.max_body} bytes")[1])
             return
-        body = self.rfile.read(int(length))
+        else:
+            body = self.rfile.read(int(length))
         try:
             status, line = collector.receive(self.path, self.headers.get("Content-Type", ""),
                                              self.headers.get("Content-Encoding", ""), body)
         except Exception as exc:  # a harness fault: answered and shown, never the end
             status, line = collector._refuse(500, f"harness fault: {type(exc).__name__}: {exc}"[:300])
         self._answer(status, line, json_body=status == 200)
+
+    def _read_chunked(self, cap: int) -> bytes:
+        """A ``Transfer-Encoding: chunked`` body, whole; _TooLarge past ``cap`` bytes,
+        ValueError when the framing is not chunked (RFC 9112, section 7.1)."""
+        parts: list[bytes] = []
+        size = 0
+        while True:
+            line = self.rfile.readline(1024)
+            if not line.endswith(b"\n"):
+                raise ValueError("a chunk size line is cut or too long")
+            try:
+                n = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise ValueError(f"chunk size {line[:40]!r} is not hexadecimal") from None
+            if n == 0:
+                while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                    pass  # trailer fields, not read
+                return b"".join(parts)
+            size += n
+            if size > cap:
+                raise _TooLarge
+            parts.append(self.rfile.read(n))
+            self.rfile.readline(8)  # the CRLF after the chunk
 
     def _drain(self, length: int) -> None:
         while length > 0:
@@ -241,6 +294,7 @@ class _Handler(BaseHTTPRequestHandler):
             stats = self.server.collector.stats
             self._answer(200, json.dumps({
                 "run_id": stats.run_id, "requests": stats.requests, "refused": stats.refused,
+                "ignored": stats.ignored,
                 "events": stats.events, "stored_sessions": stats.sessions,
                 "judged_calls": stats.calls, "not_judged_calls": stats.not_judged,
                 "open_sessions": len(self.server.collector.stitcher.open),

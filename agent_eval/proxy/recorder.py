@@ -45,6 +45,7 @@ from agent_eval.transcript import (
     FindingRecord,
     HandshakeResult,
     SessionRecord,
+    StackFaultRecord,
     TurnRecord,
     storable,
 )
@@ -394,6 +395,8 @@ def record_from_json(data: dict[str, Any]) -> SessionRecord:
     data["turns"] = [TurnRecord(**_dates(t)) for t in data["turns"]]
     data["calls"] = [CallRecord(**dict(c, findings=[FindingRecord(**f) for f in c["findings"]]))
                      for c in data["calls"]]
+    # the broken tool schemas the proxy saw (AE510): written by asdict as their fields
+    data["stack_faults"] = [StackFaultRecord(**f) for f in data.get("stack_faults") or ()]
     return SessionRecord(**_dates(data))
 
 

@@ -34,7 +34,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agent_eval import wire
-from agent_eval.calls import SessionJudge, SessionJudges, offered_tools, text_call
+from agent_eval.calls import OfferedTools, SessionJudge, SessionJudges, offered_tools, text_call
 from agent_eval.live.client import find_tool_markup
 from agent_eval.policy import AllowList
 from agent_eval.policy.sources import AGENT_HEADER, ResolvedPolicy
@@ -80,6 +80,7 @@ class SessionState:
     protocol: str = "chat"  # the wire protocol of its requests (agent_eval.wire)
     judge: SessionJudge | None = None  # whose rules judge its calls (set when it opens)
     side: str | None = None  # the known side request it is (wire/side.py), if one
+    offered: OfferedTools = field(default_factory=OfferedTools)  # tools its client offered
 
 
 @dataclass
@@ -233,6 +234,7 @@ class Sessions:
         if reply is None or status != "complete":
             return
         offered = offered_tools(request)
+        schemas = state.offered.add(request.get("tools"), index)
         calls = state.judge.calls if state.judge is not None else self.calls
         if reply.calls:
             for call in reply.calls:
@@ -243,7 +245,8 @@ class Sessions:
                     continue
                 state.calls.append(calls.record(len(state.calls), index, call.name,
                                                      call.arguments, offered=offered,
-                                                     call_id=call.id)[0])
+                                                     call_id=call.id,
+                                                     schema=schemas.get(call.name))[0])
         elif spans := find_tool_markup(reply.content):
             state.calls.append(text_call(len(state.calls), index, reply.content, spans[0]))
 
@@ -309,6 +312,7 @@ class Sessions:
         )
         if state.judge is not None:
             state.judge.stamp(record)
+        state.offered.stamp(record)
         # judged on the text as it came (a lone surrogate is AE202); stored as U+FFFD
         return storable(record) if state.lone_surrogates else record
 

@@ -64,8 +64,10 @@ from agent_eval.transcript import (
     NEXT_ACTIONS,
     CallRow,
     SessionRow,
+    completeness_text,
     run_stacks,
     stack_line,
+    telemetry_completeness,
 )
 
 STATISTICS = (
@@ -173,6 +175,13 @@ class IndexPage:
     def clustered_head(self) -> tuple[str, ...]:
         return CLUSTERED_HEAD
     failed: tuple[SessionItem, ...] = ()  # the first FAILED_ON_INDEX failed sessions
+    # sessions from telemetry (``agent-eval collect``): what it could prove, in words
+    completeness: str = ""
+    # per MCP server named in the tool names: (server, tools, calls, denied, AE108 calls)
+    mcp_rows: tuple[tuple[str, ...], ...] = ()
+    # the distinct tool lists the sessions were offered: (hash prefix, tools, sessions)
+    tool_list_rows: tuple[tuple[str, ...], ...] = ()
+    drift: tuple[tuple[str, str], ...] = ()  # (tool, schemas offered) where it changed
     failed_total: int = 0
     scenario_links: dict[str, str] = dataclasses.field(default_factory=dict)  # -> list page
 
@@ -256,6 +265,15 @@ class CallTally:
             yield row
 
 
+def _telemetry(sessions: list[SessionRow]) -> tuple[int, int, int] | None:
+    """Events seen, calls judged and calls not judgeable over the sessions stored from
+    telemetry; None when none was."""
+    found = [f for s in sessions if (f := telemetry_completeness(s.tags, s.n_calls))]
+    if not found:
+        return None
+    return (sum(f[0] for f in found), sum(f[1] for f in found), sum(f[2] for f in found))
+
+
 def build_index_page(
     runs: list[RunInfo],
     sessions: list[SessionRow],
@@ -304,6 +322,7 @@ def build_index_page(
         target_rows=tuple(_target_row(name, s) for name, s in summaries.items()),
         class_rows=_class_rows(summaries),
         failed=failed[:FAILED_ON_INDEX],
+        completeness=completeness_text(_telemetry(sessions)),
         failed_total=len(failed),
         scenario_links={name: list_href(scenario_file(n)) for n, name in enumerate(scenarios)},
         handshake_rows=tuple(_handshake_row(n, s) for n, s in summaries.items()),

@@ -20,6 +20,7 @@ from typing import Any
 
 from agent_eval.metrics.summary import SessionOutcome
 from agent_eval.policy import RULES, Rule, get_rule
+from agent_eval.policy.schemas import tools_hash
 from agent_eval.store import SessionTranscript, StoredSession, TranscriptHead
 from agent_eval.transcript import (
     CallRecord,
@@ -29,6 +30,8 @@ from agent_eval.transcript import (
     NextAction,
     StackFaultRecord,
     TurnRecord,
+    completeness_text,
+    telemetry_completeness,
 )
 
 RULES_DIR = "rules"
@@ -191,6 +194,10 @@ class SessionPage(SessionOutcome):
     # what the serving stack lost or mangled on its replies (AE5xx), never model errors
     stack_faults: tuple[StackFaultView, ...] = ()
     stack: str = ""  # the target's serving stack, one line (``transcript.stack_line``)
+    # the tools its client offered (names) and the SHA-256 of that list (its schemas
+    # included; a second hash in a run is schema drift), when the source showed them
+    offered_tools: tuple[str, ...] = ()
+    offered_hash: str = ""
 
     @property
     def handshake_text(self) -> str:
@@ -198,6 +205,12 @@ class SessionPage(SessionOutcome):
             self.handshake_required, self.handshake_done, self.handshake_completed,
             self.handshake_missed_step,
         )
+
+    @property
+    def completeness(self) -> str:
+        """What its telemetry could prove (``agent-eval collect``): events seen, calls
+        judged, calls not judgeable; "" for a session of any other source."""
+        return completeness_text(telemetry_completeness(self.tags, self.calls))
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,7 +327,10 @@ def build_session_page(stored: StoredSession, links: dict[int, SessionLink]) -> 
     page = _session_page(head, record.messages, record.turns, record.calls,
                          lambda call: call.findings, dict(stored.child_links),
                          stored.child_ids, links)
-    return replace(page, policy_emulation=record.policy_emulation)
+    offered = record.offered_tools or {}
+    return replace(page, policy_emulation=record.policy_emulation,
+                   offered_tools=tuple(offered),
+                   offered_hash=tools_hash(offered) if offered else "")
 
 
 def transcript_page(rows: SessionTranscript, links: dict[int, SessionLink]) -> SessionPage:

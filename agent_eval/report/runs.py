@@ -18,8 +18,11 @@ def run_cells(r) -> tuple[str, ...]:
     else:
         lo, hi = r.interval
         rate = f"{r.per100:.2f} [{lo:.1f}–{hi:.1f}]"
+    calls = str(r.calls)
+    if getattr(r, "telemetry", None) is not None:  # collected: what telemetry could not prove
+        calls += f" (+{r.telemetry[2]} not judged)"
     return (str(r.id), r.label or "", r.kind, r.status, ", ".join(r.targets), str(r.sessions),
-            str(r.calls), rate, r.started.strftime("%Y-%m-%d %H:%M"),
+            calls, rate, r.started.strftime("%Y-%m-%d %H:%M"),
             format_duration(r.duration_s))
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from agent_eval.errors import ConfigError
 from agent_eval.policy import RULES
+from agent_eval.policy.schemas import tool_drift
 from agent_eval.report.batches import SessionFiles
 from agent_eval.report.batches import write_text as _write
 from agent_eval.report.ci_files import junit_xml, summary_json, summary_markdown
@@ -94,7 +95,13 @@ def write_report(store, run_ids: list[int], out_root: Path, *, workers: int | No
             read_run_throughput(store, run, [s for s in sessions if s.run_id == run.id])
             for run in runs
         )
-        page = dataclasses.replace(page, server=server)
+        lists = [item for run_id in run_ids for item in store.offered_tool_lists(run_id)]
+        page = dataclasses.replace(page, tool_list_rows=tuple(
+            (h[:12], str(len(tools)), str(n)) for h, tools, n in lists), drift=tuple(
+            (name, str(k)) for name, k in tool_drift(lists).items()))
+        page = dataclasses.replace(page, server=server, mcp_rows=tuple(
+            (r.server, str(r.tools), str(r.calls), str(r.denied), str(r.schema_mismatches))
+            for r in store.mcp_servers(run_ids)))
         for rule in RULES.values():
             _write(out / RULES_DIR / f"{rule.code}.html", render_rule(build_rule_page(rule)))
         _write_lists(out, page, sessions, tally)

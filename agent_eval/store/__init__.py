@@ -322,6 +322,20 @@ class Store:
     def load_session(self, session_id: int) -> StoredSession:
         return sessions.load_session(self.engine, session_id)
 
+    def mcp_servers(self, run_ids: list[int]) -> list[queries.McpServerRow]:
+        """Per MCP server named in the runs' tool names: calls, denied, schema breaks."""
+        return queries.mcp_servers(self.engine, list(run_ids))
+
+    def run_telemetry(self, run_id: int) -> tuple[int, int, int] | None:
+        """A run ``collect`` stored: (events seen, calls judged, calls not judgeable);
+        None for a run of any other source."""
+        return queries.run_telemetry(self.engine, run_id)
+
+    def offered_tool_lists(self, run_id: int) -> list[tuple[str, dict, int]]:
+        """The tool lists a run's sessions were offered, each once: ``(hash, {name:
+        schema}, sessions)``, the most offered first (``sessions.offered_tool_lists``)."""
+        return sessions.offered_tool_lists(self.engine, run_id)
+
     def request_refs(self, run_id: int) -> dict[int, dict[int, dict]]:
         """Session id → turn index → stored request reference (no blobs): store/requests.py."""
         from agent_eval.store.requests import run_request_refs

@@ -35,7 +35,7 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 # The newest migration's revision (agent_eval/migrations/versions/), so that opening a store
 # already at head reads one row and never imports Alembic (a tenth of a second of every
 # command's start); tests/test_store.py holds it to Alembic's own head.
-HEAD_REVISION = "stack_faults"
+HEAD_REVISION = "offered_tools"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 _URL_FIX = (

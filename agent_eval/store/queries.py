@@ -58,7 +58,7 @@ from agent_eval.store.schema import (
     tool_calls,
 )
 from agent_eval.store.search_index import has_sqlite_search
-from agent_eval.transcript import run_stacks, stack_line
+from agent_eval.transcript import run_stacks, stack_line, telemetry_completeness
 
 if TYPE_CHECKING:
     from agent_eval.metrics.summary import GroupSummary
@@ -105,6 +105,9 @@ class RunRow:
     by_target: tuple[tuple[str, int, int], ...] = ()
     stack_faults: int = 0  # what the serving stack lost or mangled (AE5xx), never errors
     stacks: dict[str, str] | None = None  # each target's serving stack, one line each
+    # a run ``agent-eval collect`` stored: (telemetry events seen, calls judged, calls not
+    # judgeable) over its sessions (``transcript.telemetry_completeness``); None otherwise
+    telemetry: tuple[int, int, int] | None = None
 
     @property
     def per100(self) -> float | None:
@@ -277,6 +280,7 @@ def list_runs(engine: Engine, *, label: str | None = None, kind: str | None = No
         names = _grouped(conn.execute(
             select(targets.c.run_id, targets.c.name).where(targets.c.run_id.in_(ids))
             .order_by(targets.c.id)).all())
+        telemetry = _telemetry(conn, [row.id for row in rows if row.suite == "otlp"])
     from agent_eval.store import aggregates
 
     figures = aggregates.summarize_sql(engine, ids, by=("run", "target"), with_turns=False,
@@ -290,8 +294,77 @@ def list_runs(engine: Engine, *, label: str | None = None, kind: str | None = No
                **_run_counts(by_run.get(str(row.id), []), names.get(row.id, ())),
                started=row.created_at, finished=row.finished_at,
                stacks={name: stack_line(stack)
-                       for name, stack in run_stacks(row.fingerprint).items()} or None)
+                       for name, stack in run_stacks(row.fingerprint).items()} or None,
+               telemetry=telemetry.get(row.id))
         for row in rows), total, limit, offset)
+
+
+def _telemetry(conn, run_ids: list[int]) -> dict[int, tuple[int, int, int]]:
+    """Per run ``agent-eval collect`` stored: events seen, calls judged and calls not
+    judgeable, summed over its sessions' tags (only those runs' sessions are read)."""
+    out: dict[int, tuple[int, int, int]] = {}
+    if not run_ids:
+        return out
+    s = sessions.c
+    for run_id, tags, n_calls in conn.execute(
+            select(s.run_id, s.tags, s.n_calls).where(s.run_id.in_(run_ids))):
+        figures = telemetry_completeness(tags or (), n_calls or 0)
+        if figures is not None:
+            have = out.get(run_id, (0, 0, 0))
+            out[run_id] = (have[0] + figures[0], have[1] + figures[1], have[2] + figures[2])
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class McpServerRow:
+    """The calls of one MCP server's tools (``policy.schemas.mcp_server`` reads the server
+    from the tool name as the clients write it): how many, denied, and how many broke the
+    schema the client offered for the tool (AE108)."""
+
+    server: str
+    tools: int
+    calls: int
+    denied: int
+    schema_mismatches: int
+
+
+def mcp_servers(engine: Engine, run_ids: list[int]) -> list[McpServerRow]:
+    """Per MCP server, the runs' calls of its tools, the most called first (only calls whose
+    tool name has ``__`` in it are read)."""
+    from agent_eval.policy.schemas import mcp_server
+
+    c = tool_calls.c
+    named = c.tool.like("%\\_\\_%", escape="\\")
+    with engine.connect() as conn:
+        counts = conn.execute(
+            select(c.tool, c.decision, func.count()).where(c.run_id.in_(run_ids), named)
+            .group_by(c.tool, c.decision)).all()
+        broke: dict[str, int] = dict(conn.execute(
+            select(c.tool, func.count(func.distinct(c.id)))
+            .join(findings, findings.c.tool_call_id == c.id)
+            .where(c.run_id.in_(run_ids), named, findings.c.code == "AE108")
+            .group_by(c.tool)).all())
+    per: dict[str, list[Any]] = {}
+    for tool, decision, n in counts:
+        server = mcp_server(tool)
+        if server is None:
+            continue
+        row = per.setdefault(server, [set(), 0, 0, 0])
+        row[0].add(tool)
+        row[1] += n
+        row[2] += n if decision == "deny" else 0
+    for tool, n in broke.items():
+        server = mcp_server(tool)
+        if server in per:
+            per[server][3] += n
+    out = [McpServerRow(server, len(v[0]), v[1], v[2], v[3]) for server, v in per.items()]
+    return sorted(out, key=lambda r: (-r.calls, r.server))
+
+
+def run_telemetry(engine: Engine, run_id: int) -> tuple[int, int, int] | None:
+    """One run's telemetry completeness (:func:`_telemetry`), None for another source."""
+    with engine.connect() as conn:
+        return _telemetry(conn, [run_id]).get(run_id)
 
 
 def _run_counts(per_target: list[tuple[str, GroupSummary]], order) -> dict[str, Any]:

@@ -184,6 +184,9 @@ sessions = Table(
     # the stack faults seen on its replies (migration stack_faults): a JSON list of
     # {turn, code, message, raw, ends}, AE5xx; NULL when there was none
     Column("stack_faults", JSON(none_as_null=True)),
+    # the SHA-256 of the tool list its client offered (migration offered_tools), the list
+    # itself in tool_lists once; NULL when the source shows no offered tools
+    Column("tools_hash", String(64)),
     UniqueConstraint("run_id", "key", name="uq_sessions_run_key"),
     # covering the run pages' GROUP BYs (migration viewer_speed), the repeat outcomes
     # compare pairs (migration session_repeats), the side requests every figure leaves
@@ -232,6 +235,16 @@ request_blobs = Table(
     # the last day a turn stored or used this text again (retention: prune_blobs)
     Column("seen_on", Date),
     Index("ix_request_blobs_seen_on", "seen_on"),
+)
+
+tool_lists = Table(
+    "tool_lists",
+    metadata,
+    # one offered tool list ({name: argument schema}), stored once by the SHA-256 of its
+    # canonical JSON (policy.schemas.tools_hash); sessions point at it by tools_hash, so a
+    # schema that drifts between sessions shows as a second list (migration offered_tools)
+    Column("hash", String(64), primary_key=True),
+    Column("tools", ModelText, nullable=False),
 )
 
 tool_calls = Table(

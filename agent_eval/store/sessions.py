@@ -10,20 +10,31 @@ bound parameters.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, bindparam, func, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from agent_eval.errors import ConfigError
+from agent_eval.policy.schemas import canonical, tools_hash
 from agent_eval.store.bulk import insert_rows
 from agent_eval.store.caps import cap_session
 from agent_eval.store.database import write_transaction
 from agent_eval.store.requests import load_requests, save_blobs, split_request
-from agent_eval.store.schema import MAX_ID, findings, sessions, targets, tool_calls, turns
+from agent_eval.store.schema import (
+    MAX_ID,
+    findings,
+    sessions,
+    targets,
+    tool_calls,
+    tool_lists,
+    turns,
+)
 from agent_eval.transcript import (
     EXIT_STATES,
     CallRecord,
@@ -126,8 +137,11 @@ def _insert_batch(conn: Connection, run_id: int, records: list[SessionRecord]) -
         id_by_key |= _ids_by_key(conn, run_id, missing)
     parents, later = _parent_ids(run_id, records, id_by_key)
     # a key stored before is refused by the unique (run_id, key) index: IntegrityError
+    lists = _tool_lists(records)
+    save_tool_lists(conn, lists)
     insert_rows(conn, sessions, [
         _session_values(run_id, target_ids[r.target], r, sid, pid)
+        | {"tools_hash": lists[id(r)][0] if id(r) in lists else None}
         for r, sid, pid in zip(records, session_ids, parents, strict=True)
     ])
     if later:
@@ -160,6 +174,57 @@ def _insert_batch(conn: Connection, run_id: int, records: list[SessionRecord]) -
         for f in call.findings
     ])
     return list(session_ids)
+
+
+def _tool_lists(records: list[SessionRecord]) -> dict[int, tuple[str, str]]:
+    """``id(record)`` -> (hash, canonical JSON) of each record's offered tool list."""
+    out: dict[int, tuple[str, str]] = {}
+    for r in records:
+        if r.offered_tools:
+            text = canonical(r.offered_tools)
+            out[id(r)] = (tools_hash(r.offered_tools), text)
+    return out
+
+
+def save_tool_lists(conn: Connection, lists: dict[int, tuple[str, str]]) -> None:
+    """Insert the offered tool lists not stored yet (a hash already there is not an
+    error: two writers may store the same list at once)."""
+    rows = {h: text for h, text in lists.values()}
+    if not rows:
+        return
+    have = set(conn.execute(select(tool_lists.c.hash).where(tool_lists.c.hash.in_(list(rows))))
+               .scalars())
+    fresh = [{"hash": h, "tools": text} for h, text in rows.items() if h not in have]
+    if fresh:
+        insert_rows(conn, tool_lists, fresh, _tool_list_insert)
+
+
+def _tool_list_insert(dialect: Any) -> Any:
+    """``INSERT ... ON CONFLICT (hash) DO NOTHING`` (SQLite and PostgreSQL share it)."""
+    if dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert(tool_lists).on_conflict_do_nothing(index_elements=["hash"])
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert(tool_lists).on_conflict_do_nothing(index_elements=["hash"])
+
+
+def offered_tool_lists(engine: Engine, run_id: int) -> list[tuple[str, dict[str, Any], int]]:
+    """The tool lists a run's sessions were offered: ``(hash, {name: schema}, sessions)``,
+    the most offered first.  More than one list in a run is schema drift between its
+    sessions (``policy.schemas.tool_drift`` names the tools that changed)."""
+    with engine.connect() as conn:
+        counts = conn.execute(
+            select(sessions.c.tools_hash, func.count())
+            .where(sessions.c.run_id == run_id, sessions.c.tools_hash.is_not(None))
+            .group_by(sessions.c.tools_hash)).all()
+        if not counts:
+            return []
+        texts = dict(conn.execute(select(tool_lists.c.hash, tool_lists.c.tools)
+                                  .where(tool_lists.c.hash.in_([h for h, _ in counts]))).all())
+    out = [(h, json.loads(texts[h]) if h in texts else {}, n) for h, n in counts]
+    return sorted(out, key=lambda item: (-item[2], item[0]))
 
 
 def allocate_ids(conn: Connection, table: Table, n: int) -> list[int]:
@@ -357,10 +422,14 @@ def load_session(engine: Engine, session_id: int) -> StoredSession:
             .all()
         )
         stored_requests = load_requests(conn, session_id)
+        offered = (conn.execute(select(tool_lists.c.tools)
+                                .where(tool_lists.c.hash == row.tools_hash)).scalar()
+                   if row.tools_hash else None)
     stored = rebuild_session(
         row, turn_rows, call_rows, found, child_ids,
         parent_key=row.parent_key, child_key=lambda c: c.child_key,
     )
+    stored.record.offered_tools = json.loads(offered) if offered else None
     for turn in stored.record.turns:  # a capped request is no longer the exact context
         kept = stored_requests.get(turn.index)
         turn.request = kept.request if kept is not None and not kept.capped else None

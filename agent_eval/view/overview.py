@@ -22,7 +22,7 @@ from agent_eval.report.charts import change_chart, class_chart, error_chart
 from agent_eval.report.lists import ListCell as Cell  # one linked-cell record for report and view
 from agent_eval.report.runs import run_cells
 from agent_eval.store import Page, RunInfo, Store
-from agent_eval.transcript import EXIT_STATES, NEXT_ACTIONS
+from agent_eval.transcript import EXIT_STATES, NEXT_ACTIONS, completeness_text
 from agent_eval.view.intervals import (
     ClusteredView,
     TargetAnalysis,
@@ -147,6 +147,8 @@ class RunPage:
     error_chart: Markup = Markup("")  # errors/100 per target with its interval
     class_chart: Markup = Markup("")  # per-class bars per target
     trend: Markup | None = None  # the label's nightly trend, each point a link to its run
+    # a run from telemetry (``agent-eval collect``): what it could prove, in words
+    completeness: str = ""
 
 
 TARGET_HEAD = ("target", "sessions", "tool calls", "errors", "errors/100 [95% CI]",
@@ -183,6 +185,8 @@ def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPag
         clustered_href=None if inline else f"/runs/{run_id}?intervals=1",
         error_chart=error_chart(figures), class_chart=class_chart(figures),
         trend=_trend(store, info.label),
+        completeness=completeness_text(store.run_telemetry(run_id))
+        if info.suite == "otlp" else "",
     )
 
 

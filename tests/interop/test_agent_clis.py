@@ -196,6 +196,27 @@ def test_a_sandboxed_program_reaches_its_one_port_and_nothing_else(sandbox_ok) -
     assert leftover.stdout == ""  # the pid namespace took the background `sleep` with it
 
 
+def test_a_second_port_asked_for_is_reached_and_still_nothing_else(sandbox_ok) -> None:
+    """The telemetry collector beside the model: ``extra_ports`` opens exactly that one."""
+    model, model_port = _echo_server()
+    collector, collector_port = _echo_server()
+    other, other_port = _echo_server()
+    try:
+        with Sandbox(model_port, extra_ports={4318: collector_port}) as box:
+            probe = PROBE.replace("PORT", "4318").replace("OTHER", str(other_port))
+            (box.home / "project" / "probe.py").write_text(probe)
+            outcome = box.run(["python3", "probe.py"], {}, timeout=60)
+            assert outcome.returncode == 0, outcome.stderr
+            seen = json.loads(outcome.stdout)
+            relayed = len(box.extra_relays[4318].connections)
+    finally:
+        for server in (model, collector, other):
+            server.close()
+    assert seen["allowed"] == "reached:pong" and relayed == 1
+    assert seen["other_port"].startswith("ConnectionRefusedError")
+    assert seen["internet"] == "OSError:101" and seen["dns"] == "failed"
+
+
 def test_a_sandboxed_program_is_killed_at_its_deadline(sandbox_ok) -> None:
     with Sandbox(9) as box:
         outcome = box.run(["sh", "-c", "sleep 300 & sleep 300"], {}, timeout=2)
@@ -383,3 +404,56 @@ def test_cli_runs_shell_read_and_subagent_calls_through_the_proxy(
     assert all(not r.calls and r.parent_key is None for r in sides)
     if name == "opencode":
         assert [t for r in sides for t in r.tags if t.startswith("side:")] == ["side:title"]
+
+
+# --- the CLIs' own telemetry, to `agent-eval collect`, against the proxy's record ---------
+
+TELEMETRY_CLIS = ("claude-code", "codex", "gemini-cli")
+
+
+def _collected(work: Path, label: str) -> list:
+    with open_store(f"sqlite:///{work / 'collect.db'}") as store:
+        run = store.resolve_run(f"label:{label}")
+        return [s.record for s in store.iter_sessions([run.id])]
+
+
+def _judged(records: list) -> list[tuple[str, str | None, str, str | None]]:
+    """Every judged call as (tool, command, decision, primary), in order."""
+    return [(c.tool, c.command, c.decision, c.primary) for r in records for c in r.calls]
+
+
+@pytest.mark.parametrize("name", TELEMETRY_CLIS)
+def test_cli_telemetry_lands_as_the_sessions_and_verdicts_the_proxy_recorded(
+        sandbox_ok, name: str, tmp_path: Path) -> None:
+    """The CLI plays a bundled scenario through the proxy to the simulator with its own
+    OpenTelemetry export pointed at `agent-eval collect` (a second sandbox port): the
+    telemetry path stores one session per conversation the proxy stored, and the same
+    calls with the same verdicts; a call telemetry could not carry whole is counted as not
+    judged, never as allowed."""
+    _ensure_installed(name)
+    suite = load_suite(data_dir() / "scenarios" / BUNDLED_SUITE_NAME)
+    scenario = suite.scenarios[SCENARIO].spec
+    with capture(name, upstream="sim", prompt=scenario.task.strip(), work=tmp_path,
+                 timeout=CLI_TIMEOUT_S, allowlist=CLI_ALLOWLIST, telemetry=True) as run:
+        assert run.outcome.returncode == 0, run.outcome.stderr[-2000:]
+        collect_said = run.collect_said
+        posted = [x.request.target for c in run.telemetry for x in _exchanges(c)]
+    assert posted, f"{name} sent no telemetry: {collect_said[-1000:]}"
+    assert "0 refused" in collect_said, collect_said[-1000:]
+    proxied = [r for r in _stored(tmp_path, f"cli-{name}") if "side-request" not in r.tags]
+    collected = _collected(tmp_path, f"otlp-{name}")
+    assert len(collected) == len(proxied) == 1, (
+        [(r.key, r.tags) for r in collected], [(r.key, r.tags) for r in proxied])
+    not_judged = sum(int(t.split(":")[1]) for r in collected for t in r.tags
+                     if t.startswith("skipped_calls:"))
+    assert not_judged == 0, [m["content"] for r in collected for m in r.messages]
+    assert _judged(proxied), "the proxy judged no call"
+    assert _judged(collected) == _judged(proxied)
+    assert collected[0].source == "otlp" and any(
+        t.startswith("otlp_events:") for t in collected[0].tags)
+
+
+def _exchanges(connection):
+    from clis.wire import exchanges
+
+    return exchanges(connection)

@@ -27,7 +27,8 @@ def judge(example: Example):
         return check_command(example.text, RALF)
     if example.kind == "read":
         return check_read(example.text, RALF)
-    return check_call(example.tool, example.text, RALF, profiles=example.client)
+    return check_call(example.tool, example.text, RALF, profiles=example.client,
+                      schema=json.loads(example.schema) if example.schema else None)
 
 
 def _examples(which: str):
@@ -52,10 +53,10 @@ def test_good_example_is_allowed(code, example):
 
 
 def test_every_design_code_is_registered_once_in_code_order():
-    design = ["AE101", "AE102", "AE103", "AE104", "AE105", "AE106", "AE107", "AE201", "AE202", "AE301", "AE302", "AE303",
+    design = ["AE101", "AE102", "AE103", "AE104", "AE105", "AE106", "AE107", "AE108", "AE201", "AE202", "AE301", "AE302", "AE303",
               "AE304", "AE305", "AE306", "AE307", "AE308", "AE309", "AE310", "AE311", "AE312",
               "AE313", "AE320", "AE401", "AE402", "AE403", "AE404", "AE501", "AE502",
-              "AE503", "AE504", "AE505", "AE506", "AE507", "AE508", "AE509"]
+              "AE503", "AE504", "AE505", "AE506", "AE507", "AE508", "AE509", "AE510"]
     assert list(RULES) == design
 
 
@@ -79,7 +80,7 @@ def test_session_rules_are_not_engine_rules_and_have_no_precedence():
 
 
 def test_precedence_is_the_design_order_over_every_call_code():
-    assert PRECEDENCE == ("AE101", "AE102", "AE103", "AE104", "AE106", "AE107", "AE105", "AE202", "AE201", "AE305",
+    assert PRECEDENCE == ("AE101", "AE102", "AE103", "AE104", "AE106", "AE107", "AE105", "AE108", "AE202", "AE201", "AE305",
                           "AE308", "AE306", "AE301", "AE304", "AE302", "AE303", "AE312",
                           "AE313", "AE307", "AE309", "AE310", "AE311", "AE320")
     assert set(PRECEDENCE) == {c for c, r in RULES.items() if r.scope not in ("session", "stack")}
@@ -136,7 +137,7 @@ def test_good_wire_example_yields_no_stack_fault(code, example):
 
 def test_stack_rules_are_wire_examples_outside_the_engine_and_its_precedence():
     stack = [r for r in RULES.values() if r.scope == "stack"]
-    assert [r.code for r in stack] == [f"AE50{i}" for i in range(1, 10)]
+    assert [r.code for r in stack] == [f"AE5{i:02}" for i in range(1, 11)]
     assert not any(r.emitted_by_engine for r in stack)
     assert not {r.code for r in stack} & set(PRECEDENCE)
     assert all(ex.kind == "wire" for r in stack for ex in r.bad + r.good)

@@ -120,7 +120,7 @@ def test_protobuf_without_the_extra_is_a_415_that_says_what_to_do(receiver, monk
     ("/v1/logs", b'{"resourceLogs": 3}', "application/json", 400, "resourceLogs is not a list"),
     ("/v1/logs", b"\x0a\x05\xff", "application/x-protobuf", 400, "not an OTLP/protobuf logs export"),
     ("/v1/logs", b"{}", "text/plain", 415, "send application/json"),
-    ("/v1/metrics", b"{}", "application/json", 404, "POST /v1/logs or /v1/traces"),
+    ("/v1/profiles", b"{}", "application/json", 404, "POST /v1/logs or /v1/traces"),
     ("/v1/traces", b"x" * (65 * 1024), "application/json", 413, "body over 65536 bytes"),
     ("/v1/traces", gzip.compress(b" " * (65 * 1024)), "application/json", 413, "inflated body over"),
 ], ids=["not-json", "wrong-shape", "broken-protobuf", "other-type", "other-path", "too-large",
@@ -148,3 +148,78 @@ def test_a_session_idle_past_the_timeout_is_stored_and_its_run_named(store):
     [row] = store.session_rows([collector.stats.run_id])
     assert (row.scenario, row.n_calls) == ("gemini_cli:gem-sess-9", 2)
     assert collector.close().sessions == 1
+
+
+def test_a_steady_stream_on_one_connection_still_stores_the_sessions_gone_idle(store,
+                                                                                 monkeypatch):
+    """A keep-alive connection posting without pause never returns to the serving loop
+    (whose service_actions stores idle sessions): each request stores them too."""
+    import agent_eval.proxy.collect as collect_module
+
+    clock = [1000.0]
+    monkeypatch.setattr(collect_module.time, "monotonic", lambda: clock[0])
+    collector = Collector(store, load_policy("allowlists/ralf.yaml"), label="stream", idle_s=60)
+    gemini = (FIXTURES / "gemini_cli.logs.json").read_bytes()
+    codex = (FIXTURES / "codex.logs.json").read_bytes()
+    assert collector.receive("/v1/logs", "application/json", "", gemini) == (200, "{}")
+    clock[0] += 61  # gemini's session idle past the timeout; codex's stream goes on
+    assert collector.receive("/v1/logs", "application/json", "", codex) == (200, "{}")
+    assert collector.stats.sessions == 1
+    assert [key[0] for key in collector.stitcher.open] == ["codex"]
+
+
+def _raw_post(server: CollectServer, head: bytes, body: bytes) -> bytes:
+    """One request written by hand (chunked framing), the raw answer."""
+    import socket
+
+    host, port = server.server_address[:2]
+    with socket.create_connection((str(host), int(port)), timeout=30) as conn:
+        conn.sendall(head + body)
+        conn.shutdown(socket.SHUT_WR)
+        answer = b""
+        while piece := conn.recv(65536):
+            answer += piece
+    return answer
+
+
+def _chunked(data: bytes, size: int = 1000) -> bytes:
+    out = b"".join(b"%x\r\n%s\r\n" % (len(data[i:i + size]), data[i:i + size])
+                   for i in range(0, len(data), size))
+    return out + b"0\r\n\r\n"
+
+
+CHUNKED_HEAD = (b"POST /v1/logs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+
+
+def test_a_chunked_body_as_opentelemetry_js_sends_it_is_read(receiver, store):
+    """OpenTelemetry JS's OTLP/HTTP exporter (Gemini CLI's, 0.218.0) sends its bodies with
+    Transfer-Encoding: chunked and no Content-Length: once answered 411, now read."""
+    server, result = receiver
+    answer = _raw_post(server, CHUNKED_HEAD,
+                       _chunked((FIXTURES / "gemini_cli.logs.json").read_bytes()))
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+    stats = stop(server, result)
+    assert (stats.requests, stats.refused, stats.sessions, stats.calls) == (1, 0, 1, 2)
+
+
+def test_a_chunked_body_over_the_cap_is_a_413_and_the_connection_ends(receiver):
+    server, result = receiver
+    answer = _raw_post(server, CHUNKED_HEAD, _chunked(b"x" * (65 * 1024), size=8192))
+    assert answer.startswith(b"HTTP/1.1 413") and answer.count(b"HTTP/1.1") == 1
+    assert stop(server, result).refused == 1
+
+
+def test_metrics_sent_to_the_same_endpoint_are_answered_and_not_read(receiver):
+    server, result = receiver
+    assert post(server, "/v1/metrics", b'{"resourceMetrics": []}') == (200, "{}")
+    stats = stop(server, result)
+    assert (stats.ignored, stats.refused) == (1, 0)
+
+
+def test_a_body_without_length_is_a_411_counted_and_the_connection_ends(receiver):
+    server, result = receiver
+    answer = _raw_post(server, b"POST /v1/logs HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                               b"application/json\r\n\r\n", b"{}")
+    assert answer.startswith(b"HTTP/1.1 411") and answer.count(b"HTTP/1.1") == 1
+    assert stop(server, result).refused == 1

@@ -27,7 +27,16 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .catalog import CLIS, CLIS_DIR, CWD, REPO, AgentCli, Invocation
+from .catalog import (
+    CLIS,
+    CLIS_DIR,
+    CWD,
+    REPO,
+    TELEMETRY_PORT,
+    AgentCli,
+    Invocation,
+    with_telemetry,
+)
 from .sandbox import Connection, Outcome, Relay, Sandbox
 from .upstream import READ_FILE, READ_TEXT, CaptureUpstream, serve_capture
 from .wire import Exchange, exchanges
@@ -51,6 +60,8 @@ class Capture:
     upstream: CaptureUpstream | None = None  # the scripted upstream, when it was that
     upstream_kind: str = "capture"  # "capture" or "sim"
     started: str = field(default_factory=lambda: datetime.date.today().isoformat())
+    collect_said: str = ""  # ``agent-eval collect``'s output, when telemetry was on
+    telemetry: list[Connection] = field(default_factory=list)  # CLI <-> collector
 
     def client_exchanges(self) -> list[Exchange]:
         """What the CLI sent and got, in the order the requests started."""
@@ -108,10 +119,12 @@ def _port(url: str) -> int:
 @contextmanager
 def capture(name: str, *, upstream: str = "capture", prompt: str = PROMPT,
             work: Path, timeout: float = 120.0, keep: bool = False,
-            allowlist: Path = ALLOWLIST) -> Iterator[Capture]:
+            allowlist: Path = ALLOWLIST, telemetry: bool = False) -> Iterator[Capture]:
     """Run CLI ``name`` once with ``prompt``; yield the ``Capture`` while its sandbox folder
     still exists.  ``work`` holds the proxy's store and the servers' logs; the proxy judges
-    under ``allowlist``."""
+    under ``allowlist``.  ``telemetry``: the CLI also exports its OpenTelemetry events
+    (``catalog.with_telemetry``) to ``agent-eval collect`` (store ``work/collect.db``,
+    label ``otlp-NAME``, the same allow-list), reached as a second port of the sandbox."""
     cli = CLIS[name]
     agent_eval = shutil.which("agent-eval") or str(Path(sys.executable).with_name("agent-eval"))
     with ExitStack() as stack:
@@ -131,16 +144,34 @@ def capture(name: str, *, upstream: str = "capture", prompt: str = PROMPT,
              "--allowlist", str(allowlist), "--port", "0", "--idle-timeout", "600",
              "--label", f"cli-{name}", "--journal", str(work / "proxy.journal"),
              "--db", f"sqlite:///{work / 'proxy.db'}"], work, "proxy"))
-        box = stack.enter_context(Sandbox(_port(proxy_url), clis_dir=CLIS_DIR, keep=keep))
+        extra: dict[int, int] = {}
+        collector = None
+        if telemetry:
+            collector, collect_url = stack.enter_context(_process(
+                [agent_eval, "collect", "--allowlist", str(allowlist), "--port", "0",
+                 "--idle-timeout", "600", "--label", f"otlp-{name}",
+                 "--db", f"sqlite:///{work / 'collect.db'}"], work, "collect"))
+            extra[TELEMETRY_PORT] = _port(collect_url)
+        box = stack.enter_context(Sandbox(_port(proxy_url), clis_dir=CLIS_DIR, keep=keep,
+                                          extra_ports=extra))
         (box.home / "project" / READ_FILE).write_text(READ_TEXT)
         invocation = cli.prepare(box.home, box.base_url, prompt)
+        if telemetry:
+            invocation = with_telemetry(name, box.home, invocation)
         outcome = box.run(invocation.argv, invocation.env, timeout=timeout,
                           stdin=invocation.stdin.encode())
         proxy.send_signal(signal.SIGINT)
         said, _ = proxy.communicate(timeout=60)
         said += (work / "proxy.stderr").read_text()  # its exit line is on stderr
+        collect_said = ""
+        if collector is not None:  # stopping it stores every open session
+            collector.send_signal(signal.SIGINT)
+            collect_said, _ = collector.communicate(timeout=120)
+            collect_said += (work / "collect.stderr").read_text()
         yield Capture(cli, invocation, outcome, box.relay.connections, tap.connections,
-                      said, box.home, served, upstream)
+                      said, box.home, served, upstream, collect_said=collect_said,
+                      telemetry=box.extra_relays[TELEMETRY_PORT].connections if telemetry
+                      else [])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -198,6 +198,53 @@ def gemini_cli(home: Path, base_url: str, prompt: str) -> Invocation:
                        "-p", prompt], env)
 
 
+# --- telemetry: each CLI's own OpenTelemetry export, pointed at ``agent-eval collect`` ----
+
+TELEMETRY_PORT = 4318
+"""The port the collector is reached at inside the sandbox (OTLP/HTTP's own)."""
+
+
+def with_telemetry(name: str, home: Path, invocation: Invocation,
+                   endpoint: str = f"http://127.0.0.1:{TELEMETRY_PORT}") -> Invocation:
+    """``invocation`` with the CLI's telemetry exported to ``endpoint`` (OTLP/HTTP JSON),
+    as each CLI documents it:
+
+    - Claude Code (code.claude.com/docs/en/monitoring-usage): ``CLAUDE_CODE_ENABLE_TELEMETRY``,
+      ``OTEL_LOGS_EXPORTER=otlp``, ``OTEL_EXPORTER_OTLP_PROTOCOL=http/json``,
+      ``OTEL_EXPORTER_OTLP_ENDPOINT``; ``OTEL_LOG_TOOL_DETAILS=1`` for the tool input; the
+      switches that turn all non-essential traffic off are dropped for the run;
+    - Codex (openai/codex docs/config.md, ``[otel]``): ``exporter = { otlp-http = {
+      endpoint = ".../v1/logs", protocol = "json" } }``;
+    - Gemini CLI (docs/cli/telemetry.md): ``telemetry.enabled``, ``target = "local"``,
+      ``otlpEndpoint``, ``otlpProtocol = "http"`` in settings.json; ``logPrompts`` on, as
+      its ``gemini_cli.tool_call`` carries ``function_args`` only then (seen with 0.61.0:
+      without it the event names the tool and the decision, not the arguments).
+    """
+    env = dict(invocation.env)
+    if name == "claude-code":
+        for key in ("DISABLE_TELEMETRY", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"):
+            env.pop(key, None)
+        env.update({"CLAUDE_CODE_ENABLE_TELEMETRY": "1", "OTEL_LOGS_EXPORTER": "otlp",
+                    "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
+                    "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_LOG_TOOL_DETAILS": "1",
+                    "OTEL_LOGS_EXPORT_INTERVAL": "1000"})
+    elif name == "codex":
+        config = home / ".codex" / "config.toml"
+        config.write_text(config.read_text().replace(
+            '[otel]\nexporter = "none"\n',
+            f'[otel]\nlog_user_prompt = false\nexporter = {{ otlp-http = {{ endpoint = '
+            f'"{endpoint}/v1/logs", protocol = "json" }} }}\n'))
+    elif name == "gemini-cli":
+        settings_file = home / ".gemini" / "settings.json"
+        settings = json.loads(settings_file.read_text())
+        settings["telemetry"] = {"enabled": True, "target": "local", "otlpEndpoint": endpoint,
+                                 "otlpProtocol": "http", "logPrompts": True}
+        settings_file.write_text(json.dumps(settings, indent=2))
+    else:
+        raise ValueError(f"{name}: no telemetry export set up for it here")
+    return Invocation(invocation.argv, env, invocation.stdin)
+
+
 @dataclass(frozen=True)
 class AgentCli:
     pin: Pin

@@ -22,7 +22,8 @@ Steps, in order:
 4. bind the sandbox folder read-write at its inside path (``/home/agent``), the CLI cache
    read-only, and the relay's socket folder (mode 0700, root's) at ``/run/agent-eval-relay``;
 5. listen on ``127.0.0.1:PORT`` in this namespace and relay each connection to the UNIX
-   socket, whose other end (outside) connects to the one host port allowed;
+   socket, whose other end (outside) connects to the one host port allowed (and each
+   ``extra`` port, when the run asks for one, to its own socket and host port);
 6. run the CLI with ``user``/``group`` set (no supplementary groups, ``no_new_privs`` so a
    setuid binary cannot give root back), the environment given and nothing inherited,
    stdin, stdout and stderr from and to files of the sandbox folder; kill its whole
@@ -131,6 +132,15 @@ def main(spec_path: str) -> int:
     listener.listen(64)
     threading.Thread(target=relay, args=(listener, f"{RELAY_DIR}/relay.sock"),
                      daemon=True).start()
+    # 5b. a second port, when asked (``extra``: the telemetry collector beside the model),
+    # each relayed over its own socket in the same root-only folder
+    for extra in spec.get("extra", []):
+        more = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        more.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        more.bind(("127.0.0.1", extra["port"]))
+        more.listen(64)
+        threading.Thread(target=relay, args=(more, f"{RELAY_DIR}/{extra['socket']}"),
+                         daemon=True).start()
     # 6. the CLI, unprivileged; no_new_privs is inherited and keeps execve from ever
     # granting privileges again (setuid binaries, file capabilities)
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:

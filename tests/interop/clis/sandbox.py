@@ -16,7 +16,9 @@ A run (``Sandbox.run``) is, from the outside in:
 - **network**: inside, ``127.0.0.1:PORT`` is served by a relay (``inner.py``) that forwards
   each connection over a UNIX socket in a root-only folder to the host-side ``Relay``,
   which connects to the one host port given (``agent-eval proxy``).  Every other address,
-  port and name lookup fails inside: there is no route and no resolver.  The host-side
+  port and name lookup fails inside: there is no route and no resolver (a run may ask for
+  a second port, ``extra_ports``: the telemetry collector's, relayed the same way over its
+  own socket to its own host port).  The host-side
   relay also records both byte streams of each connection (``Relay.connections``), which is
   how the tests see exactly what a CLI sent.
 
@@ -168,7 +170,10 @@ class Sandbox:
     the folder is deleted on exit unless ``keep``."""
 
     def __init__(self, upstream_port: int, *, port: int = 8100, clis_dir: Path | None = None,
-                 keep: bool = False) -> None:
+                 keep: bool = False, extra_ports: dict[int, int] | None = None) -> None:
+        """``extra_ports``: further ``{inside port: host port}`` the CLI may reach (the
+        telemetry collector beside the model), each through its own recording relay
+        (``extra_relays``); nothing else is opened."""
         reason = unavailable()
         if reason:
             raise RuntimeError(reason)
@@ -182,6 +187,13 @@ class Sandbox:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(str(self._relay_dir / "relay.sock"))
         self.relay = Relay(listener, upstream_port)
+        self.extra_relays: dict[int, Relay] = {}
+        for inside, host in (extra_ports or {}).items():
+            if inside == port:
+                raise ValueError(f"port {inside} is the CLI's model port")
+            more = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            more.bind(str(self._relay_dir / f"relay-{inside}.sock"))
+            self.extra_relays[inside] = Relay(more, host)
 
     @property
     def base_url(self) -> str:
@@ -210,7 +222,9 @@ class Sandbox:
                     "PATH": "/usr/local/bin:/usr/bin:/bin", **env}
         spec = {"argv": argv, "env": full_env, "cwd": cwd, "uid": self.uid, "gid": self.gid,
                 "port": self.port, "timeout": timeout, "binds": binds, "hide": list(HIDE),
-                "relay_dir": str(self._relay_dir), "output_dir": str(out)}
+                "relay_dir": str(self._relay_dir), "output_dir": str(out),
+                "extra": [{"port": inside, "socket": f"relay-{inside}.sock"}
+                          for inside in self.extra_relays]}
         spec_file = self.root / "spec.json"
         spec_file.write_text(json.dumps(spec))
         python = os.path.realpath(sys._base_executable)  # stdlib only; outside hidden folders
@@ -237,5 +251,7 @@ class Sandbox:
 
     def __exit__(self, *exc: object) -> None:
         self.relay.close()
+        for relay in self.extra_relays.values():
+            relay.close()
         if not self.keep:
             shutil.rmtree(self.root, ignore_errors=True)
