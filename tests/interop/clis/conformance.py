@@ -1,18 +1,21 @@
-"""Record what a real agent CLI does with one command under its own rules: the conformance
-corpus (``tests/fixtures/conformance/``).
+"""Record what a real agent CLI does with the commands of the conformance corpus under its
+own rules (``tests/fixtures/conformance/``).
 
-For each command of ``CORPUS`` the CLI runs once, confined by ``clis.sandbox`` (the
-unprivileged user, its own namespaces, one loopback port), unattended in the mode given,
-with a configuration holding the case's rules, in front of a scripted model that emits
-exactly that command through the CLI's shell tool and then ends.  What the CLI did is read
-from the tool result it sent back: ``ran`` (the command ran, in the CLI's sandbox or
-not), ``asked`` (a prompt nobody answered: blocked) or ``refused``.  The tool result's
-first line is kept beside the outcome, so every row can be checked by eye.
+For each (CLI, mode) the CLI runs confined by ``clis.sandbox`` (the unprivileged user, its
+own namespaces, one loopback port), unattended in the mode given, with a configuration
+holding the corpus's rules, in front of a scripted model (``Script``) that asks for the
+commands one a turn through the CLI's shell tool, all in one session (a CLI that ends its
+session early is started again from the first command it did not answer), then ends.
+What the CLI did with each is read from the tool result it sent back: ``ran`` (the
+command ran, in the CLI's sandbox or not), ``asked`` (a prompt nobody answered: blocked)
+or ``refused``.  The tool result's first line is kept beside the outcome, so every row
+can be checked by eye.  One recording takes about 5 s.
 
     python -m clis.conformance claude-code codex   # from tests/interop, as root
 
-Never run by the test suite (each CLI run takes seconds); the recorded files are, by
-``tests/policy/test_conformance.py``.
+``tests/interop/test_conformance_live.py`` records every (CLI, mode) live in CI and holds
+agent-eval's harness verdict to it; ``tests/policy/test_conformance.py`` does the same
+with the committed recordings.
 """
 
 from __future__ import annotations
@@ -28,18 +31,17 @@ from typing import Any
 
 from aiohttp import web
 
-from .catalog import CLIS, CLIS_DIR, PINNED, REPO, claude_code, codex
+from .catalog import CLIS_DIR, PINNED, REPO, claude_code, codex
 from .sandbox import Sandbox
 from .upstream import (
     SHELL_TOOLS,
     Call,
+    Conversation,
     Step,
     _offered,
     arguments_for,
-    read_messages,
-    read_responses,
-    reply_messages,
-    reply_responses,
+    fill_schema,
+    route_of,
     serve_handler,
 )
 
@@ -95,34 +97,65 @@ CORPUS: list[tuple[str, str]] = [
 
 
 @dataclass
-class OneCommand:
-    """The scripted model: the command once through the shell tool, then a final text;
-    the tool result the CLI sent back is kept."""
+class Script:
+    """The scripted model of one session: the commands in order through the shell tool,
+    one a turn (the request carrying N tool results is answered with command N), then a
+    final text.  ``results[i]`` is the tool result the CLI sent back for command ``i``.
+    A request offering no shell tool (titles, prefix checks, JSON side questions) gets a
+    short text or a JSON object filling its schema."""
 
-    command: str
-    results: list[str] = field(default_factory=list)
+    commands: list[str]
+    results: dict[int, str] = field(default_factory=dict)
 
-    def step(self, tools: dict[str, Any], done: int) -> Step:
-        shell = _offered(tools, SHELL_TOOLS)
+    def step(self, conv: Conversation, result: str | None) -> Step:
+        if conv.wants_json is not None:
+            return Step(text=json.dumps(fill_schema(conv.wants_json)))
+        shell = _offered(conv.tools, SHELL_TOOLS)
         if shell is None:
             return Step(text="Conformance")
-        if done == 0:
-            return Step(call=Call(shell, arguments_for(shell, tools[shell], "shell",
-                                                        self.command, CWD)))
+        done = conv.tool_results
+        if done and result is not None and done <= len(self.commands):
+            self.results[done - 1] = result
+        if done < len(self.commands):
+            return Step(call=Call(shell, arguments_for(shell, conv.tools[shell], "shell",
+                                                        self.commands[done], CWD)))
         return Step(text=FINAL)
 
 
-def _result_text(protocol: str, body: dict[str, Any]) -> str | None:
-    """The last tool result of a request, as text."""
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(_text(c.get("text", "") if isinstance(c, dict) else c)
+                        for c in content)
+    if isinstance(content, dict):
+        return json.dumps(content)
+    return ""
+
+
+def result_text(protocol: str, body: dict[str, Any]) -> str | None:
+    """The last tool result of a request, as text (``[error] `` first when the CLI marked
+    it an error)."""
     if protocol == "messages":
         for m in reversed(body.get("messages") or []):
             for b in m.get("content") if isinstance(m.get("content"), list) else []:
                 if isinstance(b, dict) and b.get("type") == "tool_result":
-                    content = b.get("content")
-                    text = content if isinstance(content, str) else " ".join(
-                        c.get("text", "") for c in content or [] if isinstance(c, dict))
-                    return ("[error] " if b.get("is_error") else "") + text
+                    return ("[error] " if b.get("is_error") else "") + _text(b.get("content"))
         return None
+    if protocol == "chat":
+        tools = [m for m in body.get("messages") or [] if m.get("role") == "tool"]
+        return _text(tools[-1].get("content")) if tools else None
+    if protocol == "gemini":
+        responses = [p["functionResponse"] for c in body.get("contents") or []
+                     for p in c.get("parts") or [] if "functionResponse" in p]
+        if not responses:
+            return None
+        answer = responses[-1].get("response") or {}
+        if isinstance(answer, dict) and set(answer) <= {"output", "error"}:
+            text = str(answer.get("output") or "")
+            return ("[error] " + str(answer["error"]) + " " + text) if answer.get("error") \
+                else text
+        return _text(answer)
     items = body.get("input") or []
     outputs = [i.get("output") for i in items if isinstance(i, dict)
                and str(i.get("type", "")).endswith("_output")]
@@ -133,23 +166,29 @@ def _result_text(protocol: str, body: dict[str, Any]) -> str | None:
 
 
 @contextmanager
-def serve(model: OneCommand, protocol: str) -> Iterator[int]:
-    read, write = {"messages": (read_messages, reply_messages),
-                   "responses": (read_responses, reply_responses)}[protocol]
+def serve(script: Script) -> Iterator[int]:
+    """The scripted model on a free loopback port, in whichever protocol a request uses."""
 
     async def handle(request: web.Request) -> web.StreamResponse:
         raw = await request.read()
-        body = json.loads(raw) if raw else {}
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError:
+            body = {}
         if request.method == "GET":
-            return web.json_response({"object": "list", "data": [{"id": "capture"}]})
-        if request.path.endswith("count_tokens"):
-            return web.json_response({"input_tokens": 10})
-        conv = read(body)
-        if conv.tool_results:
-            text = _result_text(protocol, body)
-            if text is not None:
-                model.results.append(text)
-        payload, kind = write(body, model.step(conv.tools, conv.tool_results))
+            return web.json_response({"object": "list", "data": [
+                {"id": "capture", "object": "model", "created": 0, "owned_by": "capture"}]})
+        route = route_of(request.path)
+        if route is None:
+            return web.json_response({"error": {"message": "not here"}}, status=404)
+        protocol, read, write = route
+        if read is None:
+            return web.Response(body=write(body), headers={"Content-Type": "application/json"})
+        step = script.step(read(body), result_text(protocol, body))
+        if protocol == "gemini":
+            payload, kind = write(body, step, stream="stream" in request.path)
+        else:
+            payload, kind = write(body, step)
         return web.Response(body=payload, headers={"Content-Type": kind})
 
     with serve_handler(handle, 64 * 1024 * 1024, "conformance-model") as port:
@@ -177,9 +216,9 @@ def outcome_of(name: str, text: str | None) -> str:
     return "ran"
 
 
-def invocation(name: str, box: Sandbox, mode: str):
+def invocation(name: str, box: Sandbox, mode: str) -> tuple[list[str], dict[str, str]]:
     """The CLI's invocation with the case's rules in its HOME, unattended in ``mode``."""
-    prompt = "Run the one shell command you are given."
+    prompt = "Run the shell commands you are given, one at a time."
     if name == "claude-code":
         inv = claude_code(box.home, box.base_url, prompt)
         settings = {"permissions": {**CLAUDE_RULES, "defaultMode": mode}}
@@ -196,29 +235,73 @@ def invocation(name: str, box: Sandbox, mode: str):
     return argv, inv.env
 
 
-def record(name: str, mode: str, timeout: float = 90.0) -> Path:
-    protocol = CLIS[name].protocol
-    rows = []
-    for category, command in CORPUS:
-        model = OneCommand(command)
-        with serve(model, protocol) as port, Sandbox(port, clis_dir=CLIS_DIR) as box:
+RULES = {"claude-code": CLAUDE_RULES, "codex": CODEX_RULES}
+DEFAULT_MODES = {"claude-code": "default", "codex": "never/workspace-write"}
+SESSIONS = 4
+"""Sessions at most per recording: a CLI that ends its session before the last command
+(a crash, a turn limit) is started again from the first command it did not answer."""
+
+
+@dataclass
+class Recording:
+    """What one CLI did with the corpus in one mode, and how the sessions ended."""
+
+    cli: str
+    version: str
+    mode: str
+    rules: Any
+    cases: list[dict[str, str]]
+    sessions: list[str] = field(default_factory=list)  # "exit N, K commands answered"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"cli": self.cli, "version": self.version, "mode": self.mode,
+                "rules": self.rules, "cases": self.cases}
+
+
+def _shown(text: str | None) -> str:
+    return " ⏎ ".join(line for line in (text or "").strip().splitlines() if line.strip())[:240]
+
+
+def record(name: str, mode: str, corpus: list[tuple[str, str]] | None = None, *,
+           timeout: float = 300.0, log: Any = None) -> Recording:
+    """Run ``name`` on every command of ``corpus`` (default ``CORPUS``) in ``mode``:
+    batched, all commands in one session when the CLI keeps going."""
+    corpus = CORPUS if corpus is None else corpus
+    commands = [command for _, command in corpus]
+    results: dict[int, str] = {}
+    sessions: list[str] = []
+    start = 0
+    while start < len(commands) and len(sessions) < SESSIONS:
+        script = Script(commands[start:])
+        with serve(script) as port, Sandbox(port, clis_dir=CLIS_DIR) as box:
             (box.home / "project" / "notes.txt").write_text("conformance notes\n")
             (box.home / "project" / ".git").mkdir()
             argv, env = invocation(name, box, mode)
             done = box.run(argv, env, timeout=timeout)
-        text = model.results[0] if model.results else None
-        shown = text if text is not None else f"(no tool result; exit {done.returncode})"
-        rows.append({"category": category, "command": command,
-                     "outcome": outcome_of(name, text),
-                     "result": " ⏎ ".join(line for line in shown.strip().splitlines()
-                                          if line.strip())[:240]})
-        print(f"{name} {mode}: {rows[-1]['outcome']:7} {command!r}", file=sys.stderr)
-    version = PINNED[name].version
+        for index, text in script.results.items():
+            results[start + index] = text
+        answered = len(script.results)
+        sessions.append(f"exit {done.returncode}, {answered} of {len(script.commands)} "
+                        "commands answered")
+        if log is not None:
+            print(f"{name} {mode}: session {len(sessions)}: {sessions[-1]}", file=log)
+        if answered == 0 and not done.returncode == 0:
+            start += 1  # the CLI failed on this one: record it unanswered, go on
+        else:
+            start += max(answered, 1)
+    cases = []
+    for index, (category, command) in enumerate(corpus):
+        text = results.get(index)
+        cases.append({"category": category, "command": command,
+                      "outcome": outcome_of(name, text),
+                      "result": _shown(text) if text is not None else "(no tool result)"})
+    return Recording(name, PINNED[name].version, mode, RULES[name], cases, sessions)
+
+
+def write(recording: Recording) -> Path:
     OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"{name}-{version}-{mode.replace('/', '_')}.json"
-    rules = CLAUDE_RULES if name == "claude-code" else CODEX_RULES
-    path.write_text(json.dumps({"cli": name, "version": version, "mode": mode,
-                                "rules": rules, "cases": rows}, indent=1) + "\n")
+    path = OUT / f"{recording.cli}-{recording.version}-{recording.mode.replace('/', '_')}.json"
+    path.write_text(json.dumps(recording.as_json(), indent=1) + "\n")
     return path
 
 
@@ -229,8 +312,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="default: claude-code `default`, codex `never/workspace-write`")
     args = parser.parse_args(argv)
     for name in args.clis:
-        mode = args.mode or ("default" if name == "claude-code" else "never/workspace-write")
-        print(record(name, mode))
+        mode = args.mode or DEFAULT_MODES[name]
+        recording = record(name, mode, log=sys.stderr)
+        for case in recording.cases:
+            print(f"{name} {mode}: {case['outcome']:7} {case['command']!r}", file=sys.stderr)
+        print(write(recording))
     return 0
 
 

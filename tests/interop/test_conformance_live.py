@@ -1,0 +1,75 @@
+"""The conformance corpus played live through the pinned agent CLIs, each judged by
+agent-eval's harness verdict for the same rules, release and mode.
+
+Each (CLI, mode) is one recording by ``clis.conformance.record``: the CLI runs confined
+(``clis.sandbox``: the unprivileged ``agent-eval-cli`` user, a fresh folder, its own
+network namespace reaching one loopback port), unattended in the mode, with the corpus's
+rules in its configuration, in front of a scripted model that asks for the corpus's
+commands one a turn through the CLI's shell tool, all in one session while the CLI goes
+on.  What the CLI did with each (ran, asked, refused) is read from the tool result it
+sent back.  The test fails on:
+
+- a command the CLI never answered (the recording is incomplete);
+- a disagreement between the CLI and the harness verdict that ``EXPLAINED`` (and
+  docs/policies.md) does not list with its reason;
+- a real leak (the CLI ran what the strict reading refuses) not flagged;
+- an outcome unlike the committed recording (``tests/fixtures/conformance/``, which the
+  unit tests and BENCHMARKS.md's table read): the committed table must be what the
+  pinned CLI does.
+
+Without root, ``unshare`` or the installed CLIs these tests skip, saying why; with
+``CI=true`` they fail.  About 5 s of wall time per recording.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from clis.catalog import CLIS, INSTALL
+from clis.conformance import OUT, record
+from clis.sandbox import unavailable
+from conformance_verdicts import agreement, unexplained
+
+LIVE = [("claude-code", "default"), ("claude-code", "dontAsk"),
+        ("codex", "never/workspace-write"), ("codex", "on-request/workspace-write")]
+"""Every (CLI, mode) with a committed recording."""
+
+
+def _skip(reason: str) -> None:
+    if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
+        pytest.fail(f"CI=true but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def _ensure(name: str) -> None:
+    reason = unavailable()
+    if reason:
+        _skip(reason)
+    if not CLIS[name].pin.installed():
+        done = subprocess.run(["bash", str(INSTALL), name], capture_output=True, text=True,
+                              timeout=900)
+        if done.returncode != 0:
+            _skip(f"{name} is not installed and scripts/ci/agent-clis.sh {name} failed "
+                  f"(is the npm registry reachable?): {done.stderr.strip()[-400:]}")
+
+
+@pytest.mark.parametrize(("name", "mode"), LIVE, ids=[f"{n}-{m}" for n, m in LIVE])
+def test_the_pinned_cli_does_what_the_harness_verdict_says(name, mode, tmp_path):
+    _ensure(name)
+    recording = record(name, mode, log=sys.stderr)
+    live = recording.as_json()
+    (tmp_path / "recorded.json").write_text(json.dumps(live, indent=1))
+    unanswered = [c["command"] for c in live["cases"] if c["outcome"] == "none"]
+    assert unanswered == [], f"{name} answered no tool result for these ({recording.sessions})"
+    found = agreement(live, tmp_path)
+    assert unexplained(live, found) == []
+    assert found["real_leaks_flagged"] == found["real_leaks"]
+    committed = OUT / f"{name}-{recording.version}-{mode.replace('/', '_')}.json"
+    was = {c["command"]: c["outcome"] for c in json.loads(committed.read_text())["cases"]}
+    changed = [(c["command"], was.get(c["command"]), c["outcome"]) for c in live["cases"]
+               if was.get(c["command"]) != c["outcome"]]
+    assert changed == [], f"re-record {committed.name}: python -m clis.conformance {name}"
