@@ -34,6 +34,16 @@ def agent_for(recorded: dict[str, Any], folder: Path) -> AgentPolicy:
     elif cli == "codex":
         path = folder / "default.rules"
         path.write_text(rules)
+    elif cli == "gemini-cli":
+        path = folder / ".gemini" / "settings.json"
+        (path.parent / "policies").mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(rules["settings"]))
+        for name, text in rules["policies"].items():
+            (path.parent / "policies" / name).write_text(text)
+    elif cli == "qwen-code":
+        path = folder / ".qwen" / "settings.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(rules))
     else:
         raise ValueError(f"no configuration for {cli}")
     return load_policy_source(path, home=HOME).agent(None)

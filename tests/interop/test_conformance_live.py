@@ -18,7 +18,7 @@ sent back.  The test fails on:
   pinned CLI does.
 
 Without root, ``unshare`` or the installed CLIs these tests skip, saying why; with
-``CI=true`` they fail.  About 5 s of wall time per recording.
+``CI=true`` they fail.  About 5-25 s of wall time per recording.
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ from clis.sandbox import unavailable
 from conformance_verdicts import agreement, unexplained
 
 LIVE = [("claude-code", "default"), ("claude-code", "dontAsk"),
-        ("codex", "never/workspace-write"), ("codex", "on-request/workspace-write")]
+        ("codex", "never/workspace-write"), ("codex", "on-request/workspace-write"),
+        ("gemini-cli", "default"), ("gemini-cli", "yolo"),
+        ("qwen-code", "default"), ("qwen-code", "yolo")]
 """Every (CLI, mode) with a committed recording."""
 
 

@@ -13,7 +13,8 @@ client's ``User-Agent`` (:func:`version_from_headers`) or a transcript, or a fla
 A **mode** is how the CLI runs unattended: Claude Code's permission mode
 (``permissions.defaultMode`` or ``--permission-mode``), Codex's approval policy and
 sandbox (``APPROVAL/SANDBOX``: ``never/workspace-write``), OpenCode's only
-``default`` (its agents are chosen apart).  docs/policies.md lists both.  Pure.
+``default`` (its agents are chosen apart), Gemini CLI's and Qwen Code's approval modes
+(``--approval-mode``).  docs/policies.md lists both.  Pure.
 """
 
 from __future__ import annotations
@@ -24,13 +25,17 @@ from dataclasses import dataclass
 
 from agent_eval.errors import ConfigError
 
-PINNED = {"claude-code": "2.1.332", "codex": "0.169.0", "opencode": "1.18.33"}
+PINNED = {"claude-code": "2.1.332", "codex": "0.169.0", "opencode": "1.18.33",
+          "gemini-cli": "0.61.0", "qwen-code": "0.24.4"}
 """The release of each CLI emulated when none is named: the pinned one."""
 
 CLAUDE_MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
 CODEX_APPROVALS = ("untrusted", "on-failure", "on-request", "never")
 CODEX_SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
 CODEX_DEFAULT_MODE = "never/read-only"
+GEMINI_MODES = ("default", "autoEdit", "yolo", "plan")
+"""``gemini --approval-mode`` (``auto_edit`` on the command line is ``autoEdit``)."""
+QWEN_MODES = ("default", "plan", "auto-edit", "auto", "yolo")
 """``codex exec``'s own defaults: no approvals, a read-only sandbox."""
 
 
@@ -120,6 +125,16 @@ def check_mode(harness: str, mode: str) -> str:
                               f"of {', '.join(CODEX_APPROVALS)} and SANDBOX one of "
                               f"{', '.join(CODEX_SANDBOXES)}", field="--mode")
         return mode
+    if harness == "gemini-cli":
+        if mode not in GEMINI_MODES:
+            raise ConfigError(f"Gemini CLI has no approval mode {mode!r}; its modes: "
+                              f"{', '.join(GEMINI_MODES)}", field="--mode")
+        return mode
+    if harness == "qwen-code":
+        if mode not in QWEN_MODES:
+            raise ConfigError(f"Qwen Code has no approval mode {mode!r}; its modes: "
+                              f"{', '.join(QWEN_MODES)}", field="--mode")
+        return mode
     if mode != "default":
         raise ConfigError("OpenCode has one mode, default (pick its agent with --agent)",
                           field="--mode")
@@ -161,7 +176,9 @@ def emulation_for(harness: str, version: str | None, mode: str,
 
 _AGENTS = (("claude-code", re.compile(r"claude-cli/(\d[\w.\-]*)")),
            ("codex", re.compile(r"codex[_\-a-z]*/(\d[\w.\-]*)")),
-           ("opencode", re.compile(r"opencode/(\d[\w.\-]*)")))
+           ("opencode", re.compile(r"opencode/(\d[\w.\-]*)")),
+           ("gemini-cli", re.compile(r"GeminiCLI[\w-]*/(\d[\w.\-]*)")),
+           ("qwen-code", re.compile(r"QwenCode/(\d[\w.\-]*)")))
 
 
 def version_from_headers(headers: Mapping[str, str]) -> tuple[str, str] | None:

@@ -15,7 +15,7 @@ from typing import Literal
 
 from agent_eval.policy.verdict import Verdict
 
-Harness = Literal["opencode", "claude-code", "codex"]
+Harness = Literal["opencode", "claude-code", "codex", "gemini-cli", "qwen-code"]
 """Which agent CLI wrote the configuration (and whose matcher is emulated)."""
 
 Action = Literal["allow", "ask", "deny"]

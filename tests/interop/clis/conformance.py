@@ -31,7 +31,8 @@ from typing import Any
 
 from aiohttp import web
 
-from .catalog import CLIS_DIR, PINNED, REPO, claude_code, codex
+from .catalog import CLIS_DIR, PINNED, REPO, claude_code, codex, gemini_cli, qwen_code
+from .fixtures import system_text
 from .sandbox import Sandbox
 from .upstream import (
     SHELL_TOOLS,
@@ -48,6 +49,7 @@ from .upstream import (
 OUT = REPO / "tests" / "fixtures" / "conformance"
 CWD = "/home/agent/project"
 FINAL = "Done."
+PROMPT = "Run the shell commands you are given, one at a time."
 
 CLAUDE_RULES = {"allow": ["Bash(uv run scripts/db_query.py:*)", "Bash(cd:*)",
                           "Bash(echo *)", "Bash(ls *)", "Bash(git diff:*)"],
@@ -59,6 +61,26 @@ prefix_rule(pattern = ["echo"], decision = "allow")
 prefix_rule(pattern = ["git", "push"], decision = "prompt")
 prefix_rule(pattern = ["curl"], decision = "forbidden")
 """
+
+GEMINI_SETTINGS = {"tools": {"allowed": [
+    "run_shell_command(uv run scripts/db_query.py)", "run_shell_command(cd)",
+    "run_shell_command(echo)", "run_shell_command(ls)", "run_shell_command(git diff)"]}}
+GEMINI_POLICY = """\
+[[rule]]
+toolName = "run_shell_command"
+commandPrefix = "git push"
+decision = "ask_user"
+priority = 100
+
+[[rule]]
+toolName = "run_shell_command"
+commandPrefix = "curl"
+decision = "deny"
+priority = 100
+"""
+QWEN_RULES = {"allow": ["Bash(uv run scripts/db_query.py *)", "Bash(cd *)", "Bash(echo *)",
+                        "Bash(ls *)", "Bash(git diff *)"],
+              "ask": ["Bash(git push *)"], "deny": ["Bash(curl *)"]}
 
 CORPUS: list[tuple[str, str]] = [
     # (category, command); the rules above are each CLI's configuration
@@ -101,21 +123,33 @@ class Script:
     """The scripted model of one session: the commands in order through the shell tool,
     one a turn (the request carrying N tool results is answered with command N), then a
     final text.  ``results[i]`` is the tool result the CLI sent back for command ``i``.
-    A request offering no shell tool (titles, prefix checks, JSON side questions) gets a
-    short text or a JSON object filling its schema."""
+    A request offering no shell tool or not holding the prompt (titles, prefix checks,
+    memory agents, JSON side questions) gets a short text or a JSON object filling its
+    schema."""
 
     commands: list[str]
     results: dict[int, str] = field(default_factory=dict)
+    main_system: str | None = None  # the system prompt of the main conversation
 
-    def step(self, conv: Conversation, result: str | None) -> Step:
+    def step(self, conv: Conversation, result: str | None, system: str = "",
+             prompted: bool = True) -> Step:
         if conv.wants_json is not None:
             return Step(text=json.dumps(fill_schema(conv.wants_json)))
         shell = _offered(conv.tools, SHELL_TOOLS)
-        if shell is None:
+        if shell is None and "tool_call" in conv.tools:
+            shell = "tool_call"  # Qwen Code defers its shell tool behind tool_call
+        if shell is None or not prompted:
             return Step(text="Conformance")
+        if self.main_system is None:
+            self.main_system = system
+        elif system != self.main_system:
+            return Step(text="Conformance")  # a side agent (Qwen Code's memory agent)
         done = conv.tool_results
         if done and result is not None and done <= len(self.commands):
             self.results[done - 1] = result
+        if done < len(self.commands) and shell == "tool_call":
+            return Step(call=Call(shell, {"name": "run_shell_command", "arguments": {
+                "command": self.commands[done], "is_background": False}}))
         if done < len(self.commands):
             return Step(call=Call(shell, arguments_for(shell, conv.tools[shell], "shell",
                                                         self.commands[done], CWD)))
@@ -184,7 +218,8 @@ def serve(script: Script) -> Iterator[int]:
         protocol, read, write = route
         if read is None:
             return web.Response(body=write(body), headers={"Content-Type": "application/json"})
-        step = script.step(read(body), result_text(protocol, body))
+        step = script.step(read(body), result_text(protocol, body), system_text(body),
+                           PROMPT in json.dumps(body))
         if protocol == "gemini":
             payload, kind = write(body, step, stream="stream" in request.path)
         else:
@@ -209,21 +244,49 @@ def outcome_of(name: str, text: str | None) -> str:
         if text.startswith("[error] ") and not text.startswith("[error] Exit code"):
             return "asked"
         return "ran"
-    if "rejected" in low or "blocked by policy" in low or "forbidden" in low:
+    if name == "gemini-cli":
+        # the scheduler's own errors: a deny decision, an ask_user nobody can answer
+        if text.startswith("[error] Tool execution denied by policy"):
+            return "refused"
+        if "requires user confirmation" in low:
+            return "asked"
+        return "ran"
+    if "rejected" in low or "blocked by policy" in low or "forbidden" in low \
+            or "denied by permission rules" in low or "is not registered" in low:
         return "refused"
-    if "requires approval" in low:
+    if "requires approval" in low or "requires user confirmation" in low:
         return "asked"
     return "ran"
 
 
 def invocation(name: str, box: Sandbox, mode: str) -> tuple[list[str], dict[str, str]]:
     """The CLI's invocation with the case's rules in its HOME, unattended in ``mode``."""
-    prompt = "Run the shell commands you are given, one at a time."
+    prompt = PROMPT
     if name == "claude-code":
         inv = claude_code(box.home, box.base_url, prompt)
         settings = {"permissions": {**CLAUDE_RULES, "defaultMode": mode}}
         (box.home / ".claude" / "settings.json").write_text(json.dumps(settings))
         argv = [a for a in inv.argv if a != "--dangerously-skip-permissions"]
+        return argv, inv.env
+    if name == "gemini-cli":
+        inv = gemini_cli(box.home, box.base_url, prompt)
+        path = box.home / ".gemini" / "settings.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), **GEMINI_SETTINGS}))
+        (box.home / ".gemini" / "policies").mkdir()
+        (box.home / ".gemini" / "policies" / "conform.toml").write_text(GEMINI_POLICY)
+        argv = [a for a in inv.argv if a != "--yolo"]
+        argv[1:1] = ["--approval-mode", mode]
+        return argv, inv.env
+    if name == "qwen-code":
+        inv = qwen_code(box.home, box.base_url, prompt)
+        path = box.home / ".qwen" / "settings.json"
+        # the shell tool rides in the first request (tools.eager; else it is deferred
+        # behind tool_search), which changes no permission
+        settings = json.loads(path.read_text())
+        settings["tools"] = {**settings.get("tools", {}), "eager": ["run_shell_command"]}
+        path.write_text(json.dumps({**settings, "permissions": QWEN_RULES}))
+        argv = [a for a in inv.argv if a != "--yolo"]
+        argv[1:1] = ["--approval-mode", mode]
         return argv, inv.env
     inv = codex(box.home, box.base_url, prompt)
     rules = box.home / ".codex" / "rules"
@@ -235,8 +298,11 @@ def invocation(name: str, box: Sandbox, mode: str) -> tuple[list[str], dict[str,
     return argv, inv.env
 
 
-RULES = {"claude-code": CLAUDE_RULES, "codex": CODEX_RULES}
-DEFAULT_MODES = {"claude-code": "default", "codex": "never/workspace-write"}
+RULES = {"claude-code": CLAUDE_RULES, "codex": CODEX_RULES,
+         "gemini-cli": {"settings": GEMINI_SETTINGS, "policies": {"conform.toml": GEMINI_POLICY}},
+         "qwen-code": {"permissions": QWEN_RULES}}
+DEFAULT_MODES = {"claude-code": "default", "codex": "never/workspace-write",
+                 "gemini-cli": "default", "qwen-code": "default"}
 SESSIONS = 4
 """Sessions at most per recording: a CLI that ends its session before the last command
 (a crash, a turn limit) is started again from the first command it did not answer."""
@@ -307,7 +373,7 @@ def write(recording: Recording) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("clis", nargs="+", choices=["claude-code", "codex"])
+    parser.add_argument("clis", nargs="+", choices=sorted(DEFAULT_MODES))
     parser.add_argument("--mode", default=None,
                         help="default: claude-code `default`, codex `never/workspace-write`")
     args = parser.parse_args(argv)
