@@ -49,6 +49,10 @@ class Rule:
         """The rule as a user would recognise it in their own file."""
         if self.permission == "exec":
             return f"prefix_rule({self.pattern!r}, {self.action})"
+        if self.permission == "run_shell_command" or (self.tokens and self.tokens[0][0] in (
+                "prefix", "regex", "any")):  # Gemini CLI
+            inner = f"({self.pattern})" if self.pattern else ""
+            return f"{self.permission}{inner}: {self.action}"
         if self.permission in ("Bash", "Read", "Edit", "WebFetch"):
             inner = "" if self.pattern in ("", "*") and self.permission != "Bash" else self.pattern
             return f"{self.permission}({inner}): {self.action}" if inner else \
