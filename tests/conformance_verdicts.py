@@ -40,6 +40,10 @@ def agent_for(recorded: dict[str, Any], folder: Path) -> AgentPolicy:
         path.write_text(json.dumps(rules["settings"]))
         for name, text in rules["policies"].items():
             (path.parent / "policies" / name).write_text(text)
+    elif cli == "opencode":  # the recording's mode is the agent (`opencode run --agent`)
+        path = folder / "opencode.json"
+        path.write_text(json.dumps(rules))
+        return load_policy_source(path, home=HOME).agent(recorded["mode"])
     elif cli == "qwen-code":
         path = folder / ".qwen" / "settings.json"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -53,8 +57,8 @@ def agreement(recorded: dict[str, Any], folder: Path) -> dict[str, Any]:
     """Per case: the CLI's outcome, the harness verdict, whether they agree, the leak the
     strict reading flags; and the counts BENCHMARKS.md's table gives."""
     agent = agent_for(recorded, folder)
-    setting = Setting(workdir=WORKDIR, home=HOME, version=recorded["version"],
-                      mode=recorded["mode"])
+    mode = "default" if recorded["cli"] == "opencode" else recorded["mode"]
+    setting = Setting(workdir=WORKDIR, home=HOME, version=recorded["version"], mode=mode)
     rows = []
     for case in recorded["cases"]:
         dual = judge_command(agent, case["command"], setting)

@@ -18,7 +18,7 @@ sent back.  The test fails on:
   pinned CLI does.
 
 Without root, ``unshare`` or the installed CLIs these tests skip, saying why; with
-``CI=true`` they fail.  About 5-25 s of wall time per recording.
+``CI=true`` they fail.  About 5-40 s of wall time per recording, 3-4 min in all.
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ from conformance_verdicts import agreement, unexplained
 LIVE = [("claude-code", "default"), ("claude-code", "dontAsk"),
         ("codex", "never/workspace-write"), ("codex", "on-request/workspace-write"),
         ("gemini-cli", "default"), ("gemini-cli", "yolo"),
-        ("qwen-code", "default"), ("qwen-code", "yolo")]
-"""Every (CLI, mode) with a committed recording."""
+        ("qwen-code", "default"), ("qwen-code", "yolo"),
+        ("opencode", "build"), ("opencode", "plan")]
+"""Every (CLI, mode) with a committed recording (OpenCode's mode is its agent)."""
 
 
 def _skip(reason: str) -> None:

@@ -37,7 +37,8 @@ def test_the_recordings_cover_the_categories():
     assert {"unmatched", "read-only", "chain", "pipe", "substitution", "redirection",
             "heredoc", "wrapper", "assignment", "cd", "glob", "variable", "background",
             "subshell", "absolute-path", "flags-reordered", "protected"} <= categories
-    assert {json.loads(p.read_text())["cli"] for p in RECORDED} >= {"claude-code", "codex"}
+    assert {json.loads(p.read_text())["cli"] for p in RECORDED} == {
+        "claude-code", "codex", "gemini-cli", "qwen-code", "opencode"}
 
 
 def test_every_explained_disagreement_is_in_the_docs():

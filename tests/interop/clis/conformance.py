@@ -31,7 +31,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .catalog import CLIS_DIR, PINNED, REPO, claude_code, codex, gemini_cli, qwen_code
+from .catalog import CLIS_DIR, PINNED, REPO, claude_code, codex, gemini_cli, opencode, qwen_code
 from .fixtures import system_text
 from .sandbox import Sandbox
 from .upstream import (
@@ -81,6 +81,10 @@ priority = 100
 QWEN_RULES = {"allow": ["Bash(uv run scripts/db_query.py *)", "Bash(cd *)", "Bash(echo *)",
                         "Bash(ls *)", "Bash(git diff *)"],
               "ask": ["Bash(git push *)"], "deny": ["Bash(curl *)"]}
+
+OPENCODE_PERMISSION = {"bash": {"*": "ask", "uv run scripts/db_query.py *": "allow",
+                                "cd *": "allow", "echo *": "allow", "ls *": "allow",
+                                "git diff *": "allow", "git push *": "ask", "curl *": "deny"}}
 
 CORPUS: list[tuple[str, str]] = [
     # (category, command); the rules above are each CLI's configuration
@@ -244,6 +248,14 @@ def outcome_of(name: str, text: str | None) -> str:
         if text.startswith("[error] ") and not text.startswith("[error] Exit code"):
             return "asked"
         return "ran"
+    if name == "opencode":
+        # `opencode run` rejects every ask itself (nobody to answer); a deny rule's
+        # refusal names the rule (permission/next.ts: RejectedError, DeniedError)
+        if "prevents you from using" in low or "denied" in low and "rule" in low:
+            return "refused"
+        if "rejected permission" in low:
+            return "asked"
+        return "ran"
     if name == "gemini-cli":
         # the scheduler's own errors: a deny decision, an ask_user nobody can answer
         if text.startswith("[error] Tool execution denied by policy"):
@@ -259,7 +271,7 @@ def outcome_of(name: str, text: str | None) -> str:
     return "ran"
 
 
-def invocation(name: str, box: Sandbox, mode: str) -> tuple[list[str], dict[str, str]]:
+def invocation(name: str, box: Sandbox, mode: str) -> tuple[list[str], dict[str, str], str]:
     """The CLI's invocation with the case's rules in its HOME, unattended in ``mode``."""
     prompt = PROMPT
     if name == "claude-code":
@@ -267,7 +279,7 @@ def invocation(name: str, box: Sandbox, mode: str) -> tuple[list[str], dict[str,
         settings = {"permissions": {**CLAUDE_RULES, "defaultMode": mode}}
         (box.home / ".claude" / "settings.json").write_text(json.dumps(settings))
         argv = [a for a in inv.argv if a != "--dangerously-skip-permissions"]
-        return argv, inv.env
+        return argv, inv.env, ""
     if name == "gemini-cli":
         inv = gemini_cli(box.home, box.base_url, prompt)
         path = box.home / ".gemini" / "settings.json"
@@ -276,7 +288,7 @@ def invocation(name: str, box: Sandbox, mode: str) -> tuple[list[str], dict[str,
         (box.home / ".gemini" / "policies" / "conform.toml").write_text(GEMINI_POLICY)
         argv = [a for a in inv.argv if a != "--yolo"]
         argv[1:1] = ["--approval-mode", mode]
-        return argv, inv.env
+        return argv, inv.env, ""
     if name == "qwen-code":
         inv = qwen_code(box.home, box.base_url, prompt)
         path = box.home / ".qwen" / "settings.json"
@@ -287,7 +299,19 @@ def invocation(name: str, box: Sandbox, mode: str) -> tuple[list[str], dict[str,
         path.write_text(json.dumps({**settings, "permissions": QWEN_RULES}))
         argv = [a for a in inv.argv if a != "--yolo"]
         argv[1:1] = ["--approval-mode", mode]
-        return argv, inv.env
+        return argv, inv.env, ""
+    if name == "opencode":
+        inv = opencode(box.home, box.base_url, prompt)
+        path = box.home / ".config" / "opencode" / "opencode.json"
+        config = json.loads(path.read_text())
+        config["permission"] = {**OPENCODE_PERMISSION, "external_directory": "ask"}
+        # a refused call ends the turn unless the loop goes on (session/processor.ts);
+        # which call is refused does not change
+        config["experimental"] = {"continue_loop_on_deny": True}
+        path.write_text(json.dumps(config))
+        argv = [a for a in inv.argv if a != "--auto"]
+        argv[2:2] = ["--agent", mode]
+        return argv, inv.env, inv.stdin
     inv = codex(box.home, box.base_url, prompt)
     rules = box.home / ".codex" / "rules"
     rules.mkdir(parents=True, exist_ok=True)
@@ -295,14 +319,15 @@ def invocation(name: str, box: Sandbox, mode: str) -> tuple[list[str], dict[str,
     approval, _, sandbox = mode.partition("/")
     argv = [a for a in inv.argv if a != "--dangerously-bypass-approvals-and-sandbox"]
     argv[-1:-1] = ["--sandbox", sandbox, "-c", f"approval_policy={json.dumps(approval)}"]
-    return argv, inv.env
+    return argv, inv.env, ""
 
 
 RULES = {"claude-code": CLAUDE_RULES, "codex": CODEX_RULES,
          "gemini-cli": {"settings": GEMINI_SETTINGS, "policies": {"conform.toml": GEMINI_POLICY}},
-         "qwen-code": {"permissions": QWEN_RULES}}
+         "qwen-code": {"permissions": QWEN_RULES},
+         "opencode": {"permission": {**OPENCODE_PERMISSION, "external_directory": "ask"}}}
 DEFAULT_MODES = {"claude-code": "default", "codex": "never/workspace-write",
-                 "gemini-cli": "default", "qwen-code": "default"}
+                 "gemini-cli": "default", "qwen-code": "default", "opencode": "build"}
 SESSIONS = 4
 """Sessions at most per recording: a CLI that ends its session before the last command
 (a crash, a turn limit) is started again from the first command it did not answer."""
@@ -342,8 +367,8 @@ def record(name: str, mode: str, corpus: list[tuple[str, str]] | None = None, *,
         with serve(script) as port, Sandbox(port, clis_dir=CLIS_DIR) as box:
             (box.home / "project" / "notes.txt").write_text("conformance notes\n")
             (box.home / "project" / ".git").mkdir()
-            argv, env = invocation(name, box, mode)
-            done = box.run(argv, env, timeout=timeout)
+            argv, env, stdin = invocation(name, box, mode)
+            done = box.run(argv, env, timeout=timeout, stdin=stdin.encode())
         for index, text in script.results.items():
             results[start + index] = text
         answered = len(script.results)
