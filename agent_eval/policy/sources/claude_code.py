@@ -83,6 +83,11 @@ UNSAFE_FIND = ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fpr
 READ_ONLY_MODES = ("default", "acceptEdits", "plan", "auto", "dontAsk")
 """Modes that run read-only commands with no rule (``read-only-unasked``; ``dontAsk``
 too, as the conformance corpus recorded)."""
+PATH_COMMANDS = frozenset({"ls", "cat", "head", "tail", "wc", "stat", "tree", "du", "file",
+                           "diff", "grep", "rg"})
+"""Read-only commands whose arguments name files (``path-outside-asks``); ``grep`` and
+``rg`` take a pattern first."""
+_BRACE = re.compile(r"(?<!\$)\{[^{}\s]*(?:,|\.\.)[^{}\s]*\}")
 FILE_COMMANDS = frozenset({"mkdir", "touch", "mv", "cp"})
 """What ``acceptEdits`` adds without a rule (code.claude.com/docs/en/permissions, modes)."""
 WRAPPERS = ("timeout", "time", "nice", "stdbuf", "nohup", "command", "builtin", "noglob")
@@ -252,6 +257,11 @@ def read_only(words: list[str]) -> bool:
         return len(words) > 1 and words[1] in READ_ONLY_GIT
     if name == "find":
         return not any(w in UNSAFE_FIND for w in words[1:])
+    if name == "xargs":  # xargs running a read-only command (the corpus: `xargs echo`)
+        rest = words[1:]
+        while rest and rest[0].startswith("-"):
+            rest = rest[1:]
+        return bool(rest) and rest[0] != "xargs" and read_only(rest)
     return name in READ_ONLY
 
 
@@ -371,9 +381,22 @@ def _asks_for_shape(agent: AgentPolicy, pieces: list[Piece], scan: Any, mode: st
     if "subshell-asks" in quirks and any(c.join is not None and c.join.kind == "("
                                          for c in scan.commands):
         return HarnessVerdict("ask", (), reason="a subshell asks (subshell-asks)")
+    if "brace-asks" in quirks:
+        for piece in pieces:
+            for raw in piece.raw_words:
+                if not raw.startswith(("'", '"')) and _BRACE.search(raw):
+                    return HarnessVerdict("ask", (), reason=f"brace expansion in {raw!r} asks "
+                                                            "(brace-asks)")
+    roots = [workdir, *(posixpath.normpath(posixpath.join(workdir, d))
+                        for d in agent.directories)]
+    if "path-outside-asks" in quirks:
+        for piece in pieces:
+            outside = _path_outside(_strip_words(piece), workdir, roots)
+            if outside is not None:
+                return HarnessVerdict("ask", (), reason=f"{outside} is outside the working "
+                                                        "directories: asks, whatever rule "
+                                                        "allows the command (path-outside-asks)")
     if "cd-outside-asks" in quirks:
-        roots = [workdir, *(posixpath.normpath(posixpath.join(workdir, d))
-                            for d in agent.directories)]
         for piece in pieces:
             if piece.words[:1] == ["cd"] and len(piece.words) > 1:
                 target = posixpath.normpath(posixpath.join(workdir, piece.words[1]))
@@ -382,6 +405,23 @@ def _asks_for_shape(agent: AgentPolicy, pieces: list[Piece], scan: Any, mode: st
                     return HarnessVerdict("ask", (), reason=f"cd into {target}, outside the "
                                                             "working directories, asks "
                                                             "(cd-outside-asks)")
+    return None
+
+
+def _path_outside(words: list[str], workdir: str, roots: list[str]) -> str | None:
+    """The first file argument of a read-only file command outside ``roots`` (``~`` is
+    taken as outside: the home folder holds the working directory)."""
+    if not words or words[0] not in PATH_COMMANDS:
+        return None
+    args = [w for w in words[1:] if not w.startswith("-")]
+    if words[0] in ("grep", "rg"):
+        args = args[1:]
+    for arg in args:
+        if arg == "~" or arg.startswith("~/"):
+            return arg
+        target = posixpath.normpath(posixpath.join(workdir, arg))
+        if not any(target == r or target.startswith(r.rstrip("/") + "/") for r in roots):
+            return target
     return None
 
 

@@ -83,7 +83,7 @@ BEHAVIOURS = (
               until=PINNED[_CC]),
     Behaviour("read-only-unasked", _CC, "read-only commands (ls, cat, grep, git status...) "
               "run with no rule in the default, acceptEdits and plan modes, also behind "
-              "the stripped wrappers", "code.claude.com/docs/en/permissions (read-only "
+              "the stripped wrappers and `xargs`", "code.claude.com/docs/en/permissions (read-only "
               "tier); " + _FOUND, since=PINNED[_CC], quirk=False),
     Behaviour("redirect-asks", _CC, "an output redirection into a file asks, whatever rule "
               "matches the command", _FOUND, since=PINNED[_CC], quirk=False),
@@ -95,6 +95,11 @@ BEHAVIOURS = (
               since=PINNED[_CC], quirk=False),
     Behaviour("subshell-asks", _CC, "a subshell `( ... )` asks", _FOUND, since=PINNED[_CC],
               quirk=False),
+    Behaviour("brace-asks", _CC, "a brace expansion `{a,b}` asks", _FOUND,
+              since=PINNED[_CC], quirk=False),
+    Behaviour("path-outside-asks", _CC, "a read-only file command (`ls`, `cat`...) "
+              "naming a path outside the working and additional directories asks, whatever "
+              "rule allows the command", _FOUND, since=PINNED[_CC], quirk=False),
     Behaviour("cd-outside-asks", _CC, "`cd` into a folder outside the working and "
               "additional directories asks", _FOUND, since=PINNED[_CC], quirk=False),
 )
