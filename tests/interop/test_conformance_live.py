@@ -30,7 +30,7 @@ import sys
 
 import pytest
 from clis.catalog import CLIS, INSTALL
-from clis.conformance import OUT, record
+from clis.conformance import OUT, outcome_of, record
 from clis.sandbox import unavailable
 from conformance_verdicts import agreement, unexplained
 
@@ -76,3 +76,13 @@ def test_the_pinned_cli_does_what_the_harness_verdict_says(name, mode, tmp_path)
     changed = [(c["command"], was.get(c["command"]), c["outcome"]) for c in live["cases"]
                if was.get(c["command"]) != c["outcome"]]
     assert changed == [], f"re-record {committed.name}: python -m clis.conformance {name}"
+
+
+def test_the_outcome_is_read_from_the_tool_result_as_recorded():
+    """Every committed recording's outcome is what ``outcome_of`` reads from the tool
+    result kept beside it (the first 240 characters hold what it looks at)."""
+    for path in sorted(OUT.glob("*.json")):
+        recorded = json.loads(path.read_text())
+        for case in recorded["cases"]:
+            assert outcome_of(recorded["cli"], case["result"]) == case["outcome"], \
+                (path.name, case["command"])

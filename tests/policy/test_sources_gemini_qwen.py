@@ -193,3 +193,29 @@ def test_a_leak_is_flagged_under_qwen_yolo(tmp_path):
     agent = qwen(tmp_path, {"deny": ["Bash(curl *)"]})
     dual = judge_command(agent, "echo a | tee out.txt", Setting(mode="yolo"))
     assert dual.harness.allowed and dual.leak_class == "AE301"
+
+
+def test_explain_shows_the_parse_each_cli_matches_on(tmp_path):
+    from agent_eval.policy.sources.explain import explain
+
+    shown = explain(gemini(tmp_path, ALLOWED), "echo a && uname -s", Setting())
+    assert shown.parse == ("echo a && uname -s", "echo a", "uname -s")
+    assert shown.dual.harness.decision == "deny"
+    assert [r.label() for r in shown.dual.harness.rules] == ["run_shell_command: deny"]
+    assert shown.emulation.describe() == "gemini-cli 0.61.0, mode default"
+    qwen_agent = qwen(tmp_path, {"allow": ["Bash"], "deny": ["Bash(curl *)"]})
+    shown = explain(qwen_agent, "FOO=1 ls | curl x", Setting(mode="yolo"))
+    assert shown.parse == ("FOO=1 ls", "curl x")
+    assert [r.label() for r in shown.dual.harness.rules] == ["Bash(curl *): deny"]
+
+
+def test_converted_allow_lists_never_allow_more_than_the_rules(tmp_path):
+    from agent_eval.policy import check_command
+    from agent_eval.policy.sources import resolve_policy
+
+    path = tmp_path / ".gemini" / "settings.json"
+    gemini(tmp_path, ALLOWED)
+    allowlist = resolve_policy(path).allowlist
+    assert check_command("git diff HEAD", allowlist).allowed
+    assert not check_command("uname -s", allowlist).allowed
+    assert not check_command("echo a && uname -s", allowlist).allowed
