@@ -141,11 +141,13 @@ def test_gemini_core_tools_deny_every_other_tool(tmp_path):
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ('[[rule]]\ntoolName = "x"\ndecision = "maybe"\n', "is not a decision"),
+    ('[[rule]]\ntoolName = "x"\ndecision = "maybe"\npriority = 1\n', "is not a decision"),
     ('[[rule]]\ntoolName = "x"\ndecision = "allow"\npriority = 5000\n', "from 0 to 999"),
-    ('[[rule]]\ndecision = "allow"\n', "names no tool"),
+    ('[[rule]]\ntoolName = "x"\ndecision = "allow"\n', "priority: is required"),
+    ('[[rule]]\ndecision = "allow"\npriority = 1\n', "names no tool"),
     ('[[rule]\n', "not valid TOML"),
-    ('[[rule]]\ntoolName = "x"\ndecision = "allow"\nmodes = ["fast"]\n', "modes must be"),
+    ('[[rule]]\ntoolName = "x"\ndecision = "allow"\npriority = 1\nmodes = ["fast"]\n',
+     "modes must be"),
 ])
 def test_a_bad_gemini_policy_is_one_config_error(tmp_path, text, message):
     path = tmp_path / "bad.toml"

@@ -17,7 +17,8 @@ https://geminicli.com/docs/reference/policy-engine/ and /docs/reference/configur
   ``tools.confirmationRequired``: ``ask_user`` at 4.35.
 - TOML policies (``[[rule]]`` with ``toolName``, ``commandPrefix``, ``commandRegex`` or
   ``argsPattern``, ``decision`` allow / ask_user / deny, ``priority`` 0-999, ``modes``,
-  ``interactive``, ``allowRedirection``) from the ``policies/`` folder beside the
+  ``interactive``, ``allowRedirection``; ``priority`` is required, a whole number) from the
+  ``policies/`` folder beside the
   settings (the user tier: priority 4 + p/1000), or a ``.toml`` file given alone.
 - the defaults shipped with the CLI: unattended, a shell command no rule allows is
   denied (``write.toml``'s headless rule at 1.010 and the engine's default ``deny``);
@@ -142,7 +143,7 @@ def _settings_rules(settings: dict[str, Any], path: str) -> list[GeminiRule]:
     return rules
 
 
-def _toml_rules(path: Path, tier: int) -> list[GeminiRule]:
+def _toml_rules(path: Path, tier: int, origin: str) -> list[GeminiRule]:
     where = str(path)
     try:
         data = tomllib.loads(read_text(path, "Gemini CLI policy file"))
@@ -160,10 +161,10 @@ def _toml_rules(path: Path, tier: int) -> list[GeminiRule]:
         if decision not in DECISIONS:
             raise ConfigError(f"{decision!r} is not a decision; use allow, ask_user or deny",
                               path=where, field=f"{field}.decision")
-        priority = entry.get("priority", 0)
-        if not isinstance(priority, int | float) or isinstance(priority, bool) \
+        priority = entry.get("priority")
+        if not isinstance(priority, int) or isinstance(priority, bool) \
                 or not 0 <= priority <= 999:
-            raise ConfigError("must be a number from 0 to 999", path=where,
+            raise ConfigError("is required: a whole number from 0 to 999", path=where,
                               field=f"{field}.priority")
         tools = entry.get("toolName")
         tools = [tools] if isinstance(tools, str) else tools
@@ -193,12 +194,12 @@ def _toml_rules(path: Path, tier: int) -> list[GeminiRule]:
             tool = SHELL if tool in SHELL_NAMES else tool
             for regex, shown in patterns:
                 kind = "prefix" if "commandPrefix" in entry else "regex" if regex else "any"
-                rule = Rule(tool, shown, DECISIONS[decision], f"{where} {field}", ((kind,),))
+                rule = Rule(tool, shown, DECISIONS[decision], f"{origin} {field}", ((kind,),))
                 rules.append(GeminiRule(
                     rule, tier + priority / 1000, tool,
                     _compile(regex, where, field) if regex is not None else None,
                     tuple(modes), interactive if isinstance(interactive, bool) else None,
-                    bool(entry.get("allowRedirection", False))))
+                    bool(entry.get("allowRedirection", entry.get("allow_redirection")))))
     return rules
 
 
@@ -239,7 +240,8 @@ def load(path: Path) -> PolicySource:
         if isinstance(general, dict) and general.get("defaultApprovalMode") in MODES:
             mode = general["defaultApprovalMode"]
     for file in files:
-        rules += _toml_rules(file, USER_TIER)
+        shown = f"policies/{file.name}" if settings_path is not None else file.name
+        rules += _toml_rules(file, USER_TIER, shown)
     ordered = tuple(sorted([*rules, *DEFAULTS], key=lambda r: -r.priority))
     _ENGINES[(str(path), "default")] = ordered
     agent = AgentPolicy("gemini-cli", "default", tuple(r.rule for r in ordered),
@@ -285,8 +287,11 @@ def _redirected(command: str) -> bool:
     return any(p.redirects for p in all_commands(command)) or "<<" in command
 
 
-def _check(rules: tuple[GeminiRule, ...], command: str, mode: str, depth: int
-           ) -> tuple[Action, GeminiRule | None]:
+Decided = tuple[Action, GeminiRule | None, str]
+"""A decision, the rule responsible (None: the engine's default) and why, in words."""
+
+
+def _check(rules: tuple[GeminiRule, ...], command: str, mode: str, depth: int) -> Decided:
     args = _arguments(command)
     matched = next((r for r in rules if _matches(r, SHELL, args, mode)), None)
     if matched is None:
@@ -296,25 +301,27 @@ def _check(rules: tuple[GeminiRule, ...], command: str, mode: str, depth: int
 
 
 def _shell(rules: tuple[GeminiRule, ...], command: str, decision: Action,
-           rule: GeminiRule | None, mode: str, depth: int) -> tuple[Action, GeminiRule | None]:
+           rule: GeminiRule | None, mode: str, depth: int) -> Decided:
     """``checkShellCommand``: the parts of the command checked on their own."""
     pieces = [p for p in all_commands(command) if p.words]
+    said = "" if rule is not None else ("yolo allows what no rule decides" if mode == "yolo"
+                                        else "no rule allows it: the unattended default")
     if not pieces:
         if decision == "deny":
-            return "deny", rule
+            return "deny", rule, said
         if mode == "yolo":
-            return ("deny" if rule is not None and rule.args is not None else "allow"), rule
-        return "deny", rule
+            return ("deny" if rule is not None and rule.args is not None else "allow"), rule, said
+        return "deny", rule, "the command does not parse"
     if decision == "deny":
-        return "deny", rule
+        return "deny", rule, said
     aggregate, responsible = decision, rule
     allow_redirection = rule.redirection if rule is not None else False
     downgrade = not allow_redirection and mode not in ("autoEdit", "yolo")
     if downgrade and aggregate == "allow" and _redirected(command):
-        aggregate, responsible = "ask", None
+        aggregate, said = "ask", "a redirection asks (the rule does not set allowRedirection)"
     if depth >= MAX_DEPTH:
-        return ("ask", responsible) if aggregate == "allow" and len(pieces) > 1 else \
-            (aggregate, responsible)
+        return ("ask", responsible, "nested too deeply") if aggregate == "allow" \
+            and len(pieces) > 1 else (aggregate, responsible, said)
     whole = command.strip()
     for piece in pieces:
         text = piece.text.strip()
@@ -328,26 +335,24 @@ def _shell(rules: tuple[GeminiRule, ...], command: str, decision: Action,
         if text != whole:
             subs.append(text)
         for sub in subs:
-            got, by = _check(rules, sub, mode, depth + 1)
+            got, by, why = _check(rules, sub, mode, depth + 1)
             if got == "deny":
-                return "deny", by
-            if got == "ask":
-                responsible = by if aggregate == "allow" else responsible or by
+                return "deny", by, f"{sub!r}: {why}" if why else f"{sub!r}"
+            if got == "ask" and aggregate == "allow":
+                responsible, said = by, f"{sub!r}: {why}" if why else f"{sub!r}"
                 aggregate = "ask"
-    return aggregate, responsible
+    return aggregate, responsible, said
 
 
 def judge_command(agent: AgentPolicy, command: str, mode: str) -> HarnessVerdict:
     """Gemini CLI's policy engine on a shell command, unattended, in ``mode``."""
     rules = engine(agent)
-    decision, rule = _check(rules, command, mode, 0)
+    decision, rule, why = _check(rules, command, mode, 0)
     used = (rule.rule,) if rule is not None else ()
-    if decision == "allow":
-        return HarnessVerdict("allow", used, reason=f"allowed in mode {mode}"
-                              + (f" by {rule.rule.label()}" if rule else " (no rule: yolo)"))
-    what = "denied" if decision == "deny" else "asks (nobody answers unattended)"
-    by = f" by {rule.rule.label()}" if rule else " (no rule allows it: the unattended default)"
-    return HarnessVerdict(decision, used, reason=f"{what}{by}")
+    by = f" by {rule.rule.label()}" if rule is not None else ""
+    what = {"allow": f"allowed in mode {mode}", "deny": "denied",
+            "ask": "asks (nobody answers unattended)"}[decision]
+    return HarnessVerdict(decision, used, reason=f"{what}{by}" + (f": {why}" if why else ""))
 
 
 def judge_tool(agent: AgentPolicy, tool: str, mode: str) -> HarnessVerdict:
