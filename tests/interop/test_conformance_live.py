@@ -34,12 +34,16 @@ from clis.conformance import OUT, outcome_of, record
 from clis.sandbox import unavailable
 from conformance_verdicts import agreement, unexplained
 
-LIVE = [("claude-code", "default"), ("claude-code", "dontAsk"),
+LIVE = [("claude-code", "default"), ("claude-code", "dontAsk"), ("claude-code", "acceptEdits"),
+        ("claude-code", "plan"),
         ("codex", "never/workspace-write"), ("codex", "on-request/workspace-write"),
-        ("gemini-cli", "default"), ("gemini-cli", "yolo"),
-        ("qwen-code", "default"), ("qwen-code", "yolo"),
+        ("codex", "never/read-only"), ("codex", "never/danger-full-access"),
+        ("gemini-cli", "default"), ("gemini-cli", "yolo"), ("gemini-cli", "autoEdit"),
+        ("gemini-cli", "plan"),
+        ("qwen-code", "default"), ("qwen-code", "yolo"), ("qwen-code", "auto-edit"),
         ("opencode", "build"), ("opencode", "plan")]
-"""Every (CLI, mode) with a committed recording (OpenCode's mode is its agent)."""
+"""Every (CLI, mode) with a committed recording (OpenCode's mode is its agent);
+``test_every_recording_is_played_live`` keeps the two lists equal."""
 
 
 def _skip(reason: str) -> None:
@@ -86,3 +90,11 @@ def test_the_outcome_is_read_from_the_tool_result_as_recorded():
         for case in recorded["cases"]:
             assert outcome_of(recorded["cli"], case["result"]) == case["outcome"], \
                 (path.name, case["command"])
+
+
+def test_every_recording_is_played_live():
+    recorded = set()
+    for path in OUT.glob("*.json"):
+        data = json.loads(path.read_text())
+        recorded.add((data["cli"], data["mode"]))
+    assert recorded == set(LIVE)

@@ -199,3 +199,11 @@ def test_a_read_only_command_on_a_path_outside_asks_whatever_rule(tmp_path):
     assert _decision(agent, "ls .git") == "allow"  # recorded: ran
     assert _decision(agent, "grep -r conform .") == "allow"  # recorded: ran
     assert _decision(agent, "grep root /etc/passwd") == "ask"
+
+
+def test_accept_edits_accepts_a_redirection_into_the_working_directory(tmp_path):
+    agent = _claude_agent(tmp_path)
+    assert _decision(agent, "echo conform > out.txt", mode="acceptEdits") == "allow"  # ran
+    assert _decision(agent, "echo conform > out.txt") == "ask"
+    assert _decision(agent, "echo x > /etc/conform", mode="acceptEdits") == "ask"
+    assert _decision(agent, "echo x > .git/conform", mode="acceptEdits") == "ask"  # protected

@@ -335,7 +335,7 @@ def _judge(agent: AgentPolicy, command: str, quirks: frozenset[str], mode: str,
                 return HarnessVerdict("ask", (), reason=f"writes into protected {inside}")
     if any(e.rule == "command-substitution" for e in scan.events):
         return HarnessVerdict("ask", (), reason="command substitution needs approval")
-    asked = _asks_by_design(parts, mode, quirks) or _asks_for_shape(
+    asked = _asks_by_design(parts, mode, quirks, workdir) or _asks_for_shape(
         agent, pieces, scan, mode, quirks, workdir)
     if asked is not None:
         return asked
@@ -347,13 +347,18 @@ def _judge(agent: AgentPolicy, command: str, quirks: frozenset[str], mode: str,
     return _allowed(agent, parts, mode, quirks, quirk)
 
 
-def _asks_by_design(parts: list[tuple[Piece, str]], mode: str, quirks: frozenset[str]
-                    ) -> HarnessVerdict | None:
-    """The current release's ``redirect-asks`` and ``assignment-asks``."""
+def _asks_by_design(parts: list[tuple[Piece, str]], mode: str, quirks: frozenset[str],
+                    workdir: str = "/project") -> HarnessVerdict | None:
+    """The current release's ``redirect-asks`` and ``assignment-asks``; ``acceptEdits``
+    accepts a redirection into a file of the working directory (it accepts edits)."""
     if mode == "bypassPermissions":
         return None
     for piece, _ in parts:
         target = _writes_file(piece) if "redirect-asks" in quirks else None
+        if target is not None and mode == "acceptEdits":
+            path = posixpath.normpath(posixpath.join(workdir, target.strip("'\"")))
+            if path.startswith(workdir.rstrip("/") + "/"):
+                target = None
         if target is not None:
             return HarnessVerdict("ask", (), reason=f"output redirected into {target} "
                                                     "asks (redirect-asks)")

@@ -86,7 +86,8 @@ BEHAVIOURS = (
               "the stripped wrappers and `xargs`", "code.claude.com/docs/en/permissions (read-only "
               "tier); " + _FOUND, since=PINNED[_CC], quirk=False),
     Behaviour("redirect-asks", _CC, "an output redirection into a file asks, whatever rule "
-              "matches the command", _FOUND, since=PINNED[_CC], quirk=False),
+              "matches the command (acceptEdits accepts a file of the working directory)",
+              _FOUND, since=PINNED[_CC], quirk=False),
     Behaviour("assignment-asks", _CC, "a part with leading `VAR=value` assignments asks",
               _FOUND, since=PINNED[_CC], quirk=False),
     Behaviour("heredoc-asks", _CC, "a heredoc with an unquoted delimiter asks (its body "

@@ -312,7 +312,7 @@ def invocation(name: str, box: Sandbox, mode: str) -> tuple[list[str], dict[str,
         (box.home / ".gemini" / "policies").mkdir()
         (box.home / ".gemini" / "policies" / "conform.toml").write_text(GEMINI_POLICY)
         argv = [a for a in inv.argv if a != "--yolo"]
-        argv[1:1] = ["--approval-mode", mode]
+        argv[1:1] = ["--approval-mode", {"autoEdit": "auto_edit"}.get(mode, mode)]
         return argv, inv.env, ""
     if name == "qwen-code":
         inv = qwen_code(box.home, box.base_url, prompt)
