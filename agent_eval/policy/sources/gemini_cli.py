@@ -43,6 +43,7 @@ CLI).  docs/policies.md lists these.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import tomllib
@@ -216,7 +217,16 @@ DEFAULTS = (
 )
 
 
-_ENGINES: dict[tuple[str, str], tuple[GeminiRule, ...]] = {}
+def _encode(rule: GeminiRule) -> Rule:
+    """The rule as an agent keeps it: ``tokens`` carry what the engine needs besides the
+    pattern (kind, modes, unattended or not, allowRedirection, the regular expression,
+    the priority), so ``engine`` rebuilds it from the agent alone."""
+    given = rule.rule.tokens[0][0] if rule.rule.tokens else None
+    kind = given or ("regex" if rule.args is not None else "any")
+    interactive = "" if rule.interactive is None else str(rule.interactive).lower()
+    return dataclasses.replace(rule.rule, tokens=(
+        (kind,), rule.modes, (interactive,), ("redirection" if rule.redirection else "",),
+        (rule.args.pattern if rule.args is not None else "",), (repr(rule.priority),)))
 
 
 def load(path: Path) -> PolicySource:
@@ -242,25 +252,25 @@ def load(path: Path) -> PolicySource:
     for file in files:
         shown = f"policies/{file.name}" if settings_path is not None else file.name
         rules += _toml_rules(file, USER_TIER, shown)
-    ordered = tuple(sorted([*rules, *DEFAULTS], key=lambda r: -r.priority))
-    _ENGINES[(str(path), "default")] = ordered
-    agent = AgentPolicy("gemini-cli", "default", tuple(r.rule for r in ordered),
+    ordered = sorted([*rules, *DEFAULTS], key=lambda r: -r.priority)
+    agent = AgentPolicy("gemini-cli", "default", tuple(_encode(r) for r in ordered),
                         source=str(path), mode=mode)
     return PolicySource("gemini-cli", str(path), {"default": agent}, "default")
 
 
 def engine(agent: AgentPolicy) -> tuple[GeminiRule, ...]:
-    """The engine's rules behind ``agent`` (kept by ``load``; rebuilt from the rules for
-    an agent made elsewhere)."""
-    kept = _ENGINES.get((agent.source, agent.name))
-    if kept is not None and tuple(r.rule for r in kept) == agent.rules:
-        return kept
+    """The engine's rules behind ``agent``, in priority order (``_encode`` reversed); a
+    rule without the engine's tokens is a plain rule of its tool."""
     out = []
     for order, rule in enumerate(agent.rules):
-        regex = None
-        if rule.tokens == (("prefix",),):
-            regex = re.compile(prefix_pattern(rule.pattern))
-        out.append(GeminiRule(rule, -order, rule.permission, regex))
+        if len(rule.tokens) != 6:
+            out.append(GeminiRule(rule, -order, rule.permission))
+            continue
+        _, modes, (interactive,), (redirection,), (regex,), (priority,) = rule.tokens
+        out.append(GeminiRule(rule, float(priority), rule.permission,
+                              re.compile(regex) if regex else None, tuple(modes),
+                              {"true": True, "false": False}.get(interactive),
+                              redirection == "redirection"))
     return tuple(out)
 
 
