@@ -425,7 +425,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("clis", nargs="+", choices=sorted(DEFAULT_MODES))
     parser.add_argument("--mode", default=None,
-                        help="default: claude-code `default`, codex `never/workspace-write`")
+                        help="the CLI's mode (OpenCode: its agent); default: claude-code "
+                             "`default`, codex `never/workspace-write`, gemini-cli and "
+                             "qwen-code `default`, opencode `build`")
     args = parser.parse_args(argv)
     for name in args.clis:
         mode = args.mode or DEFAULT_MODES[name]
