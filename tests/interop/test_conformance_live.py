@@ -34,15 +34,18 @@ from clis.conformance import OUT, outcome_of, record
 from clis.sandbox import unavailable
 from conformance_verdicts import agreement, unexplained
 
-LIVE = [("claude-code", "default"), ("claude-code", "dontAsk"), ("claude-code", "acceptEdits"),
+LIVE: list[tuple[str, ...]] = [
+        ("claude-code", "default"), ("claude-code", "dontAsk"), ("claude-code", "acceptEdits"),
         ("claude-code", "plan"),
         ("codex", "never/workspace-write"), ("codex", "on-request/workspace-write"),
         ("codex", "never/read-only"), ("codex", "never/danger-full-access"),
         ("gemini-cli", "default"), ("gemini-cli", "yolo"), ("gemini-cli", "autoEdit"),
         ("gemini-cli", "plan"),
         ("qwen-code", "default"), ("qwen-code", "yolo"), ("qwen-code", "auto-edit"),
+        ("qwen-code", "default", "core"),
         ("opencode", "build"), ("opencode", "plan")]
-"""Every (CLI, mode) with a committed recording (OpenCode's mode is its agent);
+"""Every (CLI, mode[, configuration]) with a committed recording (OpenCode's mode is its
+agent; a third field names a configuration of ``clis.conformance.CONFIGS``);
 ``test_every_recording_is_played_live`` keeps the two lists equal."""
 
 
@@ -64,10 +67,11 @@ def _ensure(name: str) -> None:
                   f"(is the npm registry reachable?): {done.stderr.strip()[-400:]}")
 
 
-@pytest.mark.parametrize(("name", "mode"), LIVE, ids=[f"{n}-{m}" for n, m in LIVE])
-def test_the_pinned_cli_does_what_the_harness_verdict_says(name, mode, tmp_path):
+@pytest.mark.parametrize("played", LIVE, ids=["-".join(p) for p in LIVE])
+def test_the_pinned_cli_does_what_the_harness_verdict_says(played, tmp_path):
+    name, mode, config = (*played, "")[:3]
     _ensure(name)
-    recording = record(name, mode, log=sys.stderr)
+    recording = record(name, mode, log=sys.stderr, config=config)
     live = recording.as_json()
     (tmp_path / "recorded.json").write_text(json.dumps(live, indent=1))
     unanswered = [c["command"] for c in live["cases"] if c["outcome"] == "none"]
@@ -75,11 +79,11 @@ def test_the_pinned_cli_does_what_the_harness_verdict_says(name, mode, tmp_path)
     found = agreement(live, tmp_path)
     assert unexplained(live, found) == []
     assert found["real_leaks_flagged"] == found["real_leaks"]
-    committed = OUT / f"{name}-{recording.version}-{mode.replace('/', '_')}.json"
+    committed = OUT / recording.file_name
     was = {c["command"]: c["outcome"] for c in json.loads(committed.read_text())["cases"]}
     changed = [(c["command"], was.get(c["command"]), c["outcome"]) for c in live["cases"]
                if was.get(c["command"]) != c["outcome"]]
-    assert changed == [], f"re-record {committed.name}: python -m clis.conformance {name}"
+    assert changed == [], f"re-record {committed.name} with python -m clis.conformance"
 
 
 def test_the_outcome_is_read_from_the_tool_result_as_recorded():
@@ -96,5 +100,5 @@ def test_every_recording_is_played_live():
     recorded = set()
     for path in OUT.glob("*.json"):
         data = json.loads(path.read_text())
-        recorded.add((data["cli"], data["mode"]))
-    assert recorded == set(LIVE)
+        recorded.add((data["cli"], data["mode"], data.get("config", "")))
+    assert recorded == {(*p, "")[:3] for p in LIVE}

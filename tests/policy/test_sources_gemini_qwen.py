@@ -163,21 +163,26 @@ def test_qwen_unattended_default_mode_has_no_shell_without_a_whole_tool_rule(tmp
     assert decide(agent, "echo conform", "yolo") == "allow"
 
 
-def test_qwen_judges_each_part_deny_then_ask_then_allow_then_read_only(tmp_path):
-    agent = qwen(tmp_path, {"allow": ["Bash", "Bash(npm run:*)"], "ask": ["Bash(git push *)"],
-                            "deny": ["Bash(curl *)"]})
-    assert decide(agent, "uname -s") == "allow"  # the whole tool allowed
-    narrow = qwen(tmp_path / "n", {"allow": ["Bash(npm run:*)"], "deny": ["Bash(curl *)"]},
-                  tools={"core": ["run_shell_command"]})
-    assert decide(narrow, "npm run build") == "allow"
-    assert decide(narrow, "FOO=1 npm run build") == "allow"  # assignments removed
-    assert decide(narrow, "ls -la && cat notes.txt") == "allow"  # read-only parts
-    assert decide(narrow, "ls > files.txt") == "ask"  # a write redirection is not read-only
-    assert decide(narrow, "uname -s") == "ask"
-    assert decide(narrow, "ls && curl x") == "deny"
-    assert decide(agent, "git push origin main") == "ask"
-    assert decide(agent, "git push origin main", "yolo") == "allow"  # recorded: ran
-    assert decide(agent, "curl x", "yolo") == "deny"  # recorded: refused
+def test_qwen_unattended_with_the_shell_registered_asks_nobody(tmp_path):
+    """Recorded (qwen-code-0.24.4-default-core): once tools.core registers the shell, a
+    deny rule refuses, a write is refused as an edit, everything else runs, what an ask
+    rule matches included; the strict reading keeps ask and unmatched parts blocked."""
+    agent = qwen(tmp_path, {"allow": ["Bash(npm run:*)"], "ask": ["Bash(git push *)"],
+                            "deny": ["Bash(curl *)"]}, tools={"core": ["run_shell_command"]})
+    assert decide(agent, "npm run build") == "allow"
+    assert decide(agent, "uname -s") == "allow"  # recorded: ran
+    assert decide(agent, "git push origin main") == "allow"  # recorded: ran, ask unheeded
+    assert decide(agent, "ls && curl x") == "deny"
+    assert decide(agent, "echo conform > out.txt") == "deny"  # recorded: "deny rule: edit"
+    assert decide(agent, "echo a | tee out.txt") == "deny"
+    assert decide(agent, "ls 2>/dev/null") == "allow"
+    assert decide(agent, "echo conform > out.txt", "auto-edit") == "allow"
+    dual = judge_command(agent, "git push origin main", Setting())
+    assert dual.leak_class == "AE307"  # the ask rule blocks it when read strictly
+    strict = judge_command(agent, "FOO=1 npm run build", Setting()).strict
+    assert strict.allowed is False  # an assignment is refused by the strict structure
+    whole = qwen(tmp_path / "w", {"allow": ["Bash", "Edit"]})
+    assert decide(whole, "echo conform > out.txt") == "allow"  # edits allowed whole
 
 
 def test_modes_and_versions_of_the_new_clis(tmp_path):

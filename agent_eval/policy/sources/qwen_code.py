@@ -16,19 +16,27 @@ https://qwenlm.github.io/qwen-code-docs/en/users/configuration/settings/):
   after a blank matches nothing or a blank and anything, elsewhere anything.
 - a command is cut at ``&&``, ``||``, ``;``, ``|``, ``&`` and newlines outside quotes
   (``splitCompoundCommand``); each part is judged: a ``deny`` rule matching it denies the
-  call, else an ``ask`` rule asks, else an ``allow`` rule allows it, else it is allowed
-  when read-only (``cd``, ``ls``, ``cat``, ``echo``, ``grep``, ``git status``... with no
-  write redirection: ``READ_ONLY``) and asks otherwise; the most restrictive part decides.
+  call, else an ``ask`` rule asks, else an ``allow`` rule allows it, else (interactively)
+  it runs when read-only and asks otherwise; the most restrictive part decides.  The
+  strict verdict reads the rules so, with no read-only default: a part no rule allows
+  is refused.
 
-Unattended (``-p``, no stream-json input) in the ``default``, ``plan``, ``auto`` and
-``auto-edit`` modes the shell tool is not registered at all unless a rule allows the
-whole tool (``Bash``, ``run_shell_command``) or ``tools.core`` lists it
-(``denyUnlessAllowed`` in config.ts): every command is refused, whatever the narrower
-rules say.  In ``yolo`` only the ``deny`` rules hold: everything else runs.
+Unattended (``-p``, no stream-json input), as the pinned release was recorded doing
+(tests/fixtures/conformance/qwen-code-*; ``denyUnlessAllowed`` in config.ts):
+
+- in ``default``, ``plan``, ``auto`` and ``auto-edit`` the shell tool is not registered
+  unless a rule allows the whole tool (``Bash``, ``run_shell_command``) or ``tools.core``
+  lists it: every command is refused, whatever the narrower rules say;
+- once it is registered, and in ``yolo``, nobody is asked: a ``deny`` rule refuses, and
+  everything else runs, what an ``ask`` rule matches included;
+- in ``default``, ``plan`` and ``auto`` the edit tools are denied the same way unless a
+  rule allows them whole, and a command that writes a file (an output redirection other
+  than ``/dev/null``, ``tee``, ``touch``, ``cp``, ``mv``, ``mkdir``...) is checked as an
+  edit: refused.
 
 Not emulated: the checks of the file and network operations inside a command against
-``Read``/``Edit``/``WebFetch`` rules (``cat f`` judged as a read of ``f``), and the
-read-only analysis's finer points (``sed -i``, ``find -delete``, git's write flags);
+``Read``/``Edit``/``WebFetch`` rules with a path or domain (``cat f`` judged as a read of
+``f``), and the write analysis's finer points (``sed -i``, ``find -delete``, ``cp -t``);
 docs/policies.md lists them.
 """
 
@@ -41,18 +49,18 @@ from typing import Any
 from agent_eval.errors import ConfigError
 from agent_eval.policy.sources.files import read_json
 from agent_eval.policy.sources.model import Action, AgentPolicy, HarnessVerdict, PolicySource, Rule
+from agent_eval.policy.sources.shellsplit import all_commands
 
 MODES = ("default", "plan", "auto-edit", "auto", "yolo")
 SHELL = "run_shell_command"
 SHELL_NAMES = (SHELL, "Shell", "ShellTool", "Bash")
-READ_ONLY = frozenset({"awk", "basename", "cat", "cd", "column", "cut", "df", "dirname", "du",
-                       "echo", "find", "git", "grep", "head", "less", "ls", "more",
-                       "printenv", "printf", "ps", "pwd", "rg", "ripgrep", "sed", "sort",
-                       "stat", "tail", "tree", "uniq", "wc", "which", "where", "whoami"})
-"""``READ_ONLY_ROOT_COMMANDS`` of permissions/shell-semantics.ts."""
-READ_ONLY_GIT = frozenset({"blame", "branch", "cat-file", "diff", "grep", "log", "ls-files",
-                           "remote", "rev-parse", "show", "status", "describe"})
 OPERATORS = ("&&", "||", ";;", ";", "|&", "|", "&", "\n")
+WRITE_COMMANDS = frozenset({"touch", "mkdir", "mkfifo", "tee", "cp", "mv", "ln", "install",
+                            "truncate", "rm", "rmdir", "unlink", "shred"})
+"""Commands whose path arguments Qwen Code checks as writes (shell-semantics.ts)."""
+EDIT_NAMES = frozenset({"edit", "Edit", "EditTool", "write_file", "WriteFile", "Write",
+                        "WriteFileTool"})
+EDITS_DENIED_MODES = ("default", "plan", "auto")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
@@ -178,20 +186,6 @@ def command_matches(pattern: str, command: str) -> bool:
     return re.match(regex + "$", text, re.S) is not None
 
 
-def read_only(part: str) -> bool:
-    """The read-only analysis, approximated: the first word among ``READ_ONLY`` (git
-    with a read-only subcommand), no write redirection, no substitution."""
-    if any(c in part for c in "`") or "$(" in part or re.search(r"(^|[^<&])>", part):
-        return False
-    words = _without_assignments(part).split()
-    if not words:
-        return True
-    if words[0] == "git":
-        sub = next((w for w in words[1:] if not w.startswith("-")), None)
-        return sub in READ_ONLY_GIT
-    return words[0] in READ_ONLY
-
-
 def _first(agent: AgentPolicy, action: str, part: str) -> Rule | None:
     return next((r for r in agent.rules if r.action == action and r.permission == "Bash"
                  and command_matches(r.pattern, part)), None)
@@ -208,10 +202,32 @@ def shell_registered(agent: AgentPolicy, mode: str) -> bool:
     return whole or (agent.tools is not None and SHELL in agent.tools)
 
 
+def writes_file(command: str) -> str | None:
+    """What a command writes, as Qwen Code's shell analysis sees it, or None."""
+    for piece in all_commands(command):
+        for op, target in piece.redirects:
+            if ">" in op and not op.endswith(">&") and not target.startswith("&") \
+                    and target.strip("'\"") != "/dev/null":
+                return target
+        if piece.words and piece.words[0] in WRITE_COMMANDS:
+            paths = [w for w in piece.words[1:] if not w.startswith("-")]
+            if paths:
+                return paths[-1]
+    return None
+
+
+def _edits_denied(agent: AgentPolicy, mode: str) -> bool:
+    if mode not in EDITS_DENIED_MODES:
+        return False
+    whole = any(r.action == "allow" and r.pattern == "" and r.permission in EDIT_NAMES
+                for r in agent.rules)
+    return not whole and not (agent.tools is not None and EDIT_NAMES & set(agent.tools))
+
+
 def judge_command(agent: AgentPolicy, command: str, mode: str) -> HarnessVerdict:
     """Qwen Code's permission manager on a shell command, unattended, in ``mode``
-    (``strict``: the rules alone, the tool taken as registered and no read-only
-    default)."""
+    (``strict``: the rules alone, the tool taken as registered, ``ask`` blocking, no
+    read-only default)."""
     if any(r.permission == "Bash" and r.action == "deny" and r.pattern == ""
            for r in agent.rules):
         rule = next(r for r in agent.rules if r.permission == "Bash" and r.action == "deny"
@@ -223,12 +239,24 @@ def judge_command(agent: AgentPolicy, command: str, mode: str) -> HarnessVerdict
     worst: Action = "allow"
     used: list[Rule] = []
     why = ""
-    for part in split_command(command):
+    parts = split_command(command)
+    for part in parts:
         denied = _first(agent, "deny", part)
         if denied is not None:
             return HarnessVerdict("deny", (denied,), reason=f"{part!r} matches {denied.label()}")
-        if mode == "yolo":
-            continue
+    written = writes_file(command) if mode != "strict" and _edits_denied(agent, mode) else None
+    if written is not None:
+        return HarnessVerdict("deny", (), reason=f"writes {written}: a write in a shell command "
+                              f"is an edit, and unattended in mode {mode} the edit tools are "
+                              "denied")
+    if mode != "strict":  # unattended nobody is asked: what no deny rule refuses runs
+        for part in parts:
+            allowed = _first(agent, "allow", part)
+            if allowed is not None and allowed not in used:
+                used.append(allowed)
+        return HarnessVerdict("allow", tuple(used), reason=f"no deny rule matches: unattended "
+                              f"in mode {mode} nobody is asked, so it runs")
+    for part in parts:
         asked = _first(agent, "ask", part)
         if asked is not None:
             if worst == "allow":
@@ -239,12 +267,11 @@ def judge_command(agent: AgentPolicy, command: str, mode: str) -> HarnessVerdict
             if allowed not in used and worst == "allow":
                 used.append(allowed)
             continue
-        if (mode == "strict" or not read_only(part)) and worst == "allow":
-            worst, used, why = "ask", [], f"{part!r}: no rule, not read-only"
+        if worst == "allow":
+            worst, used, why = "ask", [], f"{part!r}: no rule allows it"
     if worst == "ask":
-        return HarnessVerdict("ask", tuple(used), reason=why + " (nobody answers unattended)")
-    return HarnessVerdict("allow", tuple(used), reason="every part allowed"
-                          + (" (yolo: only deny rules hold)" if mode == "yolo" else ""))
+        return HarnessVerdict("ask", tuple(used), reason=why)
+    return HarnessVerdict("allow", tuple(used), reason="every part allowed by a rule")
 
 
 def judge_tool(agent: AgentPolicy, tool: str) -> HarnessVerdict:

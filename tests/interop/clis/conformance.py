@@ -296,7 +296,8 @@ def outcome_of(name: str, text: str | None) -> str:
     return "ran"
 
 
-def invocation(name: str, box: Sandbox, mode: str) -> tuple[list[str], dict[str, str], str]:
+def invocation(name: str, box: Sandbox, mode: str, config: str = ""
+               ) -> tuple[list[str], dict[str, str], str]:
     """The CLI's invocation with the case's rules in its HOME, unattended in ``mode``."""
     prompt = PROMPT
     if name == "claude-code":
@@ -319,9 +320,9 @@ def invocation(name: str, box: Sandbox, mode: str) -> tuple[list[str], dict[str,
         path = box.home / ".qwen" / "settings.json"
         # the shell tool rides in the first request (tools.eager; else it is deferred
         # behind tool_search), which changes no permission
-        settings = json.loads(path.read_text())
+        settings = {**json.loads(path.read_text()), **rules_of(name, config)}
         settings["tools"] = {**settings.get("tools", {}), "eager": ["run_shell_command"]}
-        path.write_text(json.dumps({**settings, "permissions": QWEN_RULES}))
+        path.write_text(json.dumps(settings))
         argv = [a for a in inv.argv if a != "--yolo"]
         argv[1:1] = ["--approval-mode", mode]
         return argv, inv.env, ""
@@ -349,10 +350,22 @@ def invocation(name: str, box: Sandbox, mode: str) -> tuple[list[str], dict[str,
 
 RULES = {"claude-code": CLAUDE_RULES, "codex": CODEX_RULES,
          "gemini-cli": {"settings": GEMINI_SETTINGS, "policies": {"conform.toml": GEMINI_POLICY}},
-         "qwen-code": {"permissions": QWEN_RULES},
+         "qwen-code": {"permissions": QWEN_RULES},  # the whole settings.json
          "opencode": {"permission": {**OPENCODE_PERMISSION, "external_directory": "ask"}}}
 DEFAULT_MODES = {"claude-code": "default", "codex": "never/workspace-write",
                  "gemini-cli": "default", "qwen-code": "default", "opencode": "build"}
+CONFIGS: dict[tuple[str, str], Any] = {
+    # a second configuration: Qwen Code with its shell tool registered by tools.core, so
+    # the rules and the read-only analysis decide unattended
+    ("qwen-code", "core"): {"permissions": QWEN_RULES, "tools": {"core": ["run_shell_command"]}},
+}
+
+
+def rules_of(name: str, config: str = "") -> Any:
+    """The configuration a recording runs under: ``RULES[name]``, or a named other one."""
+    return CONFIGS[(name, config)] if config else RULES[name]
+
+
 SESSIONS = 4
 """Sessions at most per recording: a CLI that ends its session before the last command
 (a crash, a turn limit) is started again from the first command it did not answer."""
@@ -368,10 +381,17 @@ class Recording:
     rules: Any
     cases: list[dict[str, str]]
     sessions: list[str] = field(default_factory=list)  # "exit N, K commands answered"
+    config: str = ""  # a named configuration of CONFIGS; "" for RULES
 
     def as_json(self) -> dict[str, Any]:
         return {"cli": self.cli, "version": self.version, "mode": self.mode,
+                **({"config": self.config} if self.config else {}),
                 "rules": self.rules, "cases": self.cases}
+
+    @property
+    def file_name(self) -> str:
+        tail = f"-{self.config}" if self.config else ""
+        return f"{self.cli}-{self.version}-{self.mode.replace('/', '_')}{tail}.json"
 
 
 def _shown(text: str | None) -> str:
@@ -379,7 +399,7 @@ def _shown(text: str | None) -> str:
 
 
 def record(name: str, mode: str, corpus: list[tuple[str, str]] | None = None, *,
-           timeout: float = 300.0, log: Any = None) -> Recording:
+           timeout: float = 300.0, log: Any = None, config: str = "") -> Recording:
     """Run ``name`` on every command of ``corpus`` (default ``CORPUS``) in ``mode``:
     batched, all commands in one session when the CLI keeps going."""
     corpus = CORPUS if corpus is None else corpus
@@ -392,7 +412,7 @@ def record(name: str, mode: str, corpus: list[tuple[str, str]] | None = None, *,
         with serve(script) as port, Sandbox(port, clis_dir=CLIS_DIR) as box:
             (box.home / "project" / "notes.txt").write_text("conformance notes\n")
             (box.home / "project" / ".git").mkdir()
-            argv, env, stdin = invocation(name, box, mode)
+            argv, env, stdin = invocation(name, box, mode, config)
             done = box.run(argv, env, timeout=timeout, stdin=stdin.encode())
         for index, text in script.results.items():
             results[start + index] = text
@@ -411,12 +431,13 @@ def record(name: str, mode: str, corpus: list[tuple[str, str]] | None = None, *,
         cases.append({"category": category, "command": command,
                       "outcome": outcome_of(name, text),
                       "result": _shown(text) if text is not None else "(no tool result)"})
-    return Recording(name, PINNED[name].version, mode, RULES[name], cases, sessions)
+    return Recording(name, PINNED[name].version, mode, rules_of(name, config), cases, sessions,
+                     config)
 
 
 def write(recording: Recording) -> Path:
     OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"{recording.cli}-{recording.version}-{recording.mode.replace('/', '_')}.json"
+    path = OUT / recording.file_name
     path.write_text(json.dumps(recording.as_json(), indent=1) + "\n")
     return path
 
@@ -428,10 +449,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="the CLI's mode (OpenCode: its agent); default: claude-code "
                              "`default`, codex `never/workspace-write`, gemini-cli and "
                              "qwen-code `default`, opencode `build`")
+    parser.add_argument("--config", default="", help="a named other configuration "
+                        f"({', '.join(f'{c} {n}' for c, n in CONFIGS)})")
     args = parser.parse_args(argv)
     for name in args.clis:
         mode = args.mode or DEFAULT_MODES[name]
-        recording = record(name, mode, log=sys.stderr)
+        recording = record(name, mode, log=sys.stderr, config=args.config)
         for case in recording.cases:
             print(f"{name} {mode}: {case['outcome']:7} {case['command']!r}", file=sys.stderr)
         print(write(recording))
