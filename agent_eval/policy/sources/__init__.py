@@ -6,8 +6,8 @@ Public surface::
         one resolver for every place an allow-list is taken: an agent-eval allow-list
         YAML, OpenCode's opencode.json(c), Claude Code's settings.json, a Codex .rules
         file (or a folder of them), Gemini CLI's .gemini/settings.json or policy .toml
-        files, Qwen Code's .qwen/settings.json; ``ResolvedPolicy.allowlist`` is what the engine
-        needs, ``judge_call`` gives both verdicts for a policy source.
+        files, Qwen Code's .qwen/settings.json; ``ResolvedPolicy.allowlist`` is what the
+        engine needs, ``judge_call`` gives both verdicts for a policy source.
     load_policy_source(path) -> PolicySource      the agents of a CLI configuration
     judge_call / judge_command / judge_read      -> DualVerdict (harness + strict)
     recorded_verdict(dual) -> Verdict            the harness's decision, as stored
@@ -17,8 +17,8 @@ Public surface::
 Module map: ``model`` (records), ``files`` (the only I/O: JSON with comments, front
 matter), ``wildcard`` (OpenCode's matcher), ``shellsplit`` (how each CLI cuts a command,
 over the engine's lexer), ``opencode`` / ``claude_code`` / ``codex`` / ``gemini_cli`` /
-``qwen_code`` (reading and emulation, one per CLI), ``judge`` (the two verdicts), ``convert`` (allow-list output),
-``choose`` (which agent judges a session).
+``qwen_code`` (reading and emulation, one per CLI), ``judge`` (the two verdicts),
+``convert`` (allow-list output), ``choose`` (which agent judges a session).
 docs/policies.md describes each format, the emulation, its quirks and what a leak is.
 """
 
@@ -82,16 +82,17 @@ CLAUDE_KEYS = {"allow", "ask", "deny", "additionalDirectories", "defaultMode",
 
 def source_kind(path: Path) -> str:
     """``allowlist``, ``opencode``, ``claude-code``, ``codex``, ``gemini-cli`` or
-    ``qwen-code`` for a file (or folder),
-    by its name first and then by its fields; ConfigError when it is none of them."""
+    ``qwen-code`` for a file (or folder), by its name (and its folder's: ``.claude``,
+    ``.gemini``, ``.qwen``) first and then by its fields; ConfigError when it is none."""
     name = path.name
     if path.is_dir():
         if any(path.glob("*.rules")):
             return "codex"
         if any(path.glob("*.toml")):
             return "gemini-cli"
-        raise ConfigError("is a folder without *.rules files; pass an allow-list YAML, "
-                          "opencode.json, settings.json or a Codex .rules file", path=str(path))
+        raise ConfigError("is a folder without *.rules or *.toml files; pass an allow-list "
+                          "YAML, opencode.json, settings.json, a Codex .rules file or a "
+                          "Gemini CLI policy .toml", path=str(path))
     if name.endswith(YAML_SUFFIXES):
         return "allowlist"
     if name.endswith(".rules"):

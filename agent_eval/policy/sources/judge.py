@@ -45,9 +45,8 @@ STRUCTURE = allowlist_from_dict({
 """Any one program with plain words; every other shell construct refused."""
 
 MAX_EMULATED = 65536
-BASH_TOOLS = frozenset({"bash", "Bash", "shell", "shell_command", "exec_command", "local_shell",
-                        "run_shell_command"})
-READ_TOOLS = frozenset({"read", "Read", "view", "read_file"})
+BASH_TOOLS = frozenset({"bash", "Bash", "shell", "shell_command", "exec_command", "local_shell"})
+READ_TOOLS = frozenset({"read", "Read", "view"})
 COMMAND_KEYS = ("command", "cmd")
 PATH_KEYS = ("filePath", "file_path", "path")
 
