@@ -18,7 +18,7 @@ sent back.  The test fails on:
   pinned CLI does.
 
 Without root, ``unshare`` or the installed CLIs these tests skip, saying why; with
-``CI=true`` they fail.  About 4-30 s of wall time per recording, about 3 min in all.
+``CI=true`` they fail.  About 4-40 s of wall time per recording, 3-5 min in all.
 """
 
 from __future__ import annotations
