@@ -308,10 +308,15 @@ def invocation(name: str, box: Sandbox, mode: str, config: str = ""
         return argv, inv.env, ""
     if name == "gemini-cli":
         inv = gemini_cli(box.home, box.base_url, prompt)
+        rules = rules_of(name, config)
         path = box.home / ".gemini" / "settings.json"
-        path.write_text(json.dumps({**json.loads(path.read_text()), **GEMINI_SETTINGS}))
+        settings = json.loads(path.read_text())
+        for key, value in rules["settings"].items():  # one level deep: keep security.auth
+            settings[key] = {**settings.get(key, {}), **value}
+        path.write_text(json.dumps(settings))
         (box.home / ".gemini" / "policies").mkdir()
-        (box.home / ".gemini" / "policies" / "conform.toml").write_text(GEMINI_POLICY)
+        for file, text in rules["policies"].items():
+            (box.home / ".gemini" / "policies" / file).write_text(text)
         argv = [a for a in inv.argv if a != "--yolo"]
         argv[1:1] = ["--approval-mode", {"autoEdit": "auto_edit"}.get(mode, mode)]
         return argv, inv.env, ""
