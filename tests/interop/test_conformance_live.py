@@ -40,7 +40,7 @@ LIVE: list[tuple[str, ...]] = [
         ("codex", "never/workspace-write"), ("codex", "on-request/workspace-write"),
         ("codex", "never/read-only"), ("codex", "never/danger-full-access"),
         ("gemini-cli", "default"), ("gemini-cli", "yolo"), ("gemini-cli", "autoEdit"),
-        ("gemini-cli", "plan"),
+        ("gemini-cli", "plan"), ("gemini-cli", "default", "toml"), ("gemini-cli", "yolo", "toml"),
         ("qwen-code", "default"), ("qwen-code", "yolo"), ("qwen-code", "auto-edit"),
         ("qwen-code", "default", "core"),
         ("opencode", "build"), ("opencode", "plan")]

@@ -359,7 +359,17 @@ RULES = {"claude-code": CLAUDE_RULES, "codex": CODEX_RULES,
          "opencode": {"permission": {**OPENCODE_PERMISSION, "external_directory": "ask"}}}
 DEFAULT_MODES = {"claude-code": "default", "codex": "never/workspace-write",
                  "gemini-cli": "default", "qwen-code": "default", "opencode": "build"}
+GEMINI_TOML_ONLY = """\
+[[rule]]
+toolName = "run_shell_command"
+commandPrefix = ["uv run scripts/db_query.py", "cd", "echo", "ls", "git diff"]
+decision = "allow"
+priority = 100
+
+""" + GEMINI_POLICY
 CONFIGS: dict[tuple[str, str], Any] = {
+    # Gemini CLI with its rules in a TOML policy only (tools.allowed is deprecated)
+    ("gemini-cli", "toml"): {"settings": {}, "policies": {"conform.toml": GEMINI_TOML_ONLY}},
     # a second configuration: Qwen Code with its shell tool registered by tools.core, so
     # the rules and the read-only analysis decide unattended
     ("qwen-code", "core"): {"permissions": QWEN_RULES, "tools": {"core": ["run_shell_command"]}},
