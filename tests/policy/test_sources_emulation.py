@@ -207,3 +207,4 @@ def test_accept_edits_accepts_a_redirection_into_the_working_directory(tmp_path)
     assert _decision(agent, "echo conform > out.txt") == "ask"
     assert _decision(agent, "echo x > /etc/conform", mode="acceptEdits") == "ask"
     assert _decision(agent, "echo x > .git/conform", mode="acceptEdits") == "ask"  # protected
+    assert _decision(agent, "echo x >> ~/.bashrc", mode="acceptEdits") == "ask"  # recorded

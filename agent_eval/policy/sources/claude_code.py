@@ -355,7 +355,7 @@ def _asks_by_design(parts: list[tuple[Piece, str]], mode: str, quirks: frozenset
         return None
     for piece, _ in parts:
         target = _writes_file(piece) if "redirect-asks" in quirks else None
-        if target is not None and mode == "acceptEdits":
+        if target is not None and mode == "acceptEdits" and not target.startswith("~"):
             path = posixpath.normpath(posixpath.join(workdir, target.strip("'\"")))
             if path.startswith(workdir.rstrip("/") + "/"):
                 target = None

@@ -144,6 +144,10 @@ CORPUS: list[tuple[str, str]] = [
     ("flags-reordered", "git -C . diff"),
     ("protected", "echo x > .claude/conform"),
     ("protected", "ls .git"),
+    ("protected", "echo x > .codex/conform"),
+    ("protected", "echo x > .gemini/conform"),
+    ("protected", "echo x > .qwen/conform"),
+    ("protected", "echo x >> ~/.bashrc"),
 ]
 
 
