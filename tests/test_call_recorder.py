@@ -233,6 +233,42 @@ def test_a_codex_rules_file_as_the_proxys_policy_stores_each_calls_command(tmp_p
         [c.command for c in proxied]
 
 
+SHELL_TOOLS = [{"type": "function", "function": {"name": "run_shell_command", "parameters": {}}}]
+SHELL_CALLS = [
+    ("run_shell_command", {"command": "git diff HEAD", "description": "d"}, "git diff HEAD"),
+    ("run_shell_command", {"command": "echo a && uname -s"}, "echo a && uname -s"),
+    ("run_shell_command", {"command": "curl http://x"}, "curl http://x"),
+]
+
+
+@pytest.mark.parametrize(("folder", "settings", "agent", "emulation", "decisions"), [
+    (".gemini", {"tools": {"allowed": ["run_shell_command(git diff)", "run_shell_command(echo)"]}},
+     "GeminiCLI-tui/0.60.2/m (linux; x64; terminal)", "gemini-cli 0.60.2, mode default",
+     ["allow", "deny", "deny"]),
+    (".qwen", {"permissions": {"deny": ["Bash(curl *)"]}, "general": {"defaultApprovalMode": "yolo"}},
+     "QwenCode/0.24.4 (linux; x64)", "qwen-code 0.24.4, mode yolo", ["allow", "allow", "deny"]),
+])
+def test_gemini_and_qwen_settings_as_the_proxys_policy(tmp_path, folder, settings, agent,
+                                                        emulation, decisions):
+    """A Gemini CLI or Qwen Code settings.json judges the proxy's calls as that CLI would
+    unattended, with the release its User-Agent names, and keeps each command."""
+    path = tmp_path / folder / "settings.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(settings))
+    sessions = Sessions(resolve_policy(path))
+    body = json.dumps({"model": "m", "messages": [SYSTEM, TASK],
+                       "tools": SHELL_TOOLS}).encode()
+    sessions.take(Exchange(path="/v1/chat/completions", request_body=body, session_headers={},
+                           started_at=datetime.now(UTC), status=200,
+                           content_type="application/json",
+                           response_body=bytearray(reply_with(SHELL_CALLS)), ttft_s=0.1,
+                           latency_s=0.5, user_agent=agent), 0.0)
+    [record] = sessions.close_all()
+    assert record.policy_emulation == emulation
+    assert [(c.command, c.decision) for c in record.calls] == \
+        [(command, d) for (_, _, command), d in zip(SHELL_CALLS, decisions, strict=True)]
+
+
 # --- the engine sees the raw argument text on every path -------------------------------
 
 ALLOWED = "uv run scripts/db_query.py --sql 'select 1'"

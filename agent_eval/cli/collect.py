@@ -15,7 +15,8 @@ from agent_eval.errors import ConfigError
 @main.command()
 @click.option("--allowlist", "allowlist_path", required=True, type=ALLOWLIST,
               help="Allow-list YAML every tool call is judged against, or an agent CLI's "
-                   "rules: opencode.json, Claude Code settings.json, Codex .rules.")
+                   "rules: opencode.json, Claude Code settings.json, Codex .rules, Gemini "
+                   "CLI or Qwen Code settings.json.")
 @click.option("--agent", default=None, metavar="NAME",
               help="With an agent CLI's rules: judge every session as agent NAME.")
 @click.option("--port", type=click.IntRange(0, 65535), default=4318, show_default=True,

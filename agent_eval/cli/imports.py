@@ -22,7 +22,7 @@ TRANSCRIPT_FORMATS = ("auto", "openai", "opencode", "claude-code", "mini-swe-age
 @click.option("--allowlist", "allowlist_path", type=ALLOWLIST,
               help="Allow-list YAML every imported call is judged against (transcripts), "
                    "or an agent CLI's rules: opencode.json, Claude Code settings.json, "
-                   "Codex .rules (docs/policies.md).")
+                   "Codex .rules, Gemini CLI or Qwen Code settings.json (docs/policies.md).")
 @click.option("--agent", default=None, metavar="NAME",
               help="With an agent CLI's rules: judge every session as agent NAME (default: "
                    "each session's agent, from its system prompt, else the default agent).")

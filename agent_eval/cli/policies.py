@@ -48,7 +48,8 @@ def setting_options(func):
         click.option("--mode", default=None, metavar="MODE",
                      help="The CLI's mode: a Claude Code permission mode (default, "
                           "acceptEdits, plan, bypassPermissions, dontAsk, auto) or Codex's "
-                          "APPROVAL/SANDBOX (never/workspace-write); default: the "
+                          "APPROVAL/SANDBOX (never/workspace-write), a Gemini CLI or Qwen "
+                          "Code approval mode (default, yolo...); default: the "
                           "configuration's, else the CLI's unattended default."),
     ]
     for option in reversed(options):
@@ -267,8 +268,8 @@ def audit(config: Path, agents: tuple[str, ...], calls_ref: str | None, workdir:
     """List the leaks of an agent CLI's rules: calls its matcher lets through that the
     strict reading of the same rules refuses, by class and by the rule responsible.
 
-    CONFIG is an opencode.json, a Claude Code settings.json or a Codex .rules file (or
-    folder).  Every call is judged twice: by the CLI's own matcher, emulated with its
+    CONFIG is an opencode.json, a Claude Code settings.json, a Codex .rules file (or
+    folder), Gemini CLI's settings.json or policy .toml, or Qwen Code's settings.json.  Every call is judged twice: by the CLI's own matcher, emulated with its
     documented quirks, and strictly (an allowed pattern admits only plain words where its
     wildcard is).  Exit codes: 0 audited (leaks or not), 2 bad config or input.
 
@@ -496,7 +497,7 @@ def diff(old: Path, new: Path, calls_ref: str | None, agent: str | None, workdir
     calls newly allowed, newly refused, leaks opened and closed.
 
     OLD and NEW are two versions of the same configuration (opencode.json, Claude Code
-    settings.json, Codex .rules), for reviewing a settings change before it ships.  Exit
+    settings.json, Codex .rules, Gemini CLI or Qwen Code settings.json), for reviewing a settings change before it ships.  Exit
     codes: 0 compared, 2 bad config or input.
 
     Example: agent-eval policy diff old/settings.json .claude/settings.json --calls latest

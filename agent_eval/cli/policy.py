@@ -163,7 +163,7 @@ def format_harness(dual) -> str:
 @main.command()
 @click.option("--allowlist", "allowlist_path", required=True, type=ALLOWLIST,
               help="Allow-list YAML, or an agent CLI's rules: opencode.json, Claude Code "
-                   "settings.json, Codex .rules.")
+                   "settings.json, Codex .rules, Gemini CLI or Qwen Code settings.json.")
 @click.option("--agent", default=None, metavar="NAME",
               help="Which agent's rules of an agent CLI's configuration (default: its "
                    "default agent).")
@@ -178,7 +178,8 @@ def format_harness(dual) -> str:
                    "pinned one, docs/policies.md).")
 @click.option("--mode", default=None, metavar="MODE",
               help="With an agent CLI's rules: its mode (a Claude Code permission mode, "
-                   "Codex's APPROVAL/SANDBOX); default: the configuration's.")
+                   "Codex's APPROVAL/SANDBOX, a Gemini CLI or Qwen Code approval mode); "
+                   "default: the configuration's.")
 @click.argument("text", required=False)
 def check(allowlist_path: Path, agent: str | None, tool: str, batch: str | None,
           fmt: str | None, cli_version: str | None, mode: str | None,
@@ -198,7 +199,7 @@ def check(allowlist_path: Path, agent: str | None, tool: str, batch: str | None,
     verdict whatever the command holds.
 
     --allowlist also takes an agent CLI's own rules (opencode.json, Claude Code
-    settings.json, a Codex .rules file) with --agent NAME: the verdict is then the strict
+    settings.json, a Codex .rules file, Gemini CLI's or Qwen Code's settings.json) with --agent NAME: the verdict is then the strict
     reading of that agent's rules, and the CLI's own verdict is printed beside it (in
     --batch, as "harness" and "leak").
 

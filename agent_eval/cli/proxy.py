@@ -17,7 +17,8 @@ from agent_eval.errors import ConfigError
               help="The model server's base URL, e.g. http://127.0.0.1:8000/v1.")
 @click.option("--allowlist", "allowlist_path", required=True, type=ALLOWLIST,
               help="Allow-list YAML every tool call is judged against, or an agent CLI's "
-                   "rules: opencode.json, Claude Code settings.json, Codex .rules.")
+                   "rules: opencode.json, Claude Code settings.json, Codex .rules, Gemini "
+                   "CLI or Qwen Code settings.json.")
 @click.option("--agent", default=None, metavar="NAME",
               help="With an agent CLI's rules: judge every session as agent NAME (default: "
                    "per session, the x-agent-eval-agent header, else the agent whose prompt "

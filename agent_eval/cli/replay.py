@@ -28,7 +28,8 @@ from agent_eval.cli.options import ALLOWLIST, db_option, run_argument, sampling_
               help="Replies per context, to see the candidate's own noise.")
 @click.option("--allowlist", "allowlist_path", type=ALLOWLIST, default=None,
               help="Judge under this allow-list or agent CLI's rules (opencode.json, Claude "
-                   "Code settings.json, Codex .rules) [default: the original run's].")
+                   "Code settings.json, Codex .rules, Gemini CLI or Qwen Code settings.json) "
+                   "[default: the original run's].")
 @click.option("--agent", default=None, metavar="NAME",
               help="With an agent CLI's rules: judge every reply as agent NAME (default: "
                    "each session's agent, from its system prompt).")

@@ -14,7 +14,8 @@ from agent_eval.cli.options import ALLOWLIST, db_option
 @click.argument("run")
 @click.option("--allowlist", "allowlist_path", required=True, type=ALLOWLIST,
               help="Allow-list YAML to judge every stored call against, or an agent CLI's "
-                   "rules: opencode.json, Claude Code settings.json, Codex .rules.")
+                   "rules: opencode.json, Claude Code settings.json, Codex .rules, Gemini "
+                   "CLI or Qwen Code settings.json.")
 @click.option("--agent", default=None, metavar="NAME",
               help="With an agent CLI's rules: judge every session as agent NAME (default: "
                    "the agent that judged it before, else from its system prompt).")

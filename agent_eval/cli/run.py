@@ -70,7 +70,8 @@ def _pop_selection(knobs: dict) -> dict:
               help="Targets file for a nightly run (several targets); see README.")
 @click.option("--allowlist", "allowlist_path", type=ALLOWLIST, default=None,
               help="Play and judge every scenario under this allow-list, or an agent CLI's "
-                   "rules (opencode.json, Claude Code settings.json, Codex .rules) "
+                   "rules (opencode.json, Claude Code settings.json, Codex .rules, Gemini CLI "
+                   "or Qwen Code settings.json) "
                    "[default: the one each scenario names].")
 @click.option("--agent", default=None, metavar="NAME",
               help="With an agent CLI's rules: the agent whose rules apply [default: the "

@@ -16,54 +16,18 @@ import json
 from pathlib import Path
 
 import pytest
-
-from agent_eval.policy.sources import Setting, judge_command, load_policy_source
+from conformance_verdicts import EXPLAINED, agreement, unexplained
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = sorted((ROOT / "tests" / "fixtures" / "conformance").glob("*.json"))
 DOCS = ROOT / "docs" / "policies.md"
-
-EXPLAINED: dict[tuple[str, str], str] = {
-    # (cli, command): why the emulation says otherwise (listed in docs/policies.md)
-}
-
-
-def agent_for(recorded: dict, tmp_path: Path):
-    if recorded["cli"] == "claude-code":
-        settings = tmp_path / ".claude" / "settings.json"
-        settings.parent.mkdir(parents=True, exist_ok=True)
-        settings.write_text(json.dumps({"permissions": recorded["rules"]}))
-        return load_policy_source(settings).agent(None)
-    rules = tmp_path / "default.rules"
-    rules.write_text(recorded["rules"])
-    return load_policy_source(rules).agent(None)
-
-
-def agreement(recorded: dict, tmp_path: Path) -> dict:
-    """Per case: the CLI's outcome, the harness verdict, the strict one; and the counts."""
-    agent = agent_for(recorded, tmp_path)
-    setting = Setting(workdir="/home/agent/project", home="/home/agent",
-                      version=recorded["version"], mode=recorded["mode"])
-    rows = []
-    for case in recorded["cases"]:
-        dual = judge_command(agent, case["command"], setting)
-        ran = case["outcome"] == "ran"
-        rows.append({**case, "harness": dual.harness.decision, "agrees":
-                     dual.harness.allowed == ran, "leak": dual.leak_class,
-                     "real_leak": ran and not dual.strict.allowed})
-    return {"rows": rows, "cases": len(rows), "agree": sum(r["agrees"] for r in rows),
-            "real_leaks": sum(r["real_leak"] for r in rows),
-            "real_leaks_flagged": sum(r["real_leak"] and r["leak"] is not None for r in rows),
-            "false_leaks": sum(r["leak"] is not None and r["outcome"] != "ran" for r in rows)}
 
 
 @pytest.mark.parametrize("path", RECORDED, ids=[p.stem for p in RECORDED])
 def test_the_harness_verdict_is_what_the_real_cli_did(path, tmp_path):
     recorded = json.loads(path.read_text())
     found = agreement(recorded, tmp_path)
-    wrong = [(r["command"], r["outcome"], r["harness"]) for r in found["rows"]
-             if not r["agrees"] and (recorded["cli"], r["command"]) not in EXPLAINED]
-    assert wrong == []
+    assert unexplained(recorded, found) == []
     assert found["real_leaks_flagged"] == found["real_leaks"]
 
 
@@ -73,7 +37,8 @@ def test_the_recordings_cover_the_categories():
     assert {"unmatched", "read-only", "chain", "pipe", "substitution", "redirection",
             "heredoc", "wrapper", "assignment", "cd", "glob", "variable", "background",
             "subshell", "absolute-path", "flags-reordered", "protected"} <= categories
-    assert {json.loads(p.read_text())["cli"] for p in RECORDED} >= {"claude-code", "codex"}
+    assert {json.loads(p.read_text())["cli"] for p in RECORDED} == {
+        "claude-code", "codex", "gemini-cli", "qwen-code", "opencode"}
 
 
 def test_every_explained_disagreement_is_in_the_docs():

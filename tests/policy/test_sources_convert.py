@@ -25,7 +25,9 @@ CONFIGS = [FIXTURES / "opencode-seed" / "opencode.json",
            FIXTURES / "opencode-v2" / "opencode.json",
            FIXTURES / "claude-code" / ".claude" / "settings.json",
            FIXTURES / "codex" / "development.rules",
-           FIXTURES / "codex" / "seed.rules"]
+           FIXTURES / "codex" / "seed.rules",
+           FIXTURES / "gemini-cli" / ".gemini" / "settings.json",
+           FIXTURES / "qwen-code" / ".qwen" / "settings.json"]
 CORPUS = Path(__file__).resolve().parents[2] / "agent_eval" / "data" / "redteam" / \
     "leak-probes.jsonl"
 

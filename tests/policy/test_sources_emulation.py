@@ -158,3 +158,53 @@ def test_the_release_comes_from_the_clients_user_agent(agent, found):
 def test_a_mode_the_cli_does_not_have_is_one_clear_error(harness, mode):
     with pytest.raises(ConfigError, match="--mode"):
         check_mode(harness, mode)
+
+
+# -- the corpus's second round on Claude Code 2.1.332 (tests/fixtures/conformance) ---------
+
+def _claude_agent(tmp_path):
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(json.dumps({"permissions": {"allow": ["Bash(echo *)", "Bash(ls *)"]}}))
+    return load_policy_source(settings).agent(None)
+
+
+def _decision(agent, command, version=None, mode="default"):
+    setting = Setting(workdir="/home/agent/project", home="/home/agent", version=version,
+                      mode=mode)
+    return judge_command(agent, command, setting).harness.decision
+
+
+def test_xargs_of_a_read_only_command_runs_unasked(tmp_path):
+    agent = _claude_agent(tmp_path)
+    assert _decision(agent, "xargs echo < notes.txt") == "allow"  # recorded: ran
+    assert _decision(agent, "xargs echo < notes.txt", mode="dontAsk") == "allow"
+    assert _decision(agent, "xargs rm < notes.txt") == "ask"
+
+
+def test_a_brace_expansion_asks_on_the_pinned_release_only(tmp_path):
+    agent = _claude_agent(tmp_path)
+    assert _decision(agent, "echo {a,b}") == "ask"  # recorded: "Brace expansion"
+    assert _decision(agent, "echo {a,b}", mode="dontAsk") == "deny"
+    assert _decision(agent, "echo '{a,b}'") == "allow"
+    assert _decision(agent, "echo ${HOME}") == "allow"
+    assert _decision(agent, "echo {a,b}", version="2.1.300") == "allow"
+
+
+def test_a_read_only_command_on_a_path_outside_asks_whatever_rule(tmp_path):
+    agent = _claude_agent(tmp_path)
+    assert _decision(agent, "ls ~") == "ask"  # recorded: "ls in '/home/agent' was blocked"
+    assert _decision(agent, "ls /etc") == "ask"
+    assert _decision(agent, "ls ..") == "ask"
+    assert _decision(agent, "ls .git") == "allow"  # recorded: ran
+    assert _decision(agent, "grep -r conform .") == "allow"  # recorded: ran
+    assert _decision(agent, "grep root /etc/passwd") == "ask"
+
+
+def test_accept_edits_accepts_a_redirection_into_the_working_directory(tmp_path):
+    agent = _claude_agent(tmp_path)
+    assert _decision(agent, "echo conform > out.txt", mode="acceptEdits") == "allow"  # ran
+    assert _decision(agent, "echo conform > out.txt") == "ask"
+    assert _decision(agent, "echo x > /etc/conform", mode="acceptEdits") == "ask"
+    assert _decision(agent, "echo x > .git/conform", mode="acceptEdits") == "ask"  # protected
+    assert _decision(agent, "echo x >> ~/.bashrc", mode="acceptEdits") == "ask"  # recorded

@@ -5,8 +5,9 @@ Public surface::
     resolve_policy(path, agent=None, setting=None) -> ResolvedPolicy
         one resolver for every place an allow-list is taken: an agent-eval allow-list
         YAML, OpenCode's opencode.json(c), Claude Code's settings.json, a Codex .rules
-        file (or a folder of them); ``ResolvedPolicy.allowlist`` is what the engine
-        needs, ``judge_call`` gives both verdicts for a policy source.
+        file (or a folder of them), Gemini CLI's .gemini/settings.json or policy .toml
+        files, Qwen Code's .qwen/settings.json; ``ResolvedPolicy.allowlist`` is what the
+        engine needs, ``judge_call`` gives both verdicts for a policy source.
     load_policy_source(path) -> PolicySource      the agents of a CLI configuration
     judge_call / judge_command / judge_read      -> DualVerdict (harness + strict)
     recorded_verdict(dual) -> Verdict            the harness's decision, as stored
@@ -15,9 +16,9 @@ Public surface::
 
 Module map: ``model`` (records), ``files`` (the only I/O: JSON with comments, front
 matter), ``wildcard`` (OpenCode's matcher), ``shellsplit`` (how each CLI cuts a command,
-over the engine's lexer), ``opencode`` / ``claude_code`` / ``codex`` (reading and
-emulation, one per CLI), ``judge`` (the two verdicts), ``convert`` (allow-list output),
-``choose`` (which agent judges a session).
+over the engine's lexer), ``opencode`` / ``claude_code`` / ``codex`` / ``gemini_cli`` /
+``qwen_code`` (reading and emulation, one per CLI), ``judge`` (the two verdicts),
+``convert`` (allow-list output), ``choose`` (which agent judges a session).
 docs/policies.md describes each format, the emulation, its quirks and what a leak is.
 """
 
@@ -30,7 +31,7 @@ from typing import Any
 from agent_eval.errors import ConfigError
 from agent_eval.policy.allowlist import AllowList, load_allowlist
 from agent_eval.policy.calls import check_call
-from agent_eval.policy.sources import claude_code, codex, opencode
+from agent_eval.policy.sources import claude_code, codex, gemini_cli, opencode, qwen_code
 from agent_eval.policy.sources.choose import AGENT_HEADER, Choice, Via, choose_agent
 from agent_eval.policy.sources.convert import Conversion, convert_agent
 from agent_eval.policy.sources.files import read_json
@@ -80,18 +81,28 @@ CLAUDE_KEYS = {"allow", "ask", "deny", "additionalDirectories", "defaultMode",
 
 
 def source_kind(path: Path) -> str:
-    """``allowlist``, ``opencode``, ``claude-code`` or ``codex`` for a file (or folder),
-    by its name first and then by its fields; ConfigError when it is none of them."""
+    """``allowlist``, ``opencode``, ``claude-code``, ``codex``, ``gemini-cli`` or
+    ``qwen-code`` for a file (or folder), by its name (and its folder's: ``.claude``,
+    ``.gemini``, ``.qwen``) first and then by its fields; ConfigError when it is none."""
     name = path.name
     if path.is_dir():
         if any(path.glob("*.rules")):
             return "codex"
-        raise ConfigError("is a folder without *.rules files; pass an allow-list YAML, "
-                          "opencode.json, settings.json or a Codex .rules file", path=str(path))
+        if any(path.glob("*.toml")):
+            return "gemini-cli"
+        raise ConfigError("is a folder without *.rules or *.toml files; pass an allow-list "
+                          "YAML, opencode.json, settings.json, a Codex .rules file or a "
+                          "Gemini CLI policy .toml", path=str(path))
     if name.endswith(YAML_SUFFIXES):
         return "allowlist"
     if name.endswith(".rules"):
         return "codex"
+    if name.endswith(".toml"):
+        return "gemini-cli"
+    if name.endswith(".json") and path.parent.name == ".gemini":
+        return "gemini-cli"
+    if name.endswith(".json") and path.parent.name == ".qwen":
+        return "qwen-code"
     if name.startswith("opencode.") and name.endswith((".json", ".jsonc")):
         return "opencode"
     if name.startswith("settings") and name.endswith(".json") and path.parent.name == ".claude":
@@ -125,6 +136,10 @@ def load_policy_source(path: str | Path, *, home: str = opencode.DEFAULT_HOME) -
         return claude_code.load(path)
     if kind == "codex":
         return codex.load(path)
+    if kind == "gemini-cli":
+        return gemini_cli.load(path)
+    if kind == "qwen-code":
+        return qwen_code.load(path)
     raise ConfigError("is an agent-eval allow-list, not an agent CLI's configuration; "
                       "`agent-eval check --allowlist` reads it as it is", path=str(path))
 

@@ -83,6 +83,11 @@ UNSAFE_FIND = ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fpr
 READ_ONLY_MODES = ("default", "acceptEdits", "plan", "auto", "dontAsk")
 """Modes that run read-only commands with no rule (``read-only-unasked``; ``dontAsk``
 too, as the conformance corpus recorded)."""
+PATH_COMMANDS = frozenset({"ls", "cat", "head", "tail", "wc", "stat", "tree", "du", "file",
+                           "diff", "grep", "rg"})
+"""Read-only commands whose arguments name files (``path-outside-asks``); ``grep`` and
+``rg`` take a pattern first."""
+_BRACE = re.compile(r"(?<!\$)\{[^{}\s]*(?:,|\.\.)[^{}\s]*\}")
 FILE_COMMANDS = frozenset({"mkdir", "touch", "mv", "cp"})
 """What ``acceptEdits`` adds without a rule (code.claude.com/docs/en/permissions, modes)."""
 WRAPPERS = ("timeout", "time", "nice", "stdbuf", "nohup", "command", "builtin", "noglob")
@@ -252,6 +257,11 @@ def read_only(words: list[str]) -> bool:
         return len(words) > 1 and words[1] in READ_ONLY_GIT
     if name == "find":
         return not any(w in UNSAFE_FIND for w in words[1:])
+    if name == "xargs":  # xargs running a read-only command (the corpus: `xargs echo`)
+        rest = words[1:]
+        while rest and rest[0].startswith("-"):
+            rest = rest[1:]
+        return bool(rest) and rest[0] != "xargs" and read_only(rest)
     return name in READ_ONLY
 
 
@@ -325,7 +335,7 @@ def _judge(agent: AgentPolicy, command: str, quirks: frozenset[str], mode: str,
                 return HarnessVerdict("ask", (), reason=f"writes into protected {inside}")
     if any(e.rule == "command-substitution" for e in scan.events):
         return HarnessVerdict("ask", (), reason="command substitution needs approval")
-    asked = _asks_by_design(parts, mode, quirks) or _asks_for_shape(
+    asked = _asks_by_design(parts, mode, quirks, workdir) or _asks_for_shape(
         agent, pieces, scan, mode, quirks, workdir)
     if asked is not None:
         return asked
@@ -337,13 +347,18 @@ def _judge(agent: AgentPolicy, command: str, quirks: frozenset[str], mode: str,
     return _allowed(agent, parts, mode, quirks, quirk)
 
 
-def _asks_by_design(parts: list[tuple[Piece, str]], mode: str, quirks: frozenset[str]
-                    ) -> HarnessVerdict | None:
-    """The current release's ``redirect-asks`` and ``assignment-asks``."""
+def _asks_by_design(parts: list[tuple[Piece, str]], mode: str, quirks: frozenset[str],
+                    workdir: str = "/project") -> HarnessVerdict | None:
+    """The current release's ``redirect-asks`` and ``assignment-asks``; ``acceptEdits``
+    accepts a redirection into a file of the working directory (it accepts edits)."""
     if mode == "bypassPermissions":
         return None
     for piece, _ in parts:
         target = _writes_file(piece) if "redirect-asks" in quirks else None
+        if target is not None and mode == "acceptEdits" and not target.startswith("~"):
+            path = posixpath.normpath(posixpath.join(workdir, target.strip("'\"")))
+            if path.startswith(workdir.rstrip("/") + "/"):
+                target = None
         if target is not None:
             return HarnessVerdict("ask", (), reason=f"output redirected into {target} "
                                                     "asks (redirect-asks)")
@@ -371,9 +386,22 @@ def _asks_for_shape(agent: AgentPolicy, pieces: list[Piece], scan: Any, mode: st
     if "subshell-asks" in quirks and any(c.join is not None and c.join.kind == "("
                                          for c in scan.commands):
         return HarnessVerdict("ask", (), reason="a subshell asks (subshell-asks)")
+    if "brace-asks" in quirks:
+        for piece in pieces:
+            for raw in piece.raw_words:
+                if not raw.startswith(("'", '"')) and _BRACE.search(raw):
+                    return HarnessVerdict("ask", (), reason=f"brace expansion in {raw!r} asks "
+                                                            "(brace-asks)")
+    roots = [workdir, *(posixpath.normpath(posixpath.join(workdir, d))
+                        for d in agent.directories)]
+    if "path-outside-asks" in quirks:
+        for piece in pieces:
+            outside = _path_outside(_strip_words(piece), workdir, roots)
+            if outside is not None:
+                return HarnessVerdict("ask", (), reason=f"{outside} is outside the working "
+                                                        "directories: asks, whatever rule "
+                                                        "allows the command (path-outside-asks)")
     if "cd-outside-asks" in quirks:
-        roots = [workdir, *(posixpath.normpath(posixpath.join(workdir, d))
-                            for d in agent.directories)]
         for piece in pieces:
             if piece.words[:1] == ["cd"] and len(piece.words) > 1:
                 target = posixpath.normpath(posixpath.join(workdir, piece.words[1]))
@@ -382,6 +410,23 @@ def _asks_for_shape(agent: AgentPolicy, pieces: list[Piece], scan: Any, mode: st
                     return HarnessVerdict("ask", (), reason=f"cd into {target}, outside the "
                                                             "working directories, asks "
                                                             "(cd-outside-asks)")
+    return None
+
+
+def _path_outside(words: list[str], workdir: str, roots: list[str]) -> str | None:
+    """The first file argument of a read-only file command outside ``roots`` (``~`` is
+    taken as outside: the home folder holds the working directory)."""
+    if not words or words[0] not in PATH_COMMANDS:
+        return None
+    args = [w for w in words[1:] if not w.startswith("-")]
+    if words[0] in ("grep", "rg"):
+        args = args[1:]
+    for arg in args:
+        if arg == "~" or arg.startswith("~/"):
+            return arg
+        target = posixpath.normpath(posixpath.join(workdir, arg))
+        if not any(target == r or target.startswith(r.rstrip("/") + "/") for r in roots):
+            return target
     return None
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_eval.policy.allowlist import AllowList, allowlist_from_dict
-from agent_eval.policy.sources import claude_code, codex, opencode
+from agent_eval.policy.sources import claude_code, codex, gemini_cli, opencode
 from agent_eval.policy.sources.model import AgentPolicy, Rule
 from agent_eval.policy.sources.wildcard import wildcard_match
 from agent_eval.policy.wordpatterns import match_words
@@ -137,6 +137,36 @@ def _codex_words(rule: Rule, notes: list[str]) -> list[str]:
     return out
 
 
+def _gemini_patterns(agent: AgentPolicy, notes: list[str]) -> list[dict[str, Any]]:
+    """Gemini CLI: the shell rules in priority order; an allow of a command prefix is a
+    word pattern, the prefixes of the deny and ask rules above it its exceptions."""
+    shell = [r for r in agent.rules if r.permission in (gemini_cli.SHELL, "*")]
+    entries: list[dict[str, Any]] = []
+    blockers: list[str] = []
+    for rule in shell:
+        kind = rule.tokens[0][0] if rule.tokens else "any"
+        if rule.action != "allow":
+            if kind == "any" and rule.permission == gemini_cli.SHELL:
+                break  # every later allow is overruled
+            if kind == "prefix":
+                word = _word_pattern(rule.pattern + " *", rule.label(), notes)
+                if word is not None and word not in blockers:
+                    blockers.append(word)
+            elif kind == "regex":
+                notes.append(f"{rule.label()}: a regular expression is not expressible as a "
+                             "word pattern; left out")
+            continue
+        if kind == "prefix":
+            match = _word_pattern(rule.pattern + " *", rule.label(), notes)
+            if match is not None:
+                entries.append({"match": match, "unless": list(blockers), "_rule": rule})
+        elif kind == "any" and rule.permission == gemini_cli.SHELL:
+            entries.append({"match": "*", "unless": list(blockers), "_rule": rule})
+        else:
+            notes.append(f"{rule.label()}: not expressible as a word pattern; left out")
+    return entries
+
+
 def _codex_patterns(agent: AgentPolicy, notes: list[str]) -> list[dict[str, Any]]:
     blockers: list[str] = []
     for r in agent.rules:
@@ -165,6 +195,8 @@ def _read_policy(agent: AgentPolicy, workdir: str, notes: list[str]) -> dict[str
     allow_absolute = False
     if agent.harness == "codex":
         return {"roots": []}
+    if agent.harness in ("gemini-cli", "qwen-code"):
+        return {"roots": ["./"]}
     if agent.harness == "opencode":
         probe = opencode.judge_read(agent, "file", workdir=workdir)
         if probe.allowed:
@@ -246,6 +278,11 @@ def _root_of(pattern: str) -> str | None:
 def _tools(agent: AgentPolicy) -> list[dict[str, Any]]:
     from agent_eval.policy.sources.judge import harness_tool
 
+    if agent.harness in ("gemini-cli", "qwen-code"):
+        return [{"name": "run_shell_command", "kind": "bash", "argument": "command",
+                 "required": ["command"]},
+                {"name": "read_file", "kind": "read", "argument": "file_path",
+                 "required": ["file_path"]}]
     if agent.harness == "codex":
         return [{"name": "shell_command", "kind": "bash", "argument": "command",
                  "required": ["command"]},
@@ -273,7 +310,8 @@ def convert_agent(agent: AgentPolicy, *, config_name: str, workdir: str = openco
     """The allow-list equivalent of ``agent``'s rules, and the notes on what differs."""
     notes: list[str] = []
     builder = {"opencode": _opencode_patterns, "claude-code": _claude_patterns,
-               "codex": _codex_patterns}[agent.harness]
+               "codex": _codex_patterns, "gemini-cli": _gemini_patterns,
+               "qwen-code": _claude_patterns}[agent.harness]
     entries = _prune(builder(agent, notes))
     patterns = [{"match": e["match"], **({"unless": e["unless"]} if e["unless"] else {})}
                 for e in entries]

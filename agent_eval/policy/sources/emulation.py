@@ -13,7 +13,8 @@ client's ``User-Agent`` (:func:`version_from_headers`) or a transcript, or a fla
 A **mode** is how the CLI runs unattended: Claude Code's permission mode
 (``permissions.defaultMode`` or ``--permission-mode``), Codex's approval policy and
 sandbox (``APPROVAL/SANDBOX``: ``never/workspace-write``), OpenCode's only
-``default`` (its agents are chosen apart).  docs/policies.md lists both.  Pure.
+``default`` (its agents are chosen apart), Gemini CLI's and Qwen Code's approval modes
+(``--approval-mode``).  docs/policies.md lists both.  Pure.
 """
 
 from __future__ import annotations
@@ -24,13 +25,17 @@ from dataclasses import dataclass
 
 from agent_eval.errors import ConfigError
 
-PINNED = {"claude-code": "2.1.332", "codex": "0.169.0", "opencode": "1.18.33"}
+PINNED = {"claude-code": "2.1.332", "codex": "0.169.0", "opencode": "1.18.33",
+          "gemini-cli": "0.61.0", "qwen-code": "0.24.4"}
 """The release of each CLI emulated when none is named: the pinned one."""
 
 CLAUDE_MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
 CODEX_APPROVALS = ("untrusted", "on-failure", "on-request", "never")
 CODEX_SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
 CODEX_DEFAULT_MODE = "never/read-only"
+GEMINI_MODES = ("default", "autoEdit", "yolo", "plan")
+"""``gemini --approval-mode`` (``auto_edit`` on the command line is ``autoEdit``)."""
+QWEN_MODES = ("default", "plan", "auto-edit", "auto", "yolo")
 """``codex exec``'s own defaults: no approvals, a read-only sandbox."""
 
 
@@ -78,10 +83,11 @@ BEHAVIOURS = (
               until=PINNED[_CC]),
     Behaviour("read-only-unasked", _CC, "read-only commands (ls, cat, grep, git status...) "
               "run with no rule in the default, acceptEdits and plan modes, also behind "
-              "the stripped wrappers", "code.claude.com/docs/en/permissions (read-only "
+              "the stripped wrappers and `xargs`", "code.claude.com/docs/en/permissions (read-only "
               "tier); " + _FOUND, since=PINNED[_CC], quirk=False),
     Behaviour("redirect-asks", _CC, "an output redirection into a file asks, whatever rule "
-              "matches the command", _FOUND, since=PINNED[_CC], quirk=False),
+              "matches the command (acceptEdits accepts a file of the working directory)",
+              _FOUND, since=PINNED[_CC], quirk=False),
     Behaviour("assignment-asks", _CC, "a part with leading `VAR=value` assignments asks",
               _FOUND, since=PINNED[_CC], quirk=False),
     Behaviour("heredoc-asks", _CC, "a heredoc with an unquoted delimiter asks (its body "
@@ -90,6 +96,11 @@ BEHAVIOURS = (
               since=PINNED[_CC], quirk=False),
     Behaviour("subshell-asks", _CC, "a subshell `( ... )` asks", _FOUND, since=PINNED[_CC],
               quirk=False),
+    Behaviour("brace-asks", _CC, "a brace expansion `{a,b}` asks", _FOUND,
+              since=PINNED[_CC], quirk=False),
+    Behaviour("path-outside-asks", _CC, "a read-only file command (`ls`, `cat`...) "
+              "naming a path outside the working and additional directories asks, whatever "
+              "rule allows the command", _FOUND, since=PINNED[_CC], quirk=False),
     Behaviour("cd-outside-asks", _CC, "`cd` into a folder outside the working and "
               "additional directories asks", _FOUND, since=PINNED[_CC], quirk=False),
 )
@@ -119,6 +130,16 @@ def check_mode(harness: str, mode: str) -> str:
             raise ConfigError(f"Codex mode {mode!r} is not APPROVAL/SANDBOX with APPROVAL one "
                               f"of {', '.join(CODEX_APPROVALS)} and SANDBOX one of "
                               f"{', '.join(CODEX_SANDBOXES)}", field="--mode")
+        return mode
+    if harness == "gemini-cli":
+        if mode not in GEMINI_MODES:
+            raise ConfigError(f"Gemini CLI has no approval mode {mode!r}; its modes: "
+                              f"{', '.join(GEMINI_MODES)}", field="--mode")
+        return mode
+    if harness == "qwen-code":
+        if mode not in QWEN_MODES:
+            raise ConfigError(f"Qwen Code has no approval mode {mode!r}; its modes: "
+                              f"{', '.join(QWEN_MODES)}", field="--mode")
         return mode
     if mode != "default":
         raise ConfigError("OpenCode has one mode, default (pick its agent with --agent)",
@@ -161,7 +182,9 @@ def emulation_for(harness: str, version: str | None, mode: str,
 
 _AGENTS = (("claude-code", re.compile(r"claude-cli/(\d[\w.\-]*)")),
            ("codex", re.compile(r"codex[_\-a-z]*/(\d[\w.\-]*)")),
-           ("opencode", re.compile(r"opencode/(\d[\w.\-]*)")))
+           ("opencode", re.compile(r"opencode/(\d[\w.\-]*)")),
+           ("gemini-cli", re.compile(r"GeminiCLI[\w-]*/(\d[\w.\-]*)")),
+           ("qwen-code", re.compile(r"QwenCode/(\d[\w.\-]*)")))
 
 
 def version_from_headers(headers: Mapping[str, str]) -> tuple[str, str] | None:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_eval.policy.sources import claude_code, codex
+from agent_eval.policy.sources import claude_code, codex, qwen_code
 from agent_eval.policy.sources.audit import AuditCall, judge_audit_call
 from agent_eval.policy.sources.emulation import Emulation
 from agent_eval.policy.sources.judge import Setting, judge_command, judge_read
@@ -62,7 +62,14 @@ def parse_of(agent: AgentPolicy, command: str) -> tuple[tuple[str, ...], str]:
     if agent.harness == "claude-code":
         return tuple(claude_code.command_parts(command)), "cut at && || ; | & and newlines; wrappers, assignments and " \
                       "redirections removed from each part"
+    if agent.harness == "qwen-code":
+        return tuple(qwen_code.split_command(command)), \
+            "cut at && || ; | & and newlines outside quotes; leading assignments removed"
     pieces = all_commands(command)
+    if agent.harness == "gemini-cli":
+        return (command, *(p.text for p in pieces if p.words and p.text != command.strip())), \
+            "the whole command, then every simple command of the parse (substitutions' " \
+            "included) on its own"
     return tuple(p.text for p in pieces if p.words and p.words[0] != "cd"), \
         "every simple command, substitutions' included, cd left out"
 

@@ -33,7 +33,7 @@ from typing import Any
 from agent_eval.policy.allowlist import allowlist_from_dict
 from agent_eval.policy.engine import check_command, check_read
 from agent_eval.policy.rules import code_for
-from agent_eval.policy.sources import claude_code, codex, opencode
+from agent_eval.policy.sources import claude_code, codex, gemini_cli, opencode, qwen_code
 from agent_eval.policy.sources.emulation import CODEX_DEFAULT_MODE, Emulation, emulation_for
 from agent_eval.policy.sources.model import AgentPolicy, DualVerdict, HarnessVerdict
 from agent_eval.policy.verdict import Finding, Verdict
@@ -86,6 +86,12 @@ def harness_command(agent: AgentPolicy, command: str, setting: Setting,
     if agent.harness == "opencode":
         return opencode.judge_command(agent, command, workdir=setting.workdir)
     emulated = setting.emulation(agent)
+    if agent.harness == "gemini-cli":
+        return gemini_cli.judge_command(agent, command, emulated.mode if quirks else "default")
+    if agent.harness == "qwen-code":
+        if not quirks:  # the rules alone: the shell tool taken as registered
+            return qwen_code.judge_command(agent, command, "strict")
+        return qwen_code.judge_command(agent, command, emulated.mode)
     if agent.harness == "claude-code":
         if not quirks:
             return claude_code.judge_command(agent, command, quirks=frozenset(), mode="default")
@@ -100,11 +106,16 @@ def harness_read(agent: AgentPolicy, path: str, setting: Setting) -> HarnessVerd
         return opencode.judge_read(agent, path, workdir=setting.workdir)
     if agent.harness == "claude-code":
         return claude_code.judge_read(agent, path, workdir=setting.workdir, home=setting.home)
+    if agent.harness == "gemini-cli":
+        return gemini_cli.judge_tool(agent, "read_file", setting.emulation(agent).mode)
+    if agent.harness == "qwen-code":
+        return qwen_code.judge_tool(agent, "read_file")
     return HarnessVerdict("deny", (), reason="Codex has no read tool (files are read "
                                              "through the shell)")
 
 
-def harness_tool(agent: AgentPolicy, tool: str) -> HarnessVerdict:
+def harness_tool(agent: AgentPolicy, tool: str, setting: Setting | None = None
+                 ) -> HarnessVerdict:
     if agent.tools is not None and tool not in agent.tools:
         return HarnessVerdict("deny", (), reason=f"{tool} is not among agent "
                                                  f"{agent.name}'s tools")
@@ -112,6 +123,10 @@ def harness_tool(agent: AgentPolicy, tool: str) -> HarnessVerdict:
         return opencode.judge_tool(agent, tool)
     if agent.harness == "claude-code":
         return claude_code.judge_tool(agent, tool)
+    if agent.harness == "gemini-cli":
+        return gemini_cli.judge_tool(agent, tool, (setting or Setting()).emulation(agent).mode)
+    if agent.harness == "qwen-code":
+        return qwen_code.judge_tool(agent, tool)
     if tool.startswith(codex.UNGATED_TOOL_PREFIXES):
         return HarnessVerdict("allow", (), reason=f"{tool} is not gated by Codex's rules")
     return HarnessVerdict("ask", (), reason=f"Codex rules govern commands, not tool {tool}")
@@ -221,7 +236,7 @@ def judge_call(agent: AgentPolicy, tool: str, arguments: str | dict[str, Any],
         refused = _refused("missing-argument", f"{tool} call without its command or path", 0)
         return DualVerdict(HarnessVerdict("deny", (), reason="required argument missing"),
                            refused, "other", "")
-    harness = harness_tool(agent, tool)
+    harness = harness_tool(agent, tool, setting)
     if harness.allowed:
         return DualVerdict(harness, Verdict("allow"), "other", tool)
     return DualVerdict(harness, _refused("unknown-tool", f"tool {tool!r} is not allowed for "

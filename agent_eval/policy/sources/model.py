@@ -15,7 +15,7 @@ from typing import Literal
 
 from agent_eval.policy.verdict import Verdict
 
-Harness = Literal["opencode", "claude-code", "codex"]
+Harness = Literal["opencode", "claude-code", "codex", "gemini-cli", "qwen-code"]
 """Which agent CLI wrote the configuration (and whose matcher is emulated)."""
 
 Action = Literal["allow", "ask", "deny"]
@@ -49,6 +49,10 @@ class Rule:
         """The rule as a user would recognise it in their own file."""
         if self.permission == "exec":
             return f"prefix_rule({self.pattern!r}, {self.action})"
+        if self.permission == "run_shell_command" or (self.tokens and self.tokens[0][0] in (
+                "prefix", "regex", "any")):  # Gemini CLI
+            inner = f"({self.pattern})" if self.pattern else ""
+            return f"{self.permission}{inner}: {self.action}"
         if self.permission in ("Bash", "Read", "Edit", "WebFetch"):
             inner = "" if self.pattern in ("", "*") and self.permission != "Bash" else self.pattern
             return f"{self.permission}({inner}): {self.action}" if inner else \
