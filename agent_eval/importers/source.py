@@ -127,6 +127,8 @@ class ImportedSession:
     # Code's `cwd`, Codex's `session_meta.cwd`): a CLI's own rules read paths against it
     client: tuple[str, str] | None = None  # (harness, release) that wrote the file
     mode: str | None = None  # the CLI's mode, when the file says (Codex's turn_context)
+    settings: dict[str, Any] = field(default_factory=dict)  # the requests' output cap and
+    # tool settings, when the file keeps them (``max_tokens``...): read for stack faults
 
     def skip_call(self, reason: str) -> None:
         """Count one call of the file that could not be read, with why."""

@@ -75,7 +75,7 @@ from agent_eval.live.targets import (
     target_from_settings,
     tool_choice_field,
 )
-from agent_eval.policy.stack import DeltaFolder
+from agent_eval.wire.records import DeltaFolder
 
 try:  # the openai SDK ships its HTTP stack as ``httpx2`` from 3.x on
     import httpx2 as httpx
@@ -160,7 +160,7 @@ class Reply:
     decode_tps: float | None
     markup: list[tuple[int, int]] = field(default_factory=list)
     request: dict[str, Any] | None = None  # the body as sent (headers apart), for replay
-    # where streamed tool-call deltas collided (policy.stack.DeltaFolder), for AE508
+    # where streamed tool-call deltas collided (wire.records.DeltaFolder), for AE508
     stream_faults: list[str] = field(default_factory=list)
 
 

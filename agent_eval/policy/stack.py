@@ -27,6 +27,9 @@ from typing import Any
 
 from agent_eval.policy.rules import code_for
 
+__all__ = ["Exchange", "StackFault", "WireCall", "check_reply", "exchange_of",
+           "parser_failed"]
+
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
 """A tool name as the protocols allow one (OpenAI: letters, digits, ``_`` and ``-``, up to
 64; namespaced names add ``.`` and ``:``): no spaces, no markup, no template token."""
@@ -69,6 +72,7 @@ class Exchange:
     earlier_ids: frozenset[str] = field(default_factory=frozenset)
     status: int | None = None
     error_body: str = ""
+    check_ids: bool = True  # False where the ids are not the wire's (Gemini's, an import's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +160,8 @@ def check_reply(ex: Exchange) -> list[StackFault]:
     if ex.parallel_tool_calls is False and len(calls) > 1:
         out.append(_fault("parallel-calls-exceeded",
                           f"{len(calls)} calls in one reply with parallel_tool_calls: false"))
-    out.extend(_call_ids(calls, ex.earlier_ids))
+    if ex.check_ids:
+        out.extend(_call_ids(calls, ex.earlier_ids))
     for call in calls:
         if not _NAME.fullmatch(call.name):
             out.append(_fault("malformed-tool-name",
@@ -206,87 +211,27 @@ def _call_ids(calls: tuple[WireCall, ...], earlier: frozenset[str]) -> Iterable[
             seen.add(cid)
 
 
-def exchange_from_example(text: str) -> Exchange:
-    """The exchange a ``wire`` example of the registry describes: a JSON object with
-    ``request`` (the body's tool settings), ``reply`` (a Chat Completions ``choices[0]``
-    with ``usage`` beside it, or the streamed ``chunks``), or ``status`` and ``body`` for
-    an HTTP error.  Used by the rule pages' tests and the wire fixtures."""
-    spec = json.loads(text)
-    request = spec.get("request") or {}
-    settings: dict[str, Any] = {
-        "max_tokens": request.get("max_tokens"), "tool_choice": request.get("tool_choice"),
-        "parallel_tool_calls": request.get("parallel_tool_calls"),
-        "earlier_ids": frozenset(spec.get("earlier_ids") or ())}
-    if "status" in spec:
-        return Exchange(status=spec["status"], error_body=json.dumps(spec.get("body")), **settings)
-    if "chunks" in spec:
-        return fold_chunks(spec["chunks"], **settings)
-    reply = spec.get("reply") or {}
-    message = reply.get("message") or {}
-    usage = reply.get("usage") or spec.get("usage") or {}
-    calls = tuple(WireCall(tc.get("id"), (tc.get("function") or {}).get("name") or "",
-                           _text((tc.get("function") or {}).get("arguments")))
-                  for tc in message.get("tool_calls") or ())
-    return Exchange(finish_reason=reply.get("finish_reason"),
-                    content=message.get("content") or "",
-                    reasoning=message.get("reasoning_content") or message.get("reasoning") or "",
-                    calls=calls, completion_tokens=usage.get("completion_tokens"), **settings)
+MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+"""Where a request caps its output: Chat Completions' ``max_tokens`` (and the newer
+``max_completion_tokens``), Responses' ``max_output_tokens``; Messages' ``max_tokens``."""
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def fold_chunks(chunks: list[dict[str, Any]], **settings: Any) -> Exchange:
-    """Streamed ``chat.completion.chunk`` objects folded into an exchange, the collisions
-    :class:`DeltaFolder` finds kept as ``stream_faults``."""
-    folder = DeltaFolder()
-    content: list[str] = []
-    reasoning: list[str] = []
-    finish = None
-    usage: dict[str, Any] = {}
-    for chunk in chunks:
-        usage = chunk.get("usage") or usage
-        for choice in chunk.get("choices") or ():
-            finish = choice.get("finish_reason") or finish
-            delta = choice.get("delta") or {}
-            content.append(delta.get("content") or "")
-            reasoning.append(delta.get("reasoning_content") or delta.get("reasoning") or "")
-            for tc in delta.get("tool_calls") or ():
-                fn = tc.get("function") or {}
-                folder.add(tc.get("index"), tc.get("id"), fn.get("name"), fn.get("arguments"))
-    return Exchange(finish_reason=finish, content="".join(content),
-                    reasoning="".join(reasoning), calls=folder.calls(),
-                    completion_tokens=usage.get("completion_tokens"), streamed=True,
-                    stream_faults=tuple(folder.faults), **settings)
-
-
-class DeltaFolder:
-    """Streamed tool-call deltas folded into calls by their index, as every client folds
-    them, noting where the deltas collide: a second id at an index that has one (two calls
-    sent at one index), or a name that changes once arguments have started."""
-
-    def __init__(self) -> None:
-        self._calls: dict[int, list[Any]] = {}  # index -> [id, name, argument pieces]
-        self.faults: list[str] = []
-
-    def add(self, index: Any, call_id: Any, name: Any, arguments: Any) -> None:
-        calls = self._calls
-        if not isinstance(index, int):  # servers that omit the index: a new id starts a call
-            index = max(calls, default=-1) + (1 if call_id or not calls else 0)
-        entry = calls.setdefault(index, [None, "", []])
-        if isinstance(call_id, str) and call_id:
-            if entry[0] is not None and entry[0] != call_id:
-                self.faults.append(f"two calls at index {index} (ids {entry[0]!r} and "
-                                   f"{call_id!r})")
-            entry[0] = call_id
-        if isinstance(name, str) and name and name != entry[1]:
-            if entry[1] and entry[2]:
-                self.faults.append(f"name at index {index} changed from {entry[1]!r} to "
-                                   f"{name!r} after its arguments began")
-            entry[1] += name
-        if isinstance(arguments, str) and arguments:
-            entry[2].append(arguments)
-
-    def calls(self) -> tuple[WireCall, ...]:
-        return tuple(WireCall(c[0], c[1], "".join(c[2])) for _, c in sorted(self._calls.items()))
+def exchange_of(request: Any, *, finish_reason: str | None, content: str, reasoning: str,
+                calls: Iterable[Any], completion_tokens: int | None,
+                stream_faults: Iterable[str] = (), earlier_ids: Iterable[str] = (),
+                check_ids: bool = True) -> Exchange:
+    """The exchange of one reply (anything with ``id``, ``name`` and ``arguments`` per
+    call) read with the tool settings of the request that asked for it (a chat request's
+    JSON body, or None when it was not kept): the one reading a live run, the proxy and
+    an import share."""
+    request = request if isinstance(request, dict) else {}
+    cap = next((v for k in MAX_TOKENS_FIELDS if type(v := request.get(k)) is int), None)
+    parallel = request.get("parallel_tool_calls")
+    return Exchange(
+        finish_reason=finish_reason, content=content or "", reasoning=reasoning or "",
+        calls=tuple(WireCall(c.id, c.name, c.arguments) for c in calls),
+        completion_tokens=completion_tokens if type(completion_tokens) is int else None,
+        max_tokens=cap, tool_choice=request.get("tool_choice"),
+        parallel_tool_calls=parallel if isinstance(parallel, bool) else None,
+        streamed=bool(request.get("stream")), stream_faults=tuple(stream_faults),
+        earlier_ids=frozenset(earlier_ids), check_ids=check_ids)

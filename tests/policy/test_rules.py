@@ -17,7 +17,8 @@ from agent_eval.policy import (
     primary_code,
 )
 from agent_eval.policy.rules import JUDGED_KINDS, Example
-from agent_eval.policy.stack import check_reply, exchange_from_example
+from agent_eval.policy.stack import check_reply
+from agent_eval.stack_reading import exchange_from_example
 
 RALF = allowlist_named("ralf")
 
