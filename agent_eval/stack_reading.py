@@ -18,6 +18,7 @@ lost, are counted all the same.  Pure; never raises.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -29,6 +30,7 @@ from agent_eval.policy.stack import (
     Exchange,
     StackFault,
     WireCall,
+    check_parity,
     check_reply,
     exchange_of,
 )
@@ -66,6 +68,21 @@ class StackReading:
         if ending is not None:
             self.ending = (turn_index, ending_reason(ending, calls, completion_tokens))
         return faults
+
+    def parity(self, turn_index: int, request: Any, whole: Any,
+               streamed: Any) -> list[StackFaultRecord]:
+        """The stream-parity fault (AE510) of one turn played whole and streamed from the
+        same context (replies as :meth:`reply` reads them); never ends the session."""
+        def exchange(reply: Any, stream: bool) -> Exchange:
+            return exchange_of(dict(request or {}, stream=stream),
+                               finish_reason=reply.finish_reason, content=reply.content or "",
+                               reasoning=reply.reasoning or "", calls=reply.tool_calls,
+                               completion_tokens=reply.completion_tokens,
+                               stream_faults=getattr(reply, "stream_faults", None) or (),
+                               earlier_ids=self.seen_ids - {c.id for c in whole.tool_calls},
+                               check_ids=self.check_ids)
+        return self._keep(turn_index, check_parity(exchange(streamed, True),
+                                                   exchange(whole, False)))
 
     def error(self, turn_index: int, status: int | None, body: str) -> list[StackFaultRecord]:
         """The faults of an HTTP error answered instead of a reply (a parser's 5xx)."""
@@ -113,7 +130,13 @@ def exchange_from_example(text: str) -> Exchange:
     if "status" in spec:
         return Exchange(status=spec["status"], error_body=json.dumps(spec.get("body")), **settings)
     if "chunks" in spec:
-        return fold_chunks(spec["chunks"], **settings)
+        streamed = fold_chunks(spec["chunks"], **settings)
+        if "whole" in spec:  # a stream-parity pair: the same request answered whole
+            whole = exchange_from_example(json.dumps({k: v for k, v in spec.items()
+                                                      if k not in ("chunks", "whole")}
+                                                     | {"reply": spec["whole"]}))
+            return dataclasses.replace(streamed, whole=whole)
+        return streamed
     reply = spec.get("reply") or {}
     message = reply.get("message") or {}
     usage = reply.get("usage") or spec.get("usage") or {}

@@ -162,6 +162,7 @@ class Reply:
     request: dict[str, Any] | None = None  # the body as sent (headers apart), for replay
     # where streamed tool-call deltas collided (wire.records.DeltaFolder), for AE508
     stream_faults: list[str] = field(default_factory=list)
+    parity: Reply | None = None  # stream parity: the same request's streamed reply (AE510)
 
 
 FaultKind = Literal[
@@ -337,7 +338,7 @@ class ModelClient:
         request: dict[str, Any] = {"model": t.model, **standard}
         if t.max_tokens is not None:
             request["max_tokens"] = t.max_tokens
-        if t.stream:
+        if t.stream and not t.stream_parity:
             request["stream"] = True
             request["stream_options"] = {"include_usage": True}
         if extra:
@@ -367,7 +368,15 @@ class ModelClient:
             request["tools"] = tools
             if self.target.tool_choice is not None:
                 request["tool_choice"] = tool_choice_field(self.target.tool_choice)
-        return await self._send(request, seed_key)
+        if not self.target.stream_parity:
+            return await self._send(request, seed_key)
+        # stream parity: the same context whole, then streamed (one after the other, so
+        # the second never shares a batch with the first); the session goes on whole
+        reply = await self._send(dict(request), seed_key, stream=False)
+        reply.parity = await self._send(
+            dict(request, stream=True, stream_options={"include_usage": True}), seed_key,
+            stream=True)
+        return reply
 
     async def resend(self, body: dict[str, Any], *, seed_key: str | None = None,
                      protocol: str | None = None) -> Reply:
@@ -427,10 +436,12 @@ class ModelClient:
         reply.request = request
         return reply
 
-    async def _send(self, request: dict[str, Any], seed_key: str | None) -> Reply:
+    async def _send(self, request: dict[str, Any], seed_key: str | None, *,
+                    stream: bool | None = None) -> Reply:
         if seed_key is not None:
             request["extra_headers"] = {SEED_HEADER: seed_key}
-        once = self._stream_once if self.target.stream else self._complete_once
+        streamed = self.target.stream if stream is None else stream
+        once = self._stream_once if streamed else self._complete_once
 
         async def attempt(body: dict[str, Any]) -> Reply:
             gate = self._gate()

@@ -33,6 +33,10 @@ The session ends when
   AE501), counted apart (the run warns), never the model's AE102 malformed arguments.
   The cut call is not judged; a call whose arguments came through whole is judged as usual.
 
+A target with ``stream_parity`` has each turn answered whole and streamed from the same
+context (``client.py``); a streamed reply that differs is AE510, and the session goes on
+with the whole reply, so its model figures read as a plain whole run's.
+
 Every reply is also read for the other stack faults (``policy/stack.py``, rules AE5xx):
 each is kept on the session (``SessionRecord.stack_faults``), never as a model error.
 One that leaves nothing of the model's to judge (a ``tool_calls`` finish with no call, a
@@ -196,6 +200,8 @@ async def run_session(
         assistant = assistant_message(reply, turn_index)
         messages.append(assistant)
         read_reply(stack, reply, turn_index)
+        if getattr(reply, "parity", None) is not None:  # stream parity (AE510)
+            stack.parity(turn_index, reply.request, reply, reply.parity)
         if (ended := stack.ended_on(turn_index)) is not None:
             status, record.error = "error", ended
             break

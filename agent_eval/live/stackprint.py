@@ -52,7 +52,7 @@ def stack_fingerprint(target: Target, identity: Mapping[str, Any] | None = None,
         "tool_choice": (tool_choice_field(target.tool_choice)
                         if target.tool_choice is not None else None),
         "parallel_tool_calls": extra.get("parallel_tool_calls"),
-        "stream": target.stream,
+        "stream": "parity" if target.stream_parity else target.stream,
         "max_tokens": target.max_tokens,
     }
     out["request"] = {k: v for k, v in request.items() if v is not None}

@@ -617,6 +617,32 @@ _RULES: tuple[Rule, ...] = (
         "stack", "preview",
     ),
     Rule(
+        "AE510", "stream-parity",
+        "The same request answered streamed and whole (a stream-parity run) carries "
+        "another reply: another finish reason, call, argument value or text.",
+        "With decoding that repeats itself, the model wrote one reply; the server's "
+        "streaming path (its incremental tool parser, speculative decoding: "
+        "sgl-project/sglang#37634) served another.  A client that streams is judged on "
+        "what it got, so a model can look worse only when streamed.  Read only by "
+        "`run` with `stream_parity` on a target; the session goes on with the whole reply.",
+        (_wire(whole=_answer("tool_calls", _call("bash", _LIGHTS)), chunks=[
+            {"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "id": "call_1", "function": {
+                    "name": "bash", "arguments": '{"command": "uv run scripts/lights.py"}'}}]}}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]),
+         _wire(whole=_answer("tool_calls", _call("bash", _LIGHTS)), chunks=[
+             {"choices": [{"index": 0, "delta": {"content": "<tool_call>"}}]},
+             {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}])),
+        (_wire(whole=_answer("tool_calls", _call("bash", _LIGHTS)), chunks=[
+            {"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "id": "call_9", "function": {"name": "bash", "arguments": ""}}]}}]},
+            {"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "function": {
+                    "arguments": '{"command":  "uv run scripts/lights.py status"}'}}]}}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]),),
+        "stack", "preview",
+    ),
+    Rule(
         "AE401", "repeated-denied-call", "The same denied call again (session-level).",
         "Repeating a denied call cannot succeed; it burns turns and shows the model does "
         "not react to the denial text.",

@@ -19,6 +19,7 @@ text leaves nothing and ends it as ``error``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Iterable
@@ -27,7 +28,7 @@ from typing import Any
 
 from agent_eval.policy.rules import code_for
 
-__all__ = ["Exchange", "StackFault", "WireCall", "check_reply", "exchange_of",
+__all__ = ["Exchange", "StackFault", "WireCall", "check_parity", "check_reply", "exchange_of",
            "parser_failed"]
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
@@ -73,6 +74,7 @@ class Exchange:
     status: int | None = None
     error_body: str = ""
     check_ids: bool = True  # False where the ids are not the wire's (Gemini's, an import's)
+    whole: Exchange | None = None  # stream parity: the same request answered whole
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +121,9 @@ def parser_failed(status: int | None, body: str) -> bool:
 def check_reply(ex: Exchange) -> list[StackFault]:
     """Every stack fault of one exchange (see the module docstring).  A reply with no
     call is one lost reply, counted once: a tool choice not honoured, else a
-    ``tool_calls`` finish with nothing in it, else tokens counted for an empty reply."""
+    ``tool_calls`` finish with nothing in it, else tokens counted for an empty reply.
+    An exchange carrying ``whole`` is the streamed half of a stream-parity pair: it is
+    read by :func:`check_parity` alone."""
     out: list[StackFault] = []
     if ex.status is not None:
         if parser_failed(ex.status, ex.error_body):
@@ -127,6 +131,8 @@ def check_reply(ex: Exchange) -> list[StackFault]:
                               f"HTTP {ex.status} whose body says the server's parser failed",
                               ex.error_body, ends=True))
         return out
+    if ex.whole is not None:
+        return check_parity(dataclasses.replace(ex, whole=None), ex.whole)
     calls = ex.calls
     at_cap = (ex.finish_reason == "length" or (
         ex.completion_tokens is not None and ex.max_tokens is not None
@@ -175,6 +181,44 @@ def check_reply(ex: Exchange) -> list[StackFault]:
         out.append(_fault("broken-stream-deltas", "; ".join(broken),
                           "\n".join(c.arguments for c in calls), ends=True))
     return out
+
+
+def check_parity(streamed: Exchange, whole: Exchange) -> list[StackFault]:
+    """AE510: the same request, answered streamed and whole from the same context (a
+    stream-parity run, with decoding that repeats itself), must carry the same reply: the
+    finish reason, each call's name and arguments (as JSON values, so spacing aside), the
+    text.  What differs, and the faults only the streamed reply has (deltas that collide,
+    a call cut only there), make one fault: one streamed reply the stack served other
+    than the whole one.  It never ends the session: the run goes on with the whole reply."""
+    diffs: list[str] = []
+    if (streamed.finish_reason or None) != (whole.finish_reason or None):
+        diffs.append(f"finish reason {whole.finish_reason!r} whole, "
+                     f"{streamed.finish_reason!r} streamed")
+    if len(streamed.calls) != len(whole.calls):
+        diffs.append(f"{len(whole.calls)} call(s) whole, {len(streamed.calls)} streamed")
+    else:
+        for i, (a, b) in enumerate(zip(whole.calls, streamed.calls, strict=True)):
+            if a.name != b.name:
+                diffs.append(f"call {i}: {a.name[:80]!r} whole, {b.name[:80]!r} streamed")
+            elif _json_value(a.arguments) != _json_value(b.arguments):
+                diffs.append(f"call {i} ({a.name[:80]!r}): arguments differ")
+    if streamed.content.strip() != whole.content.strip():
+        diffs.append("the text differs")
+    whole_codes = {f.code for f in check_reply(whole)}
+    diffs += [f"streamed only: {f.code} {f.message}" for f in check_reply(streamed)
+              if f.code not in whole_codes]
+    if not diffs:
+        return []
+    raw = "\n".join([streamed.content, *(f"{c.name} {c.arguments}" for c in streamed.calls)])
+    return [_fault("stream-parity", "streamed and whole replies differ: " + "; ".join(diffs),
+                   raw.strip())]
+
+
+def _json_value(text: str) -> Any:
+    try:
+        return ("json", json.loads(text))
+    except (ValueError, TypeError, RecursionError):
+        return ("text", text)
 
 
 def _tool_choice(ex: Exchange) -> Iterable[StackFault]:

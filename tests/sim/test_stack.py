@@ -89,3 +89,17 @@ def test_the_model_names_suffix_names_the_stack(model, split):
 def test_an_unknown_stack_is_a_config_error():
     with pytest.raises(ConfigError, match="unknown stack 'tgi'"):
         Faults(stack="tgi")
+
+
+def test_a_streamed_reply_that_differs_is_read_as_stream_parity_only_beside_the_whole():
+    whole = completion(LIGHTS)
+    assert pick_fault("sglang:stream-differs", 1.0, random.Random(0), calls=1,
+                      streamed=False) is None  # the whole reply is never touched
+    chunks = render_chunks(play(whole, "stream-differs", None), include_usage=True)
+    assert codes_streamed(chunks) == []  # alone, the streamed reply looks fine
+    obj = render_completion(whole)
+    spec = {"chunks": chunks, "whole": {**obj["choices"][0], "usage": obj["usage"]}}
+    assert [f.code for f in check_reply(exchange_from_example(json.dumps(spec)))] == ["AE510"]
+    same = {"chunks": render_chunks(whole, include_usage=True),
+            "whole": {**obj["choices"][0], "usage": obj["usage"]}}
+    assert check_reply(exchange_from_example(json.dumps(same))) == []
