@@ -53,15 +53,15 @@ class StackReading:
 
     def reply(self, turn_index: int, request: Any, *, finish_reason: str | None,
               content: str, reasoning: str, calls: Sequence[Any],
-              completion_tokens: int | None,
-              stream_faults: Iterable[str] = ()) -> list[StackFaultRecord]:
+              completion_tokens: int | None, stream_faults: Iterable[str] = (),
+              template_markers: frozenset[str] | None = None) -> list[StackFaultRecord]:
         """The faults of one reply (calls: anything with ``id``, ``name``,
         ``arguments``), kept; any that ``ends`` says none of its calls is judged."""
         exchange = exchange_of(request, finish_reason=finish_reason, content=content,
                                reasoning=reasoning, calls=calls,
                                completion_tokens=completion_tokens,
                                stream_faults=stream_faults, earlier_ids=self.seen_ids,
-                               check_ids=self.check_ids)
+                               check_ids=self.check_ids, template_markers=template_markers)
         faults = self._keep(turn_index, check_reply(exchange))
         self.seen_ids.update(c.id for c in calls if isinstance(c.id, str) and c.id)
         ending = next((f for f in faults if f.ends), None)
@@ -126,7 +126,9 @@ def exchange_from_example(text: str) -> Exchange:
     settings: dict[str, Any] = {
         "max_tokens": request.get("max_tokens"), "tool_choice": request.get("tool_choice"),
         "parallel_tool_calls": request.get("parallel_tool_calls"),
-        "earlier_ids": frozenset(spec.get("earlier_ids") or ())}
+        "earlier_ids": frozenset(spec.get("earlier_ids") or ()),
+        "template_markers": (frozenset(spec["template_markup"]) if "template_markup" in spec
+                             else None)}
     if "status" in spec:
         return Exchange(status=spec["status"], error_body=json.dumps(spec.get("body")), **settings)
     if "chunks" in spec:

@@ -35,6 +35,7 @@ def test_a_llama_server_stack_keeps_its_build_template_hash_settings_and_notes()
     assert stack == {
         "server": "llama.cpp", "owned_by": ["llamacpp"], "build": "b6123-abc",
         "chat_template_sha256": hashlib.sha256(TEMPLATE.encode()).hexdigest()[:16],
+        "template_markup": [],  # it writes no call format: markup is the model's own
         "request": {"tool_choice": "required", "parallel_tool_calls": False, "stream": True,
                     "max_tokens": 512},
         "notes": {"parser": "jinja", "quantization": "Q4_K_M"}}
@@ -134,3 +135,32 @@ def test_runs_json_gives_each_runs_stack_faults_and_stacks(tmp_path):
     (row,) = json.loads(out.output)
     assert row["stack_faults"] == 1 and row["errors"] == 0
     assert row["stacks"]["q"].startswith("server llama.cpp · tool_choice required")
+
+
+def test_the_template_format_comes_from_the_notes_else_the_servers_template():
+    import asyncio
+
+    from agent_eval.live.client import ModelClient, Target
+    from agent_eval.live.targets import StackNotes
+
+    class Props(ModelClient):
+        async def server_identity(self):
+            self.asked = getattr(self, "asked", 0) + 1
+            return {"props": {"chat_template": "{% for m in messages %}<tool_call>"
+                                               "{{ m }}</tool_call>{% endfor %}"}}
+
+    async def markers(notes):
+        client = Props(Target(name="t", base_url="http://127.0.0.1:9/v1", model="m",
+                              stack=notes))
+        try:
+            first, second = await client.template_markers(), await client.template_markers()
+            assert first == second
+            return first, getattr(client, "asked", 0)
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(markers(StackNotes(parser="mistral"))) == (frozenset({"[TOOL_CALLS]"}), 0)
+    assert asyncio.run(markers(StackNotes(template="qwen3_coder")))[0] == frozenset(
+        {"<tool_call>", "<function="})
+    assert asyncio.run(markers(None)) == (frozenset({"<tool_call>"}), 1)  # read once
+    assert asyncio.run(markers(StackNotes(parser="my-own"))) == (frozenset({"<tool_call>"}), 1)

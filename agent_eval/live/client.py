@@ -37,7 +37,6 @@ import functools
 import json
 import os
 import random
-import re
 import ssl
 import time
 import weakref
@@ -75,6 +74,7 @@ from agent_eval.live.targets import (
     target_from_settings,
     tool_choice_field,
 )
+from agent_eval.policy.stack import find_tool_markup, parser_markers, template_markers
 from agent_eval.wire.records import DeltaFolder
 
 try:  # the openai SDK ships its HTTP stack as ``httpx2`` from 3.x on
@@ -90,47 +90,6 @@ __all__ = [  # targets are re-exported: they are what a client is made from
 
 SEED_HEADER = "X-Agent-Eval-Seed"
 REJECTED = "request rejected: "  # how a RequestRejected message (and the session error) starts
-
-# Tool-call markup that servers emit when their parser did not take the call out of the
-# text: an opening marker and, when the format has one, its closing marker.
-_MARKUP: tuple[tuple[str, str | None], ...] = (
-    ("<tool_call>", "</tool_call>"),  # Hermes / Qwen
-    ("<function=", "</function>"),  # qwen3_coder
-    ("<|tool_call|>", "<|/tool_call|>"),
-    ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"),  # Kimi
-    ("<|tool_call_begin|>", "<|tool_call_end|>"),
-    ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"),  # DeepSeek
-    ("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"),
-    ("<tool_calls>", "</tool_calls>"),
-    ("<function_calls>", "</function_calls>"),
-    ("<|python_tag|>", "<|eom_id|>"),  # Llama 3.x
-    ("[TOOL_CALLS]", None),  # Mistral
-    # A shell block in a reply that has no parsed tool call: the command the model meant to
-    # run (models served without a tool parser, or chat templates without tools).
-    ("```bash", "```"), ("```shell", "```"), ("```sh\n", "```"), ("```console", "```"),
-)
-_OPENERS = re.compile("|".join(re.escape(o) for o, _ in _MARKUP))
-_CLOSER = dict(_MARKUP)
-
-
-def find_tool_markup(text: str) -> list[tuple[int, int]]:
-    """Spans ``(start, end)`` of tool-call markup left in reply text (rule AE104).
-
-    A span runs from an opening marker to its closing marker, or to the end of the text
-    when the call was never closed.  Spans are sorted and never overlap (a
-    ``<function=...>`` inside a ``<tool_call>`` is one span).  Prose that merely talks
-    about tool calls has no markers, so no spans.
-    """
-    spans: list[tuple[int, int]] = []
-    pos = 0
-    while (m := _OPENERS.search(text, pos)) is not None:
-        closer = _CLOSER[m.group()] or "\n"  # no closing marker: the call ends its line
-        end = text.find(closer, m.end())
-        end = len(text) if end < 0 else end + (len(closer) if closer != "\n" else 0)
-        spans.append((m.start(), end))
-        pos = max(end, m.end())
-    return spans
-
 
 @dataclass
 class ToolCallOut:
@@ -327,6 +286,7 @@ class ModelClient:
             timeout=httpx.Timeout(target.timeout_s, pool=None), http_client=self._http,
         )
         self._request = self._build_request()
+        self._markers: tuple[frozenset[str] | None] | None = None  # template_markers, once
         self._gate_on: tuple[weakref.ref[asyncio.AbstractEventLoop], ServerGate] | None = None
 
     def _build_request(self) -> dict[str, Any]:
@@ -510,6 +470,23 @@ class ModelClient:
                 if isinstance(body, dict):
                     out[key] = body
         return out
+
+    async def template_markers(self) -> frozenset[str] | None:
+        """The call markers of the format this model's chat template writes, to tell a
+        parser's failure (AE511) from the model's wrong format (AE104): the target's
+        ``stack.parser`` note, else its ``stack.template`` note, when either names a known
+        format; else the chat template the server reports (llama.cpp's ``/props``), read
+        once; None when nothing says (the markup is then the model's AE104)."""
+        if self._markers is None:
+            notes = self.target.stack
+            known = (parser_markers(notes.parser) or parser_markers(notes.template)
+                     if notes is not None else None)
+            if known is None:
+                props = (await self.server_identity()).get("props")
+                known = template_markers(props.get("chat_template")
+                                         if isinstance(props, dict) else None)
+            self._markers = (known,)
+        return self._markers[0]
 
     async def _retrying(self, once, *, silence_is_unreachable: bool):
         """Run ``once`` until it succeeds or a fault is final.  Connection refused on every

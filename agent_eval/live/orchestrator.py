@@ -41,7 +41,8 @@ Every reply is also read for the other stack faults (``policy/stack.py``, rules 
 each is kept on the session (``SessionRecord.stack_faults``), never as a model error.
 One that leaves nothing of the model's to judge (a ``tool_calls`` finish with no call, a
 required tool choice answered with nothing at all, tokens counted for an empty reply, a
-name that is not a name, stream deltas that collide) ends the session ``error`` with :data:`STACK_FAULT`
+name that is not a name, stream deltas that collide, a call in the model's own template
+format left in the text: AE511) ends the session ``error`` with :data:`STACK_FAULT`
 as the reason; an HTTP 5xx whose body says the parser failed is kept on the ``error``
 session it ends.
 """
@@ -57,6 +58,7 @@ from agent_eval.calls import text_call as markup_call
 from agent_eval.errors import ContextExceeded, HarnessFault
 from agent_eval.live.shaping import made_up_call_id
 from agent_eval.policy import Verdict
+from agent_eval.policy.stack import find_tool_markup
 from agent_eval.scenario import LoadedScenario, Suite, instantiate
 from agent_eval.stack_reading import StackReading
 from agent_eval.transcript import (
@@ -199,7 +201,11 @@ async def run_session(
         record.turns.append(turn)
         assistant = assistant_message(reply, turn_index)
         messages.append(assistant)
-        read_reply(stack, reply, turn_index)
+        markers = None
+        if not reply.tool_calls and (reply.markup or find_tool_markup(reply.reasoning or "")):
+            ask = getattr(model, "template_markers", None)  # AE511 or AE104: whose format
+            markers = await ask() if ask is not None else None
+        read_reply(stack, reply, turn_index, markers)
         if getattr(reply, "parity", None) is not None:  # stream parity (AE510)
             stack.parity(turn_index, reply.request, reply, reply.parity)
         if (ended := stack.ended_on(turn_index)) is not None:
@@ -277,14 +283,16 @@ async def _simulate(call: CallRecord, verdict: Verdict, scenario: LoadedScenario
     return output
 
 
-def read_reply(stack: StackReading, reply: Any, turn_index: int) -> list[StackFaultRecord]:
+def read_reply(stack: StackReading, reply: Any, turn_index: int,
+               template_markers: frozenset[str] | None = None) -> list[StackFaultRecord]:
     """The stack faults of one reply, read into ``stack`` with the request's tool settings
-    as the client sent them."""
+    as the client sent them (``template_markers``: the model's template format, AE511)."""
     return stack.reply(turn_index, getattr(reply, "request", None),
                        finish_reason=reply.finish_reason, content=reply.content or "",
                        reasoning=reply.reasoning or "", calls=reply.tool_calls,
                        completion_tokens=reply.completion_tokens,
-                       stream_faults=getattr(reply, "stream_faults", None) or ())
+                       stream_faults=getattr(reply, "stream_faults", None) or (),
+                       template_markers=template_markers)
 
 
 def reply_stack_faults(reply: Any, turn_index: int,
