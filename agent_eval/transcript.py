@@ -27,6 +27,7 @@ stored transcript so later readers can migrate old ones.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -171,7 +172,8 @@ def stack_line(stack: Mapping[str, Any]) -> str:
     max_tokens 512 · parser qwen3_coder``."""
     parts = []
     for key, label in (("server", "server"), ("version", "version"), ("build", "build"),
-                       ("owned_by", "owned by"), ("chat_template_sha256", "template")):
+                       ("owned_by", "owned by"), ("chat_template_sha256", "template"),
+                       ("template_markup", "template calls")):
         value = stack.get(key)
         if value:
             parts.append(f"{label} {', '.join(value) if isinstance(value, list) else value}")
@@ -180,6 +182,16 @@ def stack_line(stack: Mapping[str, Any]) -> str:
     for key, value in (stack.get("notes") or {}).items():
         parts.append(f"{key.replace('_', ' ')} {value}")
     return " · ".join(parts) or "unknown"
+
+
+def stack_mark(stack: Mapping[str, Any]) -> str:
+    """A stack in a few characters, for the runs table: what the server calls itself and
+    a digest of the whole fingerprint (``llama.cpp 3f2a1c``): two runs through the same
+    stack show the same mark, any changed setting another digest."""
+    owners = stack.get("owned_by")
+    name = stack.get("server") or (owners[0] if isinstance(owners, list) and owners else "")
+    digest = hashlib.sha256(json.dumps(stack, sort_keys=True, default=str).encode())
+    return f"{str(name).split('/')[0][:16]} {digest.hexdigest()[:6]}".strip()
 
 
 def _short(value: Any) -> str:

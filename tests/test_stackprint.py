@@ -164,3 +164,38 @@ def test_the_template_format_comes_from_the_notes_else_the_servers_template():
         {"<tool_call>", "<function="})
     assert asyncio.run(markers(None)) == (frozenset({"<tool_call>"}), 1)  # read once
     assert asyncio.run(markers(StackNotes(parser="my-own"))) == (frozenset({"<tool_call>"}), 1)
+
+
+def test_the_runs_table_and_the_viewers_run_page_show_each_runs_stack(tmp_path):
+    from click.testing import CliRunner
+
+    from agent_eval.cli import main
+    from agent_eval.transcript import stack_mark
+    from agent_eval.view.app import environment
+    from agent_eval.view.overview import build_run_page, build_runs_page
+
+    db = str(tmp_path / "s.db")
+    jinja = stack_fingerprint(llama_server(), {"server_header": "llama.cpp", "props": {
+        "chat_template": TEMPLATE}})
+    other = stack_fingerprint(llama_server(), {"server_header": "llama.cpp", "props": {
+        "chat_template": TEMPLATE + "<tool_call>"}})
+    with open_store(db) as store:
+        for label, stack in (("a", jinja), ("b", jinja), ("c", other)):
+            run = store.create_run(label=label, kind="live", suite="s", config={},
+                                   fingerprint={"stacks": {"q": stack}})
+            store.add_target(run, name="q", model="q", base_url="http://x/v1", settings={})
+            store.set_run_status(run, "finished")
+        runs_page = build_runs_page(store, {})
+        run_page = build_run_page(store, 3)
+    same, changed = stack_mark(jinja), stack_mark(other)
+    assert same.startswith("llama.cpp ") and same != changed  # the template moved
+    out = CliRunner().invoke(main, ["runs", "--db", db], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    rows = {line.split("│")[2].strip(): line for line in out.output.splitlines()
+            if line.startswith("│")}
+    assert same in rows["a"] and same in rows["b"] and changed in rows["c"]
+    head = list(runs_page.rows[0])
+    assert head[5].text == changed  # the viewer's runs list: the same column
+    assert run_page.run.stacks == (("q", changed, stack_line(other)),)
+    html = environment().get_template("run.html").render(page=run_page)
+    assert f"<b>q</b> <code>{changed}</code> server llama.cpp" in html

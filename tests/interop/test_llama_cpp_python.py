@@ -43,6 +43,16 @@ def played(llama_servers, tmp_path_factory):
 def test_bundled_scenarios_against_real_llama_cpp_python_models(played):
     check_played(played, called="gemma3")
     assert played["gemma3"].exit_code == 0, played["gemma3"].stderr
+    from agent_eval.transcript import run_stacks
+
+    for target, one in played.items():  # the run keeps what served it
+        with open_store(str(one.db)) as store:
+            [run] = store.list_runs()
+        stack = run_stacks(run.fingerprint)[target]
+        # llama-cpp-python's server is uvicorn's, with no /props: no template to hash
+        assert stack["server"] == "uvicorn" and stack["owned_by"], stack
+        assert "chat_template_sha256" not in stack, stack
+        assert stack["request"]["max_tokens"] == 32, stack
 
 
 def test_replay_sends_a_stored_context_to_real_llama_cpp_python(played, llama_servers):
