@@ -127,8 +127,9 @@ class StackFaultRecord:
     """A stack fault (an AE5xx rule: ``policy/stack.py``) seen on one reply: what the
     serving stack lost or mangled between the model and the wire.  Never a model error:
     counted apart, never in errors/100.  ``raw`` keeps the offending wire text (cut
-    arguments, a bad name, an error body); ``ends``: the fault ended the session
-    (``error``), as it left nothing of the model's to judge."""
+    arguments, a bad name, an error body); ``ends``: the fault left nothing of the
+    model's to judge in its reply (a lost call): it ends a live session (``error``), and a
+    relayed or imported one when that reply was its last (``stack_reading.py``)."""
 
     turn_index: int
     code: str

@@ -98,3 +98,19 @@ def test_compare_says_the_model_is_the_same_and_the_stack_loses_calls(played):
     data = json.loads(compared.stdout)
     group = next(iter(data["groups"].values()))
     assert not group["errors"]["significant"] and group["stack_faults"]["significant"]
+
+
+def test_run_stream_parity_flag_sets_every_target_and_the_fingerprint_says_so(tmp_path):
+    db = str(tmp_path / "flag.db")
+    with run_sim_in_thread("disciplined", suite=SUITE) as base_url:
+        done = agent_eval_cli("run", "--base-url", base_url, "--model", "sim-disciplined",
+                              "--suite", str(SUITE), "--stream-parity", "--plan-only",
+                              "--limit", "1", "--db", db)
+    assert done.returncode == 0, done.stdout + done.stderr
+    from agent_eval.transcript import run_stacks
+
+    with open_store(db) as store:
+        [run] = store.list_runs()
+        [target] = store.run_targets(run.id)
+    assert run_stacks(run.fingerprint)["sim-disciplined"]["request"]["stream"] == "parity"
+    assert target.settings["stream_parity"] is True
