@@ -186,3 +186,19 @@ def test_a_parser_500_relayed_is_kept_on_the_error_session():
     record = relayed(proxied({}, (STACK / name).read_bytes(), streamed=False, status=500))
     assert record.status == "error"
     assert [(f.code, f.ends) for f in record.stack_faults] == [("AE509", True)]
+
+
+def test_the_recorder_counts_the_truncations_it_kept_for_the_stop_line(tmp_path):
+    from agent_eval.proxy import Recorder
+    from agent_eval.store import open_store
+
+    with open_store(str(tmp_path / "p.db")) as store:
+        recorder = Recorder(store, load_allowlist(ALLOWLIST), upstream="http://up/v1",
+                            journal=tmp_path / "j", tick_s=0.01)
+        recorder.start()
+        recorder.submit(proxied({"max_tokens": 48}, llama_cpp_python_stream(
+            finish="tool_calls", completion_tokens=48), streamed=True))
+        recorder.stop()
+        assert recorder.status()["truncations"] == 1
+        [row] = store.session_rows([recorder.run_id])
+    assert row.status == "error" and row.stack_faults == (("AE501", True),)
