@@ -420,7 +420,7 @@ def text_call(index: int, turn_index: int, content: str, span: tuple[int, int],
 def offered_tool_schemas(tools: Any) -> dict[str, str | None]:
     """Each offered tool's argument schema as canonical JSON text (None: offered without
     one, or with one that cannot be an argument schema, the client's fault reported as
-    AE510 apart), keyed by name: what :meth:`CallRecorder.record` checks a call against."""
+    AE512 apart), keyed by name: what :meth:`CallRecorder.record` checks a call against."""
     out: dict[str, str | None] = {}
     for name, schema in offered_schemas(tools).items():
         good = schema is not None and broken_schema(schema) is None
@@ -435,7 +435,7 @@ class OfferedTools:
     """The tools one session's client offered, gathered turn by turn (proxy, imports,
     ``collect``): ``tools`` maps each name to the schema last offered for it, stored with
     the session (``SessionRecord.offered_tools``); ``faults`` holds one
-    ``broken-tool-schema`` stack fault (AE510) per broken schema, the client's fault."""
+    ``broken-tool-schema`` stack fault (AE512) per broken schema, the client's fault."""
 
     tools: dict[str, Any] = field(default_factory=dict)
     faults: list[StackFaultRecord] = field(default_factory=list)

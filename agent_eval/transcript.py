@@ -27,6 +27,7 @@ stored transcript so later readers can migrate old ones.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -126,8 +127,9 @@ class StackFaultRecord:
     """A stack fault (an AE5xx rule: ``policy/stack.py``) seen on one reply: what the
     serving stack lost or mangled between the model and the wire.  Never a model error:
     counted apart, never in errors/100.  ``raw`` keeps the offending wire text (cut
-    arguments, a bad name, an error body); ``ends``: the fault ended the session
-    (``error``), as it left nothing of the model's to judge."""
+    arguments, a bad name, an error body); ``ends``: the fault left nothing of the
+    model's to judge in its reply (a lost call): it ends a live session (``error``), and a
+    relayed or imported one when that reply was its last (``stack_reading.py``)."""
 
     turn_index: int
     code: str
@@ -202,7 +204,8 @@ def stack_line(stack: Mapping[str, Any]) -> str:
     max_tokens 512 · parser qwen3_coder``."""
     parts = []
     for key, label in (("server", "server"), ("version", "version"), ("build", "build"),
-                       ("owned_by", "owned by"), ("chat_template_sha256", "template")):
+                       ("owned_by", "owned by"), ("chat_template_sha256", "template"),
+                       ("template_markup", "template calls")):
         value = stack.get(key)
         if value:
             parts.append(f"{label} {', '.join(value) if isinstance(value, list) else value}")
@@ -211,6 +214,16 @@ def stack_line(stack: Mapping[str, Any]) -> str:
     for key, value in (stack.get("notes") or {}).items():
         parts.append(f"{key.replace('_', ' ')} {value}")
     return " · ".join(parts) or "unknown"
+
+
+def stack_mark(stack: Mapping[str, Any]) -> str:
+    """A stack in a few characters, for the runs table: what the server calls itself and
+    a digest of the whole fingerprint (``llama.cpp 3f2a1c``): two runs through the same
+    stack show the same mark, any changed setting another digest."""
+    owners = stack.get("owned_by")
+    name = stack.get("server") or (owners[0] if isinstance(owners, list) and owners else "")
+    digest = hashlib.sha256(json.dumps(stack, sort_keys=True, default=str).encode())
+    return f"{str(name).split('/')[0][:16]} {digest.hexdigest()[:6]}".strip()
 
 
 def _short(value: Any) -> str:

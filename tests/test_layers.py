@@ -27,7 +27,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "transcript", "testhook", "heap"),  # the error tree, the records every stage
     # passes on, the test suite's pause points, the collector's start-up setting
     ("policy", "wire"),  # the engine (pure); the wire protocols read into chat turns (pure)
-    ("scenario", "metrics", "calls"),  # suites; pure figures; the call recorder
+    ("scenario", "metrics", "calls", "stack_reading"),  # suites; pure figures; the call
+    # recorder; stack faults read off a session's replies
     ("sim", "importers", "serverlogs"),  # sources other than a live run
     ("store",),  # SQL behind the Store facade, and the one aggregator
     ("live", "analysis", "report", "migrations"),

@@ -1,5 +1,5 @@
 """Every call against the schema its client offered (policy/schemas.py, AE108), a broken
-schema as the client's fault (AE510), the offered tool list kept once per session: on
+schema as the client's fault (AE512), the offered tool list kept once per session: on
 proxied, imported and telemetry traffic alike."""
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def test_proxied_calls_are_judged_against_their_own_offered_schema():
 def test_a_broken_offered_schema_is_the_clients_stack_fault_once_never_the_models():
     record = proxied()
     assert [(f.code, f.turn_index, f.ends) for f in record.stack_faults] == [
-        ("AE510", 0, False)]
+        ("AE512", 0, False)]
     assert "mcp__wiki__lookup" in record.stack_faults[0].message
     assert "AE108" not in codes(record.calls[4])[1]
 
@@ -226,7 +226,7 @@ def test_imported_calls_are_judged_against_the_schemas_the_log_kept():
                                     request={"model": "qwen", "tools": TOOLS})
     record = Judge(load_policy(RALF)).session(session, key="s", source="openai")
     assert [codes(c) for c in record.calls] == EXPECTED
-    assert [f.code for f in record.stack_faults] == ["AE510"]
+    assert [f.code for f in record.stack_faults] == ["AE512"]
     assert set(record.offered_tools or {}) == {"bash", "mcp__docs__search", "mcp__wiki__lookup"}
 
 
@@ -260,7 +260,7 @@ def test_telemetry_calls_are_judged_against_the_genai_tool_definitions():
     record = Judge(load_policy(RALF)).session(imported_session(open_session), key="k",
                                               source="otlp")
     assert [codes(c) for c in record.calls] == EXPECTED
-    assert [f.code for f in record.stack_faults] == ["AE510"]
+    assert [f.code for f in record.stack_faults] == ["AE512"]
 
 
 def test_the_receiver_stores_the_offered_list_and_the_schema_findings(store):

@@ -367,3 +367,45 @@ def test_the_run_warns_about_server_faults_naming_the_target_and_the_gate(capsys
         "returned 503); they are left out of every rate, and `agent-eval gate` fails a target "
         "that judged fewer than 90% of its planned sessions (--min-coverage). Resume or rerun "
         "once the server is healthy.\n")
+
+
+class TemplateModel(ScriptedModel):
+    """A scripted model whose chat template writes calls with ``markers``."""
+
+    def __init__(self, script, markers):
+        super().__init__(script)
+        self.markers = markers
+
+    async def template_markers(self):
+        return self.markers
+
+
+HERMES_TEXT = ('Let me check.\n<tool_call>\n{"name": "bash", "arguments": '
+               '{"command": "uv run scripts/lights.py status"}}\n</tool_call>')
+
+
+def play_under(markers, script):
+    return asyncio.run(run_session(SUITE.scenarios[LIGHTS], TemplateModel(script, markers),
+                                   target="t", suite=SUITE))
+
+
+def test_markup_in_the_templates_own_format_is_the_parsers_fault_not_ae104():
+    (rec,) = play_under(frozenset({"<tool_call>"}), [HERMES_TEXT])
+    assert rec.calls == [] and rec.status == "error"
+    assert [(f.code, f.ends) for f in rec.stack_faults] == [("AE511", True)]
+    assert rec.error.startswith(STACK_FAULT + "AE511 template-markup-unparsed")
+
+
+def test_markup_in_another_format_than_the_templates_is_the_models_ae104():
+    for markers in (frozenset({"[TOOL_CALLS]"}), frozenset(), None):
+        (rec,) = play_under(markers, [HERMES_TEXT])
+        assert [c.primary for c in rec.calls] == ["AE104"] and rec.stack_faults == []
+        assert rec.status == "abandoned"
+
+
+def test_a_call_left_in_reasoning_in_the_templates_format_is_the_parsers_fault():
+    reply = Reply(content="", reasoning=HERMES_TEXT, tool_calls=[], finish_reason="stop",
+                  prompt_tokens=100, completion_tokens=60, reasoning_tokens=60,
+                  cached_tokens=None, latency_s=0.01, ttft_s=None, decode_tps=None, markup=[])
+    (rec,) = play_under(frozenset({"<tool_call>"}), [reply])
+    assert [f.code for f in rec.stack_faults] == ["AE511"] and rec.status == "error"

@@ -35,6 +35,7 @@ def test_a_llama_server_stack_keeps_its_build_template_hash_settings_and_notes()
     assert stack == {
         "server": "llama.cpp", "owned_by": ["llamacpp"], "build": "b6123-abc",
         "chat_template_sha256": hashlib.sha256(TEMPLATE.encode()).hexdigest()[:16],
+        "template_markup": [],  # it writes no call format: markup is the model's own
         "request": {"tool_choice": "required", "parallel_tool_calls": False, "stream": True,
                     "max_tokens": 512},
         "notes": {"parser": "jinja", "quantization": "Q4_K_M"}}
@@ -134,3 +135,67 @@ def test_runs_json_gives_each_runs_stack_faults_and_stacks(tmp_path):
     (row,) = json.loads(out.output)
     assert row["stack_faults"] == 1 and row["errors"] == 0
     assert row["stacks"]["q"].startswith("server llama.cpp · tool_choice required")
+
+
+def test_the_template_format_comes_from_the_notes_else_the_servers_template():
+    import asyncio
+
+    from agent_eval.live.client import ModelClient, Target
+    from agent_eval.live.targets import StackNotes
+
+    class Props(ModelClient):
+        async def server_identity(self):
+            self.asked = getattr(self, "asked", 0) + 1
+            return {"props": {"chat_template": "{% for m in messages %}<tool_call>"
+                                               "{{ m }}</tool_call>{% endfor %}"}}
+
+    async def markers(notes):
+        client = Props(Target(name="t", base_url="http://127.0.0.1:9/v1", model="m",
+                              stack=notes))
+        try:
+            first, second = await client.template_markers(), await client.template_markers()
+            assert first == second
+            return first, getattr(client, "asked", 0)
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(markers(StackNotes(parser="mistral"))) == (frozenset({"[TOOL_CALLS]"}), 0)
+    assert asyncio.run(markers(StackNotes(template="qwen3_coder")))[0] == frozenset(
+        {"<tool_call>", "<function="})
+    assert asyncio.run(markers(None)) == (frozenset({"<tool_call>"}), 1)  # read once
+    assert asyncio.run(markers(StackNotes(parser="my-own"))) == (frozenset({"<tool_call>"}), 1)
+
+
+def test_the_runs_table_and_the_viewers_run_page_show_each_runs_stack(tmp_path):
+    from click.testing import CliRunner
+
+    from agent_eval.cli import main
+    from agent_eval.transcript import stack_mark
+    from agent_eval.view.app import environment
+    from agent_eval.view.overview import build_run_page, build_runs_page
+
+    db = str(tmp_path / "s.db")
+    jinja = stack_fingerprint(llama_server(), {"server_header": "llama.cpp", "props": {
+        "chat_template": TEMPLATE}})
+    other = stack_fingerprint(llama_server(), {"server_header": "llama.cpp", "props": {
+        "chat_template": TEMPLATE + "<tool_call>"}})
+    with open_store(db) as store:
+        for label, stack in (("a", jinja), ("b", jinja), ("c", other)):
+            run = store.create_run(label=label, kind="live", suite="s", config={},
+                                   fingerprint={"stacks": {"q": stack}})
+            store.add_target(run, name="q", model="q", base_url="http://x/v1", settings={})
+            store.set_run_status(run, "finished")
+        runs_page = build_runs_page(store, {})
+        run_page = build_run_page(store, 3)
+    same, changed = stack_mark(jinja), stack_mark(other)
+    assert same.startswith("llama.cpp ") and same != changed  # the template moved
+    out = CliRunner().invoke(main, ["runs", "--db", db], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    rows = {line.split("│")[2].strip(): line for line in out.output.splitlines()
+            if line.startswith("│")}
+    assert same in rows["a"] and same in rows["b"] and changed in rows["c"]
+    head = list(runs_page.rows[0])
+    assert head[5].text == changed  # the viewer's runs list: the same column
+    assert run_page.run.stacks == (("q", changed, stack_line(other)),)
+    html = environment().get_template("run.html").render(page=run_page)
+    assert f"<b>q</b> <code>{changed}</code> server llama.cpp" in html

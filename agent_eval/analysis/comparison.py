@@ -379,7 +379,24 @@ def stack_line(group: GroupComparison) -> str | None:
     rose = cmp.diff100 is not None and cmp.significant and cmp.diff100 > 0
     return (f"stack faults/100 calls (the server's, AE5xx): a {side(cmp.a)}, b {side(cmp.b)}"
             f"{change}{'; the stack loses more in b' if rose else ''}. The model's figures "
-            "below never count them.")
+            "below never count them." + _who(group))
+
+
+def _who(group: GroupComparison) -> str:
+    """Which one changed, when the stack faults moved apart and the model's errors did
+    not: "the model is the same; the stack loses 7.40 calls per 100 more in b"."""
+    cmp, errors = group.stack_faults, group.errors
+    if cmp is None or cmp.diff100 is None or not cmp.significant or errors.significant:
+        return ""
+    more = "more" if cmp.diff100 > 0 else "fewer"
+    if errors.diff100 is None:
+        same = "the model made no call"
+    else:
+        interval = ("" if errors.lo100 is None or errors.hi100 is None
+                    else f" [{errors.lo100:+.2f} to {errors.hi100:+.2f}]")
+        same = (f"the model is the same (errors/100 b − a {errors.diff100:+.2f}{interval}, "
+                "not significant)")
+    return f" So {same}; the stack loses {abs(cmp.diff100):.2f} calls per 100 {more} in b."
 
 
 def _stack_diff(cmp: RunComparison, name: str) -> list[str]:

@@ -147,6 +147,10 @@ def proxy(upstream: str, allowlist_path: str, agent: str | None, port: int, host
          + (f"; the recorder process was killed (signal {-(recorder.exitcode or 0)}): the "
             f"{stats['open_sessions']} sessions it held open are lost and the run is marked "
             "interrupted" if died else ""))
+    if stats.get("truncations"):  # as `run` warns: the stack's cut, never the model's
+        _say(f"Warning: {stats['truncations']} tool call(s) cut at the request's max_tokens "
+             "were counted apart as truncations (AE501, the serving stack's), not as the "
+             "model's malformed arguments; raise the client's max_tokens")
 
 
 def _interrupt(signum, frame) -> None:

@@ -39,6 +39,12 @@ def _client_options(f):
         click.option("--max-reply-bytes", type=click.IntRange(1024),
                      default=DEFAULT_MAX_REPLY_BYTES, show_default=True,
                      help="Bytes one reply may have on the wire; more is a server fault."),
+        click.option("--stream-parity", is_flag=True, default=False,
+                     help="Play each turn whole and streamed from the same context: a "
+                          "streamed reply that differs is the stack's fault (AE510); the "
+                          "session goes on with the whole reply.  Two requests a turn; "
+                          "needs --temperature 0 or a seed.  Also a targets-file field "
+                          "(stream_parity)."),
         click.option("--tool-choice", metavar="auto|none|required|TOOL", default="auto",
                      show_default=True,
                      help="tool_choice sent with the tools: a mode, or the name of the tool "
@@ -212,6 +218,8 @@ def run(suite, base_url, model, target_name, config_file, allowlist_path, agent,
         label = label or cfg.label
         if concurrency:
             targets = [_replace(t, concurrency=concurrency) for t in targets]
+        if knobs.get("stream_parity"):
+            targets = [_replace(t, stream_parity=True) for t in targets]
     else:
         if not base_url or not model:
             raise ConfigError("give --base-url and --model, or --config FILE, or --resume RUN",
@@ -707,6 +715,7 @@ def _target_from_options(name, base_url, model, concurrency, knobs):
         concurrency=concurrency, deadline_s=knobs.get("deadline_s", DEFAULT_DEADLINE_S),
         max_reply_bytes=knobs.get("max_reply_bytes", DEFAULT_MAX_REPLY_BYTES),
         tool_choice=_tool_choice(knobs.get("tool_choice") or "auto"),
+        stream_parity=bool(knobs.get("stream_parity")),
     )
 
 

@@ -19,7 +19,7 @@ RUN_COLUMNS: dict[str, ColumnSpec] = {
     "id": {"justify": "right"}, "sessions": {"justify": "right"},
     "calls": {"justify": "right", "drop": 3}, "label": {"flex": True, "min": 5},
     "kind": {"drop": 5}, "status": {"keep": True, "min": 8},
-    "targets": {"keep": True, "min": 10}, "started": {"drop": 2},
+    "targets": {"keep": True, "min": 10}, "stack": {"drop": 1}, "started": {"drop": 2},
     "duration": {"drop": 4}, "errors/100 [95% CI]": {"justify": "right"},
 }
 
@@ -77,6 +77,7 @@ def runs(ctx, label, kind, status, limit, offset, as_json, db) -> None:
         per_target = target_cells(r)
         if per_target:  # the targets and their figures are on the lines below
             cells[RUN_HEAD.index("targets")] = f"{len(per_target)} targets:"
+            cells[RUN_HEAD.index("stack")] = ""
             cells[RUN_HEAD.index("errors/100 [95% CI]")] = "by target:"
         rows.append([model_text(cell) for cell in cells])
         rows.extend([model_text(cell) for cell in target] for target in per_target)

@@ -50,7 +50,9 @@ like (``source.refuse_no_calls``): never an import of call-less sessions.
 
 Session status: ``completed`` unless the source recorded a harness or API error, or the
 transcript was cut before the result of its last call (both ``error``: excluded from
-model rates), or a step/cost limit ended it (``stalled``).  Each reader's docstring gives
+model rates), or a step/cost limit ended it (``stalled``), or its last reply was lost by
+the serving stack (``error``, the reason a live run stores: :func:`read_stack`, for the
+formats that keep the server's replies).  Each reader's docstring gives
 its exact mapping.  No handshake is asked of imported sessions (``required`` 0).
 """
 
@@ -87,6 +89,7 @@ from agent_eval.policy import AllowList
 from agent_eval.policy.sources import ResolvedPolicy
 from agent_eval.policy.verdict import Invocation
 from agent_eval.scenario.protocols import Protocols, system_prompt_of
+from agent_eval.stack_reading import StackReading
 from agent_eval.transcript import (
     CallRecord,
     HandshakeResult,
@@ -282,6 +285,48 @@ def session_tags(session: ImportedSession) -> list[str]:
     return tags
 
 
+WIRE_REPLY_FORMATS = frozenset({"openai"})
+"""Formats whose turns are the server's Chat Completions replies as sent (finish reason,
+usage, ``tool_calls``): read for stack faults.  Elsewhere a turn is the harness's own view
+of a reply: mini-swe-agent's calls are parsed out of the text (``stop`` beside them is no
+fault), an agent CLI splits one reply into several lines and says finish reasons in its
+vendor's words; the same checks would find faults the stack never made."""
+
+
+def read_stack(session: ImportedSession, source: str) -> StackReading:
+    """The stack faults of an imported session's replies (``stack_reading.py``), read with
+    the request settings the file kept; a reply a fault lost has its calls taken out of
+    ``session.calls`` (kept in the transcript, never judged as the model's).  Call ids
+    are not checked: a transcript's may be its harness's own."""
+    stack = StackReading(check_ids=False)
+    if source not in WIRE_REPLY_FORMATS:
+        return stack
+    by_turn: dict[int, list[ImportedCall]] = {}
+    for call in session.calls:
+        by_turn.setdefault(call.turn_index, []).append(call)
+    lost: set[int] = set()
+    for turn in session.turns:
+        calls = by_turn.get(turn.index, [])
+        faults = stack.reply(
+            turn.index, {**session.settings, **(turn.request or {})},
+            finish_reason=turn.finish_reason, content=turn.content, reasoning=turn.reasoning,
+            calls=[_WireView(c) for c in calls], completion_tokens=turn.completion_tokens)
+        if any(f.ends for f in faults):
+            lost.add(turn.index)
+    if lost:
+        session.calls = [c for c in session.calls if c.turn_index not in lost]
+    return stack
+
+
+class _WireView:
+    """An imported call as ``stack_reading`` reads one (id, name, arguments)."""
+
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self, call: ImportedCall) -> None:
+        self.id, self.name, self.arguments = call.call_id, call.tool, call.arguments
+
+
 class Judge:
     """Judges imported sessions under one allow-list through the call recorder
     (``calls.py``), as the proxy judges the same calls relayed: the source's tool names
@@ -302,6 +347,7 @@ class Judge:
         judge = self.judges.for_session(system_prompt=system_prompt_of(session.messages),
                                         workdir=session.workdir, client=session.client,
                                         mode=session.mode)
+        stack = read_stack(session, source)
         offered = OfferedTools()  # the tools the client offered, with their schemas
         base = offered.add(session.tools, 0) if session.tools else {}
         by_turn = {t.index: offered.add(t.request.get("tools"), t.index)
@@ -317,12 +363,13 @@ class Judge:
             handshake = self.protocols.handshake(
                 [inv for record, inv in judged if record.decision == "allow"],
                 system_prompt_of(session.messages))
+        ended = stack.ended_on(len(session.turns) - 1) if session.status != "error" else None
         record = SessionRecord(
             key=key,
             target=session.model,
             scenario=session.id,
-            status=session.status,
-            error=session.error,
+            status="error" if ended else session.status,
+            error=ended or session.error,
             tags=session_tags(session),
             handshake=handshake,
             messages=session.messages,
@@ -334,6 +381,7 @@ class Judge:
             policy_agent=judge.agent,
             policy_agent_via=judge.via,
             policy_emulation=judge.emulation,
+            stack_faults=stack.faults,
         )
         offered.stamp(record)
         return record

@@ -10,6 +10,10 @@ Accepted shapes (the reader tells them apart by content, not by file name):
 * a JSONL file, one session object ``{"id", "model", "messages": [...]}`` a line.  A
   broken line is skipped and reported; the whole sessions around it still import.
 
+A message may keep the server's ``finish_reason`` and ``usage``, and a session object the
+request's ``max_tokens`` (:data:`SETTINGS`): then its replies are read for stack faults
+as a live run reads them (a call cut at ``max_tokens`` is AE501, not the model's AE102).
+
 Results are paired with the tool messages that directly follow the assistant message:
 by ``tool_call_id`` when the ids are distinct, by position when they repeat (tau-bench
 gpt-4o reuses ids within a session).  The source records no permission layer, so no
@@ -50,10 +54,10 @@ def read_sessions(
             if not isinstance(obj, dict) or not isinstance(obj.get("messages"), list):
                 (on_skip or warn_skipped)(path, line, "not a session object with `messages`")
                 continue
-            yield session_from_messages(
+            yield _with_settings(session_from_messages(
                 obj["messages"], id=str(obj.get("id") or f"{path.stem}:{line}"),
                 model=model or _model_of(obj), title=obj.get("title"), request=_request_of(obj),
-            )
+            ), obj)
         return
     doc = load_json_document(path, text)
     if isinstance(doc, list) and (not doc or _is_message(doc[0])):
@@ -67,10 +71,22 @@ def read_sessions(
                 f"item {n}: expected a list of chat messages or an object with `messages`",
                 path=str(path),
             )
-        yield session_from_messages(
+        yield _with_settings(session_from_messages(
             messages, id=_id_of(obj, path.stem if len(docs) == 1 else f"{path.stem}:{n}"),
             model=model or _model_of(obj), title=obj.get("title"), request=_request_of(obj),
-        )
+        ), obj)
+
+
+SETTINGS = ("max_tokens", "max_completion_tokens", "tool_choice", "parallel_tool_calls",
+            "stream")
+"""Request fields a session object may keep beside its messages, read for stack faults
+(``stack_reading.py``): a call cut at ``max_tokens`` is the stack's truncation."""
+
+
+def _with_settings(session: ImportedSession, obj: Any) -> ImportedSession:
+    if isinstance(obj, dict):
+        session.settings = {k: obj[k] for k in SETTINGS if k in obj}
+    return session
 
 
 def _request_of(obj: Any) -> dict[str, Any] | None:
@@ -114,6 +130,8 @@ def session_from_messages(
                 content=text_of(msg.get("content")),
                 reasoning=str(msg.get("reasoning_content") or msg.get("reasoning") or ""),
                 finish_reason=msg.get("finish_reason"),
+                prompt_tokens=_usage(msg, "prompt_tokens"),
+                completion_tokens=_usage(msg, "completion_tokens"),
                 request=({"model": request.get("model", model),
                           "messages": session.messages[:-1]}
                          | {k: v for k, v in request.items() if k != "model"})
@@ -176,6 +194,13 @@ def _pair_results(calls: list[ImportedCall], results: list[dict[str, Any]]) -> N
             return
     for call, res in zip(calls, results, strict=False):
         call.output = text_of(res.get("content"))
+
+
+def _usage(msg: dict[str, Any], name: str) -> int | None:
+    """A token count of the message's ``usage``, when the logger kept the server's."""
+    usage = msg.get("usage")
+    value = usage.get(name) if isinstance(usage, dict) else None
+    return value if type(value) is int else None
 
 
 def _id(value: Any) -> str | None:

@@ -130,6 +130,8 @@ class ImportedSession:
     tools: list[Any] | None = None  # the tools its client offered, with their schemas,
     # when the source shows them for the whole session (telemetry's tool definitions);
     # a turn's own request (``TurnRecord.request``) offers them per turn
+    settings: dict[str, Any] = field(default_factory=dict)  # the requests' output cap and
+    # tool settings, when the file keeps them (``max_tokens``...): read for stack faults
 
     def skip_call(self, reason: str) -> None:
         """Count one call of the file that could not be read, with why."""

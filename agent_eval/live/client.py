@@ -37,7 +37,6 @@ import functools
 import json
 import os
 import random
-import re
 import ssl
 import time
 import weakref
@@ -75,7 +74,8 @@ from agent_eval.live.targets import (
     target_from_settings,
     tool_choice_field,
 )
-from agent_eval.policy.stack import DeltaFolder
+from agent_eval.policy.stack import find_tool_markup, parser_markers, template_markers
+from agent_eval.wire.records import DeltaFolder
 
 try:  # the openai SDK ships its HTTP stack as ``httpx2`` from 3.x on
     import httpx2 as httpx
@@ -90,47 +90,6 @@ __all__ = [  # targets are re-exported: they are what a client is made from
 
 SEED_HEADER = "X-Agent-Eval-Seed"
 REJECTED = "request rejected: "  # how a RequestRejected message (and the session error) starts
-
-# Tool-call markup that servers emit when their parser did not take the call out of the
-# text: an opening marker and, when the format has one, its closing marker.
-_MARKUP: tuple[tuple[str, str | None], ...] = (
-    ("<tool_call>", "</tool_call>"),  # Hermes / Qwen
-    ("<function=", "</function>"),  # qwen3_coder
-    ("<|tool_call|>", "<|/tool_call|>"),
-    ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"),  # Kimi
-    ("<|tool_call_begin|>", "<|tool_call_end|>"),
-    ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"),  # DeepSeek
-    ("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"),
-    ("<tool_calls>", "</tool_calls>"),
-    ("<function_calls>", "</function_calls>"),
-    ("<|python_tag|>", "<|eom_id|>"),  # Llama 3.x
-    ("[TOOL_CALLS]", None),  # Mistral
-    # A shell block in a reply that has no parsed tool call: the command the model meant to
-    # run (models served without a tool parser, or chat templates without tools).
-    ("```bash", "```"), ("```shell", "```"), ("```sh\n", "```"), ("```console", "```"),
-)
-_OPENERS = re.compile("|".join(re.escape(o) for o, _ in _MARKUP))
-_CLOSER = dict(_MARKUP)
-
-
-def find_tool_markup(text: str) -> list[tuple[int, int]]:
-    """Spans ``(start, end)`` of tool-call markup left in reply text (rule AE104).
-
-    A span runs from an opening marker to its closing marker, or to the end of the text
-    when the call was never closed.  Spans are sorted and never overlap (a
-    ``<function=...>`` inside a ``<tool_call>`` is one span).  Prose that merely talks
-    about tool calls has no markers, so no spans.
-    """
-    spans: list[tuple[int, int]] = []
-    pos = 0
-    while (m := _OPENERS.search(text, pos)) is not None:
-        closer = _CLOSER[m.group()] or "\n"  # no closing marker: the call ends its line
-        end = text.find(closer, m.end())
-        end = len(text) if end < 0 else end + (len(closer) if closer != "\n" else 0)
-        spans.append((m.start(), end))
-        pos = max(end, m.end())
-    return spans
-
 
 @dataclass
 class ToolCallOut:
@@ -160,8 +119,9 @@ class Reply:
     decode_tps: float | None
     markup: list[tuple[int, int]] = field(default_factory=list)
     request: dict[str, Any] | None = None  # the body as sent (headers apart), for replay
-    # where streamed tool-call deltas collided (policy.stack.DeltaFolder), for AE508
+    # where streamed tool-call deltas collided (wire.records.DeltaFolder), for AE508
     stream_faults: list[str] = field(default_factory=list)
+    parity: Reply | None = None  # stream parity: the same request's streamed reply (AE510)
 
 
 FaultKind = Literal[
@@ -326,6 +286,7 @@ class ModelClient:
             timeout=httpx.Timeout(target.timeout_s, pool=None), http_client=self._http,
         )
         self._request = self._build_request()
+        self._markers: tuple[frozenset[str] | None] | None = None  # template_markers, once
         self._gate_on: tuple[weakref.ref[asyncio.AbstractEventLoop], ServerGate] | None = None
 
     def _build_request(self) -> dict[str, Any]:
@@ -337,7 +298,7 @@ class ModelClient:
         request: dict[str, Any] = {"model": t.model, **standard}
         if t.max_tokens is not None:
             request["max_tokens"] = t.max_tokens
-        if t.stream:
+        if t.stream and not t.stream_parity:
             request["stream"] = True
             request["stream_options"] = {"include_usage": True}
         if extra:
@@ -367,7 +328,15 @@ class ModelClient:
             request["tools"] = tools
             if self.target.tool_choice is not None:
                 request["tool_choice"] = tool_choice_field(self.target.tool_choice)
-        return await self._send(request, seed_key)
+        if not self.target.stream_parity:
+            return await self._send(request, seed_key)
+        # stream parity: the same context whole, then streamed (one after the other, so
+        # the second never shares a batch with the first); the session goes on whole
+        reply = await self._send(dict(request), seed_key, stream=False)
+        reply.parity = await self._send(
+            dict(request, stream=True, stream_options={"include_usage": True}), seed_key,
+            stream=True)
+        return reply
 
     async def resend(self, body: dict[str, Any], *, seed_key: str | None = None,
                      protocol: str | None = None) -> Reply:
@@ -427,10 +396,12 @@ class ModelClient:
         reply.request = request
         return reply
 
-    async def _send(self, request: dict[str, Any], seed_key: str | None) -> Reply:
+    async def _send(self, request: dict[str, Any], seed_key: str | None, *,
+                    stream: bool | None = None) -> Reply:
         if seed_key is not None:
             request["extra_headers"] = {SEED_HEADER: seed_key}
-        once = self._stream_once if self.target.stream else self._complete_once
+        streamed = self.target.stream if stream is None else stream
+        once = self._stream_once if streamed else self._complete_once
 
         async def attempt(body: dict[str, Any]) -> Reply:
             gate = self._gate()
@@ -499,6 +470,23 @@ class ModelClient:
                 if isinstance(body, dict):
                     out[key] = body
         return out
+
+    async def template_markers(self) -> frozenset[str] | None:
+        """The call markers of the format this model's chat template writes, to tell a
+        parser's failure (AE511) from the model's wrong format (AE104): the target's
+        ``stack.parser`` note, else its ``stack.template`` note, when either names a known
+        format; else the chat template the server reports (llama.cpp's ``/props``), read
+        once; None when nothing says (the markup is then the model's AE104)."""
+        if self._markers is None:
+            notes = self.target.stack
+            known = (parser_markers(notes.parser) or parser_markers(notes.template)
+                     if notes is not None else None)
+            if known is None:
+                props = (await self.server_identity()).get("props")
+                known = template_markers(props.get("chat_template")
+                                         if isinstance(props, dict) else None)
+            self._markers = (known,)
+        return self._markers[0]
 
     async def _retrying(self, once, *, silence_is_unreachable: bool):
         """Run ``once`` until it succeeds or a fault is final.  Connection refused on every

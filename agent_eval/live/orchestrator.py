@@ -33,11 +33,16 @@ The session ends when
   AE501), counted apart (the run warns), never the model's AE102 malformed arguments.
   The cut call is not judged; a call whose arguments came through whole is judged as usual.
 
+A target with ``stream_parity`` has each turn answered whole and streamed from the same
+context (``client.py``); a streamed reply that differs is AE510, and the session goes on
+with the whole reply, so its model figures read as a plain whole run's.
+
 Every reply is also read for the other stack faults (``policy/stack.py``, rules AE5xx):
 each is kept on the session (``SessionRecord.stack_faults``), never as a model error.
 One that leaves nothing of the model's to judge (a ``tool_calls`` finish with no call, a
 required tool choice answered with nothing at all, tokens counted for an empty reply, a
-name that is not a name, stream deltas that collide) ends the session ``error`` with :data:`STACK_FAULT`
+name that is not a name, stream deltas that collide, a call in the model's own template
+format left in the text: AE511) ends the session ``error`` with :data:`STACK_FAULT`
 as the reason; an HTTP 5xx whose body says the parser failed is kept on the ``error``
 session it ends.
 """
@@ -52,10 +57,10 @@ from agent_eval.calls import TEXT_CALL_MESSAGE, TEXT_CALL_TOOL, CallRecorder
 from agent_eval.calls import text_call as markup_call
 from agent_eval.errors import ContextExceeded, HarnessFault
 from agent_eval.live.shaping import made_up_call_id
-from agent_eval.policy import Verdict, get_rule
-from agent_eval.policy.rules import code_for
-from agent_eval.policy.stack import RAW_LIMIT, Exchange, StackFault, WireCall, check_reply
+from agent_eval.policy import Verdict
+from agent_eval.policy.stack import find_tool_markup
 from agent_eval.scenario import LoadedScenario, Suite, instantiate
+from agent_eval.stack_reading import StackReading
 from agent_eval.transcript import (
     STACK_FAULT,  # how the reason of a session another stack fault ended starts (error)
     TRUNCATED,  # the reason of a session a truncated reply ended (error, out of every rate)
@@ -75,7 +80,8 @@ CONTEXT_FULL = "context window full, the server refused the next turn: "
 # ... and of one whose model wrote a reply that filled the window (on any turn)
 CONTEXT_FULL_WRITING = "context window full, the model's reply filled it: "
 __all__ = ["CONTEXT_FULL", "CONTEXT_FULL_WRITING", "STACK_FAULT", "TEXT_CALL_MESSAGE",
-           "TEXT_CALL_TOOL", "TRUNCATED", "ChatModel", "reply_stack_faults", "run_session"]
+           "TEXT_CALL_TOOL", "TRUNCATED", "ChatModel", "read_reply", "reply_stack_faults",
+           "run_session"]
 NO_PARSE_OUTPUT = "(no tool call was parsed; the harness ended the turn)"
 
 
@@ -169,7 +175,7 @@ async def run_session(
         {"role": "user", "content": spec.task},
     ]
     seed_key = key
-    seen_ids: set[str] = set()  # call ids of earlier replies (a repeated one is AE506)
+    stack = StackReading()  # the session's stack faults (stack_reading.py)
     status: ExitState | None = None
     for turn_index in range(spec.limits.turns):
         started = _now()
@@ -187,8 +193,7 @@ async def run_session(
             break
         except HarnessFault as exc:
             status, record.error = "error", str(exc)
-            record.stack_faults += _recorded(turn_index, check_reply(Exchange(
-                status=exc.status, error_body=exc.server_message or str(exc))))
+            stack.error(turn_index, exc.status, exc.server_message or str(exc))
             break
         turn = turn_record(turn_index, reply, started)
         if record.turns and turn.request is not None:  # each message held (and stored) once
@@ -196,13 +201,15 @@ async def run_session(
         record.turns.append(turn)
         assistant = assistant_message(reply, turn_index)
         messages.append(assistant)
-        faults = reply_stack_faults(reply, turn_index, seen_ids)
-        record.stack_faults += faults
-        seen_ids.update(out.id for out in reply.tool_calls if out.id)
-        ending = next((f for f in faults if f.ends), None)
-        if ending is not None:
-            status = "error"
-            record.error = _ending_reason(ending, reply)
+        markers = None
+        if not reply.tool_calls and (reply.markup or find_tool_markup(reply.reasoning or "")):
+            ask = getattr(model, "template_markers", None)  # AE511 or AE104: whose format
+            markers = await ask() if ask is not None else None
+        read_reply(stack, reply, turn_index, markers)
+        if getattr(reply, "parity", None) is not None:  # stream parity (AE510)
+            stack.parity(turn_index, reply.request, reply, reply.parity)
+        if (ended := stack.ended_on(turn_index)) is not None:
+            status, record.error = "error", ended
             break
         if not reply.tool_calls:
             if reply.markup:
@@ -227,6 +234,7 @@ async def run_session(
         if progress.stage_closed:
             status = "completed" if progress.closed else "abandoned"
             break
+    record.stack_faults = stack.faults
     if status is None or (status == "stalled" and progress.closed):
         status = "completed" if progress.closed else "stalled"
     record.status = status
@@ -275,43 +283,26 @@ async def _simulate(call: CallRecord, verdict: Verdict, scenario: LoadedScenario
     return output
 
 
+def read_reply(stack: StackReading, reply: Any, turn_index: int,
+               template_markers: frozenset[str] | None = None) -> list[StackFaultRecord]:
+    """The stack faults of one reply, read into ``stack`` with the request's tool settings
+    as the client sent them (``template_markers``: the model's template format, AE511)."""
+    return stack.reply(turn_index, getattr(reply, "request", None),
+                       finish_reason=reply.finish_reason, content=reply.content or "",
+                       reasoning=reply.reasoning or "", calls=reply.tool_calls,
+                       completion_tokens=reply.completion_tokens,
+                       stream_faults=getattr(reply, "stream_faults", None) or (),
+                       template_markers=template_markers)
+
+
 def reply_stack_faults(reply: Any, turn_index: int,
                        earlier_ids: set[str] | frozenset[str] = frozenset()
                        ) -> list[StackFaultRecord]:
-    """The stack faults of one reply (``policy.stack.check_reply``) as session records,
-    read with the request's tool settings as the client sent them."""
-    request = getattr(reply, "request", None) or {}
-    exchange = Exchange(
-        finish_reason=reply.finish_reason, content=reply.content or "",
-        reasoning=reply.reasoning or "",
-        calls=tuple(WireCall(o.id, o.name, o.arguments) for o in reply.tool_calls),
-        completion_tokens=reply.completion_tokens, max_tokens=_int(request.get("max_tokens")),
-        tool_choice=request.get("tool_choice"),
-        parallel_tool_calls=(request["parallel_tool_calls"]
-                             if isinstance(request.get("parallel_tool_calls"), bool) else None),
-        streamed=bool(request.get("stream")),
-        stream_faults=tuple(getattr(reply, "stream_faults", None) or ()),
-        earlier_ids=frozenset(earlier_ids))
-    return _recorded(turn_index, check_reply(exchange))
-
-
-def _int(value: Any) -> int | None:
-    return value if type(value) is int else None
-
-
-def _recorded(turn_index: int, faults: list[StackFault]) -> list[StackFaultRecord]:
-    return [StackFaultRecord(turn_index, f.code, f.message, f.raw, f.ends) for f in faults]
-
-
-def _ending_reason(fault: StackFaultRecord, reply: Any) -> str:
-    """The stored reason of a session a stack fault ended."""
-    if fault.code == code_for("cut-by-token-limit"):
-        name = next((o.name for o in reply.tool_calls if o.arguments[:RAW_LIMIT] == fault.raw),
-                    "")
-        return (f"{TRUNCATED}{name!r} after {reply.completion_tokens} completion "
-                "tokens; raise the target's max_tokens")
-    rule = get_rule(fault.code)
-    return f"{STACK_FAULT}{fault.code} {rule.name if rule else ''}: {fault.message}"
+    """The stack faults of one reply on its own (``earlier_ids``: the call ids of the
+    session's earlier replies)."""
+    stack = StackReading()
+    stack.seen_ids.update(earlier_ids)
+    return read_reply(stack, reply, turn_index)
 
 
 def text_call(index: int, turn_index: int, reply: Any) -> CallRecord:

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent_eval.live.targets import Target, tool_choice_field
+from agent_eval.policy.stack import template_markers
 from agent_eval.transcript import STACK_KEY
 
 __all__ = ["STACK_KEY", "stack_fingerprint"]
@@ -44,6 +45,8 @@ def stack_fingerprint(target: Target, identity: Mapping[str, Any] | None = None,
         template = props.get("chat_template")
         if isinstance(template, str) and template:
             out["chat_template_sha256"] = hashlib.sha256(template.encode()).hexdigest()[:16]
+            # the call markers it writes: whose format markup in a reply is (AE511/AE104)
+            out["template_markup"] = sorted(template_markers(template) or ())
     version = identity.get("version")
     if isinstance(version, dict) and isinstance(version.get("version"), str):
         out["version"] = version["version"][:100]
@@ -52,7 +55,7 @@ def stack_fingerprint(target: Target, identity: Mapping[str, Any] | None = None,
         "tool_choice": (tool_choice_field(target.tool_choice)
                         if target.tool_choice is not None else None),
         "parallel_tool_calls": extra.get("parallel_tool_calls"),
-        "stream": target.stream,
+        "stream": "parity" if target.stream_parity else target.stream,
         "max_tokens": target.max_tokens,
     }
     out["request"] = {k: v for k, v in request.items() if v is not None}

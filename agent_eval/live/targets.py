@@ -115,6 +115,12 @@ class Target:
     ``num_requests_waiting``) and rise again slowly.  ``stack`` holds the operator's
     notes on the serving stack (:class:`StackNotes`: parser, template, quantization),
     kept in the run's stack fingerprint (``live/stackprint.py``).
+
+    ``stream_parity`` plays every turn twice from the same context, whole and then
+    streamed (``client.ModelClient.complete``): a streamed reply that differs is the
+    stack's fault (AE510, ``policy.stack.check_parity``), and the session goes on with
+    the whole reply (``stream`` is then ignored).  It needs decoding that repeats itself
+    (``temperature: 0`` or a ``seed``), and costs a second request per turn.
     """
 
     __pydantic_config__ = _FORBID
@@ -129,6 +135,7 @@ class Target:
     tool_choice: ToolChoiceSetting | None = "auto"
     send_reasoning: bool = False
     stream: bool = False
+    stream_parity: bool = False
     timeout_s: Annotated[float, Field(gt=0)] = 120.0
     retries: Annotated[int, Field(ge=0, le=20)] = 3
     concurrency: Annotated[int, Field(ge=1, le=1024)] = 4

@@ -188,13 +188,23 @@ _RULES: tuple[Rule, ...] = (
         "call",
     ),
     Rule(
-        "AE104", "tool-call-as-text", "A tool call written into the reply text, unparsed.",
-        "The model wrote the call as text (e.g. a <tool_call> block) that the server's "
-        "tool-call parser did not extract; nothing runs and the turn is lost.",
+        "AE104", "tool-call-as-text",
+        "A tool call written into the reply text in a format that is not this model's "
+        "template's, so no parser could take it out.",
+        "The model wrote the call as text (a `<tool_call>` block under a template that "
+        "writes `[TOOL_CALLS]`, a shell block with no call at all); nothing runs and the "
+        "turn is lost.  Decided per format: markup in the format this model's template "
+        "writes (the target's `stack.parser` or `stack.template` note, else the chat "
+        "template the server reports) is the server's parser failing, AE511, never this; "
+        "with neither known, the markup is counted here.",
         (Example('<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>',
-                 "reply"),),
-        (Example("I will now fetch the context.", "reply"),),
-        "call", "preview",
+                 "reply"),
+         Example("[TOOL_CALLS][{\"name\": \"bash\", \"arguments\": {\"command\": \"ls\"}}]",
+                 "reply"),
+         Example("```bash\nuv run scripts/lights.py status\n```", "reply")),
+        (Example("I will now fetch the context.", "reply"),
+         Example("The tool_call format is described in the docs.", "reply")),
+        "call",
     ),
     Rule(
         "AE105", "undeclared-argument",
@@ -263,7 +273,7 @@ _RULES: tuple[Rule, ...] = (
         "offered tool, whether or not the allow-list lists it, so an MCP tool the "
         "allow-list never names is judged on its own schema too (and reported per MCP "
         "server, `mcp__SERVER__TOOL`).  A schema that is itself broken is the client's "
-        "fault (AE510), not checked against.",
+        "fault (AE512), not checked against.",
         (Example('{"query": 3}', "call", "mcp__docs__search", schema=_DOCS_SCHEMA),
          Example('{"query": "invoice", "limit": 5, "verbose": true}', "call",
                  "mcp__docs__search", schema=_DOCS_SCHEMA),
@@ -655,7 +665,57 @@ _RULES: tuple[Rule, ...] = (
         "stack", "preview",
     ),
     Rule(
-        "AE510", "broken-tool-schema",
+        "AE510", "stream-parity",
+        "The same request answered streamed and whole (a stream-parity run) carries "
+        "another reply: another finish reason, call, argument value or text.",
+        "With decoding that repeats itself, the model wrote one reply; the server's "
+        "streaming path (its incremental tool parser, speculative decoding: "
+        "sgl-project/sglang#37634) served another.  A client that streams is judged on "
+        "what it got, so a model can look worse only when streamed.  Read only by "
+        "`run` with `stream_parity` on a target; the session goes on with the whole reply.",
+        (_wire(whole=_answer("tool_calls", _call("bash", _LIGHTS)), chunks=[
+            {"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "id": "call_1", "function": {
+                    "name": "bash", "arguments": '{"command": "uv run scripts/lights.py"}'}}]}}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]),
+         _wire(whole=_answer("tool_calls", _call("bash", _LIGHTS)), chunks=[
+             {"choices": [{"index": 0, "delta": {"content": "<tool_call>"}}]},
+             {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}])),
+        (_wire(whole=_answer("tool_calls", _call("bash", _LIGHTS)), chunks=[
+            {"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "id": "call_9", "function": {"name": "bash", "arguments": ""}}]}}]},
+            {"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "function": {
+                    "arguments": '{"command":  "uv run scripts/lights.py status"}'}}]}}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]),),
+        "stack", "preview",
+    ),
+    Rule(
+        "AE511", "template-markup-unparsed",
+        "A call in the format this model's own chat template writes, left in the reply's "
+        "text or reasoning: the server's tool parser did not take it out.",
+        "The model wrote the call as its template taught it; the parser that should read "
+        "that format did not (a Qwen3-Coder call left as XML in `content`, "
+        "vllm-project/vllm#22975; calls inside `<think>`, vllm-project/vllm#39056; no or "
+        "the wrong `--tool-call-parser`).  The format is the target's `stack.parser` or "
+        "`stack.template` note, else read from the chat template the server reports "
+        "(llama.cpp's `/props`); markup in another format is the model's AE104.",
+        (_wire(template_markup=["<tool_call>"], reply=_answer(
+            "stop", content='<tool_call>\n{"name": "bash", "arguments": {"command": '
+                            '"uv run scripts/lights.py status"}}\n</tool_call>')),
+         _wire(template_markup=["<tool_call>", "<function="], reply=_answer(
+             "stop", content="<tool_call>\n<function=bash>\n<parameter=command>\nuv run "
+                             "scripts/lights.py status\n</parameter>\n</function>\n"
+                             "</tool_call>"))),
+        (_wire(template_markup=["[TOOL_CALLS]"], reply=_answer(
+            "stop", content='<tool_call>{"name": "bash", "arguments": {}}</tool_call>')),
+         _wire(reply=_answer("stop", content='<tool_call>{"name": "bash"}</tool_call>')),
+         _wire(template_markup=["<tool_call>"], reply=_answer("tool_calls", _call(
+             "bash", _LIGHTS)))),
+        "stack", "preview",
+    ),
+    Rule(
+        "AE512", "broken-tool-schema",
         "A tool the client offered with a schema that cannot be an argument schema: its "
         "root is not an object schema, or a `$ref` in it does not resolve.",
         "Every protocol wants a tool's arguments as one JSON object, described by an "

@@ -9,7 +9,7 @@ tool itself (Claude Code validates input against the tool's schema, an MCP serve
 (AE108), the model's error.  A schema that is itself broken (its root not an object
 schema, a ``$ref`` that does not resolve inside it) is the client's fault: the call is
 not checked against it, :func:`broken_schema` says why, and the session records it as a
-``broken-tool-schema`` stack fault (AE510), never the model's.
+``broken-tool-schema`` stack fault (AE512), never the model's.
 
 What is checked, the JSON Schema keywords every emitter uses for tool arguments:
 ``type`` (a name or a list; Gemini's upper-case names read alike; ``integer`` is a whole

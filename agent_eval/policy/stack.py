@@ -19,6 +19,7 @@ text leaves nothing and ends it as ``error``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Iterable
@@ -27,6 +28,9 @@ from typing import Any
 
 from agent_eval.policy.rules import code_for
 from agent_eval.policy.schemas import broken_schema, offered_schemas
+
+__all__ = ["Exchange", "StackFault", "WireCall", "check_parity", "check_reply", "exchange_of",
+           "find_tool_markup", "parser_failed", "parser_markers", "template_markers"]
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
 """A tool name as the protocols allow one (OpenAI: letters, digits, ``_`` and ``-``, up to
@@ -71,6 +75,11 @@ class Exchange:
     status: int | None = None
     error_body: str = ""
     tools: tuple[Any, ...] = ()  # the request's offered tools, checked by check_tools
+    check_ids: bool = True  # False where the ids are not the wire's (Gemini's, an import's)
+    whole: Exchange | None = None  # stream parity: the same request answered whole
+    # the call markers of this model's own template format (None: unknown): markup in
+    # that format left in the text is the parser's failure (AE511), any other the model's
+    template_markers: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +126,10 @@ def parser_failed(status: int | None, body: str) -> bool:
 def check_reply(ex: Exchange) -> list[StackFault]:
     """Every stack fault of one exchange (see the module docstring).  A reply with no
     call is one lost reply, counted once: a tool choice not honoured, else a
-    ``tool_calls`` finish with nothing in it, else tokens counted for an empty reply."""
+    ``tool_calls`` finish with nothing in it, else tokens counted for an empty reply.
+    An exchange carrying ``whole`` is the streamed half of a stream-parity pair: it is
+    read by :func:`check_parity` alone.  The request's offered tools are checked too
+    (:func:`check_tools`)."""
     out: list[StackFault] = check_tools(list(ex.tools))
     if ex.status is not None:
         if parser_failed(ex.status, ex.error_body):
@@ -125,6 +137,8 @@ def check_reply(ex: Exchange) -> list[StackFault]:
                               f"HTTP {ex.status} whose body says the server's parser failed",
                               ex.error_body, ends=True))
         return out
+    if ex.whole is not None:
+        return check_parity(dataclasses.replace(ex, whole=None), ex.whole)
     calls = ex.calls
     at_cap = (ex.finish_reason == "length" or (
         ex.completion_tokens is not None and ex.max_tokens is not None
@@ -144,7 +158,14 @@ def check_reply(ex: Exchange) -> list[StackFault]:
                               f"finish reason 'stop' beside {len(calls)} tool call(s)"))
         out.extend(_tool_choice(ex))
     else:  # one lost reply counts once: the most specific sign first
-        lost = [*_tool_choice(ex)]
+        lost = []
+        if (found := template_markup(ex)) is not None:
+            marker, where = found
+            lost.append(_fault("template-markup-unparsed",
+                               f"a call in the template's own format ({marker}) left in the "
+                               f"reply's {where}: the server's parser did not take it out",
+                               ex.content if where == "content" else ex.reasoning, ends=True))
+        lost += [*_tool_choice(ex)]
         if ex.finish_reason == "tool_calls":
             lost.append(_fault("finish-reason-mismatch",
                                "finish reason 'tool_calls' but the reply carries no call",
@@ -158,7 +179,8 @@ def check_reply(ex: Exchange) -> list[StackFault]:
     if ex.parallel_tool_calls is False and len(calls) > 1:
         out.append(_fault("parallel-calls-exceeded",
                           f"{len(calls)} calls in one reply with parallel_tool_calls: false"))
-    out.extend(_call_ids(calls, ex.earlier_ids))
+    if ex.check_ids:
+        out.extend(_call_ids(calls, ex.earlier_ids))
     for call in calls:
         if not _NAME.fullmatch(call.name):
             out.append(_fault("malformed-tool-name",
@@ -185,6 +207,42 @@ def check_tools(tools: Any) -> list[StackFault]:
             out.append(_fault("broken-tool-schema", f"tool {name[:80]!r}: {why}",
                               json.dumps(schema, ensure_ascii=False, default=str)))
     return out
+def check_parity(streamed: Exchange, whole: Exchange) -> list[StackFault]:
+    """AE510: the same request, answered streamed and whole from the same context (a
+    stream-parity run, with decoding that repeats itself), must carry the same reply: the
+    finish reason, each call's name and arguments (as JSON values, so spacing aside), the
+    text.  What differs, and the faults only the streamed reply has (deltas that collide,
+    a call cut only there), make one fault: one streamed reply the stack served other
+    than the whole one.  It never ends the session: the run goes on with the whole reply."""
+    diffs: list[str] = []
+    if (streamed.finish_reason or None) != (whole.finish_reason or None):
+        diffs.append(f"finish reason {whole.finish_reason!r} whole, "
+                     f"{streamed.finish_reason!r} streamed")
+    if len(streamed.calls) != len(whole.calls):
+        diffs.append(f"{len(whole.calls)} call(s) whole, {len(streamed.calls)} streamed")
+    else:
+        for i, (a, b) in enumerate(zip(whole.calls, streamed.calls, strict=True)):
+            if a.name != b.name:
+                diffs.append(f"call {i}: {a.name[:80]!r} whole, {b.name[:80]!r} streamed")
+            elif _json_value(a.arguments) != _json_value(b.arguments):
+                diffs.append(f"call {i} ({a.name[:80]!r}): arguments differ")
+    if streamed.content.strip() != whole.content.strip():
+        diffs.append("the text differs")
+    whole_codes = {f.code for f in check_reply(whole)}
+    diffs += [f"streamed only: {f.code} {f.message}" for f in check_reply(streamed)
+              if f.code not in whole_codes]
+    if not diffs:
+        return []
+    raw = "\n".join([streamed.content, *(f"{c.name} {c.arguments}" for c in streamed.calls)])
+    return [_fault("stream-parity", "streamed and whole replies differ: " + "; ".join(diffs),
+                   raw.strip())]
+
+
+def _json_value(text: str) -> Any:
+    try:
+        return ("json", json.loads(text))
+    except (ValueError, TypeError, RecursionError):
+        return ("text", text)
 
 
 def _tool_choice(ex: Exchange) -> Iterable[StackFault]:
@@ -221,88 +279,129 @@ def _call_ids(calls: tuple[WireCall, ...], earlier: frozenset[str]) -> Iterable[
             seen.add(cid)
 
 
-def exchange_from_example(text: str) -> Exchange:
-    """The exchange a ``wire`` example of the registry describes: a JSON object with
-    ``request`` (the body's tool settings), ``reply`` (a Chat Completions ``choices[0]``
-    with ``usage`` beside it, or the streamed ``chunks``), or ``status`` and ``body`` for
-    an HTTP error.  Used by the rule pages' tests and the wire fixtures."""
-    spec = json.loads(text)
-    request = spec.get("request") or {}
-    settings: dict[str, Any] = {
-        "max_tokens": request.get("max_tokens"), "tool_choice": request.get("tool_choice"),
-        "parallel_tool_calls": request.get("parallel_tool_calls"),
-        "earlier_ids": frozenset(spec.get("earlier_ids") or ()),
-        "tools": tuple(request.get("tools") or ())}
-    if "status" in spec:
-        return Exchange(status=spec["status"], error_body=json.dumps(spec.get("body")), **settings)
-    if "chunks" in spec:
-        return fold_chunks(spec["chunks"], **settings)
-    reply = spec.get("reply") or {}
-    message = reply.get("message") or {}
-    usage = reply.get("usage") or spec.get("usage") or {}
-    calls = tuple(WireCall(tc.get("id"), (tc.get("function") or {}).get("name") or "",
-                           _text((tc.get("function") or {}).get("arguments")))
-                  for tc in message.get("tool_calls") or ())
-    return Exchange(finish_reason=reply.get("finish_reason"),
-                    content=message.get("content") or "",
-                    reasoning=message.get("reasoning_content") or message.get("reasoning") or "",
-                    calls=calls, completion_tokens=usage.get("completion_tokens"), **settings)
+MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+"""Where a request caps its output: Chat Completions' ``max_tokens`` (and the newer
+``max_completion_tokens``), Responses' ``max_output_tokens``; Messages' ``max_tokens``."""
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
+def exchange_of(request: Any, *, finish_reason: str | None, content: str, reasoning: str,
+                calls: Iterable[Any], completion_tokens: int | None,
+                stream_faults: Iterable[str] = (), earlier_ids: Iterable[str] = (),
+                check_ids: bool = True,
+                template_markers: frozenset[str] | None = None) -> Exchange:
+    """The exchange of one reply (anything with ``id``, ``name`` and ``arguments`` per
+    call) read with the tool settings of the request that asked for it (a chat request's
+    JSON body, or None when it was not kept): the one reading a live run, the proxy and
+    an import share."""
+    request = request if isinstance(request, dict) else {}
+    cap = next((v for k in MAX_TOKENS_FIELDS if type(v := request.get(k)) is int), None)
+    parallel = request.get("parallel_tool_calls")
+    return Exchange(
+        finish_reason=finish_reason, content=content or "", reasoning=reasoning or "",
+        calls=tuple(WireCall(c.id, c.name, c.arguments) for c in calls),
+        completion_tokens=completion_tokens if type(completion_tokens) is int else None,
+        max_tokens=cap, tool_choice=request.get("tool_choice"),
+        parallel_tool_calls=parallel if isinstance(parallel, bool) else None,
+        streamed=bool(request.get("stream")), stream_faults=tuple(stream_faults),
+        earlier_ids=frozenset(earlier_ids), check_ids=check_ids,
+        template_markers=template_markers)
 
 
-def fold_chunks(chunks: list[dict[str, Any]], **settings: Any) -> Exchange:
-    """Streamed ``chat.completion.chunk`` objects folded into an exchange, the collisions
-    :class:`DeltaFolder` finds kept as ``stream_faults``."""
-    folder = DeltaFolder()
-    content: list[str] = []
-    reasoning: list[str] = []
-    finish = None
-    usage: dict[str, Any] = {}
-    for chunk in chunks:
-        usage = chunk.get("usage") or usage
-        for choice in chunk.get("choices") or ():
-            finish = choice.get("finish_reason") or finish
-            delta = choice.get("delta") or {}
-            content.append(delta.get("content") or "")
-            reasoning.append(delta.get("reasoning_content") or delta.get("reasoning") or "")
-            for tc in delta.get("tool_calls") or ():
-                fn = tc.get("function") or {}
-                folder.add(tc.get("index"), tc.get("id"), fn.get("name"), fn.get("arguments"))
-    return Exchange(finish_reason=finish, content="".join(content),
-                    reasoning="".join(reasoning), calls=folder.calls(),
-                    completion_tokens=usage.get("completion_tokens"), streamed=True,
-                    stream_faults=tuple(folder.faults), **settings)
+# Tool-call markup that servers emit when their parser did not take the call out of the
+# text: an opening marker and, when the format has one, its closing marker.
+_MARKUP: tuple[tuple[str, str | None], ...] = (
+    ("<tool_call>", "</tool_call>"),  # Hermes / Qwen
+    ("<function=", "</function>"),  # qwen3_coder
+    ("<|tool_call|>", "<|/tool_call|>"),
+    ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"),  # Kimi
+    ("<|tool_call_begin|>", "<|tool_call_end|>"),
+    ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"),  # DeepSeek
+    ("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"),
+    ("<tool_calls>", "</tool_calls>"),
+    ("<function_calls>", "</function_calls>"),
+    ("<|python_tag|>", "<|eom_id|>"),  # Llama 3.x
+    ("[TOOL_CALLS]", None),  # Mistral
+    # A shell block in a reply that has no parsed tool call: the command the model meant to
+    # run (models served without a tool parser, or chat templates without tools).
+    ("```bash", "```"), ("```shell", "```"), ("```sh\n", "```"), ("```console", "```"),
+)
+_OPENERS = re.compile("|".join(re.escape(o) for o, _ in _MARKUP))
+_CLOSER = dict(_MARKUP)
 
 
-class DeltaFolder:
-    """Streamed tool-call deltas folded into calls by their index, as every client folds
-    them, noting where the deltas collide: a second id at an index that has one (two calls
-    sent at one index), or a name that changes once arguments have started."""
+def find_tool_markup(text: str) -> list[tuple[int, int]]:
+    """Spans ``(start, end)`` of tool-call markup left in reply text (rule AE104).
 
-    def __init__(self) -> None:
-        self._calls: dict[int, list[Any]] = {}  # index -> [id, name, argument pieces]
-        self.faults: list[str] = []
+    A span runs from an opening marker to its closing marker, or to the end of the text
+    when the call was never closed.  Spans are sorted and never overlap (a
+    ``<function=...>`` inside a ``<tool_call>`` is one span).  Prose that merely talks
+    about tool calls has no markers, so no spans.
+    """
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    while (m := _OPENERS.search(text, pos)) is not None:
+        closer = _CLOSER[m.group()] or "\n"  # no closing marker: the call ends its line
+        end = text.find(closer, m.end())
+        end = len(text) if end < 0 else end + (len(closer) if closer != "\n" else 0)
+        spans.append((m.start(), end))
+        pos = max(end, m.end())
+    return spans
 
-    def add(self, index: Any, call_id: Any, name: Any, arguments: Any) -> None:
-        calls = self._calls
-        if not isinstance(index, int):  # servers that omit the index: a new id starts a call
-            index = max(calls, default=-1) + (1 if call_id or not calls else 0)
-        entry = calls.setdefault(index, [None, "", []])
-        if isinstance(call_id, str) and call_id:
-            if entry[0] is not None and entry[0] != call_id:
-                self.faults.append(f"two calls at index {index} (ids {entry[0]!r} and "
-                                   f"{call_id!r})")
-            entry[0] = call_id
-        if isinstance(name, str) and name and name != entry[1]:
-            if entry[1] and entry[2]:
-                self.faults.append(f"name at index {index} changed from {entry[1]!r} to "
-                                   f"{name!r} after its arguments began")
-            entry[1] += name
-        if isinstance(arguments, str) and arguments:
-            entry[2].append(arguments)
 
-    def calls(self) -> tuple[WireCall, ...]:
-        return tuple(WireCall(c[0], c[1], "".join(c[2])) for _, c in sorted(self._calls.items()))
+TEMPLATE_FORMATS: dict[str, tuple[str, ...]] = {
+    # a call format: the markers its chat template writes a call in (and its parser reads)
+    "hermes": ("<tool_call>",),  # Hermes, Qwen2.5/3 (vLLM ``hermes``)
+    "qwen3_coder": ("<tool_call>", "<function="),  # Qwen3-Coder XML (``qwen3_coder``)
+    "mistral": ("[TOOL_CALLS]",),
+    "llama3": ("<|python_tag|>",),
+    "deepseek": ("<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>"),
+    "kimi": ("<|tool_calls_section_begin|>", "<|tool_call_begin|>"),
+    "granite": ("<|tool_call|>",),
+}
+PARSER_FORMATS: dict[str, str] = {
+    # vLLM's ``--tool-call-parser`` names (SGLang's alike) -> the format the parser reads
+    "hermes": "hermes", "qwen25": "hermes", "qwen": "hermes", "qwen3_coder": "qwen3_coder",
+    "qwen3_xml": "qwen3_coder", "mistral": "mistral", "llama3_json": "llama3",
+    "llama4_json": "llama3", "llama3": "llama3", "deepseek_v3": "deepseek",
+    "deepseek_v31": "deepseek", "deepseekv3": "deepseek", "kimi_k2": "kimi", "granite": "granite",
+}
+
+
+def template_markers(template: str | None) -> frozenset[str] | None:
+    """The call markers a chat template's text writes (llama.cpp's ``/props``
+    ``chat_template``), or None when there is no template text to read.  A template that
+    writes none of the known formats gives the empty set: then any markup in a reply is
+    the model's own format, not the template's."""
+    if not isinstance(template, str) or not template:
+        return None
+    return frozenset(m for markers in TEMPLATE_FORMATS.values() for m in markers
+                     if m in template)
+
+
+def parser_markers(name: str | None) -> frozenset[str] | None:
+    """The markers of the format a named parser (or template note: ``hermes``,
+    ``qwen3_coder``, ``mistral``...) reads; None for a name that names no known format."""
+    if not isinstance(name, str):
+        return None
+    key = name.strip().lower().replace("-", "_")
+    fmt = PARSER_FORMATS.get(key) or (key if key in TEMPLATE_FORMATS else None)
+    return frozenset(TEMPLATE_FORMATS[fmt]) if fmt is not None else None
+
+
+def markup_opener(text: str, start: int) -> str:
+    """The marker a markup span of :func:`find_tool_markup` starts with."""
+    return next((o for o, _ in _MARKUP if text.startswith(o, start)), "")
+
+
+def template_markup(ex: Exchange) -> tuple[str, str] | None:
+    """``(marker, where)`` of the first call markup in the reply's text or reasoning that
+    is this model's own template format (``ex.template_markers``): the server's parser
+    should have taken it out (AE511); None when there is none, or the format is unknown."""
+    if not ex.template_markers:
+        return None
+    for where, text in (("content", ex.content), ("reasoning", ex.reasoning)):
+        for start, _ in find_tool_markup(text):
+            marker = markup_opener(text, start)
+            if marker in ex.template_markers:
+                return marker, where
+    return None

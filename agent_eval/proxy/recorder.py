@@ -36,6 +36,7 @@ from types import EllipsisType
 from typing import Any
 
 from agent_eval.policy import ENGINE_VERSION, AllowList
+from agent_eval.policy.rules import code_for
 from agent_eval.policy.sources import ResolvedPolicy
 from agent_eval.proxy.relay import Exchange, public_url
 from agent_eval.proxy.sessions import Sessions
@@ -61,6 +62,7 @@ class RecorderStats:
     lost_turns: int = 0  # exchanges the queue dropped + turns the journal could not take
     journal_errors: int = 0  # journal writes or reads the file system refused
     pruned_request_texts: int = 0  # request texts deleted by the retention setting
+    truncations: int = 0  # calls of kept sessions the stack cut at max_tokens (AE501)
     store_errors: int = 0
     last_store_error: str | None = None
 
@@ -126,6 +128,7 @@ class Recorder:
                 "queued": self.queue.qsize(), "store_errors": s.store_errors,
                 "journal_errors": s.journal_errors,
                 "pruned_request_texts": s.pruned_request_texts,
+                "truncations": s.truncations,
                 **protocol_counts(self.sessions.counts)}
 
     def start(self) -> None:
@@ -212,6 +215,8 @@ class Recorder:
         tried.  What neither takes is counted lost."""
         if not records:
             return
+        cut = code_for("cut-by-token-limit")  # counted once, whether stored or journaled
+        self.stats.truncations += sum(f.code == cut for r in records for f in r.stack_faults)
         journal_first = self.journal.exists()
         if journal_first and self._to_journal(records):
             return
@@ -395,7 +400,7 @@ def record_from_json(data: dict[str, Any]) -> SessionRecord:
     data["turns"] = [TurnRecord(**_dates(t)) for t in data["turns"]]
     data["calls"] = [CallRecord(**dict(c, findings=[FindingRecord(**f) for f in c["findings"]]))
                      for c in data["calls"]]
-    # the broken tool schemas the proxy saw (AE510): written by asdict as their fields
+    # the broken tool schemas the proxy saw (AE512): written by asdict as their fields
     data["stack_faults"] = [StackFaultRecord(**f) for f in data.get("stack_faults") or ()]
     return SessionRecord(**_dates(data))
 

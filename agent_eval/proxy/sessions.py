@@ -14,9 +14,13 @@ What a proxied session records: every turn with its exact request (``TurnRecord.
 the JSON body the client sent), timings and tokens; the reply; every call judged, its
 output filled in from the tool message the client sends back next.  Calls of a reply that
 did not complete (client abort, upstream error, cut stream) stay in the transcript but are
-not judged, so they never count against the model.  A session's status is ``error`` when
-its last reply failed upstream, ``completed`` otherwise: with no scenario there is no task
-to call stalled or abandoned.  No handshake is required unless `--protocols` declares one
+not judged, so they never count against the model.  Every reply is read for stack faults
+(rules AE5xx) as a live run reads it (``stack_reading.py``): a call the serving stack cut
+at ``max_tokens`` (whatever the server's finish reason) or mangled is kept in the
+transcript, never judged as the model's, and the fault is kept on the session.  A
+session's status is ``error`` when its last reply failed upstream or a stack fault lost
+it (the reason a live run stores), ``completed`` otherwise: with no scenario there is no
+task to call stalled or abandoned.  No handshake is required unless `--protocols` declares one
 (scenario/protocols.py).
 
 Under an agent CLI's configuration (``--allowlist opencode.json``...) each session is
@@ -37,6 +41,7 @@ from agent_eval import wire
 from agent_eval.calls import OfferedTools, SessionJudge, SessionJudges, offered_tools, text_call
 from agent_eval.live.client import find_tool_markup
 from agent_eval.policy import AllowList
+from agent_eval.policy.rules import code_for
 from agent_eval.policy.sources import AGENT_HEADER, ResolvedPolicy
 from agent_eval.policy.sources.emulation import version_from_headers
 from agent_eval.proxy.linking import (
@@ -50,6 +55,7 @@ from agent_eval.proxy.relay import CAPTURE_LIMIT, Exchange
 from agent_eval.proxy.replies import ParsedReply, ReplyStatus, decode_body
 from agent_eval.proxy.spawns import Spawns, string_values
 from agent_eval.scenario.protocols import Protocols, system_prompt_of
+from agent_eval.stack_reading import StackReading
 from agent_eval.transcript import (
     LONE_SURROGATE_ESCAPE,
     CallRecord,
@@ -81,6 +87,7 @@ class SessionState:
     judge: SessionJudge | None = None  # whose rules judge its calls (set when it opens)
     side: str | None = None  # the known side request it is (wire/side.py), if one
     offered: OfferedTools = field(default_factory=OfferedTools)  # tools its client offered
+    stack: StackReading = field(default_factory=StackReading)  # its stack faults (AE5xx)
 
 
 @dataclass
@@ -125,7 +132,8 @@ class Sessions:
         if conv.state is None:
             model = request.get("model")
             conv.state = SessionState(target=model if isinstance(model, str) and model else "unknown",
-                                      started_at=ex.started_at, protocol=protocol)
+                                      started_at=ex.started_at, protocol=protocol,
+                                      stack=StackReading(check_ids=protocol in ID_PROTOCOLS))
             named = {k.lower(): v for k, v in ex.session_headers.items()}.get(AGENT_HEADER)
             conv.state.judge = self.judges.for_session(
                 named=named, system_prompt=system_prompt_of(messages),
@@ -231,22 +239,35 @@ class Sessions:
         state.messages = list(shared["messages"])
         if reply is not None:
             state.messages.append(reply.message())
+        if reply is None and status == "upstream-error":  # a parser's 5xx is the stack's
+            body = decode_body(bytes(ex.response_body), ex.content_encoding, CAPTURE_LIMIT)
+            state.stack.error(index, ex.status, (body or b"").decode("utf-8", "replace"))
         if reply is None or status != "complete":
             return
+        faults = state.stack.reply(index, request, finish_reason=reply.finish_reason,
+                                   content=reply.content, reasoning=reply.reasoning,
+                                   calls=reply.calls, completion_tokens=completion,
+                                   stream_faults=reply.stream_faults)
+        lost = {f.code for f in faults if f.ends}
+        if CUT_CODE in lost:
+            state.statuses.add(CUT_BY_LENGTH)
         offered = offered_tools(request)
         schemas = state.offered.add(request.get("tools"), index)
         calls = state.judge.calls if state.judge is not None else self.calls
         if reply.calls:
             for call in reply.calls:
-                if reply.finish_reason == "length" and not _whole_json(call.arguments):
-                    # cut by the token limit: the operator's max_tokens, not the model's
-                    # malformed arguments (AE102); kept in the transcript, never judged
-                    state.statuses.add(CUT_BY_LENGTH)
+                if lost - {CUT_CODE} or (lost and not _whole_json(call.arguments)):
+                    # what the stack cut or mangled (a truncation at max_tokens, a name
+                    # that is not one, deltas that collide) is never the model's AE101 or
+                    # AE102: kept in the transcript, never judged; a whole call beside a
+                    # cut one is judged (the client runs it)
                     continue
                 state.calls.append(calls.record(len(state.calls), index, call.name,
                                                      call.arguments, offered=offered,
                                                      call_id=call.id,
                                                      schema=schemas.get(call.name))[0])
+        elif lost:
+            return
         elif spans := find_tool_markup(reply.content):
             state.calls.append(text_call(len(state.calls), index, reply.content, spans[0]))
 
@@ -298,10 +319,11 @@ class Sessions:
             invocations = [calls.judge(c.tool, c.arguments).verdict.invocation
                            for c in state.calls if c.decision == "allow"]
             handshake = self.protocols.handshake(invocations, system_prompt_of(state.messages))
+        ended = state.stack.ended_on(len(state.turns) - 1)  # the stack lost its last reply
         record = SessionRecord(
             key=conv.key, target=state.target, scenario=f"system-{(conv.role or conv.system)[:8]}",
-            status="error" if failed else "completed",
-            error=f"last reply: {state.last_status}" if failed else None,
+            status="error" if failed or ended else "completed",
+            error=f"last reply: {state.last_status}" if failed else ended,
             tags=[*(f"link:{m}" for m in conv.methods),
                   *(f"reply:{s}" for s in sorted(state.statuses) if s != "complete"),
                   *side_tags(state)],
@@ -309,6 +331,7 @@ class Sessions:
             started_at=state.started_at, finished_at=state.finished_at or datetime.now(UTC),
             source="proxy", parent_key=state.parent_key, handshake=handshake,
             protocol=None if state.protocol == "chat" else state.protocol,
+            stack_faults=state.stack.faults,
         )
         if state.judge is not None:
             state.judge.stamp(record)
@@ -318,8 +341,12 @@ class Sessions:
 
 
 CUT_BY_LENGTH = "length-cut"
-"""Tagged ``reply:length-cut``: a reply the token limit (finish reason ``length``) cut
-inside a tool call; the cut call is not judged (a truncation, never the model's AE102)."""
+"""Tagged ``reply:length-cut``: a reply the token limit cut inside a tool call, in any
+server's style (finish reason ``length``, or the completion tokens at the request's
+``max_tokens``); the cut call is not judged (a truncation, AE501, never the model's AE102)."""
+CUT_CODE = code_for("cut-by-token-limit")
+ID_PROTOCOLS = frozenset({"chat", "responses", "messages"})
+"""Protocols whose calls carry the server's ids (Gemini's carry none): AE506 is read there."""
 
 
 def _whole_json(arguments: str) -> bool:

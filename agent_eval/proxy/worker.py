@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 STATS = ("run_id", "open_sessions", "stored_sessions", "stored_turns", "journaled_sessions",
          "lost_turns", "unparseable_requests", "store_errors", "journal_errors",
-         "pruned_request_texts",
+         "pruned_request_texts", "truncations",
          *(f"{kind}_{name}" for name in PROTOCOLS for kind in ("recorded", "not_recorded")))
 """The recorder's counters the child publishes (``Recorder.status`` keys)."""
 STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

@@ -4,7 +4,7 @@ escapes the texts for its own medium."""
 
 from __future__ import annotations
 
-RUN_HEAD = ("id", "label", "kind", "status", "targets", "sessions", "calls",
+RUN_HEAD = ("id", "label", "kind", "status", "targets", "stack", "sessions", "calls",
             "errors/100 [95% CI]", "started", "duration")  # fmt: skip
 
 
@@ -21,9 +21,18 @@ def run_cells(r) -> tuple[str, ...]:
     calls = str(r.calls)
     if getattr(r, "telemetry", None) is not None:  # collected: what telemetry could not prove
         calls += f" (+{r.telemetry[2]} not judged)"
-    return (str(r.id), r.label or "", r.kind, r.status, ", ".join(r.targets), str(r.sessions),
-            calls, rate, r.started.strftime("%Y-%m-%d %H:%M"),
-            format_duration(r.duration_s))
+    return (str(r.id), r.label or "", r.kind, r.status, ", ".join(r.targets),
+            stack_cell(r), str(r.sessions), calls, rate,
+            r.started.strftime("%Y-%m-%d %H:%M"), format_duration(r.duration_s))
+
+
+def stack_cell(r, target: str | None = None) -> str:
+    """The serving stack's mark (``transcript.stack_mark``) of one target, or of the run:
+    its targets' marks, each once; "–" for a run that kept none (imports, older runs)."""
+    marks = getattr(r, "stack_marks", None) or {}
+    if target is not None:
+        return marks.get(target, "–")
+    return ", ".join(dict.fromkeys(marks.values())) or "–"
 
 
 def target_cells(r) -> list[tuple[str, ...]]:
@@ -40,7 +49,8 @@ def target_cells(r) -> list[tuple[str, ...]]:
         if calls:
             lo, hi = wilson_interval(errors, calls)
             rate = f"{100 * errors / calls:.2f} [{100 * lo:.1f}–{100 * hi:.1f}]"
-        rows.append(("", "", "", "", f"· {name}", "", str(calls), rate, "", ""))
+        rows.append(("", "", "", "", f"· {name}", stack_cell(r, name), "", str(calls), rate,
+                     "", ""))
     return rows
 
 

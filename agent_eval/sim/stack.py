@@ -19,7 +19,9 @@ fit the reply (a cut with no call to cut) is not played.
               completion tokens at the cap (llama-cpp-python); the same call id on every
               reply; a 500 whose body says the parser failed (ggml-org/llama.cpp#20806)
 ``sglang``    a call cut with finish reason ``length``; a chat template token left in
-              the tool name
+              the tool name; a streamed call whose arguments differ from the whole
+              reply's to the same request (speculative decoding, sgl-project/sglang#37634:
+              seen by a stream-parity run only, AE510)
 ``ollama``    ``stop`` beside a call (ollama/ollama#16212); an empty message with 40
               completion tokens (ollama/ollama#17274); streamed calls all at index 0
 """
@@ -27,6 +29,7 @@ fit the reply (a cut with no call to cut) is not played.
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 from typing import Any
 
@@ -36,7 +39,7 @@ from agent_eval.sim.wire import Completion, WireCall
 STACKS: dict[str, tuple[str, ...]] = {
     "vllm": ("cut-length", "lost-call"),
     "llamacpp": ("cut-at-cap", "repeated-id", "parser-500"),
-    "sglang": ("cut-length", "template-name"),
+    "sglang": ("cut-length", "template-name", "stream-differs"),
     "ollama": ("stop-with-calls", "empty-reply", "index-zero"),
 }
 PARSER_FAILED = "Failed to parse input at pos 0: <tool_call>"
@@ -77,6 +80,8 @@ def pick_fault(stack: str, rate: float, rng: random.Random, *, calls: int,
 def _fits(fault: str, calls: int, streamed: bool) -> bool:
     if fault == "index-zero":
         return streamed and calls >= 2
+    if fault == "stream-differs":
+        return streamed and calls >= 1
     if fault in ("empty-reply", "parser-500"):
         return True
     return calls >= 1
@@ -105,6 +110,11 @@ def play(done: Completion, fault: str, max_tokens: Any) -> Completion:
     if fault == "repeated-id":
         return dataclasses.replace(done, calls=tuple(WireCall("call_0", c.name, c.arguments)
                                                      for c in calls))
+    if fault == "stream-differs":
+        first = calls[0]
+        return dataclasses.replace(done, calls=(WireCall(first.id, first.name,
+                                                         _other_value(first.arguments)),
+                                                *calls[1:]))
     if fault == "template-name":
         first = calls[0]
         return dataclasses.replace(done, calls=(WireCall(first.id, first.name + "<|im_end|>",
@@ -121,3 +131,19 @@ def play_on_chunks(chunks: list[dict[str, Any]], fault: str | None) -> list[dict
             for tc in (choice.get("delta") or {}).get("tool_calls") or ():
                 tc["index"] = 0
     return chunks
+
+
+def _other_value(arguments: str) -> str:
+    """The arguments with their first string value's last word dropped (still whole
+    JSON): what a streamed path that decoded other tokens serves."""
+    try:
+        value = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return arguments + " "
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, str):
+                head, _, _ = item.rpartition(" ")
+                value[key] = head or item + "x"
+                return json.dumps(value)
+    return json.dumps([value])

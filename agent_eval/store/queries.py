@@ -58,7 +58,7 @@ from agent_eval.store.schema import (
     tool_calls,
 )
 from agent_eval.store.search_index import has_sqlite_search
-from agent_eval.transcript import run_stacks, stack_line, telemetry_completeness
+from agent_eval.transcript import run_stacks, stack_line, stack_mark, telemetry_completeness
 
 if TYPE_CHECKING:
     from agent_eval.metrics.summary import GroupSummary
@@ -105,6 +105,7 @@ class RunRow:
     by_target: tuple[tuple[str, int, int], ...] = ()
     stack_faults: int = 0  # what the serving stack lost or mangled (AE5xx), never errors
     stacks: dict[str, str] | None = None  # each target's serving stack, one line each
+    stack_marks: dict[str, str] | None = None  # ... and its short mark (transcript.stack_mark)
     # a run ``agent-eval collect`` stored: (telemetry events seen, calls judged, calls not
     # judgeable) over its sessions (``transcript.telemetry_completeness``); None otherwise
     telemetry: tuple[int, int, int] | None = None
@@ -295,7 +296,9 @@ def list_runs(engine: Engine, *, label: str | None = None, kind: str | None = No
                started=row.created_at, finished=row.finished_at,
                stacks={name: stack_line(stack)
                        for name, stack in run_stacks(row.fingerprint).items()} or None,
-               telemetry=telemetry.get(row.id))
+               telemetry=telemetry.get(row.id),
+               stack_marks={name: stack_mark(stack)
+                            for name, stack in run_stacks(row.fingerprint).items()} or None)
         for row in rows), total, limit, offset)
 
 

@@ -20,9 +20,16 @@ from agent_eval.metrics.summary import NO_AGENT, GroupSummary, Tally
 from agent_eval.policy import RULES, get_rule
 from agent_eval.report.charts import change_chart, class_chart, error_chart
 from agent_eval.report.lists import ListCell as Cell  # one linked-cell record for report and view
-from agent_eval.report.runs import run_cells
+from agent_eval.report.runs import RUN_HEAD, run_cells
 from agent_eval.store import Page, RunInfo, Store
-from agent_eval.transcript import EXIT_STATES, NEXT_ACTIONS, completeness_text
+from agent_eval.transcript import (
+    EXIT_STATES,
+    NEXT_ACTIONS,
+    completeness_text,
+    run_stacks,
+    stack_line,
+    stack_mark,
+)
 from agent_eval.view.intervals import (
     ClusteredView,
     TargetAnalysis,
@@ -54,6 +61,9 @@ class RunHead:
     played: bool = True  # a process is playing it (False: left running by a killed runner)
     planned: int | None = None  # sessions the plan holds (live runs), None when unknown
     stored: int | None = None  # of those, how many are stored
+    # each target's serving stack: (target, its mark, the stack as one line), from the
+    # run's fingerprint (live/stackprint.py); none for a run that kept none
+    stacks: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def live(self) -> bool:
@@ -89,8 +99,6 @@ class RunsPage:
     live: bool
 
 
-RUNS_HEAD = ("id", "label", "kind", "status", "targets", "sessions", "calls",
-             "errors/100 [95% CI]", "started", "duration")  # fmt: skip
 
 
 def build_runs_page(store: Store, filters: dict[str, str], offset: int = 0,
@@ -100,10 +108,12 @@ def build_runs_page(store: Store, filters: dict[str, str], offset: int = 0,
     rows = []
     for r in page.rows:
         cells = [Cell(t) for t in run_cells(r)]
+        at = RUN_HEAD.index
         cells[0] = Cell(str(r.id), run_href(r.id))
-        cells[5] = Cell(cells[5].text, sessions_href(run_id=r.id))
-        cells[6] = Cell(cells[6].text, calls_href(run_id=r.id))
-        cells[7] = Cell(cells[7].text, calls_href(run_id=r.id, decision="deny"))
+        cells[at("sessions")] = Cell(cells[at("sessions")].text, sessions_href(run_id=r.id))
+        cells[at("calls")] = Cell(cells[at("calls")].text, calls_href(run_id=r.id))
+        cells[at("errors/100 [95% CI]")] = Cell(cells[at("errors/100 [95% CI]")].text,
+                                                calls_href(run_id=r.id, decision="deny"))
         rows.append(tuple(cells))
     labels = list(dict.fromkeys(r.label for r in page.rows if r.label))
     trends = tuple((label, trend_chart(label, label_trend(store, label)))
@@ -167,7 +177,9 @@ def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPag
     run = RunHead(info.id, info.label, info.kind, info.status, info.created_at,
                   info.finished_at,
                   played=info.status != "running" or store.run_is_played(run_id),
-                  planned=planned, stored=stored)
+                  planned=planned, stored=stored,
+                  stacks=tuple((name, stack_mark(stack), stack_line(stack))
+                               for name, stack in run_stacks(info.fingerprint).items()))
     previous = store.previous_run_id(info)
     return RunPage(
         run=run, columns=tuple(figures), target_head=TARGET_HEAD,

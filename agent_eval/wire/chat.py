@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from agent_eval.wire.records import (
+    DeltaFolder,
     ParsedCall,
     ParsedReply,
     json_object,
@@ -68,7 +69,7 @@ def _parse_stream(text: str) -> ParsedReply:
     reply = ParsedReply()
     content: list[str] = []
     reasoning: list[str] = []
-    calls: dict[int, list[Any]] = {}  # index -> [id, name, argument pieces]
+    calls = DeltaFolder()
     done = seen = False
     for _, chunk in sse_objects(text):
         if not isinstance(chunk, dict):
@@ -87,29 +88,15 @@ def _parse_stream(text: str) -> ParsedReply:
         reasoning.append(_reasoning(delta))
         for tc in delta.get("tool_calls") or []:
             if isinstance(tc, dict):
-                _fold_call(calls, tc)
+                fn = mapping(tc.get("function"))
+                calls.add(tc.get("index"), tc.get("id"), fn.get("name"), fn.get("arguments"))
     reply.content, reply.reasoning = "".join(content), "".join(reasoning)
-    reply.calls = [ParsedCall(c[0], c[1], "".join(c[2])) for _, c in sorted(calls.items())]
+    reply.calls, reply.stream_faults = calls.calls(), list(calls.faults)
     if not seen:
         reply.status = "unparseable"
     elif reply.finish_reason is None or not done:
         reply.status = "truncated"
     return reply
-
-
-def _fold_call(calls: dict[int, list[Any]], tc: dict[str, Any]) -> None:
-    index = tc.get("index")
-    if not isinstance(index, int):  # servers that omit the index: a new id starts a call
-        index = max(calls, default=-1) + (1 if tc.get("id") or not calls else 0)
-    entry = calls.setdefault(index, [None, "", []])
-    if tc.get("id"):
-        entry[0] = string(tc["id"])
-    fn = mapping(tc.get("function"))
-    name, arguments = string(fn.get("name")), fn.get("arguments")
-    if name and name != entry[1]:
-        entry[1] += name
-    if isinstance(arguments, str) and arguments:
-        entry[2].append(arguments)
 
 
 def _first_choice(obj: Any) -> dict[str, Any] | None:

@@ -59,6 +59,7 @@ class ParsedReply:
     usage: dict[str, Any] = field(default_factory=dict)
     model: str | None = None
     response_id: str | None = None  # Responses: what ``previous_response_id`` names later
+    stream_faults: list[str] = field(default_factory=list)  # deltas that collided (DeltaFolder)
 
     def message(self) -> dict[str, Any]:
         """The reply as a Chat Completions assistant message (the stored transcript's)."""
@@ -73,6 +74,37 @@ class ParsedReply:
                 for c in self.calls
             ]
         return msg
+
+
+class DeltaFolder:
+    """Streamed tool-call deltas folded into calls by their index, as every client folds
+    them, noting where the deltas collide: a second id at an index that has one (two calls
+    sent at one index), or a name that changes once arguments have started."""
+
+    def __init__(self) -> None:
+        self._calls: dict[int, list[Any]] = {}  # index -> [id, name, argument pieces]
+        self.faults: list[str] = []
+
+    def add(self, index: Any, call_id: Any, name: Any, arguments: Any) -> None:
+        calls = self._calls
+        if not isinstance(index, int):  # servers that omit the index: a new id starts a call
+            index = max(calls, default=-1) + (1 if call_id or not calls else 0)
+        entry = calls.setdefault(index, [None, "", []])
+        if isinstance(call_id, str) and call_id:
+            if entry[0] is not None and entry[0] != call_id:
+                self.faults.append(f"two calls at index {index} (ids {entry[0]!r} and "
+                                   f"{call_id!r})")
+            entry[0] = call_id
+        if isinstance(name, str) and name and name != entry[1]:
+            if entry[1] and entry[2]:
+                self.faults.append(f"name at index {index} changed from {entry[1]!r} to "
+                                   f"{name!r} after its arguments began")
+            entry[1] += name
+        if isinstance(arguments, str) and arguments:
+            entry[2].append(arguments)
+
+    def calls(self) -> list[ParsedCall]:
+        return [ParsedCall(c[0], c[1], "".join(c[2])) for _, c in sorted(self._calls.items())]
 
 
 def chat_usage(prompt: Any, completion: Any, *, cached: Any = None,

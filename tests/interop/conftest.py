@@ -151,3 +151,13 @@ def llama_native_servers(tmp_path_factory) -> Iterator[dict[str, str]]:
     yield from _serve(SERVE_NATIVE, _missing_native(), tmp_path_factory.mktemp("llama-server"),
                       NATIVE_CONTEXT, {"AGENT_EVAL_LLAMA_SERVER": str(NATIVE_SERVER),
                                        "AGENT_EVAL_CHAT_TEMPLATE": str(TOOLS_TEMPLATE)})
+
+
+@pytest.fixture
+def llama_native_own_template(tmp_path_factory) -> Iterator[dict[str, str]]:
+    """``llama-server --jinja`` serving SmolLM2 with its GGUF's own chat template (no
+    ``--chat-template-file``): the same server and model as :func:`llama_native_servers`
+    under another template, for the stack fingerprint's template hash."""
+    yield from _serve(SERVE_NATIVE, _missing_native(), tmp_path_factory.mktemp("own-template"),
+                      {"smollm2": NATIVE_CONTEXT["smollm2"]},
+                      {"AGENT_EVAL_LLAMA_SERVER": str(NATIVE_SERVER)})

@@ -20,8 +20,17 @@ model's own outcome, and the run says that no call was judged instead of passing
 
 from __future__ import annotations
 
+import asyncio
+import re
+
 import pytest
 from interop_play import SCENARIOS, play, stack_ended, stored, write_short_suite
+
+from agent_eval.live.client import Target
+from agent_eval.live.run import probe_identities, probe_targets
+from agent_eval.live.stackprint import stack_fingerprint
+from agent_eval.store import open_store
+from agent_eval.transcript import run_stacks
 
 pytestmark = pytest.mark.interop
 
@@ -46,3 +55,30 @@ def test_ci_scenarios_against_real_llama_server_models(llama_native_servers, tmp
             assert f"target '{target}' produced no judged tool call" in one.stderr
         else:
             assert one.exit_code == 0, (one.output, one.stderr)
+        with open_store(str(one.db)) as store:  # the run keeps what served it
+            [run] = store.list_runs()
+            stack = run_stacks(run.fingerprint)[target]
+        assert stack["server"] == "llama.cpp" and stack["build"], stack
+        assert re.fullmatch(r"[0-9a-f]{16}", stack["chat_template_sha256"]), stack
+        assert stack["template_markup"] == ["<tool_call>"], stack  # chatml-tools.jinja's
+        assert stack["request"]["max_tokens"] == 32, stack
+
+
+def fingerprint(url: str) -> dict:
+    """The stack fingerprint ``run`` stores for SmolLM2 at ``url``."""
+    target = Target(name="smollm2", base_url=url, model="smollm2", timeout_s=120)
+    models = asyncio.run(probe_targets([target]))
+    identity = asyncio.run(probe_identities([target]))
+    return stack_fingerprint(target, identity["smollm2"], models["smollm2"])
+
+
+def test_the_template_hash_changes_with_the_template(llama_native_servers,
+                                                     llama_native_own_template):
+    """The same llama-server and SmolLM2, served with chatml-tools.jinja and with the GGUF's
+    own template: the stored template hash differs, nothing else of the server does."""
+    tools = fingerprint(llama_native_servers["smollm2"])
+    own = fingerprint(llama_native_own_template["smollm2"])
+    assert tools["chat_template_sha256"] != own["chat_template_sha256"]
+    assert (tools["server"], tools["build"]) == (own["server"], own["build"])
+    assert tools["template_markup"] == ["<tool_call>"]
+    assert own["template_markup"] == []  # SmolLM2's plain ChatML writes no call format

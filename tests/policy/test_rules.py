@@ -17,7 +17,8 @@ from agent_eval.policy import (
     primary_code,
 )
 from agent_eval.policy.rules import JUDGED_KINDS, Example
-from agent_eval.policy.stack import check_reply, exchange_from_example
+from agent_eval.policy.stack import check_reply
+from agent_eval.stack_reading import exchange_from_example
 
 RALF = allowlist_named("ralf")
 
@@ -56,7 +57,8 @@ def test_every_design_code_is_registered_once_in_code_order():
     design = ["AE101", "AE102", "AE103", "AE104", "AE105", "AE106", "AE107", "AE108", "AE201", "AE202", "AE301", "AE302", "AE303",
               "AE304", "AE305", "AE306", "AE307", "AE308", "AE309", "AE310", "AE311", "AE312",
               "AE313", "AE320", "AE401", "AE402", "AE403", "AE404", "AE501", "AE502",
-              "AE503", "AE504", "AE505", "AE506", "AE507", "AE508", "AE509", "AE510"]
+              "AE503", "AE504", "AE505", "AE506", "AE507", "AE508", "AE509", "AE510", "AE511",
+              "AE512"]
     assert list(RULES) == design
 
 
@@ -137,7 +139,29 @@ def test_good_wire_example_yields_no_stack_fault(code, example):
 
 def test_stack_rules_are_wire_examples_outside_the_engine_and_its_precedence():
     stack = [r for r in RULES.values() if r.scope == "stack"]
-    assert [r.code for r in stack] == [f"AE5{i:02}" for i in range(1, 11)]
+    assert [r.code for r in stack] == [f"AE5{i:02d}" for i in range(1, 13)]
     assert not any(r.emitted_by_engine for r in stack)
     assert not {r.code for r in stack} & set(PRECEDENCE)
     assert all(ex.kind == "wire" for r in stack for ex in r.bad + r.good)
+
+
+def _reply_examples(which: str):
+    for example in getattr(RULES["AE104"], which):
+        yield pytest.param(example, id=f"AE104-{which}-{example.text[:20]}")
+
+
+@pytest.mark.parametrize("example", list(_reply_examples("bad")))
+def test_ae104_bad_reply_holds_call_markup_that_is_the_models_with_no_template_known(example):
+    from agent_eval.policy.stack import find_tool_markup
+
+    assert find_tool_markup(example.text)
+    text = json.dumps({"reply": {"finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": example.text}}})
+    assert check_reply(exchange_from_example(text)) == []  # the model's, not the stack's
+
+
+@pytest.mark.parametrize("example", list(_reply_examples("good")))
+def test_ae104_good_reply_holds_no_call_markup(example):
+    from agent_eval.policy.stack import find_tool_markup
+
+    assert find_tool_markup(example.text) == []

@@ -128,3 +128,37 @@ def test_proxied_runs_store_the_runs_sessions_calls_and_verdicts(tmp_path):
     with open_store(db) as store:
         replay_run = store.resolve_run("label:candidate")
         assert (replay_run.kind, replay_run.parent_run_id) == ("replay", recorded.id)
+
+
+@pytest.mark.parametrize("stack", ["llamacpp:cut-at-cap", "vllm:cut-length"])
+def test_a_run_through_the_proxy_to_a_stack_that_cuts_calls_gets_one_verdict(tmp_path, stack):
+    """llama-cpp-python-style (``tool_calls`` at max_tokens) and vLLM-style (``length``)
+    cuts: the run and the proxy store the same sessions, each cut a truncation (AE501),
+    never the model's AE102, and both say so when they stop."""
+    from agent_eval.sim import Faults
+
+    db = str(tmp_path / "runs.db")
+    with run_sim_in_thread("disciplined", suite=SUITE,
+                           faults=Faults(stack_rate=1.0)) as upstream:
+        proxy = ProxyProcess(upstream, db, tmp_path / "journal", "proxied")
+        try:
+            run = cli("run", "--base-url", proxy.base_url, "--model",
+                      f"sim-disciplined+{stack}", "--suite", str(SUITE), "--max-tokens", "64",
+                      "--scenario=lights-evening-off", "--label", "played", "--db", db)
+        finally:
+            summary = proxy.stop()
+    assert "counted apart as truncations (AE501)" in run.stderr, run.stdout + run.stderr
+    assert "counted apart as truncations (AE501" in summary, summary
+    with open_store(db) as store:
+        rows = {label: list(store.session_rows([store.resolve_run(f"label:{label}").id]))
+                for label in ("played", "proxied")}
+        calls = {label: list(store.call_rows([store.resolve_run(f"label:{label}").id]))
+                 for label in ("played", "proxied")}
+    # the proxy also holds the run's tool-less model check: the sessions that had tools
+    cut = {label: [r for r in rows[label] if r.stack_faults] for label in rows}
+    assert cut["played"] and len(cut["proxied"]) == len(cut["played"]) == len(rows["played"])
+    for label in ("played", "proxied"):
+        for row in cut[label]:
+            assert row.status == "error" and row.stack_faults == (("AE501", True),), label
+            assert row.error.startswith("reply cut by the token limit inside a tool call: ")
+        assert not any(c.primary == "AE102" for c in calls[label])

@@ -9,12 +9,13 @@ import random
 import pytest
 
 from agent_eval.errors import ConfigError
-from agent_eval.policy.stack import check_reply, exchange_from_example
+from agent_eval.policy.stack import check_reply
 from agent_eval.sim import Faults
 from agent_eval.sim.behaviour import Reply
 from agent_eval.sim.mutations import PlannedCall
 from agent_eval.sim.stack import STACKS, pick_fault, play, play_on_chunks, split_model
 from agent_eval.sim.wire import build_completion, render_chunks, render_completion
+from agent_eval.stack_reading import exchange_from_example
 
 LIGHTS = PlannedCall("bash", {"command": "uv run scripts/lights.py status"})
 READ = PlannedCall("read", {"path": "notes/plan.md"})
@@ -88,3 +89,17 @@ def test_the_model_names_suffix_names_the_stack(model, split):
 def test_an_unknown_stack_is_a_config_error():
     with pytest.raises(ConfigError, match="unknown stack 'tgi'"):
         Faults(stack="tgi")
+
+
+def test_a_streamed_reply_that_differs_is_read_as_stream_parity_only_beside_the_whole():
+    whole = completion(LIGHTS)
+    assert pick_fault("sglang:stream-differs", 1.0, random.Random(0), calls=1,
+                      streamed=False) is None  # the whole reply is never touched
+    chunks = render_chunks(play(whole, "stream-differs", None), include_usage=True)
+    assert codes_streamed(chunks) == []  # alone, the streamed reply looks fine
+    obj = render_completion(whole)
+    spec = {"chunks": chunks, "whole": {**obj["choices"][0], "usage": obj["usage"]}}
+    assert [f.code for f in check_reply(exchange_from_example(json.dumps(spec)))] == ["AE510"]
+    same = {"chunks": render_chunks(whole, include_usage=True),
+            "whole": {**obj["choices"][0], "usage": obj["usage"]}}
+    assert check_reply(exchange_from_example(json.dumps(same))) == []

@@ -95,9 +95,10 @@ def test_runs_page_lists_runs_newest_first_with_links(viewer):
     rows = page.tables["runs-table"][1:]
     assert [r[0] for r in rows] == [(str(f.run_id), f"/runs/{f.run_id}"),
                                     (str(f.old_run_id), f"/runs/{f.old_run_id}")]
-    assert rows[0][5] == ("5", f"/sessions?run_id={f.run_id}")
-    assert rows[0][7][0] == "careful 25.00; sloppy 100.00"  # never one pooled figure
-    assert rows[1][7][0].startswith("0.00 [")
+    assert rows[0][5] == ("–", None)  # the serving stack's mark: none kept by this run
+    assert rows[0][6] == ("5", f"/sessions?run_id={f.run_id}")
+    assert rows[0][8][0] == "careful 25.00; sloppy 100.00"  # never one pooled figure
+    assert rows[1][8][0].startswith("0.00 [")
     assert "<svg" in page.html and "Trend of “nightly”" in page.html
     assert [r[0][0] for r in get("/?status=failed").tables["runs-table"][1:]] == [
         str(f.old_run_id)]
