@@ -1,4 +1,4 @@
-"""The run recorder (agent_eval/live/recorder.py): the run's status is its alone, every
+"""The run recorder (agent_eval/runs/recorder.py): the run's status is its alone, every
 session handed over is stored by one writer thread, in batches, and a refused session
 never takes the others of its batch with it."""
 
@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from agent_eval.errors import ConfigError
-from agent_eval.live.recorder import RunRecorder
+from agent_eval.runs import RunRecorder
 from agent_eval.store import open_store
 from agent_eval.transcript import SessionRecord
 

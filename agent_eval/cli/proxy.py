@@ -153,11 +153,12 @@ def _interrupt(signum, frame) -> None:
 
 
 def _mark_interrupted(db: str | None, run_id: int) -> None:
+    from agent_eval.runs import RunWriter
     from agent_eval.store import open_store
 
     try:
         with open_store(db, create=False) as store:
-            store.set_run_status(run_id, "interrupted")
+            RunWriter(store, run_id).set_status("interrupted")
     except Exception as exc:  # the store is down: the exit line still says what was lost
         _say(f"warning: run {run_id} could not be marked interrupted: "
              f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}")

@@ -34,9 +34,10 @@ from agent_eval.importers.otlp import (
     imported_session,
     tool_events,
 )
-from agent_eval.importers.recording import BatchWriter
 from agent_eval.policy import ENGINE_VERSION, AllowList
 from agent_eval.policy.sources import ResolvedPolicy
+from agent_eval.runs import RunSpec, RunWriter, SessionBatches, TargetDefaults
+from agent_eval.store import Store
 
 MAX_BODY = 16 * 1024 * 1024
 """Default cap on a request body, compressed or inflated (an exporter's batch is far
@@ -62,7 +63,7 @@ class CollectStats:
 class Collector:
     """The receiver's state: the stitcher, the judge and the run being written."""
 
-    def __init__(self, store, policy: AllowList | ResolvedPolicy, *, label: str = "collect",
+    def __init__(self, store: Store, policy: AllowList | ResolvedPolicy, *, label: str = "collect",
                  model: str | None = None, idle_s: float = 600.0, max_body: int = MAX_BODY,
                  max_sessions: int = 1000, max_calls: int = 5000,
                  allowlist_path: str | None = None) -> None:
@@ -77,18 +78,14 @@ class Collector:
         self.last_seen: dict[tuple[str, str], float] = {}
         self.keys: dict[str, int] = {}
 
-        def create_run() -> int:
-            run_id = store.create_run(
-                label=label, kind="import", suite="otlp",
-                config={"format": "otlp", "allowlist": allowlist.name,
-                        "allowlist_path": allowlist_path, "model": model,
-                        "engine_version": ENGINE_VERSION},
-                fingerprint={"allowlist": allowlist.fingerprint, "engine_version": ENGINE_VERSION,
-                             "source": "otlp"})
-            self.stats.run_id = run_id
-            return run_id
-
-        self.writer = BatchWriter(store, None, base_url="otlp", create_run=create_run)
+        self.run = RunWriter(store, RunSpec(
+            kind="import", label=label, suite="otlp",
+            config={"format": "otlp", "allowlist": allowlist.name,
+                    "allowlist_path": allowlist_path, "model": model,
+                    "engine_version": ENGINE_VERSION},
+            fingerprint={"allowlist": allowlist.fingerprint, "engine_version": ENGINE_VERSION,
+                         "source": "otlp"}), targets=TargetDefaults(base_url="otlp"))
+        self.writer = SessionBatches(self.run)
 
     def receive(self, path: str, content_type: str, encoding: str, body: bytes) -> tuple[int, str]:
         """One request: ``(status, one line)``.  Never raises for what a client sent."""
@@ -156,8 +153,8 @@ class Collector:
         self._store(self.stitcher.close_all())
         self.last_seen.clear()
         self.writer.flush(create=self.stats.sessions > 0)
-        if self.writer.run_id is not None:
-            self.store.set_run_status(self.writer.run_id, "finished")
+        self.stats.run_id = self.run.run_id
+        self.run.set_status("finished")  # none when no session came
         return self.stats
 
     def _store(self, sessions: list[OpenSession]) -> None:
@@ -175,6 +172,7 @@ class Collector:
             self.stats.not_judged += imported.skipped_calls
             self.writer.add(record)
         self.writer.flush()
+        self.stats.run_id = self.run.run_id
 
 
 class _TooLarge(Exception):
