@@ -293,3 +293,16 @@ def test_no_tracker_numbers_in_code_tests_or_docs():
         text = (ROOT / name).read_text(encoding="utf-8")
         found += [f"{name}: {m.group()}" for m in tracker.finditer(text)]
     assert not found, "\n".join(found)
+
+
+def test_readme_and_the_main_help_render_the_exit_codes_from_their_constants():
+    """Exit codes are written once (``agent_eval.cli.EXIT_CODES``); README's line and the
+    main ``--help`` say them in its words (README lacked "the checked call is denied"'s
+    wording and could drift from the code as docs/cli.md's header once lacked code 4)."""
+    from agent_eval.cli import EXIT_CODES, exit_codes_text
+
+    line = f"Exit codes: {exit_codes_text(short=True)}."
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert line in readme
+    assert line in " ".join((main.help or "").split())
+    assert [code for code, _ in EXIT_CODES] == [0, 1, 2, 3, 4]

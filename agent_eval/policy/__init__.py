@@ -6,7 +6,7 @@ Public surface::
     check_command(command, allowlist) -> Verdict
     check_read(path, allowlist) -> Verdict
     render_denial(verdict, allowlist) -> str
-    RULES, PRECEDENCE, get_rule(code), primary_code(codes)
+    RULES, PRECEDENCE, precedence_rank(code), get_rule(code), primary_code(codes)
     AllowList, load_allowlist(path), ENGINE_VERSION
 
 ``policy/`` imports nothing from the package except ``agent_eval.errors`` (a leaf).
@@ -37,6 +37,7 @@ from agent_eval.policy.rules import (
     find_rule,
     get_rule,
     near_rules,
+    precedence_rank,
     primary_code,
 )
 from agent_eval.policy.verdict import Decision, Finding, Invocation, Verdict
@@ -63,6 +64,7 @@ __all__ = [
     "near_rules",
     "judge_command",
     "load_allowlist",
+    "precedence_rank",
     "primary_code",
     "render_denial",
 ]

@@ -664,6 +664,13 @@ PRECEDENCE: tuple[str, ...] = (
 _RANK = {code: i for i, code in enumerate(PRECEDENCE)}
 
 
+def precedence_rank(code: str) -> int:
+    """A code's place in :data:`PRECEDENCE`; a code it does not list (a session rule, a
+    new code) ranks after every listed one.  The one ordering of codes: the engine's
+    findings, the primary class, and the report's class rows all sort by it."""
+    return _RANK.get(code, len(_RANK))
+
+
 def get_rule(code: str) -> Rule | None:
     """The rule with this code (case-insensitive), or None for an unknown code."""
     return RULES.get(code.strip().upper()) if isinstance(code, str) else None
@@ -700,7 +707,7 @@ def primary_code(codes: Iterable[str]) -> str | None:
     best: str | None = None
     best_key: tuple[int, str] | None = None
     for code in codes:
-        key = (_RANK.get(code, len(_RANK)), code)
+        key = (precedence_rank(code), code)
         if best_key is None or key < best_key:
             best, best_key = code, key
     return best
