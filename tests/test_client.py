@@ -809,3 +809,35 @@ async def test_clients_share_a_tls_context_per_kind_and_an_http_one_trusts_no_ca
         assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
     assert contexts["a"].cert_store_stats()["x509_ca"] > 0
     assert contexts["c"].cert_store_stats()["x509_ca"] == 0
+
+
+@run_async
+async def test_a_transport_given_to_the_client_carries_its_requests_through_the_guard():
+    """``ModelClient(target, transport=...)``: a test (or a proxy) hands the client what
+    carries its requests, instead of reaching into its private httpx wiring; the reply
+    size guard still wraps it."""
+    from agent_eval.live.client import httpx
+
+    seen = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append((request.method, request.url.path, json.loads(request.content)["model"]))
+        return httpx.Response(200, json={
+            "id": "c", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": "hi"}}]})
+
+    target = Target(name="t", base_url="http://model.invalid/v1", model="m")
+    async with ModelClient(target, transport=httpx.MockTransport(answer)) as client:
+        reply = await client.complete([{"role": "user", "content": "hello"}])
+    assert seen == [("POST", "/v1/chat/completions", "m")]
+    assert reply.content == "hi"
+
+    def huge(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=httpx.ByteStream(b"x" * 4096))  # read as it comes
+
+    small = Target(name="t", base_url="http://model.invalid/v1", model="m",
+                   max_reply_bytes=1024)
+    async with ModelClient(small, transport=httpx.MockTransport(huge)) as client:
+        with pytest.raises(HarnessFault, match="1024"):
+            await client.complete([{"role": "user", "content": "hello"}])

@@ -14,7 +14,7 @@ import click
 
 from agent_eval import heap
 from agent_eval.cli import EXIT_FAIL, EXIT_OK, main
-from agent_eval.cli.options import ALLOWLIST, json_option
+from agent_eval.cli.options import allowlist_option, json_option
 from agent_eval.cli.terminal import escape_terminal
 from agent_eval.errors import ConfigError
 from agent_eval.policy import (
@@ -161,9 +161,7 @@ def format_harness(dual) -> str:
 
 
 @main.command()
-@click.option("--allowlist", "allowlist_path", required=True, type=ALLOWLIST,
-              help="Allow-list YAML, or an agent CLI's rules: opencode.json, Claude Code "
-                   "settings.json, Codex .rules.")
+@allowlist_option("Allow-list YAML", required=True)
 @click.option("--agent", default=None, metavar="NAME",
               help="Which agent's rules of an agent CLI's configuration (default: its "
                    "default agent).")

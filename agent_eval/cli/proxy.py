@@ -8,16 +8,14 @@ import signal
 import click
 
 from agent_eval.cli import main
-from agent_eval.cli.options import ALLOWLIST, db_option
+from agent_eval.cli.options import allowlist_option, db_option
 from agent_eval.errors import ConfigError
 
 
 @main.command()
 @click.option("--upstream", required=True, metavar="URL",
               help="The model server's base URL, e.g. http://127.0.0.1:8000/v1.")
-@click.option("--allowlist", "allowlist_path", required=True, type=ALLOWLIST,
-              help="Allow-list YAML every tool call is judged against, or an agent CLI's "
-                   "rules: opencode.json, Claude Code settings.json, Codex .rules.")
+@allowlist_option("Allow-list YAML every tool call is judged against", required=True)
 @click.option("--agent", default=None, metavar="NAME",
               help="With an agent CLI's rules: judge every session as agent NAME (default: "
                    "per session, the x-agent-eval-agent header, else the agent whose prompt "

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from agent_eval.cli import EXIT_FAULT, main
 from agent_eval.cli.options import (
-    ALLOWLIST,
+    allowlist_option,
     db_option,
     json_option,
     sampling_options,
@@ -67,10 +67,8 @@ def _pop_selection(knobs: dict) -> dict:
 @click.option("--name", "target_name", help="Target name in reports [default: the model].")
 @click.option("--config", "config_file", type=click.Path(path_type=Path),
               help="Targets file for a nightly run (several targets); see README.")
-@click.option("--allowlist", "allowlist_path", type=ALLOWLIST, default=None,
-              help="Play and judge every scenario under this allow-list, or an agent CLI's "
-                   "rules (opencode.json, Claude Code settings.json, Codex .rules) "
-                   "[default: the one each scenario names].")
+@allowlist_option("Allow-list YAML to play and judge every scenario under",
+                  default="the one each scenario names")
 @click.option("--agent", default=None, metavar="NAME",
               help="With an agent CLI's rules: the agent whose rules apply [default: the "
                    "configuration's default agent].")

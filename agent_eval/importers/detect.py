@@ -29,10 +29,7 @@ CLAUDE_LINE_TYPES = frozenset(
 )
 OPENCODE_EVENT_TYPES = frozenset({"step_start", "step_finish", "tool_use", "text", "reasoning", "error"})
 CODEX_LINE_TYPES = frozenset({"session_meta", "response_item", "turn_context", "event_msg", "compacted"})
-CODEX_ITEM_TYPES = frozenset({"message", "function_call", "function_call_output", "local_shell_call",
-                              "reasoning", "custom_tool_call"})
 QWEN_LINE_TYPES = frozenset({"user", "assistant", "tool_result", "system"})
-GEMINI_MESSAGE_TYPES = frozenset({"user", "gemini", "info", "warning", "error"})
 MINI_FENCE = re.compile(r"```(?:bash|mswea_bash_command)\s*\n")
 
 
