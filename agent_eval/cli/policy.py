@@ -292,8 +292,10 @@ def rules(as_json: bool, as_markdown: bool) -> None:
     from agent_eval.cli.terminal import text_width
 
     width = max(len(r.name) for r in RULES.values())
-    rows = [f"{r.code}  {r.name:<{width}}  {r.scope:<10}  {r.status:<7}  {r.summary}"
-            for r in RULES.values()]
+    statuses = {r.code: _status_text(r) for r in RULES.values()}
+    status_width = max(map(len, statuses.values()))
+    rows = [f"{r.code}  {r.name:<{width}}  {r.scope:<10}  {statuses[r.code]:<{status_width}}  "
+            f"{r.summary}" for r in RULES.values()]
     summary_at = len(rows[0]) - len(next(iter(RULES.values())).summary)
     for line in fit_lines(rows, text_width(), indent=" " * summary_at):
         click.echo(line)
@@ -325,7 +327,7 @@ def rule(code: str, as_json: bool) -> None:
 
     # the prose wraps at the terminal; the examples stay whole, as commands to copy
     lines = fit_lines([f"{found.code} {found.name}", "", found.summary, "", f"Why: {found.why}",
-                       f"Scope: {found.scope}; status: {found.status}"
+                       f"Scope: {found.scope}; status: {_status_text(found)}"
                        + ("" if found.emitted_by_engine else
                           "; decided outside the policy engine")], text_width(), indent="")
     for title, examples in (("Bad", found.bad), ("Good", found.good)):
@@ -341,18 +343,35 @@ def rule(code: str, as_json: bool) -> None:
     click.echo("\n".join(lines))
 
 
+def _status_text(rule) -> str:
+    """``stable``; ``deprecated -> AE3xx`` when a successor is named."""
+    return rule.status + (f" -> {rule.replaced_by}" if rule.replaced_by else "")
+
+
 def rules_markdown() -> str:
     """The registry as one Markdown page; ``docs/rules.md`` is this output."""
+    from agent_eval.policy import REDIRECTS, RULE_STATUSES
+
     out = ["# Failure classes (AE rules)", "",
            "Generated from the rule registry by `agent-eval rules --markdown`; do not edit.",
            "A denied call counts once, under the first of its codes in this precedence: "
            + ", ".join(PRECEDENCE) + ".",
            "Stack faults (scope `stack`, AE5xx) are what the serving stack lost or mangled, "
            "read from the wire: never a model error, counted apart (stack faults per 100 "
-           "calls); their examples are whole exchanges (request settings and reply).", ""]
+           "calls); their examples are whole exchanges (request settings and reply).",
+           "Each rule has a status, in this order of its life: " + ", ".join(RULE_STATUSES)
+           + ". A preview rule's class may still move; a deprecated one is still emitted and "
+           "names its successor; a removed one is never emitted, and its code or name "
+           "reaches its successor through a redirect (never another rule's). Rules by "
+           "status: " + "; ".join(
+               f"{status} {sum(r.status == status for r in RULES.values())}"
+               for status in RULE_STATUSES) + ".", ""]
+    if REDIRECTS:
+        out += ["## Redirects", "", *(f"- `{old}` -> {new}" for old, new in REDIRECTS.items()),
+                ""]
     for r in RULES.values():
         out += [f"## {r.code} `{r.name}`", "", r.summary, "", f"**Why it matters.** {r.why}", "",
-                f"Scope: {r.scope}; status: {r.status}.", ""]
+                f"Scope: {r.scope}; status: {_status_text(r)}.", ""]
         for title, examples in (("Bad", r.bad), ("Good", r.good)):
             if examples:
                 out.append(f"{title} examples:")

@@ -31,6 +31,8 @@ from agent_eval.policy.engine import (
 )
 from agent_eval.policy.rules import (
     PRECEDENCE,
+    REDIRECTS,
+    RULE_STATUSES,
     RULES,
     Example,
     Rule,
@@ -39,13 +41,17 @@ from agent_eval.policy.rules import (
     near_rules,
     precedence_rank,
     primary_code,
+    redirected,
+    registry_problems,
 )
 from agent_eval.policy.verdict import Decision, Finding, Invocation, Verdict
 
 __all__ = [
     "ENGINE_VERSION",
     "PRECEDENCE",
+    "REDIRECTS",
     "RULES",
+    "RULE_STATUSES",
     "AllowList",
     "Decision",
     "Example",
@@ -66,5 +72,7 @@ __all__ = [
     "load_allowlist",
     "precedence_rank",
     "primary_code",
+    "redirected",
+    "registry_problems",
     "render_denial",
 ]
