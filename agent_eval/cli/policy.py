@@ -141,7 +141,7 @@ def _open_batch(batch: str) -> tuple[BinaryIO, str]:
             return io.BytesIO(sys.stdin.read().encode("utf-8")), "<stdin>"
         return raw, "<stdin>"
     try:
-        return open(batch, "rb"), batch  # noqa: SIM115
+        return open(batch, "rb"), batch
     except OSError as exc:
         raise ConfigError(f"cannot read batch file ({exc.strerror})", path=batch) from None
 

@@ -189,7 +189,7 @@ class ClaimedItems:
                     ids = sorted(self.held)
                 try:
                     self.store.renew_work_leases(self.token, ids, self.lease_s)
-                except Exception:  # noqa: BLE001 - a missed beat only ages the leases
+                except Exception:  # a missed beat only ages the leases
                     pass
 
         thread = threading.Thread(target=beat, name=f"agent-eval-worker-{self.run_id}",

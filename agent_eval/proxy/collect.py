@@ -209,7 +209,7 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 30  # seconds a client may stall on the socket before it is dropped
     protocol_version = "HTTP/1.1"
 
-    def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+    def do_POST(self) -> None:  # the stdlib's name
         collector = self.server.collector
         length = self.headers.get("Content-Length")
         if length is None or not length.isdigit():
@@ -234,7 +234,7 @@ class _Handler(BaseHTTPRequestHandler):
                 break
             length -= len(chunk)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         if self.path == "/_agent_eval/status":
             stats = self.server.collector.stats
             self._answer(200, json.dumps({
@@ -254,7 +254,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the stdlib's name)
+    def log_message(self, format: str, *args: Any) -> None:  # the stdlib's name
         pass  # refusals are counted and shown on the status page, not printed per request
 
 

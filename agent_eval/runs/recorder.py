@@ -129,7 +129,7 @@ class SessionWriter:
             if self.error is None:
                 try:
                     self._write(batch)
-                except BaseException as exc:  # noqa: BLE001 - raised again by close()
+                except BaseException as exc:  # raised again by close()
                     self.error = exc
                 self.written += len(batch)
                 testhook.stored(self.written)

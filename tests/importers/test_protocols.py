@@ -6,6 +6,7 @@ commands are the ralf allow-list's own (the bundled scenarios' handshakes)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -111,7 +112,7 @@ def test_without_protocols_an_import_requires_no_handshake(tmp_path):
 def test_a_bad_protocols_file_is_one_error_naming_the_field(tmp_path, text, field):
     path = tmp_path / "p.yaml"
     path.write_text(text)
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(ConfigError, match=re.escape(field)) as caught:
         load_protocols(path)
     assert caught.value.field == field
     data, _ = write(tmp_path, [session("s", [OUTCOME])])
