@@ -111,7 +111,8 @@ def _stack(options: list[Callable[[F], F]]) -> Callable[[F], F]:
 class AllowlistPath(click.ParamType):
     name = "allowlist"
 
-    def convert(self, value, param, ctx) -> Path:
+    def convert(self, value: str, param: click.Parameter | None,
+                ctx: click.Context | None) -> Path:
         from agent_eval.scenario.bundled import find_allowlist
 
         return find_allowlist(value)

@@ -146,7 +146,7 @@ def proxy(upstream: str, allowlist_path: str, agent: str | None, port: int, host
             "interrupted" if died else ""))
 
 
-def _interrupt(signum, frame) -> None:
+def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 

@@ -159,7 +159,7 @@ def _word_expansion(word: Any, command: str, scan: Scan) -> str | None:
     return None
 
 
-def _bashlex():
+def _bashlex() -> Any:
     """bashlex, imported by the first command that needs it: its import builds its LR
     tables afresh each time (about 70 ms of CPU; it never reads its shipped parsetab), and
     plain or denied commands never reach it, so ``check --batch`` over them never pays."""
