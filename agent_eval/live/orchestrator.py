@@ -123,7 +123,7 @@ class _Progress:
         return self.handshake.result()
 
 
-async def run_session(
+async def run_session(  # noqa: C901 - split after the stack-fault changes land
     scenario: LoadedScenario,
     model: ChatModel,
     *,
