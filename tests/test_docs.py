@@ -306,3 +306,24 @@ def test_readme_and_the_main_help_render_the_exit_codes_from_their_constants():
     assert line in readme
     assert line in " ".join((main.help or "").split())
     assert [code for code, _ in EXIT_CODES] == [0, 1, 2, 3, 4]
+
+
+def test_every_command_names_only_exit_codes_the_cli_has():
+    """A command's ``Exit codes: ...`` line lists its own subset; each code it names is
+    one of ``EXIT_CODES`` (a command cannot document a code the CLI never returns)."""
+    import re
+
+    from agent_eval.cli import EXIT_CODES
+
+    known = {code for code, _ in EXIT_CODES} | {130}  # 130: Ctrl-C, as docs/cli.md says
+    checked = 0
+    for path in _command_paths(main):
+        cmd = main
+        for part in path.split():
+            cmd = cmd.commands[part]
+        text = " ".join((cmd.help or "").split())
+        for listed in re.findall(r"Exit codes: (.*?)(?:\.|$)", text):
+            codes = {int(c) for c in re.findall(r"(?:^|, )(\d+) ", listed)}
+            assert codes and codes <= known, (path, listed)
+            checked += 1
+    assert checked >= 15
