@@ -58,7 +58,7 @@ from typing import Any, Literal
 from agent_eval.policy import AllowList, Verdict, check_call, command_text, render_denial
 from agent_eval.policy.allowlist import ToolSpec
 from agent_eval.policy.calls import decode_arguments, tool_for_call, with_schema
-from agent_eval.policy.profiles import BUILTIN_TOOLS
+from agent_eval.policy.profiles import ARGV_SHELL_TOOLS, BASH_TOOLS, BUILTIN_TOOLS, READ_TOOLS
 from agent_eval.policy.schemas import broken_schema, canonical, offered_schemas
 from agent_eval.policy.sources import (
     AgentPolicy,
@@ -76,18 +76,6 @@ from agent_eval.transcript import CallRecord, Decision, FindingRecord, StackFaul
 
 ToolKind = Literal["bash", "read", "other"]
 
-BASH_TOOLS = frozenset(
-    {"bash", "Bash", "shell", "Shell", "execute_bash", "run_shell_command", "run_command",
-     "terminal", "swe-agent-shell", "tmux_keystrokes", "__format_error__"}
-)
-"""Tool names that run a shell command (``terminal`` is the OpenHands SDK's; the last
-three name the actions of SWE-agent, Terminus and unparseable harness replies in flat
-call records)."""
-
-READ_TOOLS = frozenset({"read", "Read", "view", "read_file", "ReadFile"})
-"""Tool names that read a file."""
-
-
 COMMAND_KEYS = ("command", "cmd")
 PATH_KEYS = ("path", "file_path", "filePath", "file")
 
@@ -103,7 +91,9 @@ VERDICT_CACHE = 50_000
 
 def kind_of_tool(tool: str) -> ToolKind:
     """Whether a tool name runs a shell command, reads a file, or is something else."""
-    return "bash" if tool in BASH_TOOLS else "read" if tool in READ_TOOLS else "other"
+    if tool in BASH_TOOLS and tool not in ARGV_SHELL_TOOLS:
+        return "bash"
+    return "read" if tool in READ_TOOLS else "other"
 
 
 def classify_call(tool: str, arguments: Any) -> tuple[ToolKind, str | None]:
@@ -112,11 +102,10 @@ def classify_call(tool: str, arguments: Any) -> tuple[ToolKind, str | None]:
     ``arguments`` is the parsed argument object (or anything else when it did not parse).
     A bash or read call whose arguments lack the command/path gets ``text=None``.
     """
-    if tool in BASH_TOOLS:
-        return "bash", _first_str(arguments, COMMAND_KEYS)
-    if tool in READ_TOOLS:
-        return "read", _first_str(arguments, PATH_KEYS)
-    return "other", None
+    kind = kind_of_tool(tool)
+    if kind == "other":
+        return "other", None
+    return kind, _first_str(arguments, COMMAND_KEYS if kind == "bash" else PATH_KEYS)
 
 
 def _first_str(arguments: Any, keys: tuple[str, ...]) -> str | None:

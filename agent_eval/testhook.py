@@ -10,8 +10,8 @@ nothing new while FILE exists: the test waits for FILE, does its deed, and delet
 to let the command go on (or signals it).  A hold lasts :data:`HOLD_S` seconds at most,
 so a test that forgets to let go cannot hang.  Without the variable nothing happens.
 
-Hold points: the run recorder (``live/recorder.py``: ``run``, ``--resume``, ``replay``)
-and the import's batch writer (``importers/recording.py``).  Imports nothing.
+Hold points: the run recorder (``runs/recorder.py``: ``run``, ``--resume``, ``replay``)
+and the batches of imports, ``collect`` and rescore (``runs/writer.py``).  Imports nothing.
 """
 
 from __future__ import annotations

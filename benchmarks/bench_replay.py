@@ -44,7 +44,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from agent_eval.live.client import ModelClient, Target  # noqa: E402
-from agent_eval.live.recorder import RunRecorder  # noqa: E402
 from agent_eval.live.replay import (  # noqa: E402
     allowlist_source,
     execute_replay,
@@ -52,6 +51,7 @@ from agent_eval.live.replay import (  # noqa: E402
     start_replay,
 )
 from agent_eval.live.run import play_run, start_run  # noqa: E402
+from agent_eval.runs import RunRecorder  # noqa: E402
 from agent_eval.scenario import load_suite  # noqa: E402
 from agent_eval.store import open_store  # noqa: E402
 

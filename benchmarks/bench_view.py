@@ -32,7 +32,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_reports import (  # noqa: E402
+from bench_reports import (
     ROOT,
     _cpu_model,
     load_big_run,
@@ -40,8 +40,8 @@ from bench_reports import (  # noqa: E402
     sqlite_url,
 )
 
-from agent_eval.store import SessionFilter, open_store  # noqa: E402
-from agent_eval.view.app import run_view_in_thread  # noqa: E402
+from agent_eval.store import SessionFilter, open_store
+from agent_eval.view.app import run_view_in_thread
 
 MEDIAN_GOAL_S, P95_GOAL_S = 0.3, 1.0
 CORPORA = next((p for p in (ROOT / ".." / "shared" / "corpora",

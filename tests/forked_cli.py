@@ -34,8 +34,8 @@ def _forkserver():
 def _play(argv: list[str], out: str, err: str, cwd: str) -> None:
     """The child: the command line with stdout and stderr in files; its exit code."""
     os.chdir(cwd)
-    sys.stdout = open(out, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as the child
-    sys.stderr = open(err, "w", encoding="utf-8")  # noqa: SIM115
+    sys.stdout = open(out, "w", encoding="utf-8")  # lives as long as the child
+    sys.stderr = open(err, "w", encoding="utf-8")
     from agent_eval.cli import main
 
     try:

@@ -78,7 +78,8 @@ def _session(rng: random.Random, key: str, target: str, scenario: str, repeat: i
                 index=len(calls), turn_index=turn, tool="bash", arguments="{}",
                 decision="deny" if denied else "allow",
                 primary=rng.choice(CODES) if denied else None, command="ls",
-                leak=None if denied else rng.choice(LEAKS)))
+                leak=None if denied else rng.choice(LEAKS),
+                source_decision=_source_verdict(key, len(calls))))
     assign_next_actions(calls)
     start = T0 + timedelta(seconds=rng.randint(0, 3600))
     required = rng.choice([0, 0, 3])
@@ -92,6 +93,12 @@ def _session(rng: random.Random, key: str, target: str, scenario: str, repeat: i
                                   if required and done < required else None),
         started_at=start, finished_at=start + timedelta(seconds=rng.randint(1, 900)),
         policy_agent=rng.choice(AGENTS), stack_faults=_stack_faults(key), **kw)
+
+
+def _source_verdict(key: str, index: int) -> str | None:
+    """The source harness's own verdict on some calls (an import's), drawn apart so the
+    seeded draws above stay as they were: none, allow or deny."""
+    return random.Random(f"{key}#{index}").choice([None, None, "allow", "deny"])
 
 
 def _stack_faults(key: str) -> list[StackFaultRecord]:
@@ -212,10 +219,39 @@ def _check_cluster_stats(store, ids, kwargs, got) -> None:
         assert shown(got[name].scenarios) == shown(expected), name
 
 
+def _check_outcomes(store, ids, kwargs, got) -> None:
+    """pass^k and flips: the outcomes asked for (all, or of some scenarios) are those of
+    ``metrics.repeat_stats`` over the rows."""
+    pure = repeat_stats(_named(store.session_rows(ids), ids, kwargs.get("columns", False)),
+                        store.call_rows(ids))
+    assert set(got) <= set(pure)
+    assert repeats_from_outcomes(got) == {key: pure[key] for key in got}
+
+
+def _pure_agreement(store, ids, columns=False) -> dict[str, tuple[int, int, int]]:
+    column = {s.id: s.target for s in _named(store.session_rows(ids), ids, columns)}
+    counts: dict[str, list[int]] = {}
+    for row in store.call_rows(ids):
+        if row.source_decision is None:
+            continue
+        tally = counts.setdefault(column[row.session_id], [0, 0, 0])
+        tally[0] += 1
+        if row.source_decision != row.decision:
+            tally[1 if row.decision == "deny" else 2] += 1
+    return {name: tuple(c) for name, c in counts.items()}
+
+
+def _check_agreement(store, ids, kwargs, got) -> None:
+    assert {name: tuple(c) for name, c in got.items()} == _pure_agreement(
+        store, ids, kwargs.get("columns", False))
+
+
 ENTRY_POINTS = {  # the aggregator's entry points, the pure check of each answer
     (aggregates, "summarize_sql"): _check_summaries,
     (units, "units_sql"): _check_units,
     (cluster_stats, "cluster_stats"): _check_cluster_stats,
+    (cluster_stats, "session_outcomes"): _check_outcomes,
+    (aggregates, "source_agreement"): _check_agreement,
 }
 
 
@@ -271,6 +307,21 @@ def test_every_reader_gets_the_pure_figures(store, spy, tmp_path, reader):
         check(store, run_ids, kwargs, answer)
 
 
+def test_the_report_reads_pass_k_and_the_agreement_table_from_the_aggregator(
+        store, spy, tmp_path):
+    """The report counted both from the rows it streamed (``repeat_stats`` over the
+    sessions and denied calls, an agreement tally per call)."""
+    ids = _fill(store)
+    index = write_report(store, ids, tmp_path, workers=0)
+    asked = {check for check, *_ in spy}
+    assert {_check_outcomes, _check_agreement} <= asked
+    summary = json.loads((index.parent / "summary.json").read_text())
+    pure = _pure_agreement(store, ids, columns=True)
+    assert {column: entry["calls_with_source_verdict"]
+            for column, entry in summary["source_agreement"].items()} == {
+        column: counts[0] for column, counts in pure.items()}
+
+
 def test_the_seeded_store_covers_every_figure(store):
     ids = _fill(store)
     pure = _pure_summaries(store, ids, columns=True)
@@ -282,7 +333,12 @@ def test_the_seeded_store_covers_every_figure(store):
     assert {len(s.tags) for s in store.session_rows(ids)} >= {0, 1, 2}  # tags,
     assert {c for s in pure.values() for c in s.leaks} == {"AE303", "AE304"}  # leaks,
     assert {s.policy_agent for s in store.session_rows(ids)} == set(AGENTS)  # agents,
-    assert sum(s.side_requests for s in pure.values()) > 0  # and side requests
+    assert sum(s.side_requests for s in pure.values()) > 0  # side requests,
+    assert all(n > 0 for c in _pure_agreement(store, ids, True).values() for n in c)  # both
+    # ways of disagreeing with the source harness, and repeats that pass and fail
+    repeated = [r for r in repeat_stats(store.session_rows(ids), store.call_rows(ids)).values()
+                if r.n > 1]
+    assert any(0 < r.passes < r.n for r in repeated)
 
 
 @pytest.mark.parametrize("by", GROUPINGS, ids=str)
@@ -314,7 +370,8 @@ def test_an_unknown_grouping_is_refused(store):
 
 def _readers_of_rows() -> list[str]:
     """Package modules outside metrics/ and store/ that call a pure pass over every row."""
-    passes = {"summarize", "session_units", "units_from_counts", "units_from_class_counts"}
+    passes = {"summarize", "session_units", "units_from_counts", "units_from_class_counts",
+              "repeat_stats"}
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         if path.relative_to(PACKAGE).parts[0] in ("metrics", "store"):

@@ -34,7 +34,7 @@ from agent_eval.sim import run_sim_in_thread
 from agent_eval.store import open_store
 
 sys.path.insert(0, str(Path(__file__).parent / "proxy"))
-from proxyplay import proxy_in_thread  # noqa: E402
+from proxyplay import proxy_in_thread
 
 pytestmark = pytest.mark.e2e
 

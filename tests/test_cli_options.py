@@ -72,3 +72,32 @@ def test_gate_and_run_until_decided_take_the_same_checks():
 
     assert set(helps("gate")) == set(checks)
     assert helps("gate") == helps("run")
+def test_every_allowlist_option_is_the_one_allowlist_option():
+    """``--allowlist`` is declared once (``options.allowlist_option``): every command
+    that takes it reads it with the same type and names an agent CLI's rules alike."""
+    import ast
+    from pathlib import Path
+
+    import click
+
+    from agent_eval.cli import main
+    from agent_eval.cli.options import AGENT_RULES, AllowlistPath
+
+    def commands(group):
+        for cmd in group.commands.values():
+            yield from commands(cmd) if isinstance(cmd, click.Group) else [cmd]
+
+    taking = [(cmd.name, p) for cmd in commands(main) for p in cmd.params
+              if "--allowlist" in p.opts]
+    assert len(taking) >= 8
+    for name, param in taking:
+        assert isinstance(param.type, AllowlistPath), name
+        assert param.name == "allowlist_path", name
+        assert AGENT_RULES in (param.help or "") or name == "profiles", name
+    cli = Path(__file__).resolve().parents[1] / "agent_eval" / "cli"
+    declared = [f"{path.name}:{node.lineno}" for path in sorted(cli.glob("*.py"))
+                for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "option"
+                and any(isinstance(a, ast.Constant) and a.value == "--allowlist"
+                        for a in node.args)]
+    assert [d.split(":")[0] for d in declared] == ["options.py"], declared

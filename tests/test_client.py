@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import re
 import socket
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -468,7 +469,7 @@ LLAMA_NULL_CONTENT_500 = error_json(
 async def test_500_repeated_word_for_word_is_rejected_after_one_retry_not_all():
     async with serve(LLAMA_NULL_CONTENT_500) as server:
         async with client_for(server, retries=3) as client:
-            with pytest.raises(RequestRejected) as info:
+            with pytest.raises(RequestRejected, match="server error 500") as info:
                 await client.complete(MESSAGES, None)
     assert len(server.seen) == 2
     assert str(info.value).startswith("request rejected: server error 500 (the same answer on 2 attempts)")
@@ -480,7 +481,7 @@ async def test_500_repeated_word_for_word_is_rejected_after_one_retry_not_all():
 async def test_busy_status_repeated_word_for_word_keeps_its_retries(status):
     async with serve(error_json(status, "Loading model")) as server:
         async with client_for(server, retries=2) as client:
-            with pytest.raises(HarnessFault) as info:
+            with pytest.raises(HarnessFault, match="server error 50") as info:
                 await client.complete(MESSAGES, None)
     assert not isinstance(info.value, RequestRejected)
     assert len(server.seen) == 3
@@ -496,7 +497,7 @@ async def test_busy_status_repeated_word_for_word_keeps_its_retries(status):
 async def test_client_errors_are_not_retried_and_carry_the_server_message(status, message):
     async with serve(error_json(status, message)) as server:
         async with client_for(server, retries=3) as client:
-            with pytest.raises(HarnessFault) as info:
+            with pytest.raises(HarnessFault, match="server refused the request") as info:
                 await client.complete(MESSAGES, None)
     assert str(info.value) == f"request rejected: server refused the request ({status}) (after 1 attempt): {message}"
     assert isinstance(info.value, RequestRejected) and info.value.server_message == message
@@ -756,7 +757,7 @@ BAD_CONFIGS = {
 def test_bad_targets_file_is_a_config_error_naming_file_and_field(tmp_path, monkeypatch, text, field_name, hint):
     monkeypatch.delenv("AE_TEST_NOT_SET", raising=False)
     path = write(tmp_path, text)
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ConfigError, match=re.escape(str(path))) as info:
         load_run_config(path)
     assert info.value.path == str(path)
     assert info.value.field == field_name
@@ -809,3 +810,35 @@ async def test_clients_share_a_tls_context_per_kind_and_an_http_one_trusts_no_ca
         assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
     assert contexts["a"].cert_store_stats()["x509_ca"] > 0
     assert contexts["c"].cert_store_stats()["x509_ca"] == 0
+
+
+@run_async
+async def test_a_transport_given_to_the_client_carries_its_requests_through_the_guard():
+    """``ModelClient(target, transport=...)``: a test (or a proxy) hands the client what
+    carries its requests, instead of reaching into its private httpx wiring; the reply
+    size guard still wraps it."""
+    from agent_eval.live.client import httpx
+
+    seen = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append((request.method, request.url.path, json.loads(request.content)["model"]))
+        return httpx.Response(200, json={
+            "id": "c", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": "hi"}}]})
+
+    target = Target(name="t", base_url="http://model.invalid/v1", model="m")
+    async with ModelClient(target, transport=httpx.MockTransport(answer)) as client:
+        reply = await client.complete([{"role": "user", "content": "hello"}])
+    assert seen == [("POST", "/v1/chat/completions", "m")]
+    assert reply.content == "hi"
+
+    def huge(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=httpx.ByteStream(b"x" * 4096))  # read as it comes
+
+    small = Target(name="t", base_url="http://model.invalid/v1", model="m",
+                   max_reply_bytes=1024)
+    async with ModelClient(small, transport=httpx.MockTransport(huge)) as client:
+        with pytest.raises(HarnessFault, match="1024"):
+            await client.complete([{"role": "user", "content": "hello"}])

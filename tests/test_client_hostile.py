@@ -41,7 +41,7 @@ def test_bytes_that_are_not_utf8_become_replacement_characters():
 
 
 def test_a_body_past_the_cap_raises_reply_too_large_and_classifies_as_a_final_fault():
-    with pytest.raises(ReplyTooLarge) as caught:
+    with pytest.raises(ReplyTooLarge, match="more than 1024 bytes") as caught:
         _read([b"x" * 600, b"x" * 600], cap=1024)
     fault = classify_fault(caught.value, 120)
     assert fault == Fault("too_large", "reply too large", str(caught.value), False)

@@ -293,3 +293,37 @@ def test_no_tracker_numbers_in_code_tests_or_docs():
         text = (ROOT / name).read_text(encoding="utf-8")
         found += [f"{name}: {m.group()}" for m in tracker.finditer(text)]
     assert not found, "\n".join(found)
+
+
+def test_readme_and_the_main_help_render_the_exit_codes_from_their_constants():
+    """Exit codes are written once (``agent_eval.cli.EXIT_CODES``); README's line and the
+    main ``--help`` say them in its words (README lacked "the checked call is denied"'s
+    wording and could drift from the code as docs/cli.md's header once lacked code 4)."""
+    from agent_eval.cli import EXIT_CODES, exit_codes_text
+
+    line = f"Exit codes: {exit_codes_text(short=True)}."
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert line in readme
+    assert line in " ".join((main.help or "").split())
+    assert [code for code, _ in EXIT_CODES] == [0, 1, 2, 3, 4]
+
+
+def test_every_command_names_only_exit_codes_the_cli_has():
+    """A command's ``Exit codes: ...`` line lists its own subset; each code it names is
+    one of ``EXIT_CODES`` (a command cannot document a code the CLI never returns)."""
+    import re
+
+    from agent_eval.cli import EXIT_CODES
+
+    known = {code for code, _ in EXIT_CODES} | {130}  # 130: Ctrl-C, as docs/cli.md says
+    checked = 0
+    for path in _command_paths(main):
+        cmd = main
+        for part in path.split():
+            cmd = cmd.commands[part]
+        text = " ".join((cmd.help or "").split())
+        for listed in re.findall(r"Exit codes: (.*?)(?:\.|$)", text):
+            codes = {int(c) for c in re.findall(r"(?:^|, )(\d+) ", listed)}
+            assert codes and codes <= known, (path, listed)
+            checked += 1
+    assert checked >= 15

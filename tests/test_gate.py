@@ -207,13 +207,13 @@ def test_impossible_thresholds_are_refused(thresholds):
     current = summaries(("qwen", 10, {}))
     if thresholds.get("baseline") == "same":
         thresholds = {**thresholds, "baseline": current}
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must be >= 0|is a share within|cannot pass"):
         evaluate_gate(current, **thresholds)
 
 
 def test_a_regression_margin_of_0_is_refused_saying_why_and_what_to_use():
     current = summaries(("qwen", 5000, {"AE301": 100}))
-    with pytest.raises(ValueError) as refused:
+    with pytest.raises(ValueError, match="cannot pass") as refused:
         evaluate_gate(current, baseline=current, max_regression=0)
     message = str(refused.value)
     assert "\n" not in message

@@ -29,9 +29,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("policy", "wire"),  # the engine (pure); the wire protocols read into chat turns (pure)
     ("scenario", "metrics", "calls", "stack_reading"),  # suites; pure figures; the call
     # recorder; stack faults read off a session's replies
-    ("sim", "importers", "serverlogs"),  # sources other than a live run
+    ("sim", "serverlogs"),  # the simulated model server; server logs
     ("store",),  # SQL behind the Store facade, and the one aggregator
-    ("live", "analysis", "report", "migrations"),
+    ("runs",),  # a run's life in the store: the one writer every source writes through
+    ("live", "importers", "analysis", "report", "migrations"),
     ("proxy", "view"),
     ("cli",),  # the only place stages are wired together
     ("__main__",),  # ``python -m agent_eval``
@@ -177,3 +178,55 @@ def test_design_doc_data_flow_names_every_folder():
     named = {u: f"{u}.py" if (PACKAGE / f"{u}.py").exists() else f"{u}/" for u in folders}
     missing = sorted(u for u, name in named.items() if name not in flow)
     assert not missing, f"docs/design.md's data flow does not name {missing}"
+
+
+RUN_WRITES = frozenset({"create_run", "set_run_status", "record_sessions", "finish_run_if_done"})
+"""The store's methods that create a run, set its status or write its sessions."""
+RUN_WRITERS = {"store", "runs", "migrations"}
+STORE_WRAPPERS = {("proxy/otel.py", "record_sessions")}
+"""Wrappers of a ``Store`` that pass a write on (the proxy's ``TracedStore`` exports each
+batch it has stored); the runs layer calls them as it calls the store."""
+
+
+def _run_writes(tree: ast.AST) -> list[tuple[int, str]]:
+    """Calls of a run write (``x.set_run_status(...)``), a write named without its call
+    (``fn = store.set_run_status``) and an update of the runs table's status column."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in RUN_WRITES:
+            found.append((node.lineno, node.attr))
+        elif isinstance(node, ast.keyword) and node.arg == "status" and isinstance(
+                node.value, ast.Constant) and node.value.value in ("running", "finished",
+                                                                   "interrupted", "failed"):
+            found.append((node.value.lineno, f"status={node.value.value!r}"))
+    return sorted(found)
+
+
+def test_only_the_runs_layer_creates_runs_sets_their_status_and_writes_sessions():
+    """Every source writes runs through ``agent_eval/runs`` (``RunWriter``), so a run's
+    status means one thing whoever wrote it."""
+    breaches = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if _own_unit(path) in RUN_WRITERS:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        rel = path.relative_to(PACKAGE).as_posix()
+        breaches += [f"{_where(path, line)}: {what}" for line, what in _run_writes(tree)
+                     if (rel, what) not in STORE_WRAPPERS]
+    assert not breaches, ("write runs through agent_eval.runs (RunWriter, SessionBatches, "
+                          "RunRecorder):\n" + "\n".join(breaches))
+
+
+def test_the_run_writes_scan_sees_each_way_of_writing():
+    source = """
+store.set_run_status(run_id, "finished")
+fn = store.create_run
+store.record_sessions(run_id, records)
+conn.execute(update(runs).values(status="failed"))
+store.finish_run_if_done(run_id)
+reply.status = "truncated"
+store.session_rows([run_id])
+"""
+    assert [what for _, what in _run_writes(ast.parse(source))] == [
+        "set_run_status", "create_run", "record_sessions", "status='failed'",
+        "finish_run_if_done"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from itertools import count
@@ -201,12 +202,25 @@ def test_class_table_can_list_every_registry_class(context_summaries):
     assert codes == [*PRECEDENCE, TOTAL]
 
 
-def test_precedence_follows_design_order():
-    design = (
-        "AE101 AE102 AE103 AE104 AE202 AE201 AE305 AE308 AE306 AE301 AE304 AE302 AE303 "
-        "AE312 AE313 AE307 AE309 AE310 AE311 AE320"
-    ).split()
-    assert [code for code in PRECEDENCE if code in design] == design
+def test_design_doc_lists_the_precedence_of_the_registry_whole_and_in_order():
+    """docs/design.md's "Primary class" list is the registry's PRECEDENCE, not a copy
+    that drifts (it lacked AE106 and AE107 and put AE105 before them)."""
+    from pathlib import Path
+
+    design = (Path(__file__).resolve().parents[1] / "docs" / "design.md").read_text()
+    section = design.split("### Primary class", 1)[1].split("\n#", 1)[0]
+    listed = section.split("in this order", 1)[1].split("The order puts", 1)[0]
+    assert re.findall(r"AE\d{3}", listed) == list(PRECEDENCE)
+
+
+def test_one_precedence_rank_orders_findings_primary_codes_and_class_rows():
+    from agent_eval.metrics.classes import class_sort_key
+    from agent_eval.policy import precedence_rank, primary_code
+
+    assert [precedence_rank(c) for c in PRECEDENCE] == list(range(len(PRECEDENCE)))
+    assert precedence_rank("AE900") == precedence_rank("unclassified") == len(PRECEDENCE)
+    assert class_sort_key("AE305") == (precedence_rank("AE305"), "AE305")
+    assert primary_code(["AE900", "AE301", "AE305"]) == "AE305"
 
 
 def test_precedence_is_the_policy_registry_order():

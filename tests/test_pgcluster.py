@@ -19,7 +19,7 @@ def test_a_private_cluster_answers_again_after_a_restart(pg_cluster):
         conn.execute("INSERT INTO t VALUES (1)")
     with psycopg.connect(url) as kept:
         pg_cluster.restart(pause_s=0.2)
-        with pytest.raises(psycopg.OperationalError):
+        with pytest.raises(psycopg.OperationalError, match="connection"):
             kept.execute("SELECT 1")  # the restart cut it
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT n FROM t").fetchall() == [(1,)]

@@ -21,7 +21,6 @@ from agent_eval.analysis.paired_replay import pair_replay
 from agent_eval.cli import main
 from agent_eval.live.client import ModelClient, Sampling, Target
 from agent_eval.live.orchestrator import run_session
-from agent_eval.live.recorder import RunRecorder
 from agent_eval.live.replay import (
     allowlist_source,
     execute_replay,
@@ -30,6 +29,7 @@ from agent_eval.live.replay import (
     start_replay,
 )
 from agent_eval.live.shaping import shape_messages
+from agent_eval.runs import RunRecorder
 from agent_eval.scenario import load_suite
 from agent_eval.scenario.bundled import bundled_suite
 from agent_eval.store import open_store

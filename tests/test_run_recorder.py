@@ -1,4 +1,4 @@
-"""The run recorder (agent_eval/live/recorder.py): the run's status is its alone, every
+"""The run recorder (agent_eval/runs/recorder.py): the run's status is its alone, every
 session handed over is stored by one writer thread, in batches, and a refused session
 never takes the others of its batch with it."""
 
@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from agent_eval.errors import ConfigError
-from agent_eval.live.recorder import RunRecorder
+from agent_eval.runs import RunRecorder
 from agent_eval.store import open_store
 from agent_eval.transcript import SessionRecord
 
@@ -78,7 +78,7 @@ def test_a_refused_session_is_written_alone_and_the_rest_of_its_batch_is_stored(
 
 def test_ctrl_c_stores_what_was_handed_over_and_leaves_the_run_interrupted(store, run_id):
     recorder = RunRecorder(store, run_id)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt, match="^$"):
         with recorder.recording():
             hand_over(recorder, session("a"), session("b"))
             raise KeyboardInterrupt

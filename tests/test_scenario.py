@@ -322,7 +322,7 @@ def write(folder: Path, name: str, data: dict | str) -> Path:
 
 
 def load_error(folder: Path) -> ConfigError:
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ConfigError, match=re.escape(str(folder))) as info:
         load_suite(folder)
     err = info.value
     assert "\n" not in str(err)

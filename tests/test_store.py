@@ -7,6 +7,7 @@ Commands and failure classes are the real ones from docs/design.md.  The ``store
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sqlite3
 import stat
@@ -406,7 +407,7 @@ def test_a_child_may_link_to_a_parent_stored_earlier(store, run_id):
 def test_a_batch_that_fails_midway_leaves_nothing_behind(store, run_id, bad_record, field):
     good = session("a", calls=[denied(0, "cd /path && uv run scripts/a.py", "AE304")])
 
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(ConfigError, match=re.escape(field)) as caught:
         store.record_sessions(run_id, [good, bad_record])
 
     assert caught.value.field == field
@@ -743,7 +744,7 @@ def test_server_requests_round_trip(store):
 def test_a_bad_server_sample_is_refused_and_nothing_written(store, row, field):
     good = {"source": "s", "ts": T0}
 
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(ConfigError, match=re.escape(field)) as caught:
         store.add_server_samples([good, row])
 
     assert caught.value.field == field
@@ -874,7 +875,7 @@ def test_a_database_at_an_older_revision_is_refused_with_the_fix(tmp_path, newer
     shipped = head_revision()
     newer_migrations(True)
 
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(ConfigError, match="database at revision") as caught:
         open_store(url)
 
     assert f"database at revision {shipped}, this agent-eval needs 0002" in str(caught.value)
@@ -970,7 +971,7 @@ def test_resolve_db_url_without_a_value_uses_agent_eval_db(monkeypatch, env, url
     "value", ["mysql://u@h/db", "postgresql+psycopg2://u@h/db", "http://127.0.0.1/x", "  "]
 )
 def test_resolve_db_url_refuses_what_it_cannot_open(value):
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(ConfigError, match="^--db: ") as caught:
         resolve_db_url(value)
 
     assert caught.value.field == "--db"
@@ -1181,7 +1182,7 @@ def test_a_held_lease_refuses_a_second_holder_naming_pid_and_host(store, run_id)
     first = acquire_lease(store.engine, run_id)
     _age_lease(store, run_id, pid=os.getppid())  # held by another live process here
 
-    with pytest.raises(RunLeased) as caught:
+    with pytest.raises(RunLeased, match="is being resumed by pid") as caught:
         acquire_lease(store.engine, run_id)
 
     assert str(caught.value).startswith(
@@ -1245,7 +1246,7 @@ def test_store_lease_holds_the_run_for_the_with_block(store, run_id):
         import os
 
         _age_lease(store, run_id, pid=os.getppid())
-        with pytest.raises(RunLeased):
+        with pytest.raises(RunLeased, match="is being resumed by pid"):
             acquire_lease(store.engine, run_id)
         _age_lease(store, run_id, pid=lease.pid)
     assert _lease_row(store, run_id) is None

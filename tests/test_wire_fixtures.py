@@ -185,7 +185,7 @@ def test_recorded_llama_cpp_python_500_on_null_content_is_rejected_after_one_ret
         try:
             target = Target(name="t", base_url=url, model="m", retries=3)
             async with ModelClient(target, backoff_s=0.001) as client:
-                with pytest.raises(RequestRejected) as info:
+                with pytest.raises(RequestRejected, match="request rejected") as info:
                     await client.complete([{"role": "user", "content": "x"}], None)
         finally:
             await runner.cleanup()

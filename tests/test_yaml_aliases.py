@@ -59,7 +59,7 @@ def test_the_762_byte_allowlist_is_one_error_line_naming_the_file(tmp_path):
 def test_every_yaml_file_refuses_a_billion_laughs(tmp_path, name, text, load):
     path = tmp_path / name
     path.write_text(text)
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(ConfigError, match="would expand it by") as caught:
         load(path)
     assert str(caught.value).startswith(f"{path}: its aliases (*name) would expand it by")
 
@@ -148,7 +148,7 @@ def test_the_fast_loader_reads_every_bundled_file_as_the_python_loader_does():
     for file in files:
         text = file.read_text(encoding="utf-8")
         assert _loader_for(text) is yaml.CSafeLoader, file
-        assert parse_yaml(text)[1] == yaml.load(text, Loader=yaml.SafeLoader), file  # noqa: S506
+        assert parse_yaml(text)[1] == yaml.load(text, Loader=yaml.SafeLoader), file
 
 
 def test_the_alias_count_runs_only_where_a_star_could_write_an_alias(monkeypatch):

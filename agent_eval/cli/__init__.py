@@ -1,13 +1,9 @@
 """The ``agent-eval`` command line: thin commands over the library.
 
 Each command parses options, calls one library function and formats the result.  Its
-docstring is its ``--help``.  Exit codes (documented once, here and in README):
-
-    0  ok (``check``: the call is allowed)
-    1  gate failed (``gate``), or the checked call is denied (``check``)
-    2  usage or config error: a bad option, file, field or value
-    3  model server unreachable, or a harness fault
-    4  gate inconclusive (``gate``): a rise the sample can neither confirm nor rule out
+docstring is its ``--help``.  Exit codes are listed once, in :data:`EXIT_CODES`: the
+main ``--help``, docs/cli.md's header and README's line are rendered from it (README's
+is held to it by tests/test_docs.py).
 
 Every ``AgentEvalError`` becomes one ``Error: ...`` line on stderr and its exit code;
 never a traceback.  Commands live in one module per area and register on ``main``.
@@ -15,6 +11,7 @@ never a traceback.  Commands live in one module per area and register on ``main`
 
 from __future__ import annotations
 
+import re
 import sys
 
 import click
@@ -34,8 +31,13 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
 """Every exit code and what it means: docs/cli.md's header is rendered from it."""
 
 
-def exit_codes_text() -> str:
-    """``0 ok (...), 1 gate failed (...), ..., 4 gate inconclusive (...)``."""
+def exit_codes_text(*, short: bool = False) -> str:
+    """``0 ok (...), 1 gate failed (...), ..., 4 gate inconclusive (...)``; ``short``:
+    the meanings without their parentheses, ``;`` between codes (``0 ok; 1 gate failed,
+    or the checked call is denied; ...``)."""
+    if short:
+        return "; ".join(f"{code} {re.sub(r' [(][^)]*[)]', '', meaning)}"
+                         for code, meaning in EXIT_CODES)
     return ", ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES)
 
 
@@ -140,10 +142,11 @@ class _Group(click.Group):
 def main() -> None:
     """Measure how reliably a served model uses tools under a tight allow-list.
 
-    Start with `agent-eval demo`.  Exit codes: 0 ok, 1 gate failed (or a checked call
-    denied), 2 usage or config error, 3 model server unreachable or harness fault,
-    4 gate inconclusive.
+    Start with `agent-eval demo`.  Exit codes: {exit_codes}.
     """
+
+
+main.help = (main.help or "").replace("{exit_codes}", exit_codes_text(short=True))
 
 
 def _import(module: str) -> None:

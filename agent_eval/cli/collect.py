@@ -8,15 +8,12 @@ import threading
 import click
 
 from agent_eval.cli import main
-from agent_eval.cli.options import ALLOWLIST, db_option
+from agent_eval.cli.options import allowlist_option, db_option
 from agent_eval.errors import ConfigError
 
 
 @main.command()
-@click.option("--allowlist", "allowlist_path", required=True, type=ALLOWLIST,
-              help="Allow-list YAML every tool call is judged against, or an agent CLI's "
-                   "rules: opencode.json, Claude Code settings.json, Codex .rules, Gemini "
-                   "CLI or Qwen Code settings.json.")
+@allowlist_option("Allow-list YAML every tool call is judged against", required=True)
 @click.option("--agent", default=None, metavar="NAME",
               help="With an agent CLI's rules: judge every session as agent NAME.")
 @click.option("--port", type=click.IntRange(0, 65535), default=4318, show_default=True,

@@ -8,7 +8,7 @@ from typing import cast
 import click
 
 from agent_eval.cli import main
-from agent_eval.cli.options import ALLOWLIST, db_option
+from agent_eval.cli.options import allowlist_option, db_option
 from agent_eval.cli.terminal import escape_terminal
 from agent_eval.serverlogs.importing import LOG_FORMATS
 
@@ -19,10 +19,8 @@ TRANSCRIPT_FORMATS = ("auto", "openai", "opencode", "claude-code", "mini-swe-age
 @main.command(name="import")
 @click.argument("fmt", metavar="[FORMAT]")
 @click.argument("path", required=False, type=click.Path(path_type=Path))
-@click.option("--allowlist", "allowlist_path", type=ALLOWLIST,
-              help="Allow-list YAML every imported call is judged against (transcripts), "
-                   "or an agent CLI's rules: opencode.json, Claude Code settings.json, "
-                   "Codex .rules, Gemini CLI or Qwen Code settings.json (docs/policies.md).")
+@allowlist_option("Allow-list YAML every imported call is judged against (transcripts; "
+                  "docs/policies.md)")
 @click.option("--agent", default=None, metavar="NAME",
               help="With an agent CLI's rules: judge every session as agent NAME (default: "
                    "each session's agent, from its system prompt, else the default agent).")

@@ -3,7 +3,7 @@
 knobs of ``run`` and ``replay`` (:func:`sampling_options`), the scenario selection of ``run``
 and ``demo`` (:func:`selection_options`), the gate's interval checks that ``gate`` judges
 and ``run --until-decided`` plays until they are decided (:func:`check_options`), and
-``--allowlist``'s type.
+``--allowlist`` (:func:`allowlist_option`).
 
 ``ALLOWLIST`` is the one way a command reads ``--allowlist``: a file that exists is taken
 as it is; otherwise a bundled allow-list's name (``ralf``) or its path in a clone
@@ -134,13 +134,29 @@ def _stack(options: list[Callable[[F], F]]) -> Callable[[F], F]:
 class AllowlistPath(click.ParamType):
     name = "allowlist"
 
-    def convert(self, value, param, ctx) -> Path:
+    def convert(self, value: str, param: click.Parameter | None,
+                ctx: click.Context | None) -> Path:
         from agent_eval.scenario.bundled import find_allowlist
 
         return find_allowlist(value)
 
 
 ALLOWLIST = AllowlistPath()
+
+AGENT_RULES = ("an agent CLI's rules: opencode.json, Claude Code settings.json, Codex .rules, "
+               "Gemini CLI or Qwen Code settings.json")
+
+
+def allowlist_option(what: str, *, required: bool = False, default: str | None = None,
+                     agent_rules: bool = True) -> Callable[[F], F]:
+    """``--allowlist`` (passed as ``allowlist_path``, read by :data:`ALLOWLIST`), the same
+    on every command: ``what`` says what it judges ("Allow-list YAML every tool call is
+    judged against"); ``agent_rules``: an agent CLI's rules are taken too (named in the
+    help the same way everywhere); ``default``: what an absent option means."""
+    text = what + (f", or {AGENT_RULES}" if agent_rules else "")
+    text += f" [default: {default}]." if default else "."
+    return click.option("--allowlist", "allowlist_path", required=required, default=None,
+                        type=ALLOWLIST, help=text)
 
 
 def rule_code(value: str, field: str) -> str:

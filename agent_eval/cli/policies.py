@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from agent_eval.cli import main
-from agent_eval.cli.options import ALLOWLIST, db_option, json_option
+from agent_eval.cli.options import allowlist_option, db_option, json_option
 from agent_eval.cli.terminal import escape_terminal
 from agent_eval.errors import ConfigError
 
@@ -354,9 +354,8 @@ def convert(config: Path, agents: tuple[str, ...], out_dir: Path | None, workdir
 
 
 @policy.command()
-@click.option("--allowlist", "allowlist_path", default=None, type=ALLOWLIST,
-              help="Show the profiles as this allow-list has them (some switched off, its "
-                   "own added); default: the built-in ones.")
+@allowlist_option("Show the profiles as this allow-list has them (some switched off, its "
+                  "own added)", default="the built-in ones", agent_rules=False)
 @json_option("the profiles as JSON")
 def profiles(allowlist_path: Path | None, as_json: bool) -> None:
     """List the tool profiles: each agent CLI's shell, read and subagent tools, with every

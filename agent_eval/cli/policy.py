@@ -14,7 +14,7 @@ import click
 
 from agent_eval import heap
 from agent_eval.cli import EXIT_FAIL, EXIT_OK, main
-from agent_eval.cli.options import ALLOWLIST, json_option
+from agent_eval.cli.options import allowlist_option, json_option
 from agent_eval.cli.terminal import escape_terminal
 from agent_eval.errors import ConfigError
 from agent_eval.policy import (
@@ -141,7 +141,7 @@ def _open_batch(batch: str) -> tuple[BinaryIO, str]:
             return io.BytesIO(sys.stdin.read().encode("utf-8")), "<stdin>"
         return raw, "<stdin>"
     try:
-        return open(batch, "rb"), batch  # noqa: SIM115
+        return open(batch, "rb"), batch
     except OSError as exc:
         raise ConfigError(f"cannot read batch file ({exc.strerror})", path=batch) from None
 
@@ -161,9 +161,7 @@ def format_harness(dual) -> str:
 
 
 @main.command()
-@click.option("--allowlist", "allowlist_path", required=True, type=ALLOWLIST,
-              help="Allow-list YAML, or an agent CLI's rules: opencode.json, Claude Code "
-                   "settings.json, Codex .rules, Gemini CLI or Qwen Code settings.json.")
+@allowlist_option("Allow-list YAML", required=True)
 @click.option("--agent", default=None, metavar="NAME",
               help="Which agent's rules of an agent CLI's configuration (default: its "
                    "default agent).")
@@ -295,8 +293,10 @@ def rules(as_json: bool, as_markdown: bool) -> None:
     from agent_eval.cli.terminal import text_width
 
     width = max(len(r.name) for r in RULES.values())
-    rows = [f"{r.code}  {r.name:<{width}}  {r.scope:<10}  {r.status:<7}  {r.summary}"
-            for r in RULES.values()]
+    statuses = {r.code: _status_text(r) for r in RULES.values()}
+    status_width = max(map(len, statuses.values()))
+    rows = [f"{r.code}  {r.name:<{width}}  {r.scope:<10}  {statuses[r.code]:<{status_width}}  "
+            f"{r.summary}" for r in RULES.values()]
     summary_at = len(rows[0]) - len(next(iter(RULES.values())).summary)
     for line in fit_lines(rows, text_width(), indent=" " * summary_at):
         click.echo(line)
@@ -328,7 +328,7 @@ def rule(code: str, as_json: bool) -> None:
 
     # the prose wraps at the terminal; the examples stay whole, as commands to copy
     lines = fit_lines([f"{found.code} {found.name}", "", found.summary, "", f"Why: {found.why}",
-                       f"Scope: {found.scope}; status: {found.status}"
+                       f"Scope: {found.scope}; status: {_status_text(found)}"
                        + ("" if found.emitted_by_engine else
                           "; decided outside the policy engine")], text_width(), indent="")
     for title, examples in (("Bad", found.bad), ("Good", found.good)):
@@ -344,18 +344,35 @@ def rule(code: str, as_json: bool) -> None:
     click.echo("\n".join(lines))
 
 
+def _status_text(rule) -> str:
+    """``stable``; ``deprecated -> AE3xx`` when a successor is named."""
+    return rule.status + (f" -> {rule.replaced_by}" if rule.replaced_by else "")
+
+
 def rules_markdown() -> str:
     """The registry as one Markdown page; ``docs/rules.md`` is this output."""
+    from agent_eval.policy import REDIRECTS, RULE_STATUSES
+
     out = ["# Failure classes (AE rules)", "",
            "Generated from the rule registry by `agent-eval rules --markdown`; do not edit.",
            "A denied call counts once, under the first of its codes in this precedence: "
            + ", ".join(PRECEDENCE) + ".",
            "Stack faults (scope `stack`, AE5xx) are what the serving stack lost or mangled, "
            "read from the wire: never a model error, counted apart (stack faults per 100 "
-           "calls); their examples are whole exchanges (request settings and reply).", ""]
+           "calls); their examples are whole exchanges (request settings and reply).",
+           "Each rule has a status, in this order of its life: " + ", ".join(RULE_STATUSES)
+           + ". A preview rule's class may still move; a deprecated one is still emitted and "
+           "names its successor; a removed one is never emitted, and its code or name "
+           "reaches its successor through a redirect (never another rule's). Rules by "
+           "status: " + "; ".join(
+               f"{status} {sum(r.status == status for r in RULES.values())}"
+               for status in RULE_STATUSES) + ".", ""]
+    if REDIRECTS:
+        out += ["## Redirects", "", *(f"- `{old}` -> {new}" for old, new in REDIRECTS.items()),
+                ""]
     for r in RULES.values():
         out += [f"## {r.code} `{r.name}`", "", r.summary, "", f"**Why it matters.** {r.why}", "",
-                f"Scope: {r.scope}; status: {r.status}.", ""]
+                f"Scope: {r.scope}; status: {_status_text(r)}.", ""]
         for title, examples in (("Bad", r.bad), ("Good", r.good)):
             if examples:
                 out.append(f"{title} examples:")

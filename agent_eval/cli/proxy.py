@@ -8,17 +8,14 @@ import signal
 import click
 
 from agent_eval.cli import main
-from agent_eval.cli.options import ALLOWLIST, db_option
+from agent_eval.cli.options import allowlist_option, db_option
 from agent_eval.errors import ConfigError
 
 
 @main.command()
 @click.option("--upstream", required=True, metavar="URL",
               help="The model server's base URL, e.g. http://127.0.0.1:8000/v1.")
-@click.option("--allowlist", "allowlist_path", required=True, type=ALLOWLIST,
-              help="Allow-list YAML every tool call is judged against, or an agent CLI's "
-                   "rules: opencode.json, Claude Code settings.json, Codex .rules, Gemini "
-                   "CLI or Qwen Code settings.json.")
+@allowlist_option("Allow-list YAML every tool call is judged against", required=True)
 @click.option("--agent", default=None, metavar="NAME",
               help="With an agent CLI's rules: judge every session as agent NAME (default: "
                    "per session, the x-agent-eval-agent header, else the agent whose prompt "
@@ -153,16 +150,17 @@ def proxy(upstream: str, allowlist_path: str, agent: str | None, port: int, host
              "model's malformed arguments; raise the client's max_tokens")
 
 
-def _interrupt(signum, frame) -> None:
+def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
 def _mark_interrupted(db: str | None, run_id: int) -> None:
+    from agent_eval.runs import RunWriter
     from agent_eval.store import open_store
 
     try:
         with open_store(db, create=False) as store:
-            store.set_run_status(run_id, "interrupted")
+            RunWriter(store, run_id).set_status("interrupted")
     except Exception as exc:  # the store is down: the exit line still says what was lost
         _say(f"warning: run {run_id} could not be marked interrupted: "
              f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}")

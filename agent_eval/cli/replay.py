@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from agent_eval.cli import EXIT_FAULT, main
-from agent_eval.cli.options import ALLOWLIST, db_option, run_argument, sampling_options
+from agent_eval.cli.options import allowlist_option, db_option, run_argument, sampling_options
 
 
 @main.command()
@@ -26,10 +26,7 @@ from agent_eval.cli.options import ALLOWLIST, db_option, run_argument, sampling_
               help="Sessions replayed at once (each session's turns go in order).")
 @click.option("--repeats", type=click.IntRange(1), default=1, show_default=True,
               help="Replies per context, to see the candidate's own noise.")
-@click.option("--allowlist", "allowlist_path", type=ALLOWLIST, default=None,
-              help="Judge under this allow-list or agent CLI's rules (opencode.json, Claude "
-                   "Code settings.json, Codex .rules, Gemini CLI or Qwen Code settings.json) "
-                   "[default: the original run's].")
+@allowlist_option("Allow-list YAML to judge under", default="the original run's")
 @click.option("--agent", default=None, metavar="NAME",
               help="With an agent CLI's rules: judge every reply as agent NAME (default: "
                    "each session's agent, from its system prompt).")

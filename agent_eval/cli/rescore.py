@@ -7,15 +7,12 @@ from pathlib import Path
 import click
 
 from agent_eval.cli import main
-from agent_eval.cli.options import ALLOWLIST, db_option
+from agent_eval.cli.options import allowlist_option, db_option
 
 
 @main.command()
 @click.argument("run")
-@click.option("--allowlist", "allowlist_path", required=True, type=ALLOWLIST,
-              help="Allow-list YAML to judge every stored call against, or an agent CLI's "
-                   "rules: opencode.json, Claude Code settings.json, Codex .rules, Gemini "
-                   "CLI or Qwen Code settings.json.")
+@allowlist_option("Allow-list YAML to judge every stored call against", required=True)
 @click.option("--agent", default=None, metavar="NAME",
               help="With an agent CLI's rules: judge every session as agent NAME (default: "
                    "the agent that judged it before, else from its system prompt).")

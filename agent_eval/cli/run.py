@@ -11,7 +11,7 @@ from rich.console import Console
 
 from agent_eval.cli import EXIT_FAULT, main
 from agent_eval.cli.options import (
-    ALLOWLIST,
+    allowlist_option,
     check_options,
     db_option,
     json_option,
@@ -74,11 +74,8 @@ def _pop_selection(knobs: dict) -> dict:
 @click.option("--name", "target_name", help="Target name in reports [default: the model].")
 @click.option("--config", "config_file", type=click.Path(path_type=Path),
               help="Targets file for a nightly run (several targets); see README.")
-@click.option("--allowlist", "allowlist_path", type=ALLOWLIST, default=None,
-              help="Play and judge every scenario under this allow-list, or an agent CLI's "
-                   "rules (opencode.json, Claude Code settings.json, Codex .rules, Gemini CLI "
-                   "or Qwen Code settings.json) "
-                   "[default: the one each scenario names].")
+@allowlist_option("Allow-list YAML to play and judge every scenario under",
+                  default="the one each scenario names")
 @click.option("--agent", default=None, metavar="NAME",
               help="With an agent CLI's rules: the agent whose rules apply [default: the "
                    "configuration's default agent].")
@@ -522,7 +519,9 @@ def _play_sequential(store, run_id, suite_obj, targets, *, resume: bool = False,
         _left_between_batches(store, run_id)
         raise
     if plan.stopped is not None:
-        store.set_run_status(run_id, "finished")
+        from agent_eval.runs import RunWriter
+
+        RunWriter(store, run_id).set_status("finished")
     status = store.get_run(run_id).status
     _closing(store, run_id, total, console, status, as_json)
     console.print(sequence_end_line(run_id, plan, checks), markup=False, highlight=False,
@@ -533,7 +532,9 @@ def _left_between_batches(store, run_id: int) -> None:
     """A sequence stopped between batches (no recorder said so) is ``interrupted``:
     ``--resume`` continues it."""
     if store.get_run(run_id).status == "running":
-        store.set_run_status(run_id, "interrupted")
+        from agent_eval.runs import RunWriter
+
+        RunWriter(store, run_id).set_status("interrupted")
 
 
 def look_line(report) -> str:

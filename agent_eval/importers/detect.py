@@ -29,10 +29,7 @@ CLAUDE_LINE_TYPES = frozenset(
 )
 OPENCODE_EVENT_TYPES = frozenset({"step_start", "step_finish", "tool_use", "text", "reasoning", "error"})
 CODEX_LINE_TYPES = frozenset({"session_meta", "response_item", "turn_context", "event_msg", "compacted"})
-CODEX_ITEM_TYPES = frozenset({"message", "function_call", "function_call_output", "local_shell_call",
-                              "reasoning", "custom_tool_call"})
 QWEN_LINE_TYPES = frozenset({"user", "assistant", "tool_result", "system"})
-GEMINI_MESSAGE_TYPES = frozenset({"user", "gemini", "info", "warning", "error"})
 MINI_FENCE = re.compile(r"```(?:bash|mswea_bash_command)\s*\n")
 
 
@@ -61,13 +58,7 @@ def guess_format(path: str | Path) -> str | None:
 def guess_document(doc: Any) -> str | None:
     """The format a parsed single JSON document looks like (pure)."""
     if isinstance(doc, list):
-        if _openhands_events(doc):
-            return "openhands"
-        if doc and all(isinstance(m, dict) and "role" in m for m in doc[:5]):
-            return "mini-swe-agent" if _mini_bare_list(doc) else "openai"
-        if doc and isinstance(doc[0], dict) and _chat_list(doc[0].get("messages", doc[0].get("traj"))):
-            return "openai"
-        return None
+        return _guess_list(doc)
     if not isinstance(doc, dict):
         return None
     if _gemini_record(doc):
@@ -91,6 +82,17 @@ def guess_document(doc: Any) -> str | None:
         if str(doc.get("trajectory_format", "")).startswith("mini-swe-agent") or "mini_version" in info:
             return "mini-swe-agent"
     if _chat_list(messages) or _chat_list(doc.get("traj")):
+        return "openai"
+    return None
+
+
+def _guess_list(doc: list[Any]) -> str | None:
+    """The format a document that is one JSON array looks like."""
+    if _openhands_events(doc):
+        return "openhands"
+    if doc and all(isinstance(m, dict) and "role" in m for m in doc[:5]):
+        return "mini-swe-agent" if _mini_bare_list(doc) else "openai"
+    if doc and isinstance(doc[0], dict) and _chat_list(doc[0].get("messages", doc[0].get("traj"))):
         return "openai"
     return None
 

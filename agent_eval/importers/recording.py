@@ -1,7 +1,7 @@
 """Write an import into the store as a new run: the I/O edge of ``importers/``.
 
-Sessions are judged as they are parsed and written in batches (several sessions per
-``record_sessions`` call, each batch one transaction), so memory stays flat and a
+Sessions are judged as they are parsed and written in batches through the runs layer
+(``runs.SessionBatches``: several sessions per transaction), so memory stays flat and a
 broken file never leaves half a session behind: a session is complete before it is
 batched.
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from agent_eval import testhook
 from agent_eval.errors import ConfigError
 from agent_eval.importers import import_families
 from agent_eval.importers.detect import guess_format
@@ -27,16 +26,14 @@ from agent_eval.importers.outcome import ImportSummary
 from agent_eval.importers.source import SkipReporter
 from agent_eval.policy import ENGINE_VERSION, AllowList
 from agent_eval.policy.sources import ResolvedPolicy
+from agent_eval.runs import RunSpec, RunWriter, SessionBatches, TargetDefaults
 from agent_eval.scenario.protocols import Protocols
+from agent_eval.store import Store
 from agent_eval.transcript import SessionRecord
-
-BATCH_CALLS = 2_000
-"""Flush a batch once it holds this many calls (or BATCH_SESSIONS sessions)."""
-BATCH_SESSIONS = 200
 
 
 def record_import(
-    store,
+    store: Store,
     fmt: str,
     path: str | Path,
     policy: AllowList | ResolvedPolicy,
@@ -75,51 +72,44 @@ def record_import(
         if on_skip is not None:
             on_skip(p, line, reason)
 
-    def create_run() -> int:
-        run_id = store.create_run(
-            label=label or f"import {fmt} {Path(path).name}",
-            kind="import",
-            suite=str(path),
-            config={"format": fmt, "path": str(path), "allowlist": allowlist.name,
-                    "allowlist_path": allowlist_path, "model": model,
-                    "policy_agent": agent, "protocols_path": protocols_path, "engine_version": ENGINE_VERSION},
-            fingerprint={"allowlist": allowlist.fingerprint, "engine_version": ENGINE_VERSION,
-                         "source": fmt},
-        )
-        summary.run_id = run_id
-        return run_id
-
-    writer = BatchWriter(store, None, base_url=f"import:{fmt}", create_run=create_run)
-    try:
-        for family in import_families(fmt, path, policy, model=model, on_skip=note_skip,
-                                      on_file=on_file, protocols=protocols):
-            for record in family:
-                summary.add(record)
-            writer.add(*family)  # a subagent in the batch of the call that spawned it
-            if on_session is not None:
+    spec = RunSpec(
+        kind="import",
+        label=label or f"import {fmt} {Path(path).name}",
+        suite=str(path),
+        config={"format": fmt, "path": str(path), "allowlist": allowlist.name,
+                "allowlist_path": allowlist_path, "model": model,
+                "policy_agent": agent, "protocols_path": protocols_path, "engine_version": ENGINE_VERSION},
+        fingerprint={"allowlist": allowlist.fingerprint, "engine_version": ENGINE_VERSION,
+                     "source": fmt},
+    )
+    run = RunWriter(store, spec, targets=TargetDefaults(base_url=f"import:{fmt}"))
+    batches = SessionBatches(run)
+    with run.writing():
+        try:
+            for family in import_families(fmt, path, policy, model=model, on_skip=note_skip,
+                                          on_file=on_file, protocols=protocols):
                 for record in family:
-                    on_session(record)
-    except ConfigError as exc:
-        if not summary.sessions:
-            raise with_format_hint(exc, fmt, path) from None
-        writer.flush(create=True)
-        store.set_run_status(writer.run_id, "failed")
-        raise ConfigError(
-            f"{exc}; run {writer.run_id} keeps the {summary.sessions} whole sessions read "
-            "before the error (status failed)"
-        ) from None
-    except KeyboardInterrupt:
-        if writer.run_id is not None:
-            store.set_run_status(writer.run_id, "interrupted")
-        raise ImportInterrupted(writer.run_id) from None
-    except BaseException:
-        if writer.run_id is not None:
-            store.set_run_status(writer.run_id, "failed")
-        raise
-    if writer.run_id is None:
-        refuse_empty_import(summary, fmt, path)
-    writer.flush(create=True)
-    store.set_run_status(writer.run_id, "finished")
+                    summary.add(record)
+                batches.add(*family)  # a subagent in the batch of the call that spawned it
+                summary.run_id = run.run_id
+                if on_session is not None:
+                    for record in family:
+                        on_session(record)
+        except ConfigError as exc:
+            if not summary.sessions:
+                raise with_format_hint(exc, fmt, path) from None
+            batches.flush(create=True)
+            summary.run_id = run.run_id
+            raise ConfigError(  # the run ends failed
+                f"{exc}; run {run.run_id} keeps the {summary.sessions} whole sessions read "
+                "before the error (status failed)"
+            ) from None
+        except KeyboardInterrupt:  # the run ends interrupted
+            raise ImportInterrupted(run.run_id) from None
+        if run.run_id is None:
+            refuse_empty_import(summary, fmt, path)
+        batches.flush(create=True)
+        summary.run_id = run.run_id
     return summary
 
 
@@ -164,59 +154,6 @@ def with_format_hint(exc: ConfigError, fmt: str, path: str | Path) -> ConfigErro
     hinted = ConfigError(f"{exc}; is this {_a(fmt)} file? (try: {guess})")
     hinted.path, hinted.field = exc.path, exc.field
     return hinted
-
-
-class BatchWriter:
-    """Buffers whole sessions and writes them several at a time, adding each new target
-    (model name) to the run before its first session is written.
-
-    Given a ``run_id`` it writes into that run (``rescore`` does).  Given ``None`` and a
-    ``create_run``, the run is created only when the first batch is written, and no batch
-    is written before a session with a tool call arrives, the buffer is full, or
-    ``flush(create=True)`` is called at the end.
-    """
-
-    def __init__(self, store, run_id: int | None, *, base_url: str,
-                 create_run: Callable[[], int] | None = None) -> None:
-        if run_id is None and create_run is None:
-            raise ValueError("BatchWriter needs a run_id or a create_run")
-        self.store = store
-        self.create_run = create_run
-        self.run_id = run_id
-        self.base_url = base_url
-        self.targets: set[str] = set()
-        self.pending: list[SessionRecord] = []
-        self.pending_calls = 0
-        self.written = 0
-
-    def add(self, *records: SessionRecord) -> None:
-        """Buffer ``records``, written in one batch (a session and the subagent sessions
-        its calls link to)."""
-        self.pending.extend(records)
-        self.pending_calls += sum(len(r.calls) for r in records)
-        first_calls = self.run_id is None and self.pending_calls > 0
-        if first_calls or self.pending_calls >= BATCH_CALLS or len(self.pending) >= BATCH_SESSIONS:
-            self.flush(create=True)
-
-    def flush(self, *, create: bool = False) -> None:
-        """Write the buffered sessions; before the run exists, only when ``create``."""
-        if self.run_id is None:
-            if not create or self.create_run is None:  # __init__ takes no writer without either
-                return
-            self.run_id = self.create_run()
-        if not self.pending:
-            return
-        for record in self.pending:
-            if record.target not in self.targets:
-                self.store.add_target(self.run_id, name=record.target, model=record.target,
-                                      base_url=self.base_url, settings={})
-                self.targets.add(record.target)
-        self.store.record_sessions(self.run_id, self.pending)
-        self.written += len(self.pending)
-        self.pending = []
-        self.pending_calls = 0
-        testhook.stored(self.written)
-        testhook.hold()
 
 
 def _a(fmt: str) -> str:

@@ -32,10 +32,11 @@ from agent_eval.calls import (
     offered_tools,
 )
 from agent_eval.importers.outcome import ImportSummary
-from agent_eval.importers.recording import BatchWriter
 from agent_eval.policy import ENGINE_VERSION, AllowList
 from agent_eval.policy.sources import ResolvedPolicy
+from agent_eval.runs import RunSpec, RunWriter, SessionBatches, TargetDefaults
 from agent_eval.scenario.protocols import system_prompt_of
+from agent_eval.store import Store
 from agent_eval.transcript import CallRecord, FindingRecord, SessionRecord, assign_next_actions
 
 
@@ -51,37 +52,37 @@ class RescoreResult:
     changed: int
 
 
-def rescore_run(store, run_id: int, allowlist: AllowList, *, label: str | None = None,
+def rescore_run(store: Store, run_id: int, allowlist: AllowList, *, label: str | None = None,
                 allowlist_path: str | None = None) -> int:
     """Re-judge run ``run_id`` under ``allowlist`` as a new run; return the new run's id."""
     return rescore(store, run_id, allowlist, label=label, allowlist_path=allowlist_path).run_id
 
 
-def rescore(store, run_id: int, policy: AllowList | ResolvedPolicy, *, label: str | None = None,
+def rescore(store: Store, run_id: int, policy: AllowList | ResolvedPolicy, *, label: str | None = None,
             allowlist_path: str | None = None) -> RescoreResult:
     """Like :func:`rescore_run`, with the before/after summary the CLI prints; ``policy``
     may be an agent CLI's configuration."""
     judges = {foreign: SessionJudges(policy, foreign=foreign) for foreign in (False, True)}
     allowlist = judges[False].allowlist
     old = store.get_run(run_id)
-    new_id = store.create_run(
-        label=label or f"rescore of run {old.id} under {allowlist.name}",
+    run = RunWriter(store, RunSpec(
         kind="rescore",
+        label=label or f"rescore of run {old.id} under {allowlist.name}",
         suite=old.suite,
         config={**old.config, "rescored_from": old.id, "allowlist": allowlist.name,
                 "allowlist_path": allowlist_path, "engine_version": ENGINE_VERSION},
         fingerprint={**old.fingerprint, "allowlist": allowlist.fingerprint,
                      "engine_version": ENGINE_VERSION},
         parent_run_id=old.id,
-    )
-    writer = BatchWriter(store, new_id, base_url="rescore")
-    for target in store.run_targets(old.id):
-        store.add_target(new_id, name=target.name, model=target.model,
-                         base_url=target.base_url, settings=target.settings)
-        writer.targets.add(target.name)
-    before, after = ImportSummary(run_id=old.id), ImportSummary(run_id=new_id)
-    changed = 0
-    try:
+    ), targets=TargetDefaults(base_url="rescore"))
+    new_id = run.create()
+    batches = SessionBatches(run)
+    with run.writing(on_interrupt="failed"):  # a rescore is not resumed: run it again
+        for target in store.run_targets(old.id):
+            run.add_target(name=target.name, model=target.model, base_url=target.base_url,
+                           settings=target.settings)
+        before, after = ImportSummary(run_id=old.id), ImportSummary(run_id=new_id)
+        changed = 0
         for family in _families(store, old.id):
             for session_id in family:
                 record = store.load_session(session_id).record
@@ -93,15 +94,10 @@ def rescore(store, run_id: int, policy: AllowList | ResolvedPolicy, *, label: st
                 changed += sum(a.decision != b.decision for a, b in zip(record.calls, fresh.calls, strict=True))
                 before.add(record)
                 after.add(fresh)
-                writer.pending.append(fresh)
-                writer.pending_calls += len(fresh.calls)
-            if writer.pending_calls >= 2_000:
-                writer.flush()
-        writer.flush()
-    except BaseException:
-        store.set_run_status(new_id, "failed")
-        raise
-    store.set_run_status(new_id, "finished")
+                batches.add(fresh, flush=False)
+            if batches.pending_calls >= batches.batch_calls:  # a family stays one batch
+                batches.flush()
+        batches.flush()
     return RescoreResult(run_id=new_id, parent_run_id=old.id, before=before, after=after, changed=changed)
 
 
@@ -147,14 +143,14 @@ def rejudge_call(call: CallRecord, calls: CallRecorder,
     )
 
 
-def _families(store, run_id: int) -> list[list[int]]:
+def _families(store: Store, run_id: int) -> list[list[int]]:
     """Session ids grouped so a parent and all its descendants are written together."""
     rows = list(store.session_rows([run_id]))
     parent_of = {r.id: r.parent_id for r in rows}
     families: dict[int, list[int]] = {}
     for row in sorted(rows, key=lambda r: r.id):
-        root = row.id
-        while parent_of.get(root) is not None:
-            root = parent_of[root]
+        root, parent = row.id, row.parent_id
+        while parent is not None:
+            root, parent = parent, parent_of.get(parent)
         families.setdefault(root, []).append(row.id)
     return list(families.values())

@@ -261,7 +261,11 @@ class ModelClient:
     ``async with ModelClient(target) as client: reply = await client.complete(...)``.
     """
 
-    def __init__(self, target: Target, *, backoff_s: float = 0.2):
+    def __init__(self, target: Target, *, backoff_s: float = 0.2,
+                 transport: httpx.AsyncBaseTransport | None = None):
+        """``transport``: what carries the HTTP requests (an ``httpx.MockTransport`` in a
+        test, a proxy's own); default httpx's, pooled to the target's concurrency.  The
+        reply-size guard (``guard.py``) wraps whichever is given."""
         self.target = target
         self.backoff_s = backoff_s
         api_key = "EMPTY"
@@ -277,7 +281,7 @@ class ModelClient:
         limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
         self._http = openai.DefaultAsyncHttpxClient(
             limits=limits,
-            transport=GuardedTransport(httpx.AsyncHTTPTransport(
+            transport=GuardedTransport(transport or httpx.AsyncHTTPTransport(
                 limits=limits, verify=_tls(target.base_url.lower().startswith("https:"))),
                 target.max_reply_bytes),
         )

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-from typing import cast
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar, cast
 
 try:  # the openai SDK ships its HTTP stack as ``httpx2`` from 3.x on
     import httpx2 as httpx
 except ImportError:  # pragma: no cover - older SDKs use httpx itself
     import httpx  # type: ignore[no-redef]
 
+
+T = TypeVar("T")
 
 class ReplyTooLarge(Exception):
     """The reply passed the target's ``max_reply_bytes`` (raised while it is read)."""
@@ -51,7 +54,7 @@ class GuardedStream(httpx.AsyncByteStream):
         self._inner = inner
         self._max_bytes = max_bytes
 
-    async def __aiter__(self):
+    async def __aiter__(self) -> AsyncIterator[bytes]:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         seen = 0
         async for chunk in self._inner:
@@ -88,7 +91,7 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-async def within_deadline(attempt, deadline_s: float):
+async def within_deadline(attempt: Awaitable[T], deadline_s: float) -> T:
     """Await ``attempt``, cut off once ``deadline_s`` has passed in all: the read timeout
     alone never ends a stream that keeps sending."""
     try:

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 from agent_eval import heap
-from agent_eval.live.recorder import RunRecorder
+from agent_eval.runs import RunRecorder
 from agent_eval.transcript import SessionRecord
 
 Item = TypeVar("Item")

@@ -60,6 +60,7 @@ from agent_eval.live.shaping import made_up_call_id
 from agent_eval.policy import Verdict
 from agent_eval.policy.stack import find_tool_markup
 from agent_eval.scenario import LoadedScenario, Suite, instantiate
+from agent_eval.scenario.spec import HandshakeCount
 from agent_eval.stack_reading import StackReading
 from agent_eval.transcript import (
     STACK_FAULT,  # how the reason of a session another stack fault ended starts (error)
@@ -101,19 +102,20 @@ class _Progress:
     scenario: LoadedScenario
     state: dict[str, str]
     goal_done: set[int] = field(default_factory=set)
-    handshake_done: int = 0
+    handshake: HandshakeCount = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.handshake = HandshakeCount(self.scenario.spec.handshake)
 
     @property
     def closed(self) -> bool:
-        spec = self.scenario.spec
-        goal_met = len(self.goal_done) == len(spec.goal)
-        return goal_met and self.handshake_done == len(spec.handshake)
+        goal_met = len(self.goal_done) == len(self.scenario.spec.goal)
+        return goal_met and self.handshake.done == len(self.handshake.steps)
 
     @property
     def stage_closed(self) -> bool:
         """The handshake's last step was emitted: the harness ends the subagent here."""
-        n = len(self.scenario.spec.handshake)
-        return n > 0 and self.handshake_done == n
+        return self.handshake.completed
 
     def advance(self, verdict: Verdict) -> None:
         spec = self.scenario.spec
@@ -121,22 +123,13 @@ class _Progress:
         for i, want in enumerate(spec.goal):
             if i not in self.goal_done and want.matches(inv):
                 self.goal_done.add(i)
-        if self.handshake_done < len(spec.handshake):
-            if spec.handshake[self.handshake_done].matches(inv):
-                self.handshake_done += 1
+        self.handshake.advance(inv)
 
     def handshake_result(self) -> HandshakeResult:
-        steps = self.scenario.spec.handshake
-        done = self.handshake_done
-        return HandshakeResult(
-            required=len(steps),
-            done=done,
-            completed=bool(steps) and done == len(steps),
-            missed_step=steps[done].label() if done < len(steps) else None,
-        )
+        return self.handshake.result()
 
 
-async def run_session(
+async def run_session(  # noqa: C901 - split after the stack-fault changes land
     scenario: LoadedScenario,
     model: ChatModel,
     *,

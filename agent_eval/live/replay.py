@@ -61,9 +61,9 @@ from agent_eval.calls import CallRecorder, SessionJudges, offered_tool_schemas, 
 from agent_eval.errors import ConfigError, HarnessFault, ServerUnreachable
 from agent_eval.live.loop import play_items
 from agent_eval.live.orchestrator import assistant_message, text_call, turn_record
-from agent_eval.live.recorder import RunRecorder
 from agent_eval.policy import ENGINE_VERSION, AllowList
 from agent_eval.policy.sources import ResolvedPolicy
+from agent_eval.runs import RunRecorder, RunSpec, RunWriter
 from agent_eval.scenario.protocols import system_prompt_of
 from agent_eval.store import STORED_TEXT_CHARS, RunInfo, Store
 from agent_eval.transcript import CallRecord, CallRow, SessionRecord, SessionRow, replay_key
@@ -322,15 +322,16 @@ def start_replay(store: Store, info: RunInfo, target: Any, plan: ReplayPlan, *,
         "server_models": {target.name: server_models},
         "sampling": {target.name: target.settings().get("sampling")},
     }
-    run_id = store.create_run(
+    run = RunWriter(store, RunSpec(
         label=label or f"replay of run {info.id} against {target.model}", kind="replay",
         suite=info.suite,
         config=replay_config(info, target, plan, sample=sample, seed=seed, repeats=repeats,
                              allowlist_path=allowlist_path),
         fingerprint=fingerprint, parent_run_id=info.id,
-    )
-    store.add_target(run_id, name=target.name, model=target.model, base_url=target.base_url,
-                     settings=target.settings())
+    ))
+    run_id = run.create()
+    run.add_target(name=target.name, model=target.model, base_url=target.base_url,
+                   settings=target.settings())
     return run_id
 
 

@@ -47,10 +47,10 @@ from agent_eval.live.orchestrator import (
     TRUNCATED,
     run_session,
 )
-from agent_eval.live.recorder import RunRecorder
 from agent_eval.live.stackprint import STACK_KEY, stack_fingerprint
 from agent_eval.live.targets import TOOL_CHOICE_MODES
 from agent_eval.policy import ENGINE_VERSION
+from agent_eval.runs import RunRecorder, RunSpec, RunWriter
 from agent_eval.scenario import LoadedScenario, Suite, load_suite
 from agent_eval.scenario.bundled import load_policy
 from agent_eval.scenario.select import limit_scenarios, select_scenarios
@@ -388,14 +388,14 @@ def start_run(store: Store, suite: Suite, targets: list[Target], repeats: int, *
         raise ConfigError(f"target names must be unique, got {names}", field="targets")
     for t in targets:
         _check_named_tool_choice(t, suite)
-    run_id = store.create_run(
-        label=label, kind="live", suite=str(suite.path),
+    run = RunWriter(store, RunSpec(
+        kind="live", label=label, suite=str(suite.path),
         config=run_config(suite, targets, repeats, policy, sequential),
         fingerprint=run_fingerprint(suite, targets, server_models, identities),
-    )
+    ))
+    run_id = run.create()
     for t in targets:
-        store.add_target(run_id, name=t.name, model=t.model, base_url=t.base_url,
-                         settings=t.settings())
+        run.add_target(name=t.name, model=t.model, base_url=t.base_url, settings=t.settings())
     return run_id
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_eval.metrics.sequential import Boundary, Look, SequentialPlan
+from agent_eval.runs import RunWriter
 from agent_eval.store import Store
 
 Judge = Callable[[float], Any]
@@ -137,7 +138,7 @@ def work_until_decided(store: Store, run_id: int, play_round: Callable[[], Any],
             # between leaves the run finished, and the next worker picks it up from there
             add_batch(plan.looks[-1].repeats, plan.next_repeats())
             next_batch(store, run_id, plan)
-            store.set_run_status(run_id, "running")
+            RunWriter(store, run_id).set_status("running")
             waited = 0
             continue
         if waited >= 3 * WAIT_POLLS:  # nothing moves: `run --resume` finishes it

@@ -34,7 +34,6 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from agent_eval.errors import ConfigError, HarnessFault
 from agent_eval.live.client import ModelClient, Target
 from agent_eval.live.loop import play_items
-from agent_eval.live.recorder import Handed, WorkerRecorder
 from agent_eval.live.run import (
     FIRST_SESSIONS,
     ClientFactory,
@@ -46,6 +45,7 @@ from agent_eval.live.run import (
     session_player,
 )
 from agent_eval.live.stackprint import STACK_KEY
+from agent_eval.runs import Handed, WorkerRecorder
 from agent_eval.scenario import Suite
 from agent_eval.store import Store
 from agent_eval.transcript import SessionRecord
@@ -189,7 +189,7 @@ class ClaimedItems:
                     ids = sorted(self.held)
                 try:
                     self.store.renew_work_leases(self.token, ids, self.lease_s)
-                except Exception:  # noqa: BLE001 - a missed beat only ages the leases
+                except Exception:  # a missed beat only ages the leases
                     pass
 
         thread = threading.Thread(target=beat, name=f"agent-eval-worker-{self.run_id}",
@@ -218,8 +218,7 @@ async def work_run(store: Store, run_id: int, suite: Suite, targets: list[Target
                          source.item_id(handed.item), source.token, handed.records)
 
     recorder = WorkerRecorder(
-        store, run_id, complete=complete, on_done=source.done,
-        finish_if_done=lambda: _retrying(store.finish_run_if_done, run_id))
+        store, run_id, complete=complete, on_done=source.done, retrying=_retrying)
     played = RunTally()
     for t in targets:
         played.target(t.name, FIRST_SESSIONS)

@@ -11,20 +11,19 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from agent_eval.metrics.stats import Rate
-from agent_eval.policy import PRECEDENCE  # the registry owns the order; reports follow it
+from agent_eval.policy import PRECEDENCE, precedence_rank  # the registry owns the order
 
 if TYPE_CHECKING:
     from agent_eval.metrics.summary import GroupSummary
 
 UNCLASSIFIED = "unclassified"  # a denied call stored without a primary code
 TOTAL = "total"  # label of the last row of :func:`class_table`
-_RANK = {code: i for i, code in enumerate(PRECEDENCE)}
 
 
 def class_sort_key(code: str) -> tuple[int, str]:
     """Precedence position; codes the registry does not list (new AE1xx codes, or
     ``unclassified``) come after the known ones, in code order, never dropped."""
-    return (_RANK.get(code, len(_RANK)), code)
+    return (precedence_rank(code), code)
 
 
 def order_classes(codes: Iterable[str]) -> list[str]:

@@ -6,7 +6,7 @@ Public surface::
     check_command(command, allowlist) -> Verdict
     check_read(path, allowlist) -> Verdict
     render_denial(verdict, allowlist) -> str
-    RULES, PRECEDENCE, get_rule(code), primary_code(codes)
+    RULES, PRECEDENCE, precedence_rank(code), get_rule(code), primary_code(codes)
     AllowList, load_allowlist(path), ENGINE_VERSION
 
 ``policy/`` imports nothing from the package except ``agent_eval.errors`` (a leaf).
@@ -31,20 +31,27 @@ from agent_eval.policy.engine import (
 )
 from agent_eval.policy.rules import (
     PRECEDENCE,
+    REDIRECTS,
+    RULE_STATUSES,
     RULES,
     Example,
     Rule,
     find_rule,
     get_rule,
     near_rules,
+    precedence_rank,
     primary_code,
+    redirected,
+    registry_problems,
 )
 from agent_eval.policy.verdict import Decision, Finding, Invocation, Verdict
 
 __all__ = [
     "ENGINE_VERSION",
     "PRECEDENCE",
+    "REDIRECTS",
     "RULES",
+    "RULE_STATUSES",
     "AllowList",
     "Decision",
     "Example",
@@ -63,6 +70,9 @@ __all__ = [
     "near_rules",
     "judge_command",
     "load_allowlist",
+    "precedence_rank",
     "primary_code",
+    "redirected",
+    "registry_problems",
     "render_denial",
 ]

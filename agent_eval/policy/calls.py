@@ -144,7 +144,7 @@ def decode_arguments(arguments: str | bytes | dict[str, Any],
     another reading of the text would pick.  Never raises."""
     try:
         args = _decode(arguments, allowlist)
-    except Exception:  # noqa: BLE001 - refused, as check_call refuses it
+    except Exception:  # refused, as check_call refuses it
         return None
     return args if isinstance(args, dict) else None
 

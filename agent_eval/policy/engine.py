@@ -48,7 +48,7 @@ from agent_eval.policy.commands import CommandJudge
 from agent_eval.policy.continuations import join_continuations, to_original
 from agent_eval.policy.lexer import scan_command, split_plain
 from agent_eval.policy.reads import judge_read
-from agent_eval.policy.rules import PRECEDENCE, code_for, get_rule, primary_code
+from agent_eval.policy.rules import code_for, get_rule, precedence_rank, primary_code
 from agent_eval.policy.syntax import Scan, SimpleCommand
 from agent_eval.policy.verdict import Finding, Invocation, Verdict
 
@@ -60,7 +60,6 @@ MAX_FINDINGS = 64
 many more there were."""
 CACHE_SIZE = 32768
 CACHE_MAX_TEXT = 4096
-_RANK = {code: i for i, code in enumerate(PRECEDENCE)}
 _DOLLAR_OPENERS = set("_@*#?$!-({[")
 _cache: dict[tuple[str, str, str], Verdict] = {}
 
@@ -104,7 +103,7 @@ def verdict_of(problems: list[Problem], inner: Verdict | None = None, *,
         seen.add((code, p.start, p.end))
         findings.append(Finding(code, p.message, p.start, p.end))
     primary = primary_code(f.code for f in findings)
-    findings.sort(key=lambda f: (f.start, _RANK.get(f.code, 99), f.end))
+    findings.sort(key=lambda f: (f.start, precedence_rank(f.code), f.end))
     if len(findings) > MAX_FINDINGS:
         kept = findings[:MAX_FINDINGS - 1]
         if primary not in {f.code for f in kept}:
@@ -160,7 +159,7 @@ def _word_expansion(word: Any, command: str, scan: Scan) -> str | None:
     return None
 
 
-def _bashlex():
+def _bashlex() -> Any:
     """bashlex, imported by the first command that needs it: its import builds its LR
     tables afresh each time (about 70 ms of CPU; it never reads its shipped parsetab), and
     plain or denied commands never reach it, so ``check --batch`` over them never pays."""

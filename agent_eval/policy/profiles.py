@@ -162,3 +162,23 @@ an allow-list switched its profile off."""
 for _profile in BUILTIN.values():
     for _spec in _profile.tools:
         BUILTIN_TOOLS.setdefault(_spec.name, _spec)
+
+BASH_TOOLS = frozenset({
+    "bash", "Bash", "shell", "Shell", "shell_command", "exec_command", "local_shell",
+    "execute_bash", "run_shell_command", "run_command", "terminal", "swe-agent-shell",
+    "tmux_keystrokes", "__format_error__",
+})
+"""Tool names of any harness that run a shell command: the one list, read by the call
+recorder (``calls.py``: imported and proxied calls) and by the agent CLIs' judges
+(``sources/judge.py``).  Codex's ``shell``, ``shell_command``, ``exec_command`` and
+``local_shell``; ``terminal`` is the OpenHands SDK's; the last three name the actions of
+SWE-agent, Terminus and unparseable harness replies in flat call records."""
+
+READ_TOOLS = frozenset({"read", "Read", "view", "read_file", "ReadFile"})
+"""Tool names of any harness that read a file; the one list, as :data:`BASH_TOOLS`."""
+
+ARGV_SHELL_TOOLS = frozenset({"local_shell"})
+"""Shell tools whose command is an argv list with no text key (the Responses API's
+``local_shell`` action): the Codex judge reads the argv, while the call recorder
+judges them as emitted (AE101 unless the allow-list lists the tool), since no text
+command can be renamed onto the allow-list's shell tool."""

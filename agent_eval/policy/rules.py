@@ -37,7 +37,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 ExampleKind = Literal["command", "read", "call", "reply", "session", "wire"]
-RuleStatus = Literal["stable", "preview"]
+RuleStatus = Literal["preview", "stable", "deprecated", "removed"]
+"""A rule's life, as ruff's rule registry has it: ``preview`` (new: its class or scope may
+still move), ``stable``, ``deprecated`` (still emitted, going away: ``replaced_by`` names
+its successor when there is one), ``removed`` (never emitted again; runs stored before
+keep its code, and a code or name that named it reaches its successor through
+:data:`REDIRECTS`).  A code is never given to another rule."""
+RULE_STATUSES: tuple[RuleStatus, ...] = ("preview", "stable", "deprecated", "removed")
 RuleScope = Literal["call", "parse", "allow-list", "session", "stack"]
 JUDGED_KINDS: tuple[ExampleKind, ...] = ("command", "read", "call")
 
@@ -65,6 +71,7 @@ class Rule:
     good: tuple[Example, ...]
     scope: RuleScope
     status: RuleStatus = "stable"
+    replaced_by: str | None = None  # the successor's code, for a deprecated or removed rule
 
     @property
     def emitted_by_engine(self) -> bool:
@@ -80,6 +87,7 @@ class Rule:
             "why": self.why,
             "scope": self.scope,
             "status": self.status,
+            "replaced_by": self.replaced_by,
             "emitted_by_engine": self.emitted_by_engine,
             "bad": [_example_dict(e) for e in self.bad],
             "good": [_example_dict(e) for e in self.good],
@@ -783,6 +791,49 @@ PRECEDENCE: tuple[str, ...] = (
 _RANK = {code: i for i, code in enumerate(PRECEDENCE)}
 
 
+def precedence_rank(code: str) -> int:
+    """A code's place in :data:`PRECEDENCE`; a code it does not list (a session rule, a
+    new code) ranks after every listed one.  The one ordering of codes: the engine's
+    findings, the primary class, and the report's class rows all sort by it."""
+    return _RANK.get(code, len(_RANK))
+
+
+REDIRECTS: dict[str, str] = {}
+"""A code or name that no longer names a rule of its own (renamed, recoded, merged) -> the
+code of the rule that took it over; ``find_rule`` and every filter follow it, as ruff's
+redirects do.  Empty today: no rule has been renamed since the registry began."""
+
+
+def redirected(value: str) -> str | None:
+    """The code a retired code or name (:data:`REDIRECTS`) now reaches, else None."""
+    if not isinstance(value, str):
+        return None
+    value = value.strip()
+    return REDIRECTS.get(value.upper()) or REDIRECTS.get(value.lower())
+
+
+def registry_problems() -> list[str]:
+    """What breaks the lifecycle's promises: a redirect or ``replaced_by`` that reaches no
+    live rule, a redirect that shadows a rule, a removed rule still ranked in
+    :data:`PRECEDENCE` (it is never emitted).  Empty for a sound registry (a test says so)."""
+    problems = []
+    for old, new in REDIRECTS.items():
+        target = RULES.get(new)
+        if target is None or target.status == "removed":
+            problems.append(f"redirect {old} -> {new}: no live rule {new}")
+        if old in RULES or old in _BY_NAME:
+            problems.append(f"redirect {old} shadows the rule of that code or name")
+    for rule in RULES.values():
+        successor = RULES.get(rule.replaced_by) if rule.replaced_by else None
+        if rule.replaced_by and (successor is None or successor.status == "removed"):
+            problems.append(f"{rule.code} is replaced by {rule.replaced_by}: no live rule")
+        if rule.replaced_by and rule.status not in ("deprecated", "removed"):
+            problems.append(f"{rule.code} is {rule.status} yet names a successor")
+        if rule.status == "removed" and rule.code in _RANK:
+            problems.append(f"{rule.code} is removed yet ranked in PRECEDENCE")
+    return problems
+
+
 def get_rule(code: str) -> Rule | None:
     """The rule with this code (case-insensitive), or None for an unknown code."""
     return RULES.get(code.strip().upper()) if isinstance(code, str) else None
@@ -790,10 +841,14 @@ def get_rule(code: str) -> Rule | None:
 
 def find_rule(value: str) -> Rule | None:
     """The rule a person names: its code in any case (``ae301``) or its name
-    (``pipe-to-filter``); None when neither."""
+    (``pipe-to-filter``), or a retired one's successor (:data:`REDIRECTS`); None when
+    neither."""
     if not isinstance(value, str):
         return None
-    return get_rule(value) or _BY_NAME.get(value.strip().lower())
+    found = get_rule(value) or _BY_NAME.get(value.strip().lower())
+    if found is None and (code := redirected(value)) is not None:
+        return get_rule(code)
+    return found
 
 
 def near_rules(value: str) -> list[str]:
@@ -819,7 +874,7 @@ def primary_code(codes: Iterable[str]) -> str | None:
     best: str | None = None
     best_key: tuple[int, str] | None = None
     for code in codes:
-        key = (_RANK.get(code, len(_RANK)), code)
+        key = (precedence_rank(code), code)
         if best_key is None or key < best_key:
             best, best_key = code, key
     return best

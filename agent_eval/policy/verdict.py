@@ -42,9 +42,6 @@ class Invocation:
                 return values[-1] if values else ""
         return None
 
-    def has(self, name: str) -> bool:
-        return any(key == name for key, _ in self.flags)
-
 
 @dataclass(frozen=True, slots=True)
 class Verdict:

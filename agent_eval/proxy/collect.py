@@ -35,9 +35,10 @@ from agent_eval.importers.otlp import (
     imported_session,
     tool_events,
 )
-from agent_eval.importers.recording import BatchWriter
 from agent_eval.policy import ENGINE_VERSION, AllowList
 from agent_eval.policy.sources import ResolvedPolicy
+from agent_eval.runs import RunSpec, RunWriter, SessionBatches, TargetDefaults
+from agent_eval.store import Store
 
 MAX_BODY = 16 * 1024 * 1024
 """Default cap on a request body, compressed or inflated (an exporter's batch is far
@@ -67,7 +68,7 @@ class CollectStats:
 class Collector:
     """The receiver's state: the stitcher, the judge and the run being written."""
 
-    def __init__(self, store, policy: AllowList | ResolvedPolicy, *, label: str = "collect",
+    def __init__(self, store: Store, policy: AllowList | ResolvedPolicy, *, label: str = "collect",
                  model: str | None = None, idle_s: float = 600.0, max_body: int = MAX_BODY,
                  max_sessions: int = 1000, max_calls: int = 5000,
                  allowlist_path: str | None = None) -> None:
@@ -83,18 +84,14 @@ class Collector:
         self._last_flush = time.monotonic()
         self.keys: dict[str, int] = {}
 
-        def create_run() -> int:
-            run_id = store.create_run(
-                label=label, kind="import", suite="otlp",
-                config={"format": "otlp", "allowlist": allowlist.name,
-                        "allowlist_path": allowlist_path, "model": model,
-                        "engine_version": ENGINE_VERSION},
-                fingerprint={"allowlist": allowlist.fingerprint, "engine_version": ENGINE_VERSION,
-                             "source": "otlp"})
-            self.stats.run_id = run_id
-            return run_id
-
-        self.writer = BatchWriter(store, None, base_url="otlp", create_run=create_run)
+        self.run = RunWriter(store, RunSpec(
+            kind="import", label=label, suite="otlp",
+            config={"format": "otlp", "allowlist": allowlist.name,
+                    "allowlist_path": allowlist_path, "model": model,
+                    "engine_version": ENGINE_VERSION},
+            fingerprint={"allowlist": allowlist.fingerprint, "engine_version": ENGINE_VERSION,
+                         "source": "otlp"}), targets=TargetDefaults(base_url="otlp"))
+        self.writer = SessionBatches(self.run)
 
     def receive(self, path: str, content_type: str, encoding: str, body: bytes) -> tuple[int, str]:
         """One request: ``(status, one line)``.  Never raises for what a client sent."""
@@ -170,8 +167,8 @@ class Collector:
         self._store(self.stitcher.close_all())
         self.last_seen.clear()
         self.writer.flush(create=self.stats.sessions > 0)
-        if self.writer.run_id is not None:
-            self.store.set_run_status(self.writer.run_id, "finished")
+        self.stats.run_id = self.run.run_id
+        self.run.set_status("finished")  # none when no session came
         return self.stats
 
     def _store(self, sessions: list[OpenSession]) -> None:
@@ -189,6 +186,7 @@ class Collector:
             self.stats.not_judged += imported.skipped_calls
             self.writer.add(record)
         self.writer.flush()
+        self.stats.run_id = self.run.run_id
 
 
 class _TooLarge(Exception):
@@ -225,7 +223,7 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 30  # seconds a client may stall on the socket before it is dropped
     protocol_version = "HTTP/1.1"
 
-    def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+    def do_POST(self) -> None:  # the stdlib's name
         collector = self.server.collector
         length = self.headers.get("Content-Length")
         chunked = "chunked" in self.headers.get("Transfer-Encoding", "").lower()
@@ -289,7 +287,7 @@ class _Handler(BaseHTTPRequestHandler):
                 break
             length -= len(chunk)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         if self.path == "/_agent_eval/status":
             stats = self.server.collector.stats
             self._answer(200, json.dumps({
@@ -310,7 +308,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the stdlib's name)
+    def log_message(self, format: str, *args: Any) -> None:  # the stdlib's name
         pass  # refusals are counted and shown on the status page, not printed per request
 
 

@@ -17,15 +17,6 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-def loop_name() -> str:
-    """``uvloop`` when the relay will run on it, else ``asyncio``."""
-    try:
-        import uvloop  # noqa: F401
-    except ImportError:
-        return "asyncio"
-    return "uvloop"
-
-
 def run(main: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run(main)`` on uvloop's loop when uvloop is installed."""
     try:

@@ -37,7 +37,7 @@ def check_otel(endpoint: str) -> None:
         raise ConfigError(f"{endpoint!r} is not an http(s) URL (an OTLP/HTTP traces URL such "
                           "as http://127.0.0.1:4318/v1/traces)", field="--otel-endpoint")
     try:
-        import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401
+        import opentelemetry.exporter.otlp.proto.http.trace_exporter
         import opentelemetry.sdk.trace  # noqa: F401
     except ImportError:
         raise ConfigError("needs OpenTelemetry, which is not installed: "

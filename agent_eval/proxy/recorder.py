@@ -30,6 +30,7 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from types import EllipsisType
@@ -40,6 +41,7 @@ from agent_eval.policy.rules import code_for
 from agent_eval.policy.sources import ResolvedPolicy
 from agent_eval.proxy.relay import Exchange, public_url
 from agent_eval.proxy.sessions import Sessions
+from agent_eval.runs import RunSpec, RunWriter, TargetDefaults
 from agent_eval.scenario.protocols import Protocols
 from agent_eval.transcript import (
     CallRecord,
@@ -99,14 +101,35 @@ class Recorder:
         self.retry_s = retry_s
         self.tick_s = tick_s
         self.stats = RecorderStats()
-        self.run_id: int | None = None
-        self._targets: set[str] = set()
+        self.run = RunWriter(store, RunSpec(
+            kind="proxy", label=label or "proxy", suite=None,
+            config={"upstream": self.upstream, "allowlist": self.allowlist.name,
+                    "allowlist_path": allowlist_path,
+                    "policy_agent": self.policy.agent_name if self.policy is not None
+                    and self.policy.via == "option" else None,
+                    "protocols_path": protocols_path,
+                    "idle_timeout_s": self.sessions.linker.idle_s,
+                    "session_rule": "linking.py: client-id, retry, continuation, "
+                                    "call-ids, prefix, new"},
+            fingerprint={"allowlist": self.allowlist.fingerprint,
+                         "engine_version": ENGINE_VERSION, "source": "proxy"},
+        ), targets=self._target_defaults)
+        self._earlier_runs: dict[int, RunWriter] = {}  # runs a left journal was recorded for
         self._thread = threading.Thread(target=self._work, name="agent-eval-proxy-writer",
                                         daemon=True)
         self._last_retry = self._last_expiry = 0.0
         self.keep_requests_days = keep_requests_days
         self.prune_every_s = prune_every_s
         self._last_prune: float | None = None
+
+    @property
+    def run_id(self) -> int | None:
+        """The proxy's run, once created (the store may be down at start)."""
+        return self.run.run_id
+
+    @property
+    def _target_defaults(self) -> TargetDefaults:
+        return TargetDefaults(base_url=self.upstream, settings={"source": "proxy"})
 
     # the event loop's side
 
@@ -158,7 +181,7 @@ class Recorder:
         self._write(self.sessions.close_all())
         self._replay_journal()
         if self.run_id is not None and not self.journal.exists():
-            self._safely(lambda: self.store.set_run_status(self.run_id, "finished"))
+            self._safely(lambda: self.run.set_status("finished"))
 
     def _step(self, item: Exchange | Any, now: float) -> None:
         if isinstance(item, Exchange):
@@ -190,24 +213,7 @@ class Recorder:
             self._last_prune = now
 
     def _ensure_run(self) -> bool:
-        if self.run_id is not None:
-            return True
-
-        def create() -> None:
-            self.run_id = self.store.create_run(
-                label=self.label or "proxy", kind="proxy", suite=None,
-                config={"upstream": self.upstream, "allowlist": self.allowlist.name,
-                        "allowlist_path": self.allowlist_path,
-                        "policy_agent": self.policy.agent_name if self.policy is not None
-                        and self.policy.via == "option" else None,
-                        "protocols_path": self.protocols_path,
-                        "idle_timeout_s": self.sessions.linker.idle_s,
-                        "session_rule": "linking.py: client-id, retry, continuation, "
-                                        "call-ids, prefix, new"},
-                fingerprint={"allowlist": self.allowlist.fingerprint,
-                             "engine_version": ENGINE_VERSION, "source": "proxy"},
-            )
-        return self._safely(create)
+        return self.run_id is not None or self._safely(self.run.create)
 
     def _write(self, records: list[SessionRecord]) -> None:
         """Store ``records``, or journal them; while a journal waits, new sessions join it
@@ -227,19 +233,10 @@ class Recorder:
         self.stats.lost_turns += sum(len(r.turns) for r in records)
 
     def _store(self, run_id: int | None, records: list[SessionRecord]) -> bool:
-        if run_id is None:
-            if not self._ensure_run():
-                return False
-            run_id = self.run_id
-            if run_id is None:  # _ensure_run sets it when it succeeds
-                return False
-
-        def write(batch: list[SessionRecord]) -> None:
-            for model in sorted({r.target for r in batch} - self._targets_of(run_id)):
-                self.store.add_target(run_id, name=model, model=model, base_url=self.upstream,
-                                      settings={"source": "proxy"})
-                self._targets.add(f"{run_id}:{model}")
-            self.store.record_sessions(run_id, batch)
+        if run_id is None and not self._ensure_run():
+            return False
+        run = self._run_writer(run_id)
+        write = run.write
 
         try:
             write(records)
@@ -259,11 +256,17 @@ class Recorder:
         self.stats.stored_turns += sum(len(r.turns) for r in records)
         return True
 
-    def _targets_of(self, run_id: int) -> set[str]:
-        prefix = f"{run_id}:"
-        return {t[len(prefix):] for t in self._targets if t.startswith(prefix)}
+    def _run_writer(self, run_id: int | None) -> RunWriter:
+        """The writer of ``run_id``: this proxy's run, or the earlier run a journal left
+        by an earlier proxy was recorded for."""
+        if run_id is None or run_id == self.run.run_id:
+            return self.run
+        if run_id not in self._earlier_runs:
+            self._earlier_runs[run_id] = RunWriter(self.store, run_id,
+                                                   targets=self._target_defaults)
+        return self._earlier_runs[run_id]
 
-    def _safely(self, work) -> bool:
+    def _safely(self, work: Callable[[], object]) -> bool:
         try:
             work()
         except Exception as exc:  # the store is down, slow or refusing: never the traffic's problem

@@ -46,7 +46,7 @@ from urllib.parse import unquote_plus
 
 import aiohttp
 from aiohttp import web
-from multidict import CIMultiDict
+from multidict import CIMultiDict, MultiMapping
 from yarl import URL
 
 from agent_eval.wire import protocol_of
@@ -323,7 +323,7 @@ class Relay:
                             content_type="application/json")
 
 
-def hop_by_hop(headers) -> frozenset[str]:
+def hop_by_hop(headers: MultiMapping[str]) -> frozenset[str]:
     """The headers not to forward (lower case): :data:`HOP_BY_HOP` and every header the
     message's ``Connection`` header names (RFC 9110 section 7.6.1: those are meant for
     this connection only)."""

@@ -42,6 +42,7 @@ from agent_eval.wire import PROTOCOLS
 
 if TYPE_CHECKING:
     from agent_eval.proxy.otel import TracedStore
+    from agent_eval.proxy.recorder import Recorder
     from agent_eval.store import Store
 
 STATS = ("run_id", "open_sessions", "stored_sessions", "stored_turns", "journaled_sessions",
@@ -207,7 +208,7 @@ def serve(config: RecorderConfig, source: Any, stats: Any, ready: Any, parent: i
         publish()
 
 
-def build_recorder(config: RecorderConfig):
+def build_recorder(config: RecorderConfig) -> Recorder:
     """The Recorder a config describes (the CLI validated the files and --db already)."""
     from agent_eval.proxy.recorder import Recorder
     from agent_eval.scenario.bundled import load_policy

@@ -11,13 +11,14 @@ Definitions, stated once (the index, ``summary.json`` and ``summary.md`` use the
 * ``agree`` is the share of those calls where both said the same (Wilson 95% interval);
   the disagreements split by direction: we deny what the source allowed (``deny_allow``:
   ours is stricter) or we allow what the source denied (``allow_deny``).
-* The list keeps the first :data:`MAX_DISAGREEMENTS` disagreements in stream order
-  (session id, then call index); the counts cover all of them.
+* The counts are the store aggregator's (``Store.source_agreement``, one GROUP BY); the
+  list keeps the first :data:`MAX_DISAGREEMENTS` disagreements in stream order (session
+  id, then call index).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from agent_eval.metrics import Rate
@@ -63,37 +64,30 @@ class DisagreementItem:
 
 @dataclass(slots=True)
 class AgreementTally:
-    """Counts taken while call rows stream past (one pass, shared with the index)."""
+    """The first disagreements, taken while call rows stream past (one pass, shared with
+    the index); the counts come from the store's aggregator (``Store.source_agreement``)."""
 
     column_of: dict[int, str]  # session id -> column name
-    counts: dict[str, list[int]] = field(default_factory=dict)  # column -> [calls, da, ad]
     first: list[CallRow] = field(default_factory=list)
 
     def watch(self, rows: Iterable[CallRow]) -> Iterator[CallRow]:
         for row in rows:
-            if row.source_decision is not None:
-                self._add(row)
+            if (row.source_decision is not None and row.source_decision != row.decision
+                    and len(self.first) < MAX_DISAGREEMENTS):
+                self.first.append(row)
             yield row
 
-    def _add(self, row: CallRow) -> None:
-        column = self.column_of.get(row.session_id, row.target)
-        tally = self.counts.setdefault(column, [0, 0, 0])
-        tally[0] += 1
-        if row.source_decision == row.decision:
-            return
-        tally[1 if row.decision == "deny" else 2] += 1
-        if len(self.first) < MAX_DISAGREEMENTS:
-            self.first.append(row)
 
-
-def agreement_rows(tally: AgreementTally, columns: Iterable[str]) -> tuple[SourceAgreement, ...]:
-    """One record per column that has source verdicts, in column order."""
+def agreement_rows(counts: Mapping[str, tuple[int, int, int]],
+                   columns: Iterable[str]) -> tuple[SourceAgreement, ...]:
+    """One record per column that has source verdicts, in column order, from the
+    aggregator's ``(calls, deny_allow, allow_deny)`` per column."""
     out = []
     for column in columns:
-        counts = tally.counts.get(column)
-        if counts is None:
+        found = counts.get(column)
+        if found is None:
             continue
-        calls, deny_allow, allow_deny = counts
+        calls, deny_allow, allow_deny = found
         agreed = calls - deny_allow - allow_deny
         out.append(SourceAgreement(column, calls, Rate.of(agreed, calls), deny_allow,
                                    allow_deny))

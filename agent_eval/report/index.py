@@ -1,9 +1,10 @@
 """The index page's context: every table of the report, as plain records and strings.
 
-Every figure comes from the store's aggregator (:func:`read_figures`: ``Store.summarize``
-and ``Store.cluster_stats``, as the viewer, ``gate`` and ``compare`` read theirs); the
-session list, the repeats and the agreement tables from one pass over the small session
-rows and the streamed calls.  Columns are targets; with several runs each (run, target)
+Every figure comes from the store's aggregator (:func:`read_figures`: ``Store.summarize``,
+``Store.cluster_stats``, ``Store.session_outcomes`` for pass^k and flips and
+``Store.source_agreement`` for the agreement table, as the viewer, ``gate`` and
+``compare`` read theirs); the session list and the disagreements listed from one pass
+over the small session rows and the streamed calls.  Columns are targets; with several runs each (run, target)
 pair is its own column (``name · run N``) so runs sit side by side instead of being
 pooled.
 """
@@ -26,7 +27,6 @@ from agent_eval.metrics import (
     Rate,
     RepeatSummary,
     class_table,
-    repeat_stats,
     summarize_repeats,
 )
 from agent_eval.metrics.classes import order_classes
@@ -36,6 +36,7 @@ from agent_eval.metrics.clustered import (
     ClusteredSummary,
     summarize_clustered,
 )
+from agent_eval.metrics.repeats import repeats_from_outcomes
 from agent_eval.metrics.sufficient import TargetStats
 from agent_eval.metrics.summary import (
     NO_AGENT,
@@ -233,6 +234,8 @@ class RunFigures:
     by_tag: dict[tuple[str, str], GroupSummary]
     clustered: dict[str, TargetStats]
     by_agent: dict[tuple[str, str], GroupSummary] = dataclasses.field(default_factory=dict)
+    repeats: dict[str, RepeatSummary] = dataclasses.field(default_factory=dict)
+    agreement: dict[str, tuple[int, int, int]] = dataclasses.field(default_factory=dict)
 
 
 def read_figures(store: Store, run_ids: list[int]) -> RunFigures:
@@ -244,7 +247,10 @@ def read_figures(store: Store, run_ids: list[int]) -> RunFigures:
     return RunFigures(store.summarize(run_ids, "target", columns=True), by("scenario"),
                       by("tag"), store.cluster_stats(run_ids, classes=True, columns=True),
                       store.summarize(run_ids, ("agent", "target"), columns=True,
-                                      with_turns=False, detail="rates"))
+                                      with_turns=False, detail="rates"),
+                      summarize_repeats(repeats_from_outcomes(
+                          store.session_outcomes(run_ids, columns=True)).values()),
+                      dict(store.source_agreement(run_ids, columns=True)))
 
 
 @dataclass(slots=True)
@@ -290,11 +296,9 @@ def build_index_page(
         pass
     summaries = figures.summaries
     columns = tuple(summaries)
-    repeats = {}
-    if any(s.repeat > 0 for s in sessions):
-        repeats = summarize_repeats(repeat_stats(sessions, tally.denied).values())
+    repeats = figures.repeats if any(s.repeat > 0 for s in sessions) else {}
     links = session_links(sessions, from_dir=None)
-    agreed = agreement_rows(agreement, columns)
+    agreed = agreement_rows(figures.agreement, columns)
     items = tuple(
         SessionItem(
             link=links[s.id],

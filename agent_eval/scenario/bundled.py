@@ -16,8 +16,12 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent_eval.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agent_eval.policy.sources import ResolvedPolicy
 
 BUNDLED_SUITE_NAME = "ralf"
 
@@ -61,7 +65,7 @@ def find_allowlist(path: str | Path) -> Path:
     return _existing_or_bundled(Path(path), "allowlists", ".yaml", is_dir=False)
 
 
-def load_policy(path: str | Path, agent: str | None = None):
+def load_policy(path: str | Path, agent: str | None = None) -> ResolvedPolicy:
     """The one loader of every ``--allowlist`` (``run`` and suites, ``proxy``, ``import``,
     ``rescore``, ``check``, ``replay``): an agent-eval allow-list (found as
     :func:`find_allowlist` finds it) or an agent CLI's configuration (``opencode.json``,

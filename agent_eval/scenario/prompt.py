@@ -7,6 +7,7 @@ import shlex
 from typing import Any
 
 from agent_eval.policy import AllowList
+from agent_eval.policy.allowlist import CommandSpec
 from agent_eval.scenario.spec import Scenario
 
 
@@ -48,7 +49,7 @@ def render_system_prompt(spec: Scenario, allowlist: AllowList) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _render_args(cmd, indent: str) -> list[str]:
+def _render_args(cmd: CommandSpec, indent: str) -> list[str]:
     out = []
     for pos in cmd.positionals:
         choice = f" one of {', '.join(pos.choices)}" if pos.choices else ""

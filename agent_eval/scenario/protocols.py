@@ -34,7 +34,7 @@ from pydantic import Field, TypeAdapter, ValidationError, field_validator, model
 from agent_eval.errors import ConfigError
 from agent_eval.policy.allowlist import read_yaml_mapping
 from agent_eval.policy.verdict import Invocation
-from agent_eval.scenario.spec import CallMatch, _Model
+from agent_eval.scenario.spec import CallMatch, HandshakeCount, _Model
 from agent_eval.transcript import HandshakeResult
 
 
@@ -73,14 +73,7 @@ class Protocol(_Model):
     steps: list[CallMatch] = Field(min_length=1)
 
     def result(self, invocations: Sequence[Invocation]) -> HandshakeResult:
-        done = 0
-        for inv in invocations:
-            if done < len(self.steps) and self.steps[done].matches(inv):
-                done += 1
-        return HandshakeResult(
-            required=len(self.steps), done=done, completed=done == len(self.steps),
-            missed_step=self.steps[done].label() if done < len(self.steps) else None,
-        )
+        return HandshakeCount(self.steps).count(invocations).result()
 
 
 class Protocols(_Model):

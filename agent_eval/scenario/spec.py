@@ -4,11 +4,14 @@ scenario`` prints their JSON Schema)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent_eval.policy.verdict import Invocation
+from agent_eval.transcript import HandshakeResult
 
 
 class _Model(BaseModel):
@@ -41,6 +44,37 @@ class CallMatch(_Model):
         parts += [f"{k} {v}" if v is not None else k for k, v in self.args.items()]
         return " ".join(parts)
 
+
+
+@dataclass
+class HandshakeCount:
+    """A handshake's steps done so far, counted in order: a call advances the count only
+    when it matches the next step, so steps done out of order are not counted.  The one
+    count of the handshake for live sessions (``live/orchestrator.py``, call by call) and
+    for protocols read from a file (``protocols.py``, imports and the proxy)."""
+
+    steps: Sequence[CallMatch]
+    done: int = 0
+
+    def advance(self, inv: Invocation | None) -> None:
+        if self.done < len(self.steps) and self.steps[self.done].matches(inv):
+            self.done += 1
+
+    def count(self, invocations: Iterable[Invocation | None]) -> HandshakeCount:
+        for inv in invocations:
+            self.advance(inv)
+        return self
+
+    @property
+    def completed(self) -> bool:
+        """Every step done (a handshake of no step is never completed)."""
+        return bool(self.steps) and self.done == len(self.steps)
+
+    def result(self) -> HandshakeResult:
+        return HandshakeResult(
+            required=len(self.steps), done=self.done, completed=self.completed,
+            missed_step=self.steps[self.done].label() if self.done < len(self.steps) else None,
+        )
 
 class CannedOutput(_Model):
     """What a matching allowed script call prints, and the state it changes."""

@@ -98,11 +98,7 @@ def parse_vllm_log(
     held: Sample | None = None  # V0 may print its prefix hit rate on the next line
     for lineno, raw in enumerate(lines, start=1):
         stats.lines += 1
-        line = _ANSI.sub("", raw).strip()
-        journal = JOURNAL_PREFIX.match(line)  # journalctl -u vllm: vLLM's own stamp wins
-        if journal is not None:
-            line = line[journal.end():]
-        line = _PROC_PREFIX.sub("", _COLLECTOR_STAMP.sub("", line))
+        line = _bare_line(raw)
         header = _HEADER.match(line)
         if header is not None and held is not None and header["msg"].startswith("Prefix cache"):
             hit = _number(_PREFIX_V0, header["msg"])
@@ -151,14 +147,29 @@ def parse_vllm_log(
             else:
                 yield request
             continue
-        if _THROUGHPUT_HINT in line or _ACCESS_HINT.match(line):
-            stats.note_malformed(lineno)
-        else:
-            stats.ignored += 1
+        _note_unread(stats, lineno, line)
     if held is not None:
         yield held
     for request in pending:
         yield replace(request, ts=request.ts + _AFTER)
+
+
+def _bare_line(raw: str) -> str:
+    """A log line without colours and the prefixes collectors add (journalctl's: vLLM's
+    own stamp wins; a process prefix; a collector's time stamp)."""
+    line = _ANSI.sub("", raw).strip()
+    journal = JOURNAL_PREFIX.match(line)
+    if journal is not None:
+        line = line[journal.end():]
+    return _PROC_PREFIX.sub("", _COLLECTOR_STAMP.sub("", line))
+
+
+def _note_unread(stats: LogStats, lineno: int, line: str) -> None:
+    """A line read as nothing: malformed when it looks like ours, else ignored."""
+    if _THROUGHPUT_HINT in line or _ACCESS_HINT.match(line):
+        stats.note_malformed(lineno)
+    else:
+        stats.ignored += 1
 
 
 class _YearClock:

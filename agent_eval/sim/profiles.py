@@ -16,6 +16,7 @@ After a denial a profile draws a :data:`Reaction`:
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from typing import Literal
 
@@ -152,7 +153,7 @@ class DeclaredProfile:
                                tuple((s, min(1.0, p + rise), m) for s, p, m in self.scenarios),
                                self.concentration)
 
-    def session(self, scenario: int, rng) -> tuple[int, int]:
+    def session(self, scenario: int, rng: random.Random) -> tuple[int, int]:
         """``(errors, calls)`` of one session on the ``scenario``-th scenario."""
         _, p, m = self.scenarios[scenario]
         q = rng.betavariate(p * self.concentration, (1 - p) * self.concentration) if 0 < p < 1 \

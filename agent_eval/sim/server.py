@@ -279,21 +279,9 @@ async def _answer(request: web.Request, state: SimState) -> web.StreamResponse:
 
     faults = state.faults
     draw = state.fault_rng.random
-    if faults.drop_rate and draw() < faults.drop_rate:
-        return _drop(request)
-    if faults.error_rate and draw() < faults.error_rate:
-        status = state.fault_rng.choice([500, 503])
-        return _error(status, "simulated server fault")
-    if faults.hang_rate and draw() < faults.hang_rate:
-        try:
-            await asyncio.wait_for(state.stopping.wait(), faults.hang_s)
-        except TimeoutError:
-            pass
-        return _drop(request)
-    if faults.endless_rate and draw() < faults.endless_rate:
-        return await hostile.write_endless(request, stream=bool(body.get("stream")),
-                                           pause_s=faults.endless_pause_s,
-                                           stopping=state.stopping)
+    failed = await _fault_before_reply(request, state, body)
+    if failed is not None:
+        return failed
     truncate = bool(faults.truncate_rate) and draw() < faults.truncate_rate
     malformed = bool(faults.malformed_args_rate) and draw() < faults.malformed_args_rate
     hostile_draws = hostile.draw(faults, draw)
@@ -339,6 +327,31 @@ async def _answer(request: web.Request, state: SimState) -> web.StreamResponse:
     if truncate:
         payload = payload[: len(payload) // 2]
     return web.Response(body=payload, content_type="application/json")
+
+
+async def _fault_before_reply(request: web.Request, state: SimState,
+                              body: dict[str, Any]) -> web.StreamResponse | None:
+    """The faults drawn before any reply is planned, in this order: a dropped
+    connection, a 500/503, a hang (then a drop), an endless reply; None when none is
+    drawn (each rate set draws once, so the draws that follow stay the same)."""
+    faults = state.faults
+    draw = state.fault_rng.random
+    if faults.drop_rate and draw() < faults.drop_rate:
+        return _drop(request)
+    if faults.error_rate and draw() < faults.error_rate:
+        status = state.fault_rng.choice([500, 503])
+        return _error(status, "simulated server fault")
+    if faults.hang_rate and draw() < faults.hang_rate:
+        try:
+            await asyncio.wait_for(state.stopping.wait(), faults.hang_s)
+        except TimeoutError:
+            pass
+        return _drop(request)
+    if faults.endless_rate and draw() < faults.endless_rate:
+        return await hostile.write_endless(request, stream=bool(body.get("stream")),
+                                           pause_s=faults.endless_pause_s,
+                                           stopping=state.stopping)
+    return None
 
 
 async def _answer_in(protocol: str, request: web.Request, body: dict[str, Any],

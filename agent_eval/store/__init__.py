@@ -78,7 +78,7 @@ from agent_eval.transcript import CallRow, SessionRecord, SessionRow, TurnRow
 if TYPE_CHECKING:
     from agent_eval.metrics.sufficient import TargetStats
     from agent_eval.metrics.summary import GroupKeys, GroupSummary
-    from agent_eval.store.aggregates import Detail
+    from agent_eval.store.aggregates import AgreementCounts, Detail
     from agent_eval.store.cluster_stats import StatsBy
 
 __all__ = [
@@ -151,7 +151,8 @@ class Store:
       ``iter_sessions``, ``iter_transcripts``;
     - figures [aggregates, cluster_stats]: ``summarize`` (the one aggregator: every figure
       a report, page, gate or table shows), ``cluster_stats`` (the sums behind the
-      clustered intervals), ``session_units``, ``session_outcomes``;
+      clustered intervals), ``session_units``, ``session_outcomes``,
+      ``source_agreement``;
     - lists [queries]: ``list_sessions``, ``list_calls``, ``neighbour_sessions``;
     - planned runs [work]: ``add_work_items``, ``has_work_items``, ``work_progress``,
       ``claim_work_item``, ``renew_work_leases``, ``release_work_item``,
@@ -418,12 +419,22 @@ class Store:
         return cluster_stats(self.engine, run_ids, by=by, classes=classes, passes=passes,
                              columns=columns)
 
-    def session_outcomes(self, run_ids: Iterable[int], scenarios: Iterable[str] | None = None):
+    def session_outcomes(self, run_ids: Iterable[int], scenarios: Iterable[str] | None = None,
+                         *, columns: bool = False):
         """``(target, scenario) -> ((repeat, passed), ...)`` of the top-level, non-error
-        sessions (of ``scenarios`` only, when given)."""
+        sessions (of ``scenarios`` only, when given); ``columns``: targets named as
+        report columns (``name · run N`` when there are several runs)."""
         from agent_eval.store.cluster_stats import session_outcomes
 
-        return session_outcomes(self.engine, run_ids, scenarios)
+        return session_outcomes(self.engine, run_ids, scenarios, columns=columns)
+
+    def source_agreement(self, run_ids: Iterable[int], *,
+                         columns: bool = False) -> dict[str, AgreementCounts]:
+        """Per target (or report column), the calls carrying the source harness's own
+        verdict and how many disagree with ours, each way."""
+        from agent_eval.store.aggregates import source_agreement
+
+        return source_agreement(self.engine, run_ids, columns=columns)
 
     # paged lists (agent-eval sessions / calls, the viewer)
 

@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from sqlalchemy import Engine, and_, case, func, not_, or_, select, true
 
@@ -455,3 +455,43 @@ def minus_faulted(rows, faulted) -> list[tuple]:
     for *key, n in faulted:
         counts[tuple(key)] -= n
     return [(*key, n) for key, n in counts.items() if n > 0]
+
+
+class AgreementCounts(NamedTuple):
+    """One column's calls that carry the source harness's own verdict: how many, and the
+    disagreements by direction (``deny_allow``: ours deny, the source allowed; else
+    ``allow_deny``)."""
+
+    calls: int
+    deny_allow: int
+    allow_deny: int
+
+
+def source_agreement(engine: Engine, run_ids: Iterable[int], *,
+                     columns: bool = False) -> dict[str, AgreementCounts]:
+    """Per target name (``name · run N`` with ``columns`` and several runs), the calls
+    with a source verdict and how they disagree with ours, over every call of the runs
+    (children and server-fault sessions included: agreement is about verdicts, not
+    outcomes).  Targets with no such call are absent; keys in target id order."""
+    ids = list(run_ids)
+    c = tool_calls.c
+    disagree = c.source_decision != c.decision
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(c.target_id, func.count(),
+                   func.sum(case((and_(disagree, c.decision == "deny"), 1), else_=0)),
+                   func.sum(case((and_(disagree, c.decision != "deny"), 1), else_=0)))
+            .where(c.run_id.in_(ids), c.source_decision.is_not(None))
+            .group_by(c.target_id).order_by(c.target_id)).all()
+        several = columns and len(ids) > 1
+        names = {tid: f"{name} · run {run}" if several else name
+                 for tid, name, run in conn.execute(
+                     select(targets.c.id, targets.c.name, targets.c.run_id)
+                     .where(targets.c.run_id.in_(ids))).all()}
+    out: dict[str, AgreementCounts] = {}
+    for target_id, calls, deny_allow, allow_deny in rows:
+        before = out.get(names[target_id], AgreementCounts(0, 0, 0))
+        out[names[target_id]] = AgreementCounts(before.calls + calls,
+                                                before.deny_allow + int(deny_allow or 0),
+                                                before.allow_deny + int(allow_deny or 0))
+    return out

@@ -297,7 +297,8 @@ def _class_sums(conn, ids: list[int], clusters: _Clusters
 
 
 def session_outcomes(engine: Engine, run_ids: Iterable[int],
-                     scenarios: Iterable[str] | None = None) -> Outcomes:
+                     scenarios: Iterable[str] | None = None, *,
+                     columns: bool = False) -> Outcomes:
     """``(target, scenario) -> ((repeat, passed), ...)`` over the top-level, non-error
     sessions (of ``scenarios`` only, when given), in repeat order (ties in storage
     order), keys by target then scenario: passed = completed and no call denied
@@ -311,7 +312,7 @@ def session_outcomes(engine: Engine, run_ids: Iterable[int],
     with engine.connect() as conn:
         clusters = _clusters(conn, ids)
         s = clusters.c
-        names = _names(conn, ids)
+        names = _names(conn, ids, columns)
         rows = conn.execute(
             select(s.target_id, s.scenario, s.repeat, _passed(s))
             .select_from(clusters.source)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
-from sqlalchemy import Engine, Row, and_, exists, insert, not_, or_, select, update
+from sqlalchemy import Connection, Engine, Row, and_, exists, insert, not_, or_, select, update
 
 from agent_eval.errors import ConfigError
 from agent_eval.metrics.coverage import Coverage, coverage_of, planned_sessions
@@ -263,7 +263,7 @@ def run_scenarios(engine: Engine, run_id: int) -> list[str]:
                                  .distinct().order_by(sessions.c.scenario)).scalars())
 
 
-def _run_row(conn, run_id: int) -> Row | None:
+def _run_row(conn: Connection, run_id: int) -> Row | None:
     return conn.execute(select(runs).where(runs.c.id == run_id)).first()
 
 

@@ -4,6 +4,7 @@ a break after whole sessions keeps them in a run marked failed."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,7 @@ def test_a_failed_import_leaves_the_runs_unchanged(store, earlier_run, tmp_path,
         path.write_text(content)
     before = store.list_runs()
 
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match=re.escape(name)):
         record_import(store, "openai", path, load_allowlist(RALF))
 
     assert store.list_runs() == before
@@ -64,7 +65,7 @@ def test_a_break_after_whole_sessions_keeps_them_in_a_failed_run(store, tmp_path
     path.write_text(json.dumps([_session("a", "uv run scripts/lights.py status"), _session("b", "ls"),
                                 {"id": "c", "transcript": "not messages"}]))
 
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(ConfigError, match=r"before the error \(status failed\)") as caught:
         record_import(store, "openai", path, load_allowlist(RALF))
 
     [run] = store.list_runs()

@@ -6,6 +6,7 @@ commands are the ralf allow-list's own (the bundled scenarios' handshakes)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -111,7 +112,7 @@ def test_without_protocols_an_import_requires_no_handshake(tmp_path):
 def test_a_bad_protocols_file_is_one_error_naming_the_field(tmp_path, text, field):
     path = tmp_path / "p.yaml"
     path.write_text(text)
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(ConfigError, match=re.escape(field)) as caught:
         load_protocols(path)
     assert caught.value.field == field
     data, _ = write(tmp_path, [session("s", [OUTCOME])])
@@ -127,3 +128,30 @@ def test_the_system_prompt_is_the_first_system_or_developer_message_text():
                                                                {"type": "text", "text": "b"}]}]
                             ) == "a\nb"
     assert system_prompt_of([{"role": "user", "content": "u"}]) == ""
+
+
+def test_a_protocol_and_a_live_session_count_a_handshake_with_one_counter():
+    """``HandshakeCount`` is the one count: in order, a step out of order not counted,
+    the first step not done named as missed."""
+    import ast
+
+    from agent_eval.policy import Invocation
+    from agent_eval.scenario.protocols import Protocol
+    from agent_eval.scenario.spec import CallMatch, HandshakeCount
+
+    steps = [CallMatch(script="a.py"), CallMatch(script="b.py"), CallMatch(script="c.py")]
+    calls = [Invocation(script=s, subcommand=(), flags=(), positionals=())
+             for s in ("b.py", "a.py", "b.py")]
+    counted = HandshakeCount(steps).count(calls).result()
+    assert (counted.required, counted.done, counted.completed, counted.missed_step) == \
+        (3, 2, False, "c.py")
+    protocol = Protocol(name="p", when={"system_prompt": "x"}, steps=steps)
+    assert protocol.result(calls) == counted
+    assert not HandshakeCount([]).completed
+    root = Path(__file__).resolve().parents[2] / "agent_eval"
+    for module in ("live/orchestrator.py", "scenario/protocols.py"):
+        tree = ast.parse((root / module).read_text(encoding="utf-8"))
+        assert "HandshakeCount" in {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        assert not [n for n in ast.walk(tree) if isinstance(n, ast.AugAssign)
+                    and isinstance(n.target, ast.Name | ast.Attribute)
+                    and "done" in ast.unparse(n.target)], module

@@ -247,7 +247,7 @@ def test_guarded_names_no_line_in_a_json_document(tmp_path):
         yield from ()
         raise AttributeError("'str' object has no attribute 'get'")
 
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(ConfigError, match="cannot read") as caught:
         list(guarded(broken(), tmp_path / "t.json", "openhands"))
     assert str(caught.value) == (f"{tmp_path / 't.json'}: a record the openhands reader cannot "
                                  "read (AttributeError: 'str' object has no attribute 'get'); "

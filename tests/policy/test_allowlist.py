@@ -3,6 +3,7 @@ looser harness on a base one."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 )
 def test_a_bad_allowlist_names_the_file_the_field_and_the_fix(tmp_path, text, field, message):
     path = write(tmp_path, "bad.yaml", "name: bad\n" + text + "\n")
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(ConfigError, match=re.escape(message)) as caught:
         load_allowlist(path)
     assert str(caught.value).startswith(f"{path}: ")
     assert field in str(caught.value) and message in str(caught.value)

@@ -192,17 +192,9 @@ def call_oracle(tool: str, text: str, allowlist) -> str | None:
     spec = allowlist.tool(tool)
     if spec is None:
         return "the tool is not listed"
-    for key, value in second.items():
-        declared = spec.arguments.get(key)
-        if declared is None:
-            return f"undeclared key {key!r}"
-        if value is None and not declared.required:
-            continue
-        wrong = _typed(value, declared)
-        if wrong:
-            return f"{key}: {wrong}"
-    if any(a.required and k not in second for k, a in spec.arguments.items()):
-        return "a required key is missing"
+    undeclared = _keys_oracle(second, spec)
+    if undeclared:
+        return undeclared
     for text_, whitespace in _strings(second):
         why = hidden(text_, whitespace)
         if why:
@@ -215,6 +207,22 @@ def call_oracle(tool: str, text: str, allowlist) -> str | None:
             found = _shell(value)
             if found:
                 return f"the shell oracle: {found}"
+    return None
+
+
+def _keys_oracle(arguments: dict, spec) -> str | None:
+    """Why the keys are not the tool's (undeclared, mistyped, a required one missing)."""
+    for key, value in arguments.items():
+        declared = spec.arguments.get(key)
+        if declared is None:
+            return f"undeclared key {key!r}"
+        if value is None and not declared.required:
+            continue
+        wrong = _typed(value, declared)
+        if wrong:
+            return f"{key}: {wrong}"
+    if any(a.required and k not in arguments for k, a in spec.arguments.items()):
+        return "a required key is missing"
     return None
 
 

@@ -165,3 +165,28 @@ def test_ae104_good_reply_holds_no_call_markup(example):
     from agent_eval.policy.stack import find_tool_markup
 
     assert find_tool_markup(example.text) == []
+def test_rules_have_a_lifecycle_with_redirects_as_ruffs_registry_has(monkeypatch):
+    """preview, stable, deprecated, removed; a retired code or name redirects to its
+    successor for every filter (``find_rule``, the CLI's rule codes), and the registry's
+    promises are checked (``registry_problems``)."""
+    from dataclasses import replace
+
+    from agent_eval.cli.options import rule_code
+    from agent_eval.policy import RULE_STATUSES, find_rule, registry_problems, rules
+
+    assert RULE_STATUSES == ("preview", "stable", "deprecated", "removed")
+    assert {r.status for r in RULES.values()} <= set(RULE_STATUSES)
+    assert registry_problems() == []
+    monkeypatch.setattr(rules, "REDIRECTS", {"AE399": "AE301", "old-pipe": "AE301"})
+    assert find_rule("ae399").code == find_rule("old-pipe").code == "AE301"
+    assert rule_code("AE399", "--max-class") == "AE301"
+    assert registry_problems() == []
+    monkeypatch.setitem(rules.REDIRECTS, "AE398", "AE999")
+    monkeypatch.setitem(rules.REDIRECTS, "AE302", "AE301")
+    retired = replace(RULES["AE303"], status="removed", replaced_by="AE301")
+    monkeypatch.setitem(rules.RULES, "AE303", retired)
+    assert registry_problems() == [
+        "redirect AE398 -> AE999: no live rule AE999",
+        "redirect AE302 shadows the rule of that code or name",
+        "AE303 is removed yet ranked in PRECEDENCE",
+    ]

@@ -10,6 +10,7 @@ Codex's own test ``evaluates_heredoc_script_against_prefix_rules``.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -119,7 +120,7 @@ def test_alternatives_and_examples_of_the_seed_rules():
 ], ids=repr)
 def test_what_cannot_be_read_is_refused_with_its_line(tmp_path, text, says):
     path = rules(tmp_path, text)
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(ConfigError, match=re.escape(says)) as err:
         load_policy_source(path)
     assert says in str(err.value) and str(path) in str(err.value)
     assert not Path("/tmp/pwned").exists()

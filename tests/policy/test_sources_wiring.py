@@ -137,7 +137,7 @@ def test_a_scenarios_agent_picks_its_rules(tmp_path):
 
 
 def test_a_scenario_naming_no_agent_of_the_configuration_is_refused(tmp_path):
-    with pytest.raises(ConfigError) as refused:
+    with pytest.raises(ConfigError, match="is not an agent of") as refused:
         load_suite(suite_with(tmp_path, "agent: mailer\ntask: t\n"))
     assert "agent 'mailer' is not an agent of" in str(refused.value)
     assert "its agents: build, plan, orchestrator, email, lights" in str(refused.value)

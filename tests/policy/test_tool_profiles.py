@@ -82,7 +82,7 @@ def test_switching_off_a_profile_that_does_not_exist_is_one_clear_error():
 def test_a_profile_error_in_a_file_names_the_file(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("name: bad\nprofiles:\n  claude: false\n", encoding="utf-8")
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(ConfigError, match="no built-in profile 'claude'") as err:
         load_allowlist(path)
     assert "bad.yaml" in str(err.value) and "claude-code" in str(err.value)
 

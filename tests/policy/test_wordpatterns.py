@@ -68,7 +68,7 @@ def test_an_excepted_command_says_which_exception():
 @pytest.mark.parametrize("patterns", [[""], ["   "], [{"match": "git *", "unless": [""]}],
                                       [{"match": "x", "extra": 1}]])
 def test_an_unusable_pattern_is_a_config_error(patterns):
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match=r"patterns\.0\."):
         allowlist_from_dict({"name": "bad", "patterns": patterns})
 
 

@@ -193,7 +193,7 @@ def test_an_upstream_killed_mid_stream_cuts_the_clients_stream_too(tmp_path, sto
     with serve_in_thread(dying_app(3)) as upstream, \
             proxy_in_thread(upstream, store, tmp_path) as proxy:
         got = b""
-        with pytest.raises(httpx.HTTPError), httpx.stream(
+        with pytest.raises(httpx.HTTPError, match="peer closed connection"), httpx.stream(
                 "POST", proxy.base_url + "/chat/completions", json=dict(BODY, stream=True),
                 timeout=10) as resp:
             for piece in resp.iter_raw():
@@ -213,7 +213,7 @@ def test_invalid_utf8_and_a_10_mb_reply_pass_unchanged(tmp_path, store, fixed_cl
         through = post(proxy.base_url, BODY).content
     assert len(through) > 10_000_000 and hashlib.sha256(through).digest() == \
         hashlib.sha256(direct).digest()
-    with pytest.raises(UnicodeDecodeError):
+    with pytest.raises(UnicodeDecodeError, match="can't decode byte 0xff"):
         through.decode("utf-8")
     stats = proxy.recorder.status()
     assert stats["stored_turns"] == 1 and stats["lost_turns"] == 0

@@ -46,7 +46,7 @@ OFFERED = [{"type": "function", "function": {
 
 
 class _Upstream(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:  # noqa: N802 (the http.server interface)
+    def do_POST(self) -> None:  # the http.server interface
         self.rfile.read(int(self.headers.get("Content-Length", "0")))
         body = json.dumps(REPLY).encode()
         self.send_response(200)

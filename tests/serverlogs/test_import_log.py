@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import re
 import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -151,7 +152,7 @@ class TestOperatorMistakes:
         ],
     )
     def test_bad_options_name_the_field(self, store, fmt, opts, field):
-        with pytest.raises(ConfigError) as err:
+        with pytest.raises(ConfigError, match=re.escape(field)) as err:
             import_log(store, fmt, FIXTURES / "vllm_v1.log", **opts)
         assert err.value.field == field and err.value.path.endswith("vllm_v1.log")
 

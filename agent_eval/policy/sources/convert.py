@@ -189,7 +189,7 @@ def _prune(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return entries
 
 
-def _read_policy(agent: AgentPolicy, workdir: str, notes: list[str]) -> dict[str, Any]:
+def _read_policy(agent: AgentPolicy, workdir: str, notes: list[str]) -> dict[str, Any]:  # noqa: C901 - split after the policy-source changes land
     roots: list[str] = []
     blocked: list[str] = []
     allow_absolute = False

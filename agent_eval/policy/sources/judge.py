@@ -32,6 +32,7 @@ from typing import Any
 
 from agent_eval.policy.allowlist import allowlist_from_dict
 from agent_eval.policy.engine import check_command, check_read
+from agent_eval.policy.profiles import BASH_TOOLS, READ_TOOLS
 from agent_eval.policy.rules import code_for
 from agent_eval.policy.sources import claude_code, codex, gemini_cli, opencode, qwen_code
 from agent_eval.policy.sources.emulation import CODEX_DEFAULT_MODE, Emulation, emulation_for
@@ -45,8 +46,6 @@ STRUCTURE = allowlist_from_dict({
 """Any one program with plain words; every other shell construct refused."""
 
 MAX_EMULATED = 65536
-BASH_TOOLS = frozenset({"bash", "Bash", "shell", "shell_command", "exec_command", "local_shell"})
-READ_TOOLS = frozenset({"read", "Read", "view"})
 COMMAND_KEYS = ("command", "cmd")
 PATH_KEYS = ("filePath", "file_path", "path")
 

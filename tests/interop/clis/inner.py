@@ -110,9 +110,9 @@ def main(spec_path: str) -> int:
     binds = [(os.open(b["source"], os.O_PATH | os.O_DIRECTORY), b["target"], b["read_only"])
              for b in spec["binds"]]
     relay_fd = os.open(spec["relay_dir"], os.O_PATH | os.O_DIRECTORY)
-    stdin = open(os.path.join(spec["output_dir"], "stdin"), "rb")  # noqa: SIM115
-    out = open(os.path.join(spec["output_dir"], "stdout"), "wb")  # noqa: SIM115
-    err = open(os.path.join(spec["output_dir"], "stderr"), "wb")  # noqa: SIM115
+    stdin = open(os.path.join(spec["output_dir"], "stdin"), "rb")
+    out = open(os.path.join(spec["output_dir"], "stdout"), "wb")
+    err = open(os.path.join(spec["output_dir"], "stderr"), "wb")
     # 2. the one interface
     raise_loopback()
     # 3. hide the host's shared folders

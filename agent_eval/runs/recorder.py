@@ -1,7 +1,8 @@
 """The run recorder: a run's life in the store, whoever plays it.
 
 ``run``, ``run --resume``, ``worker`` and ``replay`` all go through one
-:class:`RunRecorder`, and only it sets a run's status.  Its shape is inspect_ai's eval-log
+:class:`RunRecorder`, which sets the run's status through its :class:`RunWriter`
+(``writer.py``, the one run writer every source uses).  Its shape is inspect_ai's eval-log
 recorder (UKGovernmentBEIS/inspect_ai, ``src/inspect_ai/log/_recorders/recorder.py``:
 ``log_init``, ``log_start``, ``log_sample``, ``flush``, ``log_finish(status)``)::
 
@@ -43,7 +44,8 @@ from typing import Any
 
 from agent_eval import testhook
 from agent_eval.errors import ConfigError
-from agent_eval.store import Store
+from agent_eval.runs.writer import RunWriter
+from agent_eval.store import RunStatus, Store
 from agent_eval.transcript import SessionRecord
 
 LINGER_S = 0.2
@@ -127,7 +129,7 @@ class SessionWriter:
             if self.error is None:
                 try:
                     self._write(batch)
-                except BaseException as exc:  # noqa: BLE001 - raised again by close()
+                except BaseException as exc:  # raised again by close()
                     self.error = exc
                 self.written += len(batch)
                 testhook.stored(self.written)
@@ -139,11 +141,12 @@ class SessionWriter:
 class RunRecorder:
     """One run's life in the store: status, lease and the session writer."""
 
-    interrupted_status: str | None = "interrupted"  # what Ctrl-C leaves the run as
+    interrupted_status: RunStatus | None = "interrupted"  # what Ctrl-C leaves the run as
 
     def __init__(self, store: Store, run_id: int) -> None:
         self.store = store
         self.run_id = run_id
+        self.run = RunWriter(store, run_id)
         self.counts = Counts()
         self._writer: SessionWriter | None = None
         self._handed = 0
@@ -157,7 +160,7 @@ class RunRecorder:
 
     def start(self) -> None:
         """The run is being played: status ``running``; the writer starts."""
-        self.store.set_run_status(self.run_id, "running")
+        self.run.set_status("running")
         self._open_writer()
 
     def _open_writer(self) -> None:
@@ -184,7 +187,7 @@ class RunRecorder:
         if writer is not None:
             writer.close()
 
-    def finish(self, status: str | None) -> None:
+    def finish(self, status: RunStatus | None) -> None:
         """Store every session handed over, then set the run's ``status`` (None: leave
         it).  When a write failed, a run that would be ``finished`` is ``failed`` (some
         session is not stored), and the write's error is raised."""
@@ -192,14 +195,13 @@ class RunRecorder:
             self.flush()
         except BaseException:
             if status is not None:
-                self.store.set_run_status(self.run_id,
-                                          "failed" if status == "finished" else status)
+                self.run.set_status("failed" if status == "finished" else status)
             raise
         if status is not None:
-            self.store.set_run_status(self.run_id, status)
+            self.run.set_status(status)
 
     @contextlib.contextmanager
-    def recording(self, status: Callable[[], str | None] = lambda: "finished"
+    def recording(self, status: Callable[[], RunStatus | None] = lambda: "finished"
                   ) -> Iterator[None]:
         """``start``, then ``finish`` with ``status()`` when the block ends, ``interrupted``
         on Ctrl-C (resumable) or ``failed`` when a fault escapes it."""
@@ -219,7 +221,7 @@ class RunRecorder:
         """Write a batch in one transaction; refused, again session by session, so every
         session the store takes is stored (the first refusal is raised after)."""
         try:
-            self.store.record_sessions(self.run_id, [r for h in batch for r in h.records])
+            self.run.write([r for h in batch for r in h.records])
         except ConfigError:
             if len(batch) == 1:
                 raise
@@ -240,25 +242,27 @@ class WorkerRecorder(RunRecorder):
     done mark by ``complete(handed)`` (``store/work.py``; "stored" or "duplicate"), and
     ``on_done(item)`` is told once it is.  The run's status is the workers' together:
     Ctrl-C leaves it to the others, and ``finish("finished")`` marks it only when no
-    item is left open (``finish_if_done``: one worker's conditional update wins)."""
+    item is left open (``RunWriter.finish_if_done``: one worker's conditional update
+    wins), through ``retrying`` (the worker's patience with a database that restarts)."""
 
     interrupted_status = None
 
     def __init__(self, store: Store, run_id: int, *, complete: Callable[[Handed], str],
-                 on_done: Callable[[Any], None], finish_if_done: Callable[[], bool]) -> None:
+                 on_done: Callable[[Any], None],
+                 retrying: Callable[[Callable[[], bool]], bool] = lambda fn: fn()) -> None:
         super().__init__(store, run_id)
         self._complete = complete
         self._on_done = on_done
-        self._finish_if_done = finish_if_done
+        self._retrying = retrying
         self.marked_finished = False
 
     def start(self) -> None:
         self._open_writer()
 
-    def finish(self, status: str | None) -> None:
+    def finish(self, status: RunStatus | None) -> None:
         self.flush()
         if status == "finished":
-            self.marked_finished = self._finish_if_done()
+            self.marked_finished = self._retrying(self.run.finish_if_done)
 
     def _write(self, batch: list[Handed]) -> None:
         for handed in batch:
