@@ -184,18 +184,7 @@ def run(suite, base_url, model, target_name, config_file, allowlist_path, agent,
         until_decided, max_repeats, look_every, repeats, resume,
         (max_error_rate, max_class, baseline_ref, max_regression))
     store = open_store(db)
-    if resume and (max_turns or max_tool_calls):
-        raise ConfigError("--resume keeps the limits the run started with",
-                          field="--max-turns/--max-tool-calls")
-    if resume and (allowlist_path or agent):
-        raise ConfigError("--resume judges under the allow-list the run started with",
-                          field="--allowlist")
-    if agent and not allowlist_path:
-        raise ConfigError("--agent picks an agent of --allowlist CONFIG; give both",
-                          field="--agent")
-    if resume and plan_only:
-        raise ConfigError("--plan-only plans a new run; workers finish a planned one "
-                          "(agent-eval worker RUN)", field="--plan-only")
+    _check_together(resume, max_turns or max_tool_calls, allowlist_path, agent, plan_only)
     if resume:
         run_id, suite_obj, targets, reps = load_run_plan(store, resume)
         _check_resumed_target(run_id, targets, base_url=base_url, model=model,
@@ -526,6 +515,23 @@ def _play_sequential(store, run_id, suite_obj, targets, *, resume: bool = False,
     _closing(store, run_id, total, console, status, as_json)
     console.print(sequence_end_line(run_id, plan, checks), markup=False, highlight=False,
                   soft_wrap=True)
+
+
+def _check_together(resume, limits, allowlist_path, agent, plan_only) -> None:
+    """The options that cannot go together: --resume keeps the limits, the allow-list
+    and the plan the run started with; --agent needs --allowlist."""
+    if resume and limits:
+        raise ConfigError("--resume keeps the limits the run started with",
+                          field="--max-turns/--max-tool-calls")
+    if resume and (allowlist_path or agent):
+        raise ConfigError("--resume judges under the allow-list the run started with",
+                          field="--allowlist")
+    if agent and not allowlist_path:
+        raise ConfigError("--agent picks an agent of --allowlist CONFIG; give both",
+                          field="--agent")
+    if resume and plan_only:
+        raise ConfigError("--plan-only plans a new run; workers finish a planned one "
+                          "(agent-eval worker RUN)", field="--plan-only")
 
 
 def _left_between_batches(store, run_id: int) -> None:

@@ -140,42 +140,14 @@ def check_reply(ex: Exchange) -> list[StackFault]:
     if ex.whole is not None:
         return check_parity(dataclasses.replace(ex, whole=None), ex.whole)
     calls = ex.calls
-    at_cap = (ex.finish_reason == "length" or (
-        ex.completion_tokens is not None and ex.max_tokens is not None
-        and ex.completion_tokens >= ex.max_tokens))
-    for call in calls:
-        if at_cap and not _whole_json(call.arguments):
-            how = ("finish reason length" if ex.finish_reason == "length" else
-                   f"finish reason {ex.finish_reason!r} with {ex.completion_tokens} completion "
-                   f"tokens = max_tokens")
-            out.append(_fault("cut-by-token-limit",
-                              f"call {call.name!r} cut by the output cap ({how})",
-                              call.arguments, ends=True))
-            break
+    out.extend(_cut_call(ex))
     if calls:
         if ex.finish_reason == "stop":
             out.append(_fault("finish-reason-mismatch",
                               f"finish reason 'stop' beside {len(calls)} tool call(s)"))
         out.extend(_tool_choice(ex))
     else:  # one lost reply counts once: the most specific sign first
-        lost = []
-        if (found := template_markup(ex)) is not None:
-            marker, where = found
-            lost.append(_fault("template-markup-unparsed",
-                               f"a call in the template's own format ({marker}) left in the "
-                               f"reply's {where}: the server's parser did not take it out",
-                               ex.content if where == "content" else ex.reasoning, ends=True))
-        lost += [*_tool_choice(ex)]
-        if ex.finish_reason == "tool_calls":
-            lost.append(_fault("finish-reason-mismatch",
-                               "finish reason 'tool_calls' but the reply carries no call",
-                               ex.content, ends=True))
-        if (not ex.content and not ex.reasoning and ex.completion_tokens is not None
-                and ex.completion_tokens > 1):
-            lost.append(_fault("empty-reply-with-tokens",
-                               f"{ex.completion_tokens} completion tokens counted, nothing in "
-                               "the reply", ends=True))
-        out.extend(lost[:1])
+        out.extend(_lost_reply(ex)[:1])
     if ex.parallel_tool_calls is False and len(calls) > 1:
         out.append(_fault("parallel-calls-exceeded",
                           f"{len(calls)} calls in one reply with parallel_tool_calls: false"))
@@ -194,6 +166,47 @@ def check_reply(ex: Exchange) -> list[StackFault]:
         out.append(_fault("broken-stream-deltas", "; ".join(broken),
                           "\n".join(c.arguments for c in calls), ends=True))
     return out
+
+
+def _cut_call(ex: Exchange) -> list[StackFault]:
+    """The first call cut by the output cap: arguments that are not whole JSON in a reply
+    that ended at the cap (``length``, or completion tokens at ``max_tokens``)."""
+    at_cap = (ex.finish_reason == "length" or (
+        ex.completion_tokens is not None and ex.max_tokens is not None
+        and ex.completion_tokens >= ex.max_tokens))
+    for call in ex.calls if at_cap else ():
+        if not _whole_json(call.arguments):
+            how = ("finish reason length" if ex.finish_reason == "length" else
+                   f"finish reason {ex.finish_reason!r} with {ex.completion_tokens} completion "
+                   f"tokens = max_tokens")
+            return [_fault("cut-by-token-limit",
+                           f"call {call.name!r} cut by the output cap ({how})",
+                           call.arguments, ends=True)]
+    return []
+
+
+def _lost_reply(ex: Exchange) -> list[StackFault]:
+    """The signs that a reply with no call was lost by the stack, the most specific
+    first: the template's own markup left in the text, a tool choice not honoured, a
+    ``tool_calls`` finish with nothing in it, tokens counted for an empty reply."""
+    lost = []
+    if (found := template_markup(ex)) is not None:
+        marker, where = found
+        lost.append(_fault("template-markup-unparsed",
+                           f"a call in the template's own format ({marker}) left in the "
+                           f"reply's {where}: the server's parser did not take it out",
+                           ex.content if where == "content" else ex.reasoning, ends=True))
+    lost += [*_tool_choice(ex)]
+    if ex.finish_reason == "tool_calls":
+        lost.append(_fault("finish-reason-mismatch",
+                           "finish reason 'tool_calls' but the reply carries no call",
+                           ex.content, ends=True))
+    if (not ex.content and not ex.reasoning and ex.completion_tokens is not None
+            and ex.completion_tokens > 1):
+        lost.append(_fault("empty-reply-with-tokens",
+                           f"{ex.completion_tokens} completion tokens counted, nothing in "
+                           "the reply", ends=True))
+    return lost
 
 
 def check_tools(tools: Any) -> list[StackFault]:

@@ -368,48 +368,65 @@ def _asks_by_design(parts: list[tuple[Piece, str]], mode: str, quirks: frozenset
     return None
 
 
+_SHAPE_QUIRKS = ("heredoc-asks", "background-asks", "subshell-asks", "brace-asks",
+                 "path-outside-asks", "cd-outside-asks")
+"""The shape behaviours :func:`_asks_for_shape` reads, in the order it reads them."""
+
+
 def _asks_for_shape(agent: AgentPolicy, pieces: list[Piece], scan: Any, mode: str,
                     quirks: frozenset[str], workdir: str) -> HarnessVerdict | None:
-    """The current release's ``heredoc-asks``, ``background-asks``, ``subshell-asks`` and
-    ``cd-outside-asks`` (``emulation.BEHAVIOURS``)."""
+    """The current release's ``heredoc-asks``, ``background-asks``, ``subshell-asks``,
+    ``brace-asks``, ``path-outside-asks`` and ``cd-outside-asks``
+    (``emulation.BEHAVIOURS``): the first that holds asks."""
     if mode == "bypassPermissions":
         return None
-    if "heredoc-asks" in quirks:
-        for piece in pieces:
-            for op, target in piece.redirects:
-                if op.startswith("<<") and op != "<<<" and not target.startswith(("'", '"')):
-                    return HarnessVerdict("ask", (), reason=f"heredoc with unquoted delimiter "
-                                                            f"{target} asks (heredoc-asks)")
-    if "background-asks" in quirks and any(c.join is not None and c.join.kind == "&"
-                                           for c in scan.commands):
-        return HarnessVerdict("ask", (), reason="a & background job asks (background-asks)")
-    if "subshell-asks" in quirks and any(c.join is not None and c.join.kind == "("
-                                         for c in scan.commands):
-        return HarnessVerdict("ask", (), reason="a subshell asks (subshell-asks)")
-    if "brace-asks" in quirks:
-        for piece in pieces:
-            for raw in piece.raw_words:
-                if not raw.startswith(("'", '"')) and _BRACE.search(raw):
-                    return HarnessVerdict("ask", (), reason=f"brace expansion in {raw!r} asks "
-                                                            "(brace-asks)")
     roots = [workdir, *(posixpath.normpath(posixpath.join(workdir, d))
                         for d in agent.directories)]
-    if "path-outside-asks" in quirks:
-        for piece in pieces:
-            outside = _path_outside(_strip_words(piece), workdir, roots)
-            if outside is not None:
-                return HarnessVerdict("ask", (), reason=f"{outside} is outside the working "
-                                                        "directories: asks, whatever rule "
-                                                        "allows the command (path-outside-asks)")
-    if "cd-outside-asks" in quirks:
-        for piece in pieces:
-            if piece.words[:1] == ["cd"] and len(piece.words) > 1:
-                target = posixpath.normpath(posixpath.join(workdir, piece.words[1]))
-                if not any(target == r or target.startswith(r.rstrip("/") + "/")
-                           for r in roots):
-                    return HarnessVerdict("ask", (), reason=f"cd into {target}, outside the "
-                                                            "working directories, asks "
-                                                            "(cd-outside-asks)")
+    for quirk in _SHAPE_QUIRKS:
+        if quirk in quirks:
+            reason = _shape_asks(quirk, pieces, scan, workdir, roots)
+            if reason is not None:
+                return HarnessVerdict("ask", (), reason=reason)
+    return None
+
+
+def _shape_asks(quirk: str, pieces: list[Piece], scan: Any, workdir: str,
+                roots: list[str]) -> str | None:
+    """Why the command asks under one shape behaviour, or None."""
+    if quirk == "background-asks":
+        return ("a & background job asks (background-asks)"
+                if any(c.join is not None and c.join.kind == "&" for c in scan.commands)
+                else None)
+    if quirk == "subshell-asks":
+        return ("a subshell asks (subshell-asks)"
+                if any(c.join is not None and c.join.kind == "(" for c in scan.commands)
+                else None)
+    for piece in pieces:
+        reason = _piece_asks(quirk, piece, workdir, roots)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _piece_asks(quirk: str, piece: Piece, workdir: str, roots: list[str]) -> str | None:
+    """Why one part of a command asks under a per-part shape behaviour, or None."""
+    if quirk == "heredoc-asks":
+        for op, target in piece.redirects:
+            if op.startswith("<<") and op != "<<<" and not target.startswith(("'", '"')):
+                return f"heredoc with unquoted delimiter {target} asks (heredoc-asks)"
+    elif quirk == "brace-asks":
+        for raw in piece.raw_words:
+            if not raw.startswith(("'", '"')) and _BRACE.search(raw):
+                return f"brace expansion in {raw!r} asks (brace-asks)"
+    elif quirk == "path-outside-asks":
+        outside = _path_outside(_strip_words(piece), workdir, roots)
+        if outside is not None:
+            return (f"{outside} is outside the working directories: asks, whatever rule "
+                    "allows the command (path-outside-asks)")
+    elif quirk == "cd-outside-asks" and piece.words[:1] == ["cd"] and len(piece.words) > 1:
+        target = posixpath.normpath(posixpath.join(workdir, piece.words[1]))
+        if not any(target == r or target.startswith(r.rstrip("/") + "/") for r in roots):
+            return f"cd into {target}, outside the working directories, asks (cd-outside-asks)"
     return None
 
 

@@ -236,9 +236,7 @@ def judge_command(agent: AgentPolicy, command: str, mode: str) -> HarnessVerdict
     if not shell_registered(agent, mode):
         return HarnessVerdict("deny", (), reason=f"unattended in mode {mode} the shell tool is "
                               "not registered: no rule allows the whole tool (Bash)")
-    worst: Action = "allow"
     used: list[Rule] = []
-    why = ""
     parts = split_command(command)
     for part in parts:
         denied = _first(agent, "deny", part)
@@ -256,21 +254,22 @@ def judge_command(agent: AgentPolicy, command: str, mode: str) -> HarnessVerdict
                 used.append(allowed)
         return HarnessVerdict("allow", tuple(used), reason=f"no deny rule matches: unattended "
                               f"in mode {mode} nobody is asked, so it runs")
+    return _strict_verdict(agent, parts)
+
+
+def _strict_verdict(agent: AgentPolicy, parts: list[str]) -> HarnessVerdict:
+    """The rules alone on the parts no deny rule refused: the first part an ``ask`` rule
+    matches, or no rule allows, asks; else every part is allowed by a rule."""
+    used: list[Rule] = []
     for part in parts:
         asked = _first(agent, "ask", part)
         if asked is not None:
-            if worst == "allow":
-                worst, used, why = "ask", [asked], f"{part!r} matches {asked.label()}"
-            continue
+            return HarnessVerdict("ask", (asked,), reason=f"{part!r} matches {asked.label()}")
         allowed = _first(agent, "allow", part)
-        if allowed is not None:
-            if allowed not in used and worst == "allow":
-                used.append(allowed)
-            continue
-        if worst == "allow":
-            worst, used, why = "ask", [], f"{part!r}: no rule allows it"
-    if worst == "ask":
-        return HarnessVerdict("ask", tuple(used), reason=why)
+        if allowed is None:
+            return HarnessVerdict("ask", (), reason=f"{part!r}: no rule allows it")
+        if allowed not in used:
+            used.append(allowed)
     return HarnessVerdict("allow", tuple(used), reason="every part allowed by a rule")
 
 
