@@ -156,6 +156,15 @@ def _ibeta(a: float, b: float, x: float, y: float) -> tuple[float, float]:
     return 1.0 - high, high
 
 
+def _ibeta_fraction(a: float, b: float, x: float, y: float) -> float:
+    """``I_x(a, b)`` by its continued fraction in ``x``, whichever side converges faster."""
+    if x <= 0:
+        return 0.0
+    lx = math.log(x) if x < 0.5 else math.log1p(-y)
+    ly = math.log(y) if y < 0.5 else math.log1p(-x)
+    return math.exp(a * lx + b * ly - _lbeta(a, b)) * _betacf(a, b, x) / a
+
+
 def beta_cdf(x: float, a: float, b: float) -> float:
     """``scipy.stats.beta.cdf`` = ``scipy.special.betainc(a, b, x)``: the regularized
     incomplete beta function ``I_x(a, b)``."""
@@ -251,7 +260,11 @@ def t_sf(t: float, df: float) -> float:
         return 0.0 if t > 0 else 1.0
     t2 = t * t
     x, y = df / (df + t2), t2 / (df + t2)
-    tail = 0.5 * _ibeta(df / 2.0, 0.5, x, y)[0]
+    if t2 < 6:  # near the median: I_x(ν/2, ½) = 1 − I_y(½, ν/2), the fraction in y (small),
+        # which keeps 1e-14 where the one in x (next to 1) loses ε·ν (1e-11 at ν = 1e6)
+        tail = 0.5 - 0.5 * _ibeta_fraction(0.5, df / 2.0, y, x)
+    else:
+        tail = 0.5 * _ibeta(df / 2.0, 0.5, x, y)[0]
     return tail if t > 0 else 1.0 - tail
 
 
@@ -265,7 +278,8 @@ def t_ppf(p: float, df: float) -> float:
     """``scipy.stats.t.ppf`` (``scipy.special.stdtrit``); the normal quantile for
     ``df = inf``.  From the inverse incomplete beta on whichever side keeps precision:
     ``x = I⁻¹(ν/2, 1/2; q)`` for a two-tail area ``q < 1/2`` (far tails), else
-    ``y = I⁻¹(1/2, ν/2; 1 − q)`` (near the median), ``t = √(ν(1−x)/x) = √(ν y/(1−y))``.
+    ``y = I⁻¹(1/2, ν/2; 1 − q)`` (near the median), ``t = √(ν(1−x)/x) = √(ν y/(1−y))``,
+    then two Newton steps on :func:`t_sf` (``1 − x`` near 1 keeps few digits at large ν).
     Cached: the intervals ask for the same few quantiles again and again."""
     if math.isnan(p) or math.isnan(df) or df <= 0 or p < 0 or p > 1:
         return math.nan
@@ -278,6 +292,18 @@ def t_ppf(p: float, df: float) -> float:
     if p == 0.5:
         return 0.0
     q = 2.0 * min(p, 1.0 - p)
+    t = _t_from_beta(q, p, df)
+    if 0 < t < math.inf:  # Newton on the tail, which t_sf gives without 1 − x's cancellation
+        tail, lb = min(p, 1.0 - p), _lbeta(df / 2.0, 0.5) + 0.5 * math.log(df)
+        for _ in range(2):
+            dens = math.exp(-lb - (df + 1) / 2 * math.log1p(t * t / df))
+            if not dens > 0:
+                break
+            t += (t_sf(t, df) - tail) / dens
+    return t if p > 0.5 else -t
+
+
+def _t_from_beta(q: float, p: float, df: float) -> float:
     if q < 0.5:
         x = beta_ppf(q, df / 2.0, 0.5)
         if x < 1e-100:  # far tail: sf(t) = c ν^((ν−1)/2) t^−ν (1 + O(ν/t²)), c = 1/(√ν B(ν/2, ½))
@@ -288,7 +314,7 @@ def t_ppf(p: float, df: float) -> float:
     else:
         y = beta_ppf(abs(2.0 * p - 1.0), 0.5, df / 2.0)
         t = math.sqrt(df * y / (1.0 - y)) if y < 1 else math.inf
-    return t if p > 0.5 else -t
+    return t
 
 
 # --- incomplete gamma and chi-square ----------------------------------------------------

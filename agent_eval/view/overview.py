@@ -209,8 +209,7 @@ INLINE_SESSIONS = 2000
 """Up to this many sessions a page computes the clustered intervals with it; a bigger run
 shows a link that computes them on request.  They are sums per scenario now
 (``store.cluster_stats``: the compare page's analysis of 1M calls takes 0.2 s warm on
-SQLite), but the first of them in a process imports scipy.stats (about 0.8 s) and the
-run page's per-class sums group the denied calls per session."""
+SQLite), but the run page's per-class sums group the denied calls per session."""
 
 
 def _sessions(figures: dict[str, GroupSummary]) -> int:
