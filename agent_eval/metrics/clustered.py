@@ -337,6 +337,18 @@ def units_by_target(units: Iterable[Unit]) -> dict[str, list[Unit]]:
     return out
 
 
+def clustered_text(rate: ClusteredRate | None) -> str:
+    """``7.21 [4.0–12.6]``: the rate and its clustered interval (the one gate and compare
+    decide on); ``50.00 [1 session]`` in place of the interval when one session holds all
+    the calls (it cannot say how sessions vary; short, as terminal tables keep it)."""
+    if rate is None or rate.per100 is None:
+        return "–"
+    if rate.lo100 is None or rate.hi100 is None:
+        unit = "session" if rate.clusters == 1 else "sessions"
+        return f"{rate.per100:.2f} [{rate.clusters} {unit}]"
+    return f"{rate.per100:.2f} [{rate.lo100:.1f}–{rate.hi100:.1f}]"
+
+
 def interval_text(rate: ClusteredRate, digits: int = 1) -> str:
     """``"[3.1–9.8] deff 2.4, 40 sessions"``: the clustered interval, for tables and lines."""
     if rate.lo100 is None:

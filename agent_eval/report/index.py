@@ -33,7 +33,9 @@ from agent_eval.metrics.classes import order_classes
 from agent_eval.metrics.clustered import (
     CLUSTERED_METHOD,
     FEW_CLUSTERS,
+    ClusteredRate,
     ClusteredSummary,
+    clustered_text,
     summarize_clustered,
 )
 from agent_eval.metrics.sufficient import TargetStats
@@ -180,7 +182,10 @@ class IndexPage:
 FAILED_ON_INDEX = 50
 
 TARGET_HEAD = ("target", "sessions", "messages", "tool calls", "errors",
-               "errors/100 [95% CI]", "handshake completion", "error sessions")  # fmt: skip
+               "errors/100 [95% CI]", "Wilson CI (calls)", "handshake completion",
+               "error sessions")  # fmt: skip
+"""The per-target table: errors/100 with its clustered interval (sessions as clusters, the
+one gate and compare decide on), Wilson's on calls after it as detail."""
 HANDSHAKE_HEAD = ("target", "sessions with a handshake", "completed [95% CI]",
                   "mean share of steps done", "most-missed step")  # fmt: skip
 RECOVERY_HEAD = ("target", "denials", *(f"{a} [95% CI]" for a in NEXT_ACTIONS),
@@ -295,13 +300,15 @@ def build_index_page(
     items = tuple(sorted(items, key=lambda i: not i.failed))  # failed first, stable
     failed = tuple(i for i in items if i.failed)
     scenarios = sorted({s.scenario for s in sessions})
+    clustered = clustered_fields(figures.clustered, summaries)
+    rates = {name: c.errors for name, c in clustered["clustered"].items()}
     return IndexPage(
         title=_title(runs),
         runs=tuple(_run_view(r) for r in runs),
         columns=columns,
         summaries=summaries,
         repeats=repeats,
-        target_rows=tuple(_target_row(name, s) for name, s in summaries.items()),
+        target_rows=tuple(_target_row(name, s, rates.get(name)) for name, s in summaries.items()),
         class_rows=_class_rows(summaries),
         failed=failed[:FAILED_ON_INDEX],
         failed_total=len(failed),
@@ -314,7 +321,7 @@ def build_index_page(
         sessions=items,
         error_sessions=tuple(i for i in items if i.link.status == "error"),
         class_chart=class_chart(summaries),
-        error_chart=error_chart(summaries),
+        error_chart=error_chart(summaries, rates),
         scenario_rows=breakdown_rows(figures.by_scenario, columns,
                                      (s.scenario for s in sessions if s.status != "error")),
         tag_rows=breakdown_rows(figures.by_tag, columns, (
@@ -325,7 +332,7 @@ def build_index_page(
         agreement=agreed,
         agreement_rows=tuple(agreement_cells(a) for a in agreed),
         disagreements=disagreement_items(agreement, links),
-        **clustered_fields(figures.clustered, summaries),
+        **clustered,
     )
 
 
@@ -371,7 +378,7 @@ def _rule_name(code: str) -> str:
     return rule.name if rule is not None else ""
 
 
-CLUSTERED_HEAD = ("target", "errors/100", "Wilson 95% CI", "clustered 95% CI (sessions)",
+CLUSTERED_HEAD = ("target", "errors/100", "clustered 95% CI (sessions)", "Wilson 95% CI",
                   "design effect", "sessions", "across tasks 95% CI (scenarios)")
 
 
@@ -385,8 +392,9 @@ def clustered_fields(stats: dict[str, TargetStats],
     for name, c in clustered.items():
         e, across, w = c.errors, c.across_tasks, summaries[name].errors
         rows.append((
-            name, number_text(e.per100), _ci_text(w.lo100, w.hi100),
+            name, number_text(e.per100),
             _ci_text(e.lo100, e.hi100) + (" few clusters" if e.few_clusters else ""),
+            _ci_text(w.lo100, w.hi100),
             number_text(e.deff), str(e.clusters), _ci_text(across.lo100, across.hi100),
         ))
     return {"clustered": clustered, "clustered_rows": tuple(rows)}
@@ -438,11 +446,14 @@ def suite_shown(suite: str | None) -> str | None:
     return path.name
 
 
-def _target_row(name: str, s: GroupSummary) -> tuple[str, ...]:
+def _target_row(name: str, s: GroupSummary, clustered: ClusteredRate | None
+                ) -> tuple[str, ...]:
     hs = s.handshake.completed
     hs_text = f"{hs.k}/{hs.n} ({hs.per100:.0f}%)" if hs.n else "–"
+    wilson = rate_text(s.errors)
     return (name, str(s.sessions), str(s.messages), str(s.calls), str(s.errors.k),
-            rate_text(s.errors), hs_text, str(s.error_sessions))
+            clustered_text(clustered), wilson.partition(" ")[2] or "–", hs_text,
+            str(s.error_sessions))
 
 
 def _class_rows(summaries: dict[str, GroupSummary]) -> tuple[ClassRow, ...]:

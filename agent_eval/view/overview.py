@@ -8,6 +8,7 @@ behind it, pre-filtered, so a reader goes from a rate to the transcripts in one 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -15,6 +16,7 @@ from markupsafe import Markup
 
 from agent_eval.analysis.comparison import holm
 from agent_eval.metrics.classes import UNCLASSIFIED
+from agent_eval.metrics.clustered import ClusteredRate, clustered_text, units_rate
 from agent_eval.metrics.stats import compare_rates, wilson_interval
 from agent_eval.metrics.summary import NO_AGENT, GroupSummary, Tally
 from agent_eval.policy import RULES, get_rule
@@ -150,7 +152,9 @@ class RunPage:
 
 
 TARGET_HEAD = ("target", "sessions", "tool calls", "errors", "errors/100 [95% CI]",
-               "handshake completed", "error sessions")  # fmt: skip
+               "Wilson CI (calls)", "handshake completed", "error sessions")  # fmt: skip
+"""errors/100 leads with its clustered interval (sessions as clusters: what gate and compare
+decide on); Wilson's on calls follows as detail."""
 
 
 def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPage:
@@ -167,9 +171,12 @@ def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPag
                   played=info.status != "running" or store.run_is_played(run_id),
                   planned=planned, stored=stored)
     previous = store.previous_run_id(info)
+    units = run_units(store, run_id, classes=inline)  # per target: cheap without classes
+    rates = {name: units_rate(units[name]) for name in figures if name in units}
     return RunPage(
         run=run, columns=tuple(figures), target_head=TARGET_HEAD,
-        target_rows=_target_rows(run_id, figures), class_rows=_class_rows(run_id, figures),
+        target_rows=_target_rows(run_id, figures, rates),
+        class_rows=_class_rows(run_id, figures),
         leak_rows=_leak_rows(figures), stack_rows=_stack_rows(figures),
         agent_rows=_agent_rows(tuple(figures), store.summarize(
             [run_id], ("agent", "target"), with_turns=False, detail="totals")),
@@ -178,10 +185,9 @@ def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPag
         failed_href=sessions_href(run_id=run_id, failed=True),
         calls_href=calls_href(run_id=run_id),
         previous_href=compare_href(previous, info.id) if previous is not None else None,
-        clustered=(clustered_view(run_units(store, run_id, classes=True), tuple(figures))
-                   if inline else None),
+        clustered=clustered_view(units, tuple(figures)) if inline else None,
         clustered_href=None if inline else f"/runs/{run_id}?intervals=1",
-        error_chart=error_chart(figures), class_chart=class_chart(figures),
+        error_chart=error_chart(figures, rates), class_chart=class_chart(figures),
         trend=_trend(store, info.label),
     )
 
@@ -226,17 +232,21 @@ def rate_text(k: int, n: int, *, interval: bool = True) -> str:
     return text
 
 
-def _target_rows(run_id: int, figures: dict[str, GroupSummary]) -> tuple[tuple[Cell, ...], ...]:
+def _target_rows(run_id: int, figures: dict[str, GroupSummary],
+                 rates: Mapping[str, ClusteredRate]) -> tuple[tuple[Cell, ...], ...]:
     rows = []
     for name, t in figures.items():
         f = {"run_id": run_id, "target": name}
         hs = t.handshake
+        wilson = rate_text(t.errors.k, t.calls).partition(" ")[2] or "–"
         rows.append((
             Cell(name),
             Cell(str(t.sessions), sessions_href(**f)),
             Cell(str(t.calls), calls_href(**f)),
             Cell(str(t.errors.k), calls_href(**f, decision="deny")),
-            Cell(rate_text(t.errors.k, t.calls), calls_href(**f, decision="deny")),
+            Cell(clustered_text(rates.get(name)) if t.calls else "–",
+                 calls_href(**f, decision="deny")),
+            Cell(wilson),
             Cell(f"{hs.completed.k}/{hs.sessions}" if hs.sessions else "–",
                  sessions_href(**f, handshake=True, sort="handshake")),
             Cell(str(t.error_sessions), sessions_href(**f, status="error")),
