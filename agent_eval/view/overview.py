@@ -40,7 +40,7 @@ from agent_eval.view.links import (
     session_href,
     sessions_href,
 )
-from agent_eval.view.trend import trend_chart
+from agent_eval.view.trend import run_stamps, trend_chart
 
 TREND_RUNS = 20
 
@@ -108,8 +108,8 @@ def build_runs_page(store: Store, filters: dict[str, str], offset: int = 0,
         cells[7] = Cell(cells[7].text, calls_href(run_id=r.id, decision="deny"))
         rows.append(tuple(cells))
     labels = list(dict.fromkeys(r.label for r in page.rows if r.label))
-    trends = tuple((label, trend_chart(label, label_trend(store, label)))
-                   for label in labels[:5])
+    trends = tuple((label, chart) for label in labels[:5]
+                   if (chart := _trend(store, label)) is not None)
     return RunsPage(tuple(rows), page, filters, trends,
                     _pager(filters, page, -1), _pager(filters, page, +1),
                     any(r.status == "running" and store.run_is_played(r.id)
@@ -193,14 +193,37 @@ def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPag
 
 
 def _trend(store: Store, label: str | None) -> Markup | None:
-    """The nightly trend of the run's label (two runs at least), dated and linked."""
+    """The nightly trend of a label (two runs at least): on axes, each run labelled by its
+    date (and time, where several share a day), each point a link to its run with its
+    clustered 95% interval (sessions as clusters, as the gate reads each run)."""
     if not label:
         return None
     infos = store.list_runs(TREND_RUNS, label=label)
     if len(infos) < 2:
         return None
-    runs = [(r.id, r.created_at.strftime("%m-%d")) for r in reversed(infos)]
-    return trend_chart(label, label_trend(store, label), runs)
+    ordered = list(reversed(infos))
+    runs = run_stamps([(r.id, r.created_at) for r in ordered])
+    points = label_trend(store, label)
+    return trend_chart(label, points, runs,
+                       _trend_intervals(store, [r.id for r in ordered], points))
+
+
+def _trend_intervals(store: Store, run_ids: list[int], points: list[dict[str, GroupSummary]]
+                     ) -> list[dict[str, tuple[float, float]]]:
+    """Per run (in ``run_ids``' order), per target, the clustered 95% interval of
+    errors/100, from one query over the runs (columns ``target · run N``); a target with
+    one session has none."""
+    stats = store.cluster_stats(run_ids, columns=True)
+    out: list[dict[str, tuple[float, float]]] = []
+    for run_id, point in zip(run_ids, points, strict=True):
+        spans = {}
+        for name in point:
+            column = stats.get(f"{name} · run {run_id}")
+            rate = units_rate(column) if column is not None else None
+            if rate is not None and rate.lo100 is not None and rate.hi100 is not None:
+                spans[name] = (rate.lo100, rate.hi100)
+        out.append(spans)
+    return out
 
 
 def _by_target(store: Store, run_id: int, detail) -> dict[str, GroupSummary]:

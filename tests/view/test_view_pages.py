@@ -26,6 +26,7 @@ from agent_eval.metrics.stats import wilson_interval
 from agent_eval.store.schema import runs
 from agent_eval.view import overview
 from agent_eval.view.app import run_view_in_thread
+from agent_eval.view.trend import run_stamps
 
 
 class Page(HTMLParser):
@@ -335,8 +336,9 @@ def test_run_page_trend_has_dates_and_each_point_opens_its_run(viewer):
     trend = html[html.index('id="trend"'):]
     assert f'<a class="point" href="/runs/{f.old_run_id}">' in trend
     assert f'<a class="point" href="/runs/{f.run_id}">' in trend
-    date = store.get_run(f.old_run_id).created_at.strftime("%m-%d")
-    assert f'text-anchor="middle">{date}</text>' in trend
+    stamp = dict(run_stamps([(r, store.get_run(r).created_at)
+                             for r in (f.old_run_id, f.run_id)]))[f.old_run_id]
+    assert f'text-anchor="middle">{stamp}</text>' in trend  # with the time if same day
 
 
 def test_compare_page_draws_the_change_per_class_with_its_interval(viewer):
