@@ -22,7 +22,7 @@ from agent_eval.metrics.summary import NO_AGENT, GroupSummary, Tally
 from agent_eval.policy import RULES, get_rule
 from agent_eval.report.charts import change_chart, class_chart, error_chart
 from agent_eval.report.lists import ListCell as Cell  # one linked-cell record for report and view
-from agent_eval.report.runs import run_cells
+from agent_eval.report.runs import planned_progress, run_cells, stopped_runs
 from agent_eval.store import Page, RunInfo, Store
 from agent_eval.transcript import EXIT_STATES, NEXT_ACTIONS
 from agent_eval.view.intervals import (
@@ -67,25 +67,13 @@ class RunHead:
         return self.status == "running" and not self.played
 
 
-def planned_progress(store: Store, info) -> tuple[int | None, int | None]:
-    """(planned, stored) top-level sessions of a live run, from its stored plan; (None,
-    None) for other kinds or a plan that does not say."""
-    config = info.config or {}
-    try:
-        names = [t["name"] for t in config["targets"]]
-        scenarios, repeats = list(config["scenarios"]), int(config["repeats"])
-    except (KeyError, TypeError, ValueError):
-        return None, None
-    keys = {f"{t}/{sc}/{r}" for t in names for sc in scenarios for r in range(repeats)}
-    return len(keys), len(keys & store.finished_keys(info.id))
-
-
 @dataclass(frozen=True, slots=True)
 class RunsPage:
     rows: tuple[tuple[Cell, ...], ...]
     page: Page
     filters: dict[str, str]
     trends: tuple[tuple[str, Markup], ...]  # (label, svg)
+    stopped: tuple[str, ...]  # one line per run no process plays, with its resume command
     prev_href: str | None
     next_href: str | None
     live: bool
@@ -100,9 +88,13 @@ def build_runs_page(store: Store, filters: dict[str, str], offset: int = 0,
     page = store.list_run_rows(label=filters.get("label"), kind=filters.get("kind"),
                                status=filters.get("status"), limit=limit, offset=offset)
     rows = []
+    stopped = stopped_runs(store, page.rows)
     for r in page.rows:
         cells = [Cell(t) for t in run_cells(r)]
         cells[0] = Cell(str(r.id), run_href(r.id))
+        if r.id in stopped:  # left "running" by a killed runner: its page says how to resume
+            cells[3] = Cell("stopped", run_href(r.id))
+            cells[5] = Cell(stopped[r.id].sessions or cells[5].text)
         cells[5] = Cell(cells[5].text, sessions_href(run_id=r.id))
         cells[6] = Cell(cells[6].text, calls_href(run_id=r.id))
         cells[7] = Cell(cells[7].text, calls_href(run_id=r.id, decision="deny"))
@@ -110,7 +102,7 @@ def build_runs_page(store: Store, filters: dict[str, str], offset: int = 0,
     labels = list(dict.fromkeys(r.label for r in page.rows if r.label))
     trends = tuple((label, chart) for label in labels[:5]
                    if (chart := _trend(store, label)) is not None)
-    return RunsPage(tuple(rows), page, filters, trends,
+    return RunsPage(tuple(rows), page, filters, trends, tuple(s.hint for s in stopped.values()),
                     _pager(filters, page, -1), _pager(filters, page, +1),
                     any(r.status == "running" and store.run_is_played(r.id)
                         for r in page.rows))
