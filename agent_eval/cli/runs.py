@@ -55,13 +55,20 @@ def runs(ctx, label, kind, status, limit, offset, as_json, db) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
-    from agent_eval.report.runs import RUN_HEAD, run_cells, stopped_runs, target_cells
+    from agent_eval.report.runs import (
+        RUN_HEAD,
+        run_cells,
+        running_progress,
+        stopped_runs,
+        target_cells,
+    )
     from agent_eval.store import open_store
 
     with open_store(db, create=False) as store:
         page = store.list_run_rows(label=label, kind=kind, status=status, limit=limit,
                                    offset=offset)
         stopped = stopped_runs(store, page.rows)
+        progress = running_progress(store, page.rows)
     if as_json:
         click.echo(json.dumps([r.as_json() for r in page.rows], indent=2))
         return
@@ -75,7 +82,8 @@ def runs(ctx, label, kind, status, limit, offset, as_json, db) -> None:
         cells = list(run_cells(r))
         if r.id in stopped:  # "running" with no process: it will never finish by itself
             cells[RUN_HEAD.index("status")] = "stopped"
-            cells[RUN_HEAD.index("sessions")] = stopped[r.id].sessions or cells[5]
+        if r.id in progress:
+            cells[RUN_HEAD.index("sessions")] = progress[r.id]
         per_target = target_cells(r)
         if per_target:  # the targets and their figures are on the lines below
             cells[RUN_HEAD.index("targets")] = f"{len(per_target)} targets:"

@@ -66,11 +66,6 @@ class StoppedRun:
     stored: int | None
 
     @property
-    def sessions(self) -> str:
-        """``1 of 4 planned``, for the sessions cell (the stored count when no plan)."""
-        return "" if self.planned is None else f"{self.stored} of {self.planned} planned"
-
-    @property
     def hint(self) -> str:
         """The line under a list: what happened and the command that finishes it."""
         stored = ("" if self.planned is None else
@@ -78,6 +73,18 @@ class StoppedRun:
         return (f"Run {self.run_id} is not being played (its runner stopped without "
                 f"finishing it{stored}): finish it with `agent-eval run --resume "
                 f"{self.run_id}`.")
+
+
+def running_progress(store, rows) -> dict[int, str]:
+    """``N of M planned`` for each of the rows' live runs still ``running`` (played or
+    stopped), from its stored plan: the sessions cell of the runs lists."""
+    out: dict[int, str] = {}
+    for r in rows:
+        if r.status == "running" and r.kind == "live":
+            planned, stored = planned_progress(store, store.get_run(r.id))
+            if planned is not None:
+                out[r.id] = f"{stored} of {planned} planned"
+    return out
 
 
 def stopped_runs(store, rows) -> dict[int, StoppedRun]:

@@ -22,7 +22,7 @@ from agent_eval.metrics.summary import NO_AGENT, GroupSummary, Tally
 from agent_eval.policy import RULES, get_rule
 from agent_eval.report.charts import change_chart, class_chart, error_chart
 from agent_eval.report.lists import ListCell as Cell  # one linked-cell record for report and view
-from agent_eval.report.runs import planned_progress, run_cells, stopped_runs
+from agent_eval.report.runs import planned_progress, run_cells, running_progress, stopped_runs
 from agent_eval.store import Page, RunInfo, Store
 from agent_eval.transcript import EXIT_STATES, NEXT_ACTIONS
 from agent_eval.view.intervals import (
@@ -89,12 +89,14 @@ def build_runs_page(store: Store, filters: dict[str, str], offset: int = 0,
                                status=filters.get("status"), limit=limit, offset=offset)
     rows = []
     stopped = stopped_runs(store, page.rows)
+    progress = running_progress(store, page.rows)
     for r in page.rows:
         cells = [Cell(t) for t in run_cells(r)]
         cells[0] = Cell(str(r.id), run_href(r.id))
         if r.id in stopped:  # left "running" by a killed runner: its page says how to resume
             cells[3] = Cell("stopped", run_href(r.id))
-            cells[5] = Cell(stopped[r.id].sessions or cells[5].text)
+        if r.id in progress:
+            cells[5] = Cell(progress[r.id])
         cells[5] = Cell(cells[5].text, sessions_href(run_id=r.id))
         cells[6] = Cell(cells[6].text, calls_href(run_id=r.id))
         cells[7] = Cell(cells[7].text, calls_href(run_id=r.id, decision="deny"))

@@ -90,5 +90,6 @@ def test_a_played_run_is_running_in_the_lists_with_no_resume_line(half_run, monk
         html = page(store, "/")
         monkeypatch.setenv("COLUMNS", "120")
         result = CliRunner().invoke(main, ["runs", "--db", db])
-    assert "stopped" not in html and "--resume" not in html
+    assert "stopped" not in html and "--resume" not in html and "1 of 4 planned" in html
     assert "running" in result.stdout and "--resume" not in result.stdout
+    assert "1 of 4 planned" in result.stdout
