@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -309,7 +309,7 @@ def build_index_page(
         summaries=summaries,
         repeats=repeats,
         target_rows=tuple(_target_row(name, s, rates.get(name)) for name, s in summaries.items()),
-        class_rows=_class_rows(summaries),
+        class_rows=_class_rows(summaries, clustered["clustered"]),
         failed=failed[:FAILED_ON_INDEX],
         failed_total=len(failed),
         scenario_links={name: list_href(scenario_file(n)) for n, name in enumerate(scenarios)},
@@ -456,7 +456,12 @@ def _target_row(name: str, s: GroupSummary, clustered: ClusteredRate | None
             str(s.error_sessions))
 
 
-def _class_rows(summaries: dict[str, GroupSummary]) -> tuple[ClassRow, ...]:
+def _class_rows(summaries: dict[str, GroupSummary],
+                clustered: Mapping[str, ClusteredSummary] | None = None
+                ) -> tuple[ClassRow, ...]:
+    """One row per failure class, then the total; each cell errors/100 with its clustered
+    interval (sessions as clusters, as the gate's ``--max-class`` reads it) when the
+    column's sums are there, else Wilson's on calls."""
     rows = []
     for code, cells in class_table(summaries):
         rule = get_rule(code) if code != TOTAL else None
@@ -464,13 +469,22 @@ def _class_rows(summaries: dict[str, GroupSummary]) -> tuple[ClassRow, ...]:
             code=code,
             name=rule.name if rule else None,
             href=rule_href(code, from_dir=None),
-            cells=tuple(rate_text(cells.get(col)) for col in summaries),
+            cells=tuple(_class_cell(code, cells.get(col), (clustered or {}).get(col))
+                        for col in summaries),
             links=tuple(
                 list_href(class_file(code), n) if code != TOTAL and (r := cells.get(col))
                 and r.k else (list_href("failed.html", n) if code == TOTAL else None)
                 for n, col in enumerate(summaries)),
         ))
     return tuple(rows)
+
+
+def _class_cell(code: str, wilson: Rate | None, clustered: ClusteredSummary | None) -> str:
+    rate = None if clustered is None else (
+        clustered.errors if code == TOTAL else clustered.classes.get(code))
+    if rate is None or rate.per100 is None:
+        return rate_text(wilson)
+    return clustered_text(rate)
 
 
 def _handshake_row(name: str, s: GroupSummary) -> tuple[str, ...]:
