@@ -16,19 +16,24 @@ from agent_eval.metrics.summary import GroupSummary
 from agent_eval.report.charts import PALETTE, svg_text
 
 W, H, LEFT, TOP, PANEL = 560, 180, 44, 22, 110
-LABELLED = 8
-"""Up to this many runs every point's date is written under the axis; beyond, the first,
-middle and last (the others in each point's tooltip)."""
+CHAR_W = 6.5
+"""About how wide a tick label's character is (px): labels that would not fit their
+spacing are slanted."""
 
 Interval = tuple[float, float]
 
 
 def run_stamps(runs: Sequence[tuple[int, datetime]]) -> list[tuple[int, str]]:
     """Each run's axis label, oldest first: ``11-28``, or ``11-28 21:04`` where several of
-    the runs share that day (three identical "11-28" said nothing)."""
-    days = Counter(at.strftime("%m-%d") for _, at in runs)
-    return [(run_id, at.strftime("%m-%d %H:%M") if days[at.strftime("%m-%d")] > 1
-             else at.strftime("%m-%d")) for run_id, at in runs]
+    the runs share that day (three identical "11-28" said nothing), ``11-28 21:04:07``
+    where they share the minute too."""
+    out = []
+    for fmt in ("%m-%d", "%m-%d %H:%M", "%m-%d %H:%M:%S"):
+        out.append([at.strftime(fmt) for _, at in runs])
+    day, minute, second = out
+    days, minutes = Counter(day), Counter(minute)
+    return [(run_id, d if days[d] == 1 else m if minutes[m] == 1 else s)
+            for (run_id, _), d, m, s in zip(runs, day, minute, second, strict=True)]
 
 
 def trend_chart(label: str, points: list[dict[str, GroupSummary]],
@@ -64,6 +69,37 @@ def trend_chart(label: str, points: list[dict[str, GroupSummary]],
                      f'<text class="legend" x="{x + 14}" y="{y}">{svg_text(name)}</text>')
     parts.append("</svg>")
     return Markup("".join(parts))
+
+
+def _x_labels(xs: list[float], labels: list[str]) -> list[tuple[int, int]]:
+    """Which runs' labels the x axis writes, and in which row (0 or 1): all of them in one
+    row when they fit, else staggered in two, else the first, middle and last (the others
+    are in each point's tooltip).  The ends are anchored inward, so no label runs past
+    its panel; widths are estimated at :data:`CHAR_W` per character."""
+    n = len(xs)
+
+    def span(i: int) -> tuple[float, float]:
+        w = CHAR_W * len(labels[i])
+        if i == 0 and n > 1:
+            return xs[i], xs[i] + w
+        if i == n - 1 and n > 1:
+            return xs[i] - w, xs[i]
+        return xs[i] - w / 2, xs[i] + w / 2
+
+    def fits(shown: list[int], rows: int) -> bool:
+        ends: dict[int, float] = {}
+        for k, i in enumerate(shown):
+            lo, hi = span(i)
+            if lo < ends.get(k % rows, -1e9) + 4:
+                return False
+            ends[k % rows] = hi
+        return True
+
+    for shown in (list(range(n)), sorted({0, (n - 1) // 2, n - 1})):
+        for rows in (1, 2):
+            if fits(shown, rows):
+                return [(i, k % rows) for k, i in enumerate(shown)]
+    return [(i, k % 2) for k, i in enumerate(sorted({0, n - 1}))]
 
 
 def _nice(top: float) -> float:
@@ -124,13 +160,11 @@ def _panel(x0: int, title: str, lines: dict, top: float, colour: dict, n: int,
                            f'{run_id}, {svg_text(stamp)})</title></circle></a>')
             else:
                 out.append(f"{whisker}{dot}</title></circle>")
-    if runs:  # the x axis: every run's label when few, else the first, middle and last
-        shown = range(n) if n <= LABELLED else sorted({0, (n - 1) // 2, n - 1})
-        for i in shown:
-            anchor = "end" if n > 4 else "middle"
-            rotate = f' transform="rotate(-30 {px(i):.1f} {bottom + 12})"' if n > 4 else ""
-            out.append(f'<text class="tick x" x="{px(i):.1f}" y="{bottom + 12}" '
-                       f'text-anchor="{anchor}"{rotate}>{svg_text(runs[i][1])}</text>')
+    if runs:  # the x axis: every run's label if they fit (in two staggered rows at most)
+        for i, row in _x_labels([px(i) for i in range(n)], [r[1] for r in runs]):
+            anchor = "start" if i == 0 and n > 1 else "end" if i == n - 1 and n > 1 else "middle"
+            out.append(f'<text class="tick x" x="{px(i):.1f}" y="{bottom + 12 + 14 * row}" '
+                       f'text-anchor="{anchor}">{svg_text(runs[i][1])}</text>')
         out.append(f'<text class="tick" x="{left + inner}" y="{bottom + 40}" '
                    f'text-anchor="end">run (oldest left)</text>')
     return out
