@@ -711,9 +711,6 @@ def test_the_cli_starts_without_importing_scipy():
             "print(sorted(m for m in ('scipy', 'numpy', 'statsmodels') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
-    from agent_eval.metrics.lazy import sps
-
-    assert sps.norm.ppf(0.975) == pytest.approx(1.959964, abs=1e-6)
 
 
 def test_the_metrics_package_loads_a_module_when_one_of_its_names_is_used():

@@ -37,3 +37,44 @@ def test_index_and_summary_json_carry_the_clustered_interval(tmp_path):
     assert data["statistics"]["interval_to_trust"].startswith("clustered:")
     assert "Korn–Graubard" in data["statistics"]["clustered_interval"]
     assert "Clustered intervals (sessions as clusters" in (index.parent / "summary.md").read_text()
+
+
+def test_report_and_run_tables_lead_with_the_clustered_interval(tmp_path, monkeypatch):
+    """The terminal's per-target table (report, run, demo) and the HTML report's target
+    table and forest plot lead with the interval the gate decides on (sessions as
+    clusters); Wilson's on calls, which treats a session's calls as independent, follows
+    as detail.  Seeded so that the two differ: errors pile into one session per scenario."""
+    import re
+
+    from click.testing import CliRunner
+
+    from agent_eval.cli import main
+    from agent_eval.metrics.stats import wilson_interval
+
+    db = str(tmp_path / "r.db")
+    add_mixed_run(db, None, [("s0", 10, 0), ("s0", 10, 4), ("s1", 10, 0), ("s1", 10, 4)])
+    expected = clustered_rate([(0, 10), (4, 10), (0, 10), (4, 10)],
+                              strata=["s0", "s0", "s1", "s1"])
+    lo, hi = (100 * x for x in wilson_interval(8, 40))
+    monkeypatch.setenv("COLUMNS", "200")
+    result = CliRunner().invoke(main, ["report", "1", "--db", db, "--out",
+                                       str(tmp_path / "reports")])
+    assert result.exit_code == 0, result.output
+    head = next(line for line in result.stdout.splitlines() if "errors/100" in line)
+    (row,) = [line for line in result.stdout.splitlines() if line.startswith("│ qwen")]
+    cells = dict(zip((c.strip() for c in head.split("┃")[1:-1]),
+                     (c.strip() for c in row.split("│")[1:-1]), strict=True))
+    assert cells["errors/100 [95% CI]"] == (
+        f"20.00 [{expected.lo100:.1f}–{expected.hi100:.1f}]")
+    assert cells["Wilson CI (calls)"] == f"[{lo:.1f}–{hi:.1f}]"
+    assert list(cells).index("errors/100 [95% CI]") < list(cells).index("Wilson CI (calls)")
+    assert "sessions as clusters" in result.stdout
+    html = (tmp_path / "reports" / "1" / "index.html").read_text()
+    table = html[html.index('<table id="target-table"'):]
+    table = table[:table.index("</table>")]
+    assert table.index(f"20.00 [{expected.lo100:.1f}–{expected.hi100:.1f}]") < table.index(
+        f"[{lo:.1f}–{hi:.1f}]")
+    whisker = re.search(r'<g class="rate" data-lo="([\d.]+)" data-hi="([\d.]+)">', html)
+    assert whisker is not None and whisker.groups() == (f"{expected.lo100:.2f}",
+                                                        f"{expected.hi100:.2f}")
+    assert "with clustered 95% intervals" in html

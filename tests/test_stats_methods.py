@@ -49,12 +49,15 @@ def test_wilson_matches_scipy(k, n):
 @pytest.mark.parametrize("df", [1, 2, 3.5, 9, 40.25, 1e6, math.inf])
 @pytest.mark.parametrize("alpha", [0.05, 0.1, 0.01])
 def test_t_quantile_and_detectable_rise_equal_scipy_stats(df, alpha):
-    """t_quantile reads scipy.special (half scipy.stats's import time): the same numbers."""
+    """t_quantile is metrics.distributions' t quantile (the core installs no scipy): the
+    same numbers to 1e-13 (at df 1 both are within 2e-15 of tan(0.475π)); 1e-11 at a
+    million df, where tests/test_distributions.py says why."""
+    rel = 1e-13 if df < 1e5 else 1e-11
     expected = sps.norm.ppf(1 - alpha / 2) if math.isinf(df) else sps.t.ppf(1 - alpha / 2, df)
-    assert t_quantile(df, alpha) == expected
+    assert t_quantile(df, alpha) == pytest.approx(expected, rel=rel)
     power = sps.norm.ppf(0.8) if math.isinf(df) else sps.t.ppf(0.8, df)
     assert detectable_rise(2.0, df, alpha=alpha) == pytest.approx((expected + power) * 2.0,
-                                                                  rel=1e-15)
+                                                                  rel=rel)
 
 
 @pytest.mark.parametrize(("a", "b"), [((9, 161), (19, 158)), ((9, 161), (13, 128)),

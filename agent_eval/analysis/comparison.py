@@ -271,7 +271,7 @@ def compare_runs(
 def holm(p_values: Mapping[str, float]) -> dict[str, float]:
     """Holm's step-down adjustment of a family of p-values (Holm 1979), keys kept: the
     ``i``-th smallest of ``m`` becomes ``max_{j ≤ i} min(1, (m − j + 1) p_(j))``.  By hand,
-    so the viewer's compare page imports no scipy.stats; equal to
+    as the rest of the statistics (the core installs no scipy); equal to
     ``statsmodels.stats.multitest.multipletests(method="holm")`` (tested)."""
     m = len(p_values)
     out: dict[str, float] = {}

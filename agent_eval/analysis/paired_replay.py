@@ -11,7 +11,7 @@ of a pair answered the *same* context, so the comparison is paired, not two samp
 - the 2×2 table counts pairs where both sides called a tool: both allowed, **fixed by the
   candidate** (original denied, candidate allowed), **broken by the candidate** (the
   reverse), both denied; the exact McNemar test (metrics/paired.py ``mcnemar_exact``,
-  ``scipy.stats.binomtest`` on the discordant pairs) decides whether fixed and broken
+  the exact binomial test on the discordant pairs) decides whether fixed and broken
   differ by more than chance;
 - per class, the same test on "denied with this class or not";
 - a candidate that called another tool than the original (say ``read`` for ``bash``) is
@@ -36,7 +36,7 @@ from agent_eval.metrics.paired import McNemar, mcnemar_exact
 from agent_eval.transcript import CallRow, SessionRow, parse_replay_key
 
 ReplyDecision = Literal["allowed", "denied", "no call"]
-MCNEMAR_METHOD = ("exact McNemar test on replayed-context pairs (scipy.stats.binomtest on the "
+MCNEMAR_METHOD = ("exact McNemar test on replayed-context pairs (exact binomial test on the "
                   "discordant pairs, repeat 0)")
 MOVED_SHOWN = 20
 """Moved calls listed in text and Markdown; ``--json`` lists every one."""
@@ -265,7 +265,7 @@ def paired_lines(pr: PairedReplay) -> list[str]:
         f"  broken by the candidate {pr.broken}",
         f"  both denied            {pr.both_denied}",
         f"exact McNemar on the {pr.fixed + pr.broken} discordant pairs: p {_p(m.p_value)}, "
-        f"{called} at alpha 0.05 (scipy.stats.binomtest, repeat 0 only)",
+        f"{called} at alpha 0.05 (exact binomial test, repeat 0 only)",
         f"candidate called no tool: {pr.no_call.get('allowed', 0) + pr.no_call.get('denied', 0)}"
         f" (original allowed {pr.no_call.get('allowed', 0)}, denied "
         f"{pr.no_call.get('denied', 0)}); left out of the table",

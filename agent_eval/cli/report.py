@@ -34,7 +34,12 @@ def report(runs: tuple[str, ...], out: Path, quiet: bool, as_json: bool, db: str
         agent-eval report latest label:baseline --out reports
         agent-eval report latest --json
     """
-    from agent_eval.cli.tables import render_class_table, render_target_table, summarize_runs
+    from agent_eval.cli.tables import (
+        clustered_rates,
+        render_class_table,
+        render_target_table,
+        summarize_runs,
+    )
     from agent_eval.report import write_report
     from agent_eval.store import open_store
 
@@ -53,6 +58,7 @@ def report(runs: tuple[str, ...], out: Path, quiet: bool, as_json: bool, db: str
         if not quiet:
             console = table_console(120)
             summaries = summarize_runs(store, run_ids)
-            console.print(render_target_table(summaries, console.width))
+            console.print(render_target_table(summaries, console.width,
+                                              clustered_rates(store, run_ids)))
             console.print(render_class_table(summaries))
     click.echo(f"HTML report: {index}" if not quiet else str(index))

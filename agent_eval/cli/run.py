@@ -692,10 +692,15 @@ def _report_unmeasured(tally, console: Console) -> bool:
 
 def print_run_tables(store, run_ids: list[int], console: Console) -> None:
     """The per-target table and the class breakdown, as docs/design.md draws them."""
-    from agent_eval.cli.tables import render_class_table, render_target_table, summarize_runs
+    from agent_eval.cli.tables import (
+        clustered_rates,
+        render_class_table,
+        render_target_table,
+        summarize_runs,
+    )
 
     summaries = summarize_runs(store, run_ids)
-    console.print(render_target_table(summaries, console.width))
+    console.print(render_target_table(summaries, console.width, clustered_rates(store, run_ids)))
     console.print(render_class_table(summaries))
 
 

@@ -45,11 +45,13 @@ def runs(ctx, label, kind, status, limit, offset, as_json, db) -> None:
 
     Columns: id, label, kind, status, targets, sessions, calls, errors per 100 tool calls
     with its Wilson 95% interval (error sessions left out), start time (UTC) and
-    duration.  A run of several targets has one line more per target, with its own
-    calls and errors per 100 (never one figure pooled across models).  A run `collect`
-    stored from telemetry shows its calls as `J (+K not judged)`: the calls whose
-    arguments telemetry cut or left out (--json: `telemetry`, events seen, calls judged,
-    not judgeable).  On a narrow
+    duration.  A live run left running by a runner that was killed reads `stopped`,
+    its sessions `N of M planned`, with the `run --resume` command under the table.  A
+    run of several targets has one line more per target, with its own calls and errors
+    per 100 (never one figure pooled across models).  A run `collect` stored from
+    telemetry shows its calls as `J (+K not judged)`: the calls whose arguments telemetry
+    cut or left out (--json: `telemetry`, events seen, calls judged, not judgeable).  On
+    a narrow
     terminal the least useful columns go first; status and targets stay whole.  --json
     prints the same rows as a JSON list, with each run's stack faults (AE5xx, never in
     the errors) and each target's serving stack as one line.  Exit codes: 0 listed, 2 bad
@@ -57,12 +59,20 @@ def runs(ctx, label, kind, status, limit, offset, as_json, db) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
-    from agent_eval.report.runs import RUN_HEAD, run_cells, target_cells
+    from agent_eval.report.runs import (
+        RUN_HEAD,
+        run_cells,
+        running_progress,
+        stopped_runs,
+        target_cells,
+    )
     from agent_eval.store import open_store
 
     with open_store(db, create=False) as store:
         page = store.list_run_rows(label=label, kind=kind, status=status, limit=limit,
                                    offset=offset)
+        stopped = stopped_runs(store, page.rows)
+        progress = running_progress(store, page.rows)
     if as_json:
         click.echo(json.dumps([r.as_json() for r in page.rows], indent=2))
         return
@@ -74,6 +84,10 @@ def runs(ctx, label, kind, status, limit, offset, as_json, db) -> None:
     rows = []
     for r in page.rows:
         cells = list(run_cells(r))
+        if r.id in stopped:  # "running" with no process: it will never finish by itself
+            cells[RUN_HEAD.index("status")] = "stopped"
+        if r.id in progress:
+            cells[RUN_HEAD.index("sessions")] = progress[r.id]
         per_target = target_cells(r)
         if per_target:  # the targets and their figures are on the lines below
             cells[RUN_HEAD.index("targets")] = f"{len(per_target)} targets:"
@@ -84,6 +98,10 @@ def runs(ctx, label, kind, status, limit, offset, as_json, db) -> None:
     console.print(fitted_table(
         f"Runs {page.offset + 1}–{page.offset + len(page.rows)} of {page.total}",
         columns, rows, console.width))
+    import textwrap
+
+    for gone in stopped.values():  # wrapped to the terminal, as the table is
+        click.echo(textwrap.fill(gone.hint, width=max(40, console.width)))
 
 
 @runs.command("delete")

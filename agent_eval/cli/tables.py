@@ -9,6 +9,7 @@ from rich.table import Table
 
 from agent_eval.cli.terminal import ColumnSpec, model_text
 from agent_eval.metrics import TOTAL, GroupSummary, Rate, class_table
+from agent_eval.metrics.clustered import ClusteredRate, clustered_text
 from agent_eval.policy import get_rule
 
 
@@ -25,6 +26,16 @@ def summarize_runs(store, run_ids: list[int]) -> dict[str, GroupSummary]:
     return store.summarize(list(run_ids), "target", columns=True)
 
 
+def clustered_rates(store, run_ids: list[int]) -> dict[str, ClusteredRate]:
+    """Per column of :func:`summarize_runs`, errors/100 on the clustered interval (sessions
+    as clusters, stratified by scenario): the interval ``gate --max-error-rate`` decides
+    on, from the same sums (``store.cluster_stats``)."""
+    from agent_eval.metrics.clustered import units_rate
+
+    stats = store.cluster_stats(list(run_ids), columns=True)
+    return {name: units_rate(s) for name, s in stats.items()}
+
+
 def fmt_rate(rate: Rate | None, *, interval: bool = True) -> str:
     if rate is None or rate.per100 is None:
         return "–"
@@ -39,17 +50,23 @@ TARGET_COLUMNS: tuple[tuple[str, ColumnSpec], ...] = (
     ("messages", {"justify": "right", "drop": 3}), ("tool calls", {"justify": "right"}),
     ("errors", {"justify": "right", "drop": 2}),
     ("errors/100 [95% CI]", {"justify": "right"}),
+    ("Wilson CI (calls)", {"justify": "right", "drop": 4}),
     ("handshake done", {"justify": "right"}),
     ("stack faults/100", {"justify": "right", "drop": 1}),
     ("error sessions", {"justify": "right", "drop": 1}),
 )
 
 
-def render_target_table(summaries: dict[str, GroupSummary], width: int = 200) -> Table:
-    """sessions, messages, tool calls, errors, errors/100 (95% CI), handshake completion,
+def render_target_table(summaries: dict[str, GroupSummary], width: int = 200,
+                        clustered: dict[str, ClusteredRate] | None = None) -> Table:
+    """sessions, messages, tool calls, errors, errors/100 with its clustered 95% interval
+    (``clustered``, the one gate and compare decide on, from :func:`clustered_rates`),
+    Wilson's interval on calls as detail (it treats a session's calls as independent, so
+    it is too narrow; the first column to go on a narrow terminal), handshake completion,
     and, when a target had any, stack faults per 100 calls (the serving stack's, never in
     errors/100: ``k (rate)``); one line per target at ``width`` columns (the least needed
-    columns go first)."""
+    columns go first).  Without ``clustered`` (figures with no store behind them) the
+    Wilson interval is the only one and leads."""
     from agent_eval.cli.terminal import fitted_table
 
     rows = []
@@ -57,18 +74,27 @@ def render_target_table(summaries: dict[str, GroupSummary], width: int = 200) ->
         hs = s.handshake
         hs_text = (f"{hs.completed.k}/{hs.completed.n} ({hs.completed.per100:.0f}%)"
                    if hs.completed.n else "–")
+        wilson = fmt_rate(s.errors)
+        lead = wilson if clustered is None else clustered_text(clustered.get(name))
+        detail = wilson.partition(" ")[2] or "–"
         rows.append([model_text(name), str(s.sessions), str(s.messages), str(s.calls),
-                     str(s.errors.k), fmt_rate(s.errors), hs_text, stack_text(s),
+                     str(s.errors.k), lead, detail, hs_text, stack_text(s),
                      str(s.error_sessions)])
     columns = list(TARGET_COLUMNS)
-    title = "Per target (error sessions are excluded from every rate)"
+    if clustered is None:
+        wilson_at = [c[0] for c in columns].index("Wilson CI (calls)")
+        columns.pop(wilson_at)
+        rows = [row[:wilson_at] + row[wilson_at + 1:] for row in rows]
+    title = ("Per target (error sessions are excluded from every rate; 95% CI: sessions as "
+             "clusters, as gate and compare decide)" if clustered is not None else
+             "Per target (error sessions are excluded from every rate)")
     if not any(s.stack_faults.k for s in summaries.values()):
         stack = [c[0] for c in columns].index("stack faults/100")
         columns.pop(stack)
         rows = [row[:stack] + row[stack + 1:] for row in rows]
     else:
-        title = ("Per target (error sessions are excluded from every rate; stack faults "
-                 "are the server's, never the model's errors)")
+        title = title[:-1] + ("; stack faults are the server's, never the model's "
+                              "errors)")
     return fitted_table(title, columns, rows, width)
 
 

@@ -2,7 +2,8 @@
 
 No I/O and no store import: the store yields rows, these functions count them, and
 reports, the gate and ``compare`` format the results.  Quantiles and tests from
-``scipy.stats``.
+``agent_eval.metrics.distributions`` (by hand, held to ``scipy.stats`` by the tests: the
+core install carries neither scipy nor numpy).
 
 Public surface::
 

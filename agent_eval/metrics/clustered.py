@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agent_eval.metrics.lazy import special
+from agent_eval.metrics.distributions import beta_ppf, norm_ppf, t_cdf, t_ppf
 from agent_eval.metrics.repeats import SessionFields, _root_of, split_sessions
 from agent_eval.metrics.stats import ALPHA
 from agent_eval.metrics.sufficient import Sums, TargetStats, as_stats, pooled_variance, total
@@ -120,10 +120,11 @@ def wilson_float(k: float, n: float, z: float) -> tuple[float, float]:
 
 def t_quantile(df: float, alpha: float = ALPHA) -> float:
     """Two-sided ``1 − alpha`` quantile of Student's t (the normal one for df = inf):
-    ``scipy.stats.t.ppf`` / ``norm.ppf``, through the scipy.special functions they call."""
+    ``scipy.stats.t.ppf`` / ``norm.ppf``, by :mod:`agent_eval.metrics.distributions`
+    (tested against them)."""
     if math.isinf(df):
-        return float(special.ndtri(1 - alpha / 2))
-    return float(special.stdtrit(df, 1 - alpha / 2))
+        return norm_ppf(1 - alpha / 2)
+    return t_ppf(1 - alpha / 2, df)
 
 
 def ratio_variance(pairs: Sequence[tuple[int, int]], strata: Sequence[str] | None = None
@@ -185,14 +186,14 @@ def sums_rate(strata: Sequence[Sums], *, by: ClusterBy = "session",
 
 def clopper_pearson_float(k: float, n: float, alpha: float = ALPHA) -> tuple[float, float]:
     """The exact (Clopper–Pearson) interval for a possibly fractional count: beta
-    quantiles (``scipy.special.betaincinv``), equal to
-    ``scipy.stats.binomtest(k, n).proportion_ci(method="exact")`` for integer counts
-    (tested); by hand only because scipy's takes integers."""
+    quantiles (:func:`agent_eval.metrics.distributions.beta_ppf`, scipy's ``betaincinv``),
+    equal to ``scipy.stats.binomtest(k, n).proportion_ci(method="exact")`` for integer
+    counts (tested); scipy's takes integers only."""
     if n <= 0:
         return (0.0, 1.0)
     k = min(max(k, 0.0), n)
-    lo = 0.0 if k <= 0 else float(special.betaincinv(k, n - k + 1, alpha / 2))
-    hi = 1.0 if k >= n else float(special.betaincinv(k + 1, n - k, 1 - alpha / 2))
+    lo = 0.0 if k <= 0 else beta_ppf(alpha / 2, k, n - k + 1)
+    hi = 1.0 if k >= n else beta_ppf(1 - alpha / 2, k + 1, n - k)
     return (lo, hi)
 
 
@@ -336,6 +337,18 @@ def units_by_target(units: Iterable[Unit]) -> dict[str, list[Unit]]:
     return out
 
 
+def clustered_text(rate: ClusteredRate | None) -> str:
+    """``7.21 [4.0–12.6]``: the rate and its clustered interval (the one gate and compare
+    decide on); ``50.00 [1 session]`` in place of the interval when one session holds all
+    the calls (it cannot say how sessions vary; short, as terminal tables keep it)."""
+    if rate is None or rate.per100 is None:
+        return "–"
+    if rate.lo100 is None or rate.hi100 is None:
+        unit = "session" if rate.clusters == 1 else "sessions"
+        return f"{rate.per100:.2f} [{rate.clusters} {unit}]"
+    return f"{rate.per100:.2f} [{rate.lo100:.1f}–{rate.hi100:.1f}]"
+
+
 def interval_text(rate: ClusteredRate, digits: int = 1) -> str:
     """``"[3.1–9.8] deff 2.4, 40 sessions"``: the clustered interval, for tables and lines."""
     if rate.lo100 is None:
@@ -400,7 +413,7 @@ def compare_independent(units_a: Iterable[Unit] | TargetStats,
                              1.0 if diff == 0 else 0.0, alpha)
     df = (va + vb) ** 2 / ((va**2 / (ga - 1) if va else 0) + (vb**2 / (gb - 1) if vb else 0))
     half = t_quantile(df, alpha) * se
-    p = float(2 * special.stdtr(df, -abs(diff) / se))  # scipy.stats.t.sf
+    p = 2 * t_cdf(-abs(diff) / se, df)  # scipy.stats.t.sf
     return ClusteredDiff(100 * diff, 100 * (diff - half), 100 * (diff + half), 100 * se, df,
                          p, alpha)
 
@@ -411,6 +424,5 @@ def detectable_rise(se100: float | None, df: float, *, alpha: float = ALPHA,
     probability ``power``: ``(t_{1−α/2} + t_{power}) · SE`` on ``df`` degrees of freedom."""
     if se100 is None or not math.isfinite(se100) or df <= 0:
         return None
-    t_power = (float(special.ndtri(power)) if math.isinf(df)
-               else float(special.stdtrit(df, power)))
+    t_power = norm_ppf(power) if math.isinf(df) else t_ppf(power, df)
     return (t_quantile(df, alpha) + t_power) * se100

@@ -14,13 +14,15 @@ than runs do; comparing scenario by scenario removes that spread (docs/statistic
   suite is fixed, the sessions are the sample) on Welch–Satterthwaite degrees of
   freedom; with single repeats, from the spread of the differences across scenarios
   (scenarios as clusters) on ``S − 1``.  Either way never below the binomial SE.  Its
-  p-value a paired permutation test (``scipy.stats.permutation_test``, swapping the
-  two runs within each scenario; exact for up to 13 scenarios).
+  p-value a paired permutation test (``scipy.stats.permutation_test``'s, by hand in
+  :func:`agent_eval.metrics.distributions.paired_permutation_p`: swapping the two runs
+  within each scenario; exact for up to 13 scenarios).
 * **tag mix**: when the scenario mix is refused and the sessions carry tags, the runs are
   compared post-stratified to their shared tag mix (``agent_eval.metrics.stratified``).
 * **pass rate**: the same on each scenario's share of passing repeats, plus the exact
   McNemar test on scenario pairs (outcome: every repeat passed; the scenario is the
-  matched unit) by ``scipy.stats.binomtest`` on the discordant scenarios.
+  matched unit) by the exact binomial test on the discordant scenarios
+  (:func:`agent_eval.metrics.distributions.binomtest_p`, scipy's ``binomtest``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from agent_eval.metrics.clustered import Unit, t_quantile
-from agent_eval.metrics.lazy import np, sps
+from agent_eval.metrics.distributions import binomtest_p, paired_permutation_p
 from agent_eval.metrics.stats import ALPHA
 from agent_eval.metrics.stratified import StratifiedDiff, compare_poststratified, stratified_lines
 from agent_eval.metrics.sufficient import (
@@ -45,16 +47,16 @@ MIN_SHARED_SCENARIOS = 3
 MIN_SHARED_SHARE = 0.5
 PERMUTATIONS = 9999
 PAIRED_METHOD = ("paired over shared scenarios: Student-t interval (scenario-clustered SE, "
-                 "S−1 df); p from a paired permutation test (scipy.stats.permutation_test)")
+                 "S−1 df); p from a paired permutation test")
 WITHIN_METHOD = ("paired over shared scenarios: Student-t interval, SE from the sessions "
                  "inside each scenario (sessions as clusters, scenarios as strata); p from a "
-                 "paired permutation test over scenarios (scipy.stats.permutation_test)")
+                 "paired permutation test over scenarios")
 POOLED_METHOD = ("paired over shared scenarios: Student-t interval, SE from the sessions "
                  "inside each scenario with the two runs' session variances pooled (unequal "
                  "repeats: Welch's form over-trusts the run with fewer); p from a paired "
-                 "permutation test over scenarios (scipy.stats.permutation_test)")
+                 "permutation test over scenarios")
 MCNEMAR_METHOD = ("exact McNemar test on scenario pairs, outcome every repeat passed "
-                  "(scipy.stats.binomtest on the discordant scenarios)")
+                  "(exact binomial test on the discordant scenarios)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,19 +205,21 @@ def paired_difference(xa: Sequence[float], xb: Sequence[float], weights: Sequenc
     Hand example: xa = (0.1, 0.2, 0.3), xb = (0.2, 0.2, 0.5), equal weights: d = (0.1, 0,
     0.2), D = 0.1, SE² = 3/2 · Σ (1/3)² (d − D)² = 0.01/3, t(2) = 4.303.
     """
-    a, b = np.asarray(xa, float), np.asarray(xb, float)
-    w = np.asarray(weights, float)
-    w = w / w.sum()
-    d = b - a
+    a, b = tuple(map(float, xa)), tuple(map(float, xb))
+    total_w = math.fsum(weights)
+    w = tuple(float(x) / total_w for x in weights)
+    d = [y - x for x, y in zip(a, b, strict=True)]
     s = len(d)
-    diff = float(np.dot(w, d))
-    var = s / (s - 1) * float(np.sum(w**2 * (d - diff) ** 2)) if s > 1 else math.nan
+    diff = math.fsum(wi * di for wi, di in zip(w, d, strict=True))
+    var = (s / (s - 1) * math.fsum(wi * wi * (di - diff) ** 2 for wi, di in zip(w, d, strict=True))
+           if s > 1 else math.nan)
     df, method = max(0, s - 1), PAIRED_METHOD
     if within is not None and s > 1:
-        var, df = float(np.sum(w**2 * np.asarray(within[0], float))), within[1]
+        var = math.fsum(wi * wi * float(v) for wi, v in zip(w, within[0], strict=True))
+        df = within[1]
         method = within[2] if len(within) > 2 else WITHIN_METHOD
     if floor is not None and s > 1:
-        var = max(var, float(np.sum(w**2 * np.asarray(floor, float))))
+        var = max(var, math.fsum(wi * wi * float(v) for wi, v in zip(w, floor, strict=True)))
     se = math.sqrt(var) if s > 1 else math.nan
     half = t_quantile(df, alpha) * se if s > 1 else math.inf
     p: tuple | float = (a, b, w, seed) if s > 1 else 1.0
@@ -223,28 +227,24 @@ def paired_difference(xa: Sequence[float], xb: Sequence[float], weights: Sequenc
                       df, p, s, alpha, method)
 
 
-def permutation_p(a: np.ndarray, b: np.ndarray, w: np.ndarray, *, seed: int = 0) -> float:
-    """Two-sided p of the paired permutation test of ``Σ w (b − a)`` (scipy).  The
-    scenarios are put in one canonical order (by their values) first, so the seeded
-    resamples, and the p, are a function of the data, not of the order the scenarios
-    were stored in."""
-    if np.allclose(a, b):
-        return 1.0
-    order = np.lexsort((w, b, a))
-    a, b, w = a[order], b[order], w[order]
-
-    def statistic(x, y, axis=-1):
-        return np.sum(w * (y - x), axis=axis)
-
-    result = sps.permutation_test((a, b), statistic, permutation_type="samples",
-                                  vectorized=True, n_resamples=PERMUTATIONS,
-                                  alternative="two-sided", random_state=seed)
-    return float(min(1.0, result.pvalue))
+def permutation_p(a: Sequence[float], b: Sequence[float], w: Sequence[float], *,
+                  seed: int = 0) -> float:
+    """Two-sided p of the paired permutation test of ``Σ w (b − a)``
+    (:func:`agent_eval.metrics.distributions.paired_permutation_p`, held to
+    ``scipy.stats.permutation_test``).  The scenarios are put in one canonical order (by
+    their values) first, so the seeded resamples, and the p, are a function of the data,
+    not of the order the scenarios were stored in."""
+    if all(math.isclose(x, y, rel_tol=1e-5, abs_tol=1e-8) for x, y in zip(a, b, strict=True)):
+        return 1.0  # numpy.allclose's tolerances: no difference to test
+    rows = sorted(zip(a, b, w, strict=True))
+    return paired_permutation_p([r[0] for r in rows], [r[1] for r in rows],
+                                [r[2] for r in rows], n_resamples=PERMUTATIONS, seed=seed)
 
 
 def mcnemar_exact(pairs: Iterable[tuple[bool, bool]]) -> McNemar:
     """Exact McNemar p on ``(a_passed, b_passed)`` pairs: a binomial test of the
-    discordant pairs against 1/2 (``scipy.stats.binomtest``)."""
+    discordant pairs against 1/2 (scipy's ``binomtest``, by
+    :func:`agent_eval.metrics.distributions.binomtest_p`)."""
     n = a_only = b_only = 0
     for pa, pb in pairs:
         n += 1
@@ -257,7 +257,7 @@ def mcnemar_counts(n: int, a_only: int, b_only: int) -> McNemar:
     """:func:`mcnemar_exact` from the counts of ``n`` pairs: only the discordant ones
     (``a_only`` + ``b_only``) enter the test."""
     discordant = a_only + b_only
-    p = 1.0 if discordant == 0 else float(sps.binomtest(b_only, discordant, 0.5).pvalue)
+    p = 1.0 if discordant == 0 else binomtest_p(b_only, discordant, 0.5)
     return McNemar(n, a_only, b_only, p)
 
 

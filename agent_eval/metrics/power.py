@@ -189,9 +189,10 @@ def detectable_under_alternative(components: Sequence[ScenarioComponent], repeat
     """The smallest rise ``δ`` caught with probability ``power``, with the standard error
     taken where the rise is (rates ``p_s + δ``), not under no change: the fixed point of
     ``δ = (t_{1−α/2} + t_power) · SE(δ)``.  Under no change the SE is smaller, so the rise
-    it names is caught with only 67–75% power.  The root is found by ``scipy.optimize.brentq``
-    (the plain iteration oscillates); None when no rise up to 100% is detected."""
-    from scipy import optimize
+    it names is caught with only 67–75% power.  The root is found by Brent's method
+    (:func:`agent_eval.metrics.distributions.brentq`; the plain iteration oscillates); None
+    when no rise up to 100% is detected."""
+    from agent_eval.metrics.distributions import brentq
 
     factor = detectable_rise(1.0, df, alpha=alpha, power=power)
     if factor is None or not components:
@@ -203,7 +204,7 @@ def detectable_under_alternative(components: Sequence[ScenarioComponent], repeat
     top = 100 * (1 - max(c.rate for c in components))  # a rise past it is past 100%
     if top <= 0 or gap(top) < 0:
         return None  # no rise within reach is detected with that power
-    return float(optimize.brentq(gap, 0.0, top, xtol=1e-10))
+    return brentq(gap, 0.0, top, xtol=1e-10)
 
 
 def repeats_range(needed: float, df: int, *, level: float = 0.8) -> tuple[int, int] | None:
@@ -212,18 +213,18 @@ def repeats_range(needed: float, df: int, *, level: float = 0.8) -> tuple[int, i
     repeats scale with that variance: ``R · df / χ²_{(1±level)/2, df}``."""
     if df < 1 or not math.isfinite(needed):
         return None
-    from scipy import stats as sps
+    from agent_eval.metrics.distributions import chi2_ppf
 
     upper = (1 + level) / 2
-    low = needed * df / float(sps.chi2.ppf(upper, df))
-    high = needed * df / float(sps.chi2.ppf(1 - upper, df))
+    low = needed * df / chi2_ppf(upper, df)
+    high = needed * df / chi2_ppf(1 - upper, df)
     return max(2, math.ceil(low)), max(2, math.ceil(high))
 
 
 def _t_power(df: float, power: float) -> float:
-    from scipy import stats as sps
+    from agent_eval.metrics.distributions import t_ppf
 
-    return float(sps.t.ppf(power, df))
+    return t_ppf(power, df)
 
 
 def plan_lines(plan: PowerPlan) -> list[str]:

@@ -145,15 +145,16 @@ def ci_name(alpha: float) -> str:
 
 def exceed_p(diff100: float, limit: float, se100: float | None, df: float) -> float | None:
     """One-sided p of "the rise exceeds ``limit``": ``P(T_df ≥ (diff − limit) / SE)``
-    (``scipy.stats.t.sf``).  It is below ``α/2`` exactly when the two-sided ``1 − α``
+    (``scipy.stats.t.sf``, by :mod:`agent_eval.metrics.distributions`).  It is below
+    ``α/2`` exactly when the two-sided ``1 − α``
     interval's low end is above the limit, so one check alone decides as before; the
     gate adjusts these across its regression checks (Holm)."""
     if se100 is None or not se100 > 0 or not df > 0:
         return None
-    from scipy import stats as sps
+    from agent_eval.metrics.distributions import norm_sf, t_sf
 
     t = (diff100 - limit) / se100
-    return float(sps.norm.sf(t) if math.isinf(df) else sps.t.sf(t, df))
+    return norm_sf(t) if math.isinf(df) else t_sf(t, df)
 
 
 def rise_under_alternative(se100: float | None, df: float, pa: float, pb: float, *,
@@ -161,13 +162,13 @@ def rise_under_alternative(se100: float | None, df: float, pa: float, pb: float,
     """The smallest rise caught with ``power``, with the standard error taken where the rise
     is: the observed SE rescaled by the binomial variances, ``SE(δ) = SE · √((v(p_a) +
     v(p_a + δ)) / (v(p_a) + v(p_b)))``, ``v(p) = p(1 − p)``, and ``δ = (t_{1−α/2} +
-    t_power) · SE(δ)`` solved by ``scipy.optimize.brentq``.  The SE under no change
+    t_power) · SE(δ)`` solved by Brent's method (``distributions.brentq``).  The SE under no change
     named a rise caught with only 67–75% power."""
     plain = detectable_rise(se100, df, alpha=alpha, power=power)
     base = pa * (1 - pa) + pb * (1 - pb)
     if plain is None or se100 is None or base <= 0 or pa >= 1:
         return plain
-    from scipy import optimize
+    from agent_eval.metrics.distributions import brentq
 
     factor = plain / se100
 
@@ -178,7 +179,7 @@ def rise_under_alternative(se100: float | None, df: float, pa: float, pb: float,
     low, top = 1e-9, 100 * (1 - pa)  # δ = 0 is a root when the baseline has no errors
     if gap(top) < 0 or gap(low) >= 0:
         return None
-    return float(optimize.brentq(gap, low, top, xtol=1e-10))
+    return brentq(gap, low, top, xtol=1e-10)
 
 
 def repeats_to_decide(margin100: float, se100: float, df: float, repeats: int, *,

@@ -39,15 +39,19 @@ their own degrees of freedom (the usual practice, Jennison & Turnbull 2000, §3.
 The crossing probabilities are found by the recursive numerical integration of Armitage,
 McPherson & Rowe (1969) on a grid (:func:`boundaries`), as the ``ldbounds`` R package
 does; tests check it against published values and scipy's multivariate normal.
-numpy and scipy are imported on first use.
+Pure Python: the normal distribution and Brent's root finder come from
+``metrics.distributions`` (held to scipy in the tests), so the core install needs neither
+numpy nor scipy.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from agent_eval.metrics.distributions import brentq, norm_cdf, norm_ppf, norm_sf
 from agent_eval.metrics.stats import ALPHA
 
 SPENDING = "O'Brien–Fleming-type alpha spending (Lan & DeMets 1983)"
@@ -61,13 +65,11 @@ def spent(t: float, alpha: float = ALPHA) -> float:
     O'Brien–Fleming-type function of its one-sided ``α/2``, ``2 − 2Φ(z_{1−α/4} / √t)``
     (Lan & DeMets 1983; ``gsDesign``'s ``sfLDOF``, ``ldbounds``), so both together
     ``4 − 4Φ(z_{1−α/4} / √t)``: ``alpha`` at ``t = 1``."""
-    from scipy import stats as sps
-
     if t <= 0:
         return 0.0
     t = min(1.0, t)
-    z = float(sps.norm.isf(alpha / 4))
-    return float(4 * sps.norm.sf(z / math.sqrt(t)))
+    z = -norm_ppf(alpha / 4)
+    return 4 * norm_sf(z / math.sqrt(t))
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,15 +96,12 @@ def boundaries(fractions: Sequence[float], alpha: float = ALPHA) -> list[Boundar
 
     The continuation density of the score ``S = Z√t`` is carried from look to look on a
     grid (trapezoid rule; the increments are independent normal with variance
-    ``t_k − t_{k−1}``) and each ``c_k`` solved by ``scipy.optimize.brentq``.  A look that
-    may spend almost nothing gets :data:`MAX_CRITICAL`; what it leaves is spent later
-    (Lan–DeMets: the cumulative target is kept, not each increment)."""
-    import numpy as np
-    from scipy import optimize
-    from scipy import stats as sps
-
+    ``t_k − t_{k−1}``) and each ``c_k`` solved by Brent's method
+    (``distributions.brentq``).  A look that may spend almost nothing gets
+    :data:`MAX_CRITICAL`; what it leaves is spent later (Lan–DeMets: the cumulative target
+    is kept, not each increment)."""
     out: list[Boundary] = []
-    held = None  # (grid, weights, density) of the score S where the run went on
+    held: tuple[list[float], list[float], list[float]] | None = None  # grid, weights, density
     previous_t = 0.0
     total_spent = 0.0
     for t in fractions:
@@ -113,45 +112,68 @@ def boundaries(fractions: Sequence[float], alpha: float = ALPHA) -> list[Boundar
         sd = math.sqrt(t - previous_t)
         if held is not None and held[0][1] - held[0][0] > sd / _GRID:  # too coarse now
             grid, weights = _trapezoid(held[0][0], held[0][-1], sd)
-            held = grid, weights, np.interp(grid, held[0], held[2])
+            held = grid, weights, _interp(grid, held[0], held[2])
 
         def exit_prob(c: float, t: float = t, sd: float = sd, held=held) -> float:
             if held is None:
-                return float(2 * sps.norm.sf(c))
+                return 2 * norm_sf(c)
             grid, weights, density = held
             edge = c * math.sqrt(t)
-            tails = sps.norm.sf((edge - grid) / sd) + sps.norm.cdf((-edge - grid) / sd)
-            return float(np.sum(weights * density * tails))
+            return math.fsum(w * d * (norm_sf((edge - g) / sd) + norm_cdf((-edge - g) / sd))
+                             for g, w, d in zip(grid, weights, density, strict=True))
 
         if target <= exit_prob(MAX_CRITICAL):
             c = MAX_CRITICAL
         else:
-            c = float(optimize.brentq(lambda x, goal=target: exit_prob(x) - goal, 0.0,
-                                      MAX_CRITICAL, xtol=1e-10))
+            c = brentq(lambda x, goal=target: exit_prob(x) - goal, 0.0, MAX_CRITICAL,
+                       xtol=1e-10)
         total_spent += exit_prob(c)
-        out.append(Boundary(t, c, float(2 * sps.norm.sf(c)), total_spent))
+        out.append(Boundary(t, c, 2 * norm_sf(c), total_spent))
         # the density of S at this look where the run goes on: |S| < c√t
         edge = c * math.sqrt(t)
         grid, weights = _trapezoid(-edge, edge, sd)
         if held is None:
-            density = sps.norm.pdf(grid, scale=sd)
+            density = [_pdf(g / sd) / sd for g in grid]
         else:
-            kernel = sps.norm.pdf((grid[:, None] - held[0][None, :]) / sd) / sd
-            density = kernel @ (held[1] * held[2])
+            mass = [w * d for w, d in zip(held[1], held[2], strict=True)]
+            density = [sum(_pdf((g - h) / sd) * m for h, m in zip(held[0], mass, strict=True))
+                       / sd for g in grid]
         held = grid, weights, density
         previous_t = t
     return out
 
 
-def _trapezoid(lo: float, hi: float, sd: float):
-    """Grid points from ``lo`` to ``hi``, :data:`_GRID` per ``sd``, and trapezoid weights."""
-    import numpy as np
+def _pdf(x: float) -> float:
+    return math.exp(-0.5 * x * x) / _SQRT_2PI
 
+
+_SQRT_2PI = math.sqrt(2 * math.pi)
+
+
+def _trapezoid(lo: float, hi: float, sd: float) -> tuple[list[float], list[float]]:
+    """Grid points from ``lo`` to ``hi``, :data:`_GRID` per ``sd``, and trapezoid weights."""
     n = max(201, int((hi - lo) / sd * _GRID) + 1)
-    grid = np.linspace(lo, hi, n)
-    weights = np.full(n, grid[1] - grid[0])
-    weights[[0, -1]] /= 2
+    step = (hi - lo) / (n - 1)
+    grid = [lo + i * step for i in range(n)]
+    weights = [step] * n
+    weights[0] = weights[-1] = step / 2
     return grid, weights
+
+
+def _interp(x: list[float], xp: list[float], fp: list[float]) -> list[float]:
+    """Linear interpolation of ``fp`` (at increasing ``xp``) at ``x``, as ``numpy.interp``:
+    the end values outside ``xp``."""
+    out = []
+    for v in x:
+        k = bisect.bisect_right(xp, v)
+        if k == 0:
+            out.append(fp[0])
+        elif k == len(xp):
+            out.append(fp[-1])
+        else:
+            x0, x1 = xp[k - 1], xp[k]
+            out.append(fp[k - 1] + (fp[k] - fp[k - 1]) * (v - x0) / (x1 - x0))
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,8 @@
 
 About 150 calls per model is a small sample (docs/design.md "Noise"), so every rate carries an
 interval and every difference a test.  Wilson and the z-test are a few lines of ``math``
-kept by hand (tests check them against ``scipy.stats``); Fisher's test is scipy's.  Calls
+kept by hand (tests check them against ``scipy.stats``); Fisher's test is scipy's
+algorithm by hand (``agent_eval.metrics.distributions``, tested against it).  Calls
 of one session are not independent: ``agent_eval.metrics.clustered`` gives the intervals
 that allow for it (docs/statistics.md).  All functions are pure and never divide by zero: an empty denominator gives
 ``None`` rates and a p-value of 1.0 (no evidence of a difference).
@@ -99,8 +100,8 @@ def compare_rates(k1: int, n1: int, k2: int, n2: int, *, alpha: float = ALPHA,
     docs/design.md's numbers: 9/161 against 19/158 gives z ≈ 2.03, p ≈ 0.042 (significant);
     9/161 against 13/128 gives p ≈ 0.15 (not).  With an empty side there is nothing to
     compare: the difference is ``None`` and both p-values are 1.0.  ``exact=False``
-    leaves Fisher's p out (NaN): it needs scipy.stats, a second to import, which a page
-    that does not show it (the viewer's compare table) should not pay.
+    leaves Fisher's p out (NaN): a sum over the tables' tails, which a page that does
+    not show it (the viewer's compare table) should not pay.
     """
     a, b = Rate.of(k1, n1), Rate.of(k2, n2)
     if n1 == 0 or n2 == 0:
@@ -131,17 +132,16 @@ def compare_rates(k1: int, n1: int, k2: int, n2: int, *, alpha: float = ALPHA,
 
 def fisher_exact_p(k1: int, n1: int, k2: int, n2: int) -> float:
     """Two-sided Fisher exact p for the 2×2 table ``[[k1, n1−k1], [k2, n2−k2]]``, by
-    ``scipy.stats.fisher_exact`` (the "minimum likelihood" two-sided rule, as in R).
+    :func:`agent_eval.metrics.distributions.fisher_exact_p`, scipy's ``fisher_exact`` by
+    hand (the "minimum likelihood" two-sided rule, as in R).
     An empty side gives 1.0."""
     _check_counts(k1, n1)
     _check_counts(k2, n2)
     if n1 == 0 or n2 == 0:
         return 1.0
-    import numpy as np
-    from scipy.stats import fisher_exact
+    from agent_eval.metrics import distributions
 
-    table = np.array([[k1, n1 - k1], [k2, n2 - k2]])
-    return min(1.0, float(fisher_exact(table).pvalue))
+    return distributions.fisher_exact_p([[k1, n1 - k1], [k2, n2 - k2]])
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

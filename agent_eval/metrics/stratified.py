@@ -22,7 +22,7 @@ both runs are re-weighted to one common mix (docs/statistics.md, "Mix").
   As everywhere else the standard error is never below the binomial one at each
   stratum's pooled rate (calls as independent), so strata whose sessions agree exactly
   do not make a zero-width interval; when that floor applies, the interval and p are the
-  same t ones at the floored SE (``scipy.stats.t``).
+  same t ones at the floored SE (``agent_eval.metrics.distributions.t_sf``).
 * **Refused** when fewer than :data:`MIN_STRATA` strata are shared or the shared strata
   hold less than :data:`~agent_eval.metrics.paired.MIN_SHARED_SHARE` of either run's calls.
 """
@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from agent_eval.metrics.clustered import Unit, t_quantile
-from agent_eval.metrics.lazy import sps
+from agent_eval.metrics.distributions import t_sf
 from agent_eval.metrics.stats import ALPHA
 
 MIN_STRATA = 2
@@ -141,7 +141,7 @@ def compare_poststratified(units_a: Iterable[Unit], units_b: Iterable[Unit], *,
         se = floor
         half = t_quantile(df, alpha) * se
         lo, hi = diff - half, diff + half
-        p = float(2 * sps.t.sf(abs(diff) / se, df))
+        p = 2 * t_sf(abs(diff) / se, df)
     return StratifiedDiff(cells, left_a, left_b, share_a, share_b, None, 100 * diff,
                           100 * lo, 100 * hi, 100 * se, df, p, alpha)
 
@@ -172,7 +172,7 @@ def _fit(cells_a: Sequence[Sequence[Unit]], cells_b: Sequence[Sequence[Unit]],
     se = math.sqrt(var)
     df = groups - 1
     half = t_quantile(df, alpha) * se
-    p = float(2 * sps.t.sf(abs(diff) / se, df)) if se > 0 else (1.0 if diff == 0 else 0.0)
+    p = 2 * t_sf(abs(diff) / se, df) if se > 0 else (1.0 if diff == 0 else 0.0)
     return diff, se, diff - half, diff + half, df, p
 
 

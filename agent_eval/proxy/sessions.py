@@ -39,6 +39,7 @@ from typing import Any
 
 from agent_eval import wire
 from agent_eval.calls import OfferedTools, SessionJudge, SessionJudges, offered_tools, text_call
+from agent_eval.errors import AgentEvalError
 from agent_eval.live.client import find_tool_markup
 from agent_eval.policy import AllowList
 from agent_eval.policy.rules import code_for
@@ -99,6 +100,42 @@ class ProtocolCounts:
     not_recorded: int = 0
 
 
+class ScenarioNames:
+    """What a proxy session is called.  A session that plays a task of the bundled suite
+    is named by that scenario, found as the simulator finds it (the first user message as
+    a task, else a task found whole inside the client's wrapping:
+    ``agent_eval.sim.clients.locate``), so the demo's and CI's proxy runs read
+    ``lights-dim-office``, not ``system-0f00503c``, and ``compare`` pairs them with
+    scenario runs.  Names stay unique per role: a second role (another system prompt)
+    playing the same scenario gets ``NAME-<role's 8 hex digits>``.  Any other session
+    keeps ``system-`` and its role's 8 hex digits."""
+
+    def __init__(self) -> None:
+        self._index: Any = None
+        self._roles: dict[str, str] = {}  # scenario name -> the role that took it first
+
+    def name(self, messages: list[dict[str, Any]], role: str) -> str:
+        from agent_eval.sim.clients import locate
+
+        found = locate(self._tasks(), messages).scenario
+        if found is None:
+            return f"system-{role[:8]}"
+        owner = self._roles.setdefault(found.name, role)
+        return found.name if owner == role else f"{found.name}-{role[:8]}"
+
+    def _tasks(self) -> Any:
+        if self._index is None:
+            from agent_eval.scenario.bundled import bundled_suite
+            from agent_eval.scenario.suite import load_suite
+            from agent_eval.sim.behaviour import TaskIndex, index_tasks
+
+            try:
+                self._index = index_tasks(load_suite(bundled_suite()).scenarios.values())
+            except (OSError, ValueError, AgentEvalError):  # no bundled suite: hashes only
+                self._index = TaskIndex({})
+        return self._index
+
+
 class Sessions:
     """Open sessions of one proxy run; see the module docstring."""
 
@@ -114,6 +151,7 @@ class Sessions:
         self.spawns = Spawns()
         self._held: dict[str, list[SessionRecord]] = {}  # closed children of open parents
         self.calls = self.judges.for_session().calls  # the default agent's, or the list's
+        self.names = ScenarioNames()
 
     def take(self, ex: Exchange, now: float) -> None:
         protocol = wire.protocol_of(ex.path) or "chat"
@@ -321,7 +359,8 @@ class Sessions:
             handshake = self.protocols.handshake(invocations, system_prompt_of(state.messages))
         ended = state.stack.ended_on(len(state.turns) - 1)  # the stack lost its last reply
         record = SessionRecord(
-            key=conv.key, target=state.target, scenario=f"system-{(conv.role or conv.system)[:8]}",
+            key=conv.key, target=state.target,
+            scenario=self.names.name(state.messages, conv.role or conv.system),
             status="error" if failed or ended else "completed",
             error=f"last reply: {state.last_status}" if failed else ended,
             tags=[*(f"link:{m}" for m in conv.methods),

@@ -11,11 +11,13 @@ in a target name would otherwise make the SVG ill-formed.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from html import escape
 
 from markupsafe import Markup
 
 from agent_eval.metrics import GroupSummary
+from agent_eval.metrics.clustered import ClusteredRate
 from agent_eval.policy import get_rule
 
 PALETTE = (
@@ -92,14 +94,24 @@ def class_chart(summaries: dict[str, GroupSummary]) -> Markup:
     return Markup("".join(parts))
 
 
-def error_chart(summaries: dict[str, GroupSummary]) -> Markup:
-    """Errors per 100 tool calls per target: a dot with its Wilson 95% interval as whiskers."""
-    top = max((s.errors.hi100 or 0.0 for s in summaries.values()), default=0.0)
+def error_chart(summaries: dict[str, GroupSummary],
+                clustered: Mapping[str, ClusteredRate] | None = None) -> Markup:
+    """Errors per 100 tool calls per target: a dot with its clustered 95% interval
+    (``clustered``: sessions as clusters, the one gate and compare decide on) as whiskers,
+    and Wilson's interval on calls as a thin grey line under it, as detail (it treats a
+    session's calls as independent, so it is too narrow).  Without ``clustered``, or for a
+    target with a single session (no clustered interval), Wilson's whiskers alone."""
+    clustered = clustered or {}
+    top = max((max(s.errors.hi100 or 0.0, _hi(clustered.get(name)))
+               for name, s in summaries.items()), default=0.0)
     scale = _nice_max(top)
     rows = len(summaries)
     height = 30 + rows * ROW_H + 24
     width = LABEL_W + BAR_W + 70
-    parts = [_open(width, height, "Errors per 100 tool calls with Wilson 95% intervals")]
+    title = ("Errors per 100 tool calls with clustered 95% intervals (sessions as clusters; "
+             "grey: Wilson on calls)" if clustered else
+             "Errors per 100 tool calls with Wilson 95% intervals")
+    parts = [_open(width, height, title)]
     parts.append(_axis(scale, 30 + rows * ROW_H))
     for i, (name, s) in enumerate(summaries.items()):
         y = 30 + i * ROW_H + ROW_H // 2
@@ -112,20 +124,34 @@ def error_chart(summaries: dict[str, GroupSummary]) -> Markup:
         def px(v: float) -> float:
             return LABEL_W + BAR_W * v / scale
 
-        tip = f"{name}: {r.per100:.2f} [{r.lo100:.1f}–{r.hi100:.1f}] per 100 ({r.k}/{r.n})"
+        c = clustered.get(name)
+        lo, hi, which = r.lo100, r.hi100, "Wilson, calls"
+        detail = ""
+        if c is not None and c.lo100 is not None and c.hi100 is not None:
+            lo, hi, which = c.lo100, c.hi100, "clustered, sessions"
+            detail = (f'<line x1="{px(r.lo100):.1f}" x2="{px(r.hi100):.1f}" y1="{y + 8}" '
+                      f'y2="{y + 8}" class="detail" stroke="#9e9e9e" stroke-width="1"/>')
+        tip = (f"{name}: {r.per100:.2f} [{lo:.1f}–{hi:.1f}] per 100 ({which}; {r.k}/{r.n})"
+               + (f", Wilson on calls [{r.lo100:.1f}–{r.hi100:.1f}]" if detail else ""))
         parts.append(
-            f'<g><title>{svg_text(tip)}</title>'
-            f'<line x1="{px(r.lo100):.1f}" x2="{px(r.hi100):.1f}" y1="{y}" y2="{y}" '
+            f'<g class="rate" data-lo="{lo:.2f}" data-hi="{hi:.2f}">'
+            f'<title>{svg_text(tip)}</title>'
+            f'<line x1="{px(lo):.1f}" x2="{px(hi):.1f}" y1="{y}" y2="{y}" '
             f'class="whisker"/>'
-            f'<line x1="{px(r.lo100):.1f}" x2="{px(r.lo100):.1f}" y1="{y - 6}" y2="{y + 6}" '
+            f'<line x1="{px(lo):.1f}" x2="{px(lo):.1f}" y1="{y - 6}" y2="{y + 6}" '
             f'class="whisker"/>'
-            f'<line x1="{px(r.hi100):.1f}" x2="{px(r.hi100):.1f}" y1="{y - 6}" y2="{y + 6}" '
-            f'class="whisker"/>'
+            f'<line x1="{px(hi):.1f}" x2="{px(hi):.1f}" y1="{y - 6}" y2="{y + 6}" '
+            f'class="whisker"/>{detail}'
             f'<circle cx="{px(r.per100):.1f}" cy="{y}" r="5" class="dot"/></g>'
-            f'<text x="{px(r.hi100) + 8:.1f}" y="{y + 4}" class="num">{r.per100:.2f}</text>'
+            f'<text x="{px(max(hi, r.hi100)) + 8:.1f}" y="{y + 4}" class="num">'
+            f'{r.per100:.2f}</text>'
         )
     parts.append("</svg>")
     return Markup("".join(parts))
+
+
+def _hi(rate: ClusteredRate | None) -> float:
+    return 0.0 if rate is None or rate.hi100 is None else rate.hi100
 
 
 def change_chart(changes: list[tuple[str, float, float, float]]) -> Markup:

@@ -67,7 +67,7 @@ from agent_eval.metrics import FISHER_TEST, TOTAL, Z_TEST, GroupSummary, Rate
 from agent_eval.metrics.clustered import CLUSTERED_METHOD, ClusteredSummary
 from agent_eval.metrics.summary import session_failed
 from agent_eval.report.agreement import agreement_dict, agreement_line
-from agent_eval.report.index import IndexPage, RepeatSummary, rate_text
+from agent_eval.report.index import TARGET_HEAD, IndexPage, RepeatSummary, rate_text
 from agent_eval.report.summary_format import ClusteredEntry, Interval, SummaryJson, TargetEntry
 from agent_eval.report.throughput import work_dict
 from agent_eval.transcript import NEXT_ACTIONS, CallRow, SessionRow
@@ -215,12 +215,13 @@ def summary_markdown(page: IndexPage) -> str:
     enough for a CI step summary or a PR comment."""
     lines = [f"## {_md(page.title)}", ""]
     lines += _md_table(
-        ("target", "sessions", "messages", "tool calls", "errors", "errors/100 [95% CI]",
-         "handshake completion", "error sessions"),
+        TARGET_HEAD,
         page.target_rows,
     )
+    lines += ["", "95% CI: sessions as clusters (what gate and compare decide on); Wilson's "
+              "on calls, as if a session's calls were independent, is detail.", ""]
     if page.clustered_rows:
-        lines += ["", "Clustered intervals (sessions as clusters; the ones to trust):", ""]
+        lines += ["Clustered intervals (sessions as clusters), in detail:", ""]
         lines += _md_table(page.clustered_head, page.clustered_rows)
     lines += ["", "### Errors per 100 tool calls by failure class", ""]
     rows = [

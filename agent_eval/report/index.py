@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -33,7 +33,9 @@ from agent_eval.metrics.classes import order_classes
 from agent_eval.metrics.clustered import (
     CLUSTERED_METHOD,
     FEW_CLUSTERS,
+    ClusteredRate,
     ClusteredSummary,
+    clustered_text,
     summarize_clustered,
 )
 from agent_eval.metrics.repeats import repeats_from_outcomes
@@ -190,7 +192,10 @@ class IndexPage:
 FAILED_ON_INDEX = 50
 
 TARGET_HEAD = ("target", "sessions", "messages", "tool calls", "errors",
-               "errors/100 [95% CI]", "handshake completion", "error sessions")  # fmt: skip
+               "errors/100 [95% CI]", "Wilson CI (calls)", "handshake completion",
+               "error sessions")  # fmt: skip
+"""The per-target table: errors/100 with its clustered interval (sessions as clusters, the
+one gate and compare decide on), Wilson's on calls after it as detail."""
 HANDSHAKE_HEAD = ("target", "sessions with a handshake", "completed [95% CI]",
                   "mean share of steps done", "most-missed step")  # fmt: skip
 RECOVERY_HEAD = ("target", "denials", *(f"{a} [95% CI]" for a in NEXT_ACTIONS),
@@ -317,14 +322,16 @@ def build_index_page(
     items = tuple(sorted(items, key=lambda i: not i.failed))  # failed first, stable
     failed = tuple(i for i in items if i.failed)
     scenarios = sorted({s.scenario for s in sessions})
+    clustered = clustered_fields(figures.clustered, summaries)
+    rates = {name: c.errors for name, c in clustered["clustered"].items()}
     return IndexPage(
         title=_title(runs),
         runs=tuple(_run_view(r) for r in runs),
         columns=columns,
         summaries=summaries,
         repeats=repeats,
-        target_rows=tuple(_target_row(name, s) for name, s in summaries.items()),
-        class_rows=_class_rows(summaries),
+        target_rows=tuple(_target_row(name, s, rates.get(name)) for name, s in summaries.items()),
+        class_rows=_class_rows(summaries, clustered["clustered"]),
         failed=failed[:FAILED_ON_INDEX],
         completeness=completeness_text(_telemetry(sessions)),
         failed_total=len(failed),
@@ -337,7 +344,7 @@ def build_index_page(
         sessions=items,
         error_sessions=tuple(i for i in items if i.link.status == "error"),
         class_chart=class_chart(summaries),
-        error_chart=error_chart(summaries),
+        error_chart=error_chart(summaries, rates),
         scenario_rows=breakdown_rows(figures.by_scenario, columns,
                                      (s.scenario for s in sessions if s.status != "error")),
         tag_rows=breakdown_rows(figures.by_tag, columns, (
@@ -348,7 +355,7 @@ def build_index_page(
         agreement=agreed,
         agreement_rows=tuple(agreement_cells(a) for a in agreed),
         disagreements=disagreement_items(agreement, links),
-        **clustered_fields(figures.clustered, summaries),
+        **clustered,
     )
 
 
@@ -394,7 +401,7 @@ def _rule_name(code: str) -> str:
     return rule.name if rule is not None else ""
 
 
-CLUSTERED_HEAD = ("target", "errors/100", "Wilson 95% CI", "clustered 95% CI (sessions)",
+CLUSTERED_HEAD = ("target", "errors/100", "clustered 95% CI (sessions)", "Wilson 95% CI",
                   "design effect", "sessions", "across tasks 95% CI (scenarios)")
 
 
@@ -408,8 +415,9 @@ def clustered_fields(stats: dict[str, TargetStats],
     for name, c in clustered.items():
         e, across, w = c.errors, c.across_tasks, summaries[name].errors
         rows.append((
-            name, number_text(e.per100), _ci_text(w.lo100, w.hi100),
+            name, number_text(e.per100),
             _ci_text(e.lo100, e.hi100) + (" few clusters" if e.few_clusters else ""),
+            _ci_text(w.lo100, w.hi100),
             number_text(e.deff), str(e.clusters), _ci_text(across.lo100, across.hi100),
         ))
     return {"clustered": clustered, "clustered_rows": tuple(rows)}
@@ -461,14 +469,22 @@ def suite_shown(suite: str | None) -> str | None:
     return path.name
 
 
-def _target_row(name: str, s: GroupSummary) -> tuple[str, ...]:
+def _target_row(name: str, s: GroupSummary, clustered: ClusteredRate | None
+                ) -> tuple[str, ...]:
     hs = s.handshake.completed
     hs_text = f"{hs.k}/{hs.n} ({hs.per100:.0f}%)" if hs.n else "–"
+    wilson = rate_text(s.errors)
     return (name, str(s.sessions), str(s.messages), str(s.calls), str(s.errors.k),
-            rate_text(s.errors), hs_text, str(s.error_sessions))
+            clustered_text(clustered), wilson.partition(" ")[2] or "–", hs_text,
+            str(s.error_sessions))
 
 
-def _class_rows(summaries: dict[str, GroupSummary]) -> tuple[ClassRow, ...]:
+def _class_rows(summaries: dict[str, GroupSummary],
+                clustered: Mapping[str, ClusteredSummary] | None = None
+                ) -> tuple[ClassRow, ...]:
+    """One row per failure class, then the total; each cell errors/100 with its clustered
+    interval (sessions as clusters, as the gate's ``--max-class`` reads it) when the
+    column's sums are there, else Wilson's on calls."""
     rows = []
     for code, cells in class_table(summaries):
         rule = get_rule(code) if code != TOTAL else None
@@ -476,13 +492,22 @@ def _class_rows(summaries: dict[str, GroupSummary]) -> tuple[ClassRow, ...]:
             code=code,
             name=rule.name if rule else None,
             href=rule_href(code, from_dir=None),
-            cells=tuple(rate_text(cells.get(col)) for col in summaries),
+            cells=tuple(_class_cell(code, cells.get(col), (clustered or {}).get(col))
+                        for col in summaries),
             links=tuple(
                 list_href(class_file(code), n) if code != TOTAL and (r := cells.get(col))
                 and r.k else (list_href("failed.html", n) if code == TOTAL else None)
                 for n, col in enumerate(summaries)),
         ))
     return tuple(rows)
+
+
+def _class_cell(code: str, wilson: Rate | None, clustered: ClusteredSummary | None) -> str:
+    rate = None if clustered is None else (
+        clustered.errors if code == TOTAL else clustered.classes.get(code))
+    if rate is None or rate.per100 is None:
+        return rate_text(wilson)
+    return clustered_text(rate)
 
 
 def _handshake_row(name: str, s: GroupSummary) -> tuple[str, ...]:

@@ -4,6 +4,8 @@ escapes the texts for its own medium."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 RUN_HEAD = ("id", "label", "kind", "status", "targets", "stack", "sessions", "calls",
             "errors/100 [95% CI]", "started", "duration")  # fmt: skip
 
@@ -52,6 +54,62 @@ def target_cells(r) -> list[tuple[str, ...]]:
         rows.append(("", "", "", "", f"· {name}", stack_cell(r, name), "", str(calls), rate,
                      "", ""))
     return rows
+
+
+def planned_progress(store, info) -> tuple[int | None, int | None]:
+    """(planned, stored) top-level sessions of a live run, from its stored plan; (None,
+    None) for other kinds or a plan that does not say."""
+    config = info.config or {}
+    try:
+        names = [t["name"] for t in config["targets"]]
+        scenarios, repeats = list(config["scenarios"]), int(config["repeats"])
+    except (KeyError, TypeError, ValueError):
+        return None, None
+    keys = {f"{t}/{sc}/{r}" for t in names for sc in scenarios for r in range(repeats)}
+    return len(keys), len(keys & store.finished_keys(info.id))
+
+
+@dataclass(frozen=True, slots=True)
+class StoppedRun:
+    """A live run the store says is ``running`` that no process plays (its runner was
+    killed, or its machine went down): what the lists show instead of "running"."""
+
+    run_id: int
+    planned: int | None
+    stored: int | None
+
+    @property
+    def hint(self) -> str:
+        """The line under a list: what happened and the command that finishes it."""
+        stored = ("" if self.planned is None else
+                  f"; {self.stored} of {self.planned} planned sessions stored")
+        return (f"Run {self.run_id} is not being played (its runner stopped without "
+                f"finishing it{stored}): finish it with `agent-eval run --resume "
+                f"{self.run_id}`.")
+
+
+def running_progress(store, rows) -> dict[int, str]:
+    """``N of M planned`` for each of the rows' live runs still ``running`` (played or
+    stopped), from its stored plan: the sessions cell of the runs lists."""
+    out: dict[int, str] = {}
+    for r in rows:
+        if r.status == "running" and r.kind == "live":
+            planned, stored = planned_progress(store, store.get_run(r.id))
+            if planned is not None:
+                out[r.id] = f"{stored} of {planned} planned"
+    return out
+
+
+def stopped_runs(store, rows) -> dict[int, StoppedRun]:
+    """The rows' live runs left ``running`` with no process playing them, by id, each
+    with its planned and stored sessions (``Store.run_is_played``: a lease or a leased
+    work item)."""
+    out: dict[int, StoppedRun] = {}
+    for r in rows:
+        if r.status == "running" and r.kind == "live" and not store.run_is_played(r.id):
+            planned, stored = planned_progress(store, store.get_run(r.id))
+            out[r.id] = StoppedRun(r.id, planned, stored)
+    return out
 
 
 def format_duration(seconds: float | None) -> str:

@@ -27,7 +27,7 @@ from agent_eval.policy import RULES, get_rule
 from agent_eval.report.lists import ListCell as Cell
 from agent_eval.store import Store
 
-CLUSTERED_HEAD = ("target", "errors/100", "Wilson 95% CI (calls)", "clustered 95% CI (sessions)",
+CLUSTERED_HEAD = ("target", "errors/100", "clustered 95% CI (sessions)", "Wilson 95% CI (calls)",
                   "design effect", "sessions", "across tasks 95% CI (scenarios)")
 
 
@@ -65,7 +65,7 @@ def clustered_view(units: Mapping[str, Sequence[Unit] | TargetStats],
         e, across = s.errors, s.across_tasks
         wilson = "–" if not e.n else _ci(*(100 * x for x in wilson_interval(e.k, e.n)))
         rows.append(tuple(Cell(t) for t in (
-            name, "–" if e.per100 is None else f"{e.per100:.2f}", wilson, _clustered(e),
+            name, "–" if e.per100 is None else f"{e.per100:.2f}", _clustered(e), wilson,
             "–" if e.deff is None else f"{e.deff:.2f}", str(e.clusters), _clustered(across))))
     class_rows = []
     for code in codes:

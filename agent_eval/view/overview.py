@@ -8,6 +8,7 @@ behind it, pre-filtered, so a reader goes from a rate to the transcripts in one 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -15,12 +16,19 @@ from markupsafe import Markup
 
 from agent_eval.analysis.comparison import holm
 from agent_eval.metrics.classes import UNCLASSIFIED
+from agent_eval.metrics.clustered import ClusteredRate, clustered_text, units_rate
 from agent_eval.metrics.stats import compare_rates, wilson_interval
 from agent_eval.metrics.summary import NO_AGENT, GroupSummary, Tally
 from agent_eval.policy import RULES, get_rule
 from agent_eval.report.charts import change_chart, class_chart, error_chart
 from agent_eval.report.lists import ListCell as Cell  # one linked-cell record for report and view
-from agent_eval.report.runs import RUN_HEAD, run_cells
+from agent_eval.report.runs import (
+    RUN_HEAD,
+    planned_progress,
+    run_cells,
+    running_progress,
+    stopped_runs,
+)
 from agent_eval.store import Page, RunInfo, Store
 from agent_eval.transcript import (
     EXIT_STATES,
@@ -45,7 +53,7 @@ from agent_eval.view.links import (
     session_href,
     sessions_href,
 )
-from agent_eval.view.trend import trend_chart
+from agent_eval.view.trend import run_stamps, trend_chart
 
 TREND_RUNS = 20
 
@@ -75,25 +83,13 @@ class RunHead:
         return self.status == "running" and not self.played
 
 
-def planned_progress(store: Store, info) -> tuple[int | None, int | None]:
-    """(planned, stored) top-level sessions of a live run, from its stored plan; (None,
-    None) for other kinds or a plan that does not say."""
-    config = info.config or {}
-    try:
-        names = [t["name"] for t in config["targets"]]
-        scenarios, repeats = list(config["scenarios"]), int(config["repeats"])
-    except (KeyError, TypeError, ValueError):
-        return None, None
-    keys = {f"{t}/{sc}/{r}" for t in names for sc in scenarios for r in range(repeats)}
-    return len(keys), len(keys & store.finished_keys(info.id))
-
-
 @dataclass(frozen=True, slots=True)
 class RunsPage:
     rows: tuple[tuple[Cell, ...], ...]
     page: Page
     filters: dict[str, str]
     trends: tuple[tuple[str, Markup], ...]  # (label, svg)
+    stopped: tuple[str, ...]  # one line per run no process plays, with its resume command
     prev_href: str | None
     next_href: str | None
     live: bool
@@ -106,19 +102,25 @@ def build_runs_page(store: Store, filters: dict[str, str], offset: int = 0,
     page = store.list_run_rows(label=filters.get("label"), kind=filters.get("kind"),
                                status=filters.get("status"), limit=limit, offset=offset)
     rows = []
+    stopped = stopped_runs(store, page.rows)
+    progress = running_progress(store, page.rows)
     for r in page.rows:
         cells = [Cell(t) for t in run_cells(r)]
         at = RUN_HEAD.index
         cells[0] = Cell(str(r.id), run_href(r.id))
+        if r.id in stopped:  # left "running" by a killed runner: its page says how to resume
+            cells[at("status")] = Cell("stopped", run_href(r.id))
+        if r.id in progress:
+            cells[at("sessions")] = Cell(progress[r.id])
         cells[at("sessions")] = Cell(cells[at("sessions")].text, sessions_href(run_id=r.id))
         cells[at("calls")] = Cell(cells[at("calls")].text, calls_href(run_id=r.id))
         cells[at("errors/100 [95% CI]")] = Cell(cells[at("errors/100 [95% CI]")].text,
                                                 calls_href(run_id=r.id, decision="deny"))
         rows.append(tuple(cells))
     labels = list(dict.fromkeys(r.label for r in page.rows if r.label))
-    trends = tuple((label, trend_chart(label, label_trend(store, label)))
-                   for label in labels[:5])
-    return RunsPage(tuple(rows), page, filters, trends,
+    trends = tuple((label, chart) for label in labels[:5]
+                   if (chart := _trend(store, label)) is not None)
+    return RunsPage(tuple(rows), page, filters, trends, tuple(s.hint for s in stopped.values()),
                     _pager(filters, page, -1), _pager(filters, page, +1),
                     any(r.status == "running" and store.run_is_played(r.id)
                         for r in page.rows))
@@ -162,7 +164,9 @@ class RunPage:
 
 
 TARGET_HEAD = ("target", "sessions", "tool calls", "errors", "errors/100 [95% CI]",
-               "handshake completed", "error sessions")  # fmt: skip
+               "Wilson CI (calls)", "handshake completed", "error sessions")  # fmt: skip
+"""errors/100 leads with its clustered interval (sessions as clusters: what gate and compare
+decide on); Wilson's on calls follows as detail."""
 
 
 def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPage:
@@ -181,9 +185,12 @@ def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPag
                   stacks=tuple((name, stack_mark(stack), stack_line(stack))
                                for name, stack in run_stacks(info.fingerprint).items()))
     previous = store.previous_run_id(info)
+    units = run_units(store, run_id, classes=inline)  # per target: cheap without classes
+    rates = {name: units_rate(units[name]) for name in figures if name in units}
     return RunPage(
         run=run, columns=tuple(figures), target_head=TARGET_HEAD,
-        target_rows=_target_rows(run_id, figures), class_rows=_class_rows(run_id, figures),
+        target_rows=_target_rows(run_id, figures, rates),
+        class_rows=_class_rows(run_id, figures),
         leak_rows=_leak_rows(figures), stack_rows=_stack_rows(figures),
         agent_rows=_agent_rows(tuple(figures), store.summarize(
             [run_id], ("agent", "target"), with_turns=False, detail="totals")),
@@ -192,10 +199,9 @@ def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPag
         failed_href=sessions_href(run_id=run_id, failed=True),
         calls_href=calls_href(run_id=run_id),
         previous_href=compare_href(previous, info.id) if previous is not None else None,
-        clustered=(clustered_view(run_units(store, run_id, classes=True), tuple(figures))
-                   if inline else None),
+        clustered=clustered_view(units, tuple(figures)) if inline else None,
         clustered_href=None if inline else f"/runs/{run_id}?intervals=1",
-        error_chart=error_chart(figures), class_chart=class_chart(figures),
+        error_chart=error_chart(figures, rates), class_chart=class_chart(figures),
         trend=_trend(store, info.label),
         completeness=completeness_text(store.run_telemetry(run_id))
         if info.suite == "otlp" else "",
@@ -203,14 +209,37 @@ def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPag
 
 
 def _trend(store: Store, label: str | None) -> Markup | None:
-    """The nightly trend of the run's label (two runs at least), dated and linked."""
+    """The nightly trend of a label (two runs at least): on axes, each run labelled by its
+    date (and time, where several share a day), each point a link to its run with its
+    clustered 95% interval (sessions as clusters, as the gate reads each run)."""
     if not label:
         return None
     infos = store.list_runs(TREND_RUNS, label=label)
     if len(infos) < 2:
         return None
-    runs = [(r.id, r.created_at.strftime("%m-%d")) for r in reversed(infos)]
-    return trend_chart(label, label_trend(store, label), runs)
+    ordered = list(reversed(infos))
+    runs = run_stamps([(r.id, r.created_at) for r in ordered])
+    points = label_trend(store, label)
+    return trend_chart(label, points, runs,
+                       _trend_intervals(store, [r.id for r in ordered], points))
+
+
+def _trend_intervals(store: Store, run_ids: list[int], points: list[dict[str, GroupSummary]]
+                     ) -> list[dict[str, tuple[float, float]]]:
+    """Per run (in ``run_ids``' order), per target, the clustered 95% interval of
+    errors/100, from one query over the runs (columns ``target · run N``); a target with
+    one session has none."""
+    stats = store.cluster_stats(run_ids, columns=True)
+    out: list[dict[str, tuple[float, float]]] = []
+    for run_id, point in zip(run_ids, points, strict=True):
+        spans = {}
+        for name in point:
+            column = stats.get(f"{name} · run {run_id}")
+            rate = units_rate(column) if column is not None else None
+            if rate is not None and rate.lo100 is not None and rate.hi100 is not None:
+                spans[name] = (rate.lo100, rate.hi100)
+        out.append(spans)
+    return out
 
 
 def _by_target(store: Store, run_id: int, detail) -> dict[str, GroupSummary]:
@@ -225,8 +254,7 @@ INLINE_SESSIONS = 2000
 """Up to this many sessions a page computes the clustered intervals with it; a bigger run
 shows a link that computes them on request.  They are sums per scenario now
 (``store.cluster_stats``: the compare page's analysis of 1M calls takes 0.2 s warm on
-SQLite), but the first of them in a process imports scipy.stats (about 0.8 s) and the
-run page's per-class sums group the denied calls per session."""
+SQLite), but the run page's per-class sums group the denied calls per session."""
 
 
 def _sessions(figures: dict[str, GroupSummary]) -> int:
@@ -243,17 +271,21 @@ def rate_text(k: int, n: int, *, interval: bool = True) -> str:
     return text
 
 
-def _target_rows(run_id: int, figures: dict[str, GroupSummary]) -> tuple[tuple[Cell, ...], ...]:
+def _target_rows(run_id: int, figures: dict[str, GroupSummary],
+                 rates: Mapping[str, ClusteredRate]) -> tuple[tuple[Cell, ...], ...]:
     rows = []
     for name, t in figures.items():
         f = {"run_id": run_id, "target": name}
         hs = t.handshake
+        wilson = rate_text(t.errors.k, t.calls).partition(" ")[2] or "–"
         rows.append((
             Cell(name),
             Cell(str(t.sessions), sessions_href(**f)),
             Cell(str(t.calls), calls_href(**f)),
             Cell(str(t.errors.k), calls_href(**f, decision="deny")),
-            Cell(rate_text(t.errors.k, t.calls), calls_href(**f, decision="deny")),
+            Cell(clustered_text(rates.get(name)) if t.calls else "–",
+                 calls_href(**f, decision="deny")),
+            Cell(wilson),
             Cell(f"{hs.completed.k}/{hs.sessions}" if hs.sessions else "–",
                  sessions_href(**f, handshake=True, sort="handshake")),
             Cell(str(t.error_sessions), sessions_href(**f, status="error")),

@@ -48,6 +48,7 @@ def test_an_openai_sdk_agent_loop_is_one_judged_session(tmp_path):
         [row] = store.session_rows([store.resolve_run("latest").id])
         session = store.load_session(row.id)
     assert made >= 1 and len(session.record.calls) == made
+    assert row.scenario == "db-open-attempts"  # the bundled task it plays, not system-<hash>
     assert len(session.record.turns) >= 2
     assert set(session.record.tags) == {"link:new", "link:continuation"}
     assert all(c.decision in ("allow", "deny") for c in session.record.calls)

@@ -95,8 +95,10 @@ def test_report_of_two_runs_prints_a_column_per_run_as_the_html_does(tmp_path):
     rows = {cells[0]: cells[1:] for line in result.output.splitlines()
             if (cells := [c.strip() for c in re.split(r"[│┃]", line)[1:-1]])
             and cells[0].startswith("qwen")}
-    assert rows["qwen · run 1"][2:5] == ["2", "1", "50.00 [9.5–90.5]"]
-    assert rows["qwen · run 2"][2:5] == ["3", "0", "0.00 [0.0–56.1]"]
+    # one session per run: no clustered interval (Wilson's on calls, detail, is the first
+    # column to give way at 120 columns)
+    assert rows["qwen · run 1"][2:5] == ["2", "1", "50.00 [1 session]"]
+    assert rows["qwen · run 2"][2:5] == ["3", "0", "0.00 [1 session]"]
     assert "qwen" not in rows  # never pooled
     data = json.loads((tmp_path / "reports" / "1-2" / "summary.json").read_text())
     assert [(c, t["tool_calls"], t["errors"]) for c, t in data["targets"].items()] == [

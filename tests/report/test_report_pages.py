@@ -115,7 +115,12 @@ def test_index_has_a_column_per_target_and_lists_error_sessions_apart(hostile_st
     careful = next(r for r in page.target_rows if r[0] == "careful")
     # sessions, messages, calls, errors: 3 sessions, 4 replies, 4 calls, 1 denied
     assert careful[1:5] == ("3", "4", "4", "1")
-    assert careful[5] == "25.00 [4.6–69.9]"
+    # errors/100 leads with the clustered interval (what gate and compare decide on),
+    # Wilson's on calls after it as detail
+    clustered = page.clustered["careful"].errors
+    assert careful[5] == f"25.00 [{clustered.lo100:.1f}–{clustered.hi100:.1f}]" != (
+        "25.00 [4.6–69.9]")
+    assert careful[6] == "[4.6–69.9]"
 
 
 def test_several_runs_sit_side_by_side_as_run_named_columns(hostile_store):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 
 from agent_eval.report.ci_files import SUMMARY_KEYS
@@ -79,7 +80,12 @@ def test_junit_suite_counts(hostile_report):
 def test_summary_markdown_has_the_target_and_class_tables(hostile_report):
     md = (hostile_report / "summary.md").read_text(encoding="utf-8")
     assert "| target | sessions | messages | tool calls | errors |" in md
-    assert "| careful | 3 | 4 | 4 | 1 | 25.00 [4.6–69.9] |" in md
+    assert "| errors/100 [95% CI] | Wilson CI (calls) |" in md
+    assert re.search(r"\| careful \| 3 \| 4 \| 4 \| 1 \| 25\.00 \[0\.\d–\d+\.\d\] \| "
+                     r"\[4\.6–69\.9\] \|", md), md
     assert "| failure class | careful | sloppy |" in md
-    assert "| AE301 pipe-to-filter | 25.00 [4.6–69.9] | 0.00 [0.0–79.3] |" in md
+    row = next(line for line in md.splitlines() if line.startswith("| AE301 pipe-to-filter |"))
+    lo, hi = _summary(hostile_report)["targets"]["careful"]["clustered"]["classes"]["AE301"][
+        "ci95"]  # the clustered interval (as the gate reads a class), not Wilson's [4.6–69.9]
+    assert row.startswith(f"| AE301 pipe-to-filter | 25.00 [{lo:.1f}–{hi:.1f}] |"), row
     assert "Wilson 95%" in md and "two-proportion z-test" in md

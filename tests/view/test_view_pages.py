@@ -26,6 +26,7 @@ from agent_eval.metrics.stats import wilson_interval
 from agent_eval.store.schema import runs
 from agent_eval.view import overview
 from agent_eval.view.app import run_view_in_thread
+from agent_eval.view.trend import run_stamps
 
 
 class Page(HTMLParser):
@@ -236,8 +237,8 @@ def test_run_page_clustered_intervals_are_the_librarys(viewer):
     assert (e.k, e.n, e.clusters) == (1, 4, 2)  # the child's call folded into its root
     lo, hi = wilson_interval(1, 4)
     row = [t for t, _ in page.tables["clustered-table"][1]]
-    assert row == ["careful", "25.00", f"[{100 * lo:.2f}–{100 * hi:.2f}]",
-                   f"[{e.lo100:.2f}–{e.hi100:.2f}] few clusters", f"{e.deff:.2f}", "2",
+    assert row == ["careful", "25.00", f"[{e.lo100:.2f}–{e.hi100:.2f}] few clusters",
+                   f"[{100 * lo:.2f}–{100 * hi:.2f}]", f"{e.deff:.2f}", "2",
                    f"[{careful.across_tasks.lo100:.2f}–{careful.across_tasks.hi100:.2f}] "
                    "few clusters"]
     assert page.cell("clustered-table", "sloppy", "clustered 95% CI (sessions)") == (
@@ -293,11 +294,34 @@ def test_a_big_compare_page_does_not_import_scipy_stats(viewer):
     assert rows > 0 and done.stdout.split() == [str(rows), "False"]
 
 
+def test_run_page_leads_with_the_clustered_interval_and_keeps_wilson_as_detail(viewer):
+    """The target table's errors/100 cell and the forest plot's whiskers are the clustered
+    interval (sessions as clusters, the one gate and compare decide on); Wilson's on calls
+    sits in the next column and as a thin grey line."""
+    get, store, f = viewer
+    page = get(f"/runs/{f.run_id}")
+    e = summarize_clustered(_units(store, f.run_id)["careful"]).errors
+    lo, hi = wilson_interval(1, 4)
+    assert page.cell("target-table", "careful", "errors/100 [95% CI]")[0] == (
+        f"25.00 [{e.lo100:.1f}–{e.hi100:.1f}]")
+    assert page.cell("target-table", "careful", "Wilson CI (calls)")[0] == (
+        f"[{100 * lo:.1f}–{100 * hi:.1f}]")
+    assert page.cell("target-table", "sloppy", "errors/100 [95% CI]")[0] == (
+        "100.00 [1 session]")
+    heads = page.tables["target-table"][0]
+    assert [h for h, _ in heads].index("errors/100 [95% CI]") < [
+        h for h, _ in heads].index("Wilson CI (calls)")
+    whiskers = re.findall(r'<g class="rate" data-lo="([\d.]+)" data-hi="([\d.]+)">',
+                          page.html)
+    assert whiskers[0] == (f"{e.lo100:.2f}", f"{e.hi100:.2f}")
+    assert whiskers[1] == (f"{100 * wilson_interval(2, 2)[0]:.2f}", "100.00")  # 1 session
+
+
 def test_run_page_shows_results_first_drawn_and_the_method_behind_a_disclosure(viewer):
     get, store, f = viewer
     html = get(f"/runs/{f.run_id}").html
     order = [html.index(mark) for mark in (
-        'id="target-table"', "Errors per 100 tool calls with Wilson 95% intervals",
+        'id="target-table"', "Errors per 100 tool calls with clustered 95% intervals",
         'id="class-table"', "Errors per 100 tool calls by failure class, per target",
         'id="clustered-table"', '<details id="method">')]
     assert order == sorted(order)
@@ -313,8 +337,9 @@ def test_run_page_trend_has_dates_and_each_point_opens_its_run(viewer):
     trend = html[html.index('id="trend"'):]
     assert f'<a class="point" href="/runs/{f.old_run_id}">' in trend
     assert f'<a class="point" href="/runs/{f.run_id}">' in trend
-    date = store.get_run(f.old_run_id).created_at.strftime("%m-%d")
-    assert f'text-anchor="middle">{date}</text>' in trend
+    stamp = dict(run_stamps([(r, store.get_run(r).created_at)
+                             for r in (f.old_run_id, f.run_id)]))[f.old_run_id]
+    assert f'">{stamp}</text>' in trend  # with the time if the runs share a day
 
 
 def test_compare_page_draws_the_change_per_class_with_its_interval(viewer):
