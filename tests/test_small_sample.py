@@ -112,3 +112,68 @@ def test_a_pair_of_the_same_bursty_model_is_called_changed_at_most_at_alpha():
         hits += min(holm(ps).values()) < 0.05
     # 5% of 150 is 7.5; the 99.9% binomial upper bound at 5% is 18
     assert hits <= sps.binom.ppf(0.999, sims, 0.05)
+
+
+# --- the paired tests at unequal repeats ---------------------------------------------------
+
+
+def draw_units(rng, base: np.ndarray, repeats: int, deff: float, *, rise: float = 0.0,
+               calls: int = 10, target: str = "t") -> list[Unit]:
+    """Sessions of one model on a suite (``base``: each scenario's rate per call) whose
+    calls err together: each session's rate is drawn from a beta with the intra-session
+    correlation of ``deff``, its denied calls binomially."""
+    rho = (deff - 1) / (calls - 1)
+    mean = np.broadcast_to(np.minimum(base + rise, 0.99), (repeats, len(base)))
+    rates = mean if rho <= 0 else rng.beta(mean * (1 - rho) / rho, (1 - mean) * (1 - rho) / rho)
+    k = rng.binomial(calls, rates)
+    return [Unit(target, f"s{s}", r, calls, int(k[r, s]), passed=bool(k[r, s] == 0))
+            for r in range(repeats) for s in range(len(base))]
+
+
+def test_mcnemar_matches_the_repeat_counts_of_the_two_runs():
+    """3 repeats against 10 of the same model: 'every repeat passed' is rarer over 10, so
+    comparing whole outcomes makes a scenario that passed 3 of 3 and 9 of 10 discordant.
+    Matched on the first 3 repeats of each side, it is not."""
+    from agent_eval.metrics.paired import compare_paired
+
+    a = [Unit("t", f"s{s}", r, 10, 0, passed=True) for s in range(16) for r in range(3)]
+    b = [Unit("t", f"s{s}", r, 10, int(r == 9), passed=r != 9)
+         for s in range(16) for r in range(10)]
+    m = compare_paired(a, b).mcnemar
+    assert (m.pairs, m.a_only, m.b_only, m.p_value) == (16, 0, 0, 1.0)  # was 16, 0, p < .001
+    b[2] = Unit("t", "s0", 2, 10, 1, passed=False)  # a failure within the first 3 counts
+    m = compare_paired(a, b).mcnemar
+    assert (m.a_only, m.b_only) == (1, 0)
+
+
+def test_the_same_model_at_3_and_10_repeats_is_called_changed_at_about_alpha():
+    """Seeded: the same model at 3 repeats against 10 (design effect 2.5); the McNemar
+    test rejects within a wide binomial bound of 5% (whole outcomes rejected 57%)."""
+    from agent_eval.metrics.paired import compare_paired
+
+    rng = np.random.default_rng(11)
+    sims, rejected = 300, 0
+    for _ in range(sims):
+        base = rng.uniform(0.02, 0.10, 29)
+        cmp = compare_paired(draw_units(rng, base, 3, 2.5), draw_units(rng, base, 10, 2.5))
+        rejected += cmp.mcnemar.p_value < 0.05
+    assert rejected <= sps.binom.ppf(0.999, sims, 0.05)
+
+
+def test_a_one_repeat_baseline_against_ten_fails_a_rise_of_the_margin_at_most_at_alpha():
+    """Seeded: a true rise of exactly the margin (2 per 100), a 1-repeat baseline against
+    10 repeats at design effect 4.  A FAIL (the low end above the margin) must come at most
+    at the nominal 2.5%, within a wide binomial bound; the spread of the differences across
+    scenarios, moving with the baseline's own errors, failed 6–8%."""
+    from agent_eval.analysis.gate import decide
+    from agent_eval.metrics.regression import regression_from_units
+
+    rng = np.random.default_rng(5)
+    sims, failed = 300, 0
+    for _ in range(sims):
+        base = rng.uniform(0.02, 0.10, 29)
+        reg = regression_from_units(draw_units(rng, base, 1, 4.0),
+                                    draw_units(rng, base, 10, 4.0, rise=0.02), 2.0)
+        failed += decide(reg.lo100, reg.hi100, 2.0) == "fail"
+        assert "variances pooled" in reg.method
+    assert failed <= sps.binom.ppf(0.999, sims, 0.025)

@@ -19,8 +19,10 @@ than runs do; comparing scenario by scenario removes that spread (docs/statistic
 * **tag mix**: when the scenario mix is refused and the sessions carry tags, the runs are
   compared post-stratified to their shared tag mix (``agent_eval.metrics.stratified``).
 * **pass rate**: the same on each scenario's share of passing repeats, plus the exact
-  McNemar test on scenario pairs (outcome: every repeat passed; the scenario is the
-  matched unit) by ``scipy.stats.binomtest`` on the discordant scenarios.
+  McNemar test on scenario pairs (the scenario is the matched unit; its outcome: every one
+  of its first ``min(R_a, R_b)`` repeats passed, the same count on both sides, so a run
+  with more repeats is not less likely to pass) by ``scipy.stats.binomtest`` on the
+  discordant scenarios.
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ POOLED_METHOD = ("paired over shared scenarios: Student-t interval, SE from the 
                  "inside each scenario with the two runs' session variances pooled (unequal "
                  "repeats: Welch's form over-trusts the run with fewer); p from a paired "
                  "permutation test over scenarios (scipy.stats.permutation_test)")
-MCNEMAR_METHOD = ("exact McNemar test on scenario pairs, outcome every repeat passed "
+MCNEMAR_METHOD = ("exact McNemar test on scenario pairs, outcome every one of the first "
+                  "min(repeats of a, repeats of b) repeats passed on each side "
                   "(scipy.stats.binomtest on the discordant scenarios)")
 
 
@@ -111,9 +114,10 @@ class PairedDiff:
 class McNemar:
     """Matched pairs where exactly one side passed: ``a_only`` (a passed, b failed) and
     ``b_only``; ``p_value`` is the exact two-sided McNemar p.  In ``compare`` a pair is a
-    shared scenario and its outcome every repeat passed (the matched unit is the
-    scenario: pairing repeat ``i`` with repeat ``i`` is arbitrary, and reordering the same
-    sessions moved p from 0.040 to 0.082); the discordant pairs are the flips."""
+    shared scenario and its outcome every one of its first ``min(R_a, R_b)`` repeats
+    passed (the matched unit is the scenario: pairing repeat ``i`` with repeat ``i`` is
+    arbitrary, and reordering the same sessions moved p from 0.040 to 0.082); with equal
+    repeats the discordant pairs are the flips."""
 
     pairs: int
     a_only: int
@@ -297,7 +301,11 @@ def compare_paired(units_a: Iterable[Unit] | TargetStats, units_b: Iterable[Unit
                                    [1.0] * len(with_repeats), alpha=alpha,
                                    floor=[_binomial(x.passed + y.passed, x.n, y.n)
                                           for _, x, y in with_repeats])
-        outcomes = [(x.all_passed, y.all_passed) for _, x, y in with_repeats]
+        # matched counts: "all of 10 passed" is rarer than "all of 3" for the same model,
+        # so unequal repeats compared whole made 57% of unchanged 3-vs-10 pairs discordant
+        # enough to reject
+        outcomes = [(x.first_passed(m), y.first_passed(m)) for _, x, y in with_repeats
+                    for m in (min(x.n, y.n),)]
         mcnemar = mcnemar_exact(outcomes)
     return PairedComparison(mix, errors, passes, mcnemar)
 
@@ -306,12 +314,14 @@ def _within(a: dict[str, ScenarioCell], b: dict[str, ScenarioCell],
             shared: Sequence[str]) -> tuple | None:
     """Per-scenario variance of ``r_b − r_a`` from the sessions inside each scenario (CR1,
     sessions as clusters), and its Welch–Satterthwaite degrees of freedom (rounded down);
-    ``None`` unless every shared
-    scenario has at least two sessions with calls on each side.  When the runs' repeats
-    differ in some scenario (a baseline of 3 against a run of 10), the two sides'
-    variances are pooled (:func:`pooled_within`): Welch's form then leans on the few
-    sessions of the smaller run and over-rejects."""
-    if any(a[s].sessions.g < 2 or b[s].sessions.g < 2 for s in shared):
+    ``None`` unless every shared scenario has at least two sessions with calls on one
+    side.  When the runs' repeats differ in some scenario (a baseline of 3, or of 1,
+    against a run of 10), the two sides' variances are pooled (:func:`pooled_within`):
+    Welch's form then leans on the few sessions of the smaller run and over-rejects, and
+    the spread across scenarios that a 1-repeat side fell back on moves with the
+    baseline's own errors (a baseline low by chance gives a high difference and a small
+    SE at once: 6–8% of unchanged 1-vs-10 pairs failed at a nominal 2.5%)."""
+    if any(max(a[s].sessions.g, b[s].sessions.g) < 2 for s in shared):
         return None
     if any(a[s].sessions.g != b[s].sessions.g for s in shared):
         pooled = [pooled_within(a[s].sessions, b[s].sessions) for s in shared]
