@@ -198,3 +198,32 @@ def test_the_total_interval_at_under_1_per_100_covers_at_least_93_percent():
         if rate.k:
             assert rate.method == LOW_RATE_METHOD
     assert missed <= sps.binom.ppf(0.999, sims, 0.07)
+
+
+# --- power's range ---------------------------------------------------------------------------
+
+
+def test_powers_80_percent_range_holds_the_true_need_in_about_80_percent_of_baselines():
+    """Seeded: 3-repeat baselines of a suite at design effect 2.5; the repeats the true
+    rates and design effects need (``repeats_for_margin`` on them) fall inside the plan's
+    80% range in at least a wide binomial bound below 75% of baselines.  The chi-square
+    range on sessions − scenarios df held it in about 40%."""
+    from agent_eval.metrics.power import (
+        ScenarioComponent,
+        paired_se100,
+        plan_power,
+        repeats_for_margin,
+    )
+
+    rng = np.random.default_rng(17)
+    sims, held = 100, 0
+    rho = 1.5 / 9
+    for _ in range(sims):
+        base = rng.uniform(0.02, 0.10, 29)
+        plan = plan_power(draw_units(rng, base, 3, 2.5), 2.0)
+        truth = [ScenarioComponent(f"s{s}", 10**9, 10, p, 1 + 9 * rho) for s, p in
+                 enumerate(base)]
+        need = max(2, repeats_for_margin(paired_se100(truth, 1, 0.0), 2.0, 28))
+        low, high = plan.repeats_range
+        held += low <= need <= high
+    assert held >= sps.binom.ppf(0.001, sims, 0.75)
