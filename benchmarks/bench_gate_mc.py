@@ -70,6 +70,8 @@ REPEATS = ((1, 1), (3, 3), (10, 10), (3, 10), (1, 10))  # (baseline, run)
 MAX_PLAN = 200  # plans above it are counted, not played
 MARGIN = 2.0  # --max-regression, errors per 100 calls
 TARGETS = 14
+COMPARE_SETTINGS = ((1.0, (3, 10)), (2.5, (3, 10)), (4.0, (3, 10)), (4.0, (3, 3)),
+                    (4.0, (1, 10)))
 
 
 class Suite:
@@ -214,8 +216,8 @@ def family(rng, reps: int) -> list[tuple[str, ...]]:
 def compare_aa(rng, reps: int) -> list[tuple[str, ...]]:
     rows = []
     classes = [f"C{i}" for i in range(14)]
-    for deff in DEFFS:
-        for base_r, run_r in ((3, 3), (3, 10), (1, 10)):
+    for deff, (base_r, run_r) in COMPARE_SETTINGS:
+        if True:
             verdicts = called = mcnemar = passes = family = 0
             for _ in range(reps):
                 suite = Suite(rng)

@@ -60,15 +60,17 @@ def test_a_bursty_class_is_not_called_changed_on_its_per_call_z_test():
 
 def test_without_clustering_rao_scott_is_the_z_test_on_t():
     """Errors spread one per session: the design effect is about 1, and the p about the
-    z statistic's on Student's t with clusters − strata df."""
+    z statistic's on Student's t."""
     a = suite_units({i: 1 for i in range(0, 87, 9)})
     b = suite_units({i: 1 for i in range(0, 87, 4)})
     test = rao_scott_test(a, b, CLASS)
     z = compare_rates(10, 870, 22, 870, exact=False).z
     assert 1.0 <= test.deff < 1.05
-    assert test.df == 2 * (87 - 29)
-    assert test.p_value == pytest.approx(2 * sps.t.sf(abs(z) / math.sqrt(test.deff), 116))
-    assert test.p_value == pytest.approx(2 * sps.t.sf(abs(z), 116), rel=0.1)
+    # df: not 2 · (87 − 29) = 116 clusters − strata, but what the variances rest on, 10
+    # and 22 sessions with an error (9 and 21 df), combined by Welch–Satterthwaite
+    assert test.df == 29
+    assert test.p_value == pytest.approx(2 * sps.t.sf(abs(z) / math.sqrt(test.deff), 29))
+    assert test.p_value == pytest.approx(2 * sps.t.sf(abs(z), 29), rel=0.1)
     assert rao_scott_test(suite_units({}), suite_units({}), CLASS).p_value == 1.0
 
 
@@ -227,3 +229,16 @@ def test_powers_80_percent_range_holds_the_true_need_in_about_80_percent_of_base
         low, high = plan.repeats_range
         held += low <= need <= high
     assert held >= sps.binom.ppf(0.001, sims, 0.75)
+
+
+def test_unequal_repeats_take_the_paired_p_from_the_t_not_a_permutation():
+    """1 repeat against 10: swapping the runs within a scenario swaps a one-session mean
+    with a ten-session one; the paired p is the t of the pooled interval instead."""
+    from agent_eval.metrics.paired import POOLED_METHOD, compare_paired
+
+    rng = np.random.default_rng(19)
+    base = rng.uniform(0.02, 0.10, 29)
+    e = compare_paired(draw_units(rng, base, 1, 4.0), draw_units(rng, base, 10, 4.0)).errors
+    assert e.method == POOLED_METHOD
+    t = e.diff100 / e.se100
+    assert e.p_value == pytest.approx(2 * sps.t.sf(abs(t), e.df))

@@ -456,8 +456,8 @@ def detectable_rise(se100: float | None, df: float, *, alpha: float = ALPHA,
 RAO_SCOTT_TEST = (
     "Rao–Scott first-order correction: the per-call z statistic squared divided by the "
     "class's design effect of the difference (session-clustered, scenario-stratified "
-    "variances of both runs over their binomial ones, floored at 1), referred to F(1, "
-    "clusters − strata)"
+    "variances of both runs over their binomial ones, floored at 1), referred to F(1, df), "
+    "df the clusters − strata or fewer: Satterthwaite on each run's effective errors − 1"
 )
 
 
@@ -482,8 +482,10 @@ def rao_scott_test(a: TargetStats | Iterable[Unit], b: TargetStats | Iterable[Un
     is divided by the estimated design effect of the difference, ``d = (V_a + V_b) /
     (p_a(1 − p_a)/n_a + p_b(1 − p_b)/n_b)``, each ``V`` the run's own session-clustered
     variance of the class's rate (scenarios as strata, CR1, as ``units_rate``), and
-    ``X²/d`` is read on ``F(1, G − H)`` (Thomas & Rao 1987), ``G − H`` the clusters less
-    the strata of both runs.  The per-call z-test treats every call as independent: with
+    ``X²/d`` is read on ``F(1, df)`` (Thomas & Rao 1987), ``df`` the clusters less the
+    strata of both runs, but no more than the Welch–Satterthwaite combination of each
+    run's effective errors less one (:func:`effective_df`: a rare class's variance rests
+    on the few sessions that hold it).  The per-call z-test treats every call as independent: with
     sessions that err together (design effect 2.5–4) it called 30–64% of unchanged pairs
     "changed" in at least one of 14 classes.  The p is 1.0 when neither run has the class."""
     sides = []
@@ -502,5 +504,13 @@ def rao_scott_test(a: TargetStats | Iterable[Unit], b: TargetStats | Iterable[Un
     z = (pb - pa) / math.sqrt(pooled * (1 - pooled) * (1 / na + 1 / nb))
     binomial = pa * (1 - pa) / na + pb * (1 - pb) / nb
     deff = max(1.0, (va + vb) / binomial) if binomial > 0 else 1.0
+    # each side's variance rests on its sessions holding the class, about k/deff of them
+    # (effective_df); Welch–Satterthwaite combines the two
+    parts = [(v, effective_df(k, n, max(1.0, v / (p * (1 - p) / n)), max(1, g - h)))
+             for k, n, v, g, h, p in ((ka, na, va, ga, ha, pa), (kb, nb, vb, gb, hb, pb))
+             if k > 0 and v > 0 and 0 < p < 1]
+    spread = sum(v * v / d for v, d in parts)
+    if spread > 0:
+        df = max(1, min(df, int(sum(v for v, _ in parts) ** 2 / spread)))
     p = float(2 * special.stdtr(df, -abs(z) / math.sqrt(deff)))
     return RaoScott(z, deff, df, min(1.0, p))
