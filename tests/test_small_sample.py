@@ -234,11 +234,13 @@ def test_powers_80_percent_range_holds_the_true_need_in_about_80_percent_of_base
 def test_unequal_repeats_take_the_paired_p_from_the_t_not_a_permutation():
     """1 repeat against 10: swapping the runs within a scenario swaps a one-session mean
     with a ten-session one; the paired p is the t of the pooled interval instead."""
-    from agent_eval.metrics.paired import POOLED_METHOD, compare_paired
+    from agent_eval.metrics.paired import PAIRED_T_METHOD, POOLED_METHOD, compare_paired
 
     rng = np.random.default_rng(19)
     base = rng.uniform(0.02, 0.10, 29)
-    e = compare_paired(draw_units(rng, base, 1, 4.0), draw_units(rng, base, 10, 4.0)).errors
-    assert e.method == POOLED_METHOD
-    t = e.diff100 / e.se100
-    assert e.p_value == pytest.approx(2 * sps.t.sf(abs(t), e.df))
+    cmp = compare_paired(draw_units(rng, base, 1, 4.0), draw_units(rng, base, 10, 4.0))
+    assert cmp.errors.method == POOLED_METHOD
+    assert cmp.passes.method == PAIRED_T_METHOD  # the pass rates too
+    for e in (cmp.errors, cmp.passes):
+        t = e.diff100 / e.se100
+        assert e.p_value == pytest.approx(2 * sps.t.sf(abs(t), e.df))

@@ -55,6 +55,9 @@ POOLED_METHOD = ("paired over shared scenarios: Student-t interval, SE from the 
                  "inside each scenario with the two runs' session variances pooled (unequal "
                  "repeats: Welch's form over-trusts the run with fewer); p from the same t "
                  "(a permutation within scenarios would swap unequal means)")
+PAIRED_T_METHOD = ("paired over shared scenarios: Student-t interval (scenario-clustered SE, "
+                   "S−1 df); p from the same t (unequal repeats: a permutation would swap "
+                   "a scenario's means over different numbers of sessions)")
 MCNEMAR_METHOD = ("exact McNemar test on scenario pairs, outcome every one of the first "
                   "min(repeats of a, repeats of b) repeats passed on each side "
                   "(scipy.stats.binomtest on the discordant scenarios)")
@@ -194,7 +197,7 @@ def match_mix(a: dict[str, ScenarioCell], b: dict[str, ScenarioCell], *,
 def paired_difference(xa: Sequence[float], xb: Sequence[float], weights: Sequence[float], *,
                       alpha: float = ALPHA, seed: int = 0,
                       floor: Sequence[float] | None = None,
-                      within: tuple | None = None) -> PairedDiff:
+                      within: tuple | None = None, t_p: bool = False) -> PairedDiff:
     """Weighted paired difference ``Σ w (xb − xa)`` (weights normalised), per 100.
 
     ``floor`` (one binomial variance of ``xb − xa`` per scenario) bounds the variance
@@ -202,7 +205,9 @@ def paired_difference(xa: Sequence[float], xb: Sequence[float], weights: Sequenc
     would give, so identical shifts in every scenario do not make a zero-width interval.
     ``within`` = (variance of each ``xb − xa`` from the sessions inside the scenario, degrees
     of freedom[, method]) replaces the spread of the differences across scenarios: the suite's
-    scenarios are then fixed, not a sample (:data:`WITHIN_METHOD`).
+    scenarios are then fixed, not a sample (:data:`WITHIN_METHOD`).  ``t_p`` takes the p
+    from the interval's t instead of the permutation test (unequal repeats, where the two
+    runs' values of a scenario are not exchangeable); so does the pooled method.
 
     Hand example: xa = (0.1, 0.2, 0.3), xb = (0.2, 0.2, 0.5), equal weights: d = (0.1, 0,
     0.2), D = 0.1, SE² = 3/2 · Σ (1/3)² (d − D)² = 0.01/3, t(2) = 4.303.
@@ -223,7 +228,9 @@ def paired_difference(xa: Sequence[float], xb: Sequence[float], weights: Sequenc
     se = math.sqrt(var) if s > 1 else math.nan
     half = t_quantile(df, alpha) * se if s > 1 else math.inf
     p: tuple | float = (a, b, w, seed) if s > 1 else 1.0
-    if method == POOLED_METHOD and s > 1 and se > 0:
+    if t_p and within is None:
+        method = PAIRED_T_METHOD
+    if (t_p or method == POOLED_METHOD) and s > 1 and se > 0:
         # unequal repeats: swapping the runs within a scenario swaps a mean of 1 session
         # with a mean of 10, which are not exchangeable (the permutation p called 20% of
         # unchanged 1-vs-10 pairs at design effect 4): the t of the interval decides
@@ -307,7 +314,8 @@ def compare_paired(units_a: Iterable[Unit] | TargetStats, units_b: Iterable[Unit
                                    [b[s].pass_share for s, _, _ in with_repeats],
                                    [1.0] * len(with_repeats), alpha=alpha,
                                    floor=[_binomial(x.passed + y.passed, x.n, y.n)
-                                          for _, x, y in with_repeats])
+                                          for _, x, y in with_repeats],
+                                   t_p=any(x.n != y.n for _, x, y in with_repeats))
         # matched counts: "all of 10 passed" is rarer than "all of 3" for the same model,
         # so unequal repeats compared whole made 57% of unchanged 3-vs-10 pairs discordant
         # enough to reject
