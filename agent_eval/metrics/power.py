@@ -267,9 +267,10 @@ def bootstrap_range(components: Sequence[ScenarioComponent], run_deff: float, ma
     binomial = p * (1 - p) / calls
     own = np.where((reps >= 2) & (binomial > 0) & (within > 0),
                    within / np.where(binomial > 0, binomial, 1), np.nan)
-    fallback = _bootstrap_run_deff(k, m, reps, mask) if (reps < 2).any() else run_deff
-    d = np.where(np.isnan(own), fallback if np.ndim(fallback) == 0 else fallback[:, None],
-                 np.maximum(1.0, np.nan_to_num(own)))
+    # where a scenario has one session: each drawn baseline's own run-wide design effect
+    fallback = (_bootstrap_run_deff(k, m, reps, mask)[:, None] if (reps < 2).any()
+                else np.full((draws, 1), run_deff))
+    d = np.where(np.isnan(own), fallback, np.maximum(1.0, np.nan_to_num(own)))
     n = calls
     shrink = np.maximum(0.5, 1 - d / n)
     weights = m / m.sum()
