@@ -304,8 +304,11 @@ def test_json_carries_the_one_verdict_and_the_holm_adjusted_class_p(db):
 
     data = json.loads(compare(db, "1", "2", "--json").stdout)
     assert data["units"]["qwen"]["verdict"] == {"method": "paired", "significant": False}
-    assert data["class_p_holm"]["qwen"]["AE301"] == pytest.approx(
-        3 * data["groups"]["qwen"]["classes"]["AE301"]["p_value"])
+    # each class on its Rao–Scott p (the z statistic over the class's design effect, on
+    # t), never below the per-call z-test's, then Holm across the table's classes
+    assert data["class_method"].startswith("Rao–Scott")
+    assert data["class_p_holm"]["qwen"]["AE301"] >= min(
+        1.0, 3 * data["groups"]["qwen"]["classes"]["AE301"]["p_value"])
 
 
 # --- at 80, 100 and 200 columns -----------------------------------------------------------

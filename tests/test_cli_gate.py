@@ -112,14 +112,15 @@ def test_a_run_within_every_threshold_exits_0_and_prints_each_check(db):
 
 
 def test_a_point_estimate_under_the_limit_over_10_sessions_is_inconclusive_with_exit_4(db):
-    # 9/161 = 5.59 < 8, but the clustered interval 2.70–11.22 does not rule out a rate above 8
+    # 9/161 = 5.59 < 8, but the clustered interval 2.18–11.45 does not rule out a rate above
+    # 8 (9 effective errors: Korn–Graubard's Clopper–Pearson, t on 8 df)
     add_run(db, "pr-1", **{"qwen3.5-27b": TargetPlan(161, {"AE320": 9})})
     result = gate(db, "--max-error-rate", "8")
     assert result.exit_code == 4, result.output
     assert result.stdout.splitlines()[2] == (
         "INCONCLUSIVE  qwen3.5-27b: errors/100 <= 8: errors/100 5.59 (9/161 calls, clustered "
-        "95% CI 2.70 to 11.22, deff 1.0, 10 sessions); INCONCLUSIVE: the interval 2.70 to "
-        "11.22 straddles 8, so the sample can neither confirm nor rule out a rate above it")
+        "95% CI 2.18 to 11.45, deff 1.0, 10 sessions); INCONCLUSIVE: the interval 2.18 to "
+        "11.45 straddles 8, so the sample can neither confirm nor rule out a rate above it")
 
 
 def test_one_session_never_passes_a_rate_limit(db):

@@ -86,9 +86,18 @@ def test_clustered_interval_by_hand():
     assert rate.n_eff == pytest.approx(9.0)
     assert rate.df == 1
     assert t_quantile(1) == pytest.approx(12.7062047, rel=1e-7)
-    lo, hi = wilson_float(0.9, 9, 12.7062047361747)
+    # 0.9 effective errors (fewer than 10): Korn–Graubard's Clopper–Pearson at n_eff
+    # scaled by (z/t)², t on min(1 df, 0.9 effective errors − 1) = 1 df
+    n_eff = 9 * (1.959963984540054 / 12.7062047361747) ** 2
+    lo = sps.beta.ppf(0.025, 0.1 * n_eff, n_eff - 0.1 * n_eff + 1)
+    hi = sps.beta.ppf(0.975, 0.1 * n_eff + 1, n_eff - 0.1 * n_eff)
     assert (rate.lo100, rate.hi100) == pytest.approx((100 * lo, 100 * hi))
+    assert rate.method.startswith("Korn–Graubard (few effective errors)")
     assert rate.few_clusters
+    # many effective errors: Wilson at n_eff, t on the clusters − strata df
+    many = clustered_rate([(k, 10) for k in (0, 1, 2, 3) * 25])
+    lo, hi = wilson_float(many.k / many.deff, many.n / many.deff, t_quantile(99))  # G − H
+    assert (many.lo100, many.hi100) == pytest.approx((100 * lo, 100 * hi))
 
 
 def test_stratified_variance_centres_within_each_stratum():
@@ -247,10 +256,12 @@ def test_power_plan_by_hand():
 
     assert plan.detectable_now == pytest.approx(optimize.brentq(gap, 1, 90), rel=1e-7)
     assert plan.detectable_now != pytest.approx(factor * 100 * math.sqrt(0.5 * 0.18 / 40))
-    # how uncertain: R · df / chi2 quantiles, df = 8 sessions − 2 scenarios
-    needed = math.ceil((factor * unit_se / 2) ** 2)
-    assert plan.repeats_range == (max(2, math.ceil(needed * 6 / sps.chi2.ppf(0.9, 6))),
-                                  max(2, math.ceil(needed * 6 / sps.chi2.ppf(0.1, 6))))
+    # how uncertain: a seeded parametric bootstrap of the baseline around the plan
+    from agent_eval.metrics.power import bootstrap_range
+
+    low, high = plan.repeats_range
+    assert low <= plan.repeats <= high
+    assert plan.repeats_range == bootstrap_range(plan.components, plan.run_deff, 2)
     assert plan.variance_df == 6
 
 

@@ -36,11 +36,13 @@ from agent_eval.metrics import (
 )
 from agent_eval.metrics.clustered import (
     CLUSTERED_METHOD,
+    RAO_SCOTT_TEST,
     ClusteredDiff,
     ClusteredRate,
     Unit,
     compare_independent,
     interval_text,
+    rao_scott_test,
     units_rate,
 )
 from agent_eval.metrics.paired import PairedComparison, compare_paired, paired_lines
@@ -77,9 +79,12 @@ class RunComparison:
     # per common group, how b's serving stack differs from a's (``key: old -> new``)
     stack_changes: dict[str, list[str]] = field(default_factory=dict)
     class_p_holm: dict[str, dict[str, float]] = field(default_factory=dict)
-    """Per group, each class's z-test p adjusted by Holm's step-down method across the
-    group's classes (:func:`holm`): with 14 classes, one
-    at p < 0.05 by chance alone is likely, so a class is called significant on this p."""
+    """Per group, each class's p adjusted by Holm's step-down method across the group's
+    classes (:func:`holm`): with 14 classes, one at p < 0.05 by chance alone is likely,
+    so a class is called significant on this p.  With the session-level analysis
+    (:func:`with_units`) the p before Holm is the class's Rao–Scott-corrected one
+    (``metrics.clustered.rao_scott_test``); without it, the per-call z-test's."""
+    class_method: str = Z_TEST  # the test behind ``class_p_holm`` before Holm
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +151,22 @@ def analyse_units(units_a: Mapping[str, Sequence[Unit] | TargetStats],
         out[name] = UnitAnalysis(units_rate(a), units_rate(b), compare_paired(a, b),
                                  compare_independent(a, b), expected_flips(a, b))
     return out
+
+
+def with_units(cmp: RunComparison, units_a: Mapping[str, Sequence[Unit] | TargetStats],
+               units_b: Mapping[str, Sequence[Unit] | TargetStats]) -> RunComparison:
+    """``cmp`` with each common group's session-level analysis (:func:`analyse_units`) and
+    its classes called on Rao–Scott-corrected p-values (each class's own design effect
+    from the session clusters of both runs), Holm-adjusted across the group's classes."""
+    from dataclasses import replace
+
+    class_p = {}
+    for name, group in cmp.groups.items():
+        a, b = as_stats(units_a.get(name, ())), as_stats(units_b.get(name, ()))
+        class_p[name] = holm({code: rao_scott_test(a, b, code).p_value
+                              for code in group.classes})
+    return replace(cmp, units=analyse_units(units_a, units_b, cmp.groups),
+                   class_p_holm=class_p, class_method=RAO_SCOTT_TEST)
 
 
 def expected_flips(a: TargetStats, b: TargetStats) -> float | None:
@@ -434,11 +455,19 @@ def _legend(cmp: RunComparison) -> list[str]:
         + (" (both treat calls as independent: detail; the errors/100 row is called by the "
            "session-level method named in its cell and under the table, docs/statistics.md)."
            if cmp.units else "."),
-        *(["classes: exploratory, each called on its z-test p adjusted by Holm's method "
-           "across the table's classes (family-wise alpha 0.05)."] if cmp.class_p_holm else []),
+        *([f"classes: exploratory, each called on its p ({_class_test(cmp)}) adjusted by "
+           "Holm's method across the table's classes (family-wise alpha 0.05)."]
+          if cmp.class_p_holm else []),
         "Flipped: outcome (every repeat passed, P/F per repeat) differs between the runs.",
         *([f"clustered interval: {CLUSTERED_METHOD}."] if cmp.units else []),
     ]
+
+
+def _class_test(cmp: RunComparison) -> str:
+    if cmp.class_method == RAO_SCOTT_TEST:
+        return ("the z statistic divided by the class's design effect from the session "
+                "clusters: Rao–Scott")
+    return "per-call z-test"
 
 
 def _missing(cmp: RunComparison) -> list[str]:

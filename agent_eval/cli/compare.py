@@ -211,7 +211,7 @@ def side_units(store, run_id: int, by: str):
     """One run's sums of session clusters and outcomes (``metrics.sufficient.TargetStats``)
     grouped as ``compare`` groups them (target, or ``all``), by GROUP BY per (target,
     scenario)."""
-    return store.cluster_stats([run_id], by=by, passes=True)
+    return store.cluster_stats([run_id], by=by, passes=True, classes=True)
 
 
 def flip_candidates(units_a, units_b) -> set[str]:
@@ -225,10 +225,11 @@ def flip_candidates(units_a, units_b) -> set[str]:
 
 
 def with_unit_analysis(result, units_a, units_b):
-    """Add the clustered, paired and independent session-level analysis per group."""
-    from agent_eval.analysis.comparison import analyse_units
+    """Add the clustered, paired and independent session-level analysis per group, and
+    call its classes on their Rao–Scott-corrected p (``analysis.comparison.with_units``)."""
+    from agent_eval.analysis.comparison import with_units
 
-    return dataclasses.replace(result, units=analyse_units(units_a, units_b, result.groups))
+    return with_units(result, units_a, units_b)
 
 
 def _is_rescore_pair(info_a, info_b) -> bool:

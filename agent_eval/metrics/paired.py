@@ -20,9 +20,11 @@ than runs do; comparing scenario by scenario removes that spread (docs/statistic
 * **tag mix**: when the scenario mix is refused and the sessions carry tags, the runs are
   compared post-stratified to their shared tag mix (``agent_eval.metrics.stratified``).
 * **pass rate**: the same on each scenario's share of passing repeats, plus the exact
-  McNemar test on scenario pairs (outcome: every repeat passed; the scenario is the
-  matched unit) by the exact binomial test on the discordant scenarios
-  (:func:`agent_eval.metrics.distributions.binomtest_p`, scipy's ``binomtest``).
+  McNemar test on scenario pairs (the scenario is the matched unit; its outcome: every one
+  of its first ``min(R_a, R_b)`` repeats passed, the same count on both sides, so a run
+  with more repeats is not less likely to pass) by the exact binomial test on the
+  discordant scenarios (:func:`agent_eval.metrics.distributions.binomtest_p`, scipy's
+  ``binomtest``).
 """
 
 from __future__ import annotations
@@ -53,9 +55,13 @@ WITHIN_METHOD = ("paired over shared scenarios: Student-t interval, SE from the 
                  "paired permutation test over scenarios")
 POOLED_METHOD = ("paired over shared scenarios: Student-t interval, SE from the sessions "
                  "inside each scenario with the two runs' session variances pooled (unequal "
-                 "repeats: Welch's form over-trusts the run with fewer); p from a paired "
-                 "permutation test over scenarios")
-MCNEMAR_METHOD = ("exact McNemar test on scenario pairs, outcome every repeat passed "
+                 "repeats: Welch's form over-trusts the run with fewer); p from the same t "
+                 "(a permutation within scenarios would swap unequal means)")
+PAIRED_T_METHOD = ("paired over shared scenarios: Student-t interval (scenario-clustered SE, "
+                   "S−1 df); p from the same t (unequal repeats: a permutation would swap "
+                   "a scenario's means over different numbers of sessions)")
+MCNEMAR_METHOD = ("exact McNemar test on scenario pairs, outcome every one of the first "
+                  "min(repeats of a, repeats of b) repeats passed on each side "
                   "(exact binomial test on the discordant scenarios)")
 
 
@@ -113,9 +119,10 @@ class PairedDiff:
 class McNemar:
     """Matched pairs where exactly one side passed: ``a_only`` (a passed, b failed) and
     ``b_only``; ``p_value`` is the exact two-sided McNemar p.  In ``compare`` a pair is a
-    shared scenario and its outcome every repeat passed (the matched unit is the
-    scenario: pairing repeat ``i`` with repeat ``i`` is arbitrary, and reordering the same
-    sessions moved p from 0.040 to 0.082); the discordant pairs are the flips."""
+    shared scenario and its outcome every one of its first ``min(R_a, R_b)`` repeats
+    passed (the matched unit is the scenario: pairing repeat ``i`` with repeat ``i`` is
+    arbitrary, and reordering the same sessions moved p from 0.040 to 0.082); with equal
+    repeats the discordant pairs are the flips."""
 
     pairs: int
     a_only: int
@@ -192,7 +199,7 @@ def match_mix(a: dict[str, ScenarioCell], b: dict[str, ScenarioCell], *,
 def paired_difference(xa: Sequence[float], xb: Sequence[float], weights: Sequence[float], *,
                       alpha: float = ALPHA, seed: int = 0,
                       floor: Sequence[float] | None = None,
-                      within: tuple | None = None) -> PairedDiff:
+                      within: tuple | None = None, t_p: bool = False) -> PairedDiff:
     """Weighted paired difference ``Σ w (xb − xa)`` (weights normalised), per 100.
 
     ``floor`` (one binomial variance of ``xb − xa`` per scenario) bounds the variance
@@ -200,7 +207,9 @@ def paired_difference(xa: Sequence[float], xb: Sequence[float], weights: Sequenc
     would give, so identical shifts in every scenario do not make a zero-width interval.
     ``within`` = (variance of each ``xb − xa`` from the sessions inside the scenario, degrees
     of freedom[, method]) replaces the spread of the differences across scenarios: the suite's
-    scenarios are then fixed, not a sample (:data:`WITHIN_METHOD`).
+    scenarios are then fixed, not a sample (:data:`WITHIN_METHOD`).  ``t_p`` takes the p
+    from the interval's t instead of the permutation test (unequal repeats, where the two
+    runs' values of a scenario are not exchangeable); so does the pooled method.
 
     Hand example: xa = (0.1, 0.2, 0.3), xb = (0.2, 0.2, 0.5), equal weights: d = (0.1, 0,
     0.2), D = 0.1, SE² = 3/2 · Σ (1/3)² (d − D)² = 0.01/3, t(2) = 4.303.
@@ -223,6 +232,15 @@ def paired_difference(xa: Sequence[float], xb: Sequence[float], weights: Sequenc
     se = math.sqrt(var) if s > 1 else math.nan
     half = t_quantile(df, alpha) * se if s > 1 else math.inf
     p: tuple | float = (a, b, w, seed) if s > 1 else 1.0
+    if t_p and within is None:
+        method = PAIRED_T_METHOD
+    if (t_p or method == POOLED_METHOD) and s > 1 and se > 0:
+        # unequal repeats: swapping the runs within a scenario swaps a mean of 1 session
+        # with a mean of 10, which are not exchangeable (the permutation p called 20% of
+        # unchanged 1-vs-10 pairs at design effect 4): the t of the interval decides
+        from agent_eval.metrics.lazy import special
+
+        p = min(1.0, float(2 * special.stdtr(df, -abs(diff) / se)))
     return PairedDiff(100 * diff, 100 * (diff - half), 100 * (diff + half), 100 * se,
                       df, p, s, alpha, method)
 
@@ -296,8 +314,13 @@ def compare_paired(units_a: Iterable[Unit] | TargetStats, units_b: Iterable[Unit
                                    [b[s].pass_share for s, _, _ in with_repeats],
                                    [1.0] * len(with_repeats), alpha=alpha,
                                    floor=[_binomial(x.passed + y.passed, x.n, y.n)
-                                          for _, x, y in with_repeats])
-        outcomes = [(x.all_passed, y.all_passed) for _, x, y in with_repeats]
+                                          for _, x, y in with_repeats],
+                                   t_p=any(x.n != y.n for _, x, y in with_repeats))
+        # matched counts: "all of 10 passed" is rarer than "all of 3" for the same model,
+        # so unequal repeats compared whole made 57% of unchanged 3-vs-10 pairs discordant
+        # enough to reject
+        outcomes = [(x.first_passed(m), y.first_passed(m)) for _, x, y in with_repeats
+                    for m in (min(x.n, y.n),)]
         mcnemar = mcnemar_exact(outcomes)
     return PairedComparison(mix, errors, passes, mcnemar)
 
@@ -306,12 +329,14 @@ def _within(a: dict[str, ScenarioCell], b: dict[str, ScenarioCell],
             shared: Sequence[str]) -> tuple | None:
     """Per-scenario variance of ``r_b − r_a`` from the sessions inside each scenario (CR1,
     sessions as clusters), and its Welch–Satterthwaite degrees of freedom (rounded down);
-    ``None`` unless every shared
-    scenario has at least two sessions with calls on each side.  When the runs' repeats
-    differ in some scenario (a baseline of 3 against a run of 10), the two sides'
-    variances are pooled (:func:`pooled_within`): Welch's form then leans on the few
-    sessions of the smaller run and over-rejects."""
-    if any(a[s].sessions.g < 2 or b[s].sessions.g < 2 for s in shared):
+    ``None`` unless every shared scenario has at least two sessions with calls on one
+    side.  When the runs' repeats differ in some scenario (a baseline of 3, or of 1,
+    against a run of 10), the two sides' variances are pooled (:func:`pooled_within`):
+    Welch's form then leans on the few sessions of the smaller run and over-rejects, and
+    the spread across scenarios that a 1-repeat side fell back on moves with the
+    baseline's own errors (a baseline low by chance gives a high difference and a small
+    SE at once: 6–8% of unchanged 1-vs-10 pairs failed at a nominal 2.5%)."""
+    if any(max(a[s].sessions.g, b[s].sessions.g) < 2 for s in shared):
         return None
     if any(a[s].sessions.g != b[s].sessions.g for s in shared):
         pooled = [pooled_within(a[s].sessions, b[s].sessions) for s in shared]

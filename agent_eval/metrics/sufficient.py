@@ -10,9 +10,10 @@ calls ``G`` and the integer sums ``Σk, Σn, Σk², Σkn, Σn²``: with ``z_i = 
     Σ_i (z_i − z̄)² = (Σk² − 2pΣkn + p²Σn² − (Σk − pΣn)² / G) / N².
 
 The sums are exact integers (SQL ``SUM``s, ``agent_eval.store.cluster_stats``, or Python
-ints, :func:`stats_from_units`) and the variance is evaluated in exact rational arithmetic
-(``fractions.Fraction``) and rounded once, so the one-pass form loses nothing to
-cancellation; tests check it against the per-cluster definition and statsmodels.
+ints, :func:`stats_from_units`) and each stratum's term is evaluated in exact integer
+arithmetic and rounded once (the terms are non-negative, so their sum cancels nothing), so
+the one-pass form loses nothing to cancellation; tests check it against the per-cluster
+definition and statsmodels.
 
 Pass rates and the exact McNemar test (scenario against scenario) read each scenario's
 outcomes; a scenario's outcomes are kept as one integer of bits (:class:`Passes`), so even
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -89,21 +89,23 @@ def pooled_variance(strata: Iterable[Sums]) -> tuple[float, int, int]:
         groups[near] = groups[near] + one
     elif lone:
         groups = [whole]
-    p = Fraction(whole.k) / Fraction(whole.n)
-    var = Fraction(0)
+    # with p = K/N, each stratum's G/(G−1)·dev/N² is I / ((G − 1)·N⁴) for the integer
+    # I = G(Σk²N² − 2KNΣkn + K²Σn²) − (ΣkN − KΣn)² ≥ 0: exact, then one rounding per
+    # stratum and a sum of non-negative terms (a tenth of the time of Fractions)
+    k, n = whole.k, whole.n
+    var = 0.0
     for s in groups:
-        dev = s.kk - 2 * p * s.kn + p * p * s.nn - (s.k - p * s.n) ** 2 / s.g
-        var += Fraction(s.g, s.g - 1) * dev
-    return (float(var / Fraction(whole.n) ** 2), whole.g, len(groups))
+        exact = s.g * (s.kk * n * n - 2 * k * n * s.kn + k * k * s.nn) - (s.k * n - k * s.n) ** 2
+        var += exact / (s.g - 1)
+    return (var / float(n) ** 4, whole.g, len(groups))
 
 
 @dataclass(frozen=True, slots=True)
 class Passes:
     """The outcomes of a scenario's ``n`` sessions (passed: completed and no call denied,
     ``metrics.repeats``) in ``(repeat, passed)`` order: bit ``i`` of ``bits`` is set when
-    the ``i``-th passed.  Two runs' sessions are paired by that position (the exact McNemar
-    test: repeat ``i`` of a against repeat ``i`` of b, the longer run's extra repeats
-    unpaired)."""
+    the ``i``-th passed.  The exact McNemar test matches two runs' scenarios on the same
+    number of repeats, the first ``min(n_a, n_b)`` of each (:meth:`first_passed`)."""
 
     n: int
     bits: int
@@ -123,6 +125,13 @@ class Passes:
         for n, (_, passed) in enumerate(sorted(outcomes), 1):
             bits |= bool(passed) << (n - 1)
         return cls(n, bits)
+
+    def first_passed(self, m: int) -> bool:
+        """Whether the first ``m`` sessions (in repeat order) all passed: the outcome of a
+        scenario matched to another run's ``m`` repeats, so it does not depend on how many
+        repeats either run played."""
+        mask = (1 << m) - 1
+        return 0 < m <= self.n and self.bits & mask == mask
 
     def outcomes(self) -> tuple[bool, ...]:
         """Each session's outcome, in order."""

@@ -479,6 +479,9 @@ def build_compare_page(store: Store, a_id: int, b_id: int,
         sides.append(_by_target(store, run_id, "rates"))
     fig_a, fig_b = sides
     common = [n for n in fig_a if n in fig_b]
+    inline = analysis or _sessions(fig_a) + _sessions(fig_b) <= INLINE_SESSIONS
+    units = ([run_units(store, run_id, classes=True, outcomes=True) for run_id in (a_id, b_id)]
+             if inline else None)
     rows, changes = [], []
     for name in common:
         ta, tb = fig_a[name], fig_b[name]
@@ -487,8 +490,15 @@ def build_compare_page(store: Store, a_id: int, b_id: int,
                   *((c, _k(ta, c), _k(tb, c)) for c in codes)]
         tests = {code: compare_rates(ka, ta.calls, kb, tb.calls, exact=False)
                  for code, ka, kb in counts if ta.calls and tb.calls}
-        # the classes are one family: each is called on its Holm-adjusted p
-        adjusted = holm({c: t.p_value for c, t in tests.items() if c != "total"})
+        # the classes are one family: each is called on its Holm-adjusted p, with the
+        # sessions at hand each class's Rao–Scott p (its own design effect), as compare's
+        class_p = {c: t.p_value for c, t in tests.items() if c != "total"}
+        if units is not None and name in units[0] and name in units[1]:
+            from agent_eval.metrics.clustered import rao_scott_test
+
+            class_p = {c: rao_scott_test(units[0][name], units[1][name], c).p_value
+                       for c in class_p}
+        adjusted = holm(class_p)
         for code, ka, kb in counts:
             f = {"decision": "deny"} if code == "total" else {"code": code}
             rows.append(_compare_row(name, code, (a_id, ka, ta.calls), (b_id, kb, tb.calls), f,
@@ -497,10 +507,7 @@ def build_compare_page(store: Store, a_id: int, b_id: int,
             if cmp is not None and cmp.diff100 is not None and cmp.lo100 is not None \
                     and cmp.hi100 is not None:
                 changes.append((f"{name} · {code}", cmp.diff100, cmp.lo100, cmp.hi100))
-    inline = analysis or _sessions(fig_a) + _sessions(fig_b) <= INLINE_SESSIONS
-    lines = compare_analysis(run_units(store, a_id, outcomes=True),
-                             run_units(store, b_id, outcomes=True), common) \
-        if inline else ()
+    lines = compare_analysis(units[0], units[1], common) if units is not None else ()
     return ComparePage(heads[0], heads[1], COMPARE_HEAD, tuple(rows),
                        tuple(n for n in fig_a if n not in fig_b),
                        tuple(n for n in fig_b if n not in fig_a), lines,
