@@ -54,7 +54,7 @@ from agent_eval.runs import RunRecorder, RunSpec, RunWriter
 from agent_eval.scenario import LoadedScenario, Suite, load_suite
 from agent_eval.scenario.bundled import load_policy
 from agent_eval.scenario.select import limit_scenarios, select_scenarios
-from agent_eval.store import Store
+from agent_eval.store import RunStatus, Store
 from agent_eval.transcript import SessionRecord
 
 
@@ -585,7 +585,7 @@ def play_run(store: Store, run_id: int, suite: Suite, targets: list[Target], rep
             on_start(len(items))
         if resume and items:
             asyncio.run(probe_targets(targets, client_factory))
-        done = None if batch else "finished"
+        done: RunStatus | None = None if batch else "finished"
         with recorder.recording(lambda: "interrupted" if tally.left else done):
             asyncio.run(execute_run(recorder, items, suite, tally=tally,
                                     on_session=on_session, client_factory=client_factory))

@@ -524,5 +524,5 @@ def rao_scott_test(a: TargetStats | Iterable[Unit], b: TargetStats | Iterable[Un
     spread = sum(v * v / d for v, d in parts)
     if spread > 0:
         df = max(1, min(df, int(sum(v for v, _ in parts) ** 2 / spread)))
-    p = float(2 * special.stdtr(df, -abs(z) / math.sqrt(deff)))
+    p = 2 * t_cdf(-abs(z) / math.sqrt(deff), df)  # scipy.special.stdtr(df, x)
     return RaoScott(z, deff, df, min(1.0, p))

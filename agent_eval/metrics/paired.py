@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from agent_eval.metrics.clustered import Unit, t_quantile
-from agent_eval.metrics.distributions import binomtest_p, paired_permutation_p
+from agent_eval.metrics.distributions import binomtest_p, paired_permutation_p, t_cdf
 from agent_eval.metrics.stats import ALPHA
 from agent_eval.metrics.stratified import StratifiedDiff, compare_poststratified, stratified_lines
 from agent_eval.metrics.sufficient import (
@@ -238,9 +238,7 @@ def paired_difference(xa: Sequence[float], xb: Sequence[float], weights: Sequenc
         # unequal repeats: swapping the runs within a scenario swaps a mean of 1 session
         # with a mean of 10, which are not exchangeable (the permutation p called 20% of
         # unchanged 1-vs-10 pairs at design effect 4): the t of the interval decides
-        from agent_eval.metrics.lazy import special
-
-        p = min(1.0, float(2 * special.stdtr(df, -abs(diff) / se)))
+        p = min(1.0, 2 * t_cdf(-abs(diff) / se, df))  # scipy.special.stdtr(df, x)
     return PairedDiff(100 * diff, 100 * (diff - half), 100 * (diff + half), 100 * se,
                       df, p, s, alpha, method)
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from agent_eval.metrics.clustered import Unit, detectable_rise, ratio_variance, t_quantile
 from agent_eval.metrics.stats import ALPHA
@@ -285,7 +286,7 @@ def bootstrap_range(components: Sequence[ScenarioComponent], run_deff: float, ma
     return max(2, math.floor(low)), max(2, math.ceil(high))
 
 
-def _bootstrap_run_deff(k, m, reps, mask):
+def _bootstrap_run_deff(k: Any, m: Any, reps: Any, mask: Any) -> Any:
     """Each drawn baseline's run-wide design effect (``variance_components``'): lone
     sessions pooled into one stratum, the rest centred within their scenario."""
     import numpy as np

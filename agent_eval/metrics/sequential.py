@@ -58,6 +58,7 @@ SPENDING = "O'Brien–Fleming-type alpha spending (Lan & DeMets 1983)"
 MAX_CRITICAL = 8.0
 """No look needs a larger critical value: below ``2(1 − Φ(8))`` (1e-15) nothing is spent."""
 _GRID = 32  # grid points per standard deviation of the next increment of the score
+_Held = tuple[list[float], list[float], list[float]]
 
 
 def spent(t: float, alpha: float = ALPHA) -> float:
@@ -101,7 +102,7 @@ def boundaries(fractions: Sequence[float], alpha: float = ALPHA) -> list[Boundar
     :data:`MAX_CRITICAL`; what it leaves is spent later (Lan–DeMets: the cumulative target
     is kept, not each increment)."""
     out: list[Boundary] = []
-    held: tuple[list[float], list[float], list[float]] | None = None  # grid, weights, density
+    held: _Held | None = None  # grid, weights and density of S where the run went on
     previous_t = 0.0
     total_spent = 0.0
     for t in fractions:
@@ -114,7 +115,8 @@ def boundaries(fractions: Sequence[float], alpha: float = ALPHA) -> list[Boundar
             grid, weights = _trapezoid(held[0][0], held[0][-1], sd)
             held = grid, weights, _interp(grid, held[0], held[2])
 
-        def exit_prob(c: float, t: float = t, sd: float = sd, held=held) -> float:
+        def exit_prob(c: float, t: float = t, sd: float = sd,
+                      held: _Held | None = held) -> float:
             if held is None:
                 return 2 * norm_sf(c)
             grid, weights, density = held
@@ -125,8 +127,10 @@ def boundaries(fractions: Sequence[float], alpha: float = ALPHA) -> list[Boundar
         if target <= exit_prob(MAX_CRITICAL):
             c = MAX_CRITICAL
         else:
-            c = brentq(lambda x, goal=target: exit_prob(x) - goal, 0.0, MAX_CRITICAL,
-                       xtol=1e-10)
+            def excess(x: float, goal: float = target) -> float:
+                return exit_prob(x) - goal
+
+            c = brentq(excess, 0.0, MAX_CRITICAL, xtol=1e-10)
         total_spent += exit_prob(c)
         out.append(Boundary(t, c, 2 * norm_sf(c), total_spent))
         # the density of S at this look where the run goes on: |S| < c√t

@@ -76,8 +76,9 @@ class Rule:
     @property
     def emitted_by_engine(self) -> bool:
         """False for rules other stages decide (session outcomes, stack faults, reply-text
-        calls)."""
-        return self.scope not in ("session", "stack") and self.code != "AE104"
+        calls, and a call's arguments against the schema its client offered: the call
+        recorder's, ``policy/schemas.py``)."""
+        return self.scope not in ("session", "stack") and self.code not in ("AE104", "AE108")
 
     def as_dict(self) -> dict:
         return {
