@@ -131,7 +131,8 @@ def test_every_command_shows_hostile_names_escaped(hostile_db, tmp_path, args):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in args] + ["--db", hostile_db]
     result = CliRunner().invoke(main, argv, input="n\n")
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
-    assert result.exit_code in (0, 1), result.output
+    # 0 or 1; a gate of two sessions a side is undecided (4): its text is shown all the same
+    assert result.exit_code in (0, 1, 4), result.output
     if args[0] != "export":  # export writes data; to a terminal it is escaped (below)
         _assert_shown_not_obeyed(result.output)
 
