@@ -241,3 +241,17 @@ def test_codex_untrusted_on_the_pinned_release_is_one_clear_error(tmp_path):
     done = run(str(SEED_RULES), "--mode", "untrusted/workspace-write", "--cli-version", "0.148.0")
     assert done.exit_code == 0, done.output
     assert "emulated: codex 0.148.0, mode untrusted/workspace-write" in done.output
+
+
+@pytest.mark.parametrize("args", [["explain", str(SEED_RULES), "ls"],
+                                  ["diff", str(SEED_RULES), str(SEED_RULES)]],
+                         ids=["explain", "diff"])
+def test_codex_untrusted_is_the_same_error_in_explain_and_diff(args):
+    from click.testing import CliRunner
+
+    from agent_eval.cli import main
+
+    done = CliRunner().invoke(main, ["policy", *args, "--mode", "untrusted/workspace-write"])
+    assert done.exit_code == 2
+    assert done.output.startswith("Error: --mode: ") and RETIRED in done.output
+    assert len(done.output.strip().splitlines()) == 1
