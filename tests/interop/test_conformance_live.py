@@ -18,7 +18,8 @@ sent back.  The test fails on:
   pinned CLI does.
 
 Without root, ``unshare`` or the installed CLIs these tests skip, saying why; with
-``CI=true`` they fail.  About 4-40 s of wall time per recording, 3-5 min in all (166 s for all twenty, 2026-11-29).
+``CI=true`` they fail.  About 3-25 s of wall time per recording, 4 min in all (237 s for all
+twenty-six, 2026-11-29).
 """
 
 from __future__ import annotations
