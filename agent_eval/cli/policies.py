@@ -85,11 +85,14 @@ def make_setting(workdir: str, home: str, quirks: str, cli_version: str | None =
 
 def emulated(setting, agent) -> str:
     """`claude-code 2.1.332, mode default`: what a verdict assumed (checks --mode)."""
-    from agent_eval.policy.sources.emulation import check_mode
+    from agent_eval.policy.sources.emulation import check_mode, check_release
 
     if setting.mode is not None:
         check_mode(agent.harness, setting.mode)
-    return setting.emulation(agent).describe()
+    emulation = setting.emulation(agent)
+    check_release(emulation.harness, emulation.version, emulation.mode,
+                  "--mode" if setting.mode is not None else "the configuration's mode")
+    return emulation.describe()
 
 
 # -- where the calls come from ------------------------------------------------------------

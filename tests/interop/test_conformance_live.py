@@ -18,7 +18,8 @@ sent back.  The test fails on:
   pinned CLI does.
 
 Without root, ``unshare`` or the installed CLIs these tests skip, saying why; with
-``CI=true`` they fail.  About 4-40 s of wall time per recording, 3-5 min in all (166 s for all twenty, 2026-11-29).
+``CI=true`` they fail.  About 3-25 s of wall time per recording, 4 min in all (237 s for all
+twenty-six, 2026-11-29).
 """
 
 from __future__ import annotations
@@ -36,13 +37,14 @@ from conformance_verdicts import agreement, unexplained
 
 LIVE: list[tuple[str, ...]] = [
         ("claude-code", "default"), ("claude-code", "dontAsk"), ("claude-code", "acceptEdits"),
-        ("claude-code", "plan"),
+        ("claude-code", "plan"), ("claude-code", "bypassPermissions"), ("claude-code", "auto"),
         ("codex", "never/workspace-write"), ("codex", "on-request/workspace-write"),
         ("codex", "never/read-only"), ("codex", "never/danger-full-access"),
         ("gemini-cli", "default"), ("gemini-cli", "yolo"), ("gemini-cli", "autoEdit"),
         ("gemini-cli", "plan"), ("gemini-cli", "default", "toml"), ("gemini-cli", "yolo", "toml"),
         ("qwen-code", "default"), ("qwen-code", "yolo"), ("qwen-code", "auto-edit"),
-        ("qwen-code", "default", "core"),
+        ("qwen-code", "default", "core"), ("qwen-code", "plan"), ("qwen-code", "auto"),
+        ("qwen-code", "plan", "core"), ("qwen-code", "auto", "core"),
         ("opencode", "build"), ("opencode", "plan")]
 """Every (CLI, mode[, configuration]) with a committed recording (OpenCode's mode is its
 agent; a third field names a configuration of ``clis.conformance.CONFIGS``);

@@ -16,10 +16,12 @@ import pytest
 
 from agent_eval.policy.sources import load_policy_source, resolve_policy
 from agent_eval.policy.sources.claude_code import bash_rule_matches, judge_command, judge_read
+from agent_eval.policy.sources.emulation import emulation_for
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "policies" / "claude-code" / \
     ".claude" / "settings.json"
 NONE = frozenset()
+PINNED_BEHAVIOURS = emulation_for("claude-code", None, "auto", None).behaviours
 
 
 def settings(tmp_path: Path, permissions: dict) -> Path:
@@ -164,3 +166,38 @@ def test_an_agent_file_keeps_the_settings_and_restricts_the_tools():
     edit = resolved.judge_call("Edit", {"file_path": "a.py"})
     assert edit.harness.decision == "deny" and edit.strict.primary == "AE101"
     assert [t.name for t in resolved.allowlist.tools][:2] == ["Bash", "Read"]
+
+
+def test_bypass_permissions_runs_substitutions_and_protected_writes(tmp_path):
+    """Recorded on the pinned release (tests/fixtures/conformance/
+    claude-code-2.1.332-bypassPermissions.json): in ``bypassPermissions`` a command
+    substitution and a write into ``.git`` or ``.claude`` ran unasked; only an ``ask`` rule
+    (``git push``) and a ``deny`` rule (``curl``) still stopped a command."""
+    agent = main_agent(settings(tmp_path, {"defaultMode": "bypassPermissions",
+                                           "ask": ["Bash(git push:*)"],
+                                           "deny": ["Bash(curl:*)"]}))
+    for command in ("echo $(uname -s)", "echo `uname -s`", 'echo "$(ls)"',
+                    "echo x > .git/conform", "echo x > .claude/conform",
+                    "bash -c 'echo x > .git/conform'"):
+        assert judge_command(agent, command, quirks=NONE).decision == "allow", command
+    assert judge_command(agent, "git push origin main", quirks=NONE).decision == "ask"
+    assert judge_command(agent, "curl http://127.0.0.1:9/", quirks=NONE).decision == "deny"
+
+
+def test_auto_mode_unattended_runs_what_accept_edits_runs(tmp_path):
+    """Recorded on the pinned release (tests/fixtures/conformance/
+    claude-code-2.1.332-auto.json), unattended against a model endpoint of its own: the
+    auto mode's classifier does not run ("Auto mode is unavailable: its safety check does
+    not run for this session, so Bash was not run"), and every command ran or stopped as
+    under ``acceptEdits``: a redirection into a file of the working folder ran, one into
+    ``.git`` or ``~`` did not."""
+    agent = main_agent(settings(tmp_path, {"defaultMode": "auto", "allow": ["Bash(echo *)",
+                                                                            "Bash(ls *)"]}))
+    for command in ("echo conform > out.txt", "ls -la > files.txt", "echo x > .codex/conform"):
+        assert judge_command(agent, command, quirks=PINNED_BEHAVIOURS,
+                             workdir="/home/agent/project"
+                             ).decision == "allow", command
+    for command in ("echo x > .git/conform", "echo x >> ~/.bashrc", "FOO=1 ls"):
+        assert judge_command(agent, command, quirks=PINNED_BEHAVIOURS,
+                             workdir="/home/agent/project"
+                             ).decision == "ask", command

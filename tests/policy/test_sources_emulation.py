@@ -208,3 +208,50 @@ def test_accept_edits_accepts_a_redirection_into_the_working_directory(tmp_path)
     assert _decision(agent, "echo x > /etc/conform", mode="acceptEdits") == "ask"
     assert _decision(agent, "echo x > .git/conform", mode="acceptEdits") == "ask"  # protected
     assert _decision(agent, "echo x >> ~/.bashrc", mode="acceptEdits") == "ask"  # recorded
+
+
+RETIRED = ('approval_policy = "untrusted" is no longer supported; remove this setting')
+"""What Codex 0.169.0 printed, exit 1, before any model call, for ``-c
+approval_policy="untrusted"`` (tried in the conformance sandbox)."""
+
+
+def test_codex_untrusted_on_the_pinned_release_is_one_clear_error(tmp_path):
+    """The pinned Codex refuses approval ``untrusted`` at start: ``policy audit`` says so in
+    one Error line quoting it, from --mode or from the config.toml beside the rules; an
+    older release (--cli-version 0.148.0) is still emulated with it."""
+    from click.testing import CliRunner
+
+    from agent_eval.cli import main
+
+    def run(*args: str):
+        return CliRunner().invoke(main, ["policy", "audit", *args])
+
+    done = run(str(SEED_RULES), "--mode", "untrusted/workspace-write")
+    assert done.exit_code == 2
+    lines = [line for line in done.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: --mode: "), done.output
+    assert f"Codex {PINNED['codex']} refuses approval untrusted" in lines[0]
+    assert RETIRED in lines[0] and "0.149.0" in lines[0]
+    rules = tmp_path / ".codex" / "rules"
+    rules.mkdir(parents=True)
+    (rules / "default.rules").write_text(SEED_RULES.read_text())
+    (tmp_path / ".codex" / "config.toml").write_text('approval_policy = "untrusted"\n')
+    done = run(str(rules))
+    assert done.exit_code == 2 and RETIRED in done.output, done.output
+    done = run(str(SEED_RULES), "--mode", "untrusted/workspace-write", "--cli-version", "0.148.0")
+    assert done.exit_code == 0, done.output
+    assert "emulated: codex 0.148.0, mode untrusted/workspace-write" in done.output
+
+
+@pytest.mark.parametrize("args", [["explain", str(SEED_RULES), "ls"],
+                                  ["diff", str(SEED_RULES), str(SEED_RULES)]],
+                         ids=["explain", "diff"])
+def test_codex_untrusted_is_the_same_error_in_explain_and_diff(args):
+    from click.testing import CliRunner
+
+    from agent_eval.cli import main
+
+    done = CliRunner().invoke(main, ["policy", *args, "--mode", "untrusted/workspace-write"])
+    assert done.exit_code == 2
+    assert done.output.startswith("Error: --mode: ") and RETIRED in done.output
+    assert len(done.output.strip().splitlines()) == 1

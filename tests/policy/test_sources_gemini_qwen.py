@@ -163,26 +163,52 @@ def test_qwen_unattended_default_mode_has_no_shell_without_a_whole_tool_rule(tmp
     assert decide(agent, "echo conform", "yolo") == "allow"
 
 
-def test_qwen_unattended_with_the_shell_registered_asks_nobody(tmp_path):
-    """Recorded (qwen-code-0.24.4-default-core): once tools.core registers the shell, a
-    deny rule refuses, a write is refused as an edit, everything else runs, what an ask
-    rule matches included; the strict reading keeps ask and unmatched parts blocked."""
+def test_qwen_unattended_with_the_shell_registered_declines_what_needs_a_confirmation(
+        tmp_path):
+    """Recorded (qwen-code-0.24.4-default-core, read right): once tools.core registers
+    the shell, a deny rule refuses, a write is refused as an edit, what an allow rule or
+    the read-only analysis passes runs, and what needs a confirmation (an ask rule, or
+    no rule and not read-only) comes back "Qwen Code requires permission to use
+    "run_shell_command", but that permission was declined (non-interactive mode cannot
+    prompt for confirmation)"; the strict reading keeps unmatched parts blocked."""
     agent = qwen(tmp_path, {"allow": ["Bash(npm run:*)"], "ask": ["Bash(git push *)"],
                             "deny": ["Bash(curl *)"]}, tools={"core": ["run_shell_command"]})
     assert decide(agent, "npm run build") == "allow"
-    assert decide(agent, "uname -s") == "allow"  # recorded: ran
-    assert decide(agent, "git push origin main") == "allow"  # recorded: ran, ask unheeded
+    assert decide(agent, "uname -s") == "ask"  # recorded: declined
+    assert decide(agent, "git push origin main") == "ask"  # recorded: declined
+    assert decide(agent, "timeout 5 ls") == "ask"  # a wrapper is not read-only
+    assert decide(agent, "git --no-pager diff") == "ask"
+    assert decide(agent, "cat notes.txt") == "allow"  # read-only: ran with no rule
+    assert decide(agent, "git status") == "allow"
+    assert decide(agent, "bash -c 'cat notes.txt'") == "allow"  # its script is judged
     assert decide(agent, "ls && curl x") == "deny"
     assert decide(agent, "echo conform > out.txt") == "deny"  # recorded: "deny rule: edit"
     assert decide(agent, "echo a | tee out.txt") == "deny"
     assert decide(agent, "ls 2>/dev/null") == "allow"
     assert decide(agent, "echo conform > out.txt", "auto-edit") == "allow"
-    dual = judge_command(agent, "git push origin main", Setting())
-    assert dual.leak_class == "AE307"  # the ask rule blocks it when read strictly
+    assert decide(agent, "uname -s", "yolo") == "allow"  # yolo asks nobody
+    dual = judge_command(agent, "cat notes.txt", Setting())
+    assert dual.leak_class == "AE307"  # no rule allows it when read strictly
     strict = judge_command(agent, "FOO=1 npm run build", Setting()).strict
     assert strict.allowed is False  # an assignment is refused by the strict structure
     whole = qwen(tmp_path / "w", {"allow": ["Bash", "Edit"]})
     assert decide(whole, "echo conform > out.txt") == "allow"  # edits allowed whole
+
+
+def test_qwen_plan_mode_runs_only_what_it_can_tell_read_only(tmp_path):
+    """Recorded (qwen-code-0.24.4-plan-core): "Plan mode could not determine whether this
+    shell command is read-only ... The command was not run" for a substitution, an
+    assignment or a command not read-only; "Plan mode blocked this shell command because
+    it was classified as state-modifying" for git push and any output redirection."""
+    agent = qwen(tmp_path, {"allow": ["Bash(echo *)"]}, tools={"core": ["run_shell_command"]})
+    for command in ("echo conform", "ls -la", "cat notes.txt | grep conform", "echo $((1+1))",
+                    "cd /tmp && ls", "(echo conform)"):
+        assert decide(agent, command, "plan") == "allow", command
+    for command in ("uname -s", "echo $(uname -s)", "echo `uname -s`", "FOO=1 ls",
+                    "bash -c 'echo conform'", "timeout 5 ls"):
+        assert decide(agent, command, "plan") == "ask", command
+    for command in ("git push origin main", "ls 2>/dev/null"):
+        assert decide(agent, command, "plan") == "deny", command
 
 
 def test_modes_and_versions_of_the_new_clis(tmp_path):

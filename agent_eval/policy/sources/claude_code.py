@@ -293,8 +293,13 @@ def _unmatched(mode: str, piece: Piece, words: list[str], behaviours: frozenset[
 def judge_command(agent: AgentPolicy, command: str, *, quirks: frozenset[str] = frozenset(QUIRKS),
                   mode: str | None = None, workdir: str = "/project") -> HarnessVerdict:
     """Claude Code's Bash permission check for ``command`` (module docstring); in
-    ``dontAsk`` whatever would ask is refused."""
-    verdict = _judge(agent, command, quirks, mode or agent.mode, workdir)
+    ``dontAsk`` whatever would ask is refused.  ``auto`` is judged as ``acceptEdits``: its
+    classifier does not run unattended against a model endpoint of the session's own (the
+    pinned release, recorded: "Auto mode is unavailable: its safety check does not run
+    for this session, so Bash was not run"), and what is left ran or stopped exactly as
+    under ``acceptEdits``."""
+    judged = "acceptEdits" if (mode or agent.mode) == "auto" else mode or agent.mode
+    verdict = _judge(agent, command, quirks, judged, workdir)
     if verdict.decision == "ask" and (mode or agent.mode) == "dontAsk":
         return dataclasses.replace(verdict, decision="deny",
                                    reason=f"dontAsk refuses what would ask: {verdict.reason}")
@@ -322,6 +327,8 @@ def _judge(agent: AgentPolicy, command: str, quirks: frozenset[str], mode: str,
             rule = _first_match(agent, action, text)
             if rule is not None:
                 return HarnessVerdict(action, (rule,), reason=f"{text!r} matches {rule.label()}")
+    if mode == "bypassPermissions":  # recorded: substitutions and protected writes run
+        return _allowed(agent, parts, mode, quirks, quirk)
     for piece, _ in parts:
         target = _protected_write(piece)
         if target is not None:

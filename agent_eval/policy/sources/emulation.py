@@ -147,6 +147,26 @@ def check_mode(harness: str, mode: str) -> str:
     return mode
 
 
+CODEX_UNTRUSTED_UNTIL = "0.149.0"
+"""The first Codex release that refuses approval ``untrusted`` at start (reported by its
+users: 0.148.0 took it, 0.149.1 refused it; the pinned 0.169.0 refuses it)."""
+CODEX_UNTRUSTED_REFUSAL = ('approval_policy = "untrusted" is no longer supported; '
+                           "remove this setting")
+"""What the pinned Codex prints (exit 1, before any model call) for approval ``untrusted``."""
+
+
+def check_release(harness: str, version: str, mode: str, field: str = "--mode") -> None:
+    """A ConfigError when the release does not start in ``mode``: Codex from 0.149.0 with
+    approval ``untrusted`` (docs/policies.md).  ``field``: where the mode came from."""
+    if harness == "codex" and mode.partition("/")[0] == "untrusted" \
+            and version_key(version) >= version_key(CODEX_UNTRUSTED_UNTIL):
+        raise ConfigError(
+            f"Codex {version} refuses approval untrusted: it exits at start with "
+            f"\"{CODEX_UNTRUSTED_REFUSAL}\" (every release from {CODEX_UNTRUSTED_UNTIL}); "
+            "use on-request or never, or --cli-version 0.148.0 for a release that had it",
+            field=field)
+
+
 @dataclass(frozen=True, slots=True)
 class Emulation:
     """The release and mode a verdict assumed, and the behaviours applied."""

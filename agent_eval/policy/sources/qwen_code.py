@@ -27,8 +27,16 @@ Unattended (``-p``, no stream-json input), as the pinned release was recorded do
 - in ``default``, ``plan``, ``auto`` and ``auto-edit`` the shell tool is not registered
   unless a rule allows the whole tool (``Bash``, ``run_shell_command``) or ``tools.core``
   lists it: every command is refused, whatever the narrower rules say;
-- once it is registered, and in ``yolo``, nobody is asked: a ``deny`` rule refuses, and
-  everything else runs, what an ``ask`` rule matches included;
+- once it is registered, in ``default``, ``auto`` and ``auto-edit``, nobody answers a
+  confirmation: a ``deny`` rule refuses; a part an ``ask`` rule matches, or a simple
+  command no ``allow`` rule matches that is not read-only (``READ_ONLY``; a wrapper, an
+  absolute path, ``git`` with a flag before its subcommand are not), is declined
+  ("requires permission ... declined (non-interactive mode cannot prompt for
+  confirmation)"); ``bash -c SCRIPT`` is its script; the rest runs;
+- in ``plan`` its own shell check runs only what it can tell read-only: a substitution,
+  an assignment or a part not read-only is not run, an output redirection or a git
+  subcommand that writes is refused as state-modifying;
+- in ``yolo`` only the ``deny`` rules hold: everything else runs;
 - in ``default``, ``plan`` and ``auto`` the edit tools are denied the same way unless a
   rule allows them whole, and a command that writes a file (an output redirection other
   than ``/dev/null``, ``tee``, ``touch``, ``cp``, ``mv``, ``mkdir``...) is checked as an
@@ -48,8 +56,15 @@ from typing import Any
 
 from agent_eval.errors import ConfigError
 from agent_eval.policy.sources.files import read_json
-from agent_eval.policy.sources.model import Action, AgentPolicy, HarnessVerdict, PolicySource, Rule
-from agent_eval.policy.sources.shellsplit import all_commands
+from agent_eval.policy.sources.model import (
+    Action,
+    AgentPolicy,
+    HarnessDecision,
+    HarnessVerdict,
+    PolicySource,
+    Rule,
+)
+from agent_eval.policy.sources.shellsplit import Piece, all_commands
 
 MODES = ("default", "plan", "auto-edit", "auto", "yolo")
 SHELL = "run_shell_command"
@@ -61,6 +76,16 @@ WRITE_COMMANDS = frozenset({"touch", "mkdir", "mkfifo", "tee", "cp", "mv", "ln",
 EDIT_NAMES = frozenset({"edit", "Edit", "EditTool", "write_file", "WriteFile", "Write",
                         "WriteFileTool"})
 EDITS_DENIED_MODES = ("default", "plan", "auto")
+READ_ONLY = frozenset({"awk", "basename", "cat", "cd", "column", "cut", "df", "dirname", "du",
+                       "echo", "find", "grep", "head", "less", "ls", "more", "printenv",
+                       "printf", "ps", "pwd", "rg", "sed", "sort", "stat", "tail", "tree",
+                       "uniq", "wc", "which", "whoami"})
+"""``READ_ONLY_ROOT_COMMANDS`` of permissions/shell-semantics.ts (``git`` apart)."""
+READ_ONLY_GIT = frozenset({"blame", "branch", "cat-file", "diff", "grep", "log", "ls-files",
+                           "remote", "rev-parse", "show", "status", "describe"})
+"""git's read-only subcommands, named right after ``git`` (``git --no-pager diff`` and
+``git -C . diff`` asked, recorded)."""
+INLINE_SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
@@ -224,6 +249,64 @@ def _edits_denied(agent: AgentPolicy, mode: str) -> bool:
     return not whole and not (agent.tools is not None and EDIT_NAMES & set(agent.tools))
 
 
+def _top_pieces(command: str) -> list[Piece]:
+    return [p for p in all_commands(command) if not p.nested]
+
+
+def _read_only(piece: Piece) -> bool:
+    """The read-only analysis on one simple command, approximated (``shell-semantics.ts``):
+    its first word, as written, among :data:`READ_ONLY` (``git`` with a read-only
+    subcommand right after it); a wrapper (``timeout``, ``env``, ``time``, ``xargs``...) or
+    an absolute path is not read-only."""
+    first = piece.text[len(" ".join(piece.assignments)):].split(None, 1)
+    name = first[0] if first else ""
+    if name == "git":
+        return len(piece.words) > 1 and piece.words[0] == "git" \
+            and piece.words[1] in READ_ONLY_GIT
+    return name in READ_ONLY and piece.words[:1] == [name]
+
+
+def _inline_script(piece: Piece) -> str | None:
+    words = piece.words
+    if len(words) == 3 and words[0] in INLINE_SHELLS and words[1] == "-c":
+        return words[2]
+    return None
+
+
+def _unconfirmed(agent: AgentPolicy, command: str, depth: int = 0) -> str | None:
+    """The first simple command that needs a confirmation (nobody answers unattended):
+    one an ``ask`` rule matches, or one no ``allow`` rule matches that is not read-only
+    (``bash -c SCRIPT`` is its script); None: it runs."""
+    for part in split_command(command):
+        if _first(agent, "ask", part) is not None:
+            return part
+    for piece in _top_pieces(command):
+        text = piece.text
+        if _first(agent, "allow", text) is not None or _read_only(piece):
+            continue
+        script = _inline_script(piece)
+        if script is not None and depth < 3 and _unconfirmed(agent, script, depth + 1) is None:
+            continue
+        return text
+    return None
+
+
+def _plan_blocks(command: str) -> tuple[HarnessDecision, str] | None:
+    """Plan mode's own shell check, unattended: a command it cannot tell read-only is not
+    run (a substitution, an assignment, a part not read-only); one it classes
+    state-modifying (any output redirection, a git subcommand that writes) is refused."""
+    if "`" in command or re.search(r"\$\((?!\()", command):
+        return "ask", "plan mode cannot tell a command substitution read-only"
+    for piece in _top_pieces(command):
+        if any(">" in op for op, _ in piece.redirects) or (
+                piece.words[:1] == ["git"] and not _read_only(piece)
+                and len(piece.words) > 1 and not piece.words[1].startswith("-")):
+            return "deny", f"plan mode classes {piece.text!r} state-modifying"
+        if piece.assignments or not _read_only(piece):
+            return "ask", f"plan mode cannot tell {piece.text!r} read-only"
+    return None
+
+
 def judge_command(agent: AgentPolicy, command: str, mode: str) -> HarnessVerdict:
     """Qwen Code's permission manager on a shell command, unattended, in ``mode``
     (``strict``: the rules alone, the tool taken as registered, ``ask`` blocking, no
@@ -247,7 +330,18 @@ def judge_command(agent: AgentPolicy, command: str, mode: str) -> HarnessVerdict
         return HarnessVerdict("deny", (), reason=f"writes {written}: a write in a shell command "
                               f"is an edit, and unattended in mode {mode} the edit tools are "
                               "denied")
-    if mode != "strict":  # unattended nobody is asked: what no deny rule refuses runs
+    if mode == "plan":
+        blocked = _plan_blocks(command)
+        if blocked is not None:
+            return HarnessVerdict(blocked[0], (), reason=f"{blocked[1]}, and unattended "
+                                  "nobody approves it")
+    elif mode not in ("strict", "yolo"):
+        needs = _unconfirmed(agent, command)
+        if needs is not None:
+            return HarnessVerdict("ask", (), reason=f"{needs!r} needs a confirmation (an ask "
+                                  "rule, or no allow rule and not read-only): declined "
+                                  "unattended")
+    if mode != "strict":  # what needs no confirmation runs
         for part in parts:
             allowed = _first(agent, "allow", part)
             if allowed is not None and allowed not in used:

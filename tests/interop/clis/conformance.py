@@ -263,6 +263,21 @@ def serve(script: Script) -> Iterator[int]:
         yield port
 
 
+def _qwen_outcome(low: str) -> str | None:
+    """Qwen Code's own refusals: unattended nobody answers a confirmation ("Qwen Code
+    requires permission to use ..., but that permission was declined (non-interactive
+    mode cannot prompt for confirmation)"); plan mode's shell check: "Plan mode could not
+    determine whether this shell command is read-only ... The command was not run"
+    (asked), "Plan mode blocked this shell command because it was classified as
+    state-modifying" (refused)."""
+    if "requires permission" in low and "declined" in low \
+            or low.startswith("plan mode could not determine"):
+        return "asked"
+    if low.startswith("plan mode blocked"):
+        return "refused"
+    return None
+
+
 def outcome_of(name: str, text: str | None) -> str:
     """``ran``, ``asked`` or ``refused`` from the tool result the CLI sent back."""
     if text is None:
@@ -292,6 +307,8 @@ def outcome_of(name: str, text: str | None) -> str:
         if "requires user confirmation" in low:
             return "asked"
         return "ran"
+    if name == "qwen-code" and _qwen_outcome(low) is not None:
+        return _qwen_outcome(low) or ""
     if "rejected" in low or "blocked by policy" in low or "forbidden" in low \
             or "denied by permission rules" in low or "is not registered" in low:
         return "refused"
