@@ -69,6 +69,9 @@ MAX_BODY = 16 * 1024 * 1024
 smaller: the SDKs send at most 512 records a batch by default)."""
 
 PATHS: dict[str, Signal] = {"/v1/logs": "logs", "/v1/traces": "traces"}
+OPEN_SLACK = 1024 * 1024
+"""Bytes of events the journal's open part may gather past twice its last snapshot
+before it is rewritten as one (see ``Collector._bound_open``)."""
 IGNORED_PATHS = frozenset({"/v1/metrics"})
 """Signals an exporter sends to the same endpoint that hold no tool call: answered 200
 (an exporter pointed at one base URL sends all three) and counted, never read."""
@@ -148,6 +151,7 @@ class Collector:
         self.open_log = self.journal.with_name(self.journal.name + ".open")
         self.journal_max_bytes = journal_max_bytes
         self.retry_s = retry_s
+        self._open_bytes = self._snapshot_bytes = 0  # the open part's size, and its snapshot's
 
         self.run = RunWriter(store, RunSpec(
             kind="import", label=label, suite="otlp",
@@ -247,6 +251,7 @@ class Collector:
             self.last_seen[(event.emitter, event.session)] = now
         self.stats.events += len(events)
         self._store(self.stitcher.add(events))
+        self._bound_open()
         if now - self._last_flush >= min(1.0, self.idle_s):
             # a steady stream on a keep-alive connection never leaves the handler for the
             # serving loop (``service_actions``): the idle sessions are stored from here too
@@ -268,6 +273,15 @@ class Collector:
             _write_all(fd, line, size)
         finally:
             os.close(fd)
+        self._open_bytes = size + len(line)
+
+    def _bound_open(self) -> None:
+        """Events that open no call (tool definitions sent again with every chat span)
+        or long sessions that stay open grow the open part between writes: past twice
+        its last snapshot (and OPEN_SLACK) it is rewritten as a snapshot, so the disk
+        it takes stays bounded by what the stitcher holds."""
+        if self._open_bytes > 2 * self._snapshot_bytes + OPEN_SLACK:
+            self._snapshot_open()
 
     def _snapshot_open(self) -> None:
         """Rewrite the open part as the sessions still open and the keys given so far
@@ -281,6 +295,7 @@ class Collector:
             with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as out:
                 out.write(json.dumps(entry, ensure_ascii=False) + "\n")
             tmp.replace(self.open_log)
+            self._open_bytes = self._snapshot_bytes = self.open_log.stat().st_size
         except OSError as exc:
             self.writer._note_journal_error(exc)
 

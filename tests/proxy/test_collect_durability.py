@@ -221,3 +221,36 @@ def test_a_store_that_is_down_sends_sessions_to_the_journal_written_when_it_retu
     assert run.status == "finished"
     assert len(list(store.session_rows([run.id]))) == SESSIONS
     assert len(list(store.call_rows([run.id]))) == CALLS
+
+
+def test_the_open_part_stays_bounded_and_a_start_on_it_writes_the_killed_run(
+        store, tmp_path, monkeypatch):
+    """A session that stays open while the same events keep coming (GenAI spans with
+    their tool definitions) grows the open part only to about twice its snapshot; a
+    receiver on the same journal (its predecessor never closed: killed) writes the open
+    session whole into the earlier run and marks that run interrupted."""
+    from agent_eval.proxy import collect
+
+    monkeypatch.setattr(collect, "OPEN_SLACK", 4096)
+    journal = tmp_path / "collect.journal"
+    body = (FIXTURES / "genai.traces.json").read_bytes()
+    killed = Collector(store, load_policy(str(ALLOWLIST)), label="killed", journal=journal)
+    sizes = []
+    for _ in range(40):
+        assert killed.receive("/v1/traces", "application/json", "", body) == (200, "{}")
+        sizes.append(Path(f"{journal}.open").stat().st_size)
+    (session,) = killed.stitcher.open.values()
+    snapshot = len(json.dumps({"run_id": killed.run.run_id, "keys": {},
+                               "open": [collect._to_json(session)]}, ensure_ascii=False))
+    assert max(sizes) <= 2 * snapshot + 4096 + 2 * len(body)
+    assert sizes[-1] < sum(sizes) / 10  # rewritten, not only appended to
+
+    after = Collector(store, load_policy(str(ALLOWLIST)), label="next", journal=journal)
+    assert after.stats.recovered == 1 and not Path(f"{journal}.open").exists()
+    run = store.get_run(killed.run.run_id)
+    assert run.status == "interrupted"
+    (row,) = store.session_rows([run.id])
+    judgeable = sum(call.not_judged is None for call in session.calls)
+    assert (row.n_calls, judgeable, len(session.calls)) == (40, 40, 80)
+    assert f"otlp_events:{session.events}" in row.tags and "skipped_calls:40" in row.tags
+    after.close()
