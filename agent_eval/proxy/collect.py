@@ -27,9 +27,9 @@ each time sessions are written.  A receiver killed outright (SIGKILL, out of mem
 leaves it behind; the next start on the same journal stitches it again, judges and
 writes those sessions into the killed receiver's run and marks that run
 ``interrupted``.  The lines are written, not synced: they outlive the process, not the
-machine.  One window remains: a kill between writing sessions and rewriting the open
-part makes the next start write those sessions again, which the store refuses (their
-keys are stored already), so they are counted once, never lost.
+machine.  One window remains, and it loses nothing: a kill between writing sessions and
+rewriting the open part makes the next start write those sessions again, one at a time,
+and the store refuses each (its key is stored already), so they are stored once.
 """
 
 from __future__ import annotations
@@ -198,13 +198,15 @@ class Collector:
         earlier = self.writer if run_id is None else SessionWriter(
             self.store, RunWriter(self.store, run_id, targets=TargetDefaults(base_url="otlp")),
             self.journal, journal_max_bytes=self.journal_max_bytes, retry_s=self.retry_s)
-        lost = earlier.stats.lost_turns
-        records = self._records(done, keys)
-        earlier._write(records)
-        self.stats.recovered += len(records)
+        refused = earlier.stats.journal_errors
+        for record in self._records(done, keys):
+            # one at a time: the store refuses a batch whole when one key is stored
+            # already (a kill between a write and the rewrite of the open part)
+            earlier._write([record])
+            self.stats.recovered += 1
         if run_id is not None:
             earlier._safely(lambda: earlier.run.set_status("interrupted"))
-        if earlier.stats.lost_turns == lost:  # all stored or journaled: the part is done
+        if earlier.stats.journal_errors == refused:  # stored, journaled or stored before
             try:
                 self.open_log.unlink()
             except OSError as exc:

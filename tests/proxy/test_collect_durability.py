@@ -254,3 +254,45 @@ def test_the_open_part_stays_bounded_and_a_start_on_it_writes_the_killed_run(
     assert (row.n_calls, judgeable, len(session.calls)) == (40, 40, 80)
     assert f"otlp_events:{session.events}" in row.tags and "skipped_calls:40" in row.tags
     after.close()
+
+
+def test_a_kill_between_a_write_and_the_rewrite_of_the_open_part_stores_each_session_once(
+        store, tmp_path):
+    """The one window: sessions written, the open part not yet rewritten.  The next
+    start writes them one at a time; the store refuses the one stored already and takes
+    the other, which a batch write would have lost with it."""
+    journal = tmp_path / "collect.journal"
+    open_part = Path(f"{journal}.open")
+    killed = Collector(store, load_policy(str(ALLOWLIST)), label="killed", journal=journal,
+                       idle_s=60)
+    claude, codex = ((FIXTURES / name).read_bytes() for name, _ in POSTS[:2])
+    assert killed.receive("/v1/logs", "application/json", "", claude) == (200, "{}")
+    before_write = open_part.read_bytes()
+    killed.flush_idle(time.monotonic() + 120)  # claude's session written, the part rewritten
+    assert len(list(store.session_rows([killed.run.run_id]))) == 1
+    open_part.write_bytes(before_write)  # as if killed before the rewrite
+    assert killed.receive("/v1/logs", "application/json", "", codex) == (200, "{}")
+
+    after = Collector(store, load_policy(str(ALLOWLIST)), label="next", journal=journal)
+    assert not open_part.exists() and not journal.exists()
+    assert store.get_run(killed.run.run_id).status == "interrupted"
+    assert sorted(row.scenario for row in store.session_rows([killed.run.run_id])) == [
+        "claude_code:cc-sess-1", "codex:0199a1b2-codex"]
+    after.close()
+
+
+def test_a_batch_the_journal_cannot_take_is_a_503_and_not_taken(store, tmp_path):
+    """Accepted means on disk: when the open part cannot be written, the exporter is
+    told to send again (503, one line naming the file) and nothing is held in memory."""
+    (tmp_path / "not-a-dir").write_text("")
+    journal = tmp_path / "not-a-dir" / "collect.journal"
+    collector = Collector(store, load_policy(str(ALLOWLIST)), label="nojournal",
+                          journal=journal)
+    status_code, line = collector.receive("/v1/logs", "application/json", "",
+                                          (FIXTURES / POSTS[0][0]).read_bytes())
+    assert status_code == 503
+    assert line.startswith(f"the journal {journal}.open cannot be written (")
+    assert line.endswith("): send again later")
+    assert not collector.stitcher.open and collector.stats.events == 0
+    assert collector.writer.stats.journal_errors == 1
+    collector.close()
