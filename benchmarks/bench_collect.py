@@ -81,7 +81,8 @@ def main() -> int:
     server = subprocess.Popen(
         [sys.executable, "-m", "agent_eval", "collect", "--allowlist",
          str(REPO / "allowlists" / "ralf.yaml"), "--port", "0",
-         "--idle-timeout", str(args.idle_timeout), "--db", str(tmp / "runs.db")],
+         "--idle-timeout", str(args.idle_timeout), "--db", str(tmp / "runs.db"),
+         "--journal", str(tmp / "collect.journal")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
     try:
         assert server.stdout is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from typing import Any
 
 import click
 
@@ -26,9 +27,15 @@ from agent_eval.errors import ConfigError
 @click.option("--max-body", type=click.IntRange(min=1024), default=16 * 1024 * 1024,
               show_default=True, metavar="BYTES",
               help="Largest request body accepted, compressed or inflated (then a 413).")
+@click.option("--journal", default="agent-eval-collect.journal", show_default=True,
+              metavar="PATH",
+              help="Where sessions wait while the store is down, and (PATH.open) the "
+                   "accepted events of the open sessions; a start on the journal of a killed "
+                   "receiver writes what it had accepted.")
 @db_option
 def collect(allowlist_path: str, agent: str | None, port: int, host: str, label: str,
-            model: str | None, idle_timeout: float, max_body: int, db: str | None) -> None:
+            model: str | None, idle_timeout: float, max_body: int, journal: str,
+            db: str | None) -> None:
     """Receive OpenTelemetry logs and traces (OTLP/HTTP); judge every tool call.
 
     For teams that cannot put `proxy` in front of their model but already export their
@@ -52,32 +59,61 @@ def collect(allowlist_path: str, agent: str | None, port: int, host: str, label:
         #       OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 claude ...
 
     Sessions are stored when idle for --idle-timeout seconds and when the receiver
-    stops (Ctrl-C or SIGTERM).  Status: GET /_agent_eval/status.
+    stops: SIGTERM, SIGINT (Ctrl-C) or SIGHUP, to the process or its group, ends the
+    request being served and stores every open session; the run ends `finished`.
+    Durable like `proxy`: a batch is answered 200 only once its events are in the
+    journal's open part (else 503, and the exporter sends it again); while the store is
+    down, sessions go to the journal and are written when it answers.  After a SIGKILL,
+    the next `collect` on the same --journal (and --db) writes the sessions the killed
+    one had accepted into its run and marks that run `interrupted`.
+    Status: GET /_agent_eval/status.
     Exit codes: 0 stopped, 2 bad option, file or --db.
     """
     from agent_eval.proxy.collect import Collector, CollectServer, serve
+    from agent_eval.proxy.worker import STOPPING
     from agent_eval.scenario.bundled import load_policy
     from agent_eval.store import open_store
 
     policy = load_policy(allowlist_path, agent)
     with open_store(db) as store:
         collector = Collector(store, policy, label=label, model=model, idle_s=idle_timeout,
-                              max_body=max_body, allowlist_path=str(allowlist_path))
+                              max_body=max_body, allowlist_path=str(allowlist_path),
+                              journal=journal)
+        if collector.stats.recovered:
+            _say(f"agent-eval collect: {collector.stats.recovered} sessions a killed receiver "
+                 f"had accepted were written from {journal}.open; its run is marked "
+                 "interrupted")
         try:
             server = CollectServer(collector, host, port)
         except OSError as exc:
             raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
                               field="--port") from None
         if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, _interrupt)
+            for sig in STOPPING:
+                signal.signal(sig, lambda signum, frame: _stop(server))
         click.echo(f"agent-eval collect: {server.base_url}/v1/logs and /v1/traces, judging "
                    f"into {store.url} (Ctrl-C stops)", err=True)
         click.echo(server.base_url)
         stats = serve(server)
-    click.echo(f"run {stats.run_id}: {stats.sessions} sessions, {stats.calls} calls judged, "
-               f"{stats.not_judged} not judged; {stats.requests} requests, "
-               f"{stats.refused} refused", err=True)
+    _say(f"run {stats.run_id}: {stats.sessions} sessions, {stats.calls} calls judged, "
+         f"{stats.not_judged} not judged; {collector.journaled} sessions in the journal; "
+         f"{collector.lost} not recorded; {stats.requests} requests, {stats.refused} refused")
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+def _stop(server: Any) -> None:
+    """A stopping signal: the serving loop ends after the request it serves (from
+    another thread: ``shutdown`` waits for the loop); a second signal does nothing."""
+    from agent_eval.proxy.worker import STOPPING
+
+    for sig in STOPPING:
+        signal.signal(sig, signal.SIG_IGN)
+    threading.Thread(target=server.shutdown, daemon=True).start()
+
+
+def _say(line: str) -> None:
+    """One line on stderr; a terminal that is gone (SIGHUP) must not turn a clean stop
+    into a traceback."""
+    try:
+        click.echo(line, err=True)
+    except OSError:
+        pass

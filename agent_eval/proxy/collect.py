@@ -15,15 +15,35 @@ other paths, 405 other methods, 411/413 length, 415 another type, or protobuf wi
 the extra); nothing a client sends ends the receiver.  Bodies come with a Content-Length
 or chunked (OpenTelemetry JS's exporter streams them), both capped; ``/v1/metrics`` is
 answered 200 and not read (an exporter pointed at one base URL sends every signal).
+
+Durability is the proxy's (``recorder.py``), by its own writer: a closed session goes to
+the store, or to the journal while the store is down (replayed every ``retry_s``
+seconds, and at the next start into the run it was recorded for).  What the proxy keeps
+in a child process that signals cannot stop, the receiver keeps on disk: every accepted
+batch of tool events is appended to the journal's open part (``JOURNAL.open``, one JSON
+line) before the 200 is sent (a batch it cannot write is answered 503, so the exporter
+sends it again), and that part is rewritten as a snapshot of the sessions still open
+each time sessions are written.  A receiver killed outright (SIGKILL, out of memory)
+leaves it behind; the next start on the same journal stitches it again, judges and
+writes those sessions into the killed receiver's run and marks that run
+``interrupted``.  The lines are written, not synced: they outlive the process, not the
+machine.  One window remains, and it loses nothing: a kill between writing sessions and
+rewriting the open part makes the next start write those sessions again, one at a time,
+and the store refuses each (its key is stored already), so they are stored once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
+import tempfile
 import time
 import zlib
 from dataclasses import dataclass, field
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 from typing import Any, cast
 
 from agent_eval.importers import Judge
@@ -31,20 +51,27 @@ from agent_eval.importers.otlp import (
     OpenSession,
     PayloadError,
     Signal,
+    StitchedCall,
     Stitcher,
+    ToolEvent,
     imported_session,
     tool_events,
 )
 from agent_eval.policy import ENGINE_VERSION, AllowList
 from agent_eval.policy.sources import ResolvedPolicy
-from agent_eval.runs import RunSpec, RunWriter, SessionBatches, TargetDefaults
+from agent_eval.proxy.recorder import Recorder, RecorderStats, _json_dict, _write_all
+from agent_eval.runs import RunSpec, RunWriter, TargetDefaults
 from agent_eval.store import Store
+from agent_eval.transcript import SessionRecord
 
 MAX_BODY = 16 * 1024 * 1024
 """Default cap on a request body, compressed or inflated (an exporter's batch is far
 smaller: the SDKs send at most 512 records a batch by default)."""
 
 PATHS: dict[str, Signal] = {"/v1/logs": "logs", "/v1/traces": "traces"}
+OPEN_SLACK = 1024 * 1024
+"""Bytes of events the journal's open part may gather past twice its last snapshot
+before it is rewritten as one (see ``Collector._bound_open``)."""
 IGNORED_PATHS = frozenset({"/v1/metrics"})
 """Signals an exporter sends to the same endpoint that hold no tool call: answered 200
 (an exporter pointed at one base URL sends all three) and counted, never read."""
@@ -61,28 +88,70 @@ class CollectStats:
     sessions: int = 0
     calls: int = 0
     not_judged: int = 0
+    recovered: int = 0  # sessions a killed receiver left open, written at this start
     run_id: int | None = None
     errors: list[str] = field(default_factory=list)  # the last few refusals, for the log
 
 
+class SessionWriter(Recorder):
+    """The proxy's writer without its exchanges and thread: store, or journal while the
+    store is down, replay the journal (``recorder.py`` holds the promises)."""
+
+    def __init__(self, store: Store, run: RunWriter, journal: Path, *,
+                 journal_max_bytes: int = 1024 * 1024 * 1024, retry_s: float = 5.0) -> None:
+        # not Recorder.__init__: no exchange to link, no thread; only what writing uses
+        self.store = store
+        self.run = run
+        self.journal = journal
+        self.journal_max_bytes = journal_max_bytes
+        self.retry_s = retry_s
+        self.stats = RecorderStats()
+        self._earlier_runs = {}
+        self._last_retry = time.monotonic()
+
+    @property
+    def _target_defaults(self) -> TargetDefaults:
+        return TargetDefaults(base_url="otlp")
+
+    def retry(self, now: float) -> None:
+        """Replay the journal into the store every ``retry_s`` seconds while it exists."""
+        if self.journal.exists() and now - self._last_retry >= self.retry_s:
+            self._last_retry = now
+            self._replay_journal()
+
+
 class Collector:
-    """The receiver's state: the stitcher, the judge and the run being written."""
+    """The receiver's state: the stitcher, the judge and the run being written.
+
+    ``journal``: where sessions wait while the store is down, and (``JOURNAL.open``) the
+    accepted events of the open sessions; None: a temporary directory, removed by
+    :meth:`close` (a store outage is survived while the receiver runs, a kill is not)."""
 
     def __init__(self, store: Store, policy: AllowList | ResolvedPolicy, *, label: str = "collect",
                  model: str | None = None, idle_s: float = 600.0, max_body: int = MAX_BODY,
                  max_sessions: int = 1000, max_calls: int = 5000,
-                 allowlist_path: str | None = None) -> None:
+                 allowlist_path: str | None = None, journal: str | Path | None = None,
+                 journal_max_bytes: int = 1024 * 1024 * 1024, retry_s: float = 5.0) -> None:
         self.store = store
         self.judge = Judge(policy)
         allowlist = self.judge.allowlist
         self.model = model
         self.idle_s = idle_s
         self.max_body = max_body
+        self.max_sessions, self.max_calls = max_sessions, max_calls
         self.stitcher = Stitcher(max_sessions=max_sessions, max_calls=max_calls)
         self.stats = CollectStats()
         self.last_seen: dict[tuple[str, str], float] = {}
         self._last_flush = time.monotonic()
         self.keys: dict[str, int] = {}
+        self._tmp = None if journal is not None else tempfile.TemporaryDirectory(
+            prefix="agent-eval-collect-")
+        self.journal = Path(journal) if journal is not None else Path(
+            self._tmp.name if self._tmp is not None else ".") / "journal"
+        self.open_log = self.journal.with_name(self.journal.name + ".open")
+        self.journal_max_bytes = journal_max_bytes
+        self.retry_s = retry_s
+        self._open_bytes = self._snapshot_bytes = 0  # the open part's size, and its snapshot's
 
         self.run = RunWriter(store, RunSpec(
             kind="import", label=label, suite="otlp",
@@ -91,7 +160,57 @@ class Collector:
                     "engine_version": ENGINE_VERSION},
             fingerprint={"allowlist": allowlist.fingerprint, "engine_version": ENGINE_VERSION,
                          "source": "otlp"}), targets=TargetDefaults(base_url="otlp"))
-        self.writer = SessionBatches(self.run)
+        self.writer = SessionWriter(store, self.run, self.journal,
+                                    journal_max_bytes=journal_max_bytes, retry_s=retry_s)
+        self.recover()
+
+    def recover(self) -> None:
+        """What an earlier receiver on this journal left: its closed sessions are
+        replayed into their run; its open part (it was killed) is stitched again, judged,
+        written into its run, and that run marked ``interrupted``."""
+        self.writer._replay_journal()
+        if not self.open_log.exists():
+            return
+        try:
+            lines = self.open_log.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError as exc:
+            self.writer._note_journal_error(exc)
+            return
+        stitcher = Stitcher(max_sessions=self.max_sessions, max_calls=self.max_calls)
+        keys: dict[str, int] = {}
+        run_id: int | None = None
+        done: list[OpenSession] = []
+        for line in lines:
+            try:
+                entry = json.loads(line)
+                run_id = entry.get("run_id") or run_id
+                if "open" in entry:  # a snapshot: the sessions open when it was written
+                    stitcher.open.clear()
+                    for data in entry["open"]:
+                        session = _session_from_json(data)
+                        stitcher.open[(session.emitter, session.id)] = session
+                    keys = dict(entry.get("keys") or {})
+                else:
+                    done.extend(stitcher.add([_event_from_json(e) for e in entry["events"]]))
+            except (ValueError, KeyError, TypeError):
+                continue  # a torn last line from a kill: its request was never answered
+        done.extend(stitcher.close_all())
+        earlier = self.writer if run_id is None else SessionWriter(
+            self.store, RunWriter(self.store, run_id, targets=TargetDefaults(base_url="otlp")),
+            self.journal, journal_max_bytes=self.journal_max_bytes, retry_s=self.retry_s)
+        refused = earlier.stats.journal_errors
+        for record in self._records(done, keys):
+            # one at a time: the store refuses a batch whole when one key is stored
+            # already (a kill between a write and the rewrite of the open part)
+            earlier._write([record])
+            self.stats.recovered += 1
+        if run_id is not None:
+            earlier._safely(lambda: earlier.run.set_status("interrupted"))
+        if earlier.stats.journal_errors == refused:  # stored, journaled or stored before
+            try:
+                self.open_log.unlink()
+            except OSError as exc:
+                self.writer._note_journal_error(exc)
 
     def receive(self, path: str, content_type: str, encoding: str, body: bytes) -> tuple[int, str]:
         """One request: ``(status, one line)``.  Never raises for what a client sent."""
@@ -121,16 +240,66 @@ class Collector:
             reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
             kind = "protobuf" if media == "application/x-protobuf" else "JSON"
             return self._refuse(400, f"not an OTLP/{kind} {signal} export: {reason}")
+        if events:
+            try:  # durable before the 200: a receiver killed now loses none of it
+                self._append_open({"run_id": self._run_id(),
+                                   "events": [_to_json(e) for e in events]})
+            except OSError as exc:
+                self.writer._note_journal_error(exc)
+                return self._refuse(503, f"the journal {self.open_log} cannot be written "
+                                         f"({exc.strerror or exc}): send again later")
         now = time.monotonic()
         for event in events:
             self.last_seen[(event.emitter, event.session)] = now
         self.stats.events += len(events)
         self._store(self.stitcher.add(events))
+        self._bound_open()
         if now - self._last_flush >= min(1.0, self.idle_s):
             # a steady stream on a keep-alive connection never leaves the handler for the
             # serving loop (``service_actions``): the idle sessions are stored from here too
             self.flush_idle(now)
         return 200, "{}"
+
+    def _run_id(self) -> int | None:
+        """The run, created with the first accepted events (None while the store is down:
+        a later start then writes them into its own run)."""
+        self.writer._ensure_run()
+        self.stats.run_id = self.run.run_id
+        return self.run.run_id
+
+    def _append_open(self, entry: dict[str, Any]) -> None:
+        line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", "replace")
+        size = self.open_log.stat().st_size if self.open_log.exists() else 0
+        fd = os.open(self.open_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            _write_all(fd, line, size)
+        finally:
+            os.close(fd)
+        self._open_bytes = size + len(line)
+
+    def _bound_open(self) -> None:
+        """Events that open no call (tool definitions sent again with every chat span)
+        or long sessions that stay open grow the open part between writes: past twice
+        its last snapshot (and OPEN_SLACK) it is rewritten as a snapshot, so the disk
+        it takes stays bounded by what the stitcher holds."""
+        if self._open_bytes > 2 * self._snapshot_bytes + OPEN_SLACK:
+            self._snapshot_open()
+
+    def _snapshot_open(self) -> None:
+        """Rewrite the open part as the sessions still open and the keys given so far
+        (a session seen again after it was written is stored under a new key), once
+        sessions were written; a failure keeps the longer part (replayed the same)."""
+        try:
+            entry = {"run_id": self.run.run_id, "keys": self.keys,
+                     "open": [_to_json(s) for s in self.stitcher.open.values()]}
+            tmp = self.open_log.with_name(self.open_log.name + ".tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as out:
+                out.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            tmp.replace(self.open_log)
+            self._open_bytes = self._snapshot_bytes = self.open_log.stat().st_size
+        except OSError as exc:
+            self.writer._note_journal_error(exc)
 
     def _refuse(self, status: int, line: str) -> tuple[int, str]:
         self.stats.refused += 1
@@ -153,7 +322,8 @@ class Collector:
         return out
 
     def flush_idle(self, now: float | None = None) -> None:
-        """Store the sessions idle for ``idle_s`` seconds or more."""
+        """Store the sessions idle for ``idle_s`` seconds or more; replay the journal
+        every ``retry_s`` seconds while the store was down."""
         now = time.monotonic() if now is None else now
         self._last_flush = now
         idle = [key for key, seen in self.last_seen.items() if now - seen >= self.idle_s]
@@ -161,32 +331,78 @@ class Collector:
         for key in idle:
             del self.last_seen[key]
         self._store(done)
+        self.writer.retry(now)
 
     def close(self) -> CollectStats:
-        """Store every open session and end the run (``finished``); the stats."""
+        """Store (or journal) every open session and end the run: ``finished`` once
+        nothing waits in the journal; the stats."""
         self._store(self.stitcher.close_all())
         self.last_seen.clear()
-        self.writer.flush(create=self.stats.sessions > 0)
+        self.writer._replay_journal()
         self.stats.run_id = self.run.run_id
-        self.run.set_status("finished")  # none when no session came
+        if self.run.run_id is not None and not self.journal.exists():
+            self.writer._safely(lambda: self.run.set_status("finished"))
+        if not self.stitcher.open:  # every session is stored or journaled
+            try:
+                self.open_log.unlink(missing_ok=True)
+            except OSError as exc:
+                self.writer._note_journal_error(exc)
+        if self._tmp is not None:
+            self._tmp.cleanup()
         return self.stats
 
-    def _store(self, sessions: list[OpenSession]) -> None:
+    @property
+    def journaled(self) -> int:
+        """Sessions waiting in the journal for the store."""
+        return self.writer.stats.journaled_sessions
+
+    @property
+    def lost(self) -> int:
+        """Sessions neither the store nor the journal took."""
+        return self.writer.stats.lost_turns
+
+    def _records(self, sessions: list[OpenSession], keys: dict[str, int]) -> list[SessionRecord]:
+        records = []
         for session in sessions:
             if not session.calls:
                 continue
             imported = imported_session(session, self.model)
-            count = self.keys.get(imported.id, 0)
-            self.keys[imported.id] = count + 1
+            count = keys.get(imported.id, 0)
+            keys[imported.id] = count + 1
             key = imported.id if not count else f"{imported.id}#{count + 1}"
             record = self.judge.session(imported, key=key, source="otlp")
             record.tags.append(f"otlp_events:{session.events}")  # completeness: events seen
-            self.stats.sessions += 1
             self.stats.calls += len(record.calls)
             self.stats.not_judged += imported.skipped_calls
-            self.writer.add(record)
-        self.writer.flush()
+            records.append(record)
+        return records
+
+    def _store(self, sessions: list[OpenSession]) -> None:
+        if not sessions:
+            return
+        records = self._records(sessions, self.keys)
+        self.stats.sessions += len(records)
+        self.writer._write(records)  # the store, or the journal while it is down
         self.stats.run_id = self.run.run_id
+        self._snapshot_open()
+
+
+def _to_json(item: Any) -> dict[str, Any]:
+    return dataclasses.asdict(item, dict_factory=_json_dict)
+
+
+def _when(value: Any) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) else None
+
+
+def _event_from_json(data: dict[str, Any]) -> ToolEvent:
+    return ToolEvent(**dict(data, time=_when(data.get("time"))))
+
+
+def _session_from_json(data: dict[str, Any]) -> OpenSession:
+    return OpenSession(**dict(data, calls=[StitchedCall(**c) for c in data["calls"]],
+                              started_at=_when(data.get("started_at")),
+                              finished_at=_when(data.get("finished_at"))))
 
 
 class _TooLarge(Exception):
@@ -296,6 +512,11 @@ class _Handler(BaseHTTPRequestHandler):
                 "events": stats.events, "stored_sessions": stats.sessions,
                 "judged_calls": stats.calls, "not_judged_calls": stats.not_judged,
                 "open_sessions": len(self.server.collector.stitcher.open),
+                "journaled_sessions": self.server.collector.journaled,
+                "lost_turns": self.server.collector.lost,
+                "recovered_sessions": stats.recovered,
+                "store_errors": self.server.collector.writer.stats.store_errors,
+                "journal_errors": self.server.collector.writer.stats.journal_errors,
                 "last_refusals": stats.errors}), json_body=True)
             return
         self._answer(405, "POST OTLP/JSON to /v1/logs or /v1/traces")
