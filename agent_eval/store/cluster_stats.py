@@ -111,6 +111,29 @@ def cluster_stats(engine: Engine, run_ids: Iterable[int], *, by: StatsBy = "targ
     return {name: TargetStats(scenarios, units_of(name)) for name, scenarios in out.items()}
 
 
+def run_cluster_stats(engine: Engine, run_ids: Iterable[int]
+                      ) -> dict[tuple[int, str], TargetStats]:
+    """Per (run id, target name) the sums of its sessions per scenario, for every run of
+    ``run_ids`` at once: the runs list leads each rate with its clustered interval, and a
+    page of 50 runs costs the same three queries as one run (child sessions, names, one
+    GROUP BY over the covering index), never a query per run.  No classes, no outcomes."""
+    ids = list(run_ids)
+    if not ids:
+        return {}
+    with engine.connect() as conn:
+        clusters = _clusters(conn, ids)
+        names = {tid: (run, name) for tid, name, run in conn.execute(
+            select(targets.c.id, targets.c.name, targets.c.run_id)
+            .where(targets.c.run_id.in_(ids))).all()}
+        cells = _cells(conn, clusters, False)
+    out: dict[tuple[int, str], dict[str, ScenarioStats]] = {}
+    for (target_id, scenario), (count, errors, found) in cells.items():
+        group = out.setdefault(names[target_id], {})
+        stats = ScenarioStats(count, errors, {}, found)
+        group[scenario] = merge_stats(group[scenario], stats) if scenario in group else stats
+    return {key: TargetStats(scenarios) for key, scenarios in out.items()}
+
+
 @dataclass(frozen=True, slots=True)
 class _Clusters:
     """The clusters the sums are taken over: the runs' top-level non-error sessions, each

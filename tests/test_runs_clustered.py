@@ -1,0 +1,98 @@
+"""The runs lists (``agent-eval runs``, its --json, the viewer's runs index) lead each
+errors/100 with the clustered interval, the one ``gate`` and ``compare`` decide on, not
+the Wilson interval on calls; and they read the clustered sums of every listed run in one
+grouped query, so the page makes as many queries for 2 runs as for 1."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import event
+
+from agent_eval.cli import main
+from agent_eval.metrics.clustered import clustered_text, units_rate
+from agent_eval.metrics.stats import wilson_interval
+from agent_eval.store import open_store
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory) -> str:
+    """Run 1: one target; run 2: two targets (demo profiles, 5 scenarios × 3 repeats)."""
+    path = str(tmp_path_factory.mktemp("runs-ci") / "demo.db")
+    for profiles in ("piper", "piper,disciplined"):
+        result = CliRunner().invoke(main, ["demo", "--profiles", profiles, "--repeats", "3",
+                                           "--limit", "5", "--no-report", "--db", path])
+        assert result.exit_code == 0, result.output
+    return path
+
+
+def _expected(db: str, run_id: int) -> dict[str, tuple[str, str, tuple[float, float]]]:
+    """Per target: (clustered text, Wilson text, clustered [lo, hi]) from the sums gate
+    reads (``store.cluster_stats``) and the calls."""
+    with open_store(db, create=False) as store:
+        stats = store.cluster_stats([run_id])
+        figures = store.summarize([run_id], "target", with_turns=False, detail="totals")
+    out = {}
+    for name, s in stats.items():
+        rate = units_rate(s)
+        k, n = figures[name].errors.k, figures[name].calls
+        lo, hi = wilson_interval(k, n)
+        out[name] = (clustered_text(rate), f"{100 * k / n:.2f} [{100 * lo:.1f}–{100 * hi:.1f}]",
+                     (rate.lo100, rate.hi100))
+    return out
+
+
+def test_runs_table_shows_the_clustered_interval_not_wilson(db, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    out = CliRunner().invoke(main, ["runs", "--db", db]).output
+    single = _expected(db, 1)["piper"]
+    both = _expected(db, 2)
+    assert single[0] != single[1]  # the seeded store tells the two apart
+    lines = out.splitlines()
+    run1 = next(line for line in lines if line.startswith("│  1 "))
+    assert single[0] in run1 and single[1] not in run1
+    for name, (clustered, wilson, _) in both.items():
+        line = next(line for line in lines if f"· {name} " in line)
+        assert clustered in line and wilson not in line
+
+
+def test_runs_json_names_the_clustered_interval_and_the_wilson_one(db):
+    rows = {r["id"]: r for r in json.loads(
+        CliRunner().invoke(main, ["runs", "--json", "--db", db]).output)}
+    clustered, _, (lo, hi) = _expected(db, 1)["piper"]
+    assert rows[1]["errors_ci95"] == [round(lo, 3), round(hi, 3)]
+    k, n = rows[1]["errors"], rows[1]["calls"]
+    assert rows[1]["errors_ci95_wilson"] == [round(100 * v, 3) for v in wilson_interval(k, n)]
+    assert rows[2]["errors_ci95"] is None  # two targets: no pooled figure
+    for entry in rows[2]["by_target"]:
+        _, _, (lo, hi) = _expected(db, 2)[entry["target"]]
+        assert entry["errors_ci95"] == [round(lo, 3), round(hi, 3)]
+        assert entry["errors_ci95_wilson"] == [
+            round(100 * v, 3) for v in wilson_interval(entry["errors"], entry["calls"])]
+
+
+def test_viewer_runs_index_shows_the_clustered_interval(db):
+    from agent_eval.report.runs import RUN_HEAD
+    from agent_eval.view.overview import build_runs_page
+
+    with open_store(db, create=False) as store:
+        page = build_runs_page(store, {})
+    row = next(r for r in page.rows if r[0].text == "1")
+    clustered, wilson, _ = _expected(db, 1)["piper"]
+    assert row[RUN_HEAD.index("errors/100 [95% CI]")].text == clustered != wilson
+
+
+def _queries(db: str, limit: int) -> int:
+    with open_store(db, create=False) as store:
+        seen: list[str] = []
+        event.listen(store.engine, "before_cursor_execute",
+                     lambda *args: seen.append(args[2]))
+        page = store.list_run_rows(limit=limit)
+        assert len(page.rows) == limit
+    return len(seen)
+
+
+def test_the_runs_list_reads_the_clustered_sums_of_all_its_runs_at_once(db):
+    assert _queries(db, 2) == _queries(db, 1)
