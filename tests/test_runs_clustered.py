@@ -96,3 +96,30 @@ def _queries(db: str, limit: int) -> int:
 
 def test_the_runs_list_reads_the_clustered_sums_of_all_its_runs_at_once(db):
     assert _queries(db, 2) == _queries(db, 1)
+
+
+def test_report_json_leads_with_the_clustered_interval(db, tmp_path):
+    """``report --json`` (the same ``targets`` as ``run --json``): ``ci95_clustered``
+    before the Wilson ``ci95``, from the sums gate reads."""
+    out = CliRunner().invoke(main, ["report", "1", "--json", "--out", str(tmp_path / "r"),
+                                    "--db", db])
+    assert out.exit_code == 0, out.output
+    entry = json.loads(out.output)["targets"]["piper"]
+    _, _, (lo, hi) = _expected(db, 1)["piper"]
+    assert entry["ci95_clustered"] == [round(lo, 4), round(hi, 4)]
+    keys = list(entry)
+    assert keys.index("ci95_clustered") < keys.index("ci95")
+    k, n = entry["errors"], entry["tool_calls"]
+    assert entry["ci95"] == [round(100 * v, 4) for v in wilson_interval(k, n)]
+
+
+def test_summary_json_puts_the_clustered_interval_beside_the_rate(db, tmp_path):
+    out = CliRunner().invoke(main, ["report", "1", "--quiet", "--out", str(tmp_path / "r"),
+                                    "--db", db])
+    assert out.exit_code == 0, out.output
+    (summary,) = (tmp_path / "r").rglob("summary.json")
+    entry = json.loads(summary.read_text())["targets"]["piper"]
+    keys = list(entry)
+    assert keys.index("errors_per_100_ci95_clustered") < keys.index("errors_per_100_ci95")
+    assert (entry["errors_per_100_ci95_clustered"]
+            == entry["clustered"]["errors_per_100_ci95"] is not None)
