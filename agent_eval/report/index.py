@@ -346,7 +346,8 @@ def build_index_page(
         class_chart=class_chart(summaries),
         error_chart=error_chart(summaries, rates),
         scenario_rows=breakdown_rows(figures.by_scenario, columns,
-                                     (s.scenario for s in sessions if s.status != "error")),
+                                     (s.scenario for s in sessions if s.status != "error"),
+                                     figures.clustered),
         tag_rows=breakdown_rows(figures.by_tag, columns, (
             tag for s in sessions if s.status != "error" for tag in s.tags)),
         agent_rows=agent_rows(figures.by_agent, columns, sessions),
