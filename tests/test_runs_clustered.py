@@ -123,3 +123,34 @@ def test_summary_json_puts_the_clustered_interval_beside_the_rate(db, tmp_path):
     assert keys.index("errors_per_100_ci95_clustered") < keys.index("errors_per_100_ci95")
     assert (entry["errors_per_100_ci95_clustered"]
             == entry["clustered"]["errors_per_100_ci95"] is not None)
+
+
+def test_tag_sums_give_the_interval_of_the_sessions_carrying_the_tag(db):
+    """``Store.tag_cluster_stats`` (one GROUP BY) says what the per-session units say: the
+    clustered rate of the sessions carrying the tag, stratified by scenario; the demo's
+    tags span several scenarios."""
+    with open_store(db, create=False) as store:
+        units = list(store.session_units([2]))
+        sums = store.tag_cluster_stats([2])
+    assert {len(s.scenarios) for s in sums.values()} - {1}  # a tag over several scenarios
+    expected = {(tag, u.target) for u in units for tag in u.tags}
+    assert set(sums) == expected
+    for (tag, target), stats in sums.items():
+        assert units_rate(stats) == units_rate(
+            [u for u in units if u.target == target and tag in u.tags])
+
+
+def test_report_by_tag_cells_show_the_clustered_interval(db, tmp_path):
+    from agent_eval.report import write_report
+    from agent_eval.report.breakdown import tag_rates
+    from agent_eval.report.index import read_figures
+
+    with open_store(db, create=False) as store:
+        index = write_report(store, [2], tmp_path / "r")
+        rates = tag_rates(read_figures(store, [2]).by_tag_clustered)
+    html = index.read_text(encoding="utf-8")
+    table = html[html.index('id="tag-table"'):]
+    table = table[:table.index("</table>")]
+    for (tag, _target), rate in rates.items():
+        assert f"<td>{tag}</td>" in table
+        assert clustered_text(rate) in table

@@ -6,10 +6,11 @@ Counted by the store's aggregator (``Store.summarize`` by (scenario or tag, colu
 sessions that ended in a server or harness fault are left out; a session counts once in
 each of its tags, so tag rows may add up to more than the total; an untagged session is
 in no tag row.  Each cell reads ``errors/100 [95% CI] · completed/sessions``: in the
-"By scenario" table the interval is the clustered one (the scenario's sessions as
-clusters, from the same sums as the per-target table: ``Store.cluster_stats``), the kind
-gate and compare decide on; a tag spans scenarios and has no such sums, so the "By tag"
-table keeps the Wilson interval on calls (calls as independent), and says so.
+interval is the clustered one (sessions as clusters), the kind gate and compare decide
+on: by scenario from the same sums as the per-target table (``Store.cluster_stats``), by
+tag from the sums of the sessions carrying the tag, stratified by scenario
+(``Store.tag_cluster_stats``).  The Wilson interval on calls is shown only where no
+clustered sums were read.
 """
 
 from __future__ import annotations
@@ -55,23 +56,35 @@ class BreakdownRow:
         return tuple(EMPTY_CELL if c is None else c.text for c in self.cells)
 
 
+def scenario_rates(clustered: Mapping[str, TargetStats]
+                   ) -> dict[tuple[str, str], ClusteredRate]:
+    """(scenario, column) -> the clustered rate of the column's sessions of the scenario,
+    from the per-target sums (``Store.cluster_stats``)."""
+    return {(scenario, column): units_rate(TargetStats({scenario: stats}))
+            for column, sums in clustered.items() for scenario, stats in sums.scenarios.items()}
+
+
+def tag_rates(clustered: Mapping[tuple[str, str], TargetStats]
+              ) -> dict[tuple[str, str], ClusteredRate]:
+    """(tag, column) -> the clustered rate of the clusters carrying the tag, stratified by
+    scenario (``Store.tag_cluster_stats``)."""
+    return {key: units_rate(stats) for key, stats in clustered.items()}
+
+
 def breakdown_rows(figures: Mapping[tuple[str, str], GroupSummary],
                    columns: tuple[str, ...], order: Iterable[str],
-                   clustered: Mapping[str, TargetStats] | None = None
+                   clustered: Mapping[tuple[str, str], ClusteredRate] | None = None
                    ) -> tuple[BreakdownRow, ...]:
     """Rows from the aggregator's figures per (scenario or tag, column)
     (``Store.summarize(by=(key, "target"), columns=True)``), in ``order`` (the scenarios or
     tags as the non-error sessions first name them); a group or a cell with only faulted
-    sessions shows none.  ``clustered`` (per column, its sums per scenario: by scenario
-    only) gives each cell its clustered interval."""
+    sessions shows none.  ``clustered`` (:func:`scenario_rates`, :func:`tag_rates`) gives
+    each cell its clustered interval."""
     cells: dict[str, dict[str, BreakdownCell]] = {}
     for (name, column), s in figures.items():
         if s.sessions:
-            sums = (clustered or {}).get(column)
-            one = None
-            if sums is not None and name in sums.scenarios:
-                one = units_rate(TargetStats({name: sums.scenarios[name]}))
             cells.setdefault(name, {})[column] = BreakdownCell(
-                s.sessions, s.exit_states["completed"], s.errors, one)
+                s.sessions, s.exit_states["completed"], s.errors,
+                (clustered or {}).get((name, column)))
     return tuple(BreakdownRow(name, tuple(cells[name].get(column) for column in columns))
                  for name in dict.fromkeys(order) if name in cells)

@@ -56,7 +56,7 @@ from agent_eval.report.agreement import (
     agreement_rows,
     disagreement_items,
 )
-from agent_eval.report.breakdown import BreakdownRow, breakdown_rows
+from agent_eval.report.breakdown import BreakdownRow, breakdown_rows, scenario_rates, tag_rates
 from agent_eval.report.charts import class_chart, error_chart
 from agent_eval.report.lists import class_file, list_href, scenario_file
 from agent_eval.report.pages import SessionLink, handshake_text, rule_href, session_href
@@ -241,6 +241,9 @@ class RunFigures:
     by_agent: dict[tuple[str, str], GroupSummary] = dataclasses.field(default_factory=dict)
     repeats: dict[str, RepeatSummary] = dataclasses.field(default_factory=dict)
     agreement: dict[str, tuple[int, int, int]] = dataclasses.field(default_factory=dict)
+    # (tag, column) -> the sums of the clusters carrying the tag ("By tag" intervals)
+    by_tag_clustered: dict[tuple[str, str], TargetStats] = dataclasses.field(
+        default_factory=dict)
 
 
 def read_figures(store: Store, run_ids: list[int]) -> RunFigures:
@@ -255,7 +258,8 @@ def read_figures(store: Store, run_ids: list[int]) -> RunFigures:
                                       with_turns=False, detail="rates"),
                       summarize_repeats(repeats_from_outcomes(
                           store.session_outcomes(run_ids, columns=True)).values()),
-                      dict(store.source_agreement(run_ids, columns=True)))
+                      dict(store.source_agreement(run_ids, columns=True)),
+                      store.tag_cluster_stats(run_ids, columns=True))
 
 
 @dataclass(slots=True)
@@ -347,9 +351,10 @@ def build_index_page(
         error_chart=error_chart(summaries, rates),
         scenario_rows=breakdown_rows(figures.by_scenario, columns,
                                      (s.scenario for s in sessions if s.status != "error"),
-                                     figures.clustered),
+                                     scenario_rates(figures.clustered)),
         tag_rows=breakdown_rows(figures.by_tag, columns, (
-            tag for s in sessions if s.status != "error" for tag in s.tags)),
+            tag for s in sessions if s.status != "error" for tag in s.tags),
+            tag_rates(figures.by_tag_clustered)),
         agent_rows=agent_rows(figures.by_agent, columns, sessions),
         leak_rows=leak_rows(summaries),
         stack_rows=stack_fault_rows(summaries),

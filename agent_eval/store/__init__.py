@@ -419,6 +419,14 @@ class Store:
         return cluster_stats(self.engine, run_ids, by=by, classes=classes, passes=passes,
                              columns=columns)
 
+    def tag_cluster_stats(self, run_ids: Iterable[int], *, columns: bool = False
+                          ) -> dict[tuple[str, str], TargetStats]:
+        """Per (tag, target) the sums of the clusters carrying the tag, per scenario (the
+        report's "By tag" table), in one GROUP BY."""
+        from agent_eval.store.cluster_stats import tag_cluster_stats
+
+        return tag_cluster_stats(self.engine, run_ids, columns=columns)
+
     def session_outcomes(self, run_ids: Iterable[int], scenarios: Iterable[str] | None = None,
                          *, columns: bool = False):
         """``(target, scenario) -> ((repeat, passed), ...)`` of the top-level, non-error

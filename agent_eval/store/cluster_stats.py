@@ -134,6 +134,38 @@ def run_cluster_stats(engine: Engine, run_ids: Iterable[int]
     return {key: TargetStats(scenarios) for key, scenarios in out.items()}
 
 
+def tag_cluster_stats(engine: Engine, run_ids: Iterable[int], *, columns: bool = False
+                      ) -> dict[tuple[str, str], TargetStats]:
+    """Per (tag, target name) the sums of the clusters carrying the tag, per scenario (a
+    tag spans scenarios: they stay its strata), in one GROUP BY: the report's "By tag"
+    table leads with the clustered interval, as its "By scenario" one.  A cluster counts
+    under each tag of its top-level session (child sessions folded in, as everywhere);
+    ``columns`` names targets as the report's columns.  No classes, no outcomes."""
+    from agent_eval.store.aggregates import session_tags
+
+    ids = list(run_ids)
+    if not ids:
+        return {}
+    with engine.connect() as conn:
+        clusters = _clusters(conn, ids)
+        names = _names(conn, ids, columns)
+        tags = session_tags(conn, ids)
+        c = clusters.c
+        n, k = c.n_calls, c.n_denied
+        rows = conn.execute(
+            select(tags.c.tag, c.target_id, c.scenario, func.count(),
+                   func.sum(case((n > 0, 1), else_=0)), func.sum(k), func.sum(n),
+                   func.sum(k * k), func.sum(k * n), func.sum(n * n))
+            .select_from(clusters.source.join(tags, tags.c.session_id == c.id))
+            .where(*clusters.where).group_by(tags.c.tag, c.target_id, c.scenario)).all()
+    out: dict[tuple[str, str], dict[str, ScenarioStats]] = {}
+    for tag, target_id, scenario, count, *sums in rows:
+        group = out.setdefault((str(tag), names[target_id]), {})
+        stats = ScenarioStats(count, Sums(*(int(v or 0) for v in sums)))
+        group[scenario] = merge_stats(group[scenario], stats) if scenario in group else stats
+    return {key: TargetStats(scenarios) for key, scenarios in out.items()}
+
+
 @dataclass(frozen=True, slots=True)
 class _Clusters:
     """The clusters the sums are taken over: the runs' top-level non-error sessions, each
