@@ -154,3 +154,55 @@ def test_report_by_tag_cells_show_the_clustered_interval(db, tmp_path):
     for (tag, _target), rate in rates.items():
         assert f"<td>{tag}</td>" in table
         assert clustered_text(rate) in table
+
+
+def test_reaction_sums_are_the_sessions_denials_and_actions(db):
+    """``Store.action_cluster_stats``: per (target, action) the per-scenario sums of
+    (denials followed by the action, denials) over the sessions, worked here from the
+    call rows; their rate is the summary's share of denials."""
+    from agent_eval.metrics.clustered import sums_rate
+    from agent_eval.metrics.sufficient import Sums
+    from agent_eval.transcript import NEXT_ACTIONS
+
+    with open_store(db, create=False) as store:
+        sessions = {s.id: s for s in store.session_rows([2])}
+        calls = [c for c in store.call_rows([2]) if c.decision == "deny"]
+        got = store.action_cluster_stats([2])
+        figures = store.summarize([2], "target")
+    per_session: dict[int, list] = {}
+    for c in calls:
+        if sessions[c.session_id].status != "error":
+            n, actions = per_session.setdefault(c.session_id, [0, {}])
+            per_session[c.session_id][0] = n + 1
+            actions[c.next_action] = actions.get(c.next_action, 0) + 1
+    assert per_session  # the demo run denies calls
+    for target, by_action in got.items():
+        for action in NEXT_ACTIONS:
+            expected: dict[str, Sums] = {}
+            for sid, (n, actions) in per_session.items():
+                if sessions[sid].target == target:
+                    k = actions.get(action, 0)
+                    scenario = sessions[sid].scenario
+                    expected[scenario] = expected.get(scenario, Sums()) + Sums(
+                        1, k, n, k * k, k * n, n * n)
+            assert sorted(by_action[action], key=repr) == sorted(expected.values(), key=repr)
+            rate = sums_rate(by_action[action])
+            assert rate.per100 == pytest.approx(
+                figures[target].recovery.actions[action].per100)
+
+
+def test_report_reaction_table_shows_the_clustered_shares(db, tmp_path):
+    from agent_eval.metrics.clustered import sums_rate
+    from agent_eval.report import write_report
+    from agent_eval.report.index import share_text
+    from agent_eval.transcript import NEXT_ACTIONS
+
+    with open_store(db, create=False) as store:
+        index = write_report(store, [2], tmp_path / "r")
+        got = store.action_cluster_stats([2], columns=True)
+    html = index.read_text(encoding="utf-8")
+    table = html[html.index('id="recovery-table"'):]
+    row = table[table.index("<td>piper</td>"):]
+    row = row[:row.index("</tr>")]
+    for action in NEXT_ACTIONS:
+        assert f">{share_text(sums_rate(got['piper'][action]))}<" in row

@@ -419,6 +419,14 @@ class Store:
         return cluster_stats(self.engine, run_ids, by=by, classes=classes, passes=passes,
                              columns=columns)
 
+    def action_cluster_stats(self, run_ids: Iterable[int], *, columns: bool = False
+                             ) -> dict[str, dict[str, list]]:
+        """Per target and next action after a denial, the per-scenario sums of (denials
+        followed by it, denials) over the clusters (the report's reaction table)."""
+        from agent_eval.store.cluster_stats import action_cluster_stats
+
+        return action_cluster_stats(self.engine, run_ids, columns=columns)
+
     def tag_cluster_stats(self, run_ids: Iterable[int], *, columns: bool = False
                           ) -> dict[tuple[str, str], TargetStats]:
         """Per (tag, target) the sums of the clusters carrying the tag, per scenario (the
