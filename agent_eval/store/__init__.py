@@ -151,7 +151,8 @@ class Store:
       ``iter_sessions``, ``iter_transcripts``;
     - figures [aggregates, cluster_stats]: ``summarize`` (the one aggregator: every figure
       a report, page, gate or table shows), ``cluster_stats`` (the sums behind the
-      clustered intervals), ``session_units``, ``session_outcomes``,
+      clustered intervals; per tag: ``tag_cluster_stats``; per next action after a
+      denial: ``action_cluster_stats``), ``session_units``, ``session_outcomes``,
       ``source_agreement``;
     - lists [queries]: ``list_sessions``, ``list_calls``, ``neighbour_sessions``;
     - planned runs [work]: ``add_work_items``, ``has_work_items``, ``work_progress``,
