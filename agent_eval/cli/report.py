@@ -52,7 +52,8 @@ def report(runs: tuple[str, ...], out: Path, quiet: bool, as_json: bool, db: str
             from agent_eval.cli.tables import tables_json
 
             click.echo(json.dumps({"runs": run_ids, "report": str(index),
-                                   "targets": tables_json(summarize_runs(store, run_ids))},
+                                   "targets": tables_json(summarize_runs(store, run_ids),
+                                                          clustered_rates(store, run_ids))},
                                   indent=2))
             return
         if not quiet:

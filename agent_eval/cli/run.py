@@ -616,11 +616,12 @@ def _print_json(store, run_id: int, status: str, stored: int) -> None:
     run ``sequential``: its cap, batch, checks, looks and how it stopped."""
     import json
 
-    from agent_eval.cli.tables import summarize_runs, tables_json
+    from agent_eval.cli.tables import clustered_rates, summarize_runs, tables_json
     from agent_eval.metrics.sequential import SequentialPlan
 
     out = {"run": run_id, "status": status, "sessions_stored": stored, "store": store.url,
-           "targets": tables_json(summarize_runs(store, [run_id]))}
+           "targets": tables_json(summarize_runs(store, [run_id]),
+                                  clustered_rates(store, [run_id]))}
     plan = SequentialPlan.from_config(store.get_run(run_id).config)
     if plan is not None:
         out["sequential"] = plan.stored()

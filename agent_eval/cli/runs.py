@@ -44,17 +44,18 @@ def runs(ctx, label, kind, status, limit, offset, as_json, db) -> None:
         agent-eval runs --label nightly --json
 
     Columns: id, label, kind, status, targets, sessions, calls, errors per 100 tool calls
-    with its Wilson 95% interval (error sessions left out), start time (UTC) and
-    duration.  A live run left running by a runner that was killed reads `stopped`,
+    with its clustered 95% interval (sessions as clusters: the one gate and compare
+    decide on; error sessions left out), start time (UTC) and duration.  A live run left running by a runner that was killed reads `stopped`,
     its sessions `N of M planned`, with the `run --resume` command under the table.  A
     run of several targets has one line more per target, with its own calls and errors
-    per 100 (never one figure pooled across models).  A run `collect` stored from
+    per 100 and interval (never one figure pooled across models).  A run `collect` stored from
     telemetry shows its calls as `J (+K not judged)`: the calls whose arguments telemetry
     cut or left out (--json: `telemetry`, events seen, calls judged, not judgeable).  On
-    a narrow
-    terminal the least useful columns go first; status and targets stay whole.  --json
-    prints the same rows as a JSON list, with each run's stack faults (AE5xx, never in
-    the errors) and each target's serving stack as one line.  Exit codes: 0 listed, 2 bad
+    a narrow terminal the least useful columns go first; status and targets stay whole.
+    --json prints the same rows as a JSON list, with each run's stack faults (AE5xx,
+    never in the errors) and each target's serving stack as one line; `errors_ci95` is
+    the clustered interval [lo, hi] per 100 calls, `errors_ci95_wilson` the Wilson
+    interval on calls (calls as independent: detail).  Exit codes: 0 listed, 2 bad
     option or --db.
     """
     if ctx.invoked_subcommand is not None:

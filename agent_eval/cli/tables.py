@@ -135,13 +135,18 @@ def render_class_table(summaries: dict[str, GroupSummary]) -> Table:
     return table
 
 
-def tables_json(summaries: dict[str, GroupSummary]) -> dict:
+def tables_json(summaries: dict[str, GroupSummary],
+                clustered: dict[str, ClusteredRate] | None = None) -> dict:
     """The two tables as JSON (``--json`` of run, demo and report): one entry per column.
 
-    ``{column: {sessions, messages, tool_calls, errors, errors_per_100, ci95: [lo, hi],
-    handshake: {completed, sessions}, error_sessions, side_requests, classes: {code:
+    ``{column: {sessions, messages, tool_calls, errors, errors_per_100,
+    ci95_clustered: [lo, hi], ci95: [lo, hi], handshake: {completed, sessions}, error_sessions, side_requests, classes: {code:
     per_100}, leaks: {code: calls}, stack_faults, stack_faults_per_100, stack_classes:
-    {code: faults}}}``; rates are null where there were no calls; stack faults are the
+    {code: faults}}}``; ``ci95_clustered`` is the clustered interval (sessions as
+    clusters, from ``clustered``: :func:`clustered_rates`), the one gate and compare
+    decide on, null without an interval; ``ci95`` is the Wilson interval on calls (calls
+    as independent: detail, kept for readers of older output); rates are null where
+    there were no calls; stack faults are the
     serving stack's (rules AE5xx), never in ``errors``; side
     requests (an agent CLI's title or memory requests the proxy saw) are in no other
     figure.
@@ -153,6 +158,7 @@ def tables_json(summaries: dict[str, GroupSummary]) -> dict:
         out[name] = {
             "sessions": s.sessions, "messages": s.messages, "tool_calls": s.calls,
             "errors": s.errors.k, "errors_per_100": _num(s.errors.per100),
+            "ci95_clustered": _clustered_pair((clustered or {}).get(name)),
             "ci95": [_num(s.errors.lo100), _num(s.errors.hi100)]
             if s.errors.per100 is not None else None,
             "handshake": {"completed": hs.k, "sessions": hs.n},
@@ -165,6 +171,12 @@ def tables_json(summaries: dict[str, GroupSummary]) -> dict:
             "stack_classes": dict(s.stack_classes),
         }
     return out
+
+
+def _clustered_pair(rate: ClusteredRate | None) -> list[float | None] | None:
+    if rate is None or rate.lo100 is None or rate.hi100 is None:
+        return None
+    return [_num(rate.lo100), _num(rate.hi100)]
 
 
 def _num(value: float | None) -> float | None:

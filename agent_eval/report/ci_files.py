@@ -12,7 +12,7 @@ type-checked against :mod:`agent_eval.report.summary_format`)::
                           several runs)
     targets               {column: {
         sessions, error_sessions, messages, tool_calls, errors,
-        errors_per_100, errors_per_100_ci95: [lo, hi],
+        errors_per_100, errors_per_100_ci95_clustered: [lo, hi], errors_per_100_ci95: [lo, hi],
         classes: {code: {errors, per_100, ci95: [lo, hi]}},   # primary class, denied calls
         leaks: {code: calls},    # allowed by an agent CLI's rules, refused by their strict reading
         stack_faults: {faults, calls, per_100, ci95, classes: {code: faults}},  # AE5xx
@@ -45,7 +45,9 @@ type-checked against :mod:`agent_eval.report.summary_format`)::
 Rates are per 100 (``null`` when nothing was counted); ``ci95`` intervals are Wilson 95%
 (calls as independent); ``clustered`` holds the 95% intervals with sessions as clusters
 (Korn–Graubard, docs/statistics.md), the ones to trust, ``null`` for a column without
-sessions to cluster.
+sessions to cluster.  ``errors_per_100_ci95_clustered`` is ``clustered``'s
+``errors_per_100_ci95`` beside the rate (the interval gate and compare decide on, the one
+to read first); ``errors_per_100_ci95`` stays the Wilson interval, as it always was.
 
 ``junit.xml``: one ``testsuite`` per column, one ``testcase`` per session (children
 included).  A session that ended ``error`` (server or harness fault) is an ``<error>``;
@@ -140,6 +142,9 @@ def _target_dict(s: GroupSummary, repeats: RepeatSummary | None,
         "tool_calls": s.calls,
         "errors": s.errors.k,
         "errors_per_100": _r(s.errors.per100),
+        "errors_per_100_ci95_clustered": (None if clustered is None
+                                          else _pair(clustered.errors.lo100,
+                                                     clustered.errors.hi100)),
         "errors_per_100_ci95": _ci(s.errors),
         "classes": {
             code: {"errors": r.k, "per_100": _r(r.per100), "ci95": _ci(r)}

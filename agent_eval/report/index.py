@@ -37,9 +37,10 @@ from agent_eval.metrics.clustered import (
     ClusteredSummary,
     clustered_text,
     summarize_clustered,
+    sums_rate,
 )
 from agent_eval.metrics.repeats import repeats_from_outcomes
-from agent_eval.metrics.sufficient import TargetStats
+from agent_eval.metrics.sufficient import Sums, TargetStats
 from agent_eval.metrics.summary import (
     NO_AGENT,
     GroupBy,
@@ -56,7 +57,7 @@ from agent_eval.report.agreement import (
     agreement_rows,
     disagreement_items,
 )
-from agent_eval.report.breakdown import BreakdownRow, breakdown_rows
+from agent_eval.report.breakdown import BreakdownRow, breakdown_rows, scenario_rates, tag_rates
 from agent_eval.report.charts import class_chart, error_chart
 from agent_eval.report.lists import class_file, list_href, scenario_file
 from agent_eval.report.pages import SessionLink, handshake_text, rule_href, session_href
@@ -66,6 +67,7 @@ from agent_eval.transcript import (
     EXIT_STATES,
     NEXT_ACTIONS,
     CallRow,
+    NextAction,
     SessionRow,
     completeness_text,
     run_stacks,
@@ -241,6 +243,12 @@ class RunFigures:
     by_agent: dict[tuple[str, str], GroupSummary] = dataclasses.field(default_factory=dict)
     repeats: dict[str, RepeatSummary] = dataclasses.field(default_factory=dict)
     agreement: dict[str, tuple[int, int, int]] = dataclasses.field(default_factory=dict)
+    # (tag, column) -> the sums of the clusters carrying the tag ("By tag" intervals)
+    by_tag_clustered: dict[tuple[str, str], TargetStats] = dataclasses.field(
+        default_factory=dict)
+    # column -> next action -> its sums per scenario (the reaction table's intervals)
+    actions_clustered: dict[str, dict[str, list[Sums]]] = dataclasses.field(
+        default_factory=dict)
 
 
 def read_figures(store: Store, run_ids: list[int]) -> RunFigures:
@@ -255,7 +263,9 @@ def read_figures(store: Store, run_ids: list[int]) -> RunFigures:
                                       with_turns=False, detail="rates"),
                       summarize_repeats(repeats_from_outcomes(
                           store.session_outcomes(run_ids, columns=True)).values()),
-                      dict(store.source_agreement(run_ids, columns=True)))
+                      dict(store.source_agreement(run_ids, columns=True)),
+                      store.tag_cluster_stats(run_ids, columns=True),
+                      store.action_cluster_stats(run_ids, columns=True))
 
 
 @dataclass(slots=True)
@@ -337,7 +347,8 @@ def build_index_page(
         failed_total=len(failed),
         scenario_links={name: list_href(scenario_file(n)) for n, name in enumerate(scenarios)},
         handshake_rows=tuple(_handshake_row(n, s) for n, s in summaries.items()),
-        recovery_rows=tuple(_recovery_row(n, s) for n, s in summaries.items()),
+        recovery_rows=tuple(_recovery_row(n, s, figures.actions_clustered.get(n))
+                            for n, s in summaries.items()),
         exit_rows=tuple(_exit_row(n, s) for n, s in summaries.items()),
         speed_rows=tuple(_speed_row(n, s) for n, s in summaries.items()),
         repeat_rows=tuple(_repeat_row(n, r) for n, r in repeats.items()),
@@ -346,9 +357,11 @@ def build_index_page(
         class_chart=class_chart(summaries),
         error_chart=error_chart(summaries, rates),
         scenario_rows=breakdown_rows(figures.by_scenario, columns,
-                                     (s.scenario for s in sessions if s.status != "error")),
+                                     (s.scenario for s in sessions if s.status != "error"),
+                                     scenario_rates(figures.clustered)),
         tag_rows=breakdown_rows(figures.by_tag, columns, (
-            tag for s in sessions if s.status != "error" for tag in s.tags)),
+            tag for s in sessions if s.status != "error" for tag in s.tags),
+            tag_rates(figures.by_tag_clustered)),
         agent_rows=agent_rows(figures.by_agent, columns, sessions),
         leak_rows=leak_rows(summaries),
         stack_rows=stack_fault_rows(summaries),
@@ -517,10 +530,31 @@ def _handshake_row(name: str, s: GroupSummary) -> tuple[str, ...]:
             hs.most_missed or "–")
 
 
-def _recovery_row(name: str, s: GroupSummary) -> tuple[str, ...]:
+def _recovery_row(name: str, s: GroupSummary,
+                  clustered: dict[str, list[Sums]] | None = None) -> tuple[str, ...]:
+    """Each next action's share of the denials with its clustered interval (sessions as
+    clusters: ``Store.action_cluster_stats``), Wilson's on denials only when those sums
+    were not read."""
     rec = s.recovery
-    return (name, str(rec.denials), *(rate_text(rec.actions[a], digits=0) for a in NEXT_ACTIONS),
+
+    def share(action: NextAction) -> str:
+        if clustered is None or rec.actions[action].per100 is None:
+            return rate_text(rec.actions[action], digits=0)
+        return share_text(sums_rate(clustered[action]))
+
+    return (name, str(rec.denials), *(share(a) for a in NEXT_ACTIONS),
             number_text(rec.denials_per_session), str(rec.turns_burned))
+
+
+def share_text(rate: ClusteredRate) -> str:
+    """``50 [9.5–90.5]``: a share per 100 with its clustered interval, or ``50 [2
+    sessions]`` where there is none (too few sessions to tell how they vary)."""
+    if rate.per100 is None:
+        return "–"
+    if rate.lo100 is None or rate.hi100 is None:
+        unit = "session" if rate.clusters == 1 else "sessions"
+        return f"{rate.per100:.0f} [{rate.clusters} {unit}]"
+    return f"{rate.per100:.0f} [{rate.lo100:.1f}–{rate.hi100:.1f}]"
 
 
 def _exit_row(name: str, s: GroupSummary) -> tuple[str, ...]:

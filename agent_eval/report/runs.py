@@ -15,17 +15,28 @@ def run_cells(r) -> tuple[str, ...]:
     if len(r.by_target) > 1:  # one figure per target, never one pooled across models
         rate = "; ".join(f"{name} {'–' if per100 is None else f'{per100:.2f}'}"
                          for name, per100 in r.target_rates())
-    elif r.per100 is None:
-        rate = "–"
     else:
-        lo, hi = r.interval
-        rate = f"{r.per100:.2f} [{lo:.1f}–{hi:.1f}]"
+        rate = _rate_text(r.per100, getattr(r, "clustered_rate", None))
     calls = str(r.calls)
     if getattr(r, "telemetry", None) is not None:  # collected: what telemetry could not prove
         calls += f" (+{r.telemetry[2]} not judged)"
     return (str(r.id), r.label or "", r.kind, r.status, ", ".join(r.targets),
             stack_cell(r), str(r.sessions), calls, rate,
             r.started.strftime("%Y-%m-%d %H:%M"), format_duration(r.duration_s))
+
+
+def _rate_text(per100: float | None, clustered) -> str:
+    """Errors per 100 calls with its clustered interval (sessions as clusters: the one
+    ``gate`` and ``compare`` decide on; ``metrics.clustered.clustered_text``); the bare
+    rate when no clustered sums were read (never the Wilson interval on calls in its
+    place: one column, one kind of interval)."""
+    if per100 is None:
+        return "–"
+    if clustered is None:
+        return f"{per100:.2f}"
+    from agent_eval.metrics.clustered import clustered_text
+
+    return clustered_text(clustered)
 
 
 def stack_cell(r, target: str | None = None) -> str:
@@ -39,18 +50,15 @@ def stack_cell(r, target: str | None = None) -> str:
 
 def target_cells(r) -> list[tuple[str, ...]]:
     """One row per target of a run of several (``agent-eval runs``), in ``RUN_HEAD``
-    order: the target's name, calls and errors per 100 with its Wilson interval; the
+    order: the target's name, calls and errors per 100 with its clustered interval; the
     run's own cells left blank.  None for a run of one target (its row says it all)."""
-    from agent_eval.metrics.stats import wilson_interval
-
     if len(r.by_target) < 2:
         return []
     rows: list[tuple[str, ...]] = []
-    for name, calls, errors in r.by_target:
-        rate = "–"
-        if calls:
-            lo, hi = wilson_interval(errors, calls)
-            rate = f"{100 * errors / calls:.2f} [{100 * lo:.1f}–{100 * hi:.1f}]"
+    clustered = tuple(getattr(r, "clustered", ()) or ())
+    for i, (name, calls, errors) in enumerate(r.by_target):
+        rate = _rate_text(100 * errors / calls if calls else None,
+                          clustered[i] if i < len(clustered) else None)
         rows.append(("", "", "", "", f"· {name}", stack_cell(r, name), "", str(calls), rate,
                      "", ""))
     return rows

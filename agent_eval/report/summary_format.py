@@ -111,7 +111,9 @@ class TargetEntry(TypedDict):
     tool_calls: int
     errors: int
     errors_per_100: float | None
-    errors_per_100_ci95: Interval
+    # sessions as clusters (``clustered.errors_per_100_ci95``): the one to read first
+    errors_per_100_ci95_clustered: Interval
+    errors_per_100_ci95: Interval  # Wilson on calls (calls as independent)
     classes: dict[str, ClassEntry]  # primary class of the denied calls
     # calls an agent CLI's rules allowed that their strict reading refuses, per class
     leaks: dict[str, int]

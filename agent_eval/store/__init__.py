@@ -151,7 +151,8 @@ class Store:
       ``iter_sessions``, ``iter_transcripts``;
     - figures [aggregates, cluster_stats]: ``summarize`` (the one aggregator: every figure
       a report, page, gate or table shows), ``cluster_stats`` (the sums behind the
-      clustered intervals), ``session_units``, ``session_outcomes``,
+      clustered intervals; per tag: ``tag_cluster_stats``; per next action after a
+      denial: ``action_cluster_stats``), ``session_units``, ``session_outcomes``,
       ``source_agreement``;
     - lists [queries]: ``list_sessions``, ``list_calls``, ``neighbour_sessions``;
     - planned runs [work]: ``add_work_items``, ``has_work_items``, ``work_progress``,
@@ -418,6 +419,22 @@ class Store:
 
         return cluster_stats(self.engine, run_ids, by=by, classes=classes, passes=passes,
                              columns=columns)
+
+    def action_cluster_stats(self, run_ids: Iterable[int], *, columns: bool = False
+                             ) -> dict[str, dict[str, list]]:
+        """Per target and next action after a denial, the per-scenario sums of (denials
+        followed by it, denials) over the clusters (the report's reaction table)."""
+        from agent_eval.store.cluster_stats import action_cluster_stats
+
+        return action_cluster_stats(self.engine, run_ids, columns=columns)
+
+    def tag_cluster_stats(self, run_ids: Iterable[int], *, columns: bool = False
+                          ) -> dict[tuple[str, str], TargetStats]:
+        """Per (tag, target) the sums of the clusters carrying the tag, per scenario (the
+        report's "By tag" table), in one GROUP BY."""
+        from agent_eval.store.cluster_stats import tag_cluster_stats
+
+        return tag_cluster_stats(self.engine, run_ids, columns=columns)
 
     def session_outcomes(self, run_ids: Iterable[int], scenarios: Iterable[str] | None = None,
                          *, columns: bool = False):

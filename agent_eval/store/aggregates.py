@@ -131,7 +131,7 @@ class _Grouping:
             raise ValueError(f"unknown grouping {by!r}; expected one of {', '.join(GROUP_BYS)}"
                              " or a tuple of them")
         s, c = sessions.c, tool_calls.c
-        tags = _session_tags(conn, ids) if "tag" in parts else None
+        tags = session_tags(conn, ids) if "tag" in parts else None
         on_session = {"target": s.target_id, "scenario": s.scenario, "run": s.run_id,
                       "tag": tags.c.tag if tags is not None else None,
                       "agent": s.policy_agent}
@@ -168,7 +168,7 @@ class _Grouping:
         return out[0] if len(out) == 1 else tuple(out)
 
 
-def _session_tags(conn, ids: list[int]):
+def session_tags(conn, ids: list[int]):
     """``(session_id, tag, pos)``: each distinct tag of the runs' sessions with its first
     position in the session's list (``json_each`` on SQLite, ``json_array_elements_text``
     on PostgreSQL: a function in FROM may read the sessions before it on both)."""

@@ -111,6 +111,115 @@ def cluster_stats(engine: Engine, run_ids: Iterable[int], *, by: StatsBy = "targ
     return {name: TargetStats(scenarios, units_of(name)) for name, scenarios in out.items()}
 
 
+def run_cluster_stats(engine: Engine, run_ids: Iterable[int]
+                      ) -> dict[tuple[int, str], TargetStats]:
+    """Per (run id, target name) the sums of its sessions per scenario, for every run of
+    ``run_ids`` at once: the runs list leads each rate with its clustered interval, and a
+    page of 50 runs costs the same three queries as one run (child sessions, names, one
+    GROUP BY over the covering index), never a query per run.  No classes, no outcomes."""
+    ids = list(run_ids)
+    if not ids:
+        return {}
+    with engine.connect() as conn:
+        clusters = _clusters(conn, ids)
+        names = {tid: (run, name) for tid, name, run in conn.execute(
+            select(targets.c.id, targets.c.name, targets.c.run_id)
+            .where(targets.c.run_id.in_(ids))).all()}
+        cells = _cells(conn, clusters, False)
+    out: dict[tuple[int, str], dict[str, ScenarioStats]] = {}
+    for (target_id, scenario), (count, errors, found) in cells.items():
+        group = out.setdefault(names[target_id], {})
+        stats = ScenarioStats(count, errors, {}, found)
+        group[scenario] = merge_stats(group[scenario], stats) if scenario in group else stats
+    return {key: TargetStats(scenarios) for key, scenarios in out.items()}
+
+
+def tag_cluster_stats(engine: Engine, run_ids: Iterable[int], *, columns: bool = False
+                      ) -> dict[tuple[str, str], TargetStats]:
+    """Per (tag, target name) the sums of the clusters carrying the tag, per scenario (a
+    tag spans scenarios: they stay its strata), in one GROUP BY: the report's "By tag"
+    table leads with the clustered interval, as its "By scenario" one.  A cluster counts
+    under each tag of its top-level session (child sessions folded in, as everywhere);
+    ``columns`` names targets as the report's columns.  No classes, no outcomes."""
+    from agent_eval.store.aggregates import session_tags
+
+    ids = list(run_ids)
+    if not ids:
+        return {}
+    with engine.connect() as conn:
+        clusters = _clusters(conn, ids)
+        names = _names(conn, ids, columns)
+        tags = session_tags(conn, ids)
+        c = clusters.c
+        n, k = c.n_calls, c.n_denied
+        rows = conn.execute(
+            select(tags.c.tag, c.target_id, c.scenario, func.count(),
+                   func.sum(case((n > 0, 1), else_=0)), func.sum(k), func.sum(n),
+                   func.sum(k * k), func.sum(k * n), func.sum(n * n))
+            .select_from(clusters.source.join(tags, tags.c.session_id == c.id))
+            .where(*clusters.where).group_by(tags.c.tag, c.target_id, c.scenario)).all()
+    out: dict[tuple[str, str], dict[str, ScenarioStats]] = {}
+    for tag, target_id, scenario, count, *sums in rows:
+        group = out.setdefault((str(tag), names[target_id]), {})
+        stats = ScenarioStats(count, Sums(*(int(v or 0) for v in sums)))
+        group[scenario] = merge_stats(group[scenario], stats) if scenario in group else stats
+    return {key: TargetStats(scenarios) for key, scenarios in out.items()}
+
+
+def action_cluster_stats(engine: Engine, run_ids: Iterable[int], *, columns: bool = False
+                         ) -> dict[str, dict[str, list[Sums]]]:
+    """Per target name and next action after a denial (``transcript.NEXT_ACTIONS``), the
+    sums per scenario of (denials followed by that action ``k``, denials ``n``) over the
+    clusters with a denial (child sessions folded into their root): the report's
+    "Reaction to denial" shares with sessions as clusters, the denials of one session
+    not taken as independent.  Two GROUP BYs in one query (per cluster, then per target
+    and scenario), over the denied calls' index range."""
+    from agent_eval.transcript import NEXT_ACTIONS
+
+    ids = list(run_ids)
+    if not ids:
+        return {}
+    c = tool_calls.c
+    with engine.connect() as conn:
+        clusters = _clusters(conn, ids)
+        names = _names(conn, ids, columns)
+        member = sessions.alias("member")
+        if clusters.tree is None:
+            root, source = member, tool_calls.join(member, member.c.id == c.session_id)
+            cluster = member.c.id
+        else:
+            tree = clusters.tree
+            root = sessions.alias("root")
+            source = (tool_calls.join(member, member.c.id == c.session_id)
+                      .join(tree, tree.c.id == member.c.id)
+                      .join(root, root.c.id == tree.c.root))
+            cluster = tree.c.root
+        per_cluster = (
+            select(root.c.target_id.label("target_id"), root.c.scenario.label("scenario"),
+                   func.count().label("n"),
+                   *(func.sum(case((c.next_action == a, 1), else_=0)).label(f"k{i}")
+                     for i, a in enumerate(NEXT_ACTIONS)))
+            .select_from(source)
+            .where(*denied_calls(ids), *counted_sessions(member.c),
+                   *counted_sessions(root.c))
+            .group_by(cluster, root.c.target_id, root.c.scenario).subquery("per_cluster"))
+        p = per_cluster.c
+        n = p.n
+        ks = [p[f"k{i}"] for i in range(len(NEXT_ACTIONS))]
+        rows = conn.execute(
+            select(p.target_id, p.scenario, func.count(), func.sum(n), func.sum(n * n),
+                   *(col for k in ks for col in (func.sum(k), func.sum(k * k),
+                                                 func.sum(k * n))))
+            .group_by(p.target_id, p.scenario)).all()
+    out: dict[str, dict[str, list[Sums]]] = {}
+    for target_id, _scenario, g, sn, snn, *per_action in rows:
+        actions = out.setdefault(names[target_id], {a: [] for a in NEXT_ACTIONS})
+        for i, a in enumerate(NEXT_ACTIONS):
+            sk, skk, skn = (int(v or 0) for v in per_action[3 * i:3 * i + 3])
+            actions[a].append(Sums(int(g), sk, int(sn or 0), skk, skn, int(snn or 0)))
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class _Clusters:
     """The clusters the sums are taken over: the runs' top-level non-error sessions, each

@@ -61,6 +61,7 @@ from agent_eval.store.search_index import has_sqlite_search
 from agent_eval.transcript import run_stacks, stack_line, stack_mark, telemetry_completeness
 
 if TYPE_CHECKING:
+    from agent_eval.metrics.clustered import ClusteredRate
     from agent_eval.metrics.summary import GroupSummary
 
 # ``agent_eval.metrics`` (and through it the policy engine and bashlex) is imported where it
@@ -109,6 +110,10 @@ class RunRow:
     # a run ``agent-eval collect`` stored: (telemetry events seen, calls judged, calls not
     # judgeable) over its sessions (``transcript.telemetry_completeness``); None otherwise
     telemetry: tuple[int, int, int] | None = None
+    # per target (in ``by_target`` order) errors/100 with the clustered interval (sessions
+    # as clusters, stratified by scenario): the one ``gate`` and ``compare`` decide on,
+    # which the lists lead with; ``interval`` (Wilson on calls) is the detail
+    clustered: tuple[ClusteredRate | None, ...] = ()
 
     @property
     def per100(self) -> float | None:
@@ -133,18 +138,49 @@ class RunRow:
         return 100 * lo, 100 * hi
 
     @property
+    def clustered_rate(self) -> ClusteredRate | None:
+        """The clustered rate of a run of one target (None with several, as ``per100``)."""
+        return self.clustered[0] if len(self.by_target) == 1 and self.clustered else None
+
+    @property
     def duration_s(self) -> float | None:
         return (self.finished - self.started).total_seconds() if self.finished else None
 
     def as_json(self) -> dict:
+        """The row as JSON: ``errors_ci95`` is the clustered interval (the one gate and
+        compare decide on), ``errors_ci95_wilson`` the Wilson interval on calls (calls
+        taken as independent: detail), each ``[lo, hi]`` per 100 calls or null."""
         out = asdict(self)
+        out.pop("clustered")
+        rates = dict(zip((name for name, *_ in self.by_target), self.clustered, strict=False))
+
+        def wilson(calls: int, errors: int) -> list[float | None] | None:
+            from agent_eval.metrics.stats import wilson_interval
+
+            if not calls:
+                return None
+            return [_round(100 * v) for v in wilson_interval(errors, calls)]
+
         out.update(targets=list(self.targets), started=self.started.isoformat(),
                    finished=self.finished.isoformat() if self.finished else None,
-                   errors_per100=_round(self.per100), duration_s=_round(self.duration_s),
+                   errors_per100=_round(self.per100),
+                   errors_ci95=_clustered_json(self.clustered_rate),
+                   errors_ci95_wilson=(wilson(self.calls, self.errors)
+                                       if len(self.by_target) <= 1 else None),
+                   duration_s=_round(self.duration_s),
                    by_target=[{"target": name, "calls": calls, "errors": errors,
-                               "errors_per100": _round(100 * errors / calls if calls else None)}
+                               "errors_per100": _round(100 * errors / calls if calls else None),
+                               "errors_ci95": _clustered_json(rates.get(name)),
+                               "errors_ci95_wilson": wilson(calls, errors)}
                               for name, calls, errors in self.by_target])
         return out
+
+
+def _clustered_json(rate: ClusteredRate | None) -> list[float | None] | None:
+    """``[lo, hi]`` of a clustered rate, or None when it has no interval."""
+    if rate is None or rate.lo100 is None or rate.hi100 is None:
+        return None
+    return [_round(rate.lo100), _round(rate.hi100)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,24 +318,33 @@ def list_runs(engine: Engine, *, label: str | None = None, kind: str | None = No
             select(targets.c.run_id, targets.c.name).where(targets.c.run_id.in_(ids))
             .order_by(targets.c.id)).all())
         telemetry = _telemetry(conn, [row.id for row in rows if row.suite == "otlp"])
+    from agent_eval.metrics.clustered import units_rate
     from agent_eval.store import aggregates
+    from agent_eval.store.cluster_stats import run_cluster_stats
 
     figures = aggregates.summarize_sql(engine, ids, by=("run", "target"), with_turns=False,
                                        detail="totals")
     by_run: dict[str, list[tuple[str, GroupSummary]]] = {}
     for (run_key, target), summary in figures.items():
         by_run.setdefault(run_key, []).append((target, summary))
-    return Page(tuple(
-        RunRow(id=row.id, label=row.label, kind=row.kind, status=row.status,
-               targets=tuple(names.get(row.id, ())),
-               **_run_counts(by_run.get(str(row.id), []), names.get(row.id, ())),
-               started=row.created_at, finished=row.finished_at,
-               stacks={name: stack_line(stack)
-                       for name, stack in run_stacks(row.fingerprint).items()} or None,
-               telemetry=telemetry.get(row.id),
-               stack_marks={name: stack_mark(stack)
-                            for name, stack in run_stacks(row.fingerprint).items()} or None)
-        for row in rows), total, limit, offset)
+    # the clustered sums of every listed run in one GROUP BY (not a query per run)
+    sums = run_cluster_stats(engine, ids)
+
+    def row_of(row) -> RunRow:
+        counts = _run_counts(by_run.get(str(row.id), []), names.get(row.id, ()))
+        clustered = tuple(units_rate(sums[key]) if (key := (row.id, name)) in sums else None
+                          for name, *_ in counts["by_target"])
+        return RunRow(
+            id=row.id, label=row.label, kind=row.kind, status=row.status,
+            targets=tuple(names.get(row.id, ())), **counts, clustered=clustered,
+            started=row.created_at, finished=row.finished_at,
+            stacks={name: stack_line(stack)
+                    for name, stack in run_stacks(row.fingerprint).items()} or None,
+            telemetry=telemetry.get(row.id),
+            stack_marks={name: stack_mark(stack)
+                         for name, stack in run_stacks(row.fingerprint).items()} or None)
+
+    return Page(tuple(row_of(row) for row in rows), total, limit, offset)
 
 
 def _telemetry(conn, run_ids: list[int]) -> dict[int, tuple[int, int, int]]:

@@ -10,6 +10,7 @@ import pytest
 from report_fixtures import ALLOWED, PIPED, Tables, judged_call, session
 
 from agent_eval.metrics import summarize
+from agent_eval.metrics.clustered import Unit, clustered_text, units_rate
 from agent_eval.report import write_report
 from agent_eval.report.breakdown import breakdown_rows
 from agent_eval.report.index import read_figures
@@ -24,6 +25,15 @@ from agent_eval.store import open_store
 PIPES_A = "25.00 [4.6–69.9] · 2/2 completed"
 READS_A = "0.00 [0.0–79.3] · 0/1 completed"
 PIPES_B = "100.00 [34.2–100.0] · 0/1 completed"
+# Both tables show the clustered interval (sessions as clusters, as gate reads a rate;
+# by tag stratified by scenario), not Wilson's above:
+#   a · pipes (tags bash, ralf): sessions (1 of 2), (0 of 2): those two units' interval
+#   a · reads (tag read), b · pipes: one session each: no interval, "[1 session]"
+PIPES_A_CLUSTERED = (clustered_text(units_rate([Unit("a", "pipes", 0, 2, 1),
+                                                Unit("a", "pipes", 1, 2, 0)]))
+                     + " · 2/2 completed")
+READS_A_CLUSTERED = "0.00 [1 session] · 0/1 completed"
+PIPES_B_CLUSTERED = "100.00 [1 session] · 0/1 completed"
 
 
 def fill(db: str) -> None:
@@ -65,20 +75,21 @@ def tables(db, tmp_path_factory) -> dict[str, list[list[str]]]:
     return Tables(index.read_text(encoding="utf-8")).tables
 
 
-def test_by_scenario_table_has_a_row_per_scenario_and_a_column_per_target(tables):
+def test_by_scenario_table_has_a_row_per_scenario_and_a_column_per_target_clustered(tables):
     assert tables["scenario-table"] == [
         ["scenario", "a", "b"],
-        ["pipes", PIPES_A, PIPES_B],
-        ["reads", READS_A, "–"],
+        ["pipes", PIPES_A_CLUSTERED, PIPES_B_CLUSTERED],
+        ["reads", READS_A_CLUSTERED, "–"],
     ]
+    assert PIPES_A_CLUSTERED != PIPES_A  # the two intervals differ here
 
 
 def test_by_tag_table_counts_a_session_under_each_of_its_tags(tables):
     assert tables["tag-table"] == [
         ["tag", "a", "b"],
-        ["bash", PIPES_A, PIPES_B],
-        ["ralf", PIPES_A, PIPES_B],
-        ["read", READS_A, "–"],
+        ["bash", PIPES_A_CLUSTERED, PIPES_B_CLUSTERED],
+        ["ralf", PIPES_A_CLUSTERED, PIPES_B_CLUSTERED],
+        ["read", READS_A_CLUSTERED, "–"],
     ]
 
 
