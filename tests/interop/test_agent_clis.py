@@ -166,6 +166,22 @@ def _echo_server() -> tuple[socket.socket, int]:
     return server, server.getsockname()[1]
 
 
+def _left_behind(marker: str) -> list[int]:
+    """The sandbox user's processes that carry ``marker`` in their environment: those one
+    box started, not another test's running beside it in the other xdist worker (the same
+    user plays the conformance recordings and the CLIs meanwhile)."""
+    found = subprocess.run(["pgrep", "-u", CLI_USER], capture_output=True, text=True)
+    pids = []
+    for pid in found.stdout.split():
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:  # gone since pgrep listed it
+            continue
+        if marker.encode() in environ.split(b"\0"):
+            pids.append(int(pid))
+    return pids
+
+
 def test_a_sandboxed_program_reaches_its_one_port_and_nothing_else(sandbox_ok) -> None:
     allowed, allowed_port = _echo_server()
     other, other_port = _echo_server()  # a host service on another loopback port
@@ -173,7 +189,10 @@ def test_a_sandboxed_program_reaches_its_one_port_and_nothing_else(sandbox_ok) -
         with Sandbox(allowed_port) as box:
             probe = PROBE.replace("PORT", str(box.port)).replace("OTHER", str(other_port))
             (box.home / "project" / "probe.py").write_text(probe)
-            outcome = box.run(["python3", "probe.py"], {"SECRET_FROM_HOST": "no"}, timeout=60)
+            marker = f"AGENT_EVAL_BOX={os.getpid()}-{box.port}-probe"
+            outcome = box.run(["python3", "probe.py"],
+                              {"SECRET_FROM_HOST": "no", marker.split("=")[0]: marker.split("=")[1]},
+                              timeout=60)
             assert outcome.returncode == 0, outcome.stderr
             seen = json.loads(outcome.stdout)
             uid = box.uid
@@ -192,8 +211,7 @@ def test_a_sandboxed_program_reaches_its_one_port_and_nothing_else(sandbox_ok) -
     assert seen["root_readable"] is False and seen["no_new_privs"] == "1"
     assert seen["write_outside"] == [] and seen["sudo"] != 0
     assert "SECRET_FROM_HOST" in seen["env"] and "CI" not in seen["env"]  # only what is given
-    leftover = subprocess.run(["pgrep", "-u", CLI_USER], capture_output=True, text=True)
-    assert leftover.stdout == ""  # the pid namespace took the background `sleep` with it
+    assert _left_behind(marker) == []  # the pid namespace took what it started with it
 
 
 def test_a_second_port_asked_for_is_reached_and_still_nothing_else(sandbox_ok) -> None:
@@ -218,10 +236,12 @@ def test_a_second_port_asked_for_is_reached_and_still_nothing_else(sandbox_ok) -
 
 
 def test_a_sandboxed_program_is_killed_at_its_deadline(sandbox_ok) -> None:
+    marker = f"AGENT_EVAL_BOX={os.getpid()}-deadline"
     with Sandbox(9) as box:
-        outcome = box.run(["sh", "-c", "sleep 300 & sleep 300"], {}, timeout=2)
+        outcome = box.run(["sh", "-c", "sleep 300 & sleep 300"],
+                          {"AGENT_EVAL_BOX": marker.split("=")[1]}, timeout=2)
     assert outcome.timed_out
-    assert subprocess.run(["pgrep", "-u", CLI_USER], capture_output=True).returncode == 1
+    assert _left_behind(marker) == []  # both sleeps went with the pid namespace
 
 
 # --- OpenCode and Qwen Code, through the proxy, in front of the simulator ----------------
