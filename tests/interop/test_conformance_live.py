@@ -18,8 +18,8 @@ sent back.  The test fails on:
   pinned CLI does.
 
 Without root, ``unshare`` or the installed CLIs these tests skip, saying why; with
-``CI=true`` they fail.  About 3-25 s of wall time per recording, 4 min in all (237 s for all
-twenty-six, 2026-11-29).
+``CI=true`` they fail.  About 3-25 s of wall time per recording, 4 min in all (237 s for
+twenty-six, 2026-11-29; a Codex recording 4-11 s).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ LIVE: list[tuple[str, ...]] = [
         ("claude-code", "plan"), ("claude-code", "bypassPermissions"), ("claude-code", "auto"),
         ("codex", "never/workspace-write"), ("codex", "on-request/workspace-write"),
         ("codex", "never/read-only"), ("codex", "never/danger-full-access"),
+        ("codex", "on-failure/workspace-write"),
         ("gemini-cli", "default"), ("gemini-cli", "yolo"), ("gemini-cli", "autoEdit"),
         ("gemini-cli", "plan"), ("gemini-cli", "default", "toml"), ("gemini-cli", "yolo", "toml"),
         ("qwen-code", "default"), ("qwen-code", "yolo"), ("qwen-code", "auto-edit"),

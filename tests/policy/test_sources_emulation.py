@@ -57,6 +57,31 @@ def test_codex_never_workspace_write_runs_unmatched_commands_sandboxed(command, 
     assert (dual.harness.decision, dual.leak_class) == (decision, leak)
 
 
+CONFORMANCE = Path(__file__).resolve().parents[1] / "fixtures" / "conformance"
+
+
+@pytest.mark.parametrize(("command", "outcome", "decision"), [
+    ("uname -s", "ran", "sandboxed"),                   # no rule: runs in the sandbox
+    ("echo conform > out.txt", "ran", "sandboxed"),
+    ("echo conform", "ran", "allow"),                   # an allow rule
+    ("git push origin main", "refused", "ask"),         # prompt rule: nobody answers
+    ("curl http://127.0.0.1:9/", "refused", "deny"),    # forbidden
+], ids=["unmatched", "redirect", "allow-rule", "prompt-rule", "forbidden"])
+def test_codex_on_failure_is_judged_as_the_pinned_release_ran_it(command, outcome, decision,
+                                                                 tmp_path):
+    """Codex 0.169.0 started with approval ``on-failure`` (no warning) and did what it does
+    under ``on-request``: the recorded cases, judged under the recording's own rules."""
+    recorded = json.loads((CONFORMANCE / "codex-0.169.0-on-failure_workspace-write.json")
+                          .read_text())
+    assert {c["command"]: c["outcome"] for c in recorded["cases"]}[command] == outcome
+    (tmp_path / "default.rules").write_text(recorded["rules"])
+    agent = load_policy_source(tmp_path / "default.rules", home="/home/agent").agent(None)
+    setting = Setting(workdir="/home/agent/project", home="/home/agent",
+                      version=PINNED["codex"], mode="on-failure/workspace-write")
+    assert check_mode("codex", setting.mode) == "on-failure/workspace-write"
+    assert judge_command(agent, command, setting).harness.decision == decision
+
+
 def test_codex_modes_change_what_an_unmatched_command_gets():
     agent, _ = codex()
     verdicts = {mode: judge_command(agent, cmd, Setting(mode=mode)).harness.decision
@@ -255,3 +280,19 @@ def test_codex_untrusted_is_the_same_error_in_explain_and_diff(args):
     assert done.exit_code == 2
     assert done.output.startswith("Error: --mode: ") and RETIRED in done.output
     assert len(done.output.strip().splitlines()) == 1
+
+
+def test_codex_on_failure_on_the_pinned_release_is_audited_not_refused():
+    """Codex 0.169.0 starts with approval ``on-failure`` (recorded): unlike ``untrusted``,
+    ``policy audit`` and ``explain`` emulate it."""
+    from click.testing import CliRunner
+
+    from agent_eval.cli import main
+
+    done = CliRunner().invoke(main, ["policy", "audit", str(SEED_RULES), "--mode",
+                                     "on-failure/workspace-write"])
+    assert done.exit_code == 0 and "Error:" not in done.output, done.output
+    assert f"emulated: codex {PINNED['codex']}, mode on-failure/workspace-write" in done.output
+    done = CliRunner().invoke(main, ["policy", "explain", str(SEED_RULES), "ls -la", "--mode",
+                                     "on-failure/workspace-write"])
+    assert done.exit_code == 0 and "harness: sandboxed" in done.output, done.output
