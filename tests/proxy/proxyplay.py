@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -67,3 +68,15 @@ def proxy_in_thread(upstream: str, store, tmp_path: Path, *, client_timeout_s: f
         loop.call_soon_threadsafe(stop.set)
         thread.join(60)
         loop.close()
+
+
+def wait_for(check, what: str, bound_s: float = 120.0):
+    """Poll ``check`` until it returns a true value (returned) or the bound passes."""
+    deadline = time.monotonic() + bound_s
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never saw {what} within {bound_s:g} s")
+        time.sleep(0.05)

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+from proxyplay import wait_for
 from sqlalchemy.exc import OperationalError
 
 from agent_eval.proxy.collect import Collector, CollectServer, serve
@@ -37,18 +38,6 @@ FIXTURES = REPO / "tests" / "fixtures" / "otlp"
 POSTS = [("claude_code.logs.json", "/v1/logs"), ("codex.logs.json", "/v1/logs"),
          ("gemini_cli.logs.json", "/v1/logs"), ("genai.traces.json", "/v1/traces")]
 SESSIONS, CALLS = 4, 7
-
-
-def wait_for(check, what: str, bound_s: float = 120.0):
-    """Poll ``check`` until it returns a true value (returned) or the bound passes."""
-    deadline = time.monotonic() + bound_s
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never saw {what} within {bound_s:g} s")
-        time.sleep(0.05)
 
 
 def request(base_url: str, method: str, path: str, body: bytes | None = None) -> tuple[int, str]:

@@ -14,11 +14,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx2 as httpx
 import pytest
+from proxyplay import wait_for
 
 from agent_eval.scenario import load_suite
 from agent_eval.sim import run_sim_in_thread
@@ -38,18 +38,6 @@ def first_request() -> dict:
             "messages": [{"role": "system", "content": sc.system_prompt()},
                          {"role": "user", "content": sc.spec.task}],
             "tools": sc.tool_schemas()}
-
-
-def wait_for(check, what: str, bound_s: float = 120.0):
-    """Poll ``check`` until it returns a true value (returned) or the bound passes."""
-    deadline = time.monotonic() + bound_s
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never saw {what} within {bound_s:g} s")
-        time.sleep(0.05)
 
 
 def start_proxy(upstream: str, tmp_path: Path) -> tuple[subprocess.Popen, str]:
