@@ -8,6 +8,7 @@ import asyncio
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from aiohttp import web
 
@@ -41,6 +42,27 @@ def serve_in_thread(app: web.Application, **runner_options) -> Iterator[str]:
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
+
+
+async def serve_fixture(path: Path, *, status: int = 200,
+                        seen: list[dict] | None = None) -> tuple[web.AppRunner, str]:
+    """Serve a recorded reply (``.sse``: a stream, else JSON) to every chat request, in
+    the running event loop; the runner (to clean up) and the base URL.  ``seen`` collects
+    the request bodies."""
+    raw = path.read_bytes()
+    kind = "text/event-stream" if path.name.endswith(".sse") else "application/json"
+
+    async def chat(request: web.Request) -> web.Response:
+        if seen is not None:
+            seen.append(await request.json())
+        return web.Response(body=raw, content_type=kind, status=status)
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
 
 
 def strict_refusal(messages: list[dict]) -> tuple[int, str] | None:

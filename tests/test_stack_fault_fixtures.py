@@ -12,7 +12,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from aiohttp import web
+from loopback import serve_fixture
 
 from agent_eval.live.client import ModelClient, Target
 from agent_eval.live.orchestrator import reply_stack_faults, run_session
@@ -39,19 +39,7 @@ CASES = {  # file -> (codes, target settings)
 
 
 async def _serve(name: str):
-    raw = (STACK / name).read_bytes()
-    kind = "text/event-stream" if name.endswith(".sse") else "application/json"
-    status = 500 if name.endswith(".500.json") else 200
-
-    async def chat(request: web.Request) -> web.Response:
-        return web.Response(body=raw, content_type=kind, status=status)
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    runner = web.AppRunner(app, handle_signals=False)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+    return await serve_fixture(STACK / name, status=500 if name.endswith(".500.json") else 200)
 
 
 def target(url: str, name: str, **settings) -> Target:

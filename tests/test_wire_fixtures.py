@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from aiohttp import web
+from loopback import serve_fixture
 
 from agent_eval.live.client import ModelClient, Target
 from agent_eval.live.orchestrator import TEXT_CALL_TOOL, run_session
@@ -26,19 +26,7 @@ OFF = "uv run scripts/lights.py set --room {} --state off"
 
 
 async def _serve(name: str, seen: list[dict]):
-    raw = (WIRE / name).read_bytes()
-    kind = "text/event-stream" if name.endswith(".sse") else "application/json"
-
-    async def chat(request: web.Request) -> web.Response:
-        seen.append(await request.json())
-        return web.Response(body=raw, content_type=kind)
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    runner = web.AppRunner(app, handle_signals=False)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+    return await serve_fixture(WIRE / name, seen=seen)
 
 
 def replay(name: str):
@@ -167,21 +155,10 @@ def test_recorded_llama_cpp_python_500_on_null_content_is_rejected_after_one_ret
     from agent_eval.errors import RequestRejected
     from agent_eval.live.run import likely_fix
 
-    raw = (WIRE / "llama-cpp-python-null-content-500.json").read_bytes()
-
     async def go():
         seen: list[dict] = []
-
-        async def chat(request: web.Request) -> web.Response:
-            seen.append(await request.json())
-            return web.Response(body=raw, status=500, content_type="application/json")
-
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", chat)
-        runner = web.AppRunner(app, handle_signals=False)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        url = f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+        runner, url = await serve_fixture(WIRE / "llama-cpp-python-null-content-500.json",
+                                          status=500, seen=seen)
         try:
             target = Target(name="t", base_url=url, model="m", retries=3)
             async with ModelClient(target, backoff_s=0.001) as client:
