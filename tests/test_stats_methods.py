@@ -256,13 +256,27 @@ def test_power_plan_by_hand():
 
     assert plan.detectable_now == pytest.approx(optimize.brentq(gap, 1, 90), rel=1e-7)
     assert plan.detectable_now != pytest.approx(factor * 100 * math.sqrt(0.5 * 0.18 / 40))
-    # how uncertain: a seeded parametric bootstrap of the baseline around the plan
-    from agent_eval.metrics.power import bootstrap_range
-
-    low, high = plan.repeats_range
-    assert low <= plan.repeats <= high
-    assert plan.repeats_range == bootstrap_range(plan.components, plan.run_deff, 2)
+    # sessions that never differ hold no spread to say how uncertain the plan is
+    assert plan.repeats_range is None
     assert plan.variance_df == 6
+
+
+def test_plan_spread_by_hand():
+    """Each scenario's term is w² · 2 · (its CR1 ratio variance × its sessions), the
+    sample variance of its sessions' error shares; single-session scenarios take their
+    squared deviation from the single sessions' pooled rate, times L/(L − 1)."""
+    from agent_eval.metrics.power import plan_spread, variance_components
+
+    base = units({"x": [(0, 10, True), (2, 10, False), (1, 10, False)],
+                  "y": [(1, 10, False), (1, 10, False), (4, 10, False)]})
+    spread = plan_spread(base, *variance_components(base))
+    # shares x: .0 .2 .1 (sample variance .01), y: .1 .1 .4 (.03); weights 1/2 each
+    assert spread.terms == pytest.approx((0.25 * 2 * 0.01, 0.25 * 2 * 0.03))
+    assert spread.variance == pytest.approx(0.02)
+    lone = units({"x": [(0, 10, True)], "y": [(2, 10, False)], "z": [(4, 10, False)]})
+    spread = plan_spread(lone, *variance_components(lone))
+    # pooled rate .2; deviations -.2 0 .2; times 3/2; weights 1/3
+    assert spread.terms == pytest.approx(tuple(2 / 9 * 1.5 * d * d for d in (0.2, 0, 0.2)))
 
 
 def test_power_plan_rejects_a_non_positive_rise():

@@ -28,7 +28,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from agent_eval.metrics.clustered import Unit, detectable_rise, ratio_variance, t_quantile
 from agent_eval.metrics.stats import ALPHA
@@ -128,8 +127,10 @@ def _binomial_terms(c: ScenarioComponent, detect: float) -> tuple[float, float]:
 
 def plan_power(units: Sequence[Unit], detect: float, *, alpha: float = ALPHA,
                power: float = POWER) -> PowerPlan:
-    """Repeats per scenario and calls per run to detect a rise of ``detect`` errors/100
-    with probability ``power`` by the gate's paired interval rule at ``alpha``."""
+    """Repeats per scenario and calls per run at which an unchanged model passes a margin
+    of ``detect`` errors/100 by the gate's paired interval rule at ``alpha``, with
+    probability ``power`` averaged over what the baseline leaves uncertain of its
+    variance (:func:`plan_spread`)."""
     if detect <= 0:
         raise ValueError(f"the rise to detect must be > 0 errors per 100 calls, got {detect}")
     components, run_deff = variance_components(units)
@@ -151,30 +152,72 @@ def plan_power(units: Sequence[Unit], detect: float, *, alpha: float = ALPHA,
                          None, run_deff, tuple(components), cannot=(
                              "the baseline has no errors, so it holds no variance to plan "
                              "from"), zero_error_calls=calls)
-    needed = repeats_for_margin(unit_se, detect, s - 1, alpha=alpha, power=power)
+    spread = plan_spread(units, components, run_deff)
+    floor = _binomial_floor(components)
+    variance = max(spread.variance, floor)
+    spreads = [max(v, floor) / variance for v in spread.quantiles]
+    needed = repeats_for_margin(100 * math.sqrt(variance), detect, s - 1, alpha=alpha,
+                                power=power, spread=spreads)
     repeats = None if needed is None else max(2, needed)  # 2: within-scenario SE
     total = None if repeats is None else round(repeats * calls_per_repeat)
     sessions = sum(per_scenario.values())
     df = sessions - s if base_repeats >= 2 else s - 1
-    spread = None if needed is None else bootstrap_range(components, run_deff, detect,
-                                                         alpha=alpha, power=power)
+    shown = (None if needed is None or base_repeats < RANGE_MIN_REPEATS
+             else need_range(spread, detect, s - 1, alpha=alpha, power=power))
+    if shown is not None and repeats is not None:
+        shown = (min(shown[0], repeats), max(shown[1], repeats))
     return PowerPlan(detect, alpha, power, s, base_repeats, calls_per_repeat, repeats, total,
-                     now, run_deff, tuple(components), spread, df,
+                     now, run_deff, tuple(components), shown, df,
                      "" if repeats else f"more than {MAX_REPEATS} repeats per scenario "
                      "would be needed")
 
 
 def repeats_for_margin(unit_se100: float, margin100: float, df: float, *,
-                       alpha: float = ALPHA, power: float = POWER) -> int | None:
-    """The fewest repeats per scenario ``R`` with ``(t_{1−α/2} + t_power) · SE₁ / √R ≤
-    margin``, ``SE₁`` the standard error at one repeat: at ``R`` an unchanged model's
-    upper end is within the margin with probability ``power``.  ``None`` past
-    :data:`MAX_REPEATS` or when it cannot be said (no margin, no variance)."""
+                       alpha: float = ALPHA, power: float = POWER,
+                       spread: Sequence[float] | None = None) -> int | None:
+    """The fewest repeats per scenario ``R`` at which an unchanged model's upper end is
+    within the margin with probability ``power``: ``(t_{1−α/2} + t_power) · SE₁ / √R ≤
+    margin``, ``SE₁`` the standard error at one repeat.  With ``spread`` (multipliers of
+    ``SE₁²``, equally likely: what the variance may be, given how it was estimated) the
+    probability is the average over them, ``mean_i F_t(margin·√R / (SE₁·√v_i) − t_{1−α/2})``
+    (the expected power of a plan from an estimated variance: O'Hagan, Stevens & Campbell
+    2005; Julious & Owen 2006); without, the closed form, which it equals when every
+    ``v_i`` is 1.  ``None`` past :data:`MAX_REPEATS` or when it cannot be said (no margin,
+    no variance)."""
     if not margin100 > 0 or not unit_se100 > 0 or not df > 0:
         return None
+    if spread:
+        return _expected_power_repeats(unit_se100, margin100, df, alpha, power, spread)
     factor = t_quantile(df, alpha) + _t_power(df, power)
     needed = math.ceil((factor * unit_se100 / margin100) ** 2)
     return needed if needed <= MAX_REPEATS else None
+
+
+def _expected_power_repeats(unit_se100: float, margin100: float, df: float, alpha: float,
+                            power: float, spread: Sequence[float]) -> int | None:
+    """The smallest ``R`` whose power averaged over ``spread`` reaches ``power`` (power
+    rises with ``R``: bisection)."""
+    from agent_eval.metrics.distributions import t_cdf
+
+    crit = t_quantile(df, alpha)
+    scaled = [margin100 / (unit_se100 * math.sqrt(v)) for v in spread if v > 0]
+
+    def reached(r: int) -> bool:
+        root = math.sqrt(r)
+        return math.fsum(t_cdf(x * root - crit, df) for x in scaled) / len(scaled) >= power
+
+    if not scaled or not reached(MAX_REPEATS):
+        return None
+    # the averaged power lies between those at the smallest and the largest variance
+    factor = crit + _t_power(df, power)
+    low = max(0, math.ceil((factor / max(scaled)) ** 2) - 1)
+    high = min(MAX_REPEATS, math.ceil((factor / min(scaled)) ** 2))
+    if reached(low) or not reached(high):
+        low, high = 0, MAX_REPEATS  # reached(high), not reached(low)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if reached(mid) else (mid, high)
+    return high
 
 
 def zero_error_calls(margin100: float, *, alpha: float = ALPHA) -> int:
@@ -209,113 +252,150 @@ def detectable_under_alternative(components: Sequence[ScenarioComponent], repeat
     return brentq(gap, 0.0, top, xtol=1e-10)
 
 
-def repeats_range(needed: float, df: int, *, level: float = 0.8) -> tuple[int, int] | None:
-    """How uncertain a plan is: the repeats at the ends of the ``level`` chi-square interval
-    of the variance the plan rests on (estimated on ``df`` degrees of freedom), since
-    repeats scale with that variance: ``R · df / χ²_{(1±level)/2, df}``."""
-    if df < 1 or not math.isfinite(needed):
+SPREAD_DRAWS = 400  # bootstrap resamples of the scenarios
+SPREAD_POINTS = 100  # quantiles of the variance the plan averages its power over
+RANGE_LEVEL = 0.8
+RANGE_MIN_REPEATS = 2  # baselines with fewer repeats per scenario print no range
+RANGE_METHOD = "bootstrap-t over the baseline's scenarios"
+
+
+@dataclass(frozen=True, slots=True)
+class PlanSpread:
+    """The variance a plan rests on and how uncertain it is.  ``variance`` is ``SE₁²``
+    (per call, no change, one repeat per scenario) from the baseline, the sum of one
+    term per scenario; ``quantiles`` are :data:`SPREAD_POINTS` equally likely values of
+    the true one, from a bootstrap-t over the scenarios (:func:`plan_spread`)."""
+
+    variance: float
+    quantiles: tuple[float, ...]
+    terms: tuple[float, ...]
+
+
+def plan_spread(units: Sequence[Unit], components: Sequence[ScenarioComponent],
+                run_deff: float, *, draws: int = SPREAD_DRAWS, seed: int = 0) -> PlanSpread:
+    """``SE₁²`` of the paired difference under no change, as the sum over scenarios of
+    ``w_s² · 2 · u_s`` (``w_s`` the scenario's share of a pass's calls, ``u_s`` the
+    variance of its error rate over one session), and its uncertainty.
+
+    ``u_s`` is the scenario's own session variance where it has two sessions or more
+    (the CR1 ratio variance times its sessions: unbiased, not floored, so a scenario
+    whose sessions agree by chance pulls the sum down as much as one that disagrees
+    pushes it up).  A scenario with a single session (a 1-repeat baseline) has no
+    spread of its own: its term is its session's squared deviation from the rate of the
+    single-session scenarios, ``(r_s − r̄)² · L/(L − 1)``, which holds the session spread
+    and, upward, the spread of the scenarios' rates.
+
+    The uncertainty is a **bootstrap-t** over the scenarios (Efron & Tibshirani 1993,
+    ch. 12): the terms are resampled :data:`SPREAD_DRAWS` times, seeded; each resample's
+    ``t* = (V* − V) / sd*`` (``sd`` the standard error of the sum, from the spread of its
+    terms) gives a value ``V − t* · sd`` of the truth.  Studentizing is what the
+    parametric bootstrap it replaces lacked: a sum of a few heavy-tailed terms is low
+    exactly when its spread is low, and that bootstrap's 80% range held the true need in
+    44–57% of 1-repeat baselines.  Only the resampling touches random numbers
+    (:func:`_resample_sums`)."""
+    weights = {c.scenario: c.calls_per_session for c in components}
+    total_w = sum(weights.values())
+    by: dict[str, list[tuple[int, int]]] = {}
+    for u in units:
+        if u.calls > 0:
+            by.setdefault(u.scenario, []).append((u.errors, u.calls))
+    terms: list[float] = []
+    lone = {s: cells[0] for s, cells in by.items() if len(cells) == 1}
+    for scenario, cells in by.items():
+        w = weights[scenario] / total_w
+        if len(cells) >= 2:
+            var, _, _ = ratio_variance(cells)
+            terms.append(w * w * 2 * var * len(cells))
+    if len(lone) >= 2:
+        mean = sum(k for k, _ in lone.values()) / sum(n for _, n in lone.values())
+        scale = len(lone) / (len(lone) - 1)
+        for scenario, (k, n) in lone.items():
+            w = weights[scenario] / total_w
+            terms.append(w * w * 2 * scale * (k / n - mean) ** 2)
+    elif lone:
+        [(scenario, (k, n))] = lone.items()
+        w, p = weights[scenario] / total_w, k / n
+        terms.append(w * w * 2 * run_deff * p * (1 - p) / n)
+    variance = math.fsum(terms)
+    return PlanSpread(variance, _studentized_quantiles(terms, draws, seed), tuple(terms))
+
+
+def _studentized_quantiles(terms: Sequence[float], draws: int, seed: int) -> tuple[float, ...]:
+    """:data:`SPREAD_POINTS` quantiles of ``V − t* · sd`` over the bootstrap-t
+    resamples, each floored at a thousandth of ``V`` (a variance is positive)."""
+    g = len(terms)
+    total = math.fsum(terms)
+    if g < 3 or not total > 0:
+        return (total,) * SPREAD_POINTS
+    sd = _sum_sd(terms)
+    tiny = 1e-9 * total  # equal terms whose float spread is not 0: no spread
+    if not sd > tiny:
+        return (total,) * SPREAD_POINTS
+    values = []
+    for resample in _resample_sums(terms, draws, seed):
+        star = _sum_sd(resample)
+        if star > tiny:
+            values.append(max(total * 1e-3, total - (math.fsum(resample) - total) / star * sd))
+    if len(values) < draws // 2:
+        return (total,) * SPREAD_POINTS
+    values.sort()
+    return tuple(_quantile(values, (i + 0.5) / SPREAD_POINTS) for i in range(SPREAD_POINTS))
+
+
+def _resample_sums(terms: Sequence[float], draws: int, seed: int) -> list[list[float]]:
+    """``draws`` resamples of ``terms`` with replacement, seeded (the standard library's
+    Mersenne Twister: the same baseline always gives the same plan)."""
+    import random
+
+    rng = random.Random(seed)
+    return [rng.choices(terms, k=len(terms)) for _ in range(draws)]
+
+
+def _sum_sd(terms: Sequence[float]) -> float:
+    """The standard error of a sum of ``G`` terms from their spread: ``√(G · s²)``."""
+    g = len(terms)
+    mean = math.fsum(terms) / g
+    return math.sqrt(g / (g - 1) * math.fsum((t - mean) ** 2 for t in terms))
+
+
+def _quantile(ordered: Sequence[float], q: float) -> float:
+    """numpy's default (linear) quantile of sorted values."""
+    pos = q * (len(ordered) - 1)
+    i = min(int(pos), len(ordered) - 2) if len(ordered) > 1 else 0
+    if len(ordered) == 1:
+        return ordered[0]
+    return ordered[i] + (pos - i) * (ordered[i + 1] - ordered[i])
+
+
+def need_range(spread: PlanSpread, margin: float, df: float, *, alpha: float = ALPHA,
+               power: float = POWER, level: float = RANGE_LEVEL) -> tuple[int, int] | None:
+    """The ``level`` range of the repeats the true variance needs (the closed-form plan,
+    :func:`repeats_for_margin` without ``spread``, at the ends of the bootstrap-t range
+    of ``SE₁²``).  The need is a whole number of repeats, ``⌈x⌉`` of a continuous ``x``:
+    the ends are rounded to the nearest (the low one as ``round(x_lo) + 1``, since
+    ``⌈x⌉ ≥ L`` whenever ``x > L − 1``), not outward, which at the 10 or so repeats of a
+    design effect of 1 widened an 80% range to hold 87%."""
+    if not spread.variance > 0:
         return None
-    from agent_eval.metrics.distributions import chi2_ppf
+    factor = t_quantile(df, alpha) + _t_power(df, power)
+    ordered = sorted(spread.quantiles)
+    low_v = _quantile(ordered, (1 - level) / 2)
+    high_v = _quantile(ordered, (1 + level) / 2)
 
-    upper = (1 + level) / 2
-    low = needed * df / chi2_ppf(upper, df)
-    high = needed * df / chi2_ppf(1 - upper, df)
-    return max(2, math.ceil(low)), max(2, math.ceil(high))
+    def need(v: float) -> float:
+        return (factor * 100 * math.sqrt(v) / margin) ** 2
 
-
-BOOTSTRAP_DRAWS = 400
-RANGE_METHOD = "parametric bootstrap of the baseline"
-
-
-def bootstrap_range(components: Sequence[ScenarioComponent], run_deff: float, margin: float,
-                    *, alpha: float = ALPHA, power: float = POWER, level: float = 0.8,
-                    draws: int = BOOTSTRAP_DRAWS, seed: int = 0) -> tuple[int, int] | None:
-    """How uncertain a plan is: the ``level`` range of the repeats the true variance
-    needs, by a parametric bootstrap of the baseline (Efron & Tibshirani 1993, ch. 6).
-
-    Baselines like this one are drawn from the plan's own fit (each scenario's sessions
-    beta-binomial at its rate and design effect, as many sessions and calls), each is
-    planned the same way, and the spread of those plans around this one is turned back
-    onto the truth on the log scale (the basic bootstrap: ``R̂²/q_hi`` to ``R̂²/q_lo``):
-    a plan low by chance has a range that reaches up.  The chi-square range on sessions −
-    scenarios df it replaces held the true need in 36–85% of baselines, not 80%: the
-    variance of a low, clustered rate is far noisier than its df say.  Seeded, so the
-    same baseline prints the same range.  ``None`` when the plan cannot be drawn."""
-    import numpy as np
-
-    factor = t_quantile(len(components) - 1, alpha) + _t_power(len(components) - 1, power)
-    needed = _needed(paired_se100(components, 1, 0.0), factor, margin)
-    if needed is None or len(components) < 2:
-        return None
-    rng = np.random.default_rng(seed)
-    m = np.array([max(1, round(c.calls_per_session)) for c in components])
-    reps = np.array([c.sessions for c in components])
-    rate = np.array([c.rate for c in components])
-    deff = np.array([c.deff for c in components])
-    top = int(reps.max())
-    # sessions beyond a scenario's own count are drawn and masked out
-    mask = np.arange(top)[None, None, :] < reps[None, :, None]
-    rho = np.clip((deff - 1) / np.maximum(m - 1, 1), 0.0, 0.999)[None, :, None]
-    mean = np.broadcast_to(rate[None, :, None], (draws, len(components), top))
-    clustered = (rho > 0) & (mean > 0) & (mean < 1)
-    shape = np.where(clustered, (1 - rho) / np.where(rho > 0, rho, 1), 1.0)
-    drawn = np.where(clustered, rng.beta(np.where(clustered, mean * shape, 1.0),
-                                         np.where(clustered, (1 - mean) * shape, 1.0)), mean)
-    k = rng.binomial(m[None, :, None], drawn) * mask
-    calls = (m * reps).astype(float)
-    p = k.sum(2) / calls  # (draws, scenarios)
-    resid = (k - p[:, :, None] * m[None, :, None]) * mask
-    within = np.where(reps >= 2, reps / np.maximum(reps - 1, 1), 0.0) * (resid**2).sum(2) / calls**2
-    binomial = p * (1 - p) / calls
-    own = np.where((reps >= 2) & (binomial > 0) & (within > 0),
-                   within / np.where(binomial > 0, binomial, 1), np.nan)
-    # where a scenario has one session: each drawn baseline's own run-wide design effect
-    fallback = (_bootstrap_run_deff(k, m, reps, mask)[:, None] if (reps < 2).any()
-                else np.full((draws, 1), run_deff))
-    d = np.where(np.isnan(own), fallback, np.maximum(1.0, np.nan_to_num(own)))
-    n = calls
-    shrink = np.maximum(0.5, 1 - d / n)
-    weights = m / m.sum()
-    var = (weights**2 * d / m * 2 * p * (1 - p) / shrink).sum(1)  # at one repeat, δ = 0
-    planned = np.ceil((factor * 100 * np.sqrt(var) / margin) ** 2)
-    planned = planned[planned > 0]
-    if planned.size < draws // 2:
-        return None
-    q_lo, q_hi = np.quantile(planned, [(1 - level) / 2, (1 + level) / 2])
-    low, high = needed * needed / q_hi, needed * needed / q_lo
-    return max(2, math.floor(low)), max(2, math.ceil(high))
+    low = max(2, round(need(low_v)) + 1)
+    high = max(2, round(need(high_v)))
+    return min(low, high), high
 
 
-def _bootstrap_run_deff(k: Any, m: Any, reps: Any, mask: Any) -> Any:
-    """Each drawn baseline's run-wide design effect (``variance_components``'): lone
-    sessions pooled into one stratum, the rest centred within their scenario."""
-    import numpy as np
-
-    calls_total = float((m * reps).sum())
-    p = k.sum((1, 2)) / calls_total  # (draws,)
-    z = (k - p[:, None, None] * m[None, :, None]) * mask
-    many = reps >= 2
-    var = np.zeros(k.shape[0])
-    if many.any():
-        zs = z[:, many, :]
-        mean = zs.sum(2) / reps[many]
-        dev = ((zs - mean[:, :, None]) ** 2 * mask[:, many, :]).sum(2)
-        var += (reps[many] / (reps[many] - 1) * dev).sum(1)
-    lone = ~many
-    if lone.sum() >= 2:
-        zl = z[:, lone, 0]
-        g = lone.sum()
-        var += g / (g - 1) * ((zl - zl.mean(1, keepdims=True)) ** 2).sum(1)
-    binomial = p * (1 - p) / calls_total
-    var = var / calls_total**2
-    return np.where(binomial > 0, np.maximum(1.0, var / np.where(binomial > 0, binomial, 1)),
-                    1.0)
-
-
-def _needed(unit_se100: float, factor: float, margin: float) -> float | None:
-    if not unit_se100 > 0 or not margin > 0:
-        return None
-    return max(2.0, math.ceil((factor * unit_se100 / margin) ** 2))
+def _binomial_floor(components: Sequence[ScenarioComponent]) -> float:
+    """``SE₁²`` were calls independent (design effect 1): the gate's interval is never
+    narrower, so neither is the plan's variance."""
+    unit = [ScenarioComponent(c.scenario, c.sessions, c.calls_per_session, c.rate, 1.0)
+            for c in components]
+    return (paired_se100(unit, 1, 0.0) / 100) ** 2
 
 
 def _t_power(df: float, power: float) -> float:
@@ -353,11 +433,14 @@ def plan_lines(plan: PowerPlan) -> list[str]:
         if plan.repeats_range is not None:
             lo, hi = plan.repeats_range
             lines.append(f"the plan is an estimate: plausibly {lo}–{hi} repeat(s) (80% range "
-                         f"of the repeats needed, by a {RANGE_METHOD})")
-            if plan.baseline_repeats < 2 and plan.run_deff > 1.0:
-                lines.append("with one repeat per scenario the design effect is itself read "
-                             "from single sessions, so plan and range may both be low: plan "
-                             "from a baseline of at least 3 repeats to rely on them")
+                         f"of the repeats needed, by a {RANGE_METHOD}); the plan averages "
+                         "its power over that uncertainty")
+        elif plan.baseline_repeats < RANGE_MIN_REPEATS:
+            lines.append("no range for the plan: with one repeat per scenario the session "
+                         "spread is read from single sessions, and no range from it holds the "
+                         "repeats needed at its stated rate; the plan averages its power over "
+                         "that spread, so it is larger than the variance alone asks. A "
+                         f"baseline of at least {RANGE_MIN_REPEATS} repeats gives a range")
     if plan.detectable_now is not None:
         lines.append(f"with the baseline's {plan.baseline_repeats} repeat(s) the smallest rise "
                      f"detectable at {100 * plan.power:.0f}% power is "
