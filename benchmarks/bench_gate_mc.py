@@ -28,7 +28,7 @@ Every rate is printed with its Monte Carlo 95% interval (Clopper–Pearson, scip
 under ``nice -n 10``; ``--reps 20`` checks that it works.
 
     $ python benchmarks/bench_gate_mc.py [--reps 2000] [--seed 1] [--only coverage rule
-        family compare power] [--markdown]
+        family compare power] [--repeats 3x10 ...] [--markdown]
 """
 
 from __future__ import annotations
@@ -173,10 +173,12 @@ def coverage(rng, reps: int) -> list[tuple[str, ...]]:
     return rows
 
 
-def rule(rng, reps: int) -> list[tuple[str, ...]]:
+def rule(rng, reps: int, repeats: list[str] | None = None) -> list[tuple[str, ...]]:
     rows = []
     for deff in DEFFS:
         for base_r, run_r in REPEATS:
+            if repeats and f"{base_r}x{run_r}" not in repeats:
+                continue
             for rise in (0.0, MARGIN):
                 counts = {"pass": 0, "inconclusive": 0, "fail": 0}
                 for _ in range(reps):
@@ -191,10 +193,12 @@ def rule(rng, reps: int) -> list[tuple[str, ...]]:
     return rows
 
 
-def family(rng, reps: int) -> list[tuple[str, ...]]:
+def family(rng, reps: int, repeats: list[str] | None = None) -> list[tuple[str, ...]]:
     rows = []
     for deff in DEFFS:
         for base_r, run_r in REPEATS:
+            if repeats and f"{base_r}x{run_r}" not in repeats:
+                continue
             per_check = checks = fails = 0
             for _ in range(reps):
                 judged = []
@@ -309,8 +313,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--only", nargs="*", default=list(SECTIONS), choices=SECTIONS)
     parser.add_argument("--markdown", action="store_true")
-    parser.add_argument("--compare-repeats", nargs="*", metavar="AxB",
-                        help="compare A/A: only these repeats (e.g. 3x10) [default: all]")
+    parser.add_argument("--repeats", nargs="*", metavar="AxB",
+                        help="rule, family and compare: only these repeats, baseline x run "
+                             "(e.g. 3x10) [default: all]")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     started = time.perf_counter()
@@ -329,18 +334,19 @@ def main() -> None:
     if "rule" in args.only:
         timed("rule", table(f"The non-inferiority rule at --max-regression {MARGIN:g}: a true "
                             "rise of the margin PASSes <= 2.5%, an unchanged model FAILs <= 2.5%",
-                            ("setting", "PASS", "INCONCLUSIVE", "FAIL"), rule(rng, args.reps),
+                            ("setting", "PASS", "INCONCLUSIVE", "FAIL"), rule(rng, args.reps, args.repeats),
                             args.markdown))
     if "family" in args.only:
         timed("family", table(f"{TARGETS} targets of an unchanged model at --max-regression "
                               f"{MARGIN:g}: FAIL per check <= 2.5%, any FAIL after Holm <= 5%",
                               ("setting", "FAIL per check (before Holm)",
-                               "any FAIL after Holm"), family(rng, args.reps), args.markdown))
+                               "any FAIL after Holm"), family(rng, args.reps, args.repeats),
+                              args.markdown))
     if "compare" in args.only:
         timed("compare", table("compare A/A (nominal 5% each)",
                                ("setting", "errors/100 row 'yes'", "pass rate p < 0.05",
                                 "McNemar p < 0.05", "any of 14 classes 'yes' (Rao–Scott, Holm)"),
-                               compare_aa(rng, args.reps, args.compare_repeats), args.markdown))
+                               compare_aa(rng, args.reps, args.repeats), args.markdown))
     if "power" in args.only:
         timed("power", table(f"An unchanged model at `power`'s planned size (margin {MARGIN:g}; "
                              "goals: PASS >= 78%, the 80% range holds the true need 75–85% "

@@ -1,7 +1,8 @@
 """The core install carries no scipy (nor statsmodels or pandas): a run, gate, compare,
 power, report and every viewer page work with them made unimportable.  The statistics come
-from agent_eval.metrics.distributions, held to scipy by tests/test_distributions.py; numpy
-is a core dependency for power's bootstrap range alone (metrics/power.py)."""
+from agent_eval.metrics.distributions, held to scipy by tests/test_distributions.py.  Nor
+does the core need numpy: power's range is a bootstrap-t in plain Python
+(metrics/power.py), so numpy is blocked here too."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import textwrap
 
 import pytest
 
-BLOCKED = ("scipy", "statsmodels", "pandas", "patsy")
+BLOCKED = ("scipy", "statsmodels", "pandas", "patsy", "numpy")
 
 SCRIPT = textwrap.dedent("""
     import importlib.abc, sys, urllib.request

@@ -255,7 +255,8 @@ def detectable_under_alternative(components: Sequence[ScenarioComponent], repeat
 SPREAD_DRAWS = 400  # bootstrap resamples of the scenarios
 SPREAD_POINTS = 100  # quantiles of the variance the plan averages its power over
 RANGE_LEVEL = 0.8
-RANGE_MIN_REPEATS = 2  # baselines with fewer repeats per scenario print no range
+RANGE_MIN_REPEATS = 3  # baselines with fewer repeats per scenario print no range
+# (the range is measured from 3: BENCHMARKS.md)
 RANGE_METHOD = "bootstrap-t over the baseline's scenarios"
 
 
@@ -435,12 +436,16 @@ def plan_lines(plan: PowerPlan) -> list[str]:
             lines.append(f"the plan is an estimate: plausibly {lo}–{hi} repeat(s) (80% range "
                          f"of the repeats needed, by a {RANGE_METHOD}); the plan averages "
                          "its power over that uncertainty")
-        elif plan.baseline_repeats < RANGE_MIN_REPEATS:
+        elif plan.baseline_repeats < 2:
             lines.append("no range for the plan: with one repeat per scenario the session "
                          "spread is read from single sessions, and no range from it holds the "
                          "repeats needed at its stated rate; the plan averages its power over "
                          "that spread, so it is larger than the variance alone asks. A "
                          f"baseline of at least {RANGE_MIN_REPEATS} repeats gives a range")
+        elif plan.baseline_repeats < RANGE_MIN_REPEATS:
+            lines.append(f"no range for the plan: its range is measured to hold from "
+                         f"{RANGE_MIN_REPEATS} repeats per scenario, and this baseline has "
+                         f"{plan.baseline_repeats}")
     if plan.detectable_now is not None:
         lines.append(f"with the baseline's {plan.baseline_repeats} repeat(s) the smallest rise "
                      f"detectable at {100 * plan.power:.0f}% power is "
