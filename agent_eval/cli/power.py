@@ -36,10 +36,12 @@ def power(baseline_ref, detect, power, target, db) -> None:
     most 2.5% of the time at any size.  The gate's "about N repeats would decide it" is
     the same rule.  A baseline with no errors holds no variance to plan from: the plan
     says so, and how many calls a run with no error needs.  The plan uses the baseline's own
-    variance components: each scenario's error rate, calls per session and design effect
-    of sessions (how much calls of one session err together); the spread between
-    scenarios cancels in the paired design.  Also prints the smallest rise the baseline's
-    own number of repeats detects, then the `agent-eval run` that carries the plan out
+    session variance in each scenario (how much its sessions' error rates differ; the
+    spread between scenarios cancels in the paired design), and pays for how uncertain
+    that is: its power is averaged over a bootstrap-t of the variance, whose 80% range of
+    the repeats needed it prints from a baseline of 3 repeats or more.  Also prints the
+    smallest rise the baseline's own number of repeats detects, then the `agent-eval run`
+    that carries the plan out
     (a live baseline's suite, server, model and sampling, with the repeats needed) and
     how long it should take, scaled from the baseline's own duration.  Method:
     docs/statistics.md.  Exit codes: 0 done,

@@ -9,18 +9,27 @@ with probability at most ``α/2`` whatever the size.  :func:`repeats_for_margin`
 rule, the one both ``agent-eval power`` and the gate's "N repeats would decide it" use.
 The same rule with the standard error at ``p + δ`` names the smallest rise a design
 catches (fails) with ``power`` (:func:`detectable_under_alternative`).
-With ``R`` repeats per scenario and scenario weights
-``w_s`` (calls share), the paired standard error is::
+With ``R`` repeats per scenario and scenario weights ``w_s`` (calls share), the paired
+standard error under no change is ``SE²(R) = SE₁² / R`` with::
+
+    SE₁² = Σ_s w_s² · 2 · u_s
+
+``u_s`` the variance of scenario ``s``'s error rate over one session: from the spread of
+its own sessions where it has two or more (unbiased, not floored per scenario), from its
+single session's deviation from the pooled rate of the single-session scenarios where it
+has one (:func:`plan_spread`); the sum floored at the binomial (calls as independent), as
+the gate's standard error is.  How uncertain ``SE₁²`` is comes from a bootstrap-t over
+the scenarios; the plan is the fewest repeats whose power, averaged over that
+uncertainty, reaches the target (:func:`repeats_for_margin` with ``spread``), and its
+80% range is the closed-form need at the uncertainty's ends (:func:`need_range`), printed
+from baselines of :data:`RANGE_MIN_REPEATS` repeats or more.  The smallest rise a design
+detects uses the baseline's variance components (each scenario's rate and design effect of
+sessions, each binomial term estimated without the plug-in's bias: ``_binomial_terms``)::
 
     SE²(R) = Σ_s w_s² · deff_s / (R · m_s) · [p_s(1 − p_s) + p'_s(1 − p'_s)]
 
-``p_s`` the baseline's per-call error rate on scenario ``s``, ``p'_s = p_s + δ`` (``δ = 0``
-for the margin plan), ``m_s`` calls per session, ``deff_s`` the scenario's design effect of sessions
-(from the spread of its repeats; the run-wide one where a scenario has a single repeat or
-no errors); each binomial term estimated without the plug-in's bias (``_binomial_terms``).
-These are the baseline's variance components: within-scenario session spread
-(deff_s) and the per-scenario rates; the spread *between* scenarios cancels in the paired
-design and is what the independent plan pays for (docs/statistics.md).
+``p'_s = p_s + δ``.  The spread *between* scenarios cancels in the paired design and is
+what the independent plan pays for (docs/statistics.md).
 """
 
 from __future__ import annotations
