@@ -143,6 +143,12 @@ def units_of(k: np.ndarray, klass: np.ndarray) -> list[Unit]:
             for r in range(k.shape[0]) for s in range(SCENARIOS)]
 
 
+def draw_run(rng, suite: Suite, repeats: int, deff: float, *, rise: float = 0.0) -> list[Unit]:
+    """A run as sessions (``Unit`` objects, one per session), for ``plan_power`` and
+    ``bench_sequential.py``, which slices a run by repeat."""
+    return units_of(*draw_counts(rng, suite, repeats, deff, rise=rise))
+
+
 def rate_ci(hits: int, n: int) -> str:
     if n == 0:
         return "–"
