@@ -479,3 +479,17 @@ def _arrays(a, b):
         return np.array([sum(u.errors for u in units if u.scenario == f"s{s}") /
                          sum(u.calls for u in units if u.scenario == f"s{s}") for s in range(4)])
     return rates(a), rates(b), np.full(4, 60.0) / 240.0
+
+
+def test_a_spread_that_cannot_be_resampled_gives_the_closed_form_plan_and_no_range():
+    """Two scenarios cannot be resampled into a spread (a bootstrap over 2 values): the
+    plan is the closed form at the estimate and no range is printed, rather than a range
+    of one value that claims a certainty the baseline does not have."""
+    from agent_eval.metrics.power import plan_spread, repeats_for_margin, variance_components
+
+    base = units({"x": [(0, 10, True), (2, 10, False), (1, 10, False)],
+                  "y": [(1, 10, False), (1, 10, False), (4, 10, False)]})
+    assert plan_spread(base, *variance_components(base)).quantiles == ()
+    plan = plan_power(base, detect=2)
+    assert plan.repeats_range is None
+    assert plan.repeats == max(2, repeats_for_margin(100 * math.sqrt(0.02), 2, 1))

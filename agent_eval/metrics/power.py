@@ -164,7 +164,7 @@ def plan_power(units: Sequence[Unit], detect: float, *, alpha: float = ALPHA,
     spread = plan_spread(units, components, run_deff)
     floor = _binomial_floor(components)
     variance = max(spread.variance, floor)
-    spreads = [max(v, floor) / variance for v in spread.quantiles]
+    spreads = [max(v, floor) / variance for v in spread.quantiles] or None
     needed = repeats_for_margin(100 * math.sqrt(variance), detect, s - 1, alpha=alpha,
                                 power=power, spread=spreads)
     repeats = None if needed is None else max(2, needed)  # 2: within-scenario SE
@@ -274,7 +274,8 @@ class PlanSpread:
     """The variance a plan rests on and how uncertain it is.  ``variance`` is ``SE₁²``
     (per call, no change, one repeat per scenario) from the baseline, the sum of one
     term per scenario; ``quantiles`` are :data:`SPREAD_POINTS` equally likely values of
-    the true one, from a bootstrap-t over the scenarios (:func:`plan_spread`)."""
+    the true one, from a bootstrap-t over the scenarios (:func:`plan_spread`), or none
+    when the terms cannot be resampled."""
 
     variance: float
     quantiles: tuple[float, ...]
@@ -332,22 +333,24 @@ def plan_spread(units: Sequence[Unit], components: Sequence[ScenarioComponent],
 
 def _studentized_quantiles(terms: Sequence[float], draws: int, seed: int) -> tuple[float, ...]:
     """:data:`SPREAD_POINTS` quantiles of ``V − t* · sd`` over the bootstrap-t
-    resamples, each floored at a thousandth of ``V`` (a variance is positive)."""
+    resamples, each floored at a thousandth of ``V`` (a variance is positive); none when
+    the terms cannot be resampled (fewer than 3, no spread among them, or most resamples
+    without any): the plan is then the closed form, and no range is given."""
     g = len(terms)
     total = math.fsum(terms)
     if g < 3 or not total > 0:
-        return (total,) * SPREAD_POINTS
+        return ()
     sd = _sum_sd(terms)
     tiny = 1e-9 * total  # equal terms whose float spread is not 0: no spread
     if not sd > tiny:
-        return (total,) * SPREAD_POINTS
+        return ()
     values = []
     for resample in _resample_sums(terms, draws, seed):
         star = _sum_sd(resample)
         if star > tiny:
             values.append(max(total * 1e-3, total - (math.fsum(resample) - total) / star * sd))
     if len(values) < draws // 2:
-        return (total,) * SPREAD_POINTS
+        return ()
     values.sort()
     return tuple(_quantile(values, (i + 0.5) / SPREAD_POINTS) for i in range(SPREAD_POINTS))
 
@@ -385,7 +388,7 @@ def need_range(spread: PlanSpread, margin: float, df: float, *, alpha: float = A
     the ends are rounded to the nearest (the low one as ``round(x_lo) + 1``, since
     ``⌈x⌉ ≥ L`` whenever ``x > L − 1``), not outward, which at the 10 or so repeats of a
     design effect of 1 widened an 80% range to hold 87%."""
-    if not spread.variance > 0:
+    if not spread.variance > 0 or not spread.quantiles:
         return None
     factor = t_quantile(df, alpha) + _t_power(df, power)
     ordered = sorted(spread.quantiles)
