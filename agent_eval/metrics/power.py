@@ -387,7 +387,7 @@ def need_range(spread: PlanSpread, margin: float, df: float, *, alpha: float = A
     of ``SE₁²``).  The need is a whole number of repeats, ``⌈x⌉`` of a continuous ``x``:
     the ends are rounded to the nearest (the low one as ``round(x_lo) + 1``, since
     ``⌈x⌉ ≥ L`` whenever ``x > L − 1``), not outward, which at the 10 or so repeats of a
-    design effect of 1 widened an 80% range to hold 87%."""
+    design effect of 1 widened an 80% range to hold 87–89% in trials."""
     if not spread.variance > 0 or not spread.quantiles:
         return None
     factor = t_quantile(df, alpha) + _t_power(df, power)
