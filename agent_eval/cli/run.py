@@ -277,7 +277,7 @@ DEFAULT_LOOK_EVERY = 2
 def _sequential_options(until_decided, max_repeats, look_every, repeats, resume, checks):
     """``--until-decided``'s plan (``metrics.sequential.SequentialPlan``), or None; each
     option that needs another, or contradicts one, is one ConfigError naming both."""
-    from agent_eval.cli.gate import interval_checks
+    from agent_eval.analysis.gate_stored import interval_checks
     from agent_eval.metrics.sequential import SequentialPlan
 
     given = [flag for flag, value in (("--max-repeats", max_repeats),
@@ -453,7 +453,7 @@ def _play_sequential(store, run_id, suite_obj, targets, *, resume: bool = False,
                      as_json: bool = False) -> None:
     """Play a ``--until-decided`` run (``live/sequential.py``): each batch with a progress
     bar, one line per look, then the tables and how the sequence ended."""
-    from agent_eval.cli.gate import IntervalChecks, judge_run
+    from agent_eval.analysis.gate_stored import IntervalChecks, judge_run
     from agent_eval.cli.progress import run_progress
     from agent_eval.live.run import RunTally, play_run
     from agent_eval.live.sequential import play_until_decided
