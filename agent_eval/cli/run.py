@@ -176,7 +176,6 @@ def run(suite, base_url, model, target_name, config_file, allowlist_path, agent,
     """
     from agent_eval.live.client import load_run_config
     from agent_eval.live.run import load_run_plan
-    from agent_eval.scenario import load_suite
     from agent_eval.store import open_store
 
     selection = _pop_selection(knobs)
@@ -212,19 +211,14 @@ def run(suite, base_url, model, target_name, config_file, allowlist_path, agent,
                               field="run")
         targets = [_target_from_options(target_name or model, base_url, model,
                                         concurrency or 4, knobs)]
-    from agent_eval.scenario.bundled import find_suite
+    from agent_eval.scenario.select import load_selected_suite
 
     policy = None
     if allowlist_path:
-        from agent_eval.scenario.bundled import load_policy
-
         policy = {"allowlist": str(Path(allowlist_path).resolve()), "agent": agent}
-        resolved = load_policy(policy["allowlist"], agent)
-    suite_obj = _select(load_suite(find_suite(suite) if suite else _bundled_suite(),
-                                   resolved if policy else None), selection)
-    from agent_eval.scenario.select import limit_scenarios
-
-    suite_obj = limit_scenarios(suite_obj, turns=max_turns, tool_calls=max_tool_calls)
+    suite_obj = load_selected_suite(suite, allowlist=policy["allowlist"] if policy else None,
+                                    agent=agent, **selection, turns=max_turns,
+                                    tool_calls=max_tool_calls)
     if sequential is not None:
         sequential = _pin_baseline(store, sequential)
         repeats = sequential.next_repeats()
