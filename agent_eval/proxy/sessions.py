@@ -40,11 +40,11 @@ from typing import Any
 from agent_eval import wire
 from agent_eval.calls import OfferedTools, SessionJudge, SessionJudges, offered_tools, text_call
 from agent_eval.errors import AgentEvalError
-from agent_eval.live.client import find_tool_markup
 from agent_eval.policy import AllowList
 from agent_eval.policy.rules import code_for
 from agent_eval.policy.sources import AGENT_HEADER, ResolvedPolicy
 from agent_eval.policy.sources.emulation import version_from_headers
+from agent_eval.policy.stack import find_tool_markup
 from agent_eval.proxy.linking import (
     PARENT_HEADERS,
     Conversation,
