@@ -11,6 +11,7 @@ judgement on the interval checks only.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 from dataclasses import dataclass, field
@@ -191,6 +192,24 @@ def pick_baselines(store: Store, ref: str, current_id: int, targets: list[str],
                 pick.units[t] = stats[t]
     pick.by_target = {t: pick.by_target[t] for t in targets if t in pick.by_target}
     return pick
+
+
+def pin_baseline(store: Store, plan: SequentialPlan) -> SequentialPlan:
+    """A sequential run's plan with a ``latest`` (or id) baseline pinned to the run it
+    names now (later looks would name the run itself); a ``label:NAME`` stays a label,
+    picked per target at each look (:func:`pick_baselines`), and is refused before
+    playing when no run has it."""
+    ref = plan.checks.get("baseline")
+    if ref is None:
+        return plan
+    if ref.startswith("label:") and ref[len("label:"):]:
+        if not store.list_runs(1, label=ref[len("label:"):]):
+            raise ConfigError(f"--baseline {ref}: no run has that label, so the regression "
+                              "check could never be decided; give a label or run id that "
+                              "exists (agent-eval runs)", field="--baseline")
+        return plan
+    info = store.resolve_run(ref)
+    return dataclasses.replace(plan, checks={**plan.checks, "baseline": str(info.id)})
 
 
 def rates(store: Store, run_id: int) -> dict[str, GroupSummary]:

@@ -220,7 +220,9 @@ def run(suite, base_url, model, target_name, config_file, allowlist_path, agent,
                                     agent=agent, **selection, turns=max_turns,
                                     tool_calls=max_tool_calls)
     if sequential is not None:
-        sequential = _pin_baseline(store, sequential)
+        from agent_eval.analysis.gate_stored import pin_baseline
+
+        sequential = pin_baseline(store, sequential)
         repeats = sequential.next_repeats()
     run_id = _start(store, suite_obj, targets, repeats or 1, label, _console(stderr=as_json),
                     policy=policy, sequential=sequential)
@@ -311,24 +313,6 @@ def _sequential_options(until_decided, max_repeats, look_every, repeats, resume,
                           f"{max_repeats}: there would be one look only; give --look-every "
                           f"at most {max_repeats}", field="--look-every")
     return SequentialPlan(max_repeats, look_every, parsed.stored())
-
-
-def _pin_baseline(store, plan):
-    """The plan with a ``latest`` baseline pinned to the run it names now (later looks
-    would name the run itself); a baseline that names no run is refused before playing."""
-    import dataclasses
-
-    ref = plan.checks.get("baseline")
-    if ref is None:
-        return plan
-    if ref.startswith("label:") and ref[len("label:"):]:
-        if not store.list_runs(1, label=ref[len("label:"):]):
-            raise ConfigError(f"--baseline {ref}: no run has that label, so the regression "
-                              "check could never be decided; give a label or run id that "
-                              "exists (agent-eval runs)", field="--baseline")
-        return plan
-    info = store.resolve_run(ref)
-    return dataclasses.replace(plan, checks={**plan.checks, "baseline": str(info.id)})
 
 
 def is_sequential(store, run_id: int) -> bool:
