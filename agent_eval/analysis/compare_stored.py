@@ -20,7 +20,7 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agent_eval.analysis.comparison import (
     CompareBy,
@@ -44,6 +44,9 @@ from agent_eval.metrics.sufficient import TargetStats
 from agent_eval.metrics.summary import GroupSummary, Tally
 from agent_eval.store import RunInfo, Store
 from agent_eval.transcript import run_stacks, stack_changes
+
+if TYPE_CHECKING:
+    from agent_eval.store import Detail
 
 CompareDetail = Literal["full", "table"]
 """``full``: what ``agent-eval compare`` prints; ``table``: the viewer's compare page."""
@@ -107,7 +110,7 @@ def compare_stored(store: Store, run_a: str | int, run_b: str | int | None = Non
         summaries = [store.summarize([i.id], by, with_turns=False, detail="actions")
                      for i in infos]
     else:
-        summaries = [_every_target(store, i.id) for i in infos]
+        summaries = [every_target(store, i.id, "rates") for i in infos]
     session_level = by != "agent" and (max_sessions is None or sum(
         t.sessions + t.error_sessions for side in summaries for t in side.values())
         <= max_sessions)
@@ -171,10 +174,10 @@ def _compare_targets(store: Store, run_ref: str | int, targets: tuple[str, str]
     return StoredComparison(info, info, with_units(result, *sides), None, True)
 
 
-def _every_target(store: Store, run_id: int) -> dict[str, GroupSummary]:
-    """The aggregator's rates per target of the run, every target of the run in the order
-    added (one that has no session yet with zeros)."""
-    figures = store.summarize([run_id], "target", with_turns=False, detail="rates")
+def every_target(store: Store, run_id: int, detail: Detail) -> dict[str, GroupSummary]:
+    """The aggregator's figures per target of the run, every target of the run in the
+    order added (one that has no session yet with zeros): what the viewer's pages show."""
+    figures = store.summarize([run_id], "target", with_turns=False, detail=detail)
     return {t.name: figures.get(t.name) or Tally().freeze(t.name, False)
             for t in store.run_targets(run_id)}
 

@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
+from agent_eval.analysis.compare_stored import every_target
 from agent_eval.analysis.comparison import unit_lines
 from agent_eval.metrics.classes import UNCLASSIFIED
 from agent_eval.metrics.clustered import ClusteredRate, clustered_text, units_rate
 from agent_eval.metrics.stats import wilson_interval
-from agent_eval.metrics.summary import NO_AGENT, GroupSummary, Tally
+from agent_eval.metrics.summary import NO_AGENT, GroupSummary
 from agent_eval.policy import RULES, get_rule
 from agent_eval.report.charts import change_chart, class_chart, error_chart
 from agent_eval.report.lists import ListCell as Cell  # one linked-cell record for report and view
@@ -176,7 +177,7 @@ def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPag
     """The run page; its clustered intervals inline up to :data:`INLINE_SESSIONS` sessions
     (or when ``intervals`` asks), else a link to the same page with them."""
     info = store.get_run(run_id)
-    figures = _by_target(store, run_id, "actions")
+    figures = every_target(store, run_id, "actions")
     by_scenario = store.summarize([run_id], ("scenario", "target"), with_turns=False,
                                   detail="totals")
     inline = intervals or _sessions(figures) <= INLINE_SESSIONS
@@ -243,14 +244,6 @@ def _trend_intervals(store: Store, run_ids: list[int], points: list[dict[str, Gr
                 spans[name] = (rate.lo100, rate.hi100)
         out.append(spans)
     return out
-
-
-def _by_target(store: Store, run_id: int, detail) -> dict[str, GroupSummary]:
-    """The aggregator's figures per target of the run, every target of the run in the
-    order added (one that has no session yet with zeros)."""
-    figures = store.summarize([run_id], "target", with_turns=False, detail=detail)
-    return {t.name: figures.get(t.name) or Tally().freeze(t.name, False)
-            for t in store.run_targets(run_id)}
 
 
 INLINE_SESSIONS = 2000
