@@ -35,7 +35,7 @@ from agent_eval.policy.stack import (
     exchange_of,
 )
 from agent_eval.transcript import STACK_FAULT, TRUNCATED, StackFaultRecord
-from agent_eval.wire.records import DeltaFolder
+from agent_eval.wire.chat import ChatStream
 
 __all__ = ["StackReading", "ending_reason", "exchange_from_example", "fold_chunks", "recorded"]
 
@@ -157,25 +157,15 @@ def _text(value: Any) -> str:
 
 
 def fold_chunks(chunks: list[dict[str, Any]], **settings: Any) -> Exchange:
-    """Streamed ``chat.completion.chunk`` objects folded into an exchange, the collisions
+    """Streamed ``chat.completion.chunk`` objects folded into an exchange by the one
+    stream reader (``wire.chat.ChatStream``), the collisions its
     :class:`~agent_eval.wire.records.DeltaFolder` finds kept as ``stream_faults``."""
-    folder = DeltaFolder()
-    content: list[str] = []
-    reasoning: list[str] = []
-    finish = None
-    usage: dict[str, Any] = {}
+    stream = ChatStream()
     for chunk in chunks:
-        usage = chunk.get("usage") or usage
-        for choice in chunk.get("choices") or ():
-            finish = choice.get("finish_reason") or finish
-            delta = choice.get("delta") or {}
-            content.append(delta.get("content") or "")
-            reasoning.append(delta.get("reasoning_content") or delta.get("reasoning") or "")
-            for tc in delta.get("tool_calls") or ():
-                fn = tc.get("function") or {}
-                folder.add(tc.get("index"), tc.get("id"), fn.get("name"), fn.get("arguments"))
-    return Exchange(finish_reason=finish, content="".join(content),
-                    reasoning="".join(reasoning),
-                    calls=tuple(WireCall(c.id, c.name, c.arguments) for c in folder.calls()),
-                    completion_tokens=usage.get("completion_tokens"), streamed=True,
-                    stream_faults=tuple(folder.faults), **settings)
+        stream.add(chunk)
+    reply = stream.reply()
+    return Exchange(finish_reason=reply.finish_reason, content=reply.content,
+                    reasoning=reply.reasoning,
+                    calls=tuple(WireCall(c.id, c.name, c.arguments) for c in reply.calls),
+                    completion_tokens=reply.usage.get("completion_tokens"), streamed=True,
+                    stream_faults=tuple(reply.stream_faults), **settings)

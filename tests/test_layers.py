@@ -32,7 +32,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sim", "serverlogs"),  # the simulated model server; server logs
     ("store",),  # SQL behind the Store facade, and the one aggregator
     ("runs",),  # a run's life in the store: the one writer every source writes through
-    ("live", "importers", "analysis", "report", "migrations"),
+    ("analysis",),  # analyses of stored runs (compare, gate, baselines, replay pairs): one
+    # library call each, shared by the CLI, the viewer, replay and the report
+    ("live", "importers", "report", "migrations"),
     ("proxy", "view"),
     ("cli",),  # the only place stages are wired together
     ("__main__",),  # ``python -m agent_eval``

@@ -265,14 +265,17 @@ def compare_runs(
     label_a: str = "a",
     label_b: str = "b",
     by: CompareBy = "target",
+    exact: bool = True,
 ) -> RunComparison:
     """Line up two runs.  ``summaries_*`` come from ``summarize(..., by=by)`` (``"all"``
-    groups are named ``all``); ``repeats_*`` from ``repeat_stats`` over the same rows."""
+    groups are named ``all``); ``repeats_*`` from ``repeat_stats`` over the same rows;
+    ``exact=False`` leaves Fisher's exact p out (a page that does not show it)."""
     if by not in COMPARE_BYS:
         raise ValueError(f"unknown grouping {by!r}; expected one of {', '.join(COMPARE_BYS)}")
     common = [name for name in summaries_a if name in summaries_b]
     outcomes_a, outcomes_b = _outcomes(repeats_a, by), _outcomes(repeats_b, by)
-    groups = {name: compare_groups(summaries_a[name], summaries_b[name]) for name in common}
+    groups = {name: compare_groups(summaries_a[name], summaries_b[name], exact=exact)
+              for name in common}
     return RunComparison(
         label_a=label_a,
         label_b=label_b,
@@ -282,7 +285,7 @@ def compare_runs(
         only_b=[name for name in summaries_b if name not in summaries_a],
         flips={name: _flips(outcomes_a.get(name, {}), outcomes_b.get(name, {}))
                for name in common},
-        recovery={name: compare_recovery(summaries_a[name], summaries_b[name])
+        recovery={name: compare_recovery(summaries_a[name], summaries_b[name], exact=exact)
                   for name in common},
         class_p_holm={name: holm({code: c.p_value for code, c in group.classes.items()})
                       for name, group in groups.items()},
@@ -303,12 +306,13 @@ def holm(p_values: Mapping[str, float]) -> dict[str, float]:
     return {key: out[key] for key in p_values}
 
 
-def compare_recovery(a: GroupSummary, b: GroupSummary) -> dict[NextAction, RateComparison]:
+def compare_recovery(a: GroupSummary, b: GroupSummary, *, exact: bool = True
+                     ) -> dict[NextAction, RateComparison]:
     """Each next action's share of denials, b against a (the reaction to denial that
     docs/design.md's users compare: pivot at once, or retry denied variants, or give up)."""
     return {
         action: compare_rates(a.recovery.actions[action].k, a.recovery.denials,
-                              b.recovery.actions[action].k, b.recovery.denials)
+                              b.recovery.actions[action].k, b.recovery.denials, exact=exact)
         for action in NEXT_ACTIONS
     }
 

@@ -104,7 +104,7 @@ def selection_options(f: F) -> F:
 def check_options(f: F) -> F:
     """The gate's interval checks, ``--max-error-rate X --max-class CODE=X --baseline RUN
     --max-regression X``: what ``gate`` judges a run on, and what ``run --until-decided``
-    plays repeats until decided (``cli.gate.IntervalChecks`` reads them, for both)."""
+    plays repeats until decided (``analysis.gate_stored.IntervalChecks`` reads them, for both)."""
     return _stack([
         click.option("--max-error-rate", type=float, metavar="X",
                      help="Pass a target only when its 95% interval of errors per 100 tool "

@@ -47,7 +47,7 @@ def power(baseline_ref, detect, power, target, db) -> None:
     docs/statistics.md.  Exit codes: 0 done,
     2 bad run or option.
     """
-    from agent_eval.cli.gate import run_units
+    from agent_eval.analysis.gate_stored import run_units
     from agent_eval.metrics.power import plan_lines, plan_power
     from agent_eval.store import open_store
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
-from pathlib import Path
+from typing import Any
 
 import click
 
@@ -61,91 +60,67 @@ def replay(run_ref, base_url, model, target_name, targets, sample, seed, concurr
     mid-replay (run left `interrupted`), 130 Ctrl-C.
     """
     from agent_eval.cli.run import _target_from_options
-    from agent_eval.live.replay import allowlist_source, plan_replay, refusal, start_replay
-    from agent_eval.live.run import probe_targets
+    from agent_eval.live.replay_stored import ReplayRequest, replay_stored
     from agent_eval.store import open_store
 
-    with open_store(db, create=False) as store:
-        info = store.resolve_run(run_ref)
-        override = _load_override(allowlist_path, agent)
-        plan = plan_replay(store.session_rows([info.id]), store.call_rows([info.id]),
-                           store.request_refs(info.id), sample=sample, seed=seed,
-                           targets=targets)
+    if agent is not None and allowlist_path is None:
         from agent_eval.errors import ConfigError
 
-        known = {t.name for t in store.run_targets(info.id)}
-        if unknown := sorted(set(targets) - known):
-            raise ConfigError(f"run {info.id} has no target {unknown[0]!r}; its targets: "
-                              f"{', '.join(sorted(known))}", field="--target")
-        if (why := refusal(info, plan)) is not None:
-            raise ConfigError(why)
-        allowlist_for = allowlist_source(info, override)
-        for scenario in sorted({c.scenario for c in plan.contexts}):
-            allowlist_for(scenario)  # a scenario that no longer loads: refused before storing
-        target = _target_from_options(target_name or model, base_url, model, concurrency, knobs)
-        server_models = asyncio.run(probe_targets([target]))[target.name]
-        run_id = start_replay(store, info, target, plan, label=label,
-                              server_models=server_models, sample=sample, seed=seed,
-                              repeats=repeats,
-                              allowlist=override.allowlist if override else None,
-                              allowlist_path=str(allowlist_path) if allowlist_path else None)
-        tally = _play(store, run_id, plan, target, allowlist_for, repeats,
-                      foreign=info.kind in ("proxy", "import"))
-        _print_outcome(store, info, run_id, plan, tally)
-    if tally.left:
+        raise ConfigError("--agent picks an agent of --allowlist CONFIG; give both",
+                          field="--agent")
+    request = ReplayRequest(tuple(targets), sample, seed, repeats, allowlist_path, agent, label)
+    target = _target_from_options(target_name or model, base_url, model, concurrency, knobs)
+    with open_store(db, create=False) as store, _Progress() as progress:
+        try:
+            replayed = replay_stored(store, run_ref, target, request,
+                                     on_start=progress.start, on_context=progress.update)
+        except KeyboardInterrupt:
+            click.echo(f"Interrupted; replay run {progress.run_id} keeps what was stored.",
+                       err=True)
+            sys.exit(130)
+    from agent_eval.cli.terminal import escape_terminal
+
+    click.echo(replayed.summary())
+    if (fault := replayed.fault()) is not None:
+        click.echo(fault, err=True)
+    click.echo(escape_terminal(replayed.text()), nl=False)
+    if replayed.tally.left:
         sys.exit(EXIT_FAULT)
 
 
-def _load_override(path: Path | None, agent: str | None):
-    if path is None:
-        if agent is not None:
-            from agent_eval.errors import ConfigError
+class _Progress:
+    """The replay's progress bar: drawn once the replay run is recorded (``on_start``),
+    moved after each session's replies (``on_context``)."""
 
-            raise ConfigError("--agent picks an agent of --allowlist CONFIG; give both",
-                              field="--agent")
-        return None
-    from agent_eval.scenario.bundled import load_policy
+    def __init__(self) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
-    return load_policy(path, agent)
+        from agent_eval.cli.run import _console
 
+        self.bar = Progress(TextColumn("[bold]replay {task.fields[run]}"), BarColumn(),
+                            MofNCompleteColumn(),
+                            TextColumn("contexts · {task.fields[denied]} denied"),
+                            TimeElapsedColumn(), console=_console(), transient=False)
+        self.task: Any = None
+        self.run_id: int | None = None
 
-def _play(store, run_id, plan, target, allowlist_for, repeats, *, foreign):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    def __enter__(self):
+        return self
 
-    from agent_eval.cli.run import _console
-    from agent_eval.live.replay import ReplayTally, play_replay
+    def __exit__(self, *exc_info) -> None:
+        if self.task is not None:
+            self.bar.stop()
 
-    with Progress(TextColumn("[bold]replay {task.fields[run]}"), BarColumn(),
-                  MofNCompleteColumn(), TextColumn("contexts · {task.fields[denied]} denied"),
-                  TimeElapsedColumn(), console=_console(), transient=False) as progress:
-        task = progress.add_task("replay", total=len(plan.contexts) * repeats, run=run_id,
-                                 denied=0)
+    def start(self, run_id: int, total: int) -> None:
+        self.run_id = run_id
+        self.bar.start()
+        self.task = self.bar.add_task("replay", total=total, run=run_id, denied=0)
 
-        def on_context(t: ReplayTally) -> None:
-            progress.update(task, completed=t.done, denied=t.denied)
-
-        try:
-            return play_replay(store, run_id, plan, target, allowlist_for, repeats=repeats,
-                               foreign=foreign, on_context=on_context)
-        except KeyboardInterrupt:
-            click.echo(f"Interrupted; replay run {run_id} keeps what was stored.", err=True)
-            sys.exit(130)
-
-
-def _print_outcome(store, info, run_id, plan, tally) -> None:
-    from agent_eval.analysis.paired_replay import pair_replay, render_paired_text
-    from agent_eval.cli.terminal import escape_terminal
-
-    skipped = ", ".join(f"{n} {why}" for why, n in plan.skipped.most_common())
-    click.echo(f"Replay run {run_id} of run {info.id}: {tally.done} replies stored "
-               f"({tally.calls} called a tool, {tally.no_call} did not, {tally.errors} server "
-               f"faults) from {len(plan.contexts)} of {plan.tool_turns} tool-call turns"
-               + (f"; skipped: {skipped}" if skipped else "") + ".")
-    if tally.left:
-        click.echo(f"Error: the model server stopped answering; {tally.left} replies not "
-                   f"sent (run {run_id} left interrupted).", err=True)
-    a, b = [info.id], [run_id]
-    paired = pair_replay(info.id, run_id, store.session_rows(a), store.call_rows(a),
-                         store.session_rows(b), store.call_rows(b))
-    click.echo(escape_terminal(render_paired_text(paired)), nl=False)
-    click.echo(f"Full comparison: agent-eval compare {info.id} {run_id}")
+    def update(self, tally) -> None:
+        self.bar.update(self.task, completed=tally.done, denied=tally.denied)

@@ -176,7 +176,6 @@ def run(suite, base_url, model, target_name, config_file, allowlist_path, agent,
     """
     from agent_eval.live.client import load_run_config
     from agent_eval.live.run import load_run_plan
-    from agent_eval.scenario import load_suite
     from agent_eval.store import open_store
 
     selection = _pop_selection(knobs)
@@ -212,21 +211,18 @@ def run(suite, base_url, model, target_name, config_file, allowlist_path, agent,
                               field="run")
         targets = [_target_from_options(target_name or model, base_url, model,
                                         concurrency or 4, knobs)]
-    from agent_eval.scenario.bundled import find_suite
+    from agent_eval.scenario.select import load_selected_suite
 
     policy = None
     if allowlist_path:
-        from agent_eval.scenario.bundled import load_policy
-
         policy = {"allowlist": str(Path(allowlist_path).resolve()), "agent": agent}
-        resolved = load_policy(policy["allowlist"], agent)
-    suite_obj = _select(load_suite(find_suite(suite) if suite else _bundled_suite(),
-                                   resolved if policy else None), selection)
-    from agent_eval.scenario.select import limit_scenarios
-
-    suite_obj = limit_scenarios(suite_obj, turns=max_turns, tool_calls=max_tool_calls)
+    suite_obj = load_selected_suite(suite, allowlist=policy["allowlist"] if policy else None,
+                                    agent=agent, **selection, turns=max_turns,
+                                    tool_calls=max_tool_calls)
     if sequential is not None:
-        sequential = _pin_baseline(store, sequential)
+        from agent_eval.analysis.gate_stored import pin_baseline
+
+        sequential = pin_baseline(store, sequential)
         repeats = sequential.next_repeats()
     run_id = _start(store, suite_obj, targets, repeats or 1, label, _console(stderr=as_json),
                     policy=policy, sequential=sequential)
@@ -277,7 +273,7 @@ DEFAULT_LOOK_EVERY = 2
 def _sequential_options(until_decided, max_repeats, look_every, repeats, resume, checks):
     """``--until-decided``'s plan (``metrics.sequential.SequentialPlan``), or None; each
     option that needs another, or contradicts one, is one ConfigError naming both."""
-    from agent_eval.cli.gate import interval_checks
+    from agent_eval.analysis.gate_stored import interval_checks
     from agent_eval.metrics.sequential import SequentialPlan
 
     given = [flag for flag, value in (("--max-repeats", max_repeats),
@@ -317,24 +313,6 @@ def _sequential_options(until_decided, max_repeats, look_every, repeats, resume,
                           f"{max_repeats}: there would be one look only; give --look-every "
                           f"at most {max_repeats}", field="--look-every")
     return SequentialPlan(max_repeats, look_every, parsed.stored())
-
-
-def _pin_baseline(store, plan):
-    """The plan with a ``latest`` baseline pinned to the run it names now (later looks
-    would name the run itself); a baseline that names no run is refused before playing."""
-    import dataclasses
-
-    ref = plan.checks.get("baseline")
-    if ref is None:
-        return plan
-    if ref.startswith("label:") and ref[len("label:"):]:
-        if not store.list_runs(1, label=ref[len("label:"):]):
-            raise ConfigError(f"--baseline {ref}: no run has that label, so the regression "
-                              "check could never be decided; give a label or run id that "
-                              "exists (agent-eval runs)", field="--baseline")
-        return plan
-    info = store.resolve_run(ref)
-    return dataclasses.replace(plan, checks={**plan.checks, "baseline": str(info.id)})
 
 
 def is_sequential(store, run_id: int) -> bool:
@@ -453,7 +431,7 @@ def _play_sequential(store, run_id, suite_obj, targets, *, resume: bool = False,
                      as_json: bool = False) -> None:
     """Play a ``--until-decided`` run (``live/sequential.py``): each batch with a progress
     bar, one line per look, then the tables and how the sequence ended."""
-    from agent_eval.cli.gate import IntervalChecks, judge_run
+    from agent_eval.analysis.gate_stored import IntervalChecks, judge_run
     from agent_eval.cli.progress import run_progress
     from agent_eval.live.run import RunTally, play_run
     from agent_eval.live.sequential import play_until_decided

@@ -106,7 +106,7 @@ def play_worker_share(store, run_id: int, suite_obj, targets, *, concurrency: in
     plan = SequentialPlan.from_config(store.get_run(run_id).config)
     if plan is None:
         return play_round()
-    from agent_eval.cli.gate import IntervalChecks, judge_run
+    from agent_eval.analysis.gate_stored import IntervalChecks, judge_run
     from agent_eval.cli.run import look_line
     from agent_eval.live.run import plan_run
     from agent_eval.live.sequential import work_until_decided

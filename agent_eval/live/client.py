@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletion
 
 from agent_eval import wire
 from agent_eval.errors import (
@@ -75,7 +75,8 @@ from agent_eval.live.targets import (
     tool_choice_field,
 )
 from agent_eval.policy.stack import find_tool_markup, parser_markers, template_markers
-from agent_eval.wire.records import DeltaFolder
+from agent_eval.wire.chat import ChatStream
+from agent_eval.wire.records import ParsedReply, token_figures
 
 try:  # the openai SDK ships its HTTP stack as ``httpx2`` from 3.x on
     import httpx2 as httpx
@@ -389,7 +390,7 @@ class ModelClient:
             parsed = wire.parse_reply(protocol, answer.content, streamed=streamed)
             if parsed.status != "complete":
                 raise _GarbledReply(f"not a whole {protocol} reply ({parsed.status})")
-            return _wire_reply(parsed, latency)
+            return wire_reply(parsed, latency)
 
         async def attempt() -> Reply:
             gate = self._gate()
@@ -554,7 +555,7 @@ class ModelClient:
             return await self._client.post(
                 "/chat/completions", body=body, cast_to=ChatCompletion,
                 options={"headers": headers} if headers else {},
-                stream=True, stream_cls=openai.AsyncStream[ChatCompletionChunk])
+                stream=True, stream_cls=openai.AsyncStream[object])
         return await self._client.post("/chat/completions", body=body, cast_to=httpx.Response,
                                        options={"headers": headers} if headers else {})
 
@@ -573,56 +574,42 @@ class ModelClient:
             with contextlib.suppress(ValueError):
                 json.loads(text)  # nested too deep: a RecursionError, classified as such
             raise _GarbledReply(f"not a chat completion: {text[:200]}")
-        return _wire_reply(parsed, latency)
+        return wire_reply(parsed, latency)
 
     async def _stream_once(self, request: dict[str, Any]) -> Reply:
+        """A streamed reply, its chunks read as they arrive by ``wire``'s Chat Completions
+        stream reader (``wire.chat.ChatStream``: the one the proxy and ``replay`` read
+        streams with), as plain JSON objects: the SDK still raises on an error event."""
         start = time.perf_counter()
-        ttft = finish = usage = None
-        content: list[str] = []
-        reasoning: list[str] = []
-        calls = DeltaFolder()
+        ttft = None
+        chunks = ChatStream()
         stream = await self._create(request)
         async with stream:
             async for chunk in stream:
-                if getattr(chunk, "usage", None) is not None:
-                    usage = chunk.usage
-                for choice in getattr(chunk, "choices", None) or ():
-                    finish = getattr(choice, "finish_reason", None) or finish
-                    delta = getattr(choice, "delta", None)
-                    if delta is None:
-                        continue
-                    text, think = getattr(delta, "content", None), _reasoning_of(delta)
-                    deltas = getattr(delta, "tool_calls", None)
-                    if ttft is None and (text or think or deltas):
-                        ttft = time.perf_counter() - start
-                    if text:
-                        content.append(text)
-                    if think:
-                        reasoning.append(think)
-                    for tc in deltas or ():
-                        fn = getattr(tc, "function", None)
-                        calls.add(getattr(tc, "index", None), getattr(tc, "id", None),
-                                  getattr(fn, "name", None), getattr(fn, "arguments", None))
+                if chunks.add(chunk) and ttft is None:
+                    ttft = time.perf_counter() - start
         latency = time.perf_counter() - start
-        if finish is None and usage is None:
+        parsed = chunks.reply()
+        if parsed.finish_reason is None and not chunks.usage:
             raise _GarbledReply("stream ended early: no finish reason and no usage")
-        outs = [ToolCallOut(c.id, c.name, c.arguments) for c in calls.calls()]
-        counts = usage.to_dict(warnings=False) if isinstance(usage, openai.BaseModel) else None
-        reply = _reply("".join(content), "".join(reasoning), outs, finish, counts, latency, ttft)
-        reply.stream_faults = list(calls.faults)
-        return reply
+        return wire_reply(parsed, latency, ttft)
 
 
-def _wire_reply(parsed: Any, latency: float) -> Reply:
-    """A whole reply read by ``agent_eval.wire`` (usage in Chat Completions' keys)."""
-    return _reply(parsed.content, parsed.reasoning,
-                  [ToolCallOut(c.id, c.name, c.arguments) for c in parsed.calls],
-                  parsed.finish_reason, parsed.usage, latency, None)
-
-
-def _count(value: Any) -> int | None:
-    """A token count as a server reports it: a whole number >= 0, else None."""
-    return value if type(value) is int and value >= 0 else None
+def wire_reply(parsed: ParsedReply, latency: float, ttft: float | None = None) -> Reply:
+    """The one place a Reply is built, streamed or whole, from a reply read by
+    ``agent_eval.wire`` (usage in Chat Completions' keys): its token figures are
+    ``wire.records.token_figures``', the proxy's own."""
+    figures = token_figures(parsed.usage, latency, ttft)
+    reply = Reply(
+        content=parsed.content, reasoning=parsed.reasoning,
+        tool_calls=[ToolCallOut(c.id, c.name, c.arguments) for c in parsed.calls],
+        finish_reason=parsed.finish_reason, prompt_tokens=figures.prompt_tokens,
+        completion_tokens=figures.completion_tokens,
+        reasoning_tokens=figures.reasoning_tokens, cached_tokens=figures.cached_tokens,
+        latency_s=latency, ttft_s=ttft, decode_tps=figures.decode_tps,
+        markup=find_tool_markup(parsed.content))
+    reply.stream_faults = list(parsed.stream_faults)
+    return reply
 
 
 def sent_body(request: dict[str, Any]) -> dict[str, Any]:
@@ -631,37 +618,3 @@ def sent_body(request: dict[str, Any]) -> dict[str, Any]:
     body = {k: v for k, v in request.items() if k not in ("extra_headers", "extra_body")}
     body.update(request.get("extra_body") or {})
     return body
-
-
-def _reasoning_of(obj: Any) -> str:
-    """Reasoning text from ``reasoning_content`` (vLLM < 0.10, SGLang) or ``reasoning``."""
-    for name in ("reasoning_content", "reasoning"):
-        value = getattr(obj, name, None)
-        if isinstance(value, str) and value:
-            return value
-    return ""
-
-
-def _reply(
-    content: str, reasoning: str, calls: list[ToolCallOut], finish: str | None,
-    usage: dict[str, Any] | None, latency: float, ttft: float | None,
-) -> Reply:
-    """The one place a Reply is built, streamed or whole: ``usage`` in Chat Completions'
-    keys; a token count that is not a whole number (a server's string, a negative) is
-    unknown."""
-    usage = usage or {}
-
-    def detail(outer: str, inner: str) -> int | None:
-        value = usage.get(outer)
-        return _count(value.get(inner)) if isinstance(value, dict) else None
-
-    completion = _count(usage.get("completion_tokens"))
-    decode_time = latency - ttft if ttft is not None else latency
-    tps = completion / decode_time if completion is not None and decode_time > 0 else None
-    return Reply(
-        content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish,
-        prompt_tokens=_count(usage.get("prompt_tokens")), completion_tokens=completion,
-        reasoning_tokens=detail("completion_tokens_details", "reasoning_tokens"),
-        cached_tokens=detail("prompt_tokens_details", "cached_tokens"),
-        latency_s=latency, ttft_s=ttft, decode_tps=tps, markup=find_tool_markup(content),
-    )

@@ -5,8 +5,8 @@ A sequential run is a live run whose config holds a :class:`SequentialPlan`
 taken) and whose ``config["repeats"]`` is the end of the batch being played, so that
 ``--resume``, ``plan_run`` and the coverage check (``metrics.coverage``) all see the
 sessions planned so far, not the cap.  After each batch :func:`take_look` judges the
-run with the gate's own checks (the ``judge`` callable: ``cli.gate.judge_run``) at the
-nominal alpha of the look's spending boundary (``metrics.sequential``), records the look
+run with the gate's own checks (the ``judge`` callable:
+``analysis.gate_stored.judge_run``) at the nominal alpha of the look's spending boundary (``metrics.sequential``), records the look
 on the run, and the run stops when the verdict is decided (a check failed, or none is
 undecided: more repeats cannot change it) or the cap is reached; otherwise the next
 batch is planned (:func:`next_batch`).  Because every look is stored before the next

@@ -34,23 +34,24 @@ class GroupComparison:
     stack_faults: RateComparison | None = None
 
 
-def compare_groups(a: GroupSummary, b: GroupSummary) -> GroupComparison:
-    """Compare two summaries from :func:`~agent_eval.metrics.summarize`."""
+def compare_groups(a: GroupSummary, b: GroupSummary, *, exact: bool = True) -> GroupComparison:
+    """Compare two summaries from :func:`~agent_eval.metrics.summarize`; ``exact=False``
+    leaves Fisher's exact p out (``compare_rates``)."""
     classes = {}
     for code in order_classes([*a.classes, *b.classes]):
         ka = a.classes[code].k if code in a.classes else 0
         kb = b.classes[code].k if code in b.classes else 0
-        classes[code] = compare_rates(ka, a.calls, kb, b.calls)
+        classes[code] = compare_rates(ka, a.calls, kb, b.calls, exact=exact)
     return GroupComparison(
         a=a.group,
         b=b.group,
-        errors=_compare(a.errors, b.errors),
+        errors=_compare(a.errors, b.errors, exact),
         classes=classes,
-        handshake=_compare(a.handshake.completed, b.handshake.completed),
-        pivot=_compare(a.recovery.pivot, b.recovery.pivot),
-        stack_faults=_compare(a.stack_faults, b.stack_faults),
+        handshake=_compare(a.handshake.completed, b.handshake.completed, exact),
+        pivot=_compare(a.recovery.pivot, b.recovery.pivot, exact),
+        stack_faults=_compare(a.stack_faults, b.stack_faults, exact),
     )
 
 
-def _compare(a: Rate, b: Rate) -> RateComparison:
-    return compare_rates(a.k, a.n, b.k, b.n)
+def _compare(a: Rate, b: Rate, exact: bool = True) -> RateComparison:
+    return compare_rates(a.k, a.n, b.k, b.n, exact=exact)

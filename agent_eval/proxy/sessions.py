@@ -40,11 +40,11 @@ from typing import Any
 from agent_eval import wire
 from agent_eval.calls import OfferedTools, SessionJudge, SessionJudges, offered_tools, text_call
 from agent_eval.errors import AgentEvalError
-from agent_eval.live.client import find_tool_markup
 from agent_eval.policy import AllowList
 from agent_eval.policy.rules import code_for
 from agent_eval.policy.sources import AGENT_HEADER, ResolvedPolicy
 from agent_eval.policy.sources.emulation import version_from_headers
+from agent_eval.policy.stack import find_tool_markup
 from agent_eval.proxy.linking import (
     PARENT_HEADERS,
     Conversation,
@@ -67,6 +67,7 @@ from agent_eval.transcript import (
     share_messages,
     storable,
 )
+from agent_eval.wire.records import token_figures
 from agent_eval.wire.side import SIDE_REQUEST_TAG, side_request_of, tool_less_turn
 
 
@@ -254,20 +255,17 @@ class Sessions:
     def _add_turn(self, state: SessionState, ex: Exchange, request: dict[str, Any],
                   reply: ParsedReply | None, status: ReplyStatus) -> None:
         index = len(state.turns)
-        usage = reply.usage if reply is not None else {}
-        completion = _int(usage.get("completion_tokens"))
         ttft, latency = ex.ttft_s, ex.latency_s
-        decode = (latency - ttft) if latency is not None and ttft is not None else latency
+        figures = token_figures(reply.usage if reply is not None else {}, latency, ttft)
+        completion = figures.completion_tokens
         shared = share_messages(state.turns[-1].request if state.turns else None, request)
         state.turns.append(TurnRecord(
             index=index, content=reply.content if reply else "",
             reasoning=reply.reasoning if reply else "",
             finish_reason=(reply.finish_reason if reply and status == "complete" else status),
-            prompt_tokens=_int(usage.get("prompt_tokens")), completion_tokens=completion,
-            reasoning_tokens=_int(_get(usage, "completion_tokens_details", "reasoning_tokens")),
-            cached_tokens=_int(_get(usage, "prompt_tokens_details", "cached_tokens")),
-            latency_s=latency, ttft_s=ttft,
-            decode_tps=completion / decode if completion and decode and decode > 0 else None,
+            prompt_tokens=figures.prompt_tokens, completion_tokens=completion,
+            reasoning_tokens=figures.reasoning_tokens, cached_tokens=figures.cached_tokens,
+            latency_s=latency, ttft_s=ttft, decode_tps=figures.decode_tps,
             started_at=ex.started_at,
             request=shared,
         ))
@@ -485,12 +483,3 @@ def _fill_outputs(state: SessionState, messages: list[Any]) -> None:
             content = m.get("content")
             pending[m["tool_call_id"]].output = content if isinstance(content, str) else \
                 json.dumps(content, ensure_ascii=False)
-
-
-def _get(mapping: dict[str, Any], outer: str, inner: str) -> Any:
-    value = mapping.get(outer)
-    return value.get(inner) if isinstance(value, dict) else None
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

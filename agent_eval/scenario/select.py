@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from fnmatch import fnmatchcase
+from pathlib import Path
 
 from agent_eval.errors import ConfigError
 from agent_eval.scenario.suite import Suite
@@ -71,3 +72,22 @@ def select_scenarios(suite: Suite, *, include: Sequence[str] = (), tags: Sequenc
     scenarios = {name: sc for name, sc in suite.scenarios.items()
                  if name in keep or sc.spec.child_only}
     return replace(suite, scenarios=scenarios)
+
+
+def load_selected_suite(suite: str | Path | None, *, allowlist: str | None = None,
+                        agent: str | None = None, include: Sequence[str] = (),
+                        tags: Sequence[str] = (), exclude: Sequence[str] = (),
+                        limit: int | None = None, turns: int | None = None,
+                        tool_calls: int | None = None) -> Suite:
+    """The scenarios ``run`` plays, in one call from its options: the suite (a path or a
+    bundled name; the bundled suite when none), judged under ``allowlist`` (and its
+    ``agent``, for an agent CLI's config) instead of its own allow-lists when given, the
+    selection (:func:`select_scenarios`) and the limits (:func:`limit_scenarios`).  A
+    bad allow-list is reported before the suite is read, as ``run`` always did."""
+    from agent_eval.scenario.bundled import bundled_suite, find_suite, load_policy
+    from agent_eval.scenario.suite import load_suite
+
+    policy = load_policy(allowlist, agent) if allowlist else None
+    loaded = load_suite(find_suite(suite) if suite else bundled_suite(), policy)
+    chosen = select_scenarios(loaded, include=include, tags=tags, exclude=exclude, limit=limit)
+    return limit_scenarios(chosen, turns=turns, tool_calls=tool_calls)

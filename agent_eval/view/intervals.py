@@ -5,9 +5,10 @@ clustered one (sessions as clusters, Korn–Graubard) with its design effect, pe
 per failure class; the compare page shows, per common target, the same session-level
 analysis `agent-eval compare` prints (paired over shared scenarios, post-stratified to the
 shared tag mix, or independent), each with its method named.  The numbers come from the
-library functions the CLI calls (``summarize_clustered``, ``analyse_units``) over the same
-session units (``session_units``), summed per scenario in SQL (``store.cluster_stats``) as
-the CLI sums them, so a page and the CLI never disagree.
+library functions the CLI calls (``summarize_clustered``; the compare page's from
+``analysis.compare_stored.compare_stored``, the CLI's own call) over the same session
+units (``session_units``), summed per scenario in SQL (``store.cluster_stats``) as the CLI
+sums them, so a page and the CLI never disagree.
 """
 
 from __future__ import annotations
@@ -94,13 +95,3 @@ class TargetAnalysis:
 
     target: str
     lines: tuple[str, ...]
-
-
-def compare_analysis(units_a: Mapping[str, Sequence[Unit] | TargetStats],
-                     units_b: Mapping[str, Sequence[Unit] | TargetStats],
-                     targets: Sequence[str]) -> tuple[TargetAnalysis, ...]:
-    """The session-level analysis of each common target (``analyse_units``)."""
-    from agent_eval.analysis.comparison import analyse_units, unit_lines
-
-    analysed = analyse_units(units_a, units_b, targets)
-    return tuple(TargetAnalysis(name, tuple(unit_lines(a))) for name, a in analysed.items())

@@ -11,14 +11,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
-from agent_eval.analysis.comparison import holm
+from agent_eval.analysis.compare_stored import every_target
+from agent_eval.analysis.comparison import unit_lines
 from agent_eval.metrics.classes import UNCLASSIFIED
 from agent_eval.metrics.clustered import ClusteredRate, clustered_text, units_rate
-from agent_eval.metrics.stats import compare_rates, wilson_interval
-from agent_eval.metrics.summary import NO_AGENT, GroupSummary, Tally
+from agent_eval.metrics.stats import wilson_interval
+from agent_eval.metrics.summary import NO_AGENT, GroupSummary
 from agent_eval.policy import RULES, get_rule
 from agent_eval.report.charts import change_chart, class_chart, error_chart
 from agent_eval.report.lists import ListCell as Cell  # one linked-cell record for report and view
@@ -29,7 +31,7 @@ from agent_eval.report.runs import (
     running_progress,
     stopped_runs,
 )
-from agent_eval.store import Page, RunInfo, Store
+from agent_eval.store import Page, Store
 from agent_eval.transcript import (
     EXIT_STATES,
     NEXT_ACTIONS,
@@ -42,7 +44,6 @@ from agent_eval.view.intervals import (
     ClusteredView,
     TargetAnalysis,
     clustered_view,
-    compare_analysis,
     run_units,
 )
 from agent_eval.view.links import (
@@ -54,6 +55,9 @@ from agent_eval.view.links import (
     sessions_href,
 )
 from agent_eval.view.trend import run_stamps, trend_chart
+
+if TYPE_CHECKING:
+    from agent_eval.analysis.paired_replay import PairedReplay
 
 TREND_RUNS = 20
 
@@ -173,7 +177,7 @@ def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPag
     """The run page; its clustered intervals inline up to :data:`INLINE_SESSIONS` sessions
     (or when ``intervals`` asks), else a link to the same page with them."""
     info = store.get_run(run_id)
-    figures = _by_target(store, run_id, "actions")
+    figures = every_target(store, run_id, "actions")
     by_scenario = store.summarize([run_id], ("scenario", "target"), with_turns=False,
                                   detail="totals")
     inline = intervals or _sessions(figures) <= INLINE_SESSIONS
@@ -240,14 +244,6 @@ def _trend_intervals(store: Store, run_ids: list[int], points: list[dict[str, Gr
                 spans[name] = (rate.lo100, rate.hi100)
         out.append(spans)
     return out
-
-
-def _by_target(store: Store, run_id: int, detail) -> dict[str, GroupSummary]:
-    """The aggregator's figures per target of the run, every target of the run in the
-    order added (one that has no session yet with zeros)."""
-    figures = store.summarize([run_id], "target", with_turns=False, detail=detail)
-    return {t.name: figures.get(t.name) or Tally().freeze(t.name, False)
-            for t in store.run_targets(run_id)}
 
 
 INLINE_SESSIONS = 2000
@@ -467,68 +463,48 @@ COMPARE_HEAD = ("target", "failure class", "run A: errors/100 (calls)",
 def build_compare_page(store: Store, a_id: int, b_id: int,
                        analysis: bool = False) -> ComparePage:
     """Per common target and class: both rates, the difference, the p-value, links to
-    each side's calls of that class."""
-    heads = []
-    sides = []
-    infos = []
-    for run_id in (a_id, b_id):
-        info = store.get_run(run_id)
-        infos.append(info)
-        heads.append(RunHead(info.id, info.label, info.kind, info.status, info.created_at,
-                             info.finished_at))
-        sides.append(_by_target(store, run_id, "rates"))
-    fig_a, fig_b = sides
-    common = [n for n in fig_a if n in fig_b]
-    inline = analysis or _sessions(fig_a) + _sessions(fig_b) <= INLINE_SESSIONS
-    units = ([run_units(store, run_id, classes=True, outcomes=True) for run_id in (a_id, b_id)]
-             if inline else None)
+    each side's calls of that class; drawn from ``compare_stored``, the comparison
+    ``agent-eval compare`` prints (its session-level analysis inline up to
+    :data:`INLINE_SESSIONS` sessions, or when ``analysis`` asks)."""
+    from agent_eval.analysis.compare_stored import compare_stored
+
+    compared = compare_stored(store, a_id, b_id, detail="table",
+                              max_sessions=None if analysis else INLINE_SESSIONS)
+    cmp = compared.comparison
+    heads = [RunHead(info.id, info.label, info.kind, info.status, info.created_at,
+                     info.finished_at) for info in (compared.run_a, compared.run_b)]
     rows, changes = [], []
-    for name in common:
-        ta, tb = fig_a[name], fig_b[name]
-        codes = [c for c in RULES if c in ta.classes or c in tb.classes]
-        counts = [("total", ta.errors.k, tb.errors.k),
-                  *((c, _k(ta, c), _k(tb, c)) for c in codes)]
-        tests = {code: compare_rates(ka, ta.calls, kb, tb.calls, exact=False)
-                 for code, ka, kb in counts if ta.calls and tb.calls}
+    for name, group in cmp.groups.items():
+        calls = group.errors.a.n and group.errors.b.n
+        adjusted = cmp.class_p_holm.get(name, {})
         # the classes are one family: each is called on its Holm-adjusted p, with the
         # sessions at hand each class's Rao–Scott p (its own design effect), as compare's
-        class_p = {c: t.p_value for c, t in tests.items() if c != "total"}
-        if units is not None and name in units[0] and name in units[1]:
-            from agent_eval.metrics.clustered import rao_scott_test
-
-            class_p = {c: rao_scott_test(units[0][name], units[1][name], c).p_value
-                       for c in class_p}
-        adjusted = holm(class_p)
-        for code, ka, kb in counts:
+        for code, test in [("total", group.errors),
+                           *((c, group.classes[c]) for c in RULES if c in group.classes)]:
             f = {"decision": "deny"} if code == "total" else {"code": code}
-            rows.append(_compare_row(name, code, (a_id, ka, ta.calls), (b_id, kb, tb.calls), f,
-                                     tests.get(code), adjusted.get(code)))
-            cmp = tests.get(code)
-            if cmp is not None and cmp.diff100 is not None and cmp.lo100 is not None \
-                    and cmp.hi100 is not None:
-                changes.append((f"{name} · {code}", cmp.diff100, cmp.lo100, cmp.hi100))
-    lines = compare_analysis(units[0], units[1], common) if units is not None else ()
-    return ComparePage(heads[0], heads[1], COMPARE_HEAD, tuple(rows),
-                       tuple(n for n in fig_a if n not in fig_b),
-                       tuple(n for n in fig_b if n not in fig_a), lines,
-                       None if inline else f"/compare?a={a_id}&b={b_id}&analysis=1",
-                       _replay_view(store, *infos), change_chart(changes))
+            shown = test if calls else None
+            rows.append(_compare_row(name, code, (a_id, test.a.k, test.a.n),
+                                     (b_id, test.b.k, test.b.n), f, shown,
+                                     None if code == "total" else adjusted.get(code)))
+            if shown is not None and shown.diff100 is not None and shown.lo100 is not None \
+                    and shown.hi100 is not None:
+                changes.append((f"{name} · {code}", shown.diff100, shown.lo100, shown.hi100))
+    lines = tuple(TargetAnalysis(name, tuple(unit_lines(a))) for name, a in cmp.units.items())
+    return ComparePage(heads[0], heads[1], COMPARE_HEAD, tuple(rows), tuple(cmp.only_a),
+                       tuple(cmp.only_b), lines,
+                       None if compared.session_level else
+                       f"/compare?a={a_id}&b={b_id}&analysis=1",
+                       _replay_view(compared.replay), change_chart(changes))
 
 
-def _k(summary: GroupSummary, code: str) -> int:
-    return summary.classes[code].k if code in summary.classes else 0
-
-
-def _replay_view(store: Store, info_a: RunInfo, info_b: RunInfo) -> ReplayView | None:
+def _replay_view(paired: PairedReplay | None) -> ReplayView | None:
     from agent_eval.analysis.paired_replay import (
         CLASS_HEADER,
         class_rows,
-        load_replay_pairs,
         moved_line,
         paired_lines,
     )
 
-    paired = load_replay_pairs(store, info_a, info_b)
     if paired is None:
         return None
     moved = paired.moved

@@ -66,37 +66,66 @@ def _parse_whole(text: str) -> ParsedReply:
 
 def _parse_stream(text: str) -> ParsedReply:
     """Server-sent events: ``data: {chunk}`` lines folded into one reply."""
-    reply = ParsedReply()
-    content: list[str] = []
-    reasoning: list[str] = []
-    calls = DeltaFolder()
-    done = seen = False
+    stream = ChatStream()
     for _, chunk in sse_objects(text):
+        stream.add(chunk)
+    return stream.reply()
+
+
+class ChatStream:
+    """A streamed reply read chunk by chunk: the one reader of ``chat.completion.chunk``
+    events, for a body read whole (the proxy, ``replay``: :func:`parse_reply`) and for
+    chunks as they arrive (the live client, which times the first token by what
+    :meth:`add` returns).  Only the first choice is read; a ``usage`` that is not an
+    object is no usage; tool-call deltas are folded by ``records.DeltaFolder``."""
+
+    def __init__(self) -> None:
+        self.model: str | None = None
+        self.usage: dict[str, Any] = {}
+        self.finish_reason: str | None = None
+        self.done = False  # ``[DONE]`` seen
+        self.seen = False  # a chunk (a JSON object) seen
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls = DeltaFolder()
+
+    def add(self, chunk: Any) -> bool:
+        """Read one event's value (a decoded chunk, or the ``[DONE]`` marker); True when
+        it carried text, reasoning or a tool-call delta (the first token, for timing)."""
         if not isinstance(chunk, dict):
-            done = done or chunk == "[DONE]"
-            continue
-        seen = True
-        reply.model = reply.model or string(chunk.get("model")) or None
+            self.done = self.done or chunk == "[DONE]"
+            return False
+        self.seen = True
+        self.model = self.model or string(chunk.get("model")) or None
         if isinstance(chunk.get("usage"), dict):
-            reply.usage = chunk["usage"]
+            self.usage = chunk["usage"]
         choice = _first_choice(chunk)
         if choice is None:
-            continue
-        reply.finish_reason = string(choice.get("finish_reason")) or reply.finish_reason
+            return False
+        self.finish_reason = string(choice.get("finish_reason")) or self.finish_reason
         delta = mapping(choice.get("delta"))
-        content.append(string(delta.get("content")))
-        reasoning.append(_reasoning(delta))
-        for tc in delta.get("tool_calls") or []:
+        text, think = string(delta.get("content")), _reasoning(delta)
+        self.content.append(text)
+        self.reasoning.append(think)
+        deltas = delta.get("tool_calls") or []
+        for tc in deltas if isinstance(deltas, list) else []:
             if isinstance(tc, dict):
                 fn = mapping(tc.get("function"))
-                calls.add(tc.get("index"), tc.get("id"), fn.get("name"), fn.get("arguments"))
-    reply.content, reply.reasoning = "".join(content), "".join(reasoning)
-    reply.calls, reply.stream_faults = calls.calls(), list(calls.faults)
-    if not seen:
-        reply.status = "unparseable"
-    elif reply.finish_reason is None or not done:
-        reply.status = "truncated"
-    return reply
+                self.calls.add(tc.get("index"), tc.get("id"), fn.get("name"), fn.get("arguments"))
+        return bool(text or think or deltas)
+
+    def reply(self) -> ParsedReply:
+        """The reply so far: ``unparseable`` when no chunk came, ``truncated`` without a
+        finish reason or the ``[DONE]`` marker."""
+        reply = ParsedReply(content="".join(self.content), reasoning="".join(self.reasoning),
+                            finish_reason=self.finish_reason, usage=self.usage,
+                            model=self.model)
+        reply.calls, reply.stream_faults = self.calls.calls(), list(self.calls.faults)
+        if not self.seen:
+            reply.status = "unparseable"
+        elif reply.finish_reason is None or not self.done:
+            reply.status = "truncated"
+        return reply
 
 
 def _first_choice(obj: Any) -> dict[str, Any] | None:

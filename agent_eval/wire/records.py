@@ -212,3 +212,43 @@ def dicts(value: Any) -> list[dict[str, Any]]:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenFigures:
+    """A turn's token counts and decode speed, as every source stores them: the live
+    client and the proxy build them here, from the reply's usage (Chat Completions'
+    keys) and its timing, so a reply read either way stores the same figures."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+    decode_tps: float | None = None
+
+
+def token_count(value: Any) -> int | None:
+    """A token count as a server reports it: a whole number >= 0, else unknown (a
+    string, a negative, a boolean)."""
+    return value if type(value) is int and value >= 0 else None
+
+
+def token_figures(usage: Any, latency_s: float | None, ttft_s: float | None) -> TokenFigures:
+    """The figures of a reply whose ``usage`` came in Chat Completions' keys (a usage that
+    is not an object is none).  Decode speed is completion tokens over the time after the
+    first token (the whole latency when that time is unknown); unknown without a
+    completion count or a positive time."""
+    usage = usage if isinstance(usage, dict) else {}
+
+    def detail(outer: str, inner: str) -> int | None:
+        value = usage.get(outer)
+        return token_count(value.get(inner)) if isinstance(value, dict) else None
+
+    completion = token_count(usage.get("completion_tokens"))
+    decode = latency_s - ttft_s if latency_s is not None and ttft_s is not None else latency_s
+    return TokenFigures(
+        prompt_tokens=token_count(usage.get("prompt_tokens")), completion_tokens=completion,
+        reasoning_tokens=detail("completion_tokens_details", "reasoning_tokens"),
+        cached_tokens=detail("prompt_tokens_details", "cached_tokens"),
+        decode_tps=completion / decode if completion is not None and decode is not None
+        and decode > 0 else None)
