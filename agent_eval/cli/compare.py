@@ -103,11 +103,11 @@ def compare(run_a, run_b, targets, by, markdown_path, explain, as_json, db) -> N
     result = compare_runs(summaries[0], summaries[1], repeats[0], repeats[1],
                           label_a=_label(info_a), label_b=_label(info_b), by=by)
     if by == "target":  # each target's serving stack, from the runs' fingerprints
-        from agent_eval.transcript import run_stacks, stack_changes
+        from agent_eval.transcript import run_stacks, stack_changes, target_stack
 
         stacks_a, stacks_b = run_stacks(info_a.fingerprint), run_stacks(info_b.fingerprint)
         result = dataclasses.replace(result, stack_changes={
-            name: stack_changes(stacks_a.get(name), stacks_b.get(name))
+            name: stack_changes(target_stack(stacks_a, name), target_stack(stacks_b, name))
             for name in result.groups})
     if moved is not None:
         result = dataclasses.replace(result, rescore=moved)

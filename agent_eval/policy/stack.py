@@ -30,7 +30,8 @@ from agent_eval.policy.rules import code_for
 from agent_eval.policy.schemas import broken_schema, offered_schemas
 
 __all__ = ["Exchange", "StackFault", "WireCall", "check_parity", "check_reply", "exchange_of",
-           "find_tool_markup", "parser_failed", "parser_markers", "template_markers"]
+           "find_tool_markup", "notes_markers", "parser_failed", "parser_markers",
+           "template_markers"]
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
 """A tool name as the protocols allow one (OpenAI: letters, digits, ``_`` and ``-``, up to
@@ -399,6 +400,19 @@ def parser_markers(name: str | None) -> frozenset[str] | None:
     key = name.strip().lower().replace("-", "_")
     fmt = PARSER_FORMATS.get(key) or (key if key in TEMPLATE_FORMATS else None)
     return frozenset(TEMPLATE_FORMATS[fmt]) if fmt is not None else None
+
+
+def notes_markers(notes: Any) -> frozenset[str] | None:
+    """The markers of the format the operator's stack notes name (``parser`` first, then
+    ``template``: a mapping or anything with those attributes), or None when neither names
+    a known format: then the server's own template decides, else nothing does."""
+    if notes is None:
+        return None
+
+    def note(key: str) -> Any:
+        return notes.get(key) if isinstance(notes, dict) else getattr(notes, key, None)
+
+    return parser_markers(note("parser")) or parser_markers(note("template"))
 
 
 def markup_opener(text: str, start: int) -> str:

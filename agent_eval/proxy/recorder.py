@@ -30,7 +30,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from types import EllipsisType
@@ -44,6 +44,8 @@ from agent_eval.proxy.sessions import Sessions
 from agent_eval.runs import RunSpec, RunWriter, TargetDefaults
 from agent_eval.scenario.protocols import Protocols
 from agent_eval.transcript import (
+    STACK_KEY,
+    UPSTREAM_STACK,
     CallRecord,
     FindingRecord,
     HandshakeResult,
@@ -79,10 +81,14 @@ class Recorder:
                  journal_max_bytes: int = 1024 * 1024 * 1024, retry_s: float = 5.0,
                  tick_s: float = 0.5, protocols: Protocols | None = None,
                  protocols_path: str | None = None, keep_requests_days: int = 0,
-                 prune_every_s: float = 3600.0) -> None:
+                 prune_every_s: float = 3600.0, stack_notes: Mapping[str, str] | None = None,
+                 ask_upstream: bool = True) -> None:
         """``keep_requests_days``: delete the stored request texts (the prompts kept for
         ``replay``) that no turn used in that many days, at start and every
-        ``prune_every_s`` seconds; 0 keeps them for ever."""
+        ``prune_every_s`` seconds; 0 keeps them for ever.  ``stack_notes``: the operator's
+        notes on the upstream's stack (``parser``, ``template``...); at :meth:`start` the
+        upstream is asked once what it serves (``upstream.py``; ``ask_upstream`` False:
+        never), kept in the run's fingerprint and read for AE511."""
         self.store = store
         self.protocols_path = protocols_path
         self.policy: ResolvedPolicy | None = None
@@ -93,6 +99,8 @@ class Recorder:
             self.allowlist = allowlist
         self.label = label
         self.upstream = public_url(upstream)  # stored in the run's config: no credentials
+        self.stack_notes = dict(stack_notes or {})
+        self.ask_upstream = ask_upstream
         self.allowlist_path = allowlist_path
         self.sessions = Sessions(allowlist, idle_s=idle_s, protocols=protocols)
         self.queue: queue.Queue[Exchange | None] = queue.Queue(maxsize=queue_size)
@@ -155,8 +163,20 @@ class Recorder:
                 **protocol_counts(self.sessions.counts)}
 
     def start(self) -> None:
+        self._read_upstream()
         self._ensure_run()
         self._thread.start()
+
+    def _read_upstream(self) -> None:
+        """Ask the upstream once, before anything is relayed, what stack it serves
+        (``upstream.py``): its template's call format judges markup left in replies,
+        the stack goes in the run's fingerprint.  No user traffic is touched."""
+        from agent_eval.proxy.upstream import upstream_stack
+
+        found = upstream_stack(self.upstream, self.stack_notes, ask=self.ask_upstream)
+        self.sessions.template_markers = found.markers
+        if found.stack and self.run.spec is not None and self.run.run_id is None:
+            self.run.spec.fingerprint[STACK_KEY] = {UPSTREAM_STACK: found.stack}
 
     def stop(self, timeout: float = 60.0) -> None:
         """Drain the queue, close every open session, write (or journal) them."""

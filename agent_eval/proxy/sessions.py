@@ -140,7 +140,12 @@ class Sessions:
     """Open sessions of one proxy run; see the module docstring."""
 
     def __init__(self, allowlist: AllowList | ResolvedPolicy, *, idle_s: float = 600.0,
-                 protocols: Protocols | None = None) -> None:
+                 protocols: Protocols | None = None,
+                 template_markers: frozenset[str] | None = None) -> None:
+        """``template_markers``: the call format of the upstream's chat template (or of
+        the parser the operator named), read once at start (``upstream.py``): markup in
+        that format left in a reply is the parser's (AE511); None: unknown (AE104)."""
+        self.template_markers = template_markers
         self.judges = SessionJudges(allowlist, foreign=True)  # an agent CLI's calls (calls.py)
         self.allowlist = self.judges.allowlist
         self.protocols = protocols  # closing sequences (scenario/protocols.py), if given
@@ -285,7 +290,8 @@ class Sessions:
         faults = state.stack.reply(index, request, finish_reason=reply.finish_reason,
                                    content=reply.content, reasoning=reply.reasoning,
                                    calls=reply.calls, completion_tokens=completion,
-                                   stream_faults=reply.stream_faults)
+                                   stream_faults=reply.stream_faults,
+                                   template_markers=self.template_markers)
         lost = {f.code for f in faults if f.ends}
         if CUT_CODE in lost:
             state.statuses.add(CUT_BY_LENGTH)

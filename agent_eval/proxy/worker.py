@@ -73,6 +73,7 @@ class RecorderConfig:
     protocols_path: str | None = None
     otel_endpoint: str | None = None
     keep_requests_days: int = 0
+    stack_notes: tuple[tuple[str, str], ...] = ()  # --stack-parser, --stack-template
 
 
 class RecorderProcess:
@@ -228,4 +229,5 @@ def build_recorder(config: RecorderConfig) -> Recorder:
                     label=config.label, allowlist_path=config.allowlist_path,
                     idle_s=config.idle_s, journal=config.journal, protocols=protocols,
                     protocols_path=config.protocols_path,
-                    keep_requests_days=config.keep_requests_days)
+                    keep_requests_days=config.keep_requests_days,
+                    stack_notes=dict(config.stack_notes))
