@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from agent_eval.analysis.stack_faults import stack_rise_line, stack_rose
 from agent_eval.analysis.wrapping import fit_lines
 from agent_eval.metrics import (
     FISHER_TEST,
@@ -502,6 +503,7 @@ def verdict_lines(cmp: RunComparison) -> list[str]:
     """What changed, first: per group, errors/100 in a and b (clustered intervals), the
     one verdict on it, handshake completion and the flips; the tables follow."""
     lines = [f"b = {cmp.label_b} against a = {cmp.label_a}:"]
+    lines += [f"  {line}" for line in stack_rises(cmp)]  # before anything of the model
     for name, group in cmp.groups.items():
         analysis = cmp.units.get(name)
         e = group.errors
@@ -516,6 +518,15 @@ def verdict_lines(cmp: RunComparison) -> list[str]:
         lines.append(f"  {name}: {rates}, {verdict}{handshake}; {len(flips)} scenario"
                      f"{'s' if len(flips) != 1 else ''} flipped")
     return lines
+
+
+def stack_rises(cmp: RunComparison) -> list[str]:
+    """One line per common group whose stack faults rose significantly from a to b
+    (``stack_faults.stack_rise_line``): what ``compare`` says first."""
+    return [stack_rise_line(name, group.stack_faults, group.stack_codes,
+                            cmp.stack_changes.get(name) or ())
+            for name, group in cmp.groups.items()
+            if group.stack_faults is not None and stack_rose(group.stack_faults)]
 
 
 def _short(per100: float | None) -> str:
@@ -588,6 +599,7 @@ def _aligned(rows: list[tuple[str, ...]]) -> list[str]:
 def render_comparison_markdown(cmp: RunComparison) -> str:
     """The same as Markdown, for a PR comment or a step summary."""
     lines = [f"## agent-eval compare: {_md(cmp.label_a)} → {_md(cmp.label_b)}", ""]
+    lines += [f"**{_md(line)}**  " for line in stack_rises(cmp)]
     lines += [f"{_md(line)}  " for line in (*_legend(cmp), *_missing(cmp))]
     for name, group in cmp.groups.items():
         stack = [*_stack_diff(cmp, name), *filter(None, [stack_line(group)])]

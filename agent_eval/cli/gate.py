@@ -99,7 +99,10 @@ def gate(run_ref, max_error_rate, max_class, baseline_ref, max_regression, min_h
     together, each class named); more than N fails.  --max-stack-faults X bounds what
     the serving stack (parser, template, streaming, output cap) lost or mangled, per
     target, per 100 calls: never in errors/100, so a broken stack fails on its own line
-    (`agent-eval rules`, AE5xx).
+    (`agent-eval rules`, AE5xx).  With --baseline, a target whose stack faults rose
+    significantly over the baseline is said first, before any check (STACK FAULTS ROSE,
+    the codes that rose and how the stacks differ): the model's figures after it are
+    read knowing the stack lost calls.
     """
     from agent_eval.analysis.gate import with_leads
     from agent_eval.analysis.gate_render import (
@@ -136,6 +139,15 @@ def gate(run_ref, max_error_rate, max_class, baseline_ref, max_regression, min_h
         from agent_eval.analysis.stack_faults import with_stack_fault_checks
 
         result = with_stack_fault_checks(result, current, max_stack_faults)
+        if baseline:  # a nightly whose stack faults rose says so first
+            from agent_eval.analysis.stack_faults import with_stack_rises
+            from agent_eval.transcript import run_stacks, stack_changes, target_stack
+
+            mine = run_stacks(run.fingerprint)
+            changes = {t: stack_changes(target_stack(run_stacks(info.fingerprint), t),
+                                        target_stack(mine, t))
+                       for t, info in (pick.by_target if pick else {}).items()}
+            result = with_stack_rises(result, current, baseline, changes)
     title = f"Run {run.id}" + (f" ({run.label})" if run.label else "")
     if pick is not None:
         title += f" against {pick.describe(baseline_ref)}"
@@ -160,13 +172,14 @@ def gate(run_ref, max_error_rate, max_class, baseline_ref, max_regression, min_h
 
 def gate_json(result, run_id: int, pick: BaselinePick | None, note: str | None,
               coverage: dict | None = None, sequential=None) -> str:
-    """``{passed, outcome, run, baseline, baselines, note, coverage: {TARGET: {planned,
+    """``{passed, outcome, run, stack_rose, baseline, baselines, note, coverage: {TARGET: {planned,
     played, judged, lost: {CAUSE: n}}}, checks: [{name, target, kind, threshold,
     observed, status, detail, method, p, leads}]}`` (``p``: a regression check's
     one-sided p; ``leads``: where to look, for a failed or undecided check; ``planned`` null when the run holds no plan); ``outcome`` is pass, fail or
     inconclusive (after --on-inconclusive); ``baseline`` is the newest baseline run and
     ``baselines`` the run each target was compared with; ``method`` names the interval or
-    test a check used."""
+    test a check used; ``stack_rose`` the lines said first, one per target whose stack
+    faults rose over the baseline."""
     import json
 
     checks = [{"name": c.name, "target": c.target, "kind": c.kind, "threshold": c.threshold,
@@ -177,6 +190,7 @@ def gate_json(result, run_id: int, pick: BaselinePick | None, note: str | None,
     covered = {name: {"planned": c.planned, "played": c.played, "judged": c.judged,
                       "lost": dict(c.lost)} for name, c in (coverage or {}).items()}
     return json.dumps({"passed": result.passed, "outcome": result.outcome, "run": run_id,
+                       "stack_rose": list(result.leading),
                        "baseline": pick.runs[0].id if pick else None, "baselines": baselines,
                        "note": note, "coverage": covered,
                        "sequential": None if sequential is None else sequential.stored(),
