@@ -47,11 +47,18 @@ from agent_eval.errors import ConfigError
                    "kept), and again its body (then a 408).")
 @stack_note_options("the chat template the upstream reports (llama.cpp's /props), "
                     "read once at start")
+@click.option("--stream-parity", is_flag=True,
+              help="After each streamed chat turn whose decoding repeats itself "
+                   "(temperature 0 or a seed) was relayed, ask the upstream its whole "
+                   "twin (stream: false) as a side request and record a streamed reply "
+                   "that differs as AE510; one twin at a time, a second generation per "
+                   "twinned turn on the server (docs/proxy.md).")
 @db_option
 def proxy(upstream: str, allowlist_path: str, agent: str | None, port: int, host: str, label: str,
           idle_timeout: float, journal: str, protocols_path: str | None,
           otel_endpoint: str | None, keep_requests_days: int, client_timeout: float,
-          stack_parser: str | None, stack_template: str | None, db: str | None) -> None:
+          stack_parser: str | None, stack_template: str | None, stream_parity: bool,
+          db: str | None) -> None:
     """Relay an agent stack's traffic to its model server unchanged; judge every tool call.
 
     Point the stack's base URL at the proxy and change nothing else.  Every request and
@@ -125,7 +132,7 @@ def proxy(upstream: str, allowlist_path: str, agent: str | None, port: int, host
         db=db, allowlist_path=str(allowlist_path), agent=agent, upstream=upstream, label=label,
         idle_s=idle_timeout, journal=journal, protocols_path=protocols_path,
         otel_endpoint=otel_endpoint, keep_requests_days=keep_requests_days,
-        stack_notes=tuple(notes.items())))
+        stack_notes=tuple(notes.items()), stream_parity=stream_parity))
     from agent_eval.proxy.loop import run
     from agent_eval.proxy.worker import STOPPING
 
