@@ -40,7 +40,8 @@ _CALL_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _PARSER_FAILED = re.compile(
     r"fail\w* to parse|pars(?:er|ing) (?:error|fail)|error (?:in )?(?:extracting|parsing) "
     r"tool|tool[ _-]?call\w*[^.\n]{0,40}pars|unexpected (?:token|character|end of)|"
-    r"JSONDecodeError|invalid (?:json|tool[ _-]?call)|template (?:error|render)",
+    r"JSONDecodeError|invalid (?:json|tool[ _-]?call)|template (?:error|render)|"
+    r"(?:tools|tool_choice) param requires --jinja",
     re.IGNORECASE)
 RAW_LIMIT = 2000  # characters of the offending wire text kept with a fault
 
@@ -120,7 +121,9 @@ def _concatenated(text: str) -> bool:
 
 
 def parser_failed(status: int | None, body: str) -> bool:
-    """An HTTP 5xx whose body says the server's parser or template failed."""
+    """An HTTP 5xx whose body says the server's parser or template failed, or that its
+    template engine is off (llama-server without ``--jinja`` refuses every request that
+    offers tools: ``tools param requires --jinja flag``)."""
     return status is not None and 500 <= status < 600 and bool(_PARSER_FAILED.search(body))
 
 
