@@ -393,7 +393,8 @@ def stack_line(group: GroupComparison) -> str | None:
         return None
 
     def side(rate) -> str:
-        return "–" if rate.per100 is None else f"{rate.per100:.2f} ({rate.k}/{rate.n})"
+        return ("– (no call reached the stack)" if rate.per100 is None
+                else f"{rate.per100:.2f} ({rate.k}/{rate.n})")
 
     change = ("" if cmp.diff100 is None else
               f", b − a {cmp.diff100:+.2f} [{cmp.lo100:+.2f} to {cmp.hi100:+.2f}]"
@@ -408,6 +409,8 @@ def _who(group: GroupComparison) -> str:
     """Which one changed, when the stack faults moved apart and the model's errors did
     not: "the model is the same; the stack loses 7.40 calls per 100 more in b"."""
     cmp, errors = group.stack_faults, group.errors
+    if cmp is not None and cmp.diff100 is None and errors.diff100 is None:
+        return _nothing_to_compare(cmp)
     if cmp is None or cmp.diff100 is None or not cmp.significant or errors.significant:
         return ""
     more = "more" if cmp.diff100 > 0 else "fewer"
@@ -419,6 +422,22 @@ def _who(group: GroupComparison) -> str:
         same = (f"the model is the same (errors/100 b − a {errors.diff100:+.2f}{interval}, "
                 "not significant)")
     return f" So {same}; the stack loses {abs(cmp.diff100):.2f} calls per 100 {more} in b."
+
+
+def _nothing_to_compare(cmp: RateComparison) -> str:
+    """One side's stack lost every call it was given and no call of the model's reached
+    the other's (llama-server without jinja against the same model with it): the
+    stacks differ, the model's figures cannot."""
+    lossy = [(name, rate) for name, rate in (("a", cmp.a), ("b", cmp.b))
+             if rate.n and rate.k == rate.n]
+    if len(lossy) != 1 or (cmp.a.n and cmp.b.n):
+        return ""
+    name, rate = lossy[0]
+    other = "b" if name == "a" else "a"
+    return (f" So the stack of {name} lost every one of the {rate.n} calls it was given "
+            f"and no call of the model's reached {other}'s: the model made no error "
+            "through either, and nothing of the model's can be compared; fix the stack "
+            f"of {name}.")
 
 
 def _stack_diff(cmp: RunComparison, name: str) -> list[str]:
