@@ -45,10 +45,11 @@ STREAM = "".join([
 
 
 def whole(arguments: str) -> dict:
+    """The whole answer; its call id is drawn anew, as servers draw one per request."""
     return {"id": "chatcmpl-2", "object": "chat.completion", "created": 1, "model": "qwen",
             "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
                 "role": "assistant", "content": None, "tool_calls": [
-                    {"id": "call_1", "type": "function",
+                    {"id": "call_2", "type": "function",
                      "function": {"name": "bash", "arguments": arguments}}]}}],
             "usage": {"prompt_tokens": 50, "completion_tokens": 12, "total_tokens": 62}}
 
@@ -98,6 +99,7 @@ def test_a_streamed_reply_that_differs_from_its_whole_twin_is_ae510(store, tmp_p
 
 
 def test_a_twin_that_agrees_leaves_no_fault(store, tmp_path):
+    """The same call under another id is the same reply: ids are drawn per request."""
     rows, seen, _, _ = stream_once(store, tmp_path, STREAMED_ARGS, seed=7)
     assert len(seen) == 2
     [row] = rows
