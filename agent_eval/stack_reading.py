@@ -49,6 +49,7 @@ class StackReading:
         self.check_ids = check_ids
         self.faults: list[StackFaultRecord] = []
         self.seen_ids: set[str] = set()
+        self.turn_ids: dict[int, set[str]] = {}  # the call ids each reply read added
         self.ending: tuple[int, str] | None = None  # (turn, reason) of the last ending fault
 
     def reply(self, turn_index: int, request: Any, *, finish_reason: str | None,
@@ -63,7 +64,9 @@ class StackReading:
                                stream_faults=stream_faults, earlier_ids=self.seen_ids,
                                check_ids=self.check_ids, template_markers=template_markers)
         faults = self._keep(turn_index, check_reply(exchange))
-        self.seen_ids.update(c.id for c in calls if isinstance(c.id, str) and c.id)
+        ids = {c.id for c in calls if isinstance(c.id, str) and c.id}
+        self.turn_ids.setdefault(turn_index, set()).update(ids)
+        self.seen_ids.update(ids)
         ending = next((f for f in faults if f.ends), None)
         if ending is not None:
             self.ending = (turn_index, ending_reason(ending, calls, completion_tokens))
@@ -72,14 +75,20 @@ class StackReading:
     def parity(self, turn_index: int, request: Any, whole: Any,
                streamed: Any) -> list[StackFaultRecord]:
         """The stream-parity fault (AE510) of one turn played whole and streamed from the
-        same context (replies as :meth:`reply` reads them); never ends the session."""
+        same context (replies as :meth:`reply` reads them); never ends the session.  Each
+        half's call ids are checked against the turns before only: the half the session
+        went on with (the whole one in a run, the streamed one through the proxy) was
+        read by :meth:`reply` already, and a server draws new ids for each request."""
+        earlier = set().union(*(ids for turn, ids in self.turn_ids.items()
+                                if turn < turn_index))
+
         def exchange(reply: Any, stream: bool) -> Exchange:
             return exchange_of(dict(request or {}, stream=stream),
                                finish_reason=reply.finish_reason, content=reply.content or "",
                                reasoning=reply.reasoning or "", calls=reply.tool_calls,
                                completion_tokens=reply.completion_tokens,
                                stream_faults=getattr(reply, "stream_faults", None) or (),
-                               earlier_ids=self.seen_ids - {c.id for c in whole.tool_calls},
+                               earlier_ids=earlier,
                                check_ids=self.check_ids)
         return self._keep(turn_index, check_parity(exchange(streamed, True),
                                                    exchange(whole, False)))

@@ -168,6 +168,18 @@ def run_stacks(fingerprint: Any) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in (stacks or {}).items() if isinstance(v, dict)}
 
 
+UPSTREAM_STACK = "(upstream)"
+"""The key of a proxy run's one stack: its upstream's, whatever model each session names."""
+
+
+def target_stack(stacks: Mapping[str, Any], target: str | None) -> dict[str, Any] | None:
+    """The stack of ``target`` among a run's :func:`run_stacks`: its own, else the
+    upstream's of a proxy run (every session went through it)."""
+    found = stacks.get(target) if target is not None else None
+    found = found if found is not None else stacks.get(UPSTREAM_STACK)
+    return found if isinstance(found, dict) else None
+
+
 TELEMETRY_EVENTS_TAG = "otlp_events:"
 """Tag prefix of a session ``agent-eval collect`` stored: the telemetry events it was
 stitched from (``otlp_events:N``); ``skipped_calls:N`` counts its calls not judgeable."""

@@ -18,7 +18,11 @@
 # servers share a 2-core CI machine), AGENT_EVAL_CHAT_TEMPLATE (a Jinja chat template file
 # passed as --chat-template-file instead of the GGUF's own; scripts/chat-templates/
 # chatml-tools.jinja renders tools in the Hermes / Qwen 2.5 format, which llama-server
-# parses into tool calls: the interop tests serve both models with it).  See docs/servers.md.
+# parses into tool calls: the interop tests serve both models with it),
+# AGENT_EVAL_LLAMA_JINJA=0 (serve without the jinja template engine: `--no-jinja` where the
+# build has it, else no `--jinja`; llama-server then answers every request that offers
+# tools with a 500 "tools param requires --jinja flag", the stack fault AE509 the interop
+# tests compare against the same model with --jinja).  See docs/servers.md.
 #
 # Example:
 #   scripts/ci/llama.sh && scripts/serve-llama-server.sh gemma3 127.0.0.1 8082 &
@@ -46,6 +50,13 @@ if [[ -n "${AGENT_EVAL_CHAT_TEMPLATE:-}" ]]; then
     fi
     template=(--chat-template-file "$AGENT_EVAL_CHAT_TEMPLATE")
 fi
-exec "$server" --model "$gguf" --alias "$alias" --host "$host" --port "$port" --jinja \
+jinja=(--jinja)
+if [[ "${AGENT_EVAL_LLAMA_JINJA:-1}" == 0 ]]; then
+    jinja=()
+    if "$server" --help 2>&1 | grep -q -- '--no-jinja'; then
+        jinja=(--no-jinja)  # jinja is this build's default
+    fi
+fi
+exec "$server" --model "$gguf" --alias "$alias" --host "$host" --port "$port" "${jinja[@]}" \
     "${template[@]}" --ctx-size "${AGENT_EVAL_LLAMA_CTX:-8192}" --parallel 1 \
     --threads "$threads" --threads-batch "$threads" --no-warmup

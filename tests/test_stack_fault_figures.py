@@ -73,3 +73,16 @@ def test_the_run_table_has_a_stack_column_only_when_a_target_had_a_fault():
     assert "stack faults/100" not in text(summaries("qwen", CLEAN))
     lossy = text(summaries("qwen", LOSSY))
     assert "stack faults/100" in lossy and "30 (14.29)" in lossy
+
+
+def test_a_stack_that_lost_every_call_against_one_that_saw_none_says_so():
+    """llama-server without jinja (every turn refused: AE509) against the same model with
+    it (text replies, no call): no rate of either to compare, and the line says why."""
+    a = summaries("smollm2", [(0, 0, ())] * 4)
+    b = summaries("smollm2", [(0, 0, (("AE509", True),))] * 4)
+    line = stack_line(compare_runs(a, b, {}, {}).groups["smollm2"])
+    assert line == ("stack faults/100 calls (the server's, AE5xx): a – (no call reached the "
+                    "stack), b 100.00 (4/4). The model's figures below never count them. "
+                    "So the stack of b lost every one of the 4 calls it was given and no "
+                    "call of the model's reached a's: the model made no error through "
+                    "either, and nothing of the model's can be compared; fix the stack of b.")

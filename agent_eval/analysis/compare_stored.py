@@ -43,7 +43,7 @@ from agent_eval.metrics.repeats import repeats_from_outcomes
 from agent_eval.metrics.sufficient import TargetStats
 from agent_eval.metrics.summary import GroupSummary, Tally
 from agent_eval.store import RunInfo, Store
-from agent_eval.transcript import run_stacks, stack_changes
+from agent_eval.transcript import run_stacks, stack_changes, target_stack
 
 if TYPE_CHECKING:
     from agent_eval.store import Detail
@@ -141,7 +141,7 @@ def _with_provenance(store: Store, result: RunComparison, info_a: RunInfo, info_
     if by == "target":
         stacks_a, stacks_b = run_stacks(info_a.fingerprint), run_stacks(info_b.fingerprint)
         result = dataclasses.replace(result, stack_changes={
-            name: stack_changes(stacks_a.get(name), stacks_b.get(name))
+            name: stack_changes(target_stack(stacks_a, name), target_stack(stacks_b, name))
             for name in result.groups})
     if is_rescore_pair(info_a, info_b):
         a, b = [info_a.id], [info_b.id]

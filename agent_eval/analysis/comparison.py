@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from agent_eval.analysis.stack_faults import stack_rise_line, stack_rose
 from agent_eval.analysis.wrapping import fit_lines
 from agent_eval.metrics import (
     FISHER_TEST,
@@ -396,7 +397,8 @@ def stack_line(group: GroupComparison) -> str | None:
         return None
 
     def side(rate) -> str:
-        return "–" if rate.per100 is None else f"{rate.per100:.2f} ({rate.k}/{rate.n})"
+        return ("– (no call reached the stack)" if rate.per100 is None
+                else f"{rate.per100:.2f} ({rate.k}/{rate.n})")
 
     change = ("" if cmp.diff100 is None else
               f", b − a {cmp.diff100:+.2f} [{cmp.lo100:+.2f} to {cmp.hi100:+.2f}]"
@@ -411,6 +413,8 @@ def _who(group: GroupComparison) -> str:
     """Which one changed, when the stack faults moved apart and the model's errors did
     not: "the model is the same; the stack loses 7.40 calls per 100 more in b"."""
     cmp, errors = group.stack_faults, group.errors
+    if cmp is not None and cmp.diff100 is None and errors.diff100 is None:
+        return _nothing_to_compare(cmp)
     if cmp is None or cmp.diff100 is None or not cmp.significant or errors.significant:
         return ""
     more = "more" if cmp.diff100 > 0 else "fewer"
@@ -422,6 +426,22 @@ def _who(group: GroupComparison) -> str:
         same = (f"the model is the same (errors/100 b − a {errors.diff100:+.2f}{interval}, "
                 "not significant)")
     return f" So {same}; the stack loses {abs(cmp.diff100):.2f} calls per 100 {more} in b."
+
+
+def _nothing_to_compare(cmp: RateComparison) -> str:
+    """One side's stack lost every call it was given and no call of the model's reached
+    the other's (llama-server without jinja against the same model with it): the
+    stacks differ, the model's figures cannot."""
+    lossy = [(name, rate) for name, rate in (("a", cmp.a), ("b", cmp.b))
+             if rate.n and rate.k == rate.n]
+    if len(lossy) != 1 or (cmp.a.n and cmp.b.n):
+        return ""
+    name, rate = lossy[0]
+    other = "b" if name == "a" else "a"
+    return (f" So the stack of {name} lost every one of the {rate.n} calls it was given "
+            f"and no call of the model's reached {other}'s: the model made no error "
+            "through either, and nothing of the model's can be compared; fix the stack "
+            f"of {name}.")
 
 
 def _stack_diff(cmp: RunComparison, name: str) -> list[str]:
@@ -506,6 +526,7 @@ def verdict_lines(cmp: RunComparison) -> list[str]:
     """What changed, first: per group, errors/100 in a and b (clustered intervals), the
     one verdict on it, handshake completion and the flips; the tables follow."""
     lines = [f"b = {cmp.label_b} against a = {cmp.label_a}:"]
+    lines += [f"  {line}" for line in stack_rises(cmp)]  # before anything of the model
     for name, group in cmp.groups.items():
         analysis = cmp.units.get(name)
         e = group.errors
@@ -520,6 +541,15 @@ def verdict_lines(cmp: RunComparison) -> list[str]:
         lines.append(f"  {name}: {rates}, {verdict}{handshake}; {len(flips)} scenario"
                      f"{'s' if len(flips) != 1 else ''} flipped")
     return lines
+
+
+def stack_rises(cmp: RunComparison) -> list[str]:
+    """One line per common group whose stack faults rose significantly from a to b
+    (``stack_faults.stack_rise_line``): what ``compare`` says first."""
+    return [stack_rise_line(name, group.stack_faults, group.stack_codes,
+                            cmp.stack_changes.get(name) or ())
+            for name, group in cmp.groups.items()
+            if group.stack_faults is not None and stack_rose(group.stack_faults)]
 
 
 def _short(per100: float | None) -> str:
@@ -592,6 +622,7 @@ def _aligned(rows: list[tuple[str, ...]]) -> list[str]:
 def render_comparison_markdown(cmp: RunComparison) -> str:
     """The same as Markdown, for a PR comment or a step summary."""
     lines = [f"## agent-eval compare: {_md(cmp.label_a)} → {_md(cmp.label_b)}", ""]
+    lines += [f"**{_md(line)}**  " for line in stack_rises(cmp)]
     lines += [f"{_md(line)}  " for line in (*_legend(cmp), *_missing(cmp))]
     for name, group in cmp.groups.items():
         stack = [*_stack_diff(cmp, name), *filter(None, [stack_line(group)])]

@@ -127,6 +127,9 @@ class GateResult:
 
     checks: list[GateCheck] = field(default_factory=list)
     on_inconclusive: Literal["pass", "fail"] | None = None
+    # said before any check: targets whose stack faults rose over the baseline
+    # (``stack_faults.with_stack_rises``)
+    leading: tuple[str, ...] = ()
 
     @property
     def outcome(self) -> Outcome:

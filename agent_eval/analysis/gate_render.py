@@ -21,6 +21,7 @@ def render_gate_text(result: GateResult, *, title: str | None = None,
     """Plain terminal lines: one per check with its numbers, each method once, then the
     verdict; a line longer than ``width`` wraps between words under its own start."""
     lines = title.splitlines() if title else []  # a sequential run's line stays its own
+    lines += list(result.leading)  # the stack's rise, before anything about the model
     for check in result.checks:
         lines.append(f"{_MARK[check.status]}  {check.target}: {check.name}: {check.detail}")
         lines += [f"    {lead}" for lead in check.leads]
@@ -47,6 +48,7 @@ def render_gate_markdown(result: GateResult, *, title: str | None = None) -> str
     lines = [f"## {icon} agent-eval gate: {word}", ""]
     if title:
         lines += [_escape(title).replace("\n", "  \n"), ""]
+    lines += [f"**{_md(line)}**  " for line in result.leading] + ([""] if result.leading else [])
     lines += [_md(_verdict(result, _escape)), ""]
     for heading, listed in (("Failed thresholds:", result.failures),
                             ("Not decided by the sample:", result.inconclusive)):
@@ -99,6 +101,8 @@ def render_gate_junit(result: GateResult, *, title: str | None = None) -> bytes:
             counts["skipped"] += 1
             ET.SubElement(case, "skipped", message=_xml(f"{_MARK[check.status]}: "
                                                         f"{check.detail}"))
+    if result.leading:  # the stack's rise, where a CI panel shows the suite's output
+        ET.SubElement(suite, "system-out").text = _xml("\n".join(result.leading))
     for key, value in counts.items():
         suite.set(key, str(value))
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)

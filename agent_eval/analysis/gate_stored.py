@@ -356,7 +356,7 @@ def gate_stored_run(store: Store, run_ref: str | int, thresholds: GateThresholds
     failed or undecided check with its leads, the leak and stack-fault checks added.
     A bad threshold or run is a ConfigError."""
     from agent_eval.analysis.leaks import with_leak_checks
-    from agent_eval.analysis.stack_faults import with_stack_fault_checks
+    from agent_eval.analysis.stack_faults import with_stack_fault_checks, with_stack_rises
 
     t = thresholds
     checks = check_thresholds(t)
@@ -371,6 +371,9 @@ def gate_stored_run(store: Store, run_ref: str | int, thresholds: GateThresholds
     if judged.current:
         result = with_leak_checks(result, judged.current, t.max_leaks)
         result = with_stack_fault_checks(result, judged.current, t.max_stack_faults)
+        if judged.baseline:  # a nightly whose stack faults rose says so first
+            result = with_stack_rises(result, judged.current, judged.baseline,
+                                      stack_changes_by_target(run, judged.pick))
     title = f"Run {run.id}" + (f" ({run.label})" if run.label else "")
     if judged.pick is not None:
         title += f" against {judged.pick.describe(str(t.baseline_ref))}"
@@ -379,16 +382,29 @@ def gate_stored_run(store: Store, run_ref: str | int, thresholds: GateThresholds
     return StoredGate(run, result, title, judged)
 
 
+def stack_changes_by_target(run: RunInfo, pick: BaselinePick | None
+                            ) -> dict[str, list[str]]:
+    """How each target's serving stack differs between its baseline run and ``run`` (the
+    runs' fingerprints; ``transcript.stack_changes``)."""
+    from agent_eval.transcript import run_stacks, stack_changes, target_stack
+
+    mine = run_stacks(run.fingerprint)
+    return {t: stack_changes(target_stack(run_stacks(info.fingerprint), t),
+                             target_stack(mine, t))
+            for t, info in (pick.by_target if pick else {}).items()}
+
+
 def gate_json(result: GateResult, run_id: int, pick: BaselinePick | None, note: str | None,
               coverage: dict[str, Coverage] | None = None,
               sequential: SequentialPlan | None = None) -> str:
-    """``{passed, outcome, run, baseline, baselines, note, coverage: {TARGET: {planned,
+    """``{passed, outcome, run, stack_rose, baseline, baselines, note, coverage: {TARGET: {planned,
     played, judged, lost: {CAUSE: n}}}, checks: [{name, target, kind, threshold,
     observed, status, detail, method, p, leads}]}`` (``p``: a regression check's
     one-sided p; ``leads``: where to look, for a failed or undecided check; ``planned`` null when the run holds no plan); ``outcome`` is pass, fail or
     inconclusive (after --on-inconclusive); ``baseline`` is the newest baseline run and
     ``baselines`` the run each target was compared with; ``method`` names the interval or
-    test a check used."""
+    test a check used; ``stack_rose`` the lines said first, one per target whose stack
+    faults rose over the baseline."""
     checks = [{"name": c.name, "target": c.target, "kind": c.kind, "threshold": c.threshold,
                "observed": c.observed, "status": c.status, "detail": c.detail, "method": c.method,
                "p": c.p_value, "leads": list(c.leads)}
@@ -397,6 +413,7 @@ def gate_json(result: GateResult, run_id: int, pick: BaselinePick | None, note: 
     covered = {name: {"planned": c.planned, "played": c.played, "judged": c.judged,
                       "lost": dict(c.lost)} for name, c in (coverage or {}).items()}
     return json.dumps({"passed": result.passed, "outcome": result.outcome, "run": run_id,
+                       "stack_rose": list(result.leading),
                        "baseline": pick.runs[0].id if pick else None, "baselines": baselines,
                        "note": note, "coverage": covered,
                        "sequential": None if sequential is None else sequential.stored(),

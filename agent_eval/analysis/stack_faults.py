@@ -12,10 +12,12 @@ FAIL when its lower end is above X, else INCONCLUSIVE; the codes are named in th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 
 from agent_eval.analysis.gate import GateCheck, GateResult, _verdict_words, decide, with_checks
-from agent_eval.metrics import GroupSummary
+from agent_eval.metrics import GroupSummary, Rate, RateComparison, compare_rates
+from agent_eval.metrics.compare import stack_codes
 
 
 def stack_fault_checks(current: Mapping[str, GroupSummary],
@@ -49,3 +51,58 @@ def with_stack_fault_checks(result: GateResult, current: Mapping[str, GroupSumma
     if max_stack_faults is None:
         return result
     return with_checks(result, stack_fault_checks(current, max_stack_faults))
+
+
+def stack_rose(cmp: RateComparison | None) -> bool:
+    """The stack faults per 100 calls rose from a to b, and the rise is significant."""
+    return (cmp is not None and cmp.diff100 is not None and cmp.significant
+            and cmp.diff100 > 0)
+
+
+def stack_rise_line(name: str, cmp: RateComparison, codes: Mapping[str, tuple[int, int]],
+                    changes: Sequence[str] = (), *, a: str = "a", b: str = "b") -> str:
+    """One line, said before any model figure: ``name``'s serving stack lost more in
+    ``b`` than in ``a`` (``cmp``: its stack faults per 100 calls, a against b), the codes
+    that rose, and how the two stacks differ (``transcript.stack_changes``)."""
+    def side(rate: Rate) -> str:
+        return "–" if rate.per100 is None else f"{rate.per100:.2f} ({rate.k}/{rate.n})"
+
+    rose = ", ".join(f"{code} {n_a} -> {n_b}" for code, (n_a, n_b) in codes.items()
+                     if n_b > n_a)
+    interval = ("" if cmp.lo100 is None or cmp.hi100 is None
+                else f" [{cmp.lo100:+.2f} to {cmp.hi100:+.2f}]")
+    return (f"STACK FAULTS ROSE for {name}: {side(cmp.a)} in {a} -> {side(cmp.b)} in {b} "
+            f"per 100 calls, {b} − {a} {cmp.diff100 or 0:+.2f}{interval} (significant)"
+            + (f"; {rose}" if rose else "")
+            + (f"; the serving stacks differ: {'; '.join(changes)}" if changes else "")
+            + ". The serving stack (parser, template, streaming, output cap) lost these "
+              "calls, not the model: fix it before reading the model's figures, which "
+              "never count them.")
+
+
+def stack_rise_lines(current: Mapping[str, GroupSummary],
+                     baseline: Mapping[str, GroupSummary] | None,
+                     changes: Mapping[str, Sequence[str]] | None = None) -> tuple[str, ...]:
+    """The gate's leading lines: one per target of ``current`` whose stack faults rose
+    significantly over the same target in ``baseline`` (``changes``: how each target's
+    stack differs from the baseline's, ``transcript.stack_changes``)."""
+    out = []
+    for name, summary in current.items():
+        base = (baseline or {}).get(name)
+        if base is None:
+            continue
+        cmp = compare_rates(base.stack_faults.k, base.stack_faults.n,
+                            summary.stack_faults.k, summary.stack_faults.n)
+        if stack_rose(cmp):
+            out.append(stack_rise_line(name, cmp, stack_codes(base.stack_classes,
+                                                              summary.stack_classes),
+                                       (changes or {}).get(name) or (),
+                                       a="the baseline", b="this run"))
+    return tuple(out)
+
+
+def with_stack_rises(result: GateResult, current: Mapping[str, GroupSummary],
+                     baseline: Mapping[str, GroupSummary] | None,
+                     changes: Mapping[str, Sequence[str]] | None = None) -> GateResult:
+    """``result`` leading with the targets whose stack faults rose over the baseline."""
+    return dataclasses.replace(result, leading=stack_rise_lines(current, baseline, changes))

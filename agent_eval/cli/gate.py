@@ -107,7 +107,10 @@ def gate(run_ref, max_error_rate, max_class, baseline_ref, max_regression, min_h
     together, each class named); more than N fails.  --max-stack-faults X bounds what
     the serving stack (parser, template, streaming, output cap) lost or mangled, per
     target, per 100 calls: never in errors/100, so a broken stack fails on its own line
-    (`agent-eval rules`, AE5xx).
+    (`agent-eval rules`, AE5xx).  With --baseline, a target whose stack faults rose
+    significantly over the baseline is said first, before any check (STACK FAULTS ROSE,
+    the codes that rose and how the stacks differ): the model's figures after it are
+    read knowing the stack lost calls.
     """
     from agent_eval.analysis.gate_render import (
         render_gate_junit,

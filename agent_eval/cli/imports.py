@@ -8,7 +8,7 @@ from typing import cast
 import click
 
 from agent_eval.cli import main
-from agent_eval.cli.options import allowlist_option, db_option
+from agent_eval.cli.options import allowlist_option, db_option, stack_note_options, stack_notes
 from agent_eval.cli.terminal import escape_terminal
 from agent_eval.serverlogs.importing import LOG_FORMATS
 
@@ -38,11 +38,13 @@ TRANSCRIPT_FORMATS = ("auto", "openai", "opencode", "claude-code", "mini-swe-age
 @click.option("--year", type=int, default=None, help="vllm-log: year for its year-less dates.")
 @click.option("--start", default=None, help="llamacpp-log: wall-clock time of the first line.")
 @click.option("--utc-offset", default=None, help="Server logs: the server clock's offset from UTC, e.g. +02:00.")
+@stack_note_options("markup left in text is the model's (AE104): a transcript keeps no "
+                    "template")
 @db_option
 def import_(fmt: str, path: Path | None, allowlist_path: Path | None, agent: str | None,
             cli_version: str | None, mode: str | None, protocols_path: Path | None, model: str | None,
             label: str | None, year: int | None, start: str | None, utc_offset: str | None,
-            db: str | None) -> None:
+            stack_parser: str | None, stack_template: str | None, db: str | None) -> None:
     """Import transcripts as a new run, every tool call judged by our engine.
 
     FORMAT (needs --allowlist) is one of: auto (the default when FORMAT is left out: each
@@ -130,6 +132,7 @@ def import_(fmt: str, path: Path | None, allowlist_path: Path | None, agent: str
         from agent_eval.scenario.protocols import load_protocols
 
         protocols = load_protocols(protocols_path)
+    notes = stack_notes(stack_parser, stack_template)
     warnings = _SkipWarnings()
     try:
         with open_store(db) as store, _Progress(path) as progress:
@@ -138,6 +141,7 @@ def import_(fmt: str, path: Path | None, allowlist_path: Path | None, agent: str
                 label=label, on_skip=warnings.warn, on_session=progress.advance,
                 on_file=progress.file_done, protocols=protocols,
                 protocols_path=str(protocols_path) if protocols_path else None,
+                stack_notes=notes,
             )
     except KeyboardInterrupt as exc:
         _interrupted(getattr(exc, "run_id", None))

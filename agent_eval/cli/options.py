@@ -131,6 +131,39 @@ def _stack(options: list[Callable[[F], F]]) -> Callable[[F], F]:
     return apply
 
 
+def stack_note_options(where: str) -> Callable[[F], F]:
+    """``--stack-parser`` and ``--stack-template``: the operator's notes on the serving
+    stack (a targets file's ``stack.parser`` and ``stack.template``), kept with the run;
+    a known call format they name tells a parser's failure (AE511) from the model's
+    wrong format (AE104).  ``where``: what else says the format when neither does."""
+    return _stack([
+        click.option("--stack-parser", default=None, metavar="NAME",
+                     help="The server's tool-call parser (vLLM's --tool-call-parser name: "
+                          "hermes, qwen3_coder, mistral, llama3_json...): a call in its "
+                          "format left in a reply's text is the parser's fault (AE511), "
+                          f"not the model's (AE104). Else {where}."),
+        click.option("--stack-template", default=None, metavar="NAME",
+                     help="The chat template's call format or name (hermes, qwen3_coder, "
+                          "mistral, llama3, deepseek, kimi, granite), kept with the run and "
+                          "read like --stack-parser when that is not given."),
+    ])
+
+
+def stack_notes(parser: str | None, template: str | None) -> dict[str, str]:
+    """The notes ``stack_note_options`` took (each at most 200 characters, as a targets
+    file's); a warning on stderr when they name no known call format."""
+    from agent_eval.policy.stack import TEMPLATE_FORMATS, notes_markers
+
+    notes = {k: v for k, v in (("parser", parser), ("template", template)) if v}
+    for key, value in notes.items():
+        if len(value) > 200:
+            raise click.BadParameter("at most 200 characters", param_hint=f"--stack-{key}")
+    if notes and notes_markers(notes) is None:
+        click.echo(f"warning: --stack-parser/--stack-template name no known call format "
+                   f"({', '.join(TEMPLATE_FORMATS)}); kept as notes only", err=True)
+    return notes
+
+
 class AllowlistPath(click.ParamType):
     name = "allowlist"
 

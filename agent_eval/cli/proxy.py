@@ -8,7 +8,7 @@ import signal
 import click
 
 from agent_eval.cli import main
-from agent_eval.cli.options import allowlist_option, db_option
+from agent_eval.cli.options import allowlist_option, db_option, stack_note_options, stack_notes
 from agent_eval.errors import ConfigError
 
 
@@ -45,10 +45,19 @@ from agent_eval.errors import ConfigError
               help="Seconds a client may take to send a request's headers (from connecting "
                    "or the previous answer's end: also how long an idle connection is "
                    "kept), and again its body (then a 408).")
+@stack_note_options("the chat template the upstream reports (llama.cpp's /props), "
+                    "read once at start")
+@click.option("--stream-parity", is_flag=True,
+              help="After each streamed chat turn whose decoding repeats itself "
+                   "(temperature 0 or a seed) was relayed, ask the upstream its whole "
+                   "twin (stream: false) as a side request and record a streamed reply "
+                   "that differs as AE510; one twin at a time, a second generation per "
+                   "twinned turn on the server (docs/proxy.md).")
 @db_option
 def proxy(upstream: str, allowlist_path: str, agent: str | None, port: int, host: str, label: str,
           idle_timeout: float, journal: str, protocols_path: str | None,
           otel_endpoint: str | None, keep_requests_days: int, client_timeout: float,
+          stack_parser: str | None, stack_template: str | None, stream_parity: bool,
           db: str | None) -> None:
     """Relay an agent stack's traffic to its model server unchanged; judge every tool call.
 
@@ -80,6 +89,11 @@ def proxy(upstream: str, allowlist_path: str, agent: str | None, port: int, host
     whose own prompt its system prompt holds, else the default agent; each stored session
     says which and how) under that CLI's matcher, and the calls the strict reading of the
     rules refuses are counted as leaks.
+    Before relaying anything the proxy asks the upstream once what it serves
+    (/v1/models, llama.cpp's /props with its chat template, vLLM's /version; no
+    credentials sent): kept in the run's fingerprint, and the template's call format
+    (or the one --stack-parser / --stack-template names) tells markup left in a reply's
+    text as the parser's fault (AE511) from the model's (AE104).
     Status: GET /_agent_eval/status.  Stop with Ctrl-C, SIGTERM or SIGHUP, to the process
     or to its process group (open sessions are written then).
     Exit codes: 0 stopped, 2 bad option, file or --db.
@@ -110,13 +124,15 @@ def proxy(upstream: str, allowlist_path: str, agent: str | None, port: int, host
         from agent_eval.scenario.protocols import load_protocols
 
         load_protocols(protocols_path)
+    notes = stack_notes(stack_parser, stack_template)
     store = open_store(db)
     db_url = store.url
     store.close()
     recorder = RecorderProcess(RecorderConfig(
         db=db, allowlist_path=str(allowlist_path), agent=agent, upstream=upstream, label=label,
         idle_s=idle_timeout, journal=journal, protocols_path=protocols_path,
-        otel_endpoint=otel_endpoint, keep_requests_days=keep_requests_days))
+        otel_endpoint=otel_endpoint, keep_requests_days=keep_requests_days,
+        stack_notes=tuple(notes.items()), stream_parity=stream_parity))
     from agent_eval.proxy.loop import run
     from agent_eval.proxy.worker import STOPPING
 

@@ -60,12 +60,12 @@ def show(ref: str, session_ref: str | None, full: bool, as_json: bool, db: str |
     """
     from agent_eval.report.pages import build_session_page
     from agent_eval.store import open_store
-    from agent_eval.transcript import run_stacks, stack_line
+    from agent_eval.transcript import run_stacks, stack_line, target_stack
 
     with open_store(db, create=False) as store:
         session_id = resolve_session(store, ref, session_ref)
         page = build_session_page(store.load_session(session_id), {})
-        stack = run_stacks(store.get_run(page.run_id).fingerprint).get(page.target)
+        stack = target_stack(run_stacks(store.get_run(page.run_id).fingerprint), page.target)
         if stack is not None:
             import dataclasses
 

@@ -62,7 +62,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal, get_args
 
-from agent_eval.calls import CallRecorder, OfferedTools, SessionJudges
+from agent_eval.calls import (
+    TEXT_CALL_TOOL,
+    CallRecorder,
+    OfferedTools,
+    SessionJudges,
+    text_call,
+)
 from agent_eval.errors import ConfigError
 from agent_eval.importers import (
     call_records,
@@ -87,6 +93,7 @@ from agent_eval.importers.source import (
 )
 from agent_eval.policy import AllowList
 from agent_eval.policy.sources import ResolvedPolicy
+from agent_eval.policy.stack import find_tool_markup
 from agent_eval.policy.verdict import Invocation
 from agent_eval.scenario.protocols import Protocols, system_prompt_of
 from agent_eval.stack_reading import StackReading
@@ -184,12 +191,14 @@ def import_sessions(
     on_skip: SkipReporter | None = None,
     on_file: FileReporter | None = None,
     protocols: Protocols | None = None,
+    template_markers: frozenset[str] | None = None,
 ) -> Iterator[SessionRecord]:
     """Parse ``path`` as ``fmt`` (or ``auto``) and judge every call; yield one whole
     record per session, its ``source`` the format it was read as (the records of
     :func:`import_families`, one after another)."""
     for family in import_families(fmt, path, allowlist, model=model, on_skip=on_skip,
-                                  on_file=on_file, protocols=protocols):
+                                  on_file=on_file, protocols=protocols,
+                                  template_markers=template_markers):
         yield from family
 
 
@@ -207,6 +216,7 @@ def import_families(
     on_skip: SkipReporter | None = None,
     on_file: FileReporter | None = None,
     protocols: Protocols | None = None,
+    template_markers: frozenset[str] | None = None,
 ) -> Iterator[list[SessionRecord]]:
     """The judged sessions of :func:`import_sessions`, a family at a time: a session
     whose call spawned a subagent session (``ImportedCall.child``) is held until that
@@ -220,9 +230,9 @@ def import_families(
     its child when the child follows it (a child the files do not hold leaves the call
     unlinked).  A session whose file held calls the reader could not read carries the
     tag ``skipped_calls:N``.  With ``protocols``, each session's handshake is checked
-    against them.
+    against them.  ``template_markers``: the call format the stack notes name (AE511).
     """
-    judge = Judge(allowlist, protocols)
+    judge = Judge(allowlist, protocols, template_markers)
     seen: dict[str, int] = {}
     keys: dict[str, str] = {}  # source session id -> the key it was stored under
     held: dict[int, tuple[list[SessionRecord], set[str]]] = {}  # family -> records, children awaited
@@ -248,7 +258,8 @@ def import_families(
         else:
             family_id = id(record)
             members, awaited = [record], set()
-        for imported, stored in zip(session.calls, record.calls, strict=True):
+        judged = [c for c in record.calls if c.tool != TEXT_CALL_TOOL]  # not markup's AE104
+        for imported, stored in zip(session.calls, judged, strict=True):
             if imported.child is None:
                 continue
             if imported.child in keys:  # the child came first: it is stored already
@@ -293,11 +304,14 @@ fault), an agent CLI splits one reply into several lines and says finish reasons
 vendor's words; the same checks would find faults the stack never made."""
 
 
-def read_stack(session: ImportedSession, source: str) -> StackReading:
+def read_stack(session: ImportedSession, source: str,
+               template_markers: frozenset[str] | None = None) -> StackReading:
     """The stack faults of an imported session's replies (``stack_reading.py``), read with
     the request settings the file kept; a reply a fault lost has its calls taken out of
     ``session.calls`` (kept in the transcript, never judged as the model's).  Call ids
-    are not checked: a transcript's may be its harness's own."""
+    are not checked: a transcript's may be its harness's own.  ``template_markers``: the
+    call format the operator's stack notes name (``import --stack-parser``): markup in
+    it left in a reply's text is the parser's (AE511)."""
     stack = StackReading(check_ids=False)
     if source not in WIRE_REPLY_FORMATS:
         return stack
@@ -310,12 +324,31 @@ def read_stack(session: ImportedSession, source: str) -> StackReading:
         faults = stack.reply(
             turn.index, {**session.settings, **(turn.request or {})},
             finish_reason=turn.finish_reason, content=turn.content, reasoning=turn.reasoning,
-            calls=[_WireView(c) for c in calls], completion_tokens=turn.completion_tokens)
+            calls=[_WireView(c) for c in calls], completion_tokens=turn.completion_tokens,
+            template_markers=template_markers)
         if any(f.ends for f in faults):
             lost.add(turn.index)
     if lost:
         session.calls = [c for c in session.calls if c.turn_index not in lost]
     return stack
+
+
+def with_text_calls(calls: list[CallRecord], session: ImportedSession,
+                    stack: StackReading) -> list[CallRecord]:
+    """``calls`` with one AE104 call for each reply that holds tool-call markup in its
+    text and no call, as the proxy judges the same reply relayed: unless a stack fault
+    lost that reply (AE511: the markup is the template's own format, its parser's fault)."""
+    lost = {f.turn_index for f in stack.faults if f.ends}
+    called = {c.turn_index for c in calls}
+    text = [text_call(0, t.index, t.content, spans[0]) for t in session.turns
+            if t.index not in lost and t.index not in called
+            and (spans := find_tool_markup(t.content or ""))]
+    if not text:
+        return calls
+    merged = sorted(calls + text, key=lambda c: c.turn_index)  # stable: a turn's order kept
+    for i, c in enumerate(merged):
+        c.index = i
+    return merged
 
 
 class _WireView:
@@ -336,8 +369,10 @@ class Judge:
     prompt names (``calls.SessionJudges``)."""
 
     def __init__(self, allowlist: AllowList | ResolvedPolicy,
-                 protocols: Protocols | None = None) -> None:
+                 protocols: Protocols | None = None,
+                 template_markers: frozenset[str] | None = None) -> None:
         self.judges = SessionJudges(allowlist, foreign=True)
+        self.template_markers = template_markers  # the stack notes' call format (AE511)
         self.allowlist = self.judges.allowlist
         self.protocols = protocols  # closing sequences to check (scenario/protocols.py)
         self.calls = self.judges.for_session().calls
@@ -347,7 +382,7 @@ class Judge:
         judge = self.judges.for_session(system_prompt=system_prompt_of(session.messages),
                                         workdir=session.workdir, client=session.client,
                                         mode=session.mode)
-        stack = read_stack(session, source)
+        stack = read_stack(session, source, self.template_markers)
         offered = OfferedTools()  # the tools the client offered, with their schemas
         base = offered.add(session.tools, 0) if session.tools else {}
         by_turn = {t.index: offered.add(t.request.get("tools"), t.index)
@@ -357,6 +392,8 @@ class Judge:
         judged = [self.judged(c, i, judge.calls, schemas=by_turn.get(c.turn_index) or base)
                   for i, c in enumerate(session.calls)]
         calls = [record for record, _ in judged]
+        if source in WIRE_REPLY_FORMATS:
+            calls = with_text_calls(calls, session, stack)
         assign_next_actions(calls)
         handshake = HandshakeResult()
         if self.protocols is not None:

@@ -16,7 +16,7 @@ run ``interrupted`` (an import is not resumed: import the file again).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from agent_eval.errors import ConfigError
@@ -26,6 +26,7 @@ from agent_eval.importers.outcome import ImportSummary
 from agent_eval.importers.source import SkipReporter
 from agent_eval.policy import ENGINE_VERSION, AllowList
 from agent_eval.policy.sources import ResolvedPolicy
+from agent_eval.policy.stack import notes_markers
 from agent_eval.runs import RunSpec, RunWriter, SessionBatches, TargetDefaults
 from agent_eval.scenario.protocols import Protocols
 from agent_eval.store import Store
@@ -46,6 +47,7 @@ def record_import(
     on_file: Callable[[Path, int], None] | None = None,
     protocols: Protocols | None = None,
     protocols_path: str | None = None,
+    stack_notes: Mapping[str, str] | None = None,
 ) -> ImportSummary:
     """Import ``path`` as a new run of kind ``import``; return what was stored.
 
@@ -54,6 +56,9 @@ def record_import(
     ``fmt`` may be ``auto``: each file is read with the format found in it.
     ``protocols`` (read from ``protocols_path``) gives each session its handshake.
     ``policy`` is an allow-list or an agent CLI's configuration (``policy.sources``).
+    ``stack_notes`` (``parser``, ``template``: the operator's, as a targets file's) are
+    kept in the run's config; a call format they name reads markup left in a reply's
+    text as the parser's fault (AE511).
 
     Raises ConfigError, and stores nothing, when the file holds no session of ``fmt``
     (or only sessions without tool calls while it looks like another format); the
@@ -78,7 +83,8 @@ def record_import(
         suite=str(path),
         config={"format": fmt, "path": str(path), "allowlist": allowlist.name,
                 "allowlist_path": allowlist_path, "model": model,
-                "policy_agent": agent, "protocols_path": protocols_path, "engine_version": ENGINE_VERSION},
+                "policy_agent": agent, "protocols_path": protocols_path, "engine_version": ENGINE_VERSION,
+                **({"stack": dict(stack_notes)} if stack_notes else {})},
         fingerprint={"allowlist": allowlist.fingerprint, "engine_version": ENGINE_VERSION,
                      "source": fmt},
     )
@@ -87,7 +93,8 @@ def record_import(
     with run.writing():
         try:
             for family in import_families(fmt, path, policy, model=model, on_skip=note_skip,
-                                          on_file=on_file, protocols=protocols):
+                                          on_file=on_file, protocols=protocols,
+                                          template_markers=notes_markers(dict(stack_notes or {}))):
                 for record in family:
                     summary.add(record)
                 batches.add(*family)  # a subagent in the batch of the call that spawned it

@@ -74,7 +74,7 @@ from agent_eval.live.targets import (
     target_from_settings,
     tool_choice_field,
 )
-from agent_eval.policy.stack import find_tool_markup, parser_markers, template_markers
+from agent_eval.policy.stack import find_tool_markup, notes_markers, template_markers
 from agent_eval.wire.chat import ChatStream
 from agent_eval.wire.records import ParsedReply, token_figures
 
@@ -483,9 +483,7 @@ class ModelClient:
         format; else the chat template the server reports (llama.cpp's ``/props``), read
         once; None when nothing says (the markup is then the model's AE104)."""
         if self._markers is None:
-            notes = self.target.stack
-            known = (parser_markers(notes.parser) or parser_markers(notes.template)
-                     if notes is not None else None)
+            known = notes_markers(self.target.stack)
             if known is None:
                 props = (await self.server_identity()).get("props")
                 known = template_markers(props.get("chat_template")

@@ -23,13 +23,32 @@ from agent_eval.live.targets import Target, tool_choice_field
 from agent_eval.policy.stack import template_markers
 from agent_eval.transcript import STACK_KEY
 
-__all__ = ["STACK_KEY", "stack_fingerprint"]
+__all__ = ["STACK_KEY", "served_stack", "stack_fingerprint"]
 
 
 def stack_fingerprint(target: Target, identity: Mapping[str, Any] | None = None,
                       models: Any = None) -> dict[str, Any]:
     """One target's stack (see the module docstring); ``identity`` is
     ``ModelClient.server_identity()``'s answer, ``models`` the ``/v1/models`` answer."""
+    out = served_stack(identity, models)
+    extra = target.extra_body or {}
+    request = {
+        "tool_choice": (tool_choice_field(target.tool_choice)
+                        if target.tool_choice is not None else None),
+        "parallel_tool_calls": extra.get("parallel_tool_calls"),
+        "stream": "parity" if target.stream_parity else target.stream,
+        "max_tokens": target.max_tokens,
+    }
+    out["request"] = {k: v for k, v in request.items() if v is not None}
+    notes = target.settings().get("stack")
+    if notes:
+        out["notes"] = notes
+    return out
+
+
+def served_stack(identity: Mapping[str, Any] | None, models: Any = None) -> dict[str, Any]:
+    """What a server says of its stack (``ModelClient.server_identity()``'s answer, the
+    ``/v1/models`` answer): the part of a fingerprint the proxy reads of its upstream."""
     identity = identity or {}
     out: dict[str, Any] = {}
     if isinstance(identity.get("server_header"), str):
@@ -50,18 +69,6 @@ def stack_fingerprint(target: Target, identity: Mapping[str, Any] | None = None,
     version = identity.get("version")
     if isinstance(version, dict) and isinstance(version.get("version"), str):
         out["version"] = version["version"][:100]
-    extra = target.extra_body or {}
-    request = {
-        "tool_choice": (tool_choice_field(target.tool_choice)
-                        if target.tool_choice is not None else None),
-        "parallel_tool_calls": extra.get("parallel_tool_calls"),
-        "stream": "parity" if target.stream_parity else target.stream,
-        "max_tokens": target.max_tokens,
-    }
-    out["request"] = {k: v for k, v in request.items() if v is not None}
-    notes = target.settings().get("stack")
-    if notes:
-        out["notes"] = notes
     return out
 
 

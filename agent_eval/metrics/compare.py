@@ -8,7 +8,7 @@ scenario mix; sampling to a common mix is the caller's job.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agent_eval.metrics.classes import order_classes
 from agent_eval.metrics.stats import Rate, RateComparison, compare_rates
@@ -32,6 +32,8 @@ class GroupComparison:
     pivot: RateComparison
     # stack faults per 100 calls (rules AE5xx): the serving stack's, never in ``errors``
     stack_faults: RateComparison | None = None
+    # each stack-fault code either side hit: (faults in a, faults in b)
+    stack_codes: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def compare_groups(a: GroupSummary, b: GroupSummary, *, exact: bool = True) -> GroupComparison:
@@ -50,7 +52,13 @@ def compare_groups(a: GroupSummary, b: GroupSummary, *, exact: bool = True) -> G
         handshake=_compare(a.handshake.completed, b.handshake.completed, exact),
         pivot=_compare(a.recovery.pivot, b.recovery.pivot, exact),
         stack_faults=_compare(a.stack_faults, b.stack_faults, exact),
+        stack_codes=stack_codes(a.stack_classes, b.stack_classes),
     )
+
+
+def stack_codes(a: dict[str, int], b: dict[str, int]) -> dict[str, tuple[int, int]]:
+    """Each stack-fault code either side hit, in code order: (faults in a, faults in b)."""
+    return {code: (a.get(code, 0), b.get(code, 0)) for code in sorted({*a, *b})}
 
 
 def _compare(a: Rate, b: Rate, exact: bool = True) -> RateComparison:

@@ -661,14 +661,21 @@ _RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "AE509", "parser-server-error",
-        "An HTTP 5xx whose body says the server's tool-call parser (or template) failed.",
+        "An HTTP 5xx whose body says the server's tool-call parser (or template) failed, "
+        "or cannot run.",
         "The model's reply existed; the server failed reading it and answered an error "
-        "instead (ggml-org/llama.cpp#20806: a 500 whenever a reply holds `{`).  The "
-        "session ends as the server's fault, and this says which part of the server.",
+        "instead (ggml-org/llama.cpp#20806: a 500 whenever a reply holds `{`).  Or the "
+        "stack cannot carry tools at all: llama-server started with `--no-jinja` (or, "
+        "before jinja was its default, without `--jinja`) answers every request that "
+        "offers tools with a 500 `tools param requires --jinja flag`, so no call of the "
+        "model's ever reaches the client.  The session ends as the server's fault, and "
+        "this says which part of the server.",
         (_wire(status=500, body={"error": {"code": 500, "message": "Failed to parse input "
                                            "at pos 12: <tool_call>{\"name\""}}),
          _wire(status=500, body={"object": "error", "message": "Error in extracting tool "
-                                 "call from response."})),
+                                 "call from response."}),
+         _wire(status=500, body={"error": {"code": 500, "message": "tools param requires "
+                                           "--jinja flag", "type": "server_error"}})),
         (_wire(status=503, body={"error": {"message": "Loading model"}}),
          _wire(status=500, body={"error": {"message": "CUDA error: out of memory"}})),
         "stack", "preview",

@@ -30,7 +30,8 @@ from agent_eval.policy.rules import code_for
 from agent_eval.policy.schemas import broken_schema, offered_schemas
 
 __all__ = ["Exchange", "StackFault", "WireCall", "check_parity", "check_reply", "exchange_of",
-           "find_tool_markup", "parser_failed", "parser_markers", "template_markers"]
+           "find_tool_markup", "notes_markers", "parser_failed", "parser_markers",
+           "template_markers"]
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
 """A tool name as the protocols allow one (OpenAI: letters, digits, ``_`` and ``-``, up to
@@ -39,7 +40,8 @@ _CALL_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _PARSER_FAILED = re.compile(
     r"fail\w* to parse|pars(?:er|ing) (?:error|fail)|error (?:in )?(?:extracting|parsing) "
     r"tool|tool[ _-]?call\w*[^.\n]{0,40}pars|unexpected (?:token|character|end of)|"
-    r"JSONDecodeError|invalid (?:json|tool[ _-]?call)|template (?:error|render)",
+    r"JSONDecodeError|invalid (?:json|tool[ _-]?call)|template (?:error|render)|"
+    r"(?:tools|tool_choice) param requires --jinja",
     re.IGNORECASE)
 RAW_LIMIT = 2000  # characters of the offending wire text kept with a fault
 
@@ -119,7 +121,9 @@ def _concatenated(text: str) -> bool:
 
 
 def parser_failed(status: int | None, body: str) -> bool:
-    """An HTTP 5xx whose body says the server's parser or template failed."""
+    """An HTTP 5xx whose body says the server's parser or template failed, or that its
+    template engine is off (llama-server without ``--jinja`` refuses every request that
+    offers tools: ``tools param requires --jinja flag``)."""
     return status is not None and 500 <= status < 600 and bool(_PARSER_FAILED.search(body))
 
 
@@ -399,6 +403,19 @@ def parser_markers(name: str | None) -> frozenset[str] | None:
     key = name.strip().lower().replace("-", "_")
     fmt = PARSER_FORMATS.get(key) or (key if key in TEMPLATE_FORMATS else None)
     return frozenset(TEMPLATE_FORMATS[fmt]) if fmt is not None else None
+
+
+def notes_markers(notes: Any) -> frozenset[str] | None:
+    """The markers of the format the operator's stack notes name (``parser`` first, then
+    ``template``: a mapping or anything with those attributes), or None when neither names
+    a known format: then the server's own template decides, else nothing does."""
+    if notes is None:
+        return None
+
+    def note(key: str) -> Any:
+        return notes.get(key) if isinstance(notes, dict) else getattr(notes, key, None)
+
+    return parser_markers(note("parser")) or parser_markers(note("template"))
 
 
 def markup_opener(text: str, start: int) -> str:

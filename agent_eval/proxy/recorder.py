@@ -30,7 +30,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from types import EllipsisType
@@ -39,11 +39,14 @@ from typing import Any
 from agent_eval.policy import ENGINE_VERSION, AllowList
 from agent_eval.policy.rules import code_for
 from agent_eval.policy.sources import ResolvedPolicy
+from agent_eval.proxy.parity import ParityAnswer, ParityTwins
 from agent_eval.proxy.relay import Exchange, public_url
 from agent_eval.proxy.sessions import Sessions
 from agent_eval.runs import RunSpec, RunWriter, TargetDefaults
 from agent_eval.scenario.protocols import Protocols
 from agent_eval.transcript import (
+    STACK_KEY,
+    UPSTREAM_STACK,
     CallRecord,
     FindingRecord,
     HandshakeResult,
@@ -65,6 +68,8 @@ class RecorderStats:
     journal_errors: int = 0  # journal writes or reads the file system refused
     pruned_request_texts: int = 0  # request texts deleted by the retention setting
     truncations: int = 0  # calls of kept sessions the stack cut at max_tokens (AE501)
+    parity_twins: int = 0  # whole twins of streamed turns asked of the upstream (AE510)
+    parity_lost: int = 0  # twins' answers the full queue dropped
     store_errors: int = 0
     last_store_error: str | None = None
 
@@ -79,10 +84,16 @@ class Recorder:
                  journal_max_bytes: int = 1024 * 1024 * 1024, retry_s: float = 5.0,
                  tick_s: float = 0.5, protocols: Protocols | None = None,
                  protocols_path: str | None = None, keep_requests_days: int = 0,
-                 prune_every_s: float = 3600.0) -> None:
+                 prune_every_s: float = 3600.0, stack_notes: Mapping[str, str] | None = None,
+                 ask_upstream: bool = True, stream_parity: bool = False) -> None:
         """``keep_requests_days``: delete the stored request texts (the prompts kept for
         ``replay``) that no turn used in that many days, at start and every
-        ``prune_every_s`` seconds; 0 keeps them for ever."""
+        ``prune_every_s`` seconds; 0 keeps them for ever.  ``stack_notes``: the operator's
+        notes on the upstream's stack (``parser``, ``template``...); at :meth:`start` the
+        upstream is asked once what it serves (``upstream.py``; ``ask_upstream`` False:
+        never), kept in the run's fingerprint and read for AE511.  ``stream_parity``: ask
+        the upstream the whole twin of each streamed turn whose decoding repeats itself,
+        after it was relayed, and read the pair for AE510 (``parity.py``)."""
         self.store = store
         self.protocols_path = protocols_path
         self.policy: ResolvedPolicy | None = None
@@ -93,9 +104,13 @@ class Recorder:
             self.allowlist = allowlist
         self.label = label
         self.upstream = public_url(upstream)  # stored in the run's config: no credentials
+        self.stack_notes = dict(stack_notes or {})
+        self.ask_upstream = ask_upstream
+        self.stream_parity = stream_parity
+        self.parity: ParityTwins | None = None  # started with the writer (start())
         self.allowlist_path = allowlist_path
         self.sessions = Sessions(allowlist, idle_s=idle_s, protocols=protocols)
-        self.queue: queue.Queue[Exchange | None] = queue.Queue(maxsize=queue_size)
+        self.queue: queue.Queue[Exchange | ParityAnswer | None] = queue.Queue(maxsize=queue_size)
         self.journal = Path(journal)
         self.journal_max_bytes = journal_max_bytes
         self.retry_s = retry_s
@@ -152,11 +167,29 @@ class Recorder:
                 "journal_errors": s.journal_errors,
                 "pruned_request_texts": s.pruned_request_texts,
                 "truncations": s.truncations,
+                "parity_twins": s.parity_twins,
+                "parity_skipped": sum(self.sessions.parity_skipped.values()),
                 **protocol_counts(self.sessions.counts)}
 
     def start(self) -> None:
+        self._read_upstream()
+        if self.stream_parity:
+            from yarl import URL
+
+            self.parity = ParityTwins(str(URL(self.upstream).origin()), self._parity_answer)
         self._ensure_run()
         self._thread.start()
+
+    def _read_upstream(self) -> None:
+        """Ask the upstream once, before anything is relayed, what stack it serves
+        (``upstream.py``): its template's call format judges markup left in replies,
+        the stack goes in the run's fingerprint.  No user traffic is touched."""
+        from agent_eval.proxy.upstream import upstream_stack
+
+        found = upstream_stack(self.upstream, self.stack_notes, ask=self.ask_upstream)
+        self.sessions.template_markers = found.markers
+        if found.stack and self.run.spec is not None and self.run.run_id is None:
+            self.run.spec.fingerprint[STACK_KEY] = {UPSTREAM_STACK: found.stack}
 
     def stop(self, timeout: float = 60.0) -> None:
         """Drain the queue, close every open session, write (or journal) them."""
@@ -167,7 +200,7 @@ class Recorder:
 
     def _work(self) -> None:
         while True:
-            item: Exchange | EllipsisType | None  # ...: no exchange within a tick
+            item: Exchange | ParityAnswer | EllipsisType | None  # ...: no exchange within a tick
             try:
                 item = self.queue.get(timeout=self.tick_s)
             except queue.Empty:
@@ -178,6 +211,7 @@ class Recorder:
                 self._step(item, time.monotonic())
             except Exception:  # a bug here must never stop the recording of what follows
                 log.exception("the proxy's recorder failed a step; recording goes on")
+        self._drain_parity()
         self._write(self.sessions.close_all())
         self._replay_journal()
         if self.run_id is not None and not self.journal.exists():
@@ -187,9 +221,16 @@ class Recorder:
         if isinstance(item, Exchange):
             try:
                 self.sessions.take(item, now)
+                if self.parity is not None:
+                    self._twin()
             except Exception:  # a judging bug must never stop the writer
                 log.exception("could not record an exchange")
                 self.stats.lost_turns += 1
+        elif isinstance(item, ParityAnswer):
+            try:
+                self.sessions.parity(item)
+            except Exception:
+                log.exception("could not read a stream-parity twin")
         if now - self._last_expiry >= self.tick_s:  # a scan of the open sessions
             self._last_expiry = now
             self._write(self.sessions.expire(now))
@@ -197,6 +238,37 @@ class Recorder:
             self._last_retry = now
             self._replay_journal()
         self._prune(now)
+
+    def _twin(self) -> None:
+        """Ask the whole twin of the streamed turn just taken, when it has one."""
+        assert self.parity is not None
+        twin = self.sessions.parity_twin(ready=self.parity.ready)
+        if twin is not None:
+            self.stats.parity_twins += 1
+            self.parity.ask(*twin)
+
+    def _parity_answer(self, answer: ParityAnswer) -> None:
+        """From the parity thread: the answer goes through the writer's own queue."""
+        try:
+            self.queue.put_nowait(answer)
+        except queue.Full:
+            self.stats.parity_lost += 1
+
+    def _drain_parity(self, timeout: float = 30.0) -> None:
+        """At stop: wait for the twin in flight (at most ``timeout``), then read every
+        answer still queued before the sessions close."""
+        if self.parity is None:
+            return
+        self.parity.stop(timeout)
+        while True:
+            try:
+                item = self.queue.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, ParityAnswer):
+                self.sessions.parity(item)
+            elif isinstance(item, Exchange):  # none follows the sentinel; kept all the same
+                self.sessions.take(item, time.monotonic())
 
     def _prune(self, now: float) -> None:
         """Apply the retention setting at start and then every ``prune_every_s``; a store

@@ -52,8 +52,9 @@ from agent_eval.proxy.linking import (
     content_text,
     last_assistant,
 )
+from agent_eval.proxy.parity import ParityAnswer, repeats_itself, twin_body
 from agent_eval.proxy.relay import CAPTURE_LIMIT, Exchange
-from agent_eval.proxy.replies import ParsedReply, ReplyStatus, decode_body
+from agent_eval.proxy.replies import ParsedReply, ReplyStatus, decode_body, parse_reply
 from agent_eval.proxy.spawns import Spawns, string_values
 from agent_eval.scenario.protocols import Protocols, system_prompt_of
 from agent_eval.stack_reading import StackReading
@@ -67,7 +68,7 @@ from agent_eval.transcript import (
     share_messages,
     storable,
 )
-from agent_eval.wire.records import token_figures
+from agent_eval.wire.records import token_count, token_figures
 from agent_eval.wire.side import SIDE_REQUEST_TAG, side_request_of, tool_less_turn
 
 
@@ -90,6 +91,8 @@ class SessionState:
     side: str | None = None  # the known side request it is (wire/side.py), if one
     offered: OfferedTools = field(default_factory=OfferedTools)  # tools its client offered
     stack: StackReading = field(default_factory=StackReading)  # its stack faults (AE5xx)
+    # streamed turns whose whole twin was asked (proxy/parity.py): turn -> request, reply
+    parity_wait: dict[int, tuple[dict[str, Any], ParsedReply]] = field(default_factory=dict)
 
 
 @dataclass
@@ -141,7 +144,17 @@ class Sessions:
     """Open sessions of one proxy run; see the module docstring."""
 
     def __init__(self, allowlist: AllowList | ResolvedPolicy, *, idle_s: float = 600.0,
-                 protocols: Protocols | None = None) -> None:
+                 protocols: Protocols | None = None,
+                 template_markers: frozenset[str] | None = None) -> None:
+        """``template_markers``: the call format of the upstream's chat template (or of
+        the parser the operator named), read once at start (``upstream.py``): markup in
+        that format left in a reply is the parser's (AE511); None: unknown (AE104)."""
+        self.template_markers = template_markers
+        self.last_turn: tuple[str, SessionState, Exchange, dict[str, Any]] | None = None
+        self.parity_unjudged = 0  # twins asked whose answer could not be read against it
+        # streamed turns not twinned: "busy" (a twin in flight), "random" (decoding that
+        # does not repeat itself: no temperature 0, no seed)
+        self.parity_skipped = {"busy": 0, "random": 0}
         self.judges = SessionJudges(allowlist, foreign=True)  # an agent CLI's calls (calls.py)
         self.allowlist = self.judges.allowlist
         self.protocols = protocols  # closing sequences (scenario/protocols.py), if given
@@ -187,6 +200,7 @@ class Sessions:
         _fill_outputs(state, messages)
         first_call = len(state.calls)
         self._add_turn(state, ex, request, reply, status)
+        self.last_turn = (conv.key, state, ex, request)
         for call in state.calls[first_call:]:
             self.spawns.note(conv.key, call)
         if reply is not None and reply.response_id and status == "complete":
@@ -283,7 +297,8 @@ class Sessions:
         faults = state.stack.reply(index, request, finish_reason=reply.finish_reason,
                                    content=reply.content, reasoning=reply.reasoning,
                                    calls=reply.calls, completion_tokens=completion,
-                                   stream_faults=reply.stream_faults)
+                                   stream_faults=reply.stream_faults,
+                                   template_markers=self.template_markers)
         lost = {f.code for f in faults if f.ends}
         if CUT_CODE in lost:
             state.statuses.add(CUT_BY_LENGTH)
@@ -306,6 +321,43 @@ class Sessions:
             return
         elif spans := find_tool_markup(reply.content):
             state.calls.append(text_call(len(state.calls), index, reply.content, spans[0]))
+
+    def parity_twin(self, ready: bool = True) -> tuple[str, int, str, bytes] | None:
+        """``(session key, turn, path, body)`` of the whole twin of the turn just taken
+        (``proxy/parity.py``), when it was a streamed Chat Completions request answered
+        whole, its decoding repeats itself and ``ready`` (no twin in flight); None
+        otherwise (a turn that would have been twinned is counted in ``parity_skipped``)."""
+        if self.last_turn is None:
+            return None
+        key, state, ex, request = self.last_turn
+        self.last_turn = None
+        index = len(state.turns) - 1
+        if (state.protocol != "chat" or not request.get("stream") or ex.status != 200
+                or state.last_status != "complete"):
+            return None
+        if not repeats_itself(request) or not ready:
+            self.parity_skipped["busy" if repeats_itself(request) else "random"] += 1
+            return None
+        reply, status = read_reply(ex, "chat")
+        if reply is None or status != "complete":
+            return None
+        state.parity_wait[index] = (request, reply)
+        return key, index, ex.path, twin_body(request)
+
+    def parity(self, answer: ParityAnswer) -> bool:
+        """Read a twin's answer against the streamed turn it twins (AE510 on that
+        session); False, counted, when the session is closed or the answer unreadable."""
+        conv = self.linker.open.get(answer.key)
+        state = conv.state if conv is not None else None
+        waiting = state.parity_wait.pop(answer.turn_index, None) if state else None
+        whole = (parse_reply(answer.body, streamed=False)
+                 if waiting is not None and answer.status == 200 else None)
+        if state is None or waiting is None or whole is None or whole.status != "complete":
+            self.parity_unjudged += 1
+            return False
+        request, streamed = waiting
+        state.stack.parity(answer.turn_index, request, _TwinView(whole), _TwinView(streamed))
+        return True
 
     def expire(self, now: float) -> list[SessionRecord]:
         """Sessions idle past the timeout, ready to store together: a subagent whose
@@ -384,6 +436,18 @@ server's style (finish reason ``length``, or the completion tokens at the reques
 CUT_CODE = code_for("cut-by-token-limit")
 ID_PROTOCOLS = frozenset({"chat", "responses", "messages"})
 """Protocols whose calls carry the server's ids (Gemini's carry none): AE506 is read there."""
+
+
+class _TwinView:
+    """A relayed reply as ``StackReading.parity`` reads one."""
+
+    def __init__(self, reply: ParsedReply) -> None:
+        self.finish_reason = reply.finish_reason
+        self.content = reply.content
+        self.reasoning = reply.reasoning
+        self.tool_calls = reply.calls
+        self.completion_tokens = token_count(reply.usage.get("completion_tokens"))
+        self.stream_faults = reply.stream_faults
 
 
 def _whole_json(arguments: str) -> bool:

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 STATS = ("run_id", "open_sessions", "stored_sessions", "stored_turns", "journaled_sessions",
          "lost_turns", "unparseable_requests", "store_errors", "journal_errors",
-         "pruned_request_texts", "truncations",
+         "pruned_request_texts", "truncations", "parity_twins", "parity_skipped",
          *(f"{kind}_{name}" for name in PROTOCOLS for kind in ("recorded", "not_recorded")))
 """The recorder's counters the child publishes (``Recorder.status`` keys)."""
 STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -73,6 +73,8 @@ class RecorderConfig:
     protocols_path: str | None = None
     otel_endpoint: str | None = None
     keep_requests_days: int = 0
+    stack_notes: tuple[tuple[str, str], ...] = ()  # --stack-parser, --stack-template
+    stream_parity: bool = False  # --stream-parity
 
 
 class RecorderProcess:
@@ -228,4 +230,5 @@ def build_recorder(config: RecorderConfig) -> Recorder:
                     label=config.label, allowlist_path=config.allowlist_path,
                     idle_s=config.idle_s, journal=config.journal, protocols=protocols,
                     protocols_path=config.protocols_path,
-                    keep_requests_days=config.keep_requests_days)
+                    keep_requests_days=config.keep_requests_days,
+                    stack_notes=dict(config.stack_notes), stream_parity=config.stream_parity)

@@ -70,3 +70,81 @@ def test_without_max_tokens_only_a_length_finish_tells_a_cut(tmp_path):
     assert record.stack_faults == [] and [c.primary for c in record.calls] == ["AE102"]
     record = imported(tmp_path, session((CUT, "length", 48), max_tokens=None))
     assert [f.code for f in record.stack_faults] == ["AE501"] and record.calls == []
+
+
+# Markup left in a reply's text: the reply the vLLM fixture holds (a Hermes <tool_call> a
+# server whose parser did not run left in content, tests/fixtures/wire/README.md), kept by
+# an OpenAI-format transcript as the assistant message with its finish reason and usage.
+WIRE = Path(__file__).resolve().parents[1] / "fixtures" / "wire"
+
+
+def markup_session(fixture: str) -> dict:
+    reply = json.loads((WIRE / fixture).read_text())
+    choice = reply["choices"][0]
+    message = {"role": "assistant", "content": choice["message"]["content"],
+               "finish_reason": choice["finish_reason"], "usage": reply["usage"]}
+    return {"id": "s1", "model": reply["model"], "messages": [
+        {"role": "user", "content": "Check the lights."}, message]}
+
+
+def imported_with(tmp_path: Path, obj: dict, markers: frozenset[str] | None):
+    path = tmp_path / "sessions.jsonl"
+    path.write_text(json.dumps(obj) + "\n", encoding="utf-8")
+    [record] = import_sessions("openai", path, load_allowlist(RALF), template_markers=markers)
+    return record
+
+
+def test_imported_markup_in_the_noted_templates_format_is_the_parsers_ae511(tmp_path):
+    from agent_eval.policy.stack import parser_markers
+    from agent_eval.transcript import STACK_FAULT
+
+    record = imported_with(tmp_path, markup_session("vllm-no-parser-tool-call-text.json"),
+                           parser_markers("hermes"))
+    assert [(f.code, f.ends) for f in record.stack_faults] == [("AE511", True)]
+    assert record.calls == []  # never the model's AE104
+    assert record.status == "error" and record.error.startswith(STACK_FAULT + "AE511")
+
+
+@pytest.mark.parametrize("parser", [None, "mistral"], ids=["no-notes", "other-format"])
+def test_imported_markup_without_the_templates_format_is_the_models_ae104(tmp_path, parser):
+    """As the proxy judges the same reply relayed: one AE104 call, the markup's span."""
+    from agent_eval.policy.stack import parser_markers
+
+    record = imported_with(tmp_path, markup_session("vllm-no-parser-tool-call-text.json"),
+                           parser_markers(parser))
+    assert record.stack_faults == [] and record.status == "completed"
+    [call] = record.calls
+    assert (call.primary, call.turn_index, call.index) == ("AE104", 0, 0)
+    assert call.command.startswith("<tool_call>")
+
+
+def test_a_fenced_block_is_the_models_under_any_template(tmp_path):
+    from agent_eval.policy.stack import parser_markers
+
+    record = imported_with(tmp_path, markup_session("ollama-v1-fenced-bash-text.json"),
+                           parser_markers("hermes"))
+    assert record.stack_faults == [] and [c.primary for c in record.calls] == ["AE104"]
+
+
+def test_import_cli_takes_the_stack_notes_and_keeps_them(tmp_path):
+    from click.testing import CliRunner
+
+    from agent_eval.cli import main
+    from agent_eval.store import open_store
+
+    path = tmp_path / "sessions.jsonl"
+    path.write_text(json.dumps(markup_session("vllm-no-parser-tool-call-text.json")) + "\n")
+    db = str(tmp_path / "s.db")
+    result = CliRunner().invoke(main, ["import", "openai", str(path), "--allowlist", str(RALF),
+                                       "--stack-parser", "hermes", "--db", db])
+    assert result.exit_code == 0, result.output
+    with open_store(db) as store:
+        run = store.resolve_run("latest")
+        [row] = store.session_rows([run.id])
+        info = store.get_run(run.id)
+    assert row.stack_faults == (("AE511", True),)
+    assert info.config["stack"] == {"parser": "hermes"}
+    result = CliRunner().invoke(main, ["import", "openai", str(path), "--allowlist", str(RALF),
+                                       "--stack-parser", "my-own", "--db", db])
+    assert result.exit_code == 0, result.output
+    assert "name no known call format" in result.output

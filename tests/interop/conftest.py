@@ -161,3 +161,17 @@ def llama_native_own_template(tmp_path_factory) -> Iterator[dict[str, str]]:
     yield from _serve(SERVE_NATIVE, _missing_native(), tmp_path_factory.mktemp("own-template"),
                       {"smollm2": NATIVE_CONTEXT["smollm2"]},
                       {"AGENT_EVAL_LLAMA_SERVER": str(NATIVE_SERVER)})
+
+
+@pytest.fixture(scope="session")
+def llama_native_no_jinja(tmp_path_factory) -> Iterator[dict[str, str]]:
+    """``llama-server`` without its jinja template engine (``--no-jinja``: jinja is this
+    build's default), serving SmolLM2 with the same template file as
+    :func:`llama_native_servers`: one model through another stack setting, for
+    ``compare``.  It answers every request that offers tools with a 500 ``tools param
+    requires --jinja flag`` and generates nothing, so it costs no CPU beyond loading."""
+    yield from _serve(SERVE_NATIVE, _missing_native(), tmp_path_factory.mktemp("no-jinja"),
+                      {"smollm2": NATIVE_CONTEXT["smollm2"]},
+                      {"AGENT_EVAL_LLAMA_SERVER": str(NATIVE_SERVER),
+                       "AGENT_EVAL_CHAT_TEMPLATE": str(TOOLS_TEMPLATE),
+                       "AGENT_EVAL_LLAMA_JINJA": "0"})

@@ -75,3 +75,21 @@ def test_a_recorder_process_that_cannot_start_is_an_error_not_a_hang(tmp_path):
     with pytest.raises(AgentEvalError, match="recorder process could not start"):
         recorder.start(timeout=60)
     recorder.stop()  # nothing left to stop
+
+
+def test_the_child_gets_the_stack_notes_and_the_parity_setting(tmp_path):
+    """What `proxy --stack-parser/--stack-template/--stream-parity` hand the child: the
+    notes reach its Recorder (and judge markup as AE511), parity is turned on."""
+    from agent_eval.policy.stack import parser_markers
+    from agent_eval.proxy.worker import build_recorder
+
+    recorder = build_recorder(config(tmp_path, stack_notes=(("parser", "hermes"),),
+                                     stream_parity=True))
+    try:
+        assert (recorder.stack_notes, recorder.stream_parity) == ({"parser": "hermes"}, True)
+        recorder._read_upstream()  # what start() does first: "up" answers nothing
+        assert recorder.sessions.template_markers == parser_markers("hermes")
+        assert recorder.run.spec.fingerprint["stacks"] == {
+            "(upstream)": {"notes": {"parser": "hermes"}}}
+    finally:
+        recorder.store.close()
