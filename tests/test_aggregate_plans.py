@@ -130,6 +130,39 @@ def test_the_clustered_sums_of_several_runs_need_no_sort(store):
 
 
 @pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_the_class_sums_look_each_session_up_by_id(run):
+    """``compare``'s per-class sums: each (session, class) group of the denied calls finds
+    its session by id, not through an index SQLite builds per query over every session."""
+    store, run_id = run
+    found = [(s, p) for s, p in _statements(store, lambda: store.cluster_stats(
+        [run_id], classes=True)) if "k * anon_1.k" in s]
+    assert len(found) == 1
+    plan = _sqlite_plan(store, *found[0])
+    assert "INTEGER PRIMARY KEY" in plan and "AUTOMATIC" not in plan, plan
+
+
+@pytest.mark.parametrize("store", ["postgresql"], indirect=True)
+def test_postgresql_gives_the_class_sums_room_for_their_transaction(run):
+    """With the default 4 MB the per-class sums' hash and sort spilled to disk at a million
+    calls; ``SET LOCAL`` gives them room until their transaction ends, and no longer."""
+    store, run_id = run
+    seen: list[str] = []
+
+    def spy(conn, cursor, statement, params, context, executemany):
+        seen.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", spy)
+    try:
+        store.cluster_stats([run_id], classes=True)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", spy)
+    sets = [i for i, s in enumerate(seen) if s.startswith("SET LOCAL work_mem")]
+    assert len(sets) == 1 and "k * anon_1.k" in seen[sets[0] + 1], seen
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("SHOW work_mem").scalar_one() != "64MB"
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 def test_the_session_sums_need_no_sort(run):
     """Side requests counted apart in the same rows: grouped in the index's order."""
     store, run_id = run
