@@ -163,6 +163,21 @@ def test_postgresql_gives_the_class_sums_room_for_their_transaction(run):
 
 
 @pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_by_agent_without_agents_needs_no_sort(run):
+    """The run page's errors by agent, when no session was judged under an agent CLI's
+    rules: one key for all, so the sessions are not grouped (nor sorted) by it."""
+    store, run_id = run
+    found = _statements(store, lambda: store.summarize([run_id], ("agent", "target"),
+                                                       with_turns=False, detail="totals"))
+    tally = [(s, p) for s, p in found if "sum(CASE WHEN sessions.side_request" in s]
+    assert len(tally) == 1 and "policy_agent" not in tally[0][0].split("FROM")[0]
+    assert "TEMP B-TREE" not in _sqlite_plan(store, *tally[0])
+    figures = store.summarize([run_id], ("agent", "target"), with_turns=False,
+                              detail="totals")
+    assert list(figures) == [("(allow-list)", "t")] and figures[("(allow-list)", "t")].calls == 2
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 def test_the_session_sums_need_no_sort(run):
     """Side requests counted apart in the same rows: grouped in the index's order."""
     store, run_id = run
