@@ -53,6 +53,7 @@ from sqlalchemy import Engine, and_, case, func, not_, or_, select, true
 
 from agent_eval.metrics.classes import UNCLASSIFIED
 from agent_eval.metrics.summary import GROUP_BYS, NO_AGENT, GroupKeys, GroupSummary, Tally
+from agent_eval.store import memo
 from agent_eval.store.schema import (
     counted_sessions,
     denied_calls,
@@ -139,8 +140,10 @@ class _Grouping:
         on_call = {"target": c.target_id, "run": c.run_id}
         # by agent when no session names one (runs judged under allow-lists): the key is
         # the same for every session, so not grouped by: grouped by it, SQLite sorted the
-        # run's sessions (the column is last in the covering index), a fifth of the run page
-        no_agent = "agent" in parts and not _any_agent(conn, ids)
+        # run's sessions (the column is last in the covering index), a fifth of the run
+        # page.  PostgreSQL hashes the groups, where the check would be one more scan.
+        no_agent = ("agent" in parts and conn.dialect.name == "sqlite"
+                    and not _any_agent(conn, ids))
         keyed = [p for p in parts if p != "all" and not (p == "agent" and no_agent)]
         rows = conn.execute(select(targets.c.id, targets.c.name, targets.c.run_id)
                             .where(targets.c.run_id.in_(ids))).all()
@@ -220,7 +223,7 @@ def _session_tallies(conn, ids: list[int], g: _Grouping, *, full: bool, denied: 
              func.sum(case((required, done * 1.0 / s.handshake_required), else_=0.0)),
              func.min(counted(s.started_at)), func.max(counted(s.finished_at)))
     keys = g.session_cols
-    rows = conn.execute(
+    rows = memo.rows(conn, (
         select(*keys, s.target_id, s.status, func.sum(case((side, 1), else_=0)),
                func.sum(case((side, 0), else_=1)),
                func.sum(counted(s.n_calls)), func.sum(counted(s.n_denied)),
@@ -228,7 +231,7 @@ def _session_tallies(conn, ids: list[int], g: _Grouping, *, full: bool, denied: 
                func.sum(case((and_(required, s.handshake_completed), 1), else_=0)),
                *(extra if full else ()))
         .select_from(g.sessions()).where(s.run_id.in_(ids))
-        .group_by(*_in_index_order(keys, s.target_id, s.status))).all()
+        .group_by(*_in_index_order(keys, s.target_id, s.status))))
     if not full:
         rows = [(*row, 0, 0, 0.0, None, None) for row in rows]
     width = len(keys)

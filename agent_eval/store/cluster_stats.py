@@ -50,6 +50,7 @@ from agent_eval.metrics.sufficient import (
     merge_stats,
     stats_from_units,
 )
+from agent_eval.store import memo
 from agent_eval.store.schema import counted_sessions, denied_calls, sessions, targets, tool_calls
 from agent_eval.store.units import units_sql
 
@@ -309,8 +310,8 @@ def _cells(conn, clusters: _Clusters, passes: bool
                               block)
             .where(*clusters.where).group_by(s.target_id, s.scenario, block)).all()
     else:
-        rows = conn.execute(query.where(*clusters.where)
-                            .group_by(s.run_id, s.target_id, s.status, s.scenario)).all()
+        rows = memo.rows(conn, query.where(*clusters.where)
+                         .group_by(s.run_id, s.target_id, s.status, s.scenario))
     acc: dict[tuple[int, str], list] = {}
     for target, scenario, first, count, *totals in rows:
         cell = acc.setdefault((target, scenario), [first, 0, [0] * 6, []])

@@ -99,6 +99,13 @@ class RunsPage:
 
 def build_runs_page(store: Store, filters: dict[str, str], offset: int = 0,
                     limit: int = 50) -> RunsPage:
+    """The runs list and its labels' trends, in one read: the trend's runs are mostly the
+    listed ones, whose sums the list has just read (``Store.one_read``)."""
+    with store.one_read():
+        return _runs_page(store, filters, offset, limit)
+
+
+def _runs_page(store: Store, filters: dict[str, str], offset: int, limit: int) -> RunsPage:
     page = store.list_run_rows(label=filters.get("label"), kind=filters.get("kind"),
                                status=filters.get("status"), limit=limit, offset=offset)
     rows = []
@@ -171,7 +178,14 @@ decide on); Wilson's on calls follows as detail."""
 
 def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPage:
     """The run page; its clustered intervals inline up to :data:`INLINE_SESSIONS` sessions
-    (or when ``intervals`` asks), else a link to the same page with them."""
+    (or when ``intervals`` asks), else a link to the same page with them.  In one read
+    (``Store.one_read``): its errors by agent, when no session names one, is the per-target
+    table's GROUP BY."""
+    with store.one_read():
+        return _run_page(store, run_id, intervals)
+
+
+def _run_page(store: Store, run_id: int, intervals: bool) -> RunPage:
     info = store.get_run(run_id)
     figures = _by_target(store, run_id, "actions")
     by_scenario = store.summarize([run_id], ("scenario", "target"), with_turns=False,
