@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 import pytest
+from sqlalchemy import event
 
 from agent_eval.store.cluster_stats import cluster_stats, run_cluster_stats
 from agent_eval.transcript import CallRecord, SessionRecord
@@ -120,6 +121,25 @@ def _dump(pinned: dict) -> str:
 def _plain(value):
     """JSON's shapes: tuples as lists, keys as strings."""
     return json.loads(json.dumps(value))
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"], indirect=True)
+def test_a_big_run_page_takes_its_intervals_from_the_trend_read(store, monkeypatch):
+    """Above the inline limit the run page reads its clustered sums with the label's
+    trend (one GROUP BY for both): its per-target rows are those of the pinned page."""
+    import agent_eval.view.overview as overview
+
+    a, b = _fill(store, 11, agents=False), _fill(store, 12, agents=False)
+    assert a != b
+    monkeypatch.setattr(overview, "INLINE_SESSIONS", 0)
+    seen: list[str] = []
+    event.listen(store.engine, "before_cursor_execute",
+                 lambda conn, cursor, statement, *rest: seen.append(statement))
+    page = build_run_page(store, b)
+    assert len([s for s in seen if "min(sessions.id)" in s]) == 1  # the clustered sums
+    assert page.clustered is None and page.trend is not None
+    expected = json.loads(PINNED.read_text())["allow-lists"]["run targets"]
+    assert _plain(_texts(page.target_rows)) == expected
 
 
 @pytest.mark.parametrize("agents", [False, True], ids=["allow-lists", "agent-rules"])

@@ -18,6 +18,7 @@ from agent_eval.analysis.comparison import holm
 from agent_eval.metrics.classes import UNCLASSIFIED
 from agent_eval.metrics.clustered import ClusteredRate, clustered_text, units_rate
 from agent_eval.metrics.stats import compare_rates, wilson_interval
+from agent_eval.metrics.sufficient import TargetStats
 from agent_eval.metrics.summary import NO_AGENT, GroupSummary, Tally
 from agent_eval.policy import RULES, get_rule
 from agent_eval.report.charts import change_chart, class_chart, error_chart
@@ -199,7 +200,8 @@ def _run_page(store: Store, run_id: int, intervals: bool) -> RunPage:
                   stacks=tuple((name, stack_mark(stack), stack_line(stack))
                                for name, stack in run_stacks(info.fingerprint).items()))
     previous = store.previous_run_id(info)
-    units = run_units(store, run_id, classes=inline)  # per target: cheap without classes
+    units = (None if inline else _units_in_trend(store, info)) or run_units(
+        store, run_id, classes=inline)  # per target: cheap without classes
     rates = {name: units_rate(units[name]) for name in figures if name in units}
     return RunPage(
         run=run, columns=tuple(figures), target_head=TARGET_HEAD,
@@ -220,6 +222,18 @@ def _run_page(store: Store, run_id: int, intervals: bool) -> RunPage:
         completeness=completeness_text(store.run_telemetry(run_id))
         if info.suite == "otlp" else "",
     )
+
+
+def _units_in_trend(store: Store, info: RunInfo) -> dict[str, TargetStats] | None:
+    """This run's clustered sums per target, taken from the label trend's read of its
+    runs (the same GROUP BY, grouped by run: ``Store.one_read`` reads it once for both),
+    when the page shows that trend; else ``None``."""
+    ids = [r.id for r in store.list_runs(TREND_RUNS, label=info.label)] if info.label else []
+    if len(ids) < 2 or info.id not in ids:
+        return None
+    stats = store.cluster_stats(list(reversed(ids)), columns=True)
+    suffix = f" · run {info.id}"
+    return {name.removesuffix(suffix): s for name, s in stats.items() if name.endswith(suffix)}
 
 
 def _trend(store: Store, label: str | None) -> Markup | None:
