@@ -94,16 +94,87 @@ def test_gate_reads_sessions_from_the_covering_index_and_leaks_from_their_own(ru
     plans = {statement: _sqlite_plan(store, statement, params)
              for statement, params in _statements(store, gate_reads)}
     on_sessions = [p for s, p in plans.items() if "FROM sessions" in s.split("WHERE")[0]
-                   and "JOIN" not in s and "parent_id IS NOT NULL" not in s
+                   and "JOIN" not in s and "sessions.parent_id >" not in s
                    and "stack_faults IS NOT NULL" not in s]
     assert on_sessions
     assert all("COVERING INDEX ix_sessions_run_target_status" in p for p in on_sessions), plans
+    # whether the run holds child sessions: a range of the parents' index, not every
+    # session of every run (``IS NOT NULL`` scanned the table)
+    nested = [p for s, p in plans.items() if "sessions.parent_id >" in s]
+    assert nested and all("USING INDEX ix_sessions_parent" in p for p in nested), nested
     # the few sessions holding stack faults: their own partial index, not every session row
     stack = [p for s, p in plans.items() if "stack_faults IS NOT NULL" in s]
     assert len(stack) == 1 and "ix_sessions_run_stack_faults" in stack[0], stack
     leaks = [p for s, p in plans.items() if "tool_calls.leak IS NOT NULL" in s]
     assert len(leaks) == 2  # the run's leaks, minus those of its uncounted sessions
     assert all("ix_tool_calls_run_leak" in p for p in leaks), leaks
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_the_clustered_sums_of_several_runs_need_no_sort(store):
+    """The runs page and the label's trend read several runs' clustered sums at once:
+    grouped by run too, they stay in the covering index's order."""
+    ids = []
+    for label in ("a", "b"):
+        run_id = store.create_run(label=label, kind="proxy", suite="s", config={},
+                                  fingerprint={})
+        store.add_target(run_id, name="t", model="m", base_url="http://127.0.0.1:1/v1",
+                         settings={})
+        store.record_session(run_id, _record(f"t/{label}/0"))
+        ids.append(run_id)
+    found = [(s, p) for s, p in _statements(store, lambda: store.cluster_stats(ids))
+             if "GROUP BY" in s]
+    assert len(found) == 1
+    plan = _sqlite_plan(store, *found[0])
+    assert "TEMP B-TREE" not in plan and "ix_sessions_run_target_status" in plan, plan
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_the_class_sums_look_each_session_up_by_id(run):
+    """``compare``'s per-class sums: each (session, class) group of the denied calls finds
+    its session by id, not through an index SQLite builds per query over every session."""
+    store, run_id = run
+    found = [(s, p) for s, p in _statements(store, lambda: store.cluster_stats(
+        [run_id], classes=True)) if "k * anon_1.k" in s]
+    assert len(found) == 1
+    plan = _sqlite_plan(store, *found[0])
+    assert "INTEGER PRIMARY KEY" in plan and "AUTOMATIC" not in plan, plan
+
+
+@pytest.mark.parametrize("store", ["postgresql"], indirect=True)
+def test_postgresql_gives_the_class_sums_room_for_their_transaction(run):
+    """With the default 4 MB the per-class sums' hash and sort spilled to disk at a million
+    calls; ``SET LOCAL`` gives them room until their transaction ends, and no longer."""
+    store, run_id = run
+    seen: list[str] = []
+
+    def spy(conn, cursor, statement, params, context, executemany):
+        seen.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", spy)
+    try:
+        store.cluster_stats([run_id], classes=True)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", spy)
+    sets = [i for i, s in enumerate(seen) if s.startswith("SET LOCAL work_mem")]
+    assert len(sets) == 1 and "k * anon_1.k" in seen[sets[0] + 1], seen
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("SHOW work_mem").scalar_one() != "64MB"
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_by_agent_without_agents_needs_no_sort(run):
+    """The run page's errors by agent, when no session was judged under an agent CLI's
+    rules: one key for all, so the sessions are not grouped (nor sorted) by it."""
+    store, run_id = run
+    found = _statements(store, lambda: store.summarize([run_id], ("agent", "target"),
+                                                       with_turns=False, detail="totals"))
+    tally = [(s, p) for s, p in found if "sum(CASE WHEN sessions.side_request" in s]
+    assert len(tally) == 1 and "policy_agent" not in tally[0][0].split("FROM")[0]
+    assert "TEMP B-TREE" not in _sqlite_plan(store, *tally[0])
+    figures = store.summarize([run_id], ("agent", "target"), with_turns=False,
+                              detail="totals")
+    assert list(figures) == [("(allow-list)", "t")] and figures[("(allow-list)", "t")].calls == 2
 
 
 @pytest.mark.parametrize("store", ["sqlite"], indirect=True)

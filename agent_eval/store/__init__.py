@@ -40,6 +40,7 @@ write it as a function of the module that owns its tables, then add a method her
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -161,7 +162,7 @@ class Store:
     - server logs [server_logs]: ``add_server_samples``, ``server_samples``,
       ``add_server_requests``, ``server_requests``;
     - the database: ``url`` (printable), ``address`` (for another process),
-      ``read_only``, ``close``.
+      ``read_only``, ``one_read`` (a page's repeated statements read once), ``close``.
 
     ``engine`` is for the store's own modules and for white-box tests; the package never
     takes it (tests/test_layers.py).
@@ -190,6 +191,13 @@ class Store:
         if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
             return None
         return url
+
+    def one_read(self) -> AbstractContextManager[None]:
+        """A context in which a statement the aggregator runs twice is read once (one
+        viewer page: store/memo.py); nothing is kept after it."""
+        from agent_eval.store.memo import one_read
+
+        return one_read()
 
     def read_only(self) -> Store:
         """This store, refusing writes from now on (SQLite ``query_only``, PostgreSQL

@@ -53,6 +53,7 @@ from sqlalchemy import Engine, and_, case, func, not_, or_, select, true
 
 from agent_eval.metrics.classes import UNCLASSIFIED
 from agent_eval.metrics.summary import GROUP_BYS, NO_AGENT, GroupKeys, GroupSummary, Tally
+from agent_eval.store import memo
 from agent_eval.store.schema import (
     counted_sessions,
     denied_calls,
@@ -122,6 +123,7 @@ class _Grouping:
     call_cols: tuple | None  # over ``tool_calls`` alone; None: the session holds the key
     tags: Any  # the (session, tag, position) subquery, when a part is "tag"
     names: dict[int, str]  # target id -> name (as a column when asked)
+    no_agent: bool = False  # by agent, and no session of the runs names one: not a column
 
     @classmethod
     def of(cls, conn, ids: list[int], by: GroupKeys, columns: bool) -> _Grouping:
@@ -136,14 +138,20 @@ class _Grouping:
                       "tag": tags.c.tag if tags is not None else None,
                       "agent": s.policy_agent}
         on_call = {"target": c.target_id, "run": c.run_id}
-        keyed = [p for p in parts if p != "all"]
+        # by agent when no session names one (runs judged under allow-lists): the key is
+        # the same for every session, so not grouped by: grouped by it, SQLite sorted the
+        # run's sessions (the column is last in the covering index), a fifth of the run
+        # page.  PostgreSQL hashes the groups, where the check would be one more scan.
+        no_agent = ("agent" in parts and conn.dialect.name == "sqlite"
+                    and not _any_agent(conn, ids))
+        keyed = [p for p in parts if p != "all" and not (p == "agent" and no_agent)]
         rows = conn.execute(select(targets.c.id, targets.c.name, targets.c.run_id)
                             .where(targets.c.run_id.in_(ids))).all()
         several = columns and len(ids) > 1
         names = {tid: f"{name} · run {run}" if several else name for tid, name, run in rows}
         return cls(parts, tuple(on_session[p] for p in keyed),
                    tuple(on_call[p] for p in keyed) if all(p in on_call for p in keyed)
-                   else None, tags, names)
+                   else None, tags, names, no_agent)
 
     def sessions(self):
         """``sessions``, joined to each of its tags when grouping by tag."""
@@ -160,12 +168,21 @@ class _Grouping:
                 out.append("all")
             elif part == "target":
                 out.append(self.names[next(values)])
+            elif part == "agent" and self.no_agent:
+                out.append(NO_AGENT)
             elif part == "agent":  # NULL: judged under an agent-eval allow-list
                 value = next(values)
                 out.append(NO_AGENT if value is None else str(value))
             else:
                 out.append(str(next(values)))
         return out[0] if len(out) == 1 else tuple(out)
+
+
+def _any_agent(conn, ids: list[int]) -> bool:
+    """Whether a session of the runs was judged under an agent CLI's rules."""
+    s = sessions.c
+    return conn.execute(select(s.id).where(s.run_id.in_(ids), s.policy_agent.is_not(None))
+                        .limit(1)).first() is not None
 
 
 def session_tags(conn, ids: list[int]):
@@ -206,7 +223,7 @@ def _session_tallies(conn, ids: list[int], g: _Grouping, *, full: bool, denied: 
              func.sum(case((required, done * 1.0 / s.handshake_required), else_=0.0)),
              func.min(counted(s.started_at)), func.max(counted(s.finished_at)))
     keys = g.session_cols
-    rows = conn.execute(
+    rows = memo.rows(conn, (
         select(*keys, s.target_id, s.status, func.sum(case((side, 1), else_=0)),
                func.sum(case((side, 0), else_=1)),
                func.sum(counted(s.n_calls)), func.sum(counted(s.n_denied)),
@@ -214,7 +231,7 @@ def _session_tallies(conn, ids: list[int], g: _Grouping, *, full: bool, denied: 
                func.sum(case((and_(required, s.handshake_completed), 1), else_=0)),
                *(extra if full else ()))
         .select_from(g.sessions()).where(s.run_id.in_(ids))
-        .group_by(*_in_index_order(keys, s.target_id, s.status))).all()
+        .group_by(*_in_index_order(keys, s.target_id, s.status))))
     if not full:
         rows = [(*row, 0, 0, 0.0, None, None) for row in rows]
     width = len(keys)

@@ -20,6 +20,7 @@ from agent_eval.analysis.comparison import unit_lines
 from agent_eval.metrics.classes import UNCLASSIFIED
 from agent_eval.metrics.clustered import ClusteredRate, clustered_text, units_rate
 from agent_eval.metrics.stats import wilson_interval
+from agent_eval.metrics.sufficient import TargetStats
 from agent_eval.metrics.summary import NO_AGENT, GroupSummary
 from agent_eval.policy import RULES, get_rule
 from agent_eval.report.charts import change_chart, class_chart, error_chart
@@ -31,7 +32,7 @@ from agent_eval.report.runs import (
     running_progress,
     stopped_runs,
 )
-from agent_eval.store import Page, Store
+from agent_eval.store import Page, RunInfo, Store
 from agent_eval.transcript import (
     EXIT_STATES,
     NEXT_ACTIONS,
@@ -103,6 +104,13 @@ class RunsPage:
 
 def build_runs_page(store: Store, filters: dict[str, str], offset: int = 0,
                     limit: int = 50) -> RunsPage:
+    """The runs list and its labels' trends, in one read: the trend's runs are mostly the
+    listed ones, whose sums the list has just read (``Store.one_read``)."""
+    with store.one_read():
+        return _runs_page(store, filters, offset, limit)
+
+
+def _runs_page(store: Store, filters: dict[str, str], offset: int, limit: int) -> RunsPage:
     page = store.list_run_rows(label=filters.get("label"), kind=filters.get("kind"),
                                status=filters.get("status"), limit=limit, offset=offset)
     rows = []
@@ -175,7 +183,14 @@ decide on); Wilson's on calls follows as detail."""
 
 def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPage:
     """The run page; its clustered intervals inline up to :data:`INLINE_SESSIONS` sessions
-    (or when ``intervals`` asks), else a link to the same page with them."""
+    (or when ``intervals`` asks), else a link to the same page with them.  In one read
+    (``Store.one_read``): its errors by agent, when no session names one, is the per-target
+    table's GROUP BY."""
+    with store.one_read():
+        return _run_page(store, run_id, intervals)
+
+
+def _run_page(store: Store, run_id: int, intervals: bool) -> RunPage:
     info = store.get_run(run_id)
     figures = every_target(store, run_id, "actions")
     by_scenario = store.summarize([run_id], ("scenario", "target"), with_turns=False,
@@ -189,7 +204,8 @@ def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPag
                   stacks=tuple((name, stack_mark(stack), stack_line(stack))
                                for name, stack in run_stacks(info.fingerprint).items()))
     previous = store.previous_run_id(info)
-    units = run_units(store, run_id, classes=inline)  # per target: cheap without classes
+    units = (None if inline else _units_in_trend(store, info)) or run_units(
+        store, run_id, classes=inline)  # per target: cheap without classes
     rates = {name: units_rate(units[name]) for name in figures if name in units}
     return RunPage(
         run=run, columns=tuple(figures), target_head=TARGET_HEAD,
@@ -210,6 +226,18 @@ def build_run_page(store: Store, run_id: int, intervals: bool = False) -> RunPag
         completeness=completeness_text(store.run_telemetry(run_id))
         if info.suite == "otlp" else "",
     )
+
+
+def _units_in_trend(store: Store, info: RunInfo) -> dict[str, TargetStats] | None:
+    """This run's clustered sums per target, taken from the label trend's read of its
+    runs (the same GROUP BY, grouped by run: ``Store.one_read`` reads it once for both),
+    when the page shows that trend; else ``None``."""
+    ids = [r.id for r in store.list_runs(TREND_RUNS, label=info.label)] if info.label else []
+    if len(ids) < 2 or info.id not in ids:
+        return None
+    stats = store.cluster_stats(list(reversed(ids)), columns=True)
+    suffix = f" · run {info.id}"
+    return {name.removesuffix(suffix): s for name, s in stats.items() if name.endswith(suffix)}
 
 
 def _trend(store: Store, label: str | None) -> Markup | None:
