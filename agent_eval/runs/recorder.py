@@ -135,6 +135,8 @@ class SessionWriter:
                 testhook.stored(self.written)
             with self._lock:
                 self._waiting -= len(batch)
+            del batch  # written: nothing of it is kept while the writer waits for more
+            first = handed = None
             testhook.hold(stop=self._closing.is_set)  # the run cannot end while held
 
 
