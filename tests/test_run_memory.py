@@ -25,17 +25,31 @@ from agent_eval.scenario import load_suite
 from agent_eval.scenario.select import select_scenarios
 from agent_eval.sim import run_sim_in_thread
 from agent_eval.store import open_store
-from agent_eval.transcript import CallRecord, SessionRecord, TurnRecord
+from agent_eval.transcript import SessionRecord
 
 SUITE = Path(__file__).resolve().parents[1] / "scenarios" / "ralf"
-HELD = (SessionRecord, TurnRecord, CallRecord, WorkItem)
+TARGET = "memory-probe"  # no other test's sessions are counted: only this target's
 CONCURRENCY = 4
 
 
+def ours(o: object) -> bool:
+    """A session record or work item of this module's run (other tests' may be alive)."""
+    if isinstance(o, SessionRecord):
+        return o.target == TARGET
+    return isinstance(o, WorkItem) and o.target.name == TARGET
+
+
 def alive() -> Counter[str]:
-    """How many objects of each per-session kind are alive now."""
+    """How many session records and work items of this module's run are alive now, with
+    the turns and calls those records hold."""
     gc.collect()
-    return Counter(type(o).__name__ for o in gc.get_objects() if isinstance(o, HELD))
+    held = [o for o in gc.get_objects() if ours(o)]
+    out = Counter(type(o).__name__ for o in held)
+    for record in held:
+        if isinstance(record, SessionRecord):
+            out["TurnRecord"] += len(record.turns)
+            out["CallRecord"] += len(record.calls)
+    return +out
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +67,7 @@ def played(tmp_path_factory):
         env.setenv(testhook.HOLD, str(hold))
         env.setenv(testhook.HOLD_AFTER, "110")
         store = open_store(str(tmp / "run.db"))
-        target = Target(name="sim", base_url=url, model="sim-disciplined", concurrency=CONCURRENCY)
+        target = Target(name=TARGET, base_url=url, model="sim-disciplined", concurrency=CONCURRENCY)
         run_id = start_run(store, suite, [target], repeats, label=None, server_models={})
 
         def look() -> None:  # while the run holds: the writer idle, the loop waiting
@@ -61,7 +75,7 @@ def played(tmp_path_factory):
             while not hold.exists() and time.monotonic() < deadline:
                 time.sleep(0.02)
             gc.collect()
-            held = [o for o in gc.get_objects() if isinstance(o, SessionRecord | WorkItem)]
+            held = [o for o in gc.get_objects() if ours(o)]
             seen["stored"] = store.finished_keys(run_id)
             seen["records"] = {
                 o.key for o in held if isinstance(o, SessionRecord) and o.parent_key is None
