@@ -543,13 +543,16 @@ async def execute_run(recorder: RunRecorder, items: list[WorkItem], suite: Suite
                       client_factory: ClientFactory = ModelClient) -> RunTally:
     """Play ``items`` with each target's concurrency into the recorder's run (started).
 
-    Returns the tally; ``tally.left`` counts sessions not played (or not kept) because
-    their server went away or their target stopped.
+    The list is taken over: emptied once its items are queued, so an item played is
+    not kept (a run's memory is flat in the sessions it played).  Returns the tally;
+    ``tally.left`` counts sessions not played (or not kept) because their server went
+    away or their target stopped.
     """
     tally = tally or RunTally()
     tally.planned += len(items)
     source = PlannedItems(items)
     targets = {item.target.name: item.target for item in items}
+    items.clear()
     for name, queue in source.queues.items():
         tally.target(name, len(queue))
     clients = {name: client_factory(t) for name, t in targets.items()}

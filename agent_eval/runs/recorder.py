@@ -126,15 +126,20 @@ class SessionWriter:
                     stop = True
                     break
                 batch.append(handed)
-            if self.error is None:
+            writing = self.error is None
+            if writing:
                 try:
                     self._write(batch)
                 except BaseException as exc:  # raised again by close()
                     self.error = exc
-                self.written += len(batch)
+            n = len(batch)
+            del batch  # written: nothing of it is kept while the writer waits for more
+            first = handed = None
+            if writing:
+                self.written += n
                 testhook.stored(self.written)
             with self._lock:
-                self._waiting -= len(batch)
+                self._waiting -= n
             testhook.hold(stop=self._closing.is_set)  # the run cannot end while held
 
 
