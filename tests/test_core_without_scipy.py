@@ -1,7 +1,8 @@
-"""The core install carries no scipy (nor statsmodels or pandas): a run, gate, compare,
-power, report and every viewer page work with them made unimportable.  The statistics come
-from agent_eval.metrics.distributions, held to scipy by tests/test_distributions.py; numpy
-is a core dependency for power's bootstrap range alone (metrics/power.py)."""
+"""The core install carries no scipy or numpy (nor statsmodels or pandas): a run, gate,
+compare, power, report and every viewer page work with them made unimportable.  The
+statistics come from agent_eval.metrics.distributions, held to scipy by
+tests/test_distributions.py; power's bootstrap range draws with the standard library's
+``random`` (tests/test_bootstrap_draws.py holds it to numpy's draws)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import textwrap
 
 import pytest
 
-BLOCKED = ("scipy", "statsmodels", "pandas", "patsy")
+BLOCKED = ("scipy", "numpy", "statsmodels", "pandas", "patsy")
 
 SCRIPT = textwrap.dedent("""
     import importlib.abc, sys, urllib.request

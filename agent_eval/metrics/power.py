@@ -26,12 +26,12 @@ design and is what the independent plan pays for (docs/statistics.md).
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from agent_eval.metrics.clustered import Unit, detectable_rise, ratio_variance, t_quantile
-from agent_eval.metrics.stats import ALPHA
+from agent_eval.metrics.stats import ALPHA, percentile
 
 POWER = 0.8
 MAX_REPEATS = 10_000
@@ -241,75 +241,127 @@ def bootstrap_range(components: Sequence[ScenarioComponent], run_deff: float, ma
     scenarios df it replaces held the true need in 36–85% of baselines, not 80%: the
     variance of a low, clustered rate is far noisier than its df say.  Seeded, so the
     same baseline prints the same range.  ``None`` when the plan cannot be drawn."""
-    import numpy as np
-
     factor = t_quantile(len(components) - 1, alpha) + _t_power(len(components) - 1, power)
     needed = _needed(paired_se100(components, 1, 0.0), factor, margin)
     if needed is None or len(components) < 2:
         return None
-    rng = np.random.default_rng(seed)
-    m = np.array([max(1, round(c.calls_per_session)) for c in components])
-    reps = np.array([c.sessions for c in components])
-    rate = np.array([c.rate for c in components])
-    deff = np.array([c.deff for c in components])
-    top = int(reps.max())
-    # sessions beyond a scenario's own count are drawn and masked out
-    mask = np.arange(top)[None, None, :] < reps[None, :, None]
-    rho = np.clip((deff - 1) / np.maximum(m - 1, 1), 0.0, 0.999)[None, :, None]
-    mean = np.broadcast_to(rate[None, :, None], (draws, len(components), top))
-    clustered = (rho > 0) & (mean > 0) & (mean < 1)
-    shape = np.where(clustered, (1 - rho) / np.where(rho > 0, rho, 1), 1.0)
-    drawn = np.where(clustered, rng.beta(np.where(clustered, mean * shape, 1.0),
-                                         np.where(clustered, (1 - mean) * shape, 1.0)), mean)
-    k = rng.binomial(m[None, :, None], drawn) * mask
-    calls = (m * reps).astype(float)
-    p = k.sum(2) / calls  # (draws, scenarios)
-    resid = (k - p[:, :, None] * m[None, :, None]) * mask
-    within = np.where(reps >= 2, reps / np.maximum(reps - 1, 1), 0.0) * (resid**2).sum(2) / calls**2
-    binomial = p * (1 - p) / calls
-    own = np.where((reps >= 2) & (binomial > 0) & (within > 0),
-                   within / np.where(binomial > 0, binomial, 1), np.nan)
-    # where a scenario has one session: each drawn baseline's own run-wide design effect
-    fallback = (_bootstrap_run_deff(k, m, reps, mask)[:, None] if (reps < 2).any()
-                else np.full((draws, 1), run_deff))
-    d = np.where(np.isnan(own), fallback, np.maximum(1.0, np.nan_to_num(own)))
-    n = calls
-    shrink = np.maximum(0.5, 1 - d / n)
-    weights = m / m.sum()
-    var = (weights**2 * d / m * 2 * p * (1 - p) / shrink).sum(1)  # at one repeat, δ = 0
-    planned = np.ceil((factor * 100 * np.sqrt(var) / margin) ** 2)
-    planned = planned[planned > 0]
-    if planned.size < draws // 2:
+    m = [max(1, round(c.calls_per_session)) for c in components]
+    reps = [c.sessions for c in components]
+    calls = [float(mi * ri) for mi, ri in zip(m, reps, strict=True)]
+    weights = [mi / sum(m) for mi in m]
+    lone = any(r < 2 for r in reps)
+    planned = []
+    for k in draw_session_errors(components, draws, seed):
+        p = [sum(ks) / n for ks, n in zip(k, calls, strict=True)]
+        # where a scenario has one session: each drawn baseline's own run-wide design effect
+        fallback = _bootstrap_run_deff(k, m, reps) if lone else run_deff
+        var = 0.0
+        for ks, ms, r, n, ps, w in zip(k, m, reps, calls, p, weights, strict=True):
+            binomial = ps * (1 - ps) / n
+            within = (r / (r - 1) * sum((x - ps * ms) ** 2 for x in ks) / n**2
+                      if r >= 2 else 0.0)
+            d = max(1.0, within / binomial) if binomial > 0 and within > 0 else fallback
+            shrink = max(0.5, 1 - d / n)
+            var += w * w * d / ms * 2 * ps * (1 - ps) / shrink  # at one repeat, δ = 0
+        plan = math.ceil((factor * 100 * math.sqrt(var) / margin) ** 2)
+        if plan > 0:
+            planned.append(plan)
+    if len(planned) < draws // 2:
         return None
-    q_lo, q_hi = np.quantile(planned, [(1 - level) / 2, (1 + level) / 2])
+    q_lo = percentile(planned, 100 * (1 - level) / 2)
+    q_hi = percentile(planned, 100 * (1 + level) / 2)
+    assert q_lo is not None and q_hi is not None  # planned is not empty
     low, high = needed * needed / q_hi, needed * needed / q_lo
     return max(2, math.floor(low)), max(2, math.ceil(high))
 
 
-def _bootstrap_run_deff(k: Any, m: Any, reps: Any, mask: Any) -> Any:
-    """Each drawn baseline's run-wide design effect (``variance_components``'): lone
-    sessions pooled into one stratum, the rest centred within their scenario."""
-    import numpy as np
+def draw_session_errors(components: Sequence[ScenarioComponent], draws: int,
+                        seed: int) -> list[list[list[int]]]:
+    """``draws`` baselines like this one: per draw, per scenario, each session's errors.
 
-    calls_total = float((m * reps).sum())
-    p = k.sum((1, 2)) / calls_total  # (draws,)
-    z = (k - p[:, None, None] * m[None, :, None]) * mask
-    many = reps >= 2
-    var = np.zeros(k.shape[0])
-    if many.any():
-        zs = z[:, many, :]
-        mean = zs.sum(2) / reps[many]
-        dev = ((zs - mean[:, :, None]) ** 2 * mask[:, many, :]).sum(2)
-        var += (reps[many] / (reps[many] - 1) * dev).sum(1)
-    lone = ~many
-    if lone.sum() >= 2:
-        zl = z[:, lone, 0]
-        g = lone.sum()
-        var += g / (g - 1) * ((zl - zl.mean(1, keepdims=True)) ** 2).sum(1)
+    A scenario's sessions are beta-binomial at its rate and design effect: each session's
+    own rate from a beta with mean ``rate`` and intra-session correlation
+    ``rho = (deff − 1)/(m − 1)`` (shape ``(1 − rho)/rho``), then its ``m`` calls binomial at
+    that rate; a scenario without clustering (``rho = 0``, a rate of 0 or 1) is binomial
+    at ``rate``.  Drawn with the standard library's Mersenne Twister, seeded."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(draws):
+        baseline = []
+        for c in components:
+            m = max(1, round(c.calls_per_session))
+            rho = min(max((c.deff - 1) / max(m - 1, 1), 0.0), 0.999)
+            clustered = rho > 0 and 0 < c.rate < 1
+            shape = (1 - rho) / rho if clustered else 1.0
+            baseline.append([
+                _binomial(rng, m, _beta(rng, c.rate * shape, (1 - c.rate) * shape)
+                          if clustered else c.rate)
+                for _ in range(c.sessions)])
+        out.append(baseline)
+    return out
+
+
+def _beta(rng: random.Random, a: float, b: float) -> float:
+    """One beta(a, b) draw as ``X/(X + Y)``, ``X ~ gamma(a)``, ``Y ~ gamma(b)``, the gammas
+    taken on the log scale: at the shapes a clustered low rate gives (``a`` near 0.0001
+    where ``rho`` reaches 0.999) ``gammavariate`` underflows to 0 most of the time and
+    ``random.betavariate`` would return 0 where the beta's mass is near 1."""
+    d = _log_gamma(rng, b) - _log_gamma(rng, a)
+    return 0.0 if d > 700 else 1 / (1 + math.exp(d))
+
+
+def _log_gamma(rng: random.Random, shape: float) -> float:
+    """``log X``, ``X ~ gamma(shape)``; below shape 1 as ``gamma(shape + 1) · U^(1/shape)``
+    (Marsaglia & Tsang 2000, sec. 6), the power taken as a logarithm."""
+    if shape >= 1:
+        return math.log(rng.gammavariate(shape, 1.0))
+    return math.log(rng.gammavariate(shape + 1, 1.0)) + math.log(1.0 - rng.random()) / shape
+
+
+def _binomial(rng: random.Random, n: int, p: float) -> int:
+    """One binomial(n, p) draw: by inversion of the cdf (one uniform), the rarer outcome
+    counted so the first term ``q^n`` cannot underflow; a sum of Bernoulli trials past
+    1,000 calls."""
+    if p <= 0:
+        return 0
+    if p >= 1:
+        return n
+    if p > 0.5:
+        return n - _binomial(rng, n, 1 - p)
+    if n > 1000:
+        return sum(rng.random() < p for _ in range(n))
+    u = rng.random()
+    ratio = p / (1 - p)
+    pmf = (1 - p) ** n
+    k = 0
+    while u > pmf and k < n:
+        u -= pmf
+        pmf *= ratio * (n - k) / (k + 1)
+        k += 1
+    return k
+
+
+def _bootstrap_run_deff(k: list[list[int]], m: list[int], reps: list[int]) -> float:
+    """One drawn baseline's run-wide design effect (``variance_components``'): lone
+    sessions pooled into one stratum, the rest centred within their scenario."""
+    calls_total = float(sum(mi * ri for mi, ri in zip(m, reps, strict=True)))
+    p = sum(sum(ks) for ks in k) / calls_total
+    var = 0.0
+    lone = []
+    for ks, ms, r in zip(k, m, reps, strict=True):
+        z = [x - p * ms for x in ks]
+        if r >= 2:
+            mean = sum(z) / r
+            var += r / (r - 1) * sum((zi - mean) ** 2 for zi in z)
+        else:
+            lone.append(z[0])
+    g = len(lone)
+    if g >= 2:
+        mean = sum(lone) / g
+        var += g / (g - 1) * sum((zi - mean) ** 2 for zi in lone)
     binomial = p * (1 - p) / calls_total
     var = var / calls_total**2
-    return np.where(binomial > 0, np.maximum(1.0, var / np.where(binomial > 0, binomial, 1)),
-                    1.0)
+    return max(1.0, var / binomial) if binomial > 0 else 1.0
 
 
 def _needed(unit_se100: float, factor: float, margin: float) -> float | None:
