@@ -17,20 +17,23 @@ time into the phases pip goes through:
 - ``install``: unpacking every wheel and compiling its bytecode (pip's default);
 - ``exit``: from "Successfully installed" to pip's exit (temporary folders removed).
 
-Prints one line per install (load average before it, each phase, wall, packages, venv MB)
-and a median per commit.  ``--plain`` runs plain ``pip install SRC`` without
-``--cache-dir`` (pip's default cache), as a user types it.
+Prints one line per install (load average before it, each phase, wall, the CPU seconds of
+pip and its subprocesses, packages, venv MB) and a median per commit.  ``--plain`` runs
+plain ``pip install SRC`` without ``--cache-dir`` (pip's default cache), as a user types
+it; ``--pip-arg=--no-compile`` (repeatable) passes options on to pip.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,14 +56,16 @@ def export(commit: str, root: Path) -> Path:
     return out
 
 
-def install(src: Path, root: Path, cache: Path | None) -> dict[str, float]:
+def install(src: Path, root: Path, cache: Path | None,
+            extra: Sequence[str] = ()) -> dict[str, float]:
     env_dir = root / "venv"
     shutil.rmtree(env_dir, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True)
-    cmd = [str(env_dir / "bin" / "pip"), "install", "-v", str(src)]
+    cmd = [str(env_dir / "bin" / "pip"), "install", "-v", *extra, str(src)]
     if cache is not None:
         cmd[3:3] = ["--cache-dir", str(cache)]
     load = float(Path("/proc/loadavg").read_text().split()[0])
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     marks: dict[str, float] = {}
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -73,10 +78,14 @@ def install(src: Path, root: Path, cache: Path | None) -> dict[str, float]:
                         phase in ("build env", "metadata") or line.startswith(text)):
                     marks[phase] = time.monotonic() - start
     wall = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"pip install {src} failed ({proc.returncode})")
     marks["exit"] = wall
-    row = {"load": load, "wall": wall}
+    # CPU seconds of pip and every process it waited for (the build environment's pip, the
+    # backend's hooks): far steadier than the wall time on a loaded machine
+    cpu = (after.ru_utime - used.ru_utime) + (after.ru_stime - used.ru_stime)
+    row = {"load": load, "wall": wall, "cpu": cpu}
     before = 0.0
     for phase in PHASES:
         at = marks.get(phase, before)
@@ -94,7 +103,7 @@ def install(src: Path, root: Path, cache: Path | None) -> dict[str, float]:
 def line(name: str, row: dict[str, float]) -> str:
     phases = " ".join(f"{row[p]:6.1f}" for p in PHASES)
     return (f"{name:>10} load {row['load']:5.1f} | {phases} | {row['wall']:6.1f} s "
-            f"| {row['packages']:3.0f} pkgs {row['MB']:4.0f} MB")
+            f"| cpu {row['cpu']:5.1f} s | {row['packages']:3.0f} pkgs {row['MB']:4.0f} MB")
 
 
 def main() -> None:
@@ -104,6 +113,8 @@ def main() -> None:
     parser.add_argument("--cache-dir", type=Path, default=None)
     parser.add_argument("--warm", action="store_true", help="one untimed round first")
     parser.add_argument("--plain", action="store_true", help="no --cache-dir: pip's default")
+    parser.add_argument("--pip-arg", action="append", default=[],
+                        help="passed to pip install, e.g. --pip-arg=--no-compile")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-install-"))
     cache = None if args.plain else (args.cache_dir or root / "pip-cache")
@@ -112,11 +123,11 @@ def main() -> None:
         print(f"{'':>10} {'':>10} | " + " ".join(f"{p[:6]:>6}" for p in PHASES) + " |   wall")
         if args.warm:
             for src in sources.values():
-                install(src, root, cache)
+                install(src, root, cache, args.pip_arg)
         rows: dict[str, list[dict[str, float]]] = {c: [] for c in args.commits}
         for _ in range(args.rounds):
             for commit, src in sources.items():
-                row = install(src, root, cache)
+                row = install(src, root, cache, args.pip_arg)
                 rows[commit].append(row)
                 print(line(commit, row), flush=True)
         print("median")
