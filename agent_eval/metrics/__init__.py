@@ -3,7 +3,7 @@
 No I/O and no store import: the store yields rows, these functions count them, and
 reports, the gate and ``compare`` format the results.  Quantiles and tests from
 ``agent_eval.metrics.distributions`` (by hand, held to ``scipy.stats`` by the tests: the
-core install carries no scipy; numpy only for ``power``'s bootstrap range).
+core install carries neither scipy nor numpy).
 
 Public surface::
 
