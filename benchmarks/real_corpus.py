@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from agent_eval.importers import Judge  # noqa: E402
 from agent_eval.importers.call_records import HARNESS, call_from_record  # noqa: E402
-from agent_eval.importers.source import ImportedCall  # noqa: E402
+from agent_eval.importers.reading import ImportedCall  # noqa: E402
 from agent_eval.policy import ENGINE_VERSION, PRECEDENCE, get_rule, load_allowlist  # noqa: E402
 
 CORPUS = ROOT / ".." / "shared" / "corpora" / "real-tool-calls.jsonl"

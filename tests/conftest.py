@@ -107,9 +107,9 @@ def _empty_postgres(store) -> None:
 
 @pytest.fixture
 def pg_cluster() -> Iterator:
-    """A private PostgreSQL cluster (tests/pgcluster.py) this test may stop and start;
+    """A private PostgreSQL cluster (tests/support/pgcluster.py) this test may stop and start;
     removed afterwards.  Skips with the reason when it cannot start; fails under CI=true."""
-    from pgcluster import cluster_or_skip
+    from support.pgcluster import cluster_or_skip
 
     cluster = cluster_or_skip()
     try:
@@ -120,8 +120,8 @@ def pg_cluster() -> Iterator:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless Chromium for the module's tests (tests/chromium.py finds it)."""
-    from chromium import CHROMIUM, missing
+    """One headless Chromium for the module's tests (tests/support/chromium.py finds it)."""
+    from support.chromium import CHROMIUM, missing
 
     reason = missing()
     if reason:

@@ -30,7 +30,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from agent_eval.calls import BASH_TOOLS, READ_TOOLS, CallRecorder
+from agent_eval.call_recorder import BASH_TOOLS, READ_TOOLS, CallRecorder
 from agent_eval.importers import import_sessions
 from agent_eval.importers.rescore import rejudge_session
 from agent_eval.live.client import ToolCallOut

@@ -1,4 +1,4 @@
-"""One verdict per call, whatever the path (agent_eval/calls.py).
+"""One verdict per call, whatever the path (agent_eval/call_recorder.py).
 
 The same calls go through every path that stores calls: a live run against the simulator,
 the proxy relaying that very run, an import of its transcripts, a replay of it against the
@@ -11,13 +11,13 @@ import and a rescore.
 from __future__ import annotations
 
 import json
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from support.proxyplay import proxy_in_thread
 
-from agent_eval.calls import TEXT_CALL_TOOL, CallRecorder
+from agent_eval.call_recorder import TEXT_CALL_TOOL, CallRecorder
 from agent_eval.importers.recording import record_import
 from agent_eval.importers.rescore import rescore_run
 from agent_eval.live.client import Target
@@ -32,9 +32,6 @@ from agent_eval.scenario import load_suite
 from agent_eval.scenario.bundled import bundled_suite
 from agent_eval.sim import run_sim_in_thread
 from agent_eval.store import open_store
-
-sys.path.insert(0, str(Path(__file__).parent / "proxy"))
-from proxyplay import proxy_in_thread
 
 pytestmark = pytest.mark.e2e
 
@@ -279,7 +276,7 @@ def _through_every_reading(tool: str, arguments: str) -> dict[str, tuple]:
     """The call judged as the proxy relays it (offered, no reading of it), as an importer
     hands it over (with its own ``kind``/``text`` read by plain ``json.loads``, which keeps
     a key's last value), and as a rescore does (the stored command as ``text``)."""
-    from agent_eval.calls import classify_call, kind_of_tool
+    from agent_eval.call_recorder import classify_call, kind_of_tool
     calls = CallRecorder(load_allowlist(ALLOWLIST), foreign=True)
     try:
         plain = json.loads(arguments)
@@ -344,7 +341,7 @@ def test_arguments_over_the_cap_are_refused_before_they_are_parsed(monkeypatch):
         raise AssertionError("parsed before the cap")
 
     monkeypatch.setattr(engine_calls.json, "loads", never)
-    import agent_eval.calls as recorder_module
+    import agent_eval.call_recorder as recorder_module
     assert not hasattr(recorder_module, "json")  # the recorder parses nothing itself
     for tool in ("Shell", "Bash", "bash", "view"):
         judged = calls.judge(tool, arguments, offered=["bash", "read", tool])

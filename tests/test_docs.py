@@ -239,7 +239,7 @@ def test_every_rule_is_in_the_rules_doc():
 
 
 def test_rules_doc_is_the_registry_rendering():
-    from agent_eval.cli.policy import rules_markdown
+    from agent_eval.cli.check import rules_markdown
 
     doc = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
     assert doc == rules_markdown(), (

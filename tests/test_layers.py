@@ -24,10 +24,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "agent_eval"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "transcript", "testhook", "heap"),  # the error tree, the records every stage
-    # passes on, the test suite's pause points, the collector's start-up setting
+    ("errors", "transcript", "testhook", "heap", "linewrap"),  # the error tree, the records every stage
+    # passes on, the test suite's pause points, the collector's start-up setting,
+    # prose wrapped to a width
     ("policy", "wire"),  # the engine (pure); the wire protocols read into chat turns (pure)
-    ("scenario", "metrics", "calls", "stack_reading"),  # suites; pure figures; the call
+    ("scenario", "metrics", "call_recorder", "stack_reading"),  # suites; pure figures; the call
     # recorder; stack faults read off a session's replies
     ("sim", "serverlogs"),  # the simulated model server; server logs
     ("store",),  # SQL behind the Store facade, and the one aggregator

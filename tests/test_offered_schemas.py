@@ -292,7 +292,7 @@ def test_rescore_and_replay_judge_against_the_same_offered_schemas():
     new reply to a stored request checks them too."""
     from types import SimpleNamespace
 
-    from agent_eval.calls import CallRecorder, offered_tool_schemas, offered_tools
+    from agent_eval.call_recorder import CallRecorder, offered_tool_schemas, offered_tools
     from agent_eval.importers.rescore import rejudge_session
     from agent_eval.live.replay import judge_reply
 

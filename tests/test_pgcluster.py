@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pgcluster
 import pytest
+from support import pgcluster
 
 
 @pytest.mark.postgres

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agent_eval.analysis.stack_faults import stack_rise_line, stack_rose
-from agent_eval.analysis.wrapping import fit_lines
+from agent_eval.linewrap import fit_lines
 from agent_eval.metrics import (
     FISHER_TEST,
     Z_TEST,

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 
 from agent_eval.analysis.gate import CheckStatus, GateResult, number_text
-from agent_eval.analysis.wrapping import fit_lines
+from agent_eval.linewrap import fit_lines
 
 _MARK: dict[CheckStatus, str] = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE",
                                  "skip": "SKIP"}

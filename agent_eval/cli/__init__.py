@@ -44,12 +44,12 @@ def exit_codes_text(*, short: bool = False) -> str:
 # Which module defines each command, so ``agent-eval worker`` imports the worker's module
 # and not every other command's (ten workers starting at once each paid for rich, the
 # metrics and the server-log parsers).  A command missing here still works: an unknown
-# name loads every module.  tests/test_cli_lazy.py keeps the table complete.
+# name loads every module.  tests/cli/test_cli_lazy.py keeps the table complete.
 COMMAND_MODULES = {
-    "calls": "lists", "check": "policy", "collect": "collect", "compare": "compare", "db": "db", "demo": "run",
+    "calls": "lists", "check": "check", "collect": "collect", "compare": "compare", "db": "db", "demo": "run",
     "export": "export", "gate": "gate", "import": "imports", "init": "suite", "perf": "perf",
     "policy": "policies", "power": "power", "proxy": "proxy", "replay": "replay", "report": "report",
-    "rescore": "rescore", "rule": "policy", "rules": "policy", "run": "run", "runs": "runs",
+    "rescore": "rescore", "rule": "check", "rules": "check", "run": "run", "runs": "runs",
     "schema": "schema", "sessions": "lists", "show": "show", "sim-server": "sim",
     "validate": "suite", "view": "view", "worker": "workers",
 }

@@ -70,7 +70,7 @@ def collect(allowlist_path: str, agent: str | None, port: int, host: str, label:
     Exit codes: 0 stopped, 2 bad option, file or --db.
     """
     from agent_eval.proxy.collect import Collector, CollectServer, serve
-    from agent_eval.proxy.worker import STOPPING
+    from agent_eval.proxy.recorder_process import STOPPING
     from agent_eval.scenario.bundled import load_policy
     from agent_eval.store import open_store
 
@@ -103,7 +103,7 @@ def collect(allowlist_path: str, agent: str | None, port: int, host: str, label:
 def _stop(server: Any) -> None:
     """A stopping signal: the serving loop ends after the request it serves (from
     another thread: ``shutdown`` waits for the loop); a second signal does nothing."""
-    from agent_eval.proxy.worker import STOPPING
+    from agent_eval.proxy.recorder_process import STOPPING
 
     for sig in STOPPING:
         signal.signal(sig, signal.SIG_IGN)

@@ -190,7 +190,7 @@ def _file_calls(path: Path) -> list:
 
 
 def _run_calls(ref: str, db: str | None) -> tuple[list, str]:
-    from agent_eval.importers.source import kind_of_tool
+    from agent_eval.importers.reading import kind_of_tool
     from agent_eval.policy.sources.audit import AuditCall
     from agent_eval.store import open_store
 
@@ -385,8 +385,8 @@ def profiles(allowlist_path: Path | None, as_json: bool) -> None:
             "profiles": {name: p.model_dump(mode="json", exclude_defaults=True)
                          for name, p in active.items()}}, indent=2))
         return
-    from agent_eval.analysis.wrapping import fit_lines
     from agent_eval.cli.terminal import text_width
+    from agent_eval.linewrap import fit_lines
 
     lines = []
     for name, profile in active.items():

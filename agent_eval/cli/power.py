@@ -68,8 +68,8 @@ def power(baseline_ref, detect, power, target, db) -> None:
     if not units:
         raise ConfigError(f"run {info.id} holds no sessions with tool calls to plan from",
                           field="--baseline")
-    from agent_eval.analysis.wrapping import fit_lines
     from agent_eval.cli.terminal import text_width
+    from agent_eval.linewrap import fit_lines
 
     width = text_width()
     label = f" ({escape_terminal(info.label, one_line=True)})" if info.label else ""

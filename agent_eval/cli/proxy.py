@@ -99,8 +99,8 @@ def proxy(upstream: str, allowlist_path: str, agent: str | None, port: int, host
     Exit codes: 0 stopped, 2 bad option, file or --db.
     """
     from agent_eval.proxy.recorder import by_protocol
+    from agent_eval.proxy.recorder_process import RecorderConfig, RecorderProcess
     from agent_eval.proxy.relay import public_url
-    from agent_eval.proxy.worker import RecorderConfig, RecorderProcess
     from agent_eval.store import open_store
 
     if not upstream.startswith(("http://", "https://")):
@@ -134,7 +134,7 @@ def proxy(upstream: str, allowlist_path: str, agent: str | None, port: int, host
         otel_endpoint=otel_endpoint, keep_requests_days=keep_requests_days,
         stack_notes=tuple(notes.items()), stream_parity=stream_parity))
     from agent_eval.proxy.loop import run
-    from agent_eval.proxy.worker import STOPPING
+    from agent_eval.proxy.recorder_process import STOPPING
 
     for sig in STOPPING:  # until the loop takes them over: a stop while starting
         signal.signal(sig, _interrupt)
@@ -197,7 +197,7 @@ async def _serve(recorder, upstream: str, host: str, port: int, db_url: str,
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    from agent_eval.proxy.worker import STOPPING
+    from agent_eval.proxy.recorder_process import STOPPING
 
     for sig in STOPPING:
         loop.add_signal_handler(sig, stop.set)

@@ -62,7 +62,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal, get_args
 
-from agent_eval.calls import (
+from agent_eval.call_recorder import (
     TEXT_CALL_TOOL,
     CallRecorder,
     OfferedTools,
@@ -84,7 +84,7 @@ from agent_eval.importers import (
 )
 from agent_eval.importers.auto import FileReporter, read_tagged
 from agent_eval.importers.detect import guess_format
-from agent_eval.importers.source import (
+from agent_eval.importers.reading import (
     ImportedCall,
     ImportedSession,
     SkipReporter,
@@ -362,7 +362,7 @@ class _WireView:
 
 class Judge:
     """Judges imported sessions under one allow-list through the call recorder
-    (``calls.py``), as the proxy judges the same calls relayed: the source's tool names
+    (``call_recorder.py``), as the proxy judges the same calls relayed: the source's tool names
     and spellings are read as its harness meant them, and verdicts of repeated calls are
     reused (real transcripts repeat commands such as ``python reproduce.py`` often).
     Under an agent CLI's configuration each session is judged by the agent its system

@@ -21,7 +21,7 @@ from pathlib import Path
 from agent_eval.errors import ConfigError
 from agent_eval.importers.claude_code import transcript_order
 from agent_eval.importers.detect import guess_format, guess_whole_folder
-from agent_eval.importers.source import (
+from agent_eval.importers.reading import (
     ImportedSession,
     SkipReporter,
     guarded,

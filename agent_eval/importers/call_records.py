@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agent_eval.importers.source import (
+from agent_eval.importers.reading import (
     ImportedCall,
     ImportedSession,
     SkipReporter,

@@ -44,7 +44,7 @@ from typing import Any
 from agent_eval.errors import ConfigError
 from agent_eval.importers.claude_code import transcript_order
 from agent_eval.importers.qwen_code import function_response_text
-from agent_eval.importers.source import (
+from agent_eval.importers.reading import (
     ImportedCall,
     ImportedSession,
     SkipReporter,

@@ -29,9 +29,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agent_eval.calls import ToolKind
+from agent_eval.call_recorder import ToolKind
 from agent_eval.errors import ConfigError
-from agent_eval.importers.source import (
+from agent_eval.importers.reading import (
     ImportedCall,
     ImportedSession,
     SkipReporter,

@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from agent_eval.calls import classify_call
-from agent_eval.importers.source import ImportedCall, ImportedSession
+from agent_eval.call_recorder import classify_call
+from agent_eval.importers.reading import ImportedCall, ImportedSession
 from agent_eval.transcript import Decision
 
 Signal = Literal["logs", "traces"]

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_eval.errors import ConfigError
-from agent_eval.importers.source import (
+from agent_eval.importers.reading import (
     ImportedCall,
     ImportedSession,
     SkipReporter,

@@ -23,7 +23,7 @@ from agent_eval.errors import ConfigError
 from agent_eval.importers import import_families
 from agent_eval.importers.detect import guess_format
 from agent_eval.importers.outcome import ImportSummary
-from agent_eval.importers.source import SkipReporter
+from agent_eval.importers.reading import SkipReporter
 from agent_eval.policy import ENGINE_VERSION, AllowList
 from agent_eval.policy.sources import ResolvedPolicy
 from agent_eval.policy.stack import notes_markers

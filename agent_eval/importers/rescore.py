@@ -5,7 +5,7 @@ session keeps its key, target, messages, turns and outputs (what the model saw s
 what it saw), while every call gets a fresh verdict, findings and script, and next
 actions are recomputed.  ``compare OLD NEW`` then shows what the policy change moved.
 
-Every call goes through the call recorder (``calls.py``) the way its path first judged
+Every call goes through the call recorder (``call_recorder.py``) the way its path first judged
 it: calls of imported and proxied sessions as another harness's (source tool names such
 as ``Bash`` or ``swe-agent-shell`` read onto the allow-list's bash and read tools, the
 command the importer read out of its format), calls of live sessions exactly as they
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from agent_eval.calls import (
+from agent_eval.call_recorder import (
     TEXT_CALL_TOOL,
     CallRecorder,
     SessionJudges,

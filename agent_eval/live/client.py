@@ -356,7 +356,7 @@ class ModelClient:
         target sets (sampling, ``max_tokens``, template kwargs, ``extra_body``) wins, and
         ``stream`` follows the target (how the reply travels, not what the model sees).
         Messages are shaped again with reasoning kept: shaping a body this client
-        shaped gives it back unchanged (tests/test_replay.py checks it), so what goes out
+        shaped gives it back unchanged (tests/live/test_replay.py checks it), so what goes out
         is the stored context, and a body from another source is made acceptable the
         same way a live run's is."""
         if protocol not in (None, "chat"):

@@ -53,8 +53,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from agent_eval.calls import TEXT_CALL_MESSAGE, TEXT_CALL_TOOL, CallRecorder
-from agent_eval.calls import text_call as markup_call
+from agent_eval.call_recorder import TEXT_CALL_MESSAGE, TEXT_CALL_TOOL, CallRecorder
+from agent_eval.call_recorder import text_call as markup_call
 from agent_eval.errors import ContextExceeded, HarnessFault
 from agent_eval.live.shaping import made_up_call_id
 from agent_eval.policy import Verdict

@@ -57,7 +57,12 @@ from pathlib import Path
 from typing import Any
 
 from agent_eval import __version__
-from agent_eval.calls import CallRecorder, SessionJudges, offered_tool_schemas, offered_tools
+from agent_eval.call_recorder import (
+    CallRecorder,
+    SessionJudges,
+    offered_tool_schemas,
+    offered_tools,
+)
 from agent_eval.errors import ConfigError, HarnessFault, ServerUnreachable
 from agent_eval.live.loop import play_items
 from agent_eval.live.orchestrator import assistant_message, text_call, turn_record
@@ -228,7 +233,7 @@ def _suite_source(info: RunInfo, suite_path: str) -> AllowListFor:
 def judge_reply(reply: Any, calls: CallRecorder, offered: list[str] | None,
                 schemas: dict[str, str | None] | None = None) -> list[CallRecord]:
     """The candidate's calls judged by the call recorder as the original's were
-    (``calls.py``), each against its offered tool's schema too (``schemas``); tool-call
+    (``call_recorder.py``), each against its offered tool's schema too (``schemas``); tool-call
     markup left in the text is one AE104 call; no call at all is an empty list.  Next
     actions stay unset: a single step says nothing about what came next."""
     if reply.tool_calls:
@@ -346,7 +351,7 @@ async def execute_replay(recorder: RunRecorder, plan: ReplayPlan, client: Any,
     on one request is an ``error`` session, excluded from every rate; a server that stops
     answering altogether stops the replay (``left``).
     ``foreign``: the contexts come from another harness (a proxy run, an import), whose
-    tools the call recorder reads as it read the original calls (``calls.py``)."""
+    tools the call recorder reads as it read the original calls (``call_recorder.py``)."""
     tally = ReplayTally(planned=len(plan.contexts) * repeats)
     judges: dict[int, SessionJudges] = {}
     source = ReplayItems(plan.sessions())

@@ -2,7 +2,7 @@
 needs neither scipy nor numpy (together about 190 MB and most of ``pip install .``'s time).
 
 Every function here is held to the scipy function named in its docstring by
-``tests/test_distributions.py`` over a grid that includes extreme arguments, with the
+``tests/metrics/test_distributions.py`` over a grid that includes extreme arguments, with the
 tolerance stated there; scipy stays a test dependency for exactly that.  What each one buys:
 
 * :func:`norm_cdf`, :func:`norm_sf`, :func:`norm_ppf`: the normal tails and quantile (the

@@ -156,7 +156,7 @@ def _fit(cells_a: Sequence[Sequence[Unit]], cells_b: Sequence[Sequence[Unit]],
     is ``Σ_i n_i² e_i² / (Σ_i n_i)²`` over the cell's sessions, cells independent.  The
     CR1 factor ``G/(G−1)·(N−1)/(N−K)`` and ``G − 1`` t degrees of freedom are those of
     statsmodels' ``WLS(...).fit(cov_type="cluster", use_t=True)``, which
-    ``tests/test_stratified.py`` checks this against (statsmodels is a test dependency
+    ``tests/metrics/test_stratified.py`` checks this against (statsmodels is a test dependency
     only: it brought pandas and patsy into every install for this one fit)."""
     diff, var, n_obs = 0.0, 0.0, 0
     for weight, cells in zip(weights, zip(cells_a, cells_b, strict=True), strict=True):

@@ -169,7 +169,7 @@ BASH_TOOLS = frozenset({
     "tmux_keystrokes", "__format_error__",
 })
 """Tool names of any harness that run a shell command: the one list, read by the call
-recorder (``calls.py``: imported and proxied calls) and by the agent CLIs' judges
+recorder (``call_recorder.py``: imported and proxied calls) and by the agent CLIs' judges
 (``sources/judge.py``).  Codex's ``shell``, ``shell_command``, ``exec_command`` and
 ``local_shell``; ``terminal`` is the OpenHands SDK's; the last three name the actions of
 SWE-agent, Terminus and unparseable harness replies in flat call records."""

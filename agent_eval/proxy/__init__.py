@@ -7,7 +7,7 @@ in its own module:
   streamed chunk by chunk; nothing is judged or stored there.
 - ``recorder.py``: off the request path.  A bounded queue and one writer thread; closed
   sessions go to the store as a run of kind ``proxy``, or to a local journal while the
-  store is down.  ``worker.py`` runs it in a process of its own (what the CLI does), so
+  store is down.  ``recorder_process.py`` runs it in a process of its own (what the CLI does), so
   the relay's process only relays; ``otel.py`` optionally exports stored sessions as
   OpenTelemetry spans.
 - ``sessions.py`` and ``linking.py`` (pure): which conversation a request continues, and

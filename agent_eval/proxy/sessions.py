@@ -4,7 +4,7 @@ One :class:`Sessions` lives on the recorder's thread.  ``take`` reads one exchan
 request's JSON, the reply (streamed deltas reassembled), links it to its conversation
 (``linking.py``), and judges each tool call of the reply against the allow-list, the
 tools offered being those the request sent, through the call recorder an import uses
-too (``calls.py``: the client's own tool names and spellings, ``Bash``,
+too (``call_recorder.py``: the client's own tool names and spellings, ``Bash``,
 ``read {filePath}``, are read as it meant them), so a call relayed and the same call
 imported are stored alike.  ``expire`` and
 ``close_all`` hand back finished :class:`SessionRecord`s, ready for the store, exactly as
@@ -38,7 +38,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agent_eval import wire
-from agent_eval.calls import OfferedTools, SessionJudge, SessionJudges, offered_tools, text_call
+from agent_eval.call_recorder import (
+    OfferedTools,
+    SessionJudge,
+    SessionJudges,
+    offered_tools,
+    text_call,
+)
 from agent_eval.errors import AgentEvalError
 from agent_eval.policy import AllowList
 from agent_eval.policy.rules import code_for
@@ -155,7 +161,7 @@ class Sessions:
         # streamed turns not twinned: "busy" (a twin in flight), "random" (decoding that
         # does not repeat itself: no temperature 0, no seed)
         self.parity_skipped = {"busy": 0, "random": 0}
-        self.judges = SessionJudges(allowlist, foreign=True)  # an agent CLI's calls (calls.py)
+        self.judges = SessionJudges(allowlist, foreign=True)  # an agent CLI's calls (call_recorder.py)
         self.allowlist = self.judges.allowlist
         self.protocols = protocols  # closing sequences (scenario/protocols.py), if given
         self.linker = Linker(idle_s=idle_s)

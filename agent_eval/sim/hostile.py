@@ -27,7 +27,7 @@ from typing import Any
 
 from aiohttp import web
 
-from agent_eval.sim.wire import Completion, WireCall
+from agent_eval.sim.completions import Completion, WireCall
 
 INVALID_UTF8_MARK = "@@bad-utf8@@"  # shorter than a streamed piece
 INVALID_UTF8_BYTES = b"\xff\xfe\xc3("  # a lone 0xff, 0xfe and a broken two-byte sequence

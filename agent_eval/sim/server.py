@@ -45,10 +45,15 @@ from agent_eval.scenario.bundled import BUNDLED_SUITE_NAME, data_dir
 from agent_eval.sim import hostile
 from agent_eval.sim.behaviour import TaskIndex, index_tasks, plan_reply
 from agent_eval.sim.clients import SIDE_REPLY, adapt_calls, is_side_request, locate
+from agent_eval.sim.completions import (
+    build_completion,
+    render_chunks,
+    render_completion,
+    render_error,
+)
 from agent_eval.sim.profiles import PROFILES, Profile, get_profile
 from agent_eval.sim.stack import PARSER_FAILED, check_stack, pick_fault, play_on_chunks, split_model
 from agent_eval.sim.stack import play as stack_play
-from agent_eval.sim.wire import build_completion, render_chunks, render_completion, render_error
 
 DEFAULT_SUITE = data_dir() / "scenarios" / BUNDLED_SUITE_NAME  # see scenario/bundled.py
 SEED_HEADER = "X-Agent-Eval-Seed"

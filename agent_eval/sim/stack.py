@@ -34,7 +34,7 @@ import random
 from typing import Any
 
 from agent_eval.errors import ConfigError
-from agent_eval.sim.wire import Completion, WireCall
+from agent_eval.sim.completions import Completion, WireCall
 
 STACKS: dict[str, tuple[str, ...]] = {
     "vllm": ("cut-length", "lost-call"),

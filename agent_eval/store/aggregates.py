@@ -6,7 +6,7 @@ handshake completion, reaction to denial, exit states, speed) from :func:`summar
 and the sums behind the clustered intervals from ``store.cluster_stats``; nothing else
 in the package counts a run.  :func:`summarize_sql` returns what ``metrics.summarize``
 returns over the same rows, record for record: the pure function is the definition, and
-tests/test_aggregates_sql.py holds every reader to it on SQLite and PostgreSQL.
+tests/store/test_aggregates_sql.py holds every reader to it on SQLite and PostgreSQL.
 
 No row per call leaves the database (SQLAlchemy Core, both dialects alike):
 

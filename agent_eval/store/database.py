@@ -34,7 +34,7 @@ ENV_VAR = "AGENT_EVAL_DB"
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 # The newest migration's revision (agent_eval/migrations/versions/), so that opening a store
 # already at head reads one row and never imports Alembic (a tenth of a second of every
-# command's start); tests/test_store.py holds it to Alembic's own head.
+# command's start); tests/store/test_store_schema.py holds it to Alembic's own head.
 HEAD_REVISION = "offered_tools"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -271,7 +271,7 @@ def _create_at_head(conn: Connection) -> None:
     ("building an up-to-date database from scratch"): the tables and indexes of
     ``metadata``, the one index the migrations build outside it, and the head revision
     stamped.  Running the twelve migrations instead cost every new file (each test's,
-    each run's) about 0.1 CPU-s; ``tests/test_store.py`` holds the two schemas equal."""
+    each run's) about 0.1 CPU-s; ``tests/store/test_store_schema.py`` holds the two schemas equal."""
     from agent_eval.store.schema import SEARCH_SCAN_COLUMNS, SEARCH_SCAN_INDEX, metadata
 
     metadata.create_all(conn)

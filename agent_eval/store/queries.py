@@ -485,7 +485,7 @@ def _denied_sessions(f):
 
 def failed_sessions():
     """``metrics.session_failed`` in SQL: did not complete, holds a denied call, or left a
-    required handshake open (tests/test_aggregates_sql.py holds the two together)."""
+    required handshake open (tests/store/test_aggregates_sql.py holds the two together)."""
     s = sessions.c
     return or_(s.status != "completed", s.n_denied > 0,
                and_(s.handshake_required > 0, not_(s.handshake_completed)))

@@ -1,7 +1,7 @@
 """The SQL tables, as SQLAlchemy Core ``Table`` objects.
 
 This is the shape the code reads and writes.  The migrations in ``agent_eval/migrations``
-build the same shape step by step; ``tests/test_store.py`` compares the two so they
+build the same shape step by step; ``tests/store/test_store_schema.py`` compares the two so they
 cannot drift apart.
 
 ``tool_calls`` repeats ``run_id`` and ``target_id`` from its session on purpose: the
@@ -280,7 +280,7 @@ tool_calls = Table(
     # on PostgreSQL too, as that migration builds it; only SQLite's predicate is named here,
     # the one store built from this metadata (database._create_at_head): naming
     # PostgreSQL's makes SQLAlchemy import that dialect (~15 ms) in every process, SQLite
-    # runs included.  tests/test_store.py reads the index PostgreSQL has.
+    # runs included.  tests/store/test_store_schema.py reads the index PostgreSQL has.
     Index("ix_tool_calls_run_leak", "run_id", "leak", sqlite_where=text("leak IS NOT NULL")),
 )
 

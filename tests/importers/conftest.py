@@ -1,5 +1,5 @@
 """Fixtures for the importer tests: the real-data corpora (``$AGENT_EVAL_CORPORA``,
-skipped with what to do when unset; see tests/real_corpora.py) and the OpenCode database /
+skipped with what to do when unset; see tests/support/real_corpora.py) and the OpenCode database /
 storage shapes rebuilt in a temp folder from the captured fixtures."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from real_corpora import OPENCODE, need_corpora
+from support.real_corpora import OPENCODE, need_corpora
 
 
 @pytest.fixture(scope="session")

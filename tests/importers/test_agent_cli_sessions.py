@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from agent_eval.cli import main
 from agent_eval.importers import import_families, read_sessions
 from agent_eval.importers.detect import guess_format
+from agent_eval.importers.reading import ImportedSession, refuse_no_calls
 from agent_eval.importers.recording import record_import
-from agent_eval.importers.source import ImportedSession, refuse_no_calls
 from agent_eval.policy import check_call, check_command, check_read, load_allowlist
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 """Each reader parses the real fixtures and sessions into the calls a person reads there.
 
-Values below were read by hand from the files of the real-data corpora (tests/real_corpora.py)."""
+Values below were read by hand from the files of the real-data corpora (tests/support/real_corpora.py)."""
 
 from __future__ import annotations
 

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from agent_eval.cli import main
 from agent_eval.errors import ConfigError
+from agent_eval.importers.reading import guarded
 from agent_eval.importers.recording import record_import
-from agent_eval.importers.source import guarded
 from agent_eval.policy import load_allowlist
 
 REPO = Path(__file__).resolve().parents[2]

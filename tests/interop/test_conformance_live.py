@@ -33,7 +33,7 @@ import pytest
 from clis.catalog import CLIS, INSTALL
 from clis.conformance import OUT, outcome_of, record
 from clis.sandbox import unavailable
-from conformance_verdicts import agreement, unexplained
+from support.conformance_verdicts import agreement, unexplained
 
 LIVE: list[tuple[str, ...]] = [
         ("claude-code", "default"), ("claude-code", "dontAsk"), ("claude-code", "acceptEdits"),

@@ -21,7 +21,7 @@ What must hold:
   an interval of the model's errors, which no call can give.  (The case with calls on
   both sides, model errors equal within their interval and the stack's loss apart, is
   played by the simulator's stack profiles: tests/test_stack_parity_e2e.py and
-  tests/test_stack_fault_figures.py.)
+  tests/analysis/test_stack_fault_figures.py.)
 
 Kept small for 2 CI cores: the four shape scenarios, 32 tokens a reply, temperature 0.
 """

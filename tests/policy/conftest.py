@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from policy_paths import allowlist_named
+from support.policy_paths import allowlist_named
 
 from agent_eval.policy import AllowList
 

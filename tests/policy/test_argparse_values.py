@@ -16,7 +16,7 @@ import io
 import shlex
 
 import pytest
-from policy_paths import allowlist_named
+from support.policy_paths import allowlist_named
 
 from agent_eval.policy import check_command
 from agent_eval.policy.arguments import is_option

@@ -7,7 +7,7 @@ was tested against each continuation seam), 16,000 ``;`` (one finding each).
 
 from __future__ import annotations
 
-from policy_paths import allowlist_named
+from support.policy_paths import allowlist_named
 
 from agent_eval.policy import check_command, judge_command
 from agent_eval.policy.engine import MAX_FINDINGS

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from policy_paths import allowlist_named
+from support.policy_paths import allowlist_named
 
 from agent_eval.errors import ConfigError
 from agent_eval.policy import allowlist_from_dict, check_call

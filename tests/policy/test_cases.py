@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from policy_paths import allowlist_named
+from support.policy_paths import allowlist_named
 
 from agent_eval.policy import check_call, check_command, check_read
 

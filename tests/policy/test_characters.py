@@ -11,7 +11,7 @@ import json
 import unicodedata
 
 import pytest
-from policy_paths import allowlist_named
+from support.policy_paths import allowlist_named
 
 from agent_eval.policy import check_call, check_command, check_read
 from agent_eval.policy.characters import find_hidden

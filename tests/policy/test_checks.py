@@ -129,7 +129,7 @@ def test_allowed_plain_program_has_no_invocation(permissive):
                                      "ls$IFS-la", "$(echo cat) x", "'ls'", "l\\\ns -la"])
 @pytest.mark.parametrize("name", ["ralf", "permissive"])
 def test_spelling_tricks_are_never_allowed(name, command):
-    from policy_paths import allowlist_named
+    from support.policy_paths import allowlist_named
 
     assert check_command(command, allowlist_named(name)).decision == "deny"
 

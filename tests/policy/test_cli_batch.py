@@ -6,7 +6,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from policy_paths import ALLOWLISTS, allowlist_named
+from support.policy_paths import ALLOWLISTS, allowlist_named
 
 from agent_eval.cli import main
 from agent_eval.policy import check_command

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conformance_verdicts import EXPLAINED, agreement, unexplained
+from support.conformance_verdicts import EXPLAINED, agreement, unexplained
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = sorted((ROOT / "tests" / "fixtures" / "conformance").glob("*.json"))

@@ -3,7 +3,7 @@ by ralf.
 
 None of these real commands is a `uv run scripts/...` call of the ralf allow-list, so an
 allow would be a hole in the engine.  The corpora are not in the repository: set
-``$AGENT_EVAL_CORPORA`` to run these (tests/real_corpora.py); otherwise they skip saying so.
+``$AGENT_EVAL_CORPORA`` to run these (tests/support/real_corpora.py); otherwise they skip saying so.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from policy_paths import allowlist_named
-from real_corpora import need
+from support.policy_paths import allowlist_named
+from support.real_corpora import need
 
 from agent_eval.policy import judge_command
 

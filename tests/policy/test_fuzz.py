@@ -40,7 +40,7 @@ import subprocess
 
 import bashlex
 import pytest
-from policy_paths import allowlist_named
+from support.policy_paths import allowlist_named
 
 from agent_eval.policy import judge_command
 

@@ -44,7 +44,7 @@ from functools import cache
 from typing import Any
 
 import pytest
-from policy_paths import allowlist_named
+from support.policy_paths import allowlist_named
 from test_fuzz import _allowed_base, needs_bash
 from test_fuzz import oracle as shell_oracle
 

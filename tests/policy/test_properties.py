@@ -7,7 +7,7 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from policy_paths import allowlist_named
+from support.policy_paths import allowlist_named
 
 from agent_eval.policy import check_call, judge_command
 

@@ -7,7 +7,7 @@ reports/, blocked notes/private/, .env, secrets/) before these spellings were re
 from __future__ import annotations
 
 import pytest
-from policy_paths import allowlist_named
+from support.policy_paths import allowlist_named
 
 from agent_eval.policy import allowlist_from_dict, check_read
 

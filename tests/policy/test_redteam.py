@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from policy_paths import allowlist_named
+from support.policy_paths import allowlist_named
 
 from agent_eval.policy import check_call, check_command, check_read, judge_command
 

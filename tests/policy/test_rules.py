@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from policy_paths import allowlist_named
+from support.policy_paths import allowlist_named
 
 from agent_eval.policy import (
     PRECEDENCE,

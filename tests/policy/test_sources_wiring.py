@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from agent_eval.calls import CallRecorder, SessionJudges
+from agent_eval.call_recorder import CallRecorder, SessionJudges
 from agent_eval.errors import ConfigError
 from agent_eval.policy import load_allowlist
 from agent_eval.policy.rules import code_for

@@ -6,23 +6,23 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agent_eval import calls
+from agent_eval import call_recorder
 from agent_eval.policy import profiles
 from agent_eval.policy.sources import judge, resolve_policy
 
 
 def test_the_recorder_and_the_agent_cli_judges_read_one_list_of_tool_names():
-    assert calls.BASH_TOOLS is judge.BASH_TOOLS is profiles.BASH_TOOLS
-    assert calls.READ_TOOLS is judge.READ_TOOLS is profiles.READ_TOOLS
+    assert call_recorder.BASH_TOOLS is judge.BASH_TOOLS is profiles.BASH_TOOLS
+    assert call_recorder.READ_TOOLS is judge.READ_TOOLS is profiles.READ_TOOLS
 
 
 def test_codex_shell_tools_are_shell_tools_for_the_recorder_too():
     """The recorder's list lacked Codex's shell_command and exec_command."""
     for tool in ("shell_command", "exec_command"):
-        assert calls.kind_of_tool(tool) == "bash"
-    assert calls.classify_call("shell_command", {"command": "ls -la"}) == ("bash", "ls -la")
+        assert call_recorder.kind_of_tool(tool) == "bash"
+    assert call_recorder.classify_call("shell_command", {"command": "ls -la"}) == ("bash", "ls -la")
     # an argv shell has no text to rename onto the allow-list's shell: judged as emitted
-    assert calls.kind_of_tool("local_shell") == "other"
+    assert call_recorder.kind_of_tool("local_shell") == "other"
 
 
 def test_an_agent_cli_judges_another_harness_shell_tool_as_its_command(tmp_path: Path):

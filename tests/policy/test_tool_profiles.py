@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from policy_paths import allowlist_named
+from support.policy_paths import allowlist_named
 
 from agent_eval.cli import main
 from agent_eval.errors import ConfigError

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.cliwire import SUBAGENT_PROMPT, allowlist, exchanges
 
 from agent_eval.proxy.sessions import Sessions
 from agent_eval.proxy.spawns import Spawns, task_texts, unwrapped
 from agent_eval.transcript import CallRecord
-from tests.proxy.cliwire import SUBAGENT_PROMPT, allowlist, exchanges
 
 SPAWNER = {"opencode": "task", "qwen-code": "agent", "claude-code": "Agent",
            "codex": "multi_agent_v1.spawn_agent", "gemini-cli": "invoke_agent"}

@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 import pytest
-from proxyplay import wait_for
 from sqlalchemy.exc import OperationalError
+from support.proxyplay import wait_for
 
 from agent_eval.proxy.collect import Collector, CollectServer, serve
 from agent_eval.scenario.bundled import load_policy

@@ -23,8 +23,8 @@ from pathlib import Path
 import httpx2 as httpx
 import pytest
 from aiohttp import web
-from loopback import serve_in_thread
-from proxyplay import ALLOWLIST, proxy_in_thread, unused_port
+from support.loopback import serve_in_thread
+from support.proxyplay import ALLOWLIST, proxy_in_thread, unused_port
 
 from agent_eval.proxy.relay import CAPTURE_LIMIT, public_url
 from agent_eval.proxy.replies import decode_body

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import openai
-from proxyplay import REPO, proxy_in_thread
+from support.proxyplay import REPO, proxy_in_thread
 
 from agent_eval.scenario import load_suite
 from agent_eval.sim import run_sim_in_thread

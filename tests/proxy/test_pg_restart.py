@@ -1,5 +1,5 @@
 """The fault "store killed mid-run": ``agent-eval proxy --db postgresql://…``
-records into a private PostgreSQL cluster (tests/pgcluster.py) that is stopped while
+records into a private PostgreSQL cluster (tests/support/pgcluster.py) that is stopped while
 traffic flows and started again.  While it is down the client's bytes are the server's
 bytes and the closed sessions wait in the journal; once it is back they are written, no
 turn is lost, and the stored sessions are the ones the client played.

@@ -1,6 +1,6 @@
 """The proxy judging a real stack's traffic under its OpenCode configuration, per agent.
 
-The seed orchestrator's suite (tests/policy_suite.py) is played through the proxy in
+The seed orchestrator's suite (tests/support/policy_suite.py) is played through the proxy in
 front of the simulator; the proxy is given the stack's ``opencode.json`` instead of an
 allow-list.  Each session is judged by one agent's rules: the agent its client names in
 the ``x-agent-eval-agent`` header, else the agent whose own prompt (from the
@@ -19,8 +19,8 @@ import urllib.request
 from datetime import UTC, datetime
 
 import pytest
-from policy_suite import EMAIL_PROMPT, EXACT, SCENARIOS, seed_suite
-from proxyplay import REPO, proxy_in_thread
+from support.policy_suite import EMAIL_PROMPT, EXACT, SCENARIOS, seed_suite
+from support.proxyplay import REPO, proxy_in_thread
 
 from agent_eval.policy.rules import code_for
 from agent_eval.proxy import Exchange

@@ -9,8 +9,8 @@ import time
 from datetime import UTC, date, datetime
 
 import pytest
-from proxyplay import ALLOWLIST
 from sqlalchemy import select
+from support.proxyplay import ALLOWLIST
 
 from agent_eval.policy import load_allowlist
 from agent_eval.proxy import Exchange, Recorder

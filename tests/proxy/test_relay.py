@@ -14,8 +14,8 @@ import types
 import httpx2 as httpx
 import pytest
 from aiohttp import web
-from loopback import serve_in_thread
-from proxyplay import REPO, proxy_in_thread, unused_port
+from support.loopback import serve_in_thread
+from support.proxyplay import REPO, proxy_in_thread, unused_port
 
 import agent_eval.sim.server as sim_server
 from agent_eval.sim import Faults, run_sim_in_thread

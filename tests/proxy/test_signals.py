@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx2 as httpx
 import pytest
-from proxyplay import wait_for
+from support.proxyplay import wait_for
 
 from agent_eval.scenario import load_suite
 from agent_eval.sim import run_sim_in_thread

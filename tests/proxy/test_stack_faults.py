@@ -4,7 +4,7 @@ verdict a live run gives the same bytes.
 
 Every wire fixture of tests/fixtures/wire/stack/ is relayed as a proxied exchange with
 the request settings its README names, and must be stored with the same stack faults,
-status and reason as ``agent-eval run`` stores it (tests/test_stack_fault_fixtures.py
+status and reason as ``agent-eval run`` stores it (tests/live/test_stack_fault_fixtures.py
 plays the same bytes through the live client).  A streamed llama-cpp-python-style cut
 (``finish_reason: "tool_calls"``, ``completion_tokens`` at the request's ``max_tokens``,
 arguments unterminated) is written here: the fixture folder holds the whole reply."""
@@ -16,7 +16,7 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from proxyplay import ALLOWLIST
+from support.proxyplay import ALLOWLIST
 from test_stack_fault_fixtures import CASES, RALF, STACK, _serve, target
 
 from agent_eval.live.client import ModelClient

@@ -14,8 +14,8 @@ import json
 
 import openai
 from aiohttp import web
-from loopback import serve_in_thread
-from proxyplay import proxy_in_thread
+from support.loopback import serve_in_thread
+from support.proxyplay import proxy_in_thread
 
 from agent_eval.proxy.parity import SIDE_HEADER
 

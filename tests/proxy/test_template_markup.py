@@ -23,8 +23,8 @@ import json
 import openai
 import pytest
 from aiohttp import web
-from loopback import serve_in_thread
-from proxyplay import REPO, proxy_in_thread
+from support.loopback import serve_in_thread
+from support.proxyplay import REPO, proxy_in_thread
 
 from agent_eval.transcript import STACK_FAULT, UPSTREAM_STACK, run_stacks
 

@@ -6,9 +6,9 @@ judged calls and subagent links the CLI had."""
 from __future__ import annotations
 
 import pytest
+from support.cliwire import allowlist, exchanges
 
 from agent_eval.proxy.sessions import Sessions
-from tests.proxy.cliwire import allowlist, exchanges
 
 SHELL = {"codex": "exec_command", "claude-code": "Bash", "gemini-cli": "run_shell_command"}
 PROTOCOL = {"codex": "responses", "claude-code": "messages", "gemini-cli": "gemini"}

@@ -1,11 +1,11 @@
-"""Fixtures for the report tests; the store they read is built in report_fixtures.py."""
+"""Fixtures for the report tests; the store they read is built in support/report_fixtures.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from report_fixtures import Fixture, fill_store
+from support.report_fixtures import Fixture, fill_store
 
 from agent_eval.store import open_store
 

@@ -12,7 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from report_fixtures import IMG_BREAKOUT, SCRIPT_TAG
+from support.report_fixtures import IMG_BREAKOUT, SCRIPT_TAG
 
 from agent_eval.report import write_report
 from agent_eval.report.pages import session_file

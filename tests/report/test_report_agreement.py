@@ -4,7 +4,7 @@ summary.md; and imported outputs labelled as what the source recorded.
 
 Two stores: one hand-made, with disagreements both ways and counts worked out by hand;
 one filled by ``record_import`` from the captured OpenCode 1.18.34 files of the real-data
-corpora (``$AGENT_EVAL_CORPORA``; skipped saying so when unset, see tests/real_corpora.py).
+corpora (``$AGENT_EVAL_CORPORA``; skipped saying so when unset, see tests/support/real_corpora.py).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from real_corpora import OPENCODE, need
-from report_fixtures import (
+from support.real_corpora import OPENCODE, need
+from support.report_fixtures import (
     ALLOWED,
     PIPED,
     Tables,

@@ -7,7 +7,7 @@ Sessions are judged by the real engine; every expected cell is worked out by han
 from __future__ import annotations
 
 import pytest
-from report_fixtures import ALLOWED, PIPED, Tables, judged_call, session
+from support.report_fixtures import ALLOWED, PIPED, Tables, judged_call, session
 
 from agent_eval.metrics import summarize
 from agent_eval.metrics.clustered import Unit, clustered_text, units_rate

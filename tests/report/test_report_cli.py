@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
-from report_fixtures import PIPED, SCRIPT_TAG
+from support.report_fixtures import PIPED, SCRIPT_TAG
 
 from agent_eval.cli import main
 
@@ -75,7 +75,7 @@ def test_report_of_two_runs_prints_a_column_per_run_as_the_html_does(tmp_path):
     import json
     import re
 
-    from report_fixtures import ALLOWED, judged_call, session
+    from support.report_fixtures import ALLOWED, judged_call, session
 
     from agent_eval.store import open_store
 

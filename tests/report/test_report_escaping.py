@@ -6,7 +6,7 @@ from html import escape
 from html.parser import HTMLParser
 
 import pytest
-from report_fixtures import IMG_BREAKOUT, PIPED, SCRIPT_TAG, session_section
+from support.report_fixtures import IMG_BREAKOUT, PIPED, SCRIPT_TAG, session_section
 
 ESCAPED_SCRIPT = "&lt;script&gt;alert(1)&lt;/script&gt;"
 ESCAPED_IMG = "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;"

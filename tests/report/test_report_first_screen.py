@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from report_fixtures import fill_store
 from sqlalchemy import update
+from support.report_fixtures import fill_store
 
 from agent_eval.report import write_report
 from agent_eval.report.index import suite_shown

@@ -4,7 +4,7 @@ file, and sessions share files a hundred at a time."""
 
 from __future__ import annotations
 
-from report_fixtures import Tables, session_section
+from support.report_fixtures import Tables, session_section
 
 from agent_eval.report.pages import call_href, session_file
 

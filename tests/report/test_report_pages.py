@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from report_fixtures import PIPED, fill_store
+from support.report_fixtures import PIPED, fill_store
 
 from agent_eval.metrics import PRECEDENCE
 from agent_eval.report.index import build_index_page, column_namer, read_figures, session_links

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 from markupsafe import escape
-from report_fixtures import ALLOWED, PIPED, judged_call, session
 from sqlalchemy import update
+from support.report_fixtures import ALLOWED, PIPED, judged_call, session
 
 from agent_eval.report import write_report
 from agent_eval.report.throughput import NO_SAMPLES

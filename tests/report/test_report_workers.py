@@ -7,7 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from report_fixtures import ALLOWED, PIPED, SCRIPT_TAG, XSS, fill_store, judged_call, session
+from support.report_fixtures import (
+    ALLOWED,
+    PIPED,
+    SCRIPT_TAG,
+    XSS,
+    fill_store,
+    judged_call,
+    session,
+)
 
 from agent_eval.report import write_report
 from agent_eval.report.batches import SessionFiles

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 from openai import OpenAI
-from simplay import FIXTURE_SUITE
+from support.simplay import FIXTURE_SUITE
 
 from agent_eval.scenario import Suite, load_suite
 from agent_eval.sim import run_sim_in_thread

@@ -7,7 +7,7 @@ import random
 from collections import Counter
 
 import pytest
-from simplay import DENIAL, opening, reference_call
+from support.simplay import DENIAL, opening, reference_call
 
 from agent_eval.sim import PROFILES, plan_reply
 from agent_eval.sim.behaviour import count_progress

@@ -9,7 +9,7 @@ import json
 import random
 
 import pytest
-from simplay import REPO
+from support.simplay import REPO
 
 from agent_eval.live.client import ModelClient
 from agent_eval.live.orchestrator import run_session

@@ -8,7 +8,7 @@ import time
 import openai
 import pytest
 from openai import OpenAI
-from simplay import FIXTURE_SUITE, opening, raw_post, sse_events
+from support.simplay import FIXTURE_SUITE, opening, raw_post, sse_events
 
 from agent_eval.errors import ConfigError
 from agent_eval.sim import Faults, run_sim_in_thread

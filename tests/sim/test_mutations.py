@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from simplay import FIXTURE_SUITE, REPO
+from support.simplay import FIXTURE_SUITE, REPO
 
 from agent_eval import policy
 from agent_eval.scenario import instantiate, load_suite

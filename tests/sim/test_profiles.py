@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from simplay import FIXTURE_SUITE, REPO, offline_ask, play_session
+from support.simplay import FIXTURE_SUITE, REPO, offline_ask, play_session
 
 from agent_eval.errors import ConfigError
 from agent_eval.scenario import Suite, load_suite

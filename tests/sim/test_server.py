@@ -7,7 +7,14 @@ import json
 
 import pytest
 from openai import AsyncOpenAI, OpenAI
-from simplay import FIXTURE_SUITE, opening, play_session, raw_post, reference_call, sse_events
+from support.simplay import (
+    FIXTURE_SUITE,
+    opening,
+    play_session,
+    raw_post,
+    reference_call,
+    sse_events,
+)
 
 from agent_eval.sim import PROFILES, SEED_HEADER, SimServer
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 from openai import OpenAI
-from simplay import play_session
+from support.simplay import play_session
 
 from agent_eval.sim import SEED_HEADER
 

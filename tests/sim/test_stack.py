@@ -12,9 +12,9 @@ from agent_eval.errors import ConfigError
 from agent_eval.policy.stack import check_reply
 from agent_eval.sim import Faults
 from agent_eval.sim.behaviour import Reply
+from agent_eval.sim.completions import build_completion, render_chunks, render_completion
 from agent_eval.sim.mutations import PlannedCall
 from agent_eval.sim.stack import STACKS, pick_fault, play, play_on_chunks, split_model
-from agent_eval.sim.wire import build_completion, render_chunks, render_completion
 from agent_eval.stack_reading import exchange_from_example
 
 LIGHTS = PlannedCall("bash", {"command": "uv run scripts/lights.py status"})

@@ -1,10 +1,10 @@
 """Fixtures for the viewer and the list queries: ``filled`` is the ``store`` fixture
-(SQLite and PostgreSQL) holding the runs of view_fixtures.py."""
+(SQLite and PostgreSQL) holding the runs of support/view_fixtures.py."""
 
 from __future__ import annotations
 
 import pytest
-from view_fixtures import fill
+from support.view_fixtures import fill
 
 
 @pytest.fixture

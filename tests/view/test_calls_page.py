@@ -15,13 +15,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from support.view_fixtures import ALLOWLIST
 
 from agent_eval.policy import check_call
 from agent_eval.store import open_store
 from agent_eval.transcript import CallRecord, FindingRecord, SessionRecord, assign_next_actions
 from agent_eval.view.lists import command_window
 
-ALLOWLIST = __import__("view_fixtures").ALLOWLIST
 LONG_SQL = ("SELECT a.attempt_id, a.stage_id, a.outcome, a.summary, s.status, s.moved_by "
             "FROM attempts a JOIN stage_events s ON s.stage_id = a.stage_id WHERE a.stage_id "
             "= 'S3-market-scan' AND s.at > '2026-11-01' ORDER BY s.at DESC, a.attempt_id")

@@ -7,7 +7,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from view_fixtures import ESC
+from support.view_fixtures import ESC
 
 from agent_eval.cli import main
 
@@ -83,7 +83,7 @@ def test_calls_of_a_target_and_class(filled):
 
 
 def test_calls_print_control_characters_escaped(tmp_path):
-    from view_fixtures import judged, record
+    from support.view_fixtures import judged, record
 
     from agent_eval.store import open_store
 
@@ -166,7 +166,7 @@ PIPED = ("uv run scripts/web_search.py --query 'quarterly supplier prices for th
 
 
 def narrow_store(tmp_path) -> str:
-    from view_fixtures import judged, record
+    from support.view_fixtures import judged, record
 
     from agent_eval.store import open_store
 

@@ -1,5 +1,5 @@
 """The list queries behind `runs`, `sessions`, `calls` and the viewer, on SQLite and
-PostgreSQL, with the counts of view_fixtures.py asserted."""
+PostgreSQL, with the counts of support/view_fixtures.py asserted."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import func, select
-from view_fixtures import ALLOWED, PIPED, judged, record
+from support.view_fixtures import ALLOWED, PIPED, judged, record
 
 from agent_eval.errors import ConfigError
 from agent_eval.store import CallFilter, SessionFilter, filter_from

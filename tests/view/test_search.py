@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from alembic import command as alembic_command
 from sqlalchemy import text
-from view_fixtures import ALLOWED, judged, record
+from support.view_fixtures import ALLOWED, judged, record
 
 from agent_eval.store import database, queries
 from agent_eval.store.queries import (

@@ -7,7 +7,7 @@ from __future__ import annotations
 import urllib.request
 
 import pytest
-from view_fixtures import ALLOWED, judged, record
+from support.view_fixtures import ALLOWED, judged, record
 
 from agent_eval.store import open_store
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import update
-from view_fixtures import SCRIPT_TAG, judged, record
+from support.view_fixtures import SCRIPT_TAG, judged, record
 
 from agent_eval.metrics.clustered import units_rate
 from agent_eval.store import open_store

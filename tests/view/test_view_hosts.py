@@ -8,7 +8,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from view_fixtures import PIPED
+from support.view_fixtures import PIPED
 
 from agent_eval.view.app import run_view_in_thread
 

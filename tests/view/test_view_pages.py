@@ -13,7 +13,7 @@ from html.parser import HTMLParser
 
 import pytest
 from sqlalchemy import insert
-from view_fixtures import ESC, JS_LINK, SCRIPT_TAG
+from support.view_fixtures import ESC, JS_LINK, SCRIPT_TAG
 
 from agent_eval.analysis.comparison import analyse_units, unit_lines
 from agent_eval.metrics.clustered import (
