@@ -86,7 +86,7 @@ def lint_suite(folder: Path) -> list[Problem]:
         return [Problem(str(path), _line(trees.get(path), exc.field), exc.field or "",
                         _bare(exc))]
     for sc in suite.scenarios.values():
-        problems += _lint_reference(suite, sc, trees.get(sc.path))
+        problems += lint_scenario(suite, sc, trees.get(sc.path))
     return problems
 
 
@@ -163,21 +163,23 @@ def _lint_file(file: Path, defaults: dict, trees: dict) -> list[Problem]:
     return problems
 
 
-def _playable(suite: Suite, sc: LoadedScenario) -> LoadedScenario | None:
-    """A template filled as the first parent whose reference spawns it fills it."""
+def playable(suite: Suite, sc: LoadedScenario) -> LoadedScenario | None:
+    """``sc`` as a session plays it: a template filled as the first parent whose reference
+    spawns it fills it (None when no parent's reference spawns it)."""
     if not sc.placeholders:
         return sc
     for parent in suite.scenarios.values():
         for spawn in parent.spec.children:
             if spawn.scenario != sc.name:
                 continue
-            for verdict in _verdicts(parent):
+            for verdict in reference_verdicts(parent):
                 if spawn.on.matches(verdict.invocation):
                     return instantiate(sc, spawn.values(verdict.invocation))
     return None
 
 
-def _verdicts(sc: LoadedScenario) -> list:
+def reference_verdicts(sc: LoadedScenario) -> list:
+    """The engine's verdict on each step of the scenario's reference plan, in order."""
     from agent_eval.policy import check_command, check_read
 
     verdicts = []
@@ -189,18 +191,22 @@ def _verdicts(sc: LoadedScenario) -> list:
     return verdicts
 
 
-def _lint_reference(suite: Suite, sc: LoadedScenario, tree: Any) -> list[Problem]:
+def lint_scenario(suite: Suite, sc: LoadedScenario, tree: Any = None) -> list[Problem]:
+    """The problems of one loaded scenario's reference plan (or of a child filled from its
+    parent): each step allowed by its own allow-list, each answered by the simulated
+    environment, every goal met and the handshake closed by the last step.  ``tree``: the
+    file's composed YAML, for line numbers (0 without it)."""
     path = str(sc.path)
     if not sc.spec.reference:
         return [Problem(path, _line(tree, "name") or 1, "reference",
                         "no reference plan: add the calls a disciplined model makes, so the "
                         "simulator can play it and the handshake is shown reachable")]
-    played = _playable(suite, sc)
+    played = playable(suite, sc)
     if played is None:
         return [Problem(path, _line(tree, "child_only"), "children",
                         "template spawned by no parent's reference; add a spawning call")]
     problems = []
-    verdicts = _verdicts(played)
+    verdicts = reference_verdicts(played)
     for i, (step, verdict) in enumerate(zip(played.spec.reference, verdicts, strict=True)):
         where = f"reference.{i}"
         if not verdict.allowed:
