@@ -9,6 +9,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
+from support.factories import add_run
 
 from agent_eval.importers import Judge
 from agent_eval.importers.openai import session_from_messages
@@ -181,8 +182,8 @@ def test_the_store_keeps_each_list_once_and_shows_schema_drift_between_sessions(
                                                                                  "limit"]})]
     records = [replace(proxied(name), key=name) for name in ("one", "two")]
     records.append(replace(proxied("three", changed), key="three"))
-    run = store.create_run(label="drift", kind="proxy", suite="proxy", config={}, fingerprint={})
-    store.add_target(run, name="qwen", model="qwen", base_url="proxy", settings={})
+    run = add_run(store, label="drift", kind="proxy", suite="proxy", targets=("qwen",),
+                  base_url="proxy")
     for r in records:
         store.record_session(run, r)
     lists = store.offered_tool_lists(run)
@@ -276,9 +277,8 @@ def test_the_receiver_stores_the_offered_list_and_the_schema_findings(store):
 def test_mcp_calls_are_reported_per_server_in_the_store_and_the_report(store, tmp_path):
     from agent_eval.report.writing import write_report
 
-    run = store.create_run(label="mcp", kind="proxy", suite="proxy", config={}, fingerprint={})
-    store.add_target(run, name="qwen", model="qwen", base_url="proxy", settings={})
-    store.record_session(run, proxied())
+    run = add_run(store, [proxied()], label="mcp", kind="proxy", suite="proxy",
+                  targets=("qwen",), base_url="proxy")
     rows = store.mcp_servers([run])
     assert [(r.server, r.tools, r.calls, r.denied, r.schema_mismatches) for r in rows] == [
         ("docs", 1, 2, 2, 1), ("wiki", 1, 1, 1, 0)]

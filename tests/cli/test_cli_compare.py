@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
+from support.factories import add_run as stored_run
 
 from agent_eval.analysis.comparison import compare_runs
 from agent_eval.cli import main
@@ -45,12 +46,7 @@ def spread(target: str, calls: int, denied: dict[str, int], *, handshakes: int,
 
 def add_run(db: str, label: str, records: list[SessionRecord]) -> int:
     with open_store(db) as store:
-        run_id = store.create_run(label=label, kind="live", suite=None, config={}, fingerprint={})
-        for name in dict.fromkeys(r.target for r in records):
-            store.add_target(run_id, name=name, model=name, base_url="http://127.0.0.1:8000/v1",
-                             settings={})
-        store.record_sessions(run_id, records)
-    return run_id
+        return stored_run(store, records, label=label)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import click
 import pytest
 import yaml
 from click.testing import CliRunner
+from support.factories import add_run as stored_run
 
 from agent_eval.cli import main
 from agent_eval.store import open_store
@@ -74,16 +75,10 @@ def add_run(db: str, label: str | None, *, status: str = "finished",
             silent: tuple[str, ...] = (), **targets: TargetPlan) -> int:
     """A run of ``targets``; ``silent`` names targets it declares that played no session."""
     with open_store(db) as store:
-        run_id = store.create_run(label=label, kind="live", suite="scenarios/ralf",
-                                  config={}, fingerprint={})
-        for name, plan in targets.items():
-            store.add_target(run_id, name=name, model=name, base_url="http://127.0.0.1:8000/v1",
-                             settings={})
-            store.record_sessions(run_id, make_records(name, plan))
-        for name in silent:
-            store.add_target(run_id, name=name, model=name, base_url="http://127.0.0.1:8000/v1",
-                             settings={})
-        store.set_run_status(run_id, status)
+        run_id = stored_run(store, [r for name, plan in targets.items()
+                                    for r in make_records(name, plan)],
+                            label=label, suite="scenarios/ralf", targets=[*targets, *silent],
+                            status=status)
     return run_id
 
 
@@ -207,13 +202,9 @@ def test_a_run_cut_by_max_tokens_fails_its_coverage_naming_truncation(db):
 
 def test_coverage_counts_sessions_a_planned_run_never_played_as_interrupted(db):
     with open_store(db) as store:
-        run_id = store.create_run(label=None, kind="live", suite="scenarios/ralf",
-                                  config={"scenarios": [f"task-{i}" for i in range(20)],
-                                          "repeats": 2}, fingerprint={})
-        store.add_target(run_id, name="qwen", model="qwen", base_url="http://127.0.0.1:1/v1",
-                         settings={})
-        store.record_sessions(run_id, make_records("qwen", TargetPlan(1000, {}, sessions=20)))
-        store.set_run_status(run_id, "interrupted")
+        stored_run(store, make_records("qwen", TargetPlan(1000, {}, sessions=20)), label=None,
+                   suite="scenarios/ralf", status="interrupted",
+                   config={"scenarios": [f"task-{i}" for i in range(20)], "repeats": 2})
     result = gate(db, "--max-error-rate", "8", "--allow-incomplete")
     assert result.exit_code == 1, result.output
     assert ("FAIL  qwen: coverage >= 90%: judged 20 of 40 sessions planned (50%); lost 20: "

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 from scipy import optimize
 from scipy import stats as sps
+from support.factories import add_run as stored_run
 from test_cli_gate import TargetPlan, add_run
 
 from agent_eval.cli import main
@@ -28,10 +29,8 @@ def db(tmp_path) -> str:
 def add_mixed_run(db: str, label: str, sessions: list[tuple]) -> int:
     """One target ``qwen``; ``sessions`` = (scenario, calls, denied[, tag]) per session."""
     with open_store(db) as store:
-        run_id = store.create_run(label=label, kind="live", suite="scenarios/ralf", config={},
-                                  fingerprint={})
-        store.add_target(run_id, name="qwen", model="qwen", base_url="http://127.0.0.1:8000/v1",
-                         settings={})
+        run_id = stored_run(store, label=label, suite="scenarios/ralf", targets=("qwen",),
+                            base_url="http://127.0.0.1:8000/v1")
         records, seen = [], {}
         for scenario, calls, denied, *tag in sessions:
             repeat = seen[scenario] = seen.get(scenario, -1) + 1

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support.factories import add_run
 
 from agent_eval.cli import main
 from agent_eval.store import open_store
@@ -36,11 +37,10 @@ def db(tmp_path) -> str:
     calls = [CallRecord(index=i, turn_index=0, tool="bash", arguments="{}", decision="deny",
                         primary="AE307", command=c) for i, c in enumerate(commands)]
     with open_store(path) as store:
-        run = store.create_run(label="x", kind="import", suite=None, config={}, fingerprint={})
-        store.add_target(run, name="=model", model="=model", base_url="import", settings={})
-        store.record_session(run, SessionRecord(
+        add_run(store, [SessionRecord(
             key="-s/1/0", target="=model", scenario="@scenario", status="completed", error=None,
-            tags=[], messages=[], turns=[TurnRecord(index=0, content="")], calls=calls))
+            tags=[], messages=[], turns=[TurnRecord(index=0, content="")], calls=calls)],
+            label="x", kind="import", base_url="import")
     return path
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from support.factories import add_run
 
 from agent_eval.cli.terminal import escape_terminal, model_text
 
@@ -92,13 +93,9 @@ def hostile_db(tmp_path_factory) -> str:
 
     with open_store(db) as store:
         for label in (f"nightly {CLIPBOARD}[/x]", "[red]again"):
-            run = store.create_run(label=label, kind="import", suite=None, config={},
-                                   fingerprint={})
-            for target in (HOSTILE_MODEL, f"qwen{CLEAR}", f"m{LINK}"):
-                store.add_target(run, name=target, model=target, base_url="import",
-                                 settings={})
-                store.record_sessions(run, [session(target, n) for n in range(2)])
-            store.set_run_status(run, "finished")
+            targets = (HOSTILE_MODEL, f"qwen{CLEAR}", f"m{LINK}")
+            add_run(store, [session(target, n) for target in targets for n in range(2)],
+                    label=label, kind="import", base_url="import", status="finished")
     return db
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support.factories import add_run
 from support.real_corpora import MINI_SWE, OPENCODE, need
 
 from agent_eval.cli import main
@@ -93,15 +94,14 @@ def test_rescore_of_a_missing_run_exits_2(tmp_path):
 def test_rescore_judges_live_calls_as_emitted(store):
     from agent_eval.transcript import CallRecord, SessionRecord
 
-    run = store.create_run(label="live", kind="live", suite=None, config={}, fingerprint={})
-    store.add_target(run, name="qwen", model="qwen", base_url="http://127.0.0.1:1/v1", settings={})
     calls = [
         CallRecord(index=0, turn_index=0, tool="bash", arguments='{"command": "cat notes/a.md"}',
                    decision="deny", primary="AE307", command="cat notes/a.md", output="denied"),
         CallRecord(index=1, turn_index=1, tool="bash", arguments="not json", decision="deny",
                    primary="AE102", output="denied"),
     ]
-    store.record_sessions(run, [SessionRecord(key="qwen/s/0", target="qwen", scenario="s", calls=calls)])
+    run = add_run(store, [SessionRecord(key="qwen/s/0", target="qwen", scenario="s", calls=calls)],
+                  label="live")
     result = rescore(store, run, allowlist_from_dict(LOOSE))
     fresh = sorted(store.call_rows([result.run_id]), key=lambda c: c.index)
     assert [(c.decision, c.primary) for c in fresh] == [("allow", None), ("deny", "AE102")]

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support.factories import add_run
 
 from agent_eval.cli import main
 from agent_eval.policy import check_call, load_allowlist
@@ -85,10 +86,9 @@ def db(tmp_path_factory) -> str:
     path = str(tmp_path_factory.mktemp("rescore-compare") / "store.db")
     ralf = load_allowlist(RALF)
     with open_store(path) as store:
-        run_id = store.create_run(label="nightly", kind="live", suite="ralf", config={},
-                                  fingerprint={"allowlist": ralf.fingerprint})  # fmt: skip
-        store.add_target(run_id, name="qwen", model="Qwen3.6-35B-A3B",
-                         base_url="http://127.0.0.1:8000/v1", settings={})  # fmt: skip
+        run_id = add_run(store, label="nightly", suite="ralf",
+                         fingerprint={"allowlist": ralf.fingerprint},
+                         targets={"qwen": "Qwen3.6-35B-A3B"}, base_url="http://127.0.0.1:8000/v1")
         for scenario in SCENARIOS:
             for repeat in range(REPEATS):
                 store.record_session(run_id, live_session(scenario, repeat, ralf))
@@ -223,11 +223,8 @@ def test_two_independent_runs_get_no_moves_section(tmp_path):
     ralf, permissive = load_allowlist(RALF), load_allowlist(PERMISSIVE)
     with open_store(path) as store:
         for label, allowlist in (("ralf", ralf), ("permissive", permissive)):
-            run_id = store.create_run(label=label, kind="live", suite=None, config={},
-                                      fingerprint={})  # fmt: skip
-            store.add_target(run_id, name="qwen", model="m", base_url="http://127.0.0.1:1/v1",
-                             settings={})  # fmt: skip
-            store.record_session(run_id, live_session("pipes", 0, allowlist))
+            add_run(store, [live_session("pipes", 0, allowlist)], label=label,
+                    targets={"qwen": "m"})
     result = CliRunner().invoke(main, ["compare", "1", "2", "--db", path])
     assert result.exit_code == 0, result.output
     assert row(result.output, "AE301 pipe-to-filter")[1:3] == ["50.00 (1/2)", "0.00 (0/2)"]

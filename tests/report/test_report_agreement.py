@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support.factories import add_run
 from support.real_corpora import OPENCODE, need
 from support.report_fixtures import (
     ALLOWED,
@@ -51,12 +52,8 @@ def fill(db: str, *, extra_disagreements: int = 0) -> dict[str, int]:
     live = session("careful/pipes/0", "careful", "pipes", [judged_call(0, 0, PIPED, "denied")],
                    n_turns=1)
     with open_store(db) as store:
-        run_id = store.create_run(label="mixed", kind="import", suite=None, config={},
-                                  fingerprint={})
-        for name in ("opencode", "careful"):
-            store.add_target(run_id, name=name, model=name, base_url="import:opencode",
-                             settings={})
-        store.record_sessions(run_id, [imported, live])
+        run_id = add_run(store, [imported, live], label="mixed", kind="import",
+                         targets=("opencode", "careful"), base_url="import:opencode")
         return {key: store.find_session(run_id, key) for key in (imported.key, live.key)}
 
 

@@ -7,6 +7,7 @@ Sessions are judged by the real engine; every expected cell is worked out by han
 from __future__ import annotations
 
 import pytest
+from support.factories import add_run
 from support.report_fixtures import ALLOWED, PIPED, Tables, judged_call, session
 
 from agent_eval.metrics import summarize
@@ -53,12 +54,7 @@ def fill(db: str) -> None:
                 status="error", error="server answered 500", tags=["bash", "ralf"]),
     ]
     with open_store(db) as store:
-        run_id = store.create_run(label="mix", kind="live", suite=None, config={},
-                                  fingerprint={})
-        for name in ("a", "b"):
-            store.add_target(run_id, name=name, model=name, base_url="http://127.0.0.1:1/v1",
-                             settings={})
-        store.record_sessions(run_id, records)
+        add_run(store, records, label="mix", targets=("a", "b"))
 
 
 @pytest.fixture(scope="module")

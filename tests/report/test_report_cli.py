@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
+from support.factories import add_run
 from support.report_fixtures import PIPED, SCRIPT_TAG
 
 from agent_eval.cli import main
@@ -83,13 +84,9 @@ def test_report_of_two_runs_prints_a_column_per_run_as_the_html_does(tmp_path):
     runs = {1: [PIPED, ALLOWED], 2: [ALLOWED, ALLOWED, ALLOWED]}
     with open_store(db) as store:
         for run, commands in runs.items():
-            run_id = store.create_run(label=f"r{run}", kind="live", suite=None, config={},
-                                      fingerprint={})
-            store.add_target(run_id, name="qwen", model="qwen",
-                             base_url="http://127.0.0.1:1/v1", settings={})
             calls = [judged_call(i, i, c, "out") for i, c in enumerate(commands)]
-            store.record_session(run_id, session("qwen/s/0", "qwen", "s", calls,
-                                                 n_turns=len(calls)))
+            add_run(store, [session("qwen/s/0", "qwen", "s", calls, n_turns=len(calls))],
+                    label=f"r{run}")
     result = invoke("report", "1", "2", "--db", db, "--out", str(tmp_path / "reports"))
     assert result.exit_code == 0, result.output
     rows = {cells[0]: cells[1:] for line in result.output.splitlines()

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from markupsafe import escape
 from sqlalchemy import update
+from support.factories import add_run
 from support.report_fixtures import ALLOWED, PIPED, judged_call, session
 
 from agent_eval.report import write_report
@@ -93,10 +94,9 @@ def fill_run(db: str, window: tuple[datetime, datetime]) -> int:
                     [judged_call(0, 0, ALLOWED, "ok"), judged_call(1, 1, ALLOWED, "ok")],
                     n_turns=2, status="error", error="server answered 500")
     with open_store(db) as store:
-        run_id = store.create_run(label="night", kind="live", suite="suite", config={},
-                                  fingerprint={"engine_version": "test"})
-        store.add_target(run_id, name="qwen", model="Qwen3.5-27B",
-                         base_url="http://127.0.0.1:8000/v1", settings={})
+        run_id = add_run(store, label="night", suite="suite",
+                         fingerprint={"engine_version": "test"}, targets={"qwen": "Qwen3.5-27B"},
+                         base_url="http://127.0.0.1:8000/v1")
         for record in (pipes, missed, fault):
             store.record_session(run_id, record)
         store.set_run_status(run_id, "finished")

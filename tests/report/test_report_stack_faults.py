@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from support.factories import add_run
+
 from agent_eval.report import write_report
 from agent_eval.store import open_store
 from agent_eval.transcript import CallRecord, SessionRecord, StackFaultRecord
@@ -12,17 +14,16 @@ from agent_eval.transcript import CallRecord, SessionRecord, StackFaultRecord
 
 def test_the_report_has_a_stack_fault_table_apart_from_the_errors(tmp_path):
     with open_store(str(tmp_path / "s.db")) as store:
-        run = store.create_run(label="n", kind="live", suite="s", config={}, fingerprint={})
-        store.add_target(run, name="llama-cpp", model="m", base_url="http://x/v1", settings={})
         calls = [CallRecord(index=i, turn_index=i, tool="bash", arguments="{}",
                             decision="allow") for i in range(4)]
         cut = StackFaultRecord(1, "AE501", "call 'bash' cut by the output cap",
                                '{"command": "<script>alert(1)</script>', ends=True)
-        store.record_sessions(run, [
+        run = add_run(store, [
             SessionRecord(key="a", target="llama-cpp", scenario="s", calls=calls),
             SessionRecord(key="b", target="llama-cpp", scenario="s", status="error",
-                          error="reply cut", stack_faults=[cut])])
-        store.set_run_status(run, "finished")
+                          error="reply cut", stack_faults=[cut])],
+            label="n", suite="s", targets={"llama-cpp": "m"}, base_url="http://x/v1",
+            status="finished")
         folder = write_report(store, [run], tmp_path / "reports").parent
     html = (folder / "index.html").read_text(encoding="utf-8")
     table = html[html.index('id="stack-table"'):]
@@ -47,8 +48,7 @@ def test_a_sessions_stack_faults_show_with_their_raw_wire_text_escaped(tmp_path)
 
     db = str(tmp_path / "s.db")
     with open_store(db) as store:
-        run = store.create_run(label="n", kind="live", suite="s", config={}, fingerprint={})
-        store.add_target(run, name="t", model="m", base_url="http://x/v1", settings={})
+        run = add_run(store, label="n", suite="s", targets={"t": "m"}, base_url="http://x/v1")
         name = StackFaultRecord(0, "AE507", "tool name 'bash<|im_end|>' is not a name",
                                 "bash<|im_end|><script>x</script>", ends=True)
         (sid,) = store.record_sessions(run, [SessionRecord(

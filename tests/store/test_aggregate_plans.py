@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 from alembic import command
 from sqlalchemy import event, select, text
+from support.factories import add_run
 
 from agent_eval.store import database
 from agent_eval.store.schema import sessions
@@ -35,9 +36,7 @@ def _record(key: str, tags: tuple[str, ...] = (), status: str = "completed",
 
 @pytest.fixture
 def run(store):
-    run_id = store.create_run(label="r", kind="proxy", suite="s", config={}, fingerprint={})
-    store.add_target(run_id, name="t", model="m", base_url="http://127.0.0.1:1/v1",
-                     settings={})
+    run_id = add_run(store, label="r", kind="proxy", suite="s", targets={"t": "m"})
     store.record_session(run_id, _record("t/a/0", leak="AE304"))
     store.record_session(run_id, _record("t/b/0", tags=("side-request", "side:title"),
                                          leak="AE303"))
@@ -204,9 +203,7 @@ def test_postgresql_can_answer_the_leak_counts_from_the_partial_index(run):
 
 
 def test_the_migration_marks_the_side_requests_stored_before_it(store):
-    run_id = store.create_run(label="r", kind="proxy", suite="s", config={}, fingerprint={})
-    store.add_target(run_id, name="t", model="m", base_url="http://127.0.0.1:1/v1",
-                     settings={})
+    run_id = add_run(store, label="r", kind="proxy", suite="s", targets={"t": "m"})
     store.record_session(run_id, _record("t/a/0"))
     store.record_session(run_id, _record("t/b/0", tags=("side-request",)))
     engine = store.engine

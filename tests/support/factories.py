@@ -1,10 +1,17 @@
-"""Runs, sessions and calls built by hand for the tests: the one place that
-knows how to fill a store without playing a run."""
+"""Runs, sessions and calls built by hand for the tests: the one place that knows how to
+fill a store without playing a run.
+
+:func:`add_run` stores a run the way the tests build one by hand (created, its targets
+added, its sessions stored, its status set); :func:`allowed`, :func:`denied` and
+:func:`session` make the records of the store tests.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from agent_eval.transcript import (
     CallRecord,
@@ -58,3 +65,32 @@ def session(key: str, target: str = "qwen-27b", **changes) -> SessionRecord:
         finished_at=T0 + timedelta(seconds=30),
     )
     return replace(base, **changes)
+
+
+LOOPBACK = "http://127.0.0.1:1/v1"  # a base URL nothing answers on: a run built by hand
+
+
+def add_run(store: Any, sessions: Sequence[SessionRecord] = (), *, label: str | None = "nightly",
+            kind: str = "live", suite: str | None = None, config: dict | None = None,
+            fingerprint: dict | None = None,
+            targets: Sequence[str] | Mapping[str, str] | None = None,
+            base_url: str = LOOPBACK, settings: dict | None = None,
+            status: str | None = None, **run: Any) -> int:
+    """A run stored by hand; its id.  ``targets``: the target names (each served by a
+    model of its own name), or a mapping of name to model; by default the targets of
+    ``sessions`` in the order they first appear.  ``sessions`` are stored in one batch
+    (parents before their children); ``status`` is set last when given.  ``run``: the
+    other arguments of ``Store.create_run`` (``parent_run_id`` ...)."""
+    run_id = store.create_run(label=label, kind=kind, suite=suite, config=config or {},
+                              fingerprint=fingerprint or {}, **run)
+    if targets is None:
+        targets = list(dict.fromkeys(s.target for s in sessions))
+    models = targets if isinstance(targets, Mapping) else {name: name for name in targets}
+    for name, model in models.items():
+        store.add_target(run_id, name=name, model=model, base_url=base_url,
+                         settings=dict(settings or {}))
+    if sessions:
+        store.record_sessions(run_id, list(sessions))
+    if status is not None:
+        store.set_run_status(run_id, status)
+    return run_id
