@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support.factories import add_run
 
 from agent_eval import store as store_module
 from agent_eval.cli import main
@@ -90,14 +91,8 @@ def test_perf_for_a_run_shows_useful_work_beside_speed(db, tmp_path):
     from agent_eval.store.schema import runs
 
     with store_module.open_store(db) as store:
-        run_id = store.create_run(label="night", kind="live", suite=None, config={}, fingerprint={})
-        store.add_target(
-            run_id,
-            name="qwen",
-            model="Qwen3.5-27B",
-            base_url="http://127.0.0.1:8000/v1",
-            settings={},
-        )
+        run_id = add_run(store, label="night", targets={"qwen": "Qwen3.5-27B"},
+                         base_url="http://127.0.0.1:8000/v1")
         calls = [
             CallRecord(index=i, turn_index=i, tool="bash", arguments="{}", decision=d)
             for i, d in enumerate(["allow", "allow", "deny", "allow"])

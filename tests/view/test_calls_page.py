@@ -15,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from support.factories import add_run
 from support.view_fixtures import ALLOWLIST
 
 from agent_eval.policy import check_call
@@ -59,13 +60,11 @@ def calls_db(tmp_path_factory) -> str:
     calls.append(judged(len(calls), BROKEN_ARGUMENTS))
     assign_next_actions(calls)
     with open_store(db) as store:
-        run_id = store.create_run(label="x", kind="live", suite="s", config={}, fingerprint={})
-        store.add_target(run_id, name="qwen3.5-27b", model="m", base_url="http://x/v1",
-                         settings={})
-        store.record_session(run_id, SessionRecord(
+        add_run(store, [SessionRecord(
             key="qwen3.5-27b/research-benchmark-data-missing/0", target="qwen3.5-27b",
-            scenario="research-benchmark-data-missing", status="completed", calls=calls))
-        store.set_run_status(run_id, "finished")
+            scenario="research-benchmark-data-missing", status="completed", calls=calls)],
+            label="x", suite="s", targets={"qwen3.5-27b": "m"}, base_url="http://x/v1",
+            status="finished")
     assert [c.primary for c in calls] == [*(v[0] for v in COMMANDS.values()), "AE102"]
     return db
 

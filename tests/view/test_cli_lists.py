@@ -7,6 +7,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from support.factories import add_run
 from support.view_fixtures import ESC
 
 from agent_eval.cli import main
@@ -89,9 +90,8 @@ def test_calls_print_control_characters_escaped(tmp_path):
 
     db = str(tmp_path / "esc.db")
     with open_store(db) as store:
-        run = store.create_run(label=None, kind="live", suite=None, config={}, fingerprint={})
-        store.add_target(run, name="t", model="m", base_url="u", settings={})
-        store.record_session(run, record("t/esc/0", [judged(0, 0, f"ls {ESC}")]))
+        add_run(store, [record("t/esc/0", [judged(0, 0, f"ls {ESC}")])], label=None,
+                targets={"t": "m"}, base_url="u")
     out = CliRunner().invoke(main, ["calls", "latest", "--db", db]).output
     assert "\x1b" not in out and "\\x1b[31mRED" in out
 
@@ -172,11 +172,9 @@ def narrow_store(tmp_path) -> str:
 
     db = str(tmp_path / "narrow.db")
     with open_store(db) as store:
-        run = store.create_run(label="nightly-long-label", kind="live", suite=None, config={},
-                               fingerprint={})
-        store.add_target(run, name="Qwen3.5-27B-Instruct", model="m", base_url="u", settings={})
-        store.record_session(run, record("Qwen3.5-27B-Instruct/research-market-scan/0", [
-            judged(0, 0, "ls scripts/"), judged(1, 0, PIPED)], tags=["ralf", "research"]))
+        add_run(store, [record("Qwen3.5-27B-Instruct/research-market-scan/0", [
+            judged(0, 0, "ls scripts/"), judged(1, 0, PIPED)], tags=["ralf", "research"])],
+            label="nightly-long-label", targets={"Qwen3.5-27B-Instruct": "m"}, base_url="u")
     return db
 
 

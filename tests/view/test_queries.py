@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import func, select
+from support.factories import add_run
 from support.view_fixtures import ALLOWED, PIPED, judged, record
 
 from agent_eval.errors import ConfigError
@@ -165,9 +166,7 @@ def test_failed_first_calls_page_across_the_denied_allowed_boundary(filled):
 def test_a_scenario_tally_sums_its_sessions_of_every_status(store):
     """The run page's per-scenario row adds up sessions that ended differently (they come
     from the index grouped by status as well)."""
-    run_id = store.create_run(label="s", kind="live", suite="s", config={}, fingerprint={})
-    store.add_target(run_id, name="t", model="m", base_url="http://127.0.0.1:1/v1",
-                     settings={})
+    run_id = add_run(store, label="s", suite="s", targets={"t": "m"})
     store.record_session(run_id, record("t/pipe/0", [judged(0, 0, PIPED),
                                                       judged(1, 1, ALLOWED)]))
     store.record_session(run_id, record("t/pipe/1", [judged(0, 0, PIPED)],

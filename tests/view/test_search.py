@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from alembic import command as alembic_command
 from sqlalchemy import text
+from support.factories import add_run
 from support.view_fixtures import ALLOWED, judged, record
 
 from agent_eval.store import database, queries
@@ -53,13 +54,8 @@ def like_matches(dialect: str, command: str, needle: str) -> bool:
 
 @pytest.fixture
 def searched(store):
-    run_id = store.create_run(label="search", kind="live", suite="s", config={},
-                              fingerprint={})
-    store.add_target(run_id, name="t", model="m", base_url="http://127.0.0.1:1/v1",
-                     settings={})
-    other = store.create_run(label="other", kind="live", suite="s", config={}, fingerprint={})
-    store.add_target(other, name="t", model="m", base_url="http://127.0.0.1:1/v1",
-                     settings={})
+    run_id = add_run(store, label="search", suite="s", targets={"t": "m"})
+    other = add_run(store, label="other", suite="s", targets={"t": "m"})
     sessions = {}
     for i, cmd in enumerate(COMMANDS):
         sessions[cmd] = store.record_session(run_id, record(f"t/s{i}/0", [judged(0, 0, cmd)]))
@@ -90,10 +86,7 @@ def test_a_sqlite_store_scans_by_default_and_finds_the_same_rows(tmp_path):
     from agent_eval.store import open_store
 
     with open_store(str(tmp_path / "plain.db")) as store:
-        run_id = store.create_run(label="s", kind="live", suite="s", config={},
-                                  fingerprint={})
-        store.add_target(run_id, name="t", model="m", base_url="http://127.0.0.1:1/v1",
-                         settings={})
+        run_id = add_run(store, label="s", suite="s", targets={"t": "m"})
         ids = {c: store.record_session(run_id, record(f"t/s{i}/0", [judged(0, 0, c)]))
                for i, c in enumerate(COMMANDS)}
         assert not search_index_exists(store.engine)  # no trigger slows the writes
@@ -118,10 +111,7 @@ def test_db_upgrade_search_index_builds_the_table_and_later_calls_enter_it(tmp_p
     assert again.exit_code == 0 and "ready" in again.output  # safe to run again
     with open_store(db) as store:
         assert search_index_exists(store.engine)
-        run_id = store.create_run(label="s", kind="live", suite="s", config={},
-                                  fingerprint={})
-        store.add_target(run_id, name="t", model="m", base_url="http://127.0.0.1:1/v1",
-                         settings={})
+        run_id = add_run(store, label="s", suite="s", targets={"t": "m"})
         sid = store.record_session(run_id, record("t/s0/0", [judged(0, 0, COMMANDS[0])]))
         with store.engine.connect() as conn:
             indexed = conn.execute(text(f"SELECT rowid FROM {SEARCH_TABLE} WHERE command "
@@ -229,10 +219,7 @@ def test_postgresql_without_pg_trgm_rights_upgrades_with_a_warning_and_scans(pg_
         assert warning.startswith("Warning: cannot create the pg_trgm index (permission denied")
         assert f"CREATE INDEX {SEARCH_INDEX} ON tool_calls USING gin" in warning
         with open_store(url) as store:
-            run_id = store.create_run(label="s", kind="live", suite="s", config={},
-                                      fingerprint={})
-            store.add_target(run_id, name="t", model="m", base_url="http://127.0.0.1:1/v1",
-                             settings={})
+            run_id = add_run(store, label="s", suite="s", targets={"t": "m"})
             for i, cmd in enumerate(COMMANDS):
                 store.record_session(run_id, record(f"t/s{i}/0", [judged(0, 0, cmd)]))
             page = store.list_calls(CallFilter(run_id=run_id, search="100%"))
@@ -254,10 +241,7 @@ def paired(request, store):
     ``uv run`` calls, a call with no command), so denied and allowed calls match alike, with the backend's default search
     structure as the migrations leave it (SQLite: the covering index the scan reads;
     PostgreSQL: the pg_trgm index), or with it dropped: the search must find the same."""
-    run_id = store.create_run(label="paired", kind="live", suite="s", config={},
-                              fingerprint={})
-    store.add_target(run_id, name="t", model="m", base_url="http://127.0.0.1:1/v1",
-                     settings={})
+    run_id = add_run(store, label="paired", suite="s", targets={"t": "m"})
     n = len(COMMANDS)
     for i, cmd in enumerate(COMMANDS):
         calls = [judged(0, 0, cmd), judged(1, 1, COMMANDS[(i + 3) % n])]
@@ -341,9 +325,7 @@ def test_sqlite_search_scans_the_covering_index_and_other_lists_do_not(store):
     calls' rows); a list without a search keeps ix_tool_calls_run_decision."""
     from sqlalchemy import event
 
-    run_id = store.create_run(label="p", kind="live", suite="s", config={}, fingerprint={})
-    store.add_target(run_id, name="t", model="m", base_url="http://127.0.0.1:1/v1",
-                     settings={})
+    run_id = add_run(store, label="p", suite="s", targets={"t": "m"})
     for i, cmd in enumerate(COMMANDS):
         store.record_session(run_id, record(f"t/s{i}/0", [judged(0, 0, cmd)]))
     assert not search_index_exists(store.engine)
@@ -367,9 +349,7 @@ def test_sqlite_search_scans_the_covering_index_and_other_lists_do_not(store):
 def test_the_search_scan_migration_adds_and_removes_the_sqlite_index(store):
     """Revision search_scan builds ix_tool_calls_run_command on SQLite only; its
     downgrade removes it; upgrading again rebuilds it over the calls already stored."""
-    run_id = store.create_run(label="m", kind="live", suite="s", config={}, fingerprint={})
-    store.add_target(run_id, name="t", model="m", base_url="http://127.0.0.1:1/v1",
-                     settings={})
+    run_id = add_run(store, label="m", suite="s", targets={"t": "m"})
     store.record_session(run_id, record("t/s0/0", [judged(0, 0, COMMANDS[0])]))
     sqlite = store.engine.dialect.name == "sqlite"
     for target, present in (("session_repeats", False), ("head", sqlite)):
@@ -413,9 +393,7 @@ NUL_COMMANDS = ["uv run scripts/x.py\x00--all", "UV RUN A\x00B", "uv run a\x00b"
 def test_a_nul_in_the_search_matches_only_commands_holding_it(store, needle):
     """SQLite's LIKE reads its pattern up to the first NUL, so ``%\\x00%`` was ``%``: a
     search for a NUL matched every command.  It matches those that hold the text."""
-    run_id = store.create_run(label="nul", kind="live", suite="s", config={}, fingerprint={})
-    store.add_target(run_id, name="t", model="m", base_url="http://127.0.0.1:1/v1",
-                     settings={})
+    run_id = add_run(store, label="nul", suite="s", targets={"t": "m"})
     ids = {c: store.record_session(run_id, record(f"t/s{i}/0", [judged(0, 0, c)]))
            for i, c in enumerate(NUL_COMMANDS)}
     dialect = store.engine.dialect.name

@@ -7,6 +7,7 @@ from __future__ import annotations
 import urllib.request
 
 import pytest
+from support.factories import add_run
 from support.view_fixtures import ALLOWED, judged, record
 
 from agent_eval.store import open_store
@@ -17,13 +18,11 @@ def half_run(tmp_path):
     """A live run planned as 2 targets × 2 scenarios × 1 repeat, one session stored."""
     db = str(tmp_path / "half.db")
     with open_store(db) as store:
-        run_id = store.create_run(
-            label="nightly", kind="live", suite="s", fingerprint={},
+        run_id = add_run(
+            store, [record("careful/clean/0", [judged(0, 0, ALLOWED)])], label="nightly",
+            suite="s", targets=("careful", "sloppy"), base_url="http://x/v1",
             config={"scenarios": ["clean", "pipe"], "repeats": 1,
                     "targets": [{"name": "careful"}, {"name": "sloppy"}]})
-        for name in ("careful", "sloppy"):
-            store.add_target(run_id, name=name, model=name, base_url="http://x/v1", settings={})
-        store.record_session(run_id, record("careful/clean/0", [judged(0, 0, ALLOWED)]))
     return db, run_id
 
 

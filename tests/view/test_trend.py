@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import update
+from support.factories import add_run
 from support.view_fixtures import SCRIPT_TAG, judged, record
 
 from agent_eval.metrics.clustered import units_rate
@@ -38,10 +39,10 @@ def trend_db(tmp_path):
     db = str(tmp_path / "trend.db")
     with open_store(db) as store:
         for n, when in enumerate(WHEN):
-            run_id = store.create_run(label="nightly", kind="live", suite="s", config={},
-                                      fingerprint={})
-            for target in ("careful", HOSTILE_TARGET):
-                store.add_target(run_id, name=target, model="m", base_url="u", settings={})
+            targets = ("careful", HOSTILE_TARGET)
+            run_id = add_run(store, label="nightly", suite="s",
+                             targets=dict.fromkeys(targets, "m"), base_url="u")
+            for target in targets:
                 for rep in range(2):
                     calls = [judged(0, 0, "ls scripts/"),
                              judged(1, 0, "ls | head -5" if (rep + n) % 2 else "ls")]
