@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
+from support.factories import add_run
 
 from agent_eval.analysis.gate import evaluate_gate
 from agent_eval.analysis.stack_faults import stack_fault_checks, with_stack_fault_checks
@@ -71,10 +72,10 @@ def test_a_target_with_no_call_is_skipped_and_a_negative_limit_refused():
 def test_the_command_fails_on_stack_faults_and_prints_them(tmp_path):
     db = str(tmp_path / "gate.db")
     with open_store(db) as store:
-        run = store.create_run(label="n", kind="live", suite="s", config={}, fingerprint={})
-        store.add_target(run, name="llama-cpp", model="m", base_url="http://x/v1", settings={})
         calls = [CallRecord(index=i, turn_index=i, tool="bash", arguments="{}",
                             decision="allow") for i in range(400)]
+        run = add_run(store, label="n", suite="s", targets={"llama-cpp": "m"},
+                      base_url="http://x/v1")
         store.record_sessions(run, [
             SessionRecord(key="a", target="llama-cpp", scenario="s", calls=calls),
             SessionRecord(key="b", target="llama-cpp", scenario="s", status="error",

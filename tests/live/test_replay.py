@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support.factories import add_run
 from support.replay_doubles import InProcessSim, ScriptedCandidate
 
 from agent_eval.analysis.paired_replay import pair_replay
@@ -83,12 +84,9 @@ def original_session(key: str, outcomes: list[str | None], *, status="completed"
 
 
 def hand_run(store, sessions: list[SessionRecord], *, kind="live", config=None) -> int:
-    run_id = store.create_run(label=None, kind=kind, suite=None,
-                              config=config if config is not None else {"allowlist": "ralf"},
-                              fingerprint={})
-    store.add_target(run_id, name="orig", model="orig-model", base_url="http://x", settings={})
-    store.record_sessions(run_id, sessions)
-    return run_id
+    return add_run(store, sessions, label=None, kind=kind,
+                   config=config if config is not None else {"allowlist": "ralf"},
+                   targets={"orig": "orig-model"}, base_url="http://x")
 
 
 def n_msgs(turn: int) -> int:
@@ -277,9 +275,9 @@ def test_an_aa_replay_shows_no_significant_difference_in_at_least_95_percent_of_
     same contexts.  The exact test keeps its size: at most 1 seed in 20 is significant."""
     suite = load_suite(bundled_suite())
     with open_store(str(tmp_path / "s.db")) as store:
-        run_id = store.create_run(label=None, kind="live", suite=str(suite.path),
-                                  config={"suite": str(suite.path)}, fingerprint={})
-        store.add_target(run_id, name="piper", model="sim-piper", base_url="x", settings={})
+        run_id = add_run(store, label=None, suite=str(suite.path),
+                         config={"suite": str(suite.path)}, targets={"piper": "sim-piper"},
+                         base_url="x")
         original = InProcessSim("piper", suite, seed=0)
 
         async def play() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from support.factories import add_run
 from test_run_e2e import SUITE, agent_eval_cli
 
 from agent_eval.errors import ConfigError
@@ -104,12 +105,10 @@ def test_the_report_names_each_targets_stack(tmp_path):
     from agent_eval.report import write_report
 
     with open_store(str(tmp_path / "s.db")) as store:
-        run = store.create_run(label="n", kind="live", suite="s", config={}, fingerprint={
-            "stacks": {"q": stack_fingerprint(llama_server(), {"server_header": "llama.cpp"})}})
-        store.add_target(run, name="q", model="q", base_url="http://x/v1", settings={})
-        store.record_sessions(run, [SessionRecord(key="a", target="q", scenario="s", calls=[
-            CallRecord(index=0, turn_index=0, tool="bash", arguments="{}", decision="allow")])])
-        store.set_run_status(run, "finished")
+        run = add_run(store, [SessionRecord(key="a", target="q", scenario="s", calls=[
+            CallRecord(index=0, turn_index=0, tool="bash", arguments="{}", decision="allow")])],
+            label="n", suite="s", base_url="http://x/v1", status="finished", fingerprint={
+                "stacks": {"q": stack_fingerprint(llama_server(), {"server_header": "llama.cpp"})}})
         html = (write_report(store, [run], tmp_path / "r")).read_text(encoding="utf-8")
     assert "Serving stacks of run 1: q: server llama.cpp · tool_choice required" in html
 
@@ -122,12 +121,11 @@ def test_runs_json_gives_each_runs_stack_faults_and_stacks(tmp_path):
 
     db = str(tmp_path / "s.db")
     with open_store(db) as store:
-        run = store.create_run(label="n", kind="live", suite="s", config={}, fingerprint={
-            "stacks": {"q": stack_fingerprint(llama_server(), {"server_header": "llama.cpp"})}})
-        store.add_target(run, name="q", model="q", base_url="http://x/v1", settings={})
-        store.record_sessions(run, [SessionRecord(
+        add_run(store, [SessionRecord(
             key="a", target="q", scenario="s", status="error", error="cut",
-            stack_faults=[StackFaultRecord(0, "AE501", "cut", ends=True)])])
+            stack_faults=[StackFaultRecord(0, "AE501", "cut", ends=True)])],
+            label="n", suite="s", base_url="http://x/v1", fingerprint={
+                "stacks": {"q": stack_fingerprint(llama_server(), {"server_header": "llama.cpp"})}})
     out = CliRunner().invoke(main, ["runs", "--json", "--db", db])
     assert out.exit_code == 0, out.output
     import json
@@ -181,10 +179,8 @@ def test_the_runs_table_and_the_viewers_run_page_show_each_runs_stack(tmp_path):
         "chat_template": TEMPLATE + "<tool_call>"}})
     with open_store(db) as store:
         for label, stack in (("a", jinja), ("b", jinja), ("c", other)):
-            run = store.create_run(label=label, kind="live", suite="s", config={},
-                                   fingerprint={"stacks": {"q": stack}})
-            store.add_target(run, name="q", model="q", base_url="http://x/v1", settings={})
-            store.set_run_status(run, "finished")
+            add_run(store, label=label, suite="s", fingerprint={"stacks": {"q": stack}},
+                    targets=("q",), base_url="http://x/v1", status="finished")
         runs_page = build_runs_page(store, {})
         run_page = build_run_page(store, 3)
     same, changed = stack_mark(jinja), stack_mark(other)

@@ -8,6 +8,7 @@ import asyncio
 import threading
 
 import pytest
+from support.factories import add_run
 
 from agent_eval.errors import ConfigError
 from agent_eval.runs import RunRecorder
@@ -23,9 +24,7 @@ def store(tmp_path):
 
 @pytest.fixture
 def run_id(store) -> int:
-    rid = store.create_run(label=None, kind="live", suite=None, config={}, fingerprint={})
-    store.add_target(rid, name="t", model="m", base_url="http://x", settings={})
-    return rid
+    return add_run(store, label=None, targets={"t": "m"}, base_url="http://x")
 
 
 def session(key: str, **fields) -> list[SessionRecord]:

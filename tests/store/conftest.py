@@ -3,19 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from support.factories import add_run
 
 
 @pytest.fixture
 def run_id(store) -> int:
-    rid = store.create_run(
-        label="nightly",
-        kind="live",
-        suite="scenarios/",
-        config={"repeats": 3},
-        fingerprint={"suite_sha256": "ab12", "engine": "0.1.0"},
-    )
-    for name in ("qwen-27b", "qwen-35b-moe"):
-        store.add_target(
-            rid, name=name, model=name, base_url="http://127.0.0.1:8000/v1", settings={}
-        )
-    return rid
+    return add_run(store, label="nightly", suite="scenarios/", config={"repeats": 3},
+                   fingerprint={"suite_sha256": "ab12", "engine": "0.1.0"},
+                   targets=("qwen-27b", "qwen-35b-moe"), base_url="http://127.0.0.1:8000/v1")

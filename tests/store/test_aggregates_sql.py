@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support.factories import add_run
 
 from agent_eval.cli import main as cli
 from agent_eval.metrics import repeat_stats, summarize, units_by_target
@@ -114,10 +115,8 @@ def _fill(store, seed: int = 3) -> list[int]:
     rng = random.Random(seed)
     run_ids = []
     for run in range(2):
-        run_id = store.create_run(label=f"r{run}", kind="live", suite="s", config={},
-                                  fingerprint={})
-        for name in ("alpha", "beta", "gamma")[: 3 - run]:
-            store.add_target(run_id, name=name, model=name, base_url="http://x/v1", settings={})
+        run_id = add_run(store, label=f"r{run}", suite="s",
+                         targets=("alpha", "beta", "gamma")[: 3 - run], base_url="http://x/v1")
         records = []
         for target in ("alpha", "beta", "gamma")[: 3 - run]:
             for scenario in ("s1", "s2", "s3", "s4"):
@@ -398,9 +397,7 @@ def _failed_fill(store) -> int:
                          decision="allow", command="uv run scripts/db_query.py --sql q")
     denied = dataclasses.replace(allowed, index=1, decision="deny", primary="AE301",
                                  command="uv run scripts/db_query.py --sql q | head")
-    run_id = store.create_run(label="failed", kind="live", suite="s", config={},
-                              fingerprint={})
-    store.add_target(run_id, name="t", model="m", base_url="http://x/v1", settings={})
+    run_id = add_run(store, label="failed", suite="s", targets={"t": "m"}, base_url="http://x/v1")
     open_handshake = HandshakeResult(3, 1, False, "claim.py")
 
     def record(key, status="completed", calls=(allowed,), handshake=None, **kw):

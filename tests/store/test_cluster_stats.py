@@ -15,6 +15,7 @@ import math
 import random
 
 import pytest
+from support.factories import add_run
 
 from agent_eval.analysis.comparison import analyse_units
 from agent_eval.metrics import repeat_stats, units_by_target
@@ -57,10 +58,8 @@ def _fill(store, seed: int, *, children: bool = False, scenarios: int = 6,
           repeats: str = "sampled") -> int:
     rng = random.Random(seed)
     repeats_mode = repeats
-    run_id = store.create_run(label=f"seed{seed}", kind="live", suite="s", config={},
-                              fingerprint={})
-    for name in ("alpha", "beta"):
-        store.add_target(run_id, name=name, model=name, base_url="http://x/v1", settings={})
+    run_id = add_run(store, label=f"seed{seed}", suite="s", targets=("alpha", "beta"),
+                     base_url="http://x/v1")
     records = []
     for target in ("alpha", "beta"):
         for s in range(scenarios):
@@ -305,8 +304,7 @@ def test_grandchildren_fold_into_their_root_through_a_faulted_child(store):
     (``session_units``: each session is judged by its own status); a faulted root takes
     its whole tree out.  The recursive CTE gives what the units give."""
     rng = random.Random(3)
-    run_id = store.create_run(label="tree", kind="live", suite="s", config={}, fingerprint={})
-    store.add_target(run_id, name="alpha", model="a", base_url="http://x/v1", settings={})
+    run_id = add_run(store, label="tree", suite="s", targets={"alpha": "a"}, base_url="http://x/v1")
     records = []
     for i, (root_status, child_status) in enumerate(
             [("completed", "completed"), ("completed", "error"), ("error", "completed"),

@@ -10,6 +10,7 @@ from datetime import date, timedelta
 
 import pytest
 from sqlalchemy import func, select
+from support.factories import add_run
 
 from agent_eval.live.replay import SKIPS, plan_replay
 from agent_eval.store.caps import STORED_TEXT_CHARS
@@ -41,9 +42,7 @@ def session(key: str, *requests: dict) -> SessionRecord:
 
 @pytest.fixture
 def run_id(store) -> int:
-    rid = store.create_run(label=None, kind="live", suite=None, config={}, fingerprint={})
-    store.add_target(rid, name="qwen-27b", model="qwen-27b", base_url="http://x", settings={})
-    return rid
+    return add_run(store, label=None, targets=("qwen-27b",), base_url="http://x")
 
 
 def blob_count(store) -> int:

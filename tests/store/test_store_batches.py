@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 from sqlalchemy import func, select
-from support.factories import T0, allowed, denied, session
+from support.factories import T0, add_run, allowed, denied, session
 
 from agent_eval.errors import ConfigError
 from agent_eval.store.schema import (
@@ -77,9 +77,8 @@ def test_streamed_transcripts_hold_the_rows_of_the_sessions(store, run_id):
 
 
 def test_streams_of_a_run_leave_out_another_runs_sessions_between_its_own(store, run_id):
-    other = store.create_run(label="other", kind="live", suite="s", config={}, fingerprint={})
-    store.add_target(other, name="qwen-27b", model="m", base_url="http://127.0.0.1:8000/v1",
-                     settings={})
+    other = add_run(store, label="other", suite="s", targets={"qwen-27b": "m"},
+                    base_url="http://127.0.0.1:8000/v1")
     mine, theirs = [], []
     for n in range(3):  # ids interleave: mine, theirs, mine, theirs, ...
         mine += store.record_sessions(run_id, [session(f"m{n}", calls=[
@@ -214,8 +213,7 @@ def test_a_batch_repeating_a_key_is_refused(store, run_id):
 
 
 def test_finished_keys_lists_every_stored_session_of_the_run_only(store, run_id):
-    other = store.create_run(label=None, kind="live", suite=None, config={}, fingerprint={})
-    store.add_target(other, name="qwen-27b", model="m", base_url="http://127.0.0.1", settings={})
+    other = add_run(store, label=None, targets={"qwen-27b": "m"}, base_url="http://127.0.0.1")
     store.record_sessions(run_id, [session("a"), session("b", status="error", error="500")])
     store.record_session(other, session("c"))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from sqlalchemy import text
-from support.factories import session
+from support.factories import add_run, session
 
 from agent_eval.errors import ConfigError
 from agent_eval.store import (
@@ -136,11 +136,8 @@ def test_scrub_secrets_leaves_values_that_merely_mention_keys():
 
 
 def _run_with_sessions(store, label: str, keys: tuple[str, ...], kind: str = "import") -> int:
-    rid = store.create_run(label=label, kind=kind, suite=None, config={}, fingerprint={})
-    store.add_target(rid, name="qwen-27b", model="qwen-27b", base_url="import:openai", settings={})
-    if keys:
-        store.record_sessions(rid, [session(k) for k in keys])
-    return rid
+    return add_run(store, [session(k) for k in keys], label=label, kind=kind,
+                   targets=("qwen-27b",), base_url="import:openai")
 
 
 @pytest.mark.parametrize("ref", ["latest", "label:nightly"], ids=["latest", "label"])
