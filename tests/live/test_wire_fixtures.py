@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support.factories import add_run
 from support.loopback import serve_fixture
 
 from agent_eval.live.client import ModelClient, Target
@@ -139,10 +140,8 @@ def test_text_tool_call_is_ae104_against_the_setup_and_show_says_so(name, tmp_pa
 
     db = tmp_path / "s.db"
     with open_store(str(db)) as store:
-        run_id = store.create_run(label=None, kind="live", suite=str(RALF), config={},
-                                  fingerprint={})
-        store.add_target(run_id, name="t", model="m", base_url="http://x/v1", settings={})
-        store.record_sessions(run_id, [record])
+        run_id = add_run(store, [record], label=None, suite=str(RALF), targets={"t": "m"},
+                         base_url="http://x/v1")
         [row] = list(store.session_rows([run_id]))
     shown = CliRunner().invoke(main, ["show", str(row.id), "--db", str(db)])
     assert shown.exit_code == 0, shown.output

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support.factories import add_run
 from support.forked_cli import ForkedCommand
 
 from agent_eval.cli import main
@@ -57,8 +58,7 @@ def require_postgres(request) -> str:
 @pytest.fixture
 def planned(store):
     """A run with one target and three work items; yields its id."""
-    run_id = store.create_run(label=None, kind="live", suite="s", config={}, fingerprint={})
-    store.add_target(run_id, name="t", model="m", base_url="http://x/v1", settings={})
+    run_id = add_run(store, label=None, suite="s", targets={"t": "m"}, base_url="http://x/v1")
     assert store.add_work_items(run_id, [("t", "a", 0), ("t", "b", 0), ("t", "c", 0)]) == 3
     return run_id
 

@@ -10,6 +10,7 @@ import json
 
 import pytest
 from support.cliwire import SUBAGENT_PROMPT, allowlist, exchanges
+from support.factories import add_run
 
 from agent_eval.proxy.sessions import Sessions
 from agent_eval.proxy.spawns import Spawns, task_texts, unwrapped
@@ -158,11 +159,8 @@ def test_side_requests_are_stored_listed_and_left_out_of_the_run_figures(store) 
     from agent_eval.store.aggregates import summarize_sql
 
     records = record("opencode")
-    run_id = store.create_run(label="opencode", kind="proxy", suite="", config={},
-                              fingerprint={})
-    store.add_target(run_id, name="capture-model", model="capture-model",
-                     base_url="http://x/v1", settings={})
-    store.record_sessions(run_id, records)
+    run_id = add_run(store, records, label="opencode", kind="proxy", suite="",
+                     targets=("capture-model",), base_url="http://x/v1")
     listed = store.list_sessions(SessionFilter(run_id=run_id, tag="side-request"),
                                  sort="id", limit=50, offset=0)
     assert [r.tags[-1] for r in listed.rows] == ["side:title"]

@@ -10,6 +10,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 from sqlalchemy import select
+from support.factories import add_run
 from support.proxyplay import ALLOWLIST
 
 from agent_eval.policy import load_allowlist
@@ -239,9 +240,7 @@ def test_a_subagent_whose_task_is_a_calls_argument_is_that_calls_child(store):
     by_key = {r.key: r for r in family}
     parent_rec, child_rec = by_key["proxy/1"], by_key["proxy/2"]
     assert child_rec.parent_key == "proxy/1" and parent_rec.calls[0].child_key == "proxy/2"
-    run = store.create_run(label="p", kind="proxy", suite=None, config={}, fingerprint={})
-    store.add_target(run, name="qwen", model="qwen", base_url="u", settings={})
-    store.record_sessions(run, family)
+    run = add_run(store, family, label="p", kind="proxy", targets=("qwen",), base_url="u")
     rows = {r.key: r for r in store.session_rows([run])}
     assert rows["proxy/2"].parent_id == rows["proxy/1"].id
 

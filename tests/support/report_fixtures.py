@@ -24,6 +24,7 @@ from agent_eval.transcript import (
     TurnRecord,
     assign_next_actions,
 )
+from support.factories import add_run
 
 REPO = Path(__file__).resolve().parents[2]
 _RALF = load_allowlist(REPO / "allowlists" / "ralf.yaml")
@@ -92,12 +93,8 @@ def fill_store(db: str) -> Fixture:
     faulted = session("sloppy/fault/0", "sloppy", "fault", [], n_turns=0, status="error",
                       error=f"server answered 500 {XSS}")
     with open_store(db) as store:
-        run_id = store.create_run(label="fixture", kind="live", suite="suite", config={},
-                                  fingerprint={"engine_version": "test"})
-        for name in ("careful", "sloppy"):
-            store.add_target(run_id, name=name, model=name, base_url="http://127.0.0.1:1/v1",
-                             settings={})
-        store.record_sessions(run_id, [hostile, child])
+        run_id = add_run(store, [hostile, child], label="fixture", suite="suite",
+                         fingerprint={"engine_version": "test"}, targets=("careful", "sloppy"))
         for record in (clean, missed, faulted):
             store.record_session(run_id, record)
         ids = {key: store.find_session(run_id, key) for key in

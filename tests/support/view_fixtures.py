@@ -28,6 +28,7 @@ from agent_eval.transcript import (
     TurnRecord,
     assign_next_actions,
 )
+from support.factories import add_run
 
 REPO = Path(__file__).resolve().parents[2]
 ALLOWLIST = load_allowlist(REPO / "allowlists" / "ralf.yaml")
@@ -72,17 +73,11 @@ class Filled:
 
 
 def fill(store) -> Filled:
-    old = store.create_run(label="nightly", kind="live", suite="s", config={}, fingerprint={})
-    store.add_target(old, name="careful", model="m", base_url="http://127.0.0.1:1/v1",
-                     settings={"api_key": "sk-secret-do-not-show"})
-    store.record_session(old, record("careful/clean/0", [judged(0, 0, ALLOWED)]))
-    store.set_run_status(old, "failed")
+    old = add_run(store, [record("careful/clean/0", [judged(0, 0, ALLOWED)])], suite="s",
+                  targets={"careful": "m"}, settings={"api_key": "sk-secret-do-not-show"},
+                  status="failed")
 
-    run_id = store.create_run(label="nightly", kind="live", suite="s", config={},
-                              fingerprint={})
-    for name in ("careful", "sloppy"):
-        store.add_target(run_id, name=name, model=name, base_url="http://127.0.0.1:1/v1",
-                         settings={})
+    run_id = add_run(store, suite="s", targets=("careful", "sloppy"))
     pipe = record("careful/pipe/0",
                   [judged(0, 0, PIPED, f"denied {HOSTILE}"),
                    judged(1, 1, ALLOWED, child_key="careful/pipe/0/child")],
