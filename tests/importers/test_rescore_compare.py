@@ -25,20 +25,19 @@ runs hold the same calls, compare also counts exactly which classes moved (6 cal
 
 from __future__ import annotations
 
-import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from support.factories import add_run
+from support.factories import add_run, judged_bash
 
 from agent_eval.cli import main
-from agent_eval.policy import check_call, load_allowlist
+from agent_eval.policy import load_allowlist
 from agent_eval.store import open_store
 from agent_eval.transcript import (
     CallRecord,
-    FindingRecord,
     HandshakeResult,
     SessionRecord,
     assign_next_actions,
@@ -61,14 +60,8 @@ REPEATS = 2
 
 def judged(index: int, command: str, allowlist) -> CallRecord:
     """A bash call as the live orchestrator stores it: the engine's verdict on it."""
-    arguments = json.dumps({"command": command})
-    verdict = check_call("bash", arguments, allowlist)
-    return CallRecord(
-        index=index, turn_index=index, tool="bash", arguments=arguments,
-        decision=verdict.decision, primary=verdict.primary,
-        findings=[FindingRecord(f.code, f.message, f.start, f.end) for f in verdict.findings],
-        command=command, output="ok" if verdict.decision == "allow" else "Permission denied",
-    )  # fmt: skip
+    call = judged_bash(index, index, command, allowlist)
+    return call if call.decision == "allow" else replace(call, output="Permission denied")
 
 
 def live_session(scenario: str, repeat: int, allowlist) -> SessionRecord:

@@ -2,12 +2,14 @@
 fill a store without playing a run.
 
 :func:`add_run` stores a run the way the tests build one by hand (created, its targets
-added, its sessions stored, its status set); :func:`allowed`, :func:`denied` and
+added, its sessions stored, its status set); :func:`judged_bash` is a bash call with the
+verdict the engine gives it under an allow-list; :func:`allowed`, :func:`denied` and
 :func:`session` make the records of the store tests.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -65,6 +67,22 @@ def session(key: str, target: str = "qwen-27b", **changes) -> SessionRecord:
         finished_at=T0 + timedelta(seconds=30),
     )
     return replace(base, **changes)
+
+
+def judged_bash(index: int, turn: int, command: str, allowlist: Any, *, output: str = "ok",
+                extra: Mapping[str, Any] | None = None, **kw: Any) -> CallRecord:
+    """A bash call ``{"command": command, **extra}`` with the verdict the engine gives it
+    under ``allowlist``, as the live orchestrator stores it; ``kw``: other CallRecord
+    fields (``child_key`` ...)."""
+    from agent_eval.policy import check_call
+
+    arguments = json.dumps({"command": command, **(extra or {})})
+    verdict = check_call("bash", arguments, allowlist)
+    return CallRecord(
+        index=index, turn_index=turn, tool="bash", arguments=arguments,
+        decision=verdict.decision, primary=verdict.primary,
+        findings=[FindingRecord(f.code, f.message, f.start, f.end) for f in verdict.findings],
+        command=command, output=output, **kw)
 
 
 LOOPBACK = "http://127.0.0.1:1/v1"  # a base URL nothing answers on: a run built by hand

@@ -8,23 +8,21 @@ sessions: a clean pass, a missed handshake with no denial, and a server fault.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 
-from agent_eval.policy import allowlist_from_dict, check_call, load_allowlist
+from agent_eval.policy import allowlist_from_dict, load_allowlist
 from agent_eval.store import open_store
 from agent_eval.transcript import (
     CallRecord,
-    FindingRecord,
     HandshakeResult,
     SessionRecord,
     TurnRecord,
     assign_next_actions,
 )
-from support.factories import add_run
+from support.factories import add_run, judged_bash
 
 REPO = Path(__file__).resolve().parents[2]
 _RALF = load_allowlist(REPO / "allowlists" / "ralf.yaml")
@@ -42,15 +40,9 @@ T0 = datetime(2025, 6, 9, 7, 0, tzinfo=UTC)
 
 
 def judged_call(index: int, turn: int, command: str, output: str, **kw) -> CallRecord:
-    """A bash call with the verdict the engine gives it."""
-    arguments = json.dumps({"command": command, "note": XSS})
-    verdict = check_call("bash", arguments, ALLOWLIST)
-    return CallRecord(
-        index=index, turn_index=turn, tool="bash", arguments=arguments,
-        decision=verdict.decision, primary=verdict.primary,
-        findings=[FindingRecord(f.code, f.message, f.start, f.end) for f in verdict.findings],
-        command=command, output=output, **kw,
-    )
+    """A bash call with the verdict the engine gives it (the XSS strings in its note)."""
+    return judged_bash(index, turn, command, ALLOWLIST, output=output, extra={"note": XSS},
+                       **kw)
 
 
 def session(key: str, target: str, scenario: str, calls: list[CallRecord], *, n_turns: int,

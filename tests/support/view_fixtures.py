@@ -14,21 +14,19 @@ Calls are judged by the real policy engine.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from agent_eval.policy import check_call, load_allowlist
+from agent_eval.policy import load_allowlist
 from agent_eval.transcript import (
     CallRecord,
-    FindingRecord,
     HandshakeResult,
     SessionRecord,
     TurnRecord,
     assign_next_actions,
 )
-from support.factories import add_run
+from support.factories import add_run, judged_bash
 
 REPO = Path(__file__).resolve().parents[2]
 ALLOWLIST = load_allowlist(REPO / "allowlists" / "ralf.yaml")
@@ -43,13 +41,7 @@ T0 = datetime(2025, 6, 9, 7, 0, tzinfo=UTC)
 
 
 def judged(index: int, turn: int, command: str, output: str = "ok", **kw) -> CallRecord:
-    arguments = json.dumps({"command": command})
-    verdict = check_call("bash", arguments, ALLOWLIST)
-    return CallRecord(index=index, turn_index=turn, tool="bash", arguments=arguments,
-                      decision=verdict.decision, primary=verdict.primary,
-                      findings=[FindingRecord(f.code, f.message, f.start, f.end)
-                                for f in verdict.findings],
-                      command=command, output=output, **kw)
+    return judged_bash(index, turn, command, ALLOWLIST, output=output, **kw)
 
 
 def record(key: str, calls: list[CallRecord], *, status="completed", **kw) -> SessionRecord:
