@@ -5,7 +5,9 @@ cannot ask its upstream anything on a user's request.  Before it relays anything
 recorder asks the upstream itself, once: llama.cpp's ``/props`` (its build and chat
 template), vLLM's ``/version``, ``/v1/models`` (the ``Server`` header, ``owned_by``, the
 served model ids), one short attempt each, with no credentials (the URL is the public one:
-``relay.public_url``; the user's ``Authorization`` is never reused).  A server that
+``relay.public_url``; the user's ``Authorization`` is never reused), each tagged
+``X-Agent-Eval-Side-Request: stack-fingerprint`` so the upstream's logs (and a test's
+capture) tell them from the user's requests.  A server that
 answers none of them, or wants a key for them, is no fault: nothing is known then.
 
 :func:`upstream_stack` gives what a live run stores of a target's server
@@ -27,8 +29,12 @@ from typing import Any
 
 from agent_eval.live.stackprint import served_stack
 from agent_eval.policy.stack import notes_markers, template_markers
+from agent_eval.proxy.parity import SIDE_HEADER
 
 __all__ = ["UpstreamStack", "read_identity", "upstream_stack"]
+
+FINGERPRINT_TAG = "stack-fingerprint"
+"""The start-up questions' ``SIDE_HEADER`` value (``proxy.parity`` tags its twins so)."""
 
 ASK_TIMEOUT_S = 3.0
 """How long the proxy waits for each of its three questions at start, at most."""
@@ -54,8 +60,9 @@ def read_identity(upstream: str, *, timeout_s: float = ASK_TIMEOUT_S
     for key, url in (("models", base + "/models"), ("props", root + "/props"),
                      ("version", root + "/version")):
         try:
-            with _OPENER.open(urllib.request.Request(url, headers={"Accept": "application/json"}),
-                              timeout=timeout_s) as answer:
+            asked = urllib.request.Request(url, headers={"Accept": "application/json",
+                                                         SIDE_HEADER: FINGERPRINT_TAG})
+            with _OPENER.open(asked, timeout=timeout_s) as answer:
                 if key == "models":
                     identity["server_header"] = answer.headers.get("server")
                 raw = answer.read(MAX_ANSWER_BYTES + 1)

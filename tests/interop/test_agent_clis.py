@@ -261,6 +261,13 @@ def _relayed_byte_for_byte(run: Capture) -> None:
             assert longer.startswith(shorter) and mine.response.body == shorter
             assert shorter.endswith((b"\n\n", b"\r\n\r\n")), shorter[-200:]
     assert len(run.upstream_exchanges()) == len(pairs)
+    # the proxy's own questions: its start-up questions of the stack, GETs without the
+    # CLI's credentials, asked before the first request it relayed
+    asked = run.proxy_questions()
+    assert all(x.request.method == "GET" and x.request.header("authorization") is None
+               and x.request.header("x-api-key") is None for x in asked), asked
+    first = min(twin.started for _, twin in pairs if twin is not None)
+    assert all(x.started < first for x in asked), asked
 
 
 def _event_strings(stdout: str) -> set[str]:

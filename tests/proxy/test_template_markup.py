@@ -26,6 +26,7 @@ from aiohttp import web
 from support.loopback import serve_in_thread
 from support.proxyplay import REPO, proxy_in_thread
 
+from agent_eval.proxy.parity import SIDE_HEADER
 from agent_eval.transcript import STACK_FAULT, UPSTREAM_STACK, run_stacks
 
 WIRE = REPO / "tests" / "fixtures" / "wire"
@@ -44,13 +45,13 @@ def upstream_app(reply: str, *, props: dict | None, seen: list) -> web.Applicati
         return web.Response(body=raw, content_type="application/json")
 
     async def models(request: web.Request) -> web.Response:
-        seen.append((request.path, b""))
+        seen.append((request.path, request.headers.get(SIDE_HEADER, "").encode()))
         return web.json_response({"object": "list", "data": [
             {"id": "smollm2", "object": "model", "owned_by": "llamacpp"}]},
             headers={"Server": "llama.cpp"})
 
     async def props_answer(request: web.Request) -> web.Response:
-        seen.append((request.path, b""))
+        seen.append((request.path, request.headers.get(SIDE_HEADER, "").encode()))
         if props is None:
             raise web.HTTPNotFound()
         return web.json_response(props)
@@ -98,6 +99,8 @@ def test_the_templates_own_markup_left_in_content_is_the_parsers_fault(store, tm
     paths = [p for p, _ in seen]
     assert paths[:2] == ["/v1/models", "/props"] and paths[-1] == "/v1/chat/completions"
     assert paths.count("/v1/chat/completions") == 1
+    # each question tagged as the proxy's own (the side-request header)
+    assert [tag for p, tag in seen if p != "/v1/chat/completions"] == [b"stack-fingerprint"] * 2
     assert json.loads(seen[-1][1]) == body
     assert answer.content == (WIRE / "vllm-no-parser-tool-call-text.json").read_bytes()
 

@@ -69,6 +69,17 @@ class Capture:
                       key=lambda x: x.started)
 
     def upstream_exchanges(self) -> list[Exchange]:
+        """What reached the upstream on the CLI's behalf: every exchange but the proxy's
+        own questions (:meth:`proxy_questions`)."""
+        return [x for x in self._upstream_all() if not _proxy_own(x)]
+
+    def proxy_questions(self) -> list[Exchange]:
+        """The proxy's own requests to the upstream (its start-up questions of the
+        serving stack: ``agent_eval.proxy.upstream``), tagged with the side-request
+        header."""
+        return [x for x in self._upstream_all() if _proxy_own(x)]
+
+    def _upstream_all(self) -> list[Exchange]:
         return sorted((x for c in self.upstream_side for x in exchanges(c)),
                       key=lambda x: x.started)
 
@@ -195,3 +206,9 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _proxy_own(exchange: Exchange) -> bool:
+    from agent_eval.proxy.parity import SIDE_HEADER
+
+    return exchange.request.header(SIDE_HEADER) is not None
