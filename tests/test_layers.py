@@ -27,7 +27,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "transcript", "testhook", "heap", "linewrap"),  # the error tree, the records every stage
     # passes on, the test suite's pause points, the collector's start-up setting,
     # prose wrapped to a width
-    ("policy", "wire"),  # the engine (pure); the wire protocols read into chat turns (pure)
+    ("wire",),  # the wire protocols read into chat turns, and the tool-call markup a
+    # server's template writes (pure)
+    ("policy",),  # the engine (pure); its stack checks read the wire's markup formats
     ("scenario", "metrics", "call_recorder", "stack_reading"),  # suites; pure figures; the call
     # recorder; stack faults read off a session's replies
     ("sim", "serverlogs"),  # the simulated model server; server logs

@@ -152,7 +152,7 @@ def stack_note_options(where: str) -> Callable[[F], F]:
 def stack_notes(parser: str | None, template: str | None) -> dict[str, str]:
     """The notes ``stack_note_options`` took (each at most 200 characters, as a targets
     file's); a warning on stderr when they name no known call format."""
-    from agent_eval.policy.stack import TEMPLATE_FORMATS, notes_markers
+    from agent_eval.wire.markup import TEMPLATE_FORMATS, notes_markers
 
     notes = {k: v for k, v in (("parser", parser), ("template", template)) if v}
     for key, value in notes.items():

@@ -93,7 +93,6 @@ from agent_eval.importers.reading import (
 )
 from agent_eval.policy import AllowList
 from agent_eval.policy.sources import ResolvedPolicy
-from agent_eval.policy.stack import find_tool_markup
 from agent_eval.policy.verdict import Invocation
 from agent_eval.scenario.protocols import Protocols, system_prompt_of
 from agent_eval.stack_reading import StackReading
@@ -104,6 +103,7 @@ from agent_eval.transcript import (
     assign_next_actions,
     storable,
 )
+from agent_eval.wire.markup import find_tool_markup
 
 ImportFormat = Literal["openai", "opencode", "claude-code", "mini-swe-agent", "swe-agent", "call-records",
                        "codex", "openhands", "qwen-code", "gemini-cli"]

@@ -26,11 +26,11 @@ from agent_eval.importers.outcome import ImportSummary
 from agent_eval.importers.reading import SkipReporter
 from agent_eval.policy import ENGINE_VERSION, AllowList
 from agent_eval.policy.sources import ResolvedPolicy
-from agent_eval.policy.stack import notes_markers
 from agent_eval.runs import RunSpec, RunWriter, SessionBatches, TargetDefaults
 from agent_eval.scenario.protocols import Protocols
 from agent_eval.store import Store
 from agent_eval.transcript import SessionRecord
+from agent_eval.wire.markup import notes_markers
 
 
 def record_import(

@@ -74,8 +74,8 @@ from agent_eval.live.targets import (
     target_from_settings,
     tool_choice_field,
 )
-from agent_eval.policy.stack import find_tool_markup, notes_markers, template_markers
 from agent_eval.wire.chat import ChatStream
+from agent_eval.wire.markup import find_tool_markup, notes_markers, template_markers
 from agent_eval.wire.records import ParsedReply, token_figures
 
 try:  # the openai SDK ships its HTTP stack as ``httpx2`` from 3.x on
@@ -85,7 +85,7 @@ except ImportError:  # pragma: no cover - older SDKs use httpx itself
 
 __all__ = [  # targets are re-exported: they are what a client is made from
     "REJECTED", "SEED_HEADER", "Fault", "ModelClient", "Reply", "RunConfig", "Sampling", "Target",
-    "ToolCallOut", "ToolChoice", "classify_fault", "find_tool_markup", "load_run_config",
+    "ToolCallOut", "ToolChoice", "classify_fault", "load_run_config",
     "load_targets", "target_from_settings",
 ]
 

@@ -58,7 +58,6 @@ from agent_eval.call_recorder import text_call as markup_call
 from agent_eval.errors import ContextExceeded, HarnessFault
 from agent_eval.live.shaping import made_up_call_id
 from agent_eval.policy import Verdict
-from agent_eval.policy.stack import find_tool_markup
 from agent_eval.scenario import LoadedScenario, Suite, instantiate
 from agent_eval.scenario.spec import HandshakeCount
 from agent_eval.stack_reading import StackReading
@@ -74,6 +73,7 @@ from agent_eval.transcript import (
     assign_next_actions,
     share_messages,
 )
+from agent_eval.wire.markup import find_tool_markup
 
 MAX_CHILD_DEPTH = 3
 # how the stored reason of a session the server's context window ended starts

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent_eval.live.targets import Target, tool_choice_field
-from agent_eval.policy.stack import template_markers
 from agent_eval.transcript import STACK_KEY
+from agent_eval.wire.markup import template_markers
 
 __all__ = ["STACK_KEY", "served_stack", "stack_fingerprint"]
 

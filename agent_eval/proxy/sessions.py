@@ -50,7 +50,6 @@ from agent_eval.policy import AllowList
 from agent_eval.policy.rules import code_for
 from agent_eval.policy.sources import AGENT_HEADER, ResolvedPolicy
 from agent_eval.policy.sources.emulation import version_from_headers
-from agent_eval.policy.stack import find_tool_markup
 from agent_eval.proxy.linking import (
     PARENT_HEADERS,
     Conversation,
@@ -74,6 +73,7 @@ from agent_eval.transcript import (
     share_messages,
     storable,
 )
+from agent_eval.wire.markup import find_tool_markup
 from agent_eval.wire.records import token_count, token_figures
 from agent_eval.wire.side import SIDE_REQUEST_TAG, side_request_of, tool_less_turn
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_eval.live.stackprint import served_stack
-from agent_eval.policy.stack import notes_markers, template_markers
 from agent_eval.proxy.parity import SIDE_HEADER
+from agent_eval.wire.markup import notes_markers, template_markers
 
 __all__ = ["UpstreamStack", "read_identity", "upstream_stack"]
 

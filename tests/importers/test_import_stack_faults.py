@@ -95,8 +95,8 @@ def imported_with(tmp_path: Path, obj: dict, markers: frozenset[str] | None):
 
 
 def test_imported_markup_in_the_noted_templates_format_is_the_parsers_ae511(tmp_path):
-    from agent_eval.policy.stack import parser_markers
     from agent_eval.transcript import STACK_FAULT
+    from agent_eval.wire.markup import parser_markers
 
     record = imported_with(tmp_path, markup_session("vllm-no-parser-tool-call-text.json"),
                            parser_markers("hermes"))
@@ -108,7 +108,7 @@ def test_imported_markup_in_the_noted_templates_format_is_the_parsers_ae511(tmp_
 @pytest.mark.parametrize("parser", [None, "mistral"], ids=["no-notes", "other-format"])
 def test_imported_markup_without_the_templates_format_is_the_models_ae104(tmp_path, parser):
     """As the proxy judges the same reply relayed: one AE104 call, the markup's span."""
-    from agent_eval.policy.stack import parser_markers
+    from agent_eval.wire.markup import parser_markers
 
     record = imported_with(tmp_path, markup_session("vllm-no-parser-tool-call-text.json"),
                            parser_markers(parser))
@@ -119,7 +119,7 @@ def test_imported_markup_without_the_templates_format_is_the_models_ae104(tmp_pa
 
 
 def test_a_fenced_block_is_the_models_under_any_template(tmp_path):
-    from agent_eval.policy.stack import parser_markers
+    from agent_eval.wire.markup import parser_markers
 
     record = imported_with(tmp_path, markup_session("ollama-v1-fenced-bash-text.json"),
                            parser_markers("hermes"))

@@ -18,10 +18,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-from hypothesis import given
-from hypothesis import strategies as st
 from multidict import CIMultiDict
-from support.real_corpora import need
 
 from agent_eval.errors import ConfigError, HarnessFault, RequestRejected, ServerUnreachable
 from agent_eval.live.client import (
@@ -30,7 +27,6 @@ from agent_eval.live.client import (
     Sampling,
     Target,
     classify_fault,
-    find_tool_markup,
     load_run_config,
     load_targets,
     target_from_settings,
@@ -623,60 +619,6 @@ async def test_list_models_against_a_dead_port_is_server_unreachable_naming_the_
     async with ModelClient(Target(name="t", base_url=url, model="m", retries=1), backoff_s=0.001) as client:
         with pytest.raises(ServerUnreachable, match=url):
             await client.list_models()
-
-
-# ---- find_tool_markup -----------------------------------------------------------------
-
-MARKUP_CASES = {
-    "qwen-hermes": ('<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>', 1),
-    "qwen3-coder": ("<function=bash><parameter=command>ls</parameter></function>", 1),
-    "qwen3-coder-in-tool-call": (
-        "<tool_call>\n<function=bash>\n<parameter=command>\nls\n</parameter>\n</function>\n</tool_call>", 1),
-    "unclosed-tool-call": ('I will list.\n<tool_call>\n{"name": "bash"', 1),
-    "pipe-token": ('<|tool_call|>{"name": "bash"}<|/tool_call|>', 1),
-    "mistral": ('[TOOL_CALLS][{"name": "bash", "arguments": {"command": "ls"}}]', 1),
-    "two-calls": ("<tool_call>{}</tool_call> and <tool_call>{}</tool_call>", 2),
-    "prose-about-tool-calls": ("I will make a tool call to run the script, then report the tool_call result.", 0),
-    "prose-about-functions": ("The function update_stage_status moves the stage to awaiting_eval.", 0),
-    "html-in-prose": ("Use <b>bold</b> and <code>uv run</code>.", 0),
-}
-
-
-@pytest.mark.parametrize("text, count", MARKUP_CASES.values(), ids=MARKUP_CASES.keys())
-def test_find_tool_markup(text, count):
-    spans = find_tool_markup(text)
-    assert len(spans) == count
-    for start, end in spans:
-        assert text[start] in "<[" and start < end <= len(text)
-
-
-def test_markup_span_covers_the_whole_call_and_nothing_around_it():
-    text = 'Before. <tool_call>{"name": "bash"}</tool_call> After.'
-    [(start, end)] = find_tool_markup(text)
-    assert text[start:end] == '<tool_call>{"name": "bash"}</tool_call>'
-
-
-@given(st.text(alphabet=st.sampled_from(list("<>|/[]_=tool_callfunction{}\n x")), max_size=80))
-def test_markup_spans_are_sorted_disjoint_and_inside_the_text(text):
-    spans = find_tool_markup(text)
-    assert all(0 <= s < e <= len(text) for s, e in spans)
-    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
-
-
-def test_real_format_error_replies_carry_only_fenced_shell_markup():
-    corpus = need("real-tool-calls.jsonl")
-    replies = []
-    with corpus.open(encoding="utf-8") as fh:
-        for line in fh:
-            if '"__format_error__"' in line:
-                replies.append(json.loads(line)["command"] or "")
-    assert len(replies) >= 100
-    # mini-swe-agent speaks a text protocol: its replies hold fenced bash blocks, which a
-    # live run (tools offered, no call parsed) counts as AE104 on purpose.  Its prose
-    # never trips a server's tool-call marker.
-    marked = [r[s:e][:40] for r in replies for s, e in find_tool_markup(r)]
-    assert marked, "the fenced shell blocks of a text-protocol agent are found"
-    assert [m for m in marked if not m.startswith("```")] == []
 
 
 # ---- targets file ---------------------------------------------------------------------

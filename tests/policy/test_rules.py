@@ -152,7 +152,7 @@ def _reply_examples(which: str):
 
 @pytest.mark.parametrize("example", list(_reply_examples("bad")))
 def test_ae104_bad_reply_holds_call_markup_that_is_the_models_with_no_template_known(example):
-    from agent_eval.policy.stack import find_tool_markup
+    from agent_eval.wire.markup import find_tool_markup
 
     assert find_tool_markup(example.text)
     text = json.dumps({"reply": {"finish_reason": "stop",
@@ -162,7 +162,7 @@ def test_ae104_bad_reply_holds_call_markup_that_is_the_models_with_no_template_k
 
 @pytest.mark.parametrize("example", list(_reply_examples("good")))
 def test_ae104_good_reply_holds_no_call_markup(example):
-    from agent_eval.policy.stack import find_tool_markup
+    from agent_eval.wire.markup import find_tool_markup
 
     assert find_tool_markup(example.text) == []
 def test_rules_have_a_lifecycle_with_redirects_as_ruffs_registry_has(monkeypatch):

@@ -80,8 +80,8 @@ def test_a_recorder_process_that_cannot_start_is_an_error_not_a_hang(tmp_path):
 def test_the_child_gets_the_stack_notes_and_the_parity_setting(tmp_path):
     """What `proxy --stack-parser/--stack-template/--stream-parity` hand the child: the
     notes reach its Recorder (and judge markup as AE511), parity is turned on."""
-    from agent_eval.policy.stack import parser_markers
     from agent_eval.proxy.recorder_process import build_recorder
+    from agent_eval.wire.markup import parser_markers
 
     recorder = build_recorder(config(tmp_path, stack_notes=(("parser", "hermes"),),
                                      stream_parity=True))

@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent_eval.live.client import Reply, ToolCallOut, find_tool_markup
+from agent_eval.live.client import Reply, ToolCallOut
 from agent_eval.live.shaping import shape_messages
 from agent_eval.scenario import Suite
 from agent_eval.sim import get_profile
 from agent_eval.sim.behaviour import first_user_text, index_tasks, plan_reply
 from agent_eval.sim.completions import build_completion
 from agent_eval.sim.server import conversation_rng
+from agent_eval.wire.markup import find_tool_markup
 
 
 class InProcessSim:

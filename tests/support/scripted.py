@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent_eval.live.client import Reply, ToolCallOut, find_tool_markup
+from agent_eval.live.client import Reply, ToolCallOut
+from agent_eval.wire.markup import find_tool_markup
 
 
 class ScriptedModel:
