@@ -129,7 +129,28 @@ class _Progress:
         return self.handshake.result()
 
 
-async def run_session(  # noqa: C901 - split after the stack-fault changes land
+@dataclass
+class _Session:
+    """One session in play: what it was started with, what its turns have built so far,
+    and the children it spawned."""
+
+    scenario: LoadedScenario
+    model: ChatModel
+    suite: Suite | None
+    target: str
+    repeat: int
+    key: str
+    depth: int
+    record: SessionRecord
+    progress: _Progress
+    calls: CallRecorder
+    offered: list[str]
+    messages: list[dict[str, Any]]
+    stack: StackReading = field(default_factory=StackReading)  # its stack faults
+    children: list[SessionRecord] = field(default_factory=list)
+
+
+async def run_session(
     scenario: LoadedScenario,
     model: ChatModel,
     *,
@@ -148,32 +169,21 @@ async def run_session(  # noqa: C901 - split after the stack-fault changes land
     """
     spec = scenario.spec
     key = key or f"{target}/{spec.name}/{repeat}"
-    record = SessionRecord(
-        key=key, target=target, scenario=spec.name, repeat=repeat, parent_key=parent_key,
-        tags=list(spec.tags), started_at=_now(),
-    )
-    children: list[SessionRecord] = []
-    progress = _Progress(scenario, dict(spec.environment.state))
-    offered = [*spec.tools, *(t.name for t in spec.extra_tools)]
-    calls = CallRecorder(scenario.allowlist, policy=scenario.policy)
-    if scenario.policy is not None:  # an agent CLI's rules: whose judged the session
-        record.policy_agent = scenario.policy.agent_name
-        record.policy_agent_via = scenario.policy.via
-        if scenario.policy.agent is not None:
-            record.policy_emulation = scenario.policy.setting.emulation(
-                scenario.policy.agent).describe()
+    record = _new_record(scenario, key, target, repeat, parent_key)
     tools = scenario.tool_schemas()
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": scenario.system_prompt()},
-        {"role": "user", "content": spec.task},
-    ]
-    seed_key = key
-    stack = StackReading()  # the session's stack faults (stack_reading.py)
+    session = _Session(
+        scenario, model, suite, target, repeat, key, depth, record,
+        progress=_Progress(scenario, dict(spec.environment.state)),
+        calls=CallRecorder(scenario.allowlist, policy=scenario.policy),
+        offered=[*spec.tools, *(t.name for t in spec.extra_tools)],
+        messages=[{"role": "system", "content": scenario.system_prompt()},
+                  {"role": "user", "content": spec.task}],
+    )
     status: ExitState | None = None
     for turn_index in range(spec.limits.turns):
         started = _now()
         try:
-            reply = await model.complete(messages, tools, seed_key=seed_key)
+            reply = await model.complete(session.messages, tools, seed_key=key)
         except ContextExceeded as exc:
             if exc.writing:  # the model's own reply ran to the end of the window
                 status = "stalled"
@@ -186,64 +196,104 @@ async def run_session(  # noqa: C901 - split after the stack-fault changes land
             break
         except HarnessFault as exc:
             status, record.error = "error", str(exc)
-            stack.error(turn_index, exc.status, exc.server_message or str(exc))
+            session.stack.error(turn_index, exc.status, exc.server_message or str(exc))
             break
-        turn = turn_record(turn_index, reply, started)
-        if record.turns and turn.request is not None:  # each message held (and stored) once
-            turn.request = share_messages(record.turns[-1].request, turn.request)
-        record.turns.append(turn)
-        assistant = assistant_message(reply, turn_index)
-        messages.append(assistant)
-        markers = None
-        if not reply.tool_calls and (reply.markup or find_tool_markup(reply.reasoning or "")):
-            ask = getattr(model, "template_markers", None)  # AE511 or AE104: whose format
-            markers = await ask() if ask is not None else None
-        read_reply(stack, reply, turn_index, markers)
-        if getattr(reply, "parity", None) is not None:  # stream parity (AE510)
-            stack.parity(turn_index, reply.request, reply, reply.parity)
-        if (ended := stack.ended_on(turn_index)) is not None:
+        assistant = await _take_reply(session, reply, turn_index, started)
+        if (ended := session.stack.ended_on(turn_index)) is not None:
             status, record.error = "error", ended
             break
         if not reply.tool_calls:
             if reply.markup:
                 record.calls.append(text_call(len(record.calls), turn_index, reply))
-            status = "completed" if progress.closed else "abandoned"
+            status = "completed" if session.progress.closed else "abandoned"
             break
-        for out, sent in zip(reply.tool_calls, assistant["tool_calls"], strict=True):
-            if len(record.calls) >= spec.limits.tool_calls:
-                status = "stalled"
-                break
-            call, verdict = calls.record(len(record.calls), turn_index, out.name,
-                                         out.arguments, offered=offered, call_id=out.id)
-            record.calls.append(call)
-            if verdict.allowed:
-                call.output = await _simulate(
-                    call, verdict, scenario, suite, model, progress, target, repeat,
-                    key, depth, children,
-                )
-            messages.append({"role": "tool", "tool_call_id": sent["id"], "content": call.output})
-        if status is not None:
+        if (status := await _answer_calls(session, reply, assistant, turn_index)) is not None:
             break
-        if progress.stage_closed:
-            status = "completed" if progress.closed else "abandoned"
+        if session.progress.stage_closed:
+            status = "completed" if session.progress.closed else "abandoned"
             break
-    record.stack_faults = stack.faults
+    return _finish(session, status)
+
+
+def _new_record(scenario: LoadedScenario, key: str, target: str, repeat: int,
+                parent_key: str | None) -> SessionRecord:
+    """The session's record as it starts; under an agent CLI's rules, it names whose
+    rules judge the session and the emulation that reads them."""
+    spec = scenario.spec
+    record = SessionRecord(
+        key=key, target=target, scenario=spec.name, repeat=repeat, parent_key=parent_key,
+        tags=list(spec.tags), started_at=_now(),
+    )
+    if scenario.policy is not None:
+        record.policy_agent = scenario.policy.agent_name
+        record.policy_agent_via = scenario.policy.via
+        if scenario.policy.agent is not None:
+            record.policy_emulation = scenario.policy.setting.emulation(
+                scenario.policy.agent).describe()
+    return record
+
+
+async def _take_reply(session: _Session, reply: Any, turn_index: int,
+                      started: datetime) -> dict[str, Any]:
+    """Keep one reply (its turn on the record, its assistant message in the conversation)
+    and read it for stack faults.  Returns the assistant message."""
+    record = session.record
+    turn = turn_record(turn_index, reply, started)
+    if record.turns and turn.request is not None:  # each message held (and stored) once
+        turn.request = share_messages(record.turns[-1].request, turn.request)
+    record.turns.append(turn)
+    assistant = assistant_message(reply, turn_index)
+    session.messages.append(assistant)
+    markers = None
+    if not reply.tool_calls and (reply.markup or find_tool_markup(reply.reasoning or "")):
+        ask = getattr(session.model, "template_markers", None)  # AE511 or AE104: whose format
+        markers = await ask() if ask is not None else None
+    read_reply(session.stack, reply, turn_index, markers)
+    if getattr(reply, "parity", None) is not None:  # stream parity (AE510)
+        session.stack.parity(turn_index, reply.request, reply, reply.parity)
+    return assistant
+
+
+async def _answer_calls(session: _Session, reply: Any, assistant: dict[str, Any],
+                        turn_index: int) -> ExitState | None:
+    """Judge the reply's tool calls in order and answer each in the conversation: its
+    simulated output if allowed, else the denial.  ``stalled`` when a call comes past
+    the tool-call limit (it is not judged), else None."""
+    record = session.record
+    for out, sent in zip(reply.tool_calls, assistant["tool_calls"], strict=True):
+        if len(record.calls) >= session.scenario.spec.limits.tool_calls:
+            return "stalled"
+        call, verdict = session.calls.record(len(record.calls), turn_index, out.name,
+                                             out.arguments, offered=session.offered,
+                                             call_id=out.id)
+        record.calls.append(call)
+        if verdict.allowed:
+            call.output = await _simulate(session, call, verdict)
+        session.messages.append(
+            {"role": "tool", "tool_call_id": sent["id"], "content": call.output})
+    return None
+
+
+def _finish(session: _Session, status: ExitState | None) -> list[SessionRecord]:
+    """End the session: out of turns it is ``stalled``, and stalled by any limit it is
+    ``completed`` if the task had closed.  Returns its record, then its children's."""
+    record, progress = session.record, session.progress
+    record.stack_faults = session.stack.faults
     if status is None or (status == "stalled" and progress.closed):
         status = "completed" if progress.closed else "stalled"
     record.status = status
     record.handshake = progress.handshake_result()
-    record.messages = messages
+    record.messages = session.messages
     record.finished_at = _now()
     assign_next_actions(record.calls)
-    return [record, *children]
+    return [record, *session.children]
 
 
-async def _simulate(call: CallRecord, verdict: Verdict, scenario: LoadedScenario,
-                    suite: Suite | None, model: ChatModel, progress: _Progress, target: str,
-                    repeat: int, key: str, depth: int, children: list[SessionRecord]) -> str:
+async def _simulate(session: _Session, call: CallRecord, verdict: Verdict) -> str:
     """The output an allowed call gets.  Only reads the scenario's simulated environment."""
-    spec = scenario.spec
-    tool = scenario.allowlist.tool(call.tool)
+    spec = session.scenario.spec
+    tool = session.scenario.allowlist.tool(call.tool)
+    progress = session.progress
     progress.advance(verdict)
     if tool is None or tool.kind == "other":
         extra = next((t for t in spec.extra_tools if t.name == call.tool), None)
@@ -260,13 +310,14 @@ async def _simulate(call: CallRecord, verdict: Verdict, scenario: LoadedScenario
             progress.state.update(canned.effects)
             output = canned.output
             break
+    suite, key, children = session.suite, session.key, session.children
     for spawn in spec.children:
-        if spawn.on.matches(inv) and suite is not None and depth < MAX_CHILD_DEPTH:
+        if spawn.on.matches(inv) and suite is not None and session.depth < MAX_CHILD_DEPTH:
             child_sc = instantiate(suite.scenarios[spawn.scenario], spawn.values(inv))
             child_key = f"{key}/{spawn.scenario}#{len(children)}"
             records = await run_session(
-                child_sc, model, target=target, suite=suite, repeat=repeat, key=child_key,
-                parent_key=key, depth=depth + 1,
+                child_sc, session.model, target=session.target, suite=suite,
+                repeat=session.repeat, key=child_key, parent_key=key, depth=session.depth + 1,
             )
             children.extend(records)
             call.child_key = child_key

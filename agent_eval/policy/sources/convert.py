@@ -189,68 +189,95 @@ def _prune(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return entries
 
 
-def _read_policy(agent: AgentPolicy, workdir: str, notes: list[str]) -> dict[str, Any]:  # noqa: C901 - split after the policy-source changes land
-    roots: list[str] = []
-    blocked: list[str] = []
-    allow_absolute = False
+def _read_policy(agent: AgentPolicy, workdir: str, notes: list[str]) -> dict[str, Any]:
+    """The allow-list's ``read`` section: none for Codex (it has no read tool), the work
+    directory for Gemini CLI and Qwen Code, converted from OpenCode's and Claude Code's
+    read rules."""
     if agent.harness == "codex":
         return {"roots": []}
     if agent.harness in ("gemini-cli", "qwen-code"):
         return {"roots": ["./"]}
-    if agent.harness == "opencode":
-        probe = opencode.judge_read(agent, "file", workdir=workdir)
-        if probe.allowed:
-            roots.append("./")
-        for rule in (r for r in agent.rules if wildcard_match("read", r.permission)
-                     and r.action != "allow" and r.pattern != "*"):
-            name = _blocked_name(rule.pattern, workdir)
-            if name:
-                blocked.append(name)
-                notes.append(f"{rule.label()}: read as blocked {name!r} (blocks that name "
-                             "and its dotted variants at any depth)")
-            else:
-                notes.append(f"{rule.label()}: not expressible as a blocked name; left out "
-                             "(the allow-list may allow such reads)")
-        for rule in (r for r in agent.rules if r.permission == "external_directory"
-                     and r.action == "allow"):
-            root = _root_of(rule.pattern)
-            if root:
-                roots.append(root)
-                allow_absolute = True
-            elif rule.pattern != "*" or "(OpenCode default)" not in rule.origin:
-                notes.append(f"{rule.label()}: not expressible as a readable root; left out")
-        if any(r.permission == "read" and r.action == "allow" and r.pattern not in ("*",)
-               for r in agent.rules):
-            notes.append("read allow rules for single files are not expressible; reads "
-                         "outside the work directory need an external_directory root")
-    else:
-        probe = claude_code.judge_read(agent, "file", workdir=workdir, home="/home/user")
-        if probe.allowed:
-            roots.append("./")
-        for directory in agent.directories:
-            if directory.startswith("/"):
-                roots.append(directory.rstrip("/") + "/")
-                allow_absolute = True
-            else:
-                notes.append(f"additionalDirectories {directory!r}: relative folder outside "
-                             "the work directory not expressible; left out")
-        for rule in (r for r in agent.rules if r.permission == "Read"):
-            if rule.action == "allow":
-                root = _root_of(rule.pattern[1:] if rule.pattern.startswith("//") else "")
-                if root:
-                    roots.append(root)
-                    allow_absolute = True
-                else:
-                    notes.append(f"{rule.label()}: not expressible as a readable root; "
-                                 "left out")
-                continue
-            name = _blocked_name(rule.pattern.removeprefix("./"), workdir)
-            if name:
-                blocked.append(name)
-            else:
-                notes.append(f"{rule.label()}: not expressible as a blocked name; left out")
+    reads = _opencode_reads if agent.harness == "opencode" else _claude_reads
+    roots, blocked, allow_absolute = reads(agent, workdir, notes)
     return {"roots": list(dict.fromkeys(roots)), "blocked": list(dict.fromkeys(blocked)),
             "allow_absolute": allow_absolute}
+
+
+def _opencode_reads(agent: AgentPolicy, workdir: str, notes: list[str]
+                    ) -> tuple[list[str], list[str], bool]:
+    """OpenCode's readable roots, blocked names and whether absolute paths are read: the
+    work directory if a plain file there is readable, a blocked name per read rule that
+    is not an allow, a root per allowed ``external_directory``."""
+    probe = opencode.judge_read(agent, "file", workdir=workdir)
+    blocked = _opencode_blocked(agent, workdir, notes)
+    absolute = _opencode_external_roots(agent, notes)
+    if any(r.permission == "read" and r.action == "allow" and r.pattern not in ("*",)
+           for r in agent.rules):
+        notes.append("read allow rules for single files are not expressible; reads "
+                     "outside the work directory need an external_directory root")
+    return (["./"] if probe.allowed else []) + absolute, blocked, bool(absolute)
+
+
+def _opencode_blocked(agent: AgentPolicy, workdir: str, notes: list[str]) -> list[str]:
+    """A blocked name per read rule that is not an allow, but for ``*``: its reach shows
+    in the probe of the work directory."""
+    blocked = []
+    for rule in (r for r in agent.rules if wildcard_match("read", r.permission)
+                 and r.action != "allow" and r.pattern != "*"):
+        name = _blocked_name(rule.pattern, workdir)
+        if name:
+            blocked.append(name)
+            notes.append(f"{rule.label()}: read as blocked {name!r} (blocks that name "
+                         "and its dotted variants at any depth)")
+        else:
+            notes.append(f"{rule.label()}: not expressible as a blocked name; left out "
+                         "(the allow-list may allow such reads)")
+    return blocked
+
+
+def _opencode_external_roots(agent: AgentPolicy, notes: list[str]) -> list[str]:
+    """A readable root per allowed ``external_directory`` (OpenCode's own default ``*``
+    left out without a note)."""
+    roots = []
+    for rule in (r for r in agent.rules if r.permission == "external_directory"
+                 and r.action == "allow"):
+        root = _root_of(rule.pattern)
+        if root:
+            roots.append(root)
+        elif rule.pattern != "*" or "(OpenCode default)" not in rule.origin:
+            notes.append(f"{rule.label()}: not expressible as a readable root; left out")
+    return roots
+
+
+def _claude_reads(agent: AgentPolicy, workdir: str, notes: list[str]
+                  ) -> tuple[list[str], list[str], bool]:
+    """Claude Code's readable roots, blocked names and whether absolute paths are read:
+    the work directory if a plain file there is readable, the absolute
+    ``additionalDirectories``, and per ``Read`` rule a root (an allow of ``//path/**``)
+    or a blocked name (a deny or ask)."""
+    probe = claude_code.judge_read(agent, "file", workdir=workdir, home="/home/user")
+    absolute: list[str] = []
+    for directory in agent.directories:
+        if directory.startswith("/"):
+            absolute.append(directory.rstrip("/") + "/")
+        else:
+            notes.append(f"additionalDirectories {directory!r}: relative folder outside "
+                         "the work directory not expressible; left out")
+    blocked = []
+    for rule in (r for r in agent.rules if r.permission == "Read"):
+        if rule.action == "allow":
+            root = _root_of(rule.pattern[1:] if rule.pattern.startswith("//") else "")
+            if root:
+                absolute.append(root)
+            else:
+                notes.append(f"{rule.label()}: not expressible as a readable root; left out")
+            continue
+        name = _blocked_name(rule.pattern.removeprefix("./"), workdir)
+        if name:
+            blocked.append(name)
+        else:
+            notes.append(f"{rule.label()}: not expressible as a blocked name; left out")
+    return (["./"] if probe.allowed else []) + absolute, blocked, bool(absolute)
 
 
 def _blocked_name(pattern: str, workdir: str) -> str | None:
