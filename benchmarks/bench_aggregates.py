@@ -7,7 +7,7 @@ The run is ``bench_reports.load_big_run``'s (125,000 sessions of 8 calls over 4 
 1% ended by a server fault), bulk-inserted into a new SQLite file and, with ``--pg``, a
 new PostgreSQL database dropped afterwards.  Timed, best and median of ``--repeat``:
 
-* *summary*: ``cli.tables.summarize_runs`` (the per-target table of ``report --format``,
+* *summary*: ``analysis.run_tables.summarize_runs`` (the per-target table of ``report --format``,
   ``run`` and ``gate``), now ``store.summarize``, GROUP BY in the database;
 * *sums*: what the clustered and paired statistics read, summed per (target, scenario)
   in SQL (``store.cluster_stats``; it replaced *units*): what ``gate``
@@ -69,7 +69,7 @@ def _cli(url: str, *args: str) -> None:
 
 
 def bench_backend(label: str, url: str, args) -> list[dict]:
-    from agent_eval.cli.tables import summarize_runs
+    from agent_eval.analysis.run_tables import summarize_runs
     from agent_eval.metrics import summarize
 
     print(f"{label}: generating {args.calls:,} calls ...", file=sys.stderr)

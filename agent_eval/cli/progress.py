@@ -46,8 +46,10 @@ def elapsed_text(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
-def rate_text(tally) -> str:
-    return f"{100 * tally.errors / tally.calls:.1f}" if tally.calls else "–"
+def rate_text(tally, calls: int | None = None) -> str:
+    """Errors per 100 calls so far; ``calls`` when the caller has read them already."""
+    calls = tally.calls if calls is None else calls
+    return f"{100 * tally.errors / calls:.1f}" if calls else "–"
 
 
 def flight_text(tally) -> str:
@@ -67,8 +69,9 @@ def tokens_text(tally, elapsed: float) -> str:
 
 def progress_line(run_id: int, tally, total: int, elapsed: float) -> str:
     """One plain progress line (see the module docstring)."""
-    parts = [f"run {run_id}: {tally.done}/{total} sessions", f"{tally.calls} calls",
-             f"{rate_text(tally)} errors/100", flight_text(tally)]
+    calls = tally.calls
+    parts = [f"run {run_id}: {tally.done}/{total} sessions", f"{calls} calls",
+             f"{rate_text(tally, calls)} errors/100", flight_text(tally)]
     tokens = tokens_text(tally, elapsed)
     if tokens:
         parts.append(tokens)

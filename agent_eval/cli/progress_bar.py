@@ -56,7 +56,9 @@ class Bar:
 
     def update(self, t, _records) -> None:
         if self.progress is not None:
-            self.progress.update(self.task, completed=t.done, calls=t.calls, rate=rate_text(t))
+            calls = t.calls
+            self.progress.update(self.task, completed=t.done, calls=calls,
+                                 rate=rate_text(t, calls))
 
     def stop(self) -> None:
         if self.progress is not None:

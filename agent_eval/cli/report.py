@@ -34,12 +34,8 @@ def report(runs: tuple[str, ...], out: Path, quiet: bool, as_json: bool, db: str
         agent-eval report latest label:baseline --out reports
         agent-eval report latest --json
     """
-    from agent_eval.cli.tables import (
-        clustered_rates,
-        render_class_table,
-        render_target_table,
-        summarize_runs,
-    )
+    from agent_eval.analysis.run_tables import run_tables
+    from agent_eval.cli.tables import print_tables
     from agent_eval.report import write_report
     from agent_eval.store import open_store
 
@@ -51,15 +47,12 @@ def report(runs: tuple[str, ...], out: Path, quiet: bool, as_json: bool, db: str
 
             from agent_eval.cli.tables import tables_json
 
+            tables = run_tables(store, run_ids)
             click.echo(json.dumps({"runs": run_ids, "report": str(index),
-                                   "targets": tables_json(summarize_runs(store, run_ids),
-                                                          clustered_rates(store, run_ids))},
+                                   "targets": tables_json(tables.summaries, tables.clustered,
+                                                          tables.classes)},
                                   indent=2))
             return
         if not quiet:
-            console = table_console(120)
-            summaries = summarize_runs(store, run_ids)
-            console.print(render_target_table(summaries, console.width,
-                                              clustered_rates(store, run_ids)))
-            console.print(render_class_table(summaries))
+            print_tables(run_tables(store, run_ids), table_console(120))
     click.echo(f"HTML report: {index}" if not quiet else str(index))

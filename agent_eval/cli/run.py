@@ -341,11 +341,13 @@ def _resume_planned(store, run_id, suite_obj, targets, as_json) -> None:
         f"{left.planned} sessions left; playing them here as one more worker.")
     tally = play_worker_share(store, run_id, suite_obj, targets,
                               concurrency=max(t.concurrency for t in targets), err=as_json)
-    status = store.get_run(run_id).status
+    from agent_eval.cli.tables import print_tables
+
+    tables = _run_tables(store, run_id)
     if as_json:
-        _print_json(store, run_id, status, tally.stored)
+        _print_json(tables, store.url, tables.status, tally.stored)
     else:
-        print_run_tables(store, [run_id], _console())
+        print_tables(tables, _console())
     if tally.stopped:  # may quote the server: outside text
         click.echo(f"Error: {escape_terminal(tally.stopped)}", err=True)
         sys.exit(EXIT_FAULT)
@@ -401,28 +403,34 @@ def _play(store, run_id, suite_obj, targets, repeats, *, resume: bool = False,
         sys.exit(130)
     finally:
         bar.stop()
-    status = "interrupted" if tally.left else "finished"
-    _closing(store, run_id, tally, console, status, as_json)
+    _closing(store, run_id, tally, console, as_json, played=True)
     console.print(finished_line(run_id, tally, store.url), markup=False, highlight=False)
 
 
-def _closing(store, run_id: int, tally, console: Console, status: str, as_json: bool) -> None:
+def _closing(store, run_id: int, tally, console: Console, as_json: bool, *,
+             played: bool) -> None:
     """The tables (or the JSON), the warnings, and an exit 3 for a run that measured
-    nothing or was left unplayed."""
+    nothing or was left unplayed.  The JSON's status is the play's when ``played``
+    (``interrupted`` with sessions left, else ``finished``), else the run's as stored."""
+    from agent_eval.cli.tables import print_tables
+
+    left = tally.left
+    tables = _run_tables(store, run_id)
     if as_json:
-        _print_json(store, run_id, status, tally.done)
+        status = ("interrupted" if left else "finished") if played else tables.status
+        _print_json(tables, store.url, status, tally.done)
     else:
-        print_run_tables(store, [run_id], console)
+        print_tables(tables, console)
     _report_context_full(tally)
     _report_truncated(tally)
     _report_server_faults(tally)
     if _report_unmeasured(tally, console):
         console.print(f"Run {run_id} stored in {store.url}; after the fix, finish it with: "
-                      f"agent-eval run --resume {run_id}" if tally.left else
+                      f"agent-eval run --resume {run_id}" if left else
                       f"Run {run_id} stored in {store.url}.", markup=False)
         sys.exit(EXIT_FAULT)
-    if tally.left:
-        console.print(f"[red]{counted(tally.left, 'session')} not played: the model server stopped "
+    if left:
+        console.print(f"[red]{counted(left, 'session')} not played: the model server stopped "
                       f"answering.[/] Finish later with: agent-eval run --resume {run_id}")
         sys.exit(EXIT_FAULT)
 
@@ -489,8 +497,7 @@ def _play_sequential(store, run_id, suite_obj, targets, *, resume: bool = False,
         from agent_eval.runs import RunWriter
 
         RunWriter(store, run_id).set_status("finished")
-    status = store.get_run(run_id).status
-    _closing(store, run_id, total, console, status, as_json)
+    _closing(store, run_id, total, console, as_json, played=False)
     console.print(sequence_end_line(run_id, plan, checks), markup=False, highlight=False,
                   soft_wrap=True)
 
@@ -589,20 +596,25 @@ def finished_line(run_id: int, tally, url: str) -> str:
     return f"Run {run_id} finished: {counted(tally.stored, 'session')} stored{how} in {url}."
 
 
-def _print_json(store, run_id: int, status: str, stored: int) -> None:
+def _run_tables(store, run_id: int):
+    """The closing tables' figures of the run, read in one library call."""
+    from agent_eval.analysis.run_tables import run_tables
+
+    return run_tables(store, [run_id])
+
+
+def _print_json(tables, url: str, status: str | None, stored: int) -> None:
     """``{run, status, sessions_stored, store, targets}``, and for a ``--until-decided``
     run ``sequential``: its cap, batch, checks, looks and how it stopped."""
     import json
 
-    from agent_eval.cli.tables import clustered_rates, summarize_runs, tables_json
-    from agent_eval.metrics.sequential import SequentialPlan
+    from agent_eval.cli.tables import tables_json
 
-    out = {"run": run_id, "status": status, "sessions_stored": stored, "store": store.url,
-           "targets": tables_json(summarize_runs(store, [run_id]),
-                                  clustered_rates(store, [run_id]))}
-    plan = SequentialPlan.from_config(store.get_run(run_id).config)
-    if plan is not None:
-        out["sequential"] = plan.stored()
+    out = {"run": tables.run_ids[0], "status": status, "sessions_stored": stored,
+           "store": url,
+           "targets": tables_json(tables.summaries, tables.clustered, tables.classes)}
+    if tables.sequential is not None:
+        out["sequential"] = tables.sequential
     click.echo(json.dumps(out, indent=2))
 
 
@@ -667,20 +679,6 @@ def _report_unmeasured(tally, console: Console) -> bool:
     for line in lines:  # they quote the server's errors: outside text
         click.echo(escape_terminal(line), err=True)
     return bool(lines)
-
-
-def print_run_tables(store, run_ids: list[int], console: Console) -> None:
-    """The per-target table and the class breakdown, as docs/design.md draws them."""
-    from agent_eval.cli.tables import (
-        clustered_rates,
-        render_class_table,
-        render_target_table,
-        summarize_runs,
-    )
-
-    summaries = summarize_runs(store, run_ids)
-    console.print(render_target_table(summaries, console.width, clustered_rates(store, run_ids)))
-    console.print(render_class_table(summaries))
 
 
 def _target_from_options(name, base_url, model, concurrency, knobs):

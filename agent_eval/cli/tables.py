@@ -5,35 +5,25 @@ escaped ``Text`` (``terminal.model_text``), never as console markup."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.table import Table
 
 from agent_eval.cli.terminal import ColumnSpec, model_text
 from agent_eval.metrics import TOTAL, GroupSummary, Rate, class_table
 from agent_eval.metrics.clustered import ClusteredRate, clustered_text
-from agent_eval.policy import get_rule
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from agent_eval.analysis.run_tables import RunTables
 
 
-def summarize_runs(store, run_ids: list[int]) -> dict[str, GroupSummary]:
-    """Per-column summaries of the given runs (read once from the store).
-
-    Columns are the HTML report's: the target, or ``name · run N`` for each (run,
-    target) pair when there are several runs, so the terminal never pools runs the
-    report keeps apart.
-
-    Computed by GROUP BY in the database (``store.summarize``), the same numbers as
-    ``metrics.summarize`` over every row.
-    """
-    return store.summarize(list(run_ids), "target", columns=True)
-
-
-def clustered_rates(store, run_ids: list[int]) -> dict[str, ClusteredRate]:
-    """Per column of :func:`summarize_runs`, errors/100 on the clustered interval (sessions
-    as clusters, stratified by scenario): the interval ``gate --max-error-rate`` decides
-    on, from the same sums (``store.cluster_stats``)."""
-    from agent_eval.metrics.clustered import units_rate
-
-    stats = store.cluster_stats(list(run_ids), columns=True)
-    return {name: units_rate(s) for name, s in stats.items()}
+def print_tables(tables: RunTables, console: Console) -> None:
+    """The per-target table and the class breakdown of ``tables`` (``run`` and ``report``),
+    as docs/design.md draws them."""
+    console.print(render_target_table(tables.summaries, console.width, tables.clustered))
+    console.print(render_class_table(tables.summaries, tables.classes, tables.class_names))
 
 
 def fmt_rate(rate: Rate | None, *, interval: bool = True) -> str:
@@ -60,7 +50,7 @@ TARGET_COLUMNS: tuple[tuple[str, ColumnSpec], ...] = (
 def render_target_table(summaries: dict[str, GroupSummary], width: int = 200,
                         clustered: dict[str, ClusteredRate] | None = None) -> Table:
     """sessions, messages, tool calls, errors, errors/100 with its clustered 95% interval
-    (``clustered``, the one gate and compare decide on, from :func:`clustered_rates`),
+    (``clustered``, the one gate and compare decide on, from ``analysis.run_tables``),
     Wilson's interval on calls as detail (it treats a session's calls as independent, so
     it is too narrow; the first column to go on a narrow terminal), handshake completion,
     and, when a target had any, stack faults per 100 calls (the serving stack's, never in
@@ -106,18 +96,27 @@ def stack_text(s: GroupSummary) -> str:
     return f"{rate.k} ({fmt_rate(rate, interval=False)})"
 
 
-def render_class_table(summaries: dict[str, GroupSummary]) -> Table:
-    """Failure classes as rows, targets as columns, errors per 100 tool calls."""
+def render_class_table(summaries: dict[str, GroupSummary],
+                       classes: list[tuple[str, dict[str, Rate]]] | None = None,
+                       names: dict[str, str] | None = None) -> Table:
+    """Failure classes as rows, targets as columns, errors per 100 tool calls; ``classes``
+    and ``names`` as ``analysis.run_tables`` reads them (without them, from
+    ``summaries``)."""
     table = Table(title="Errors per 100 tool calls by failure class")
     table.add_column("failure class")
     for name in summaries:
         table.add_column(model_text(name), justify="right")
-    for code, cells in class_table(summaries):
+    rows = class_table(summaries) if classes is None else classes
+    if names is None:
+        from agent_eval.analysis.run_tables import class_names
+
+        names = class_names(code for code, _ in rows)
+    for code, cells in rows:
         if code == TOTAL:
             label = model_text("total", "bold")
         else:
-            rule = get_rule(code)
-            label = model_text(f"{code} {rule.name}" if rule else code)
+            named = names.get(code)
+            label = model_text(f"{code} {named}" if named is not None else code)
         table.add_row(label, *(fmt_rate(cells.get(n), interval=False) for n in summaries))
     leaked = [f"{name}: " + ", ".join(f"{code} {n}" for code, n in s.leaks.items())
               for name, s in summaries.items() if s.leaks]
@@ -136,14 +135,15 @@ def render_class_table(summaries: dict[str, GroupSummary]) -> Table:
 
 
 def tables_json(summaries: dict[str, GroupSummary],
-                clustered: dict[str, ClusteredRate] | None = None) -> dict:
+                clustered: dict[str, ClusteredRate] | None = None,
+                classes: list[tuple[str, dict[str, Rate]]] | None = None) -> dict:
     """The two tables as JSON (``--json`` of run, demo and report): one entry per column.
 
     ``{column: {sessions, messages, tool_calls, errors, errors_per_100,
     ci95_clustered: [lo, hi], ci95: [lo, hi], handshake: {completed, sessions}, error_sessions, side_requests, classes: {code:
     per_100}, leaks: {code: calls}, stack_faults, stack_faults_per_100, stack_classes:
     {code: faults}}}``; ``ci95_clustered`` is the clustered interval (sessions as
-    clusters, from ``clustered``: :func:`clustered_rates`), the one gate and compare
+    clusters, from ``clustered``: ``analysis.run_tables``), the one gate and compare
     decide on, null without an interval; ``ci95`` is the Wilson interval on calls (calls
     as independent: detail, kept for readers of older output); rates are null where
     there were no calls; stack faults are the
@@ -152,7 +152,8 @@ def tables_json(summaries: dict[str, GroupSummary],
     figure.
     """
     out = {}
-    classes = class_table(summaries)
+    if classes is None:  # ``analysis.run_tables`` reads them with the summaries
+        classes = class_table(summaries)
     for name, s in summaries.items():
         hs = s.handshake.completed
         out[name] = {

@@ -17,7 +17,10 @@ The walks:
   allow-list (or what holds it) back to the CLI;
 - (b) a proxied request to a stored judged call: the returns to the CLI while the proxy
   relays, judges and stores one request (it runs in the proxy's own loop);
-- (c) a stored request to ``replay``: one library call (``replay_stored``).
+- (c) a stored request to ``replay``: one library call (``replay_stored``);
+- ``run`` against the simulator: the suite loaded, the run recorded and played, the
+  tally's progress and what is left read, and its closing tables (text or ``--json``) in
+  one library call (``run_tables``), as ``report``'s are.
 """
 
 from __future__ import annotations
@@ -270,3 +273,61 @@ def test_a_proxied_request_reaches_its_stored_judged_call_without_the_cli(tmp_pa
         calls = list(store.call_rows([r.id for r in store.list_runs(5)]))
     assert [(c.decision, c.primary) for c in calls] == [("deny", "AE301")]
     assert walk.cli_frames == 0 and walk.calls == []
+
+
+
+# ``run`` against the simulator, as text and as JSON: its returns to the CLI, in order.
+# Before the closing tables were read in the library there were 17 (16 with --json):
+# the CLI read ``Store.summarize``, ``Store.cluster_stats``, ``units_rate``,
+# ``class_table``, a ``get_rule`` per failure class (text) or ``Store.get_run`` (JSON),
+# the progress lines read the tally's calls twice each, and ``tally.left`` was read twice.
+RUN_RETURNS = [
+    "scenario/select:load_selected_suite",  # the suite, selected, limits applied
+    "live/run:record_new_run",  # the run's id
+    "live/run:play_run",  # the play (its tally is the CLI's own, filled in place)
+    "live/run:RunTally.calls",  # the progress line as the play starts
+    "live/run:RunTally.calls", "live/run:RunTally.errors",  # ... and as it ends
+    "live/run:RunTally.left",  # sessions not played: the status and the exit code
+    "analysis/run_tables:run_tables",  # every figure of the closing tables
+]
+TABLE_FIGURES = ("store/__init__:Store.summarize", "store/__init__:Store.cluster_stats",
+                 "store/__init__:Store.get_run", "metrics/clustered:units_rate",
+                 "metrics/classes:class_table", "policy/rules:get_rule")
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_run_reads_its_closing_tables_in_one_library_call(tmp_path, monkeypatch, as_json):
+    """``run``'s closing tables (text or ``--json``) come back to the CLI once
+    (``analysis.run_tables``); no figure of them is read from a CLI frame.  The plain
+    progress lines come at the start and the end only (no clock tick in between)."""
+    from agent_eval.sim import run_sim_in_thread
+
+    monkeypatch.setenv("AGENT_EVAL_PROGRESS_EVERY", "3600")
+    db = str(tmp_path / "s.db")
+    with run_sim_in_thread(profile="piper") as base_url:
+        with walking() as walk:
+            out = _cli("run", "--base-url", base_url, "--model", "piper", "--db", db,
+                       "--scenario", "lights-*", "--repeats", "2",
+                       *(["--json"] if as_json else []))
+    if as_json:
+        data = json.JSONDecoder().raw_decode(out[out.index("{"):])[0]  # progress after
+        assert data["status"] == "finished" and data["targets"]["piper"]["tool_calls"]
+    else:
+        assert "failure class" in out and "Run 1 finished" in out
+    assert walk.returns == RUN_RETURNS
+    assert len(walk.returns) <= 8
+    assert [name for name, _ in walk.calls if name in TABLE_FIGURES] == []
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_report_reads_its_tables_in_one_library_call(two_runs, tmp_path, as_json):
+    """``report``: the runs resolved, the report written, and its printed tables (text or
+    ``--json``) read in one library call, as ``run``'s are."""
+    with walking() as walk:
+        out = _cli("report", "label:old", "label:new", "--out", str(tmp_path), "--db",
+                   two_runs, *(["--json"] if as_json else []))
+    assert "HTML report" in out or json.loads(out)["targets"]
+    assert walk.returns == ["store/__init__:Store.resolve_run"] * 2 + [
+        "report/writing:write_report", "analysis/run_tables:run_tables"]
+    assert [name for name, _ in walk.calls if name in TABLE_FIGURES] == []

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from agent_eval.analysis.run_tables import summarize_runs
 from agent_eval.cli import main
-from agent_eval.cli.tables import summarize_runs
 from agent_eval.sim import Faults, run_sim_in_thread
 from agent_eval.store import open_store
 
