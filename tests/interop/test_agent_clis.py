@@ -361,6 +361,63 @@ def test_cli_plays_a_bundled_scenario_through_the_proxy_to_the_simulator(
         assert sum("side:title" in r.tags for r in records) == 1
 
 
+QWEN_SHELL_REPORT = (f"Command: {SHELL_COMMAND}", "Exit Code: 0")
+"""Qwen Code 0.24.4 settles a shell command on the child's ``exit`` event without waiting
+for its stdout pipe to drain (``childProcessFallback`` in its shell execution service,
+chunks/chunk-QXQMBRGL.js: ``exitHandler`` calls ``handleExit`` at once when output is not
+streamed; Node's ``exit`` can come before the last ``data``).  On a busy machine the
+listing then comes back as ``Output: (empty)``: its own report of the finished command,
+with the exit code the process gave, is what proves the command ran."""
+
+
+def _shell_answered(name: str, request: str) -> bool:
+    """``request`` carries the result of the scripted shell call: the listing (it names
+    notes.txt) or, for Qwen Code, the CLI's own report that the command exited 0."""
+    if "notes.txt" in request and "drwx" in request:
+        return True
+    return name == "qwen-code" and all(mark in request for mark in QWEN_SHELL_REPORT)
+
+
+def test_a_qwen_code_shell_result_whose_output_it_lost_still_proves_the_command_ran() -> None:
+    """The exact tool result Qwen Code 0.24.4 sent back for `ls -la` on a loaded machine
+    (CI, and four busy processes here): no listing, the command's exit code."""
+    lost = ("Command: ls -la\nDirectory: (root)\nOutput: (empty)\nError: (none)\n"
+            "Exit Code: 0\nSignal: (none)\nProcess Group PGID: (none)")
+    request = json.dumps({"messages": [
+        {"role": "user", "content": "Run the shell command `ls -la`, then ..."},
+        {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": lost}]}]})
+    assert _shell_answered("qwen-code", request)
+    assert not _shell_answered("gemini-cli", request)  # only Qwen Code's report counts
+    assert not _shell_answered("qwen-code", request.replace("Exit Code: 0", "Exit Code: 127"))
+    asked = json.dumps({"messages": [{"role": "user", "content": "Run `ls -la`"}]})
+    assert not _shell_answered("qwen-code", asked)  # the task alone is no result
+    listing = request.replace("Output: (empty)", "Output: total 8\\ndrwxr-xr-x 2 agent "
+                              "agent 4096 .\\n-rw-r--r-- 1 agent agent 67 notes.txt")
+    assert _shell_answered("gemini-cli", listing) and _shell_answered("qwen-code", listing)
+
+
+def _story(run: Capture) -> str:
+    """What happened, for a failure message: each request the scripted upstream answered
+    (its tools, the tool results it carried, the step it got), the tool results the CLI
+    sent back, and the end of the CLI's own output."""
+    lines = ["", "the upstream's steps:"]
+    for seen in (run.upstream.captured if run.upstream else []):
+        try:
+            body = json.loads(seen.body or b"{}")
+        except ValueError:
+            body = {}
+        tools = [t.get("function", t).get("name") for t in body.get("tools") or []
+                 if isinstance(t, dict)] if isinstance(body, dict) else []
+        results = [str(m.get("content"))[:300] for m in body.get("messages") or []
+                   if isinstance(m, dict) and m.get("role") == "tool"] \
+            if isinstance(body, dict) else []
+        lines.append(f"  {seen.method} {seen.path}: {len(tools)} tools, "
+                     f"tool results {results!r}, answered {seen.answer!r}")
+    lines.append(f"the CLI's stdout ends: {run.outcome.stdout[-1500:]!r}")
+    lines.append(f"the CLI's stderr ends: {run.outcome.stderr[-800:]!r}")
+    return "\n".join(lines)
+
+
 # --- all five, through the proxy, in front of the scripted upstream ----------------------
 
 @pytest.mark.parametrize("name", sorted(CLIS))
@@ -376,21 +433,23 @@ def test_cli_runs_shell_read_and_subagent_calls_through_the_proxy(
             executed = _event_strings(run.outcome.stdout)
             files = {"sessions": sorted(run.home.glob(SESSION_FILES[name])),
                      "children": sorted(run.home.glob(SUBAGENT_FILES.get(name, "none")))}
-            # the shell call ran: its output (the listing, which names notes.txt) went
-            # back; the subagent ran its own shell call and sent its output back
-            answered = [r for r in requests if "notes.txt" in r and "drwx" in r]
+            # the shell call ran and its result went back; the subagent ran its own shell
+            # call and sent its result back
+            answered = [r for r in requests if _shell_answered(name, r)]
             child = [r for r in requests if SUBAGENT_MARK in r and "subagent shell call" in r
                      and CHILD_COMMAND in r]
             failed = ("" if run.outcome.returncode == 0 else
                       f"exit {run.outcome.returncode}: {run.outcome.stderr[-2000:]}") or (
                 "" if answered else f"no request carried the output of `{SHELL_COMMAND}`") or (
                 "" if child else "the subagent's shell call never came back")
+            if failed:
+                failed += _story(run)
         if not failed:
             break
         if attempt == CLI_ATTEMPTS:
             pytest.fail(f"{name}, {attempt} attempts: {failed}")
         warnings.warn(f"{name} attempt {attempt} failed on the CLI's side, played again: "
-                      f"{failed[:500]}", stacklevel=1)
+                      f"{failed[:6000]}", stacklevel=1)
     tmp_path = work
     assert files["sessions"], f"no session file at ~/{SESSION_FILES[name]}"
     if name == "codex":
