@@ -30,7 +30,6 @@ import shlex
 import socket
 import subprocess
 import threading
-import warnings
 from pathlib import Path
 
 import pytest
@@ -44,11 +43,10 @@ from agent_eval.scenario import load_suite
 from agent_eval.scenario.bundled import BUNDLED_SUITE_NAME, data_dir
 from agent_eval.store import open_store
 
-CLI_TIMEOUT_S = 110.0  # each CLI run; a whole test stays under ~2 minutes
-CLI_ATTEMPTS = 2
-"""A real CLI that fails on its own side (exits non-zero, never runs the scripted command:
-seen about once in ten loaded runs of Qwen Code) is played once more, with a warning; the
-relay is checked byte for byte on every attempt and never retried."""
+CLI_TIMEOUT_S = 400.0
+"""A hang guard for each CLI run, not a speed check: a run of the scripted session takes
+4-16 s under four busy processes on 2 cores; a CLI still running after this long is stuck
+(exit 124, and the test says what it did)."""
 SCENARIO = "db-open-attempts"  # one reference call: a `uv run scripts/db_query.py ...`
 SESSION_FILES = {  # where each CLI keeps its sessions, under its HOME (docs/clients.md)
     "opencode": ".local/share/opencode/opencode.db",
@@ -424,33 +422,20 @@ def _story(run: Capture) -> str:
 def test_cli_runs_shell_read_and_subagent_calls_through_the_proxy(
         sandbox_ok, name: str, tmp_path: Path) -> None:
     _ensure_installed(name)
-    for attempt in range(1, CLI_ATTEMPTS + 1):
-        work = tmp_path / f"attempt{attempt}"
-        work.mkdir()
-        with capture(name, work=work, timeout=CLI_TIMEOUT_S, allowlist=CLI_ALLOWLIST) as run:
-            _relayed_byte_for_byte(run)  # whatever the CLI did: the proxy is never retried
-            requests = [x.request.decoded_body().decode() for x in run.client_exchanges()]
-            executed = _event_strings(run.outcome.stdout)
-            files = {"sessions": sorted(run.home.glob(SESSION_FILES[name])),
-                     "children": sorted(run.home.glob(SUBAGENT_FILES.get(name, "none")))}
-            # the shell call ran and its result went back; the subagent ran its own shell
-            # call and sent its result back
-            answered = [r for r in requests if _shell_answered(name, r)]
-            child = [r for r in requests if SUBAGENT_MARK in r and "subagent shell call" in r
-                     and CHILD_COMMAND in r]
-            failed = ("" if run.outcome.returncode == 0 else
-                      f"exit {run.outcome.returncode}: {run.outcome.stderr[-2000:]}") or (
-                "" if answered else f"no request carried the output of `{SHELL_COMMAND}`") or (
-                "" if child else "the subagent's shell call never came back")
-            if failed:
-                failed += _story(run)
-        if not failed:
-            break
-        if attempt == CLI_ATTEMPTS:
-            pytest.fail(f"{name}, {attempt} attempts: {failed}")
-        warnings.warn(f"{name} attempt {attempt} failed on the CLI's side, played again: "
-                      f"{failed[:6000]}", stacklevel=1)
-    tmp_path = work
+    with capture(name, work=tmp_path, timeout=CLI_TIMEOUT_S, allowlist=CLI_ALLOWLIST) as run:
+        _relayed_byte_for_byte(run)
+        requests = [x.request.decoded_body().decode() for x in run.client_exchanges()]
+        executed = _event_strings(run.outcome.stdout)
+        files = {"sessions": sorted(run.home.glob(SESSION_FILES[name])),
+                 "children": sorted(run.home.glob(SUBAGENT_FILES.get(name, "none")))}
+        # the CLI ended well; the shell call ran and its result went back; the subagent ran
+        # its own shell call and sent its result back
+        assert run.outcome.returncode == 0, (
+            f"{name} exited {run.outcome.returncode}{_story(run)}")
+        assert [r for r in requests if _shell_answered(name, r)], (
+            f"no request carried the result of `{SHELL_COMMAND}`{_story(run)}")
+        assert [r for r in requests if SUBAGENT_MARK in r and "subagent shell call" in r
+                and CHILD_COMMAND in r], f"the subagent's shell call never came back{_story(run)}"
     assert files["sessions"], f"no session file at ~/{SESSION_FILES[name]}"
     if name == "codex":
         assert len(files["children"]) == 2  # the parent's rollout and the child's
