@@ -36,7 +36,7 @@ import pytest
 from clis.capture import Capture, capture
 from clis.catalog import CLIS, INSTALL, REPO
 from clis.sandbox import CLI_USER, Sandbox, unavailable
-from clis.upstream import CHILD_COMMAND, SHELL_COMMAND, SUBAGENT_MARK
+from clis.upstream import CHILD_COMMAND, SHELL_COMMAND, SUBAGENT_MARK, route_of
 
 from agent_eval.policy import check_call, load_allowlist
 from agent_eval.scenario import load_suite
@@ -404,13 +404,17 @@ def _story(run: Capture) -> str:
             body = json.loads(seen.body or b"{}")
         except ValueError:
             body = {}
-        tools = [t.get("function", t).get("name") for t in body.get("tools") or []
-                 if isinstance(t, dict)] if isinstance(body, dict) else []
-        results = [str(m.get("content"))[:300] for m in body.get("messages") or []
-                   if isinstance(m, dict) and m.get("role") == "tool"] \
-            if isinstance(body, dict) else []
-        lines.append(f"  {seen.method} {seen.path}: {len(tools)} tools, "
-                     f"tool results {results!r}, answered {seen.answer!r}")
+        route = route_of(seen.path) if seen.method == "POST" else None
+        try:
+            conv = route[1](body) if route and route[1] and isinstance(body, dict) else None
+        except (KeyError, TypeError, AttributeError):  # a body the upstream could not read
+            conv = None
+        texts = [str(m.get("content"))[:300] for m in body.get("messages") or []
+                 if isinstance(m, dict) and m.get("role") == "tool"] \
+            if isinstance(body, dict) else []  # Chat Completions: the results' texts too
+        said = (f"{len(conv.tools)} tools, {conv.tool_results} tool results {texts!r}, "
+                if conv else "")
+        lines.append(f"  {seen.method} {seen.path}: {said}answered {seen.answer!r}")
     lines.append(f"the CLI's stdout ends: {run.outcome.stdout[-1500:]!r}")
     lines.append(f"the CLI's stderr ends: {run.outcome.stderr[-800:]!r}")
     return "\n".join(lines)
